@@ -1,0 +1,149 @@
+"""Ingest benchmark: traceviz vs HolisticTraceAnalysis on a ~1 GB Kineto trace.
+
+    python benchmarks/ingest.py [--size-mb 1000] [--hta-python PATH]
+
+Builds ``benchmarks/data/v100_19k_xN.json`` by repeating the events of
+``../shared/traces/kineto/v100_19k_kernels.json.gz`` with timestamps shifted by the
+trace's length and ids (correlation, External id, flow id) shifted so they stay unique.
+Then, each in a fresh child process, measures:
+  * ``traceviz import`` of that JSON -> Parquet (MB/s of JSON, peak RSS),
+  * HTA's default parser (``parse_trace_dataframe``, JSON backend) on the same file,
+  * ``traceviz analyze`` of the Parquet (wall time of the whole command).
+HTA needs its own interpreter (its pins differ):
+``python3 -m venv /tmp/hta && /tmp/hta/bin/pip install holistictraceanalysis``.
+Targets (issue 2): >= 5x HTA's throughput, peak RSS < 2x the JSON size, analyze < 3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT.parent / "shared" / "traces" / "kineto" / "v100_19k_kernels.json.gz"
+DATA = ROOT / "benchmarks" / "data"
+
+
+def build(size_mb: int) -> Path:
+    import orjson
+
+    doc = orjson.loads(gzip.decompress(SOURCE.read_bytes()))
+    events = doc.pop("traceEvents")
+    base = b",\n".join(orjson.dumps(e) for e in events)
+    copies = max(1, round(size_mb * 1e6 / len(base)))
+    out = DATA / f"v100_19k_x{copies}.json"
+    if out.exists():
+        return out
+    DATA.mkdir(parents=True, exist_ok=True)
+    ts = [e["ts"] for e in events if isinstance(e.get("ts"), int | float)]
+    period = int(max(ts) - min(ts)) + 1000
+    id_step = 10 ** 7
+    tmp = out.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        head = orjson.dumps(doc)[:-1]
+        f.write(head + b', "traceEvents": [\n')
+        for k in range(copies):
+            shifted = []
+            for e in events:
+                e = dict(e)
+                if isinstance(e.get("ts"), int | float):
+                    e["ts"] = e["ts"] + k * period
+                if "id" in e and isinstance(e["id"], int):
+                    e["id"] += k * id_step
+                args = e.get("args")
+                if isinstance(args, dict):
+                    args = dict(args)
+                    for key in ("correlation", "External id"):
+                        if isinstance(args.get(key), int):
+                            args[key] += k * id_step
+                    if isinstance(e.get("name"), str) and e["name"].startswith("ProfilerStep#"):
+                        e["name"] = f"ProfilerStep#{int(e['name'][13:]) + k * 100}"
+                    e["args"] = args
+                shifted.append(orjson.dumps(e))
+            f.write((b",\n" if k else b"") + b",\n".join(shifted))
+        f.write(b"\n]}\n")
+    tmp.rename(out)
+    return out
+
+
+CHILD_TRACEVIZ = """
+import sys, time, resource
+from traceviz.parsers import load
+t = time.perf_counter()
+trace = load(sys.argv[1])
+trace.save(sys.argv[2], force=True)
+print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+      len(trace.events))
+"""
+
+CHILD_HTA = """
+import sys, time, resource, logging
+logging.disable(logging.WARNING)
+from hta.common.trace_parser import parse_trace_dataframe
+from hta.configs.parser_config import ParserConfig
+t = time.perf_counter()
+meta, df, symbols = parse_trace_dataframe(sys.argv[1], ParserConfig.get_default_cfg())
+print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, len(df))
+"""
+
+
+def child(python: str, code: str, *args: str) -> tuple[float, int, int]:
+    r = subprocess.run([python, "-c", code, *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"child failed ({python}):\n{r.stderr[-2000:]}")
+    secs, rss, rows = r.stdout.split()[-3:]
+    return float(secs), int(rss), int(rows)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size-mb", type=int, default=1000, help="target JSON size (default 1000)")
+    p.add_argument("--hta-python", default=os.environ.get("HTA_PYTHON", "/tmp/hta/bin/python"),
+                   help="interpreter with holistictraceanalysis installed")
+    p.add_argument("--skip-hta", action="store_true")
+    args = p.parse_args()
+
+    src = build(args.size_mb)
+    size = src.stat().st_size
+    print(f"input: {src} ({size / 1e6:.0f} MB of JSON)")
+    out = DATA / "ingest.parquet"
+
+    secs, rss, rows = child(sys.executable, CHILD_TRACEVIZ, str(src), str(out))
+    tv = {"secs": secs, "mbps": size / 1e6 / secs, "rss": rss, "rows": rows}
+    print(f"traceviz import : {secs:7.2f} s  {tv['mbps']:7.1f} MB/s  peak RSS "
+          f"{rss / 1e9:5.2f} GB ({rss / size:.2f}x JSON)  {rows:,} rows")
+
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "traceviz", "analyze", str(out), "--json"],
+                       capture_output=True, text=True)
+    analyze_s = time.perf_counter() - t
+    if r.returncode != 0:
+        raise SystemExit(r.stderr)
+    kernels = json.loads(r.stdout)["kernels"]["count"]
+    print(f"traceviz analyze: {analyze_s:7.2f} s  (whole command, {kernels:,} kernels)")
+
+    result = {"json_mb": size / 1e6, "traceviz": tv, "analyze_s": analyze_s}
+    if not args.skip_hta:
+        if not Path(args.hta_python).exists():
+            raise SystemExit(f"no HTA interpreter at {args.hta_python}: see this script's doc")
+        secs, rss, rows = child(args.hta_python, CHILD_HTA, str(src))
+        hta = {"secs": secs, "mbps": size / 1e6 / secs, "rss": rss, "rows": rows}
+        result["hta"] = hta
+        print(f"HTA parser      : {secs:7.2f} s  {hta['mbps']:7.1f} MB/s  peak RSS "
+              f"{rss / 1e9:5.2f} GB ({rss / size:.2f}x JSON)  {rows:,} rows")
+        print(f"ratio           : traceviz throughput = {tv['mbps'] / hta['mbps']:.1f}x HTA; "
+              f"peak RSS = {tv['rss'] / hta['rss']:.2f}x HTA")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Bad input ends in one clear line and a non-zero exit; nothing partial is left behind."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import KINETO
+from traceviz.cli import main
+
+ALEXNET = KINETO / "a100_alexnet.json.gz"
+
+
+def _bad_files(tmp_path):
+    raw = gzip.decompress(ALEXNET.read_bytes())
+    files = {
+        "truncated gzip": ALEXNET.read_bytes()[: len(ALEXNET.read_bytes()) // 2],
+        "truncated json": raw[: len(raw) * 2 // 3],
+        "truncated json.gz": gzip.compress(raw[: len(raw) // 2]),
+        "empty": b"",
+        "whitespace": b"   \n",
+        "json not a trace": b'{"hello": [1, 2, 3]}',
+        "json list of numbers": b"[1, 2, 3]",
+        "no events": b'{"traceEvents": []}',
+        "only metadata events": b'{"traceEvents": [{"ph": "M", "name": "process_name", '
+                                b'"pid": 1, "args": {"name": "x"}}]}',
+        "wrong field type": b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": 5, '
+                            b'"ts": 1, "dur": 2, "pid": 0, "tid": 7}]}',
+        "binary junk": bytes(range(256)) * 4,
+        "not closed": b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", '
+                      b'"ts": 1, "dur": 2, "pid": 1, "tid": 1}',
+    }
+    paths = {}
+    for label, data in files.items():
+        p = tmp_path / (label.replace(" ", "_") + (".json.gz" if "gzip" in label else ".json"))
+        p.write_bytes(data)
+        paths[label] = p
+    return paths
+
+
+@pytest.mark.parametrize("command", ["import", "analyze"])
+def test_bad_files_fail_cleanly(tmp_path, capsys, command):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    for label, path in _bad_files(tmp_path).items():
+        argv = [command, str(path)]
+        if command == "import":
+            argv += ["-o", str(out_dir / "t.parquet")]
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2, label
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("traceviz: error:"), (label, err)
+        assert "Traceback" not in err
+        assert list(out_dir.iterdir()) == [], label  # no partial output
+
+
+def test_directory_missing_and_unreadable(tmp_path, capsys, monkeypatch):
+    assert main(["analyze", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert main(["analyze", str(tmp_path / "nope.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    locked = tmp_path / "locked.json"
+    locked.write_bytes(gzip.decompress(ALEXNET.read_bytes()))
+    # tests may run as root, where chmod 000 does not stop reading: ask os.access instead
+    monkeypatch.setattr("traceviz.fileio.os.access", lambda path, mode: False)
+    assert main(["analyze", str(locked)]) == 2
+    assert "permission denied" in capsys.readouterr().err
+
+
+def test_unknown_fields_are_ignored(tmp_path, capsys):
+    p = tmp_path / "extra.json"
+    p.write_bytes(b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", '
+                  b'"ts": 1.5, "dur": 2.25, "pid": 1, "tid": 1, "brand_new_field": {"a": [1]},'
+                  b' "args": {"also_new": "x"}}], "someOtherKey": 1}')
+    assert main(["analyze", str(p), "--json"]) == 0
+    import json
+    d = json.loads(capsys.readouterr().out)
+    assert d["kernels"]["count"] == 1 and d["kernels"]["total_ns"] == 2250
+
+
+def test_bad_parquet(tmp_path, capsys):
+    p = tmp_path / "x.parquet"
+    import pandas as pd
+    pd.DataFrame({"a": [1]}).to_parquet(p)
+    assert main(["analyze", str(p)]) == 2
+    assert "not written by traceviz" in capsys.readouterr().err
+    p.write_bytes(b"PAR1 this is not parquet")
+    assert main(["analyze", str(p)]) == 2
+    assert "Parquet" in capsys.readouterr().err
+
+
+def test_console_script_prints_no_traceback(tmp_path):
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(ALEXNET.read_bytes()[:500])
+    r = subprocess.run([sys.executable, "-m", "traceviz", "analyze", str(bad)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "truncated gzip" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -1,0 +1,138 @@
+"""The CLI as a user meets it: import, analyze (--json/--export/--plot), refusing overwrites."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from tests.conftest import KINETO
+from tests.rawref import Reference
+from traceviz.cli import main
+from traceviz.trace import Trace
+
+ALEXNET = KINETO / "a100_alexnet.json.gz"
+
+
+def test_import_writes_parquet_and_refuses_overwrite(tmp_path, capsys):
+    out = tmp_path / "t.parquet"
+    assert main(["import", str(ALEXNET), "-o", str(out)]) == 0
+    trace = Trace.load(out)
+    assert (trace.events["kind"] == "kernel").sum() == Reference(ALEXNET).kernel_count
+    assert trace.meta["source_format"] == "kineto"
+    assert trace.meta["devices"]["0"].startswith("NVIDIA A100")
+    before = out.read_bytes()
+    capsys.readouterr()
+    assert main(["import", str(ALEXNET), "-o", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert out.read_bytes() == before
+    assert main(["import", str(ALEXNET), "-o", str(out), "--force"]) == 0
+    assert list(tmp_path.iterdir()) == [out]  # no temporary files left behind
+
+
+def test_format_is_detected_from_content(tmp_path):
+    odd = tmp_path / "no_extension"
+    shutil.copy(ALEXNET, odd)
+    assert main(["import", str(odd), "-o", str(tmp_path / "x.parquet")]) == 0
+    plain = tmp_path / "plain.txt"
+    import gzip
+    plain.write_bytes(gzip.decompress(ALEXNET.read_bytes()))
+    assert main(["import", str(plain), "-o", str(tmp_path / "y.parquet")]) == 0
+    a = Trace.load(tmp_path / "x.parquet").events
+    b = Trace.load(tmp_path / "y.parquet").events
+    pd.testing.assert_frame_equal(a, b, check_categorical=False)
+
+
+def test_parquet_round_trip_keeps_every_column(tmp_path):
+    from traceviz.parsers import load
+
+    trace = load(KINETO / "v100_ns_resolution.json.gz")
+    trace.save(tmp_path / "t.parquet")
+    back = Trace.load(tmp_path / "t.parquet")
+    # categories may come back as Arrow-backed strings: same values, another index dtype
+    pd.testing.assert_frame_equal(trace.events, back.events, check_categorical=False)
+    for col in ("kind", "name", "op", "launch_api", "category"):
+        assert isinstance(back.events[col].dtype, pd.CategoricalDtype)
+        pd.testing.assert_series_equal(trace.events[col].astype(str),
+                                       back.events[col].astype(str))
+    assert back.meta == json.loads(json.dumps(trace.meta))
+
+
+def test_analyze_json_has_documented_keys(capsys):
+    assert main(["analyze", str(ALEXNET), "--json", "--top", "5"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    ref = Reference(ALEXNET)
+    assert d["kernels"]["count"] == ref.kernel_count
+    assert d["kernels"]["total_ns"] == ref.kernel_total_ns
+    assert d["launches"]["matched"] == ref.matched_launches
+    assert d["busy_ns"] == ref.busy_ns()  # no steps: the whole trace is the scope
+    assert d["scope"] == "trace"
+    assert 0 < d["launch_bound_fraction"] < 1
+    assert d["span_ns"] > d["busy_ns"]
+    assert set(d["categories"]) >= {"gemm", "rnn", "elementwise", "reduction", "cast",
+                                    "memcpy", "memset", "communication", "other"}
+    assert len(d["top_kernels"]) == 5
+    assert d["top_kernels"][0]["total_ns"] >= d["top_kernels"][1]["total_ns"]
+    assert d["casts"]["total_ns"] == 0
+
+
+def test_analyze_parquet_equals_analyze_raw(tmp_path, capsys):
+    out = tmp_path / "t.parquet"
+    main(["import", str(ALEXNET), "-o", str(out)])
+    capsys.readouterr()
+    main(["analyze", str(ALEXNET), "--json"])
+    raw = json.loads(capsys.readouterr().out)
+    main(["analyze", str(out), "--json"])
+    pq = json.loads(capsys.readouterr().out)
+    raw.pop("source"), pq.pop("source")
+    assert raw == pq
+
+
+def test_export_tables(tmp_path):
+    trace_file = KINETO / "a100_80gb_queue.json.gz"
+    assert main(["analyze", str(trace_file), "--export", str(tmp_path), "--json"]) == 0
+    ref = Reference(trace_file)
+    kernels = pd.read_parquet(tmp_path / "kernels.parquet")
+    launches = pd.read_parquet(tmp_path / "launches.parquet")
+    casts = pd.read_parquet(tmp_path / "casts.parquet")
+    assert len(kernels) == ref.kernel_count
+    assert kernels["dur_ns"].sum() == ref.kernel_total_ns
+    assert len(launches) == len(ref.launches)
+    assert launches["matched"].sum() == ref.matched_launches
+    assert {"host_ns", "delay_ns", "device_ns"} <= set(launches.columns)
+    raw_casts = [e for e in ref.kernels if "copy_kernel" in e["name"] and "WithCast" in e["name"]]
+    assert (casts["kind"] == "kernel").sum() == len(raw_casts)
+    # refuses to overwrite without --force, and leaves the files as they were
+    before = (tmp_path / "kernels.parquet").read_bytes()
+    assert main(["analyze", str(trace_file), "--export", str(tmp_path), "--json"]) == 2
+    assert (tmp_path / "kernels.parquet").read_bytes() == before
+    assert main(["analyze", str(trace_file), "--export", str(tmp_path), "--json",
+                 "--force"]) == 0
+
+
+def test_plot_writes_png_and_svg(tmp_path):
+    assert main(["analyze", str(KINETO / "ampere_sampled_rank0.json.gz"),
+                 "--plot", str(tmp_path)]) == 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["kernels_pie.png", "kernels_pie.svg", "launch_overhead.png",
+                     "launch_overhead.svg"]
+    assert (tmp_path / "kernels_pie.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in (tmp_path / "launch_overhead.svg").read_bytes()[:2000]
+
+
+def test_rich_output_names_the_numbers(capsys):
+    assert main(["analyze", str(ALEXNET), "--width", "120"]) == 0
+    out = capsys.readouterr().out
+    for text in ("Top kernels by total time", "Categories", "Launch overhead",
+                 "launch-bound fraction", "Cast ops (AMP)", "NVIDIA A100"):
+        assert text in out
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["analyze", "--help"], ["import", "--help"]])
+def test_help_and_version(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 0
+    assert capsys.readouterr().out

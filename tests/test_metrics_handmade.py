@@ -1,0 +1,135 @@
+"""Interval union, launch delay, launch-bound fraction and op links on hand-built traces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.handmade import row, trace
+from traceviz.analyses import summarize
+from traceviz.intervals import innermost_enclosing, union_length
+
+
+def test_union_overlapping_nested_and_disjoint():
+    s = np.array([0, 5, 6, 20, 30])
+    e = np.array([10, 8, 12, 25, 30])  # [0,10)+[5,8)+[6,12) -> [0,12); [20,25); empty
+    assert union_length(s, e) == 12 + 5
+    assert union_length(np.array([], np.int64), np.array([], np.int64)) == 0
+
+
+def test_union_is_order_independent():
+    rng = np.random.default_rng(0)
+    s = rng.integers(0, 1000, 200)
+    e = s + rng.integers(0, 50, 200)
+    covered = np.zeros(1100, bool)
+    for a, b in zip(s, e, strict=True):
+        covered[a:b] = True
+    assert union_length(s, e) == covered.sum()
+    perm = rng.permutation(200)
+    assert union_length(s[perm], e[perm]) == covered.sum()
+
+
+def test_innermost_enclosing_per_thread():
+    # thread 1: A [0,100) > B [10,50) > C [20,30); D [60,70). thread 2: E [0,1000)
+    group = np.array([1, 1, 1, 1, 2])
+    start = np.array([0, 10, 20, 60, 0])
+    end = np.array([100, 50, 30, 70, 1000])
+    q_group = np.array([1, 1, 1, 1, 1, 2, 3])
+    q_time = np.array([25, 40, 55, 65, 150, 500, 5])
+    got = innermost_enclosing(group, start, end, q_group, q_time)
+    assert list(got) == [2, 1, 0, 3, -1, 4, -1]
+    # parents: exclude the interval itself
+    parents = innermost_enclosing(group, start, end, group, start, q_exclude=np.arange(5))
+    assert list(parents) == [-1, 0, 1, 0, -1]
+
+
+def test_two_streams_overlap_launch_delay_and_bound_fraction():
+    t = trace(
+        row("op", "aten::mm", 0, 100),
+        row("runtime", "cudaLaunchKernel", 10, 5, corr=1),
+        row("op", "aten::add", 200, 100),
+        row("runtime", "cudaLaunchKernel", 210, 20, corr=2),
+        row("runtime", "cudaLaunchKernel", 260, 5, corr=3),      # launch with no kernel
+        row("kernel", "volta_sgemm_128x64_nn", 40, 300, corr=1, stream=7),
+        row("kernel", "vectorized_elementwise_kernel", 250, 150, corr=2, stream=8),
+        row("kernel", "orphan_kernel", 900, 100, corr=99, stream=7),  # no launch row
+    )
+    k = t.kernels.set_index("name")
+    assert k.loc["volta_sgemm_128x64_nn", "launch_delay_ns"] == 40 - 15
+    assert k.loc["vectorized_elementwise_kernel", "launch_delay_ns"] == 250 - 230
+    assert k.loc["volta_sgemm_128x64_nn", "op"] == "aten::mm"
+    assert k.loc["vectorized_elementwise_kernel", "op"] == "aten::add"
+    assert k["launch_delay_ns"].isna().tolist() == [False, False, True]
+    s = summarize(t)
+    # busy: [40,340) U [250,400) U [900,1000) = 360 + 100
+    assert s.busy_ns == 460
+    # span: first launch (10) to last device end (1000)
+    assert s.span_ns == 990
+    assert s.idle_fraction == pytest.approx(1 - 460 / 990)
+    assert s.launches.count == 3
+    assert s.launches.matched == 2
+    assert s.launches.unlaunched_kernels == 1
+    assert s.launches.short_kernels == 0
+    assert s.launches.api_share == pytest.approx(30 / 990)
+    assert s.categories.set_index("category").loc["gemm", "total_ns"] == 300
+
+
+def test_steps_scope_busy_and_span_per_step():
+    t = trace(
+        row("step", "ProfilerStep#3", 0, 100, step=3),
+        row("step", "ProfilerStep#4", 100, 100, step=4),
+        row("runtime", "cudaLaunchKernel", 10, 5, corr=1),
+        row("runtime", "cudaLaunchKernel", 90, 5, corr=2),
+        row("runtime", "cudaLaunchKernel", 150, 5, corr=3),
+        row("kernel", "k1", 20, 30, corr=1),
+        row("kernel", "k2", 95, 30, corr=2),   # launched in step 3, runs into step 4
+        row("kernel", "k3", 160, 10, corr=3),
+    )
+    k = t.kernels.set_index("name")
+    assert list(k["step"]) == [3, 3, 4]
+    s = summarize(t)
+    assert s.scope == "steps" and s.steps == 2
+    # step 3: [0, max(100, 125)) busy 30 + 30; step 4: [100, 200) busy 10
+    assert s.span_ns == 125 + 100
+    assert s.busy_ns == 60 + 10
+    per = s.devices[0].per_step
+    assert list(per["busy_ns"]) == [60, 10]
+
+
+def test_short_kernels_and_graph_launch():
+    t = trace(
+        row("runtime", "cudaGraphLaunch", 0, 50, corr=5),
+        row("kernel", "a", 60, 10, corr=5),
+        row("kernel", "b", 70, 100, corr=5),
+    )
+    s = summarize(t)
+    assert s.launches.count == 1 and s.launches.matched == 1
+    assert s.launches.short_kernels == 1  # a: 10 ns < 50 ns launch call
+    assert sorted(t.kernels["launch_delay_ns"].astype(int)) == [10, 20]
+
+
+def test_nsys_style_suffixes_are_launches():
+    t = trace(
+        row("runtime", "cudaLaunchKernel_ptsz_v7000", 0, 5, corr=1),
+        row("kernel", "k", 10, 10, corr=1),
+    )
+    assert list(t.kernels["launch_api"]) == ["cudaLaunchKernel"]
+
+
+def test_cpu_trace_leaf_ops_and_casts():
+    t = trace(
+        row("op", "aten::linear", 0, 100),
+        row("op", "aten::addmm", 10, 80),
+        row("op", "aten::to", 100, 50),
+        row("op", "aten::_to_copy", 105, 40),
+        row("op", "aten::empty_strided", 106, 4),
+        row("op", "aten::copy_", 112, 30),
+        row("op", "aten::copy_", 200, 10),  # a plain copy, not a cast
+    )
+    s = summarize(t)
+    assert s.cpu_trace
+    assert s.kernel_count == 4  # addmm, empty_strided, copy_ (under _to_copy), copy_
+    assert s.casts.count == 1 and s.casts.total_ns == 30
+    assert s.casts.cast_ops == 1
+    assert s.busy_ns == 80 + 4 + 30 + 10
+    assert s.span_ns == 210

@@ -1,0 +1,84 @@
+"""Golden files for the rich output at a fixed width; name shortening; categories."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+from rich.console import Console
+
+from tests.conftest import KINETO, ROOT
+from traceviz.analyses import summarize
+from traceviz.classify import CAST_KERNEL, _category_of
+from traceviz.parsers import load
+from traceviz.render_text import print_summary
+from traceviz.units import fmt_ns, short_name
+
+GOLDEN = ROOT / "tests" / "golden"
+
+
+@pytest.mark.parametrize("name", ["a100_alexnet", "mi250_rocm_train", "cpu_only"])
+def test_golden_rich_output(name):
+    trace = load(KINETO / f"{name}.json.gz")
+    trace.meta["source_file"] = f"{name}.json.gz"  # the same on every machine
+    buf = io.StringIO()
+    console = Console(file=buf, width=100, color_system=None, force_terminal=False)
+    print_summary(console, summarize(trace), top=10)
+    text = "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
+    golden = GOLDEN / f"{name}_w100.txt"
+    if os.environ.get("TRACEVIZ_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+def test_short_name():
+    long = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+            "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, "
+            "at::detail::Array<char*, 3>)")
+    assert short_name(long, 80) == "vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, Array<char*, 3>>"
+    assert short_name("aten::mm") == "aten::mm"
+    assert short_name("volta_sgemm_128x64_nn") == "volta_sgemm_128x64_nn"
+    assert len(short_name(long, 30)) == 30 and short_name(long, 30).endswith("…")
+
+
+@pytest.mark.parametrize("name,category", [
+    ("volta_sgemm_128x64_nn", "gemm"),
+    ("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64", "gemm"),
+    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "gemm"),
+    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_tn_align4>(Params)", "gemm"),
+    ("aten::addmm", "gemm"),
+    ("RNN_blockPersist_fp_LSTM<float, float, float, 128, 1, 1>", "rnn"),
+    ("void at::native::(anonymous namespace)::lstm_cell_forward<float, float, int, 2>", "rnn"),
+    ("aten::mkldnn_rnn_layer", "rnn"),
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "communication"),
+    ("void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float>>", "reduction"),
+    ("triton_red_fused_sum_0", "reduction"),
+    ("triton_poi_fused_add_sigmoid_0", "elementwise"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+     "elementwise"),
+    ("aten::sigmoid", "elementwise"),
+    ("aten::normal_", "elementwise"),
+    ("aten::empty", "other"),
+])
+def test_categories(name, category):
+    assert _category_of(name) == category
+
+
+def test_cast_kernel_names():
+    assert CAST_KERNEL.search("void at::native::unrolled_elementwise_kernel<at::native::"
+                              "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}, "
+                              "LoadWithCast<1>, StoreWithCast<1> >")
+    assert CAST_KERNEL.search("void at::native::vectorized_elementwise_kernel<4, "
+                              "at::native::bfloat16_copy_kernel_cuda(at::TensorIteratorBase&)>")
+    assert not CAST_KERNEL.search("void at::native::unrolled_elementwise_kernel<"
+                                  "at::native::CUDAFunctor_add<double>, LoadWithCast<2>, "
+                                  "StoreWithCast<1> >")
+
+
+def test_fmt_ns():
+    assert fmt_ns(999) == "999 ns"
+    assert fmt_ns(1500) == "1.5 µs"
+    assert fmt_ns(2_500_000) == "2.500 ms"
+    assert fmt_ns(3e9) == "3.000 s"
+    assert fmt_ns(None) == "–"

@@ -1,0 +1,76 @@
+"""A real torch.profiler CPU capture made during the test run, read back by traceviz."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from decimal import Decimal
+
+import pytest
+
+from tests.rawref import ns
+from traceviz.analyses import summarize
+from traceviz.parsers import load
+
+torch = pytest.importorskip("torch", reason="torch is installed by the test extras")
+
+
+def _capture(path, amp: bool) -> None:
+    torch.manual_seed(0)
+    # an LSTMCell loop: oneDNN's fused bf16 LSTM needs AVX512-BF16, which CI may lack
+    cell = torch.nn.LSTMCell(8, 16)
+    x = torch.randn(5, 4, 8)
+
+    def lstm(seq):
+        h = c = torch.zeros(4, 16)
+        for t in range(seq.shape[0]):
+            h, c = cell(seq[t], (h, c))
+        return (h,)
+
+    sched = torch.profiler.schedule(wait=0, warmup=1, active=2, repeat=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                schedule=sched) as prof:
+        for _ in range(3):
+            with torch.profiler.record_function("forward"), \
+                    torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+                lstm(x)[0].float().sum()
+            prof.step()
+    prof.export_chrome_trace(str(path))
+
+
+def _raw_leaf_ops(path):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        ev = [e for e in json.load(f, parse_float=Decimal)["traceEvents"]
+              if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    spans = [(e["tid"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e) for e in ev]
+    leaves = []
+    for tid, s, end, e in spans:
+        has_child = any(t2 == tid and s <= s2 and e2 <= end and (s2, e2) != (s, end)
+                        for t2, s2, e2, _ in spans)
+        if not has_child:
+            leaves.append(e)
+    return leaves
+
+
+@pytest.mark.parametrize("amp", [False, True])
+def test_cpu_capture_round_trip(tmp_path, amp):
+    path = tmp_path / "capture.json"
+    _capture(path, amp)
+    trace = load(path)
+    s = summarize(trace)
+    assert s.cpu_trace
+    assert s.steps == 2
+    leaves = _raw_leaf_ops(path)
+    assert s.kernel_count == len(leaves)
+    assert s.kernel_total_ns == sum(ns(e["dur"]) for e in leaves)
+    names = set(trace.events["name"].astype(str))
+    assert "forward" in names
+    if amp:
+        # autocast inserts aten::_to_copy casts: they must show up as cast work
+        to_copy = [e for e in json.loads(path.read_text())["traceEvents"]
+                   if e.get("name") == "aten::_to_copy"]
+        assert s.casts.cast_ops == len(to_copy) > 0
+        assert s.casts.count > 0 and s.casts.total_ns > 0
+    else:
+        assert s.casts.cast_ops == 0

@@ -1,0 +1,3 @@
+from traceviz.cli import entry
+
+entry()

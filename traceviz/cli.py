@@ -1,0 +1,228 @@
+"""``traceviz`` command line: one class per command, ``main(argv) -> int``.
+
+Only this module prints or writes files; everything it shows comes from parsers
+(returning a ``Trace``), analyses (returning tables/dataclasses) and renderers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+
+from rich.console import Console
+
+from traceviz import __version__
+from traceviz.errors import TraceVizError
+from traceviz.fileio import atomic_output
+
+PROGRESS_MIN_BYTES = 16 << 20
+
+
+def _stderr() -> Console:
+    return Console(stderr=True)
+
+
+def _load_with_progress(path: Path, stack: ExitStack) -> object:
+    """Load any trace, with a progress bar on stderr for big raw files on a terminal."""
+    from traceviz.parsers import load
+
+    err = _stderr()
+    progress_cb: Callable[[int], None] | None = None
+    size = path.stat().st_size if path.is_file() else 0
+    if err.is_terminal and size >= PROGRESS_MIN_BYTES:
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TransferSpeedColumn,
+        )
+
+        progress = stack.enter_context(Progress(
+            TextColumn("reading {task.description}"), BarColumn(), DownloadColumn(),
+            TransferSpeedColumn(), TimeElapsedColumn(), console=err, transient=True,
+        ))
+        gz = path.read_bytes()[:2] == b"\x1f\x8b" if size < 4096 else _is_gzip(path)
+        # gzip: the decompressed size is unknown, so show bytes read without a total
+        task = progress.add_task(path.name, total=None if gz else size)
+        progress_cb = lambda n: progress.advance(task, n)  # noqa: E731
+    return load(path, progress=progress_cb)
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+class Command:
+    name: str
+    help: str
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        raise NotImplementedError
+
+    def run(self, args: argparse.Namespace) -> int:
+        raise NotImplementedError
+
+
+class ImportCommand(Command):
+    name = "import"
+    help = "convert a raw trace (torch.profiler JSON[.gz]) into a traceviz .parquet table"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("raw", type=Path, help="raw trace file; format detected from content")
+        p.add_argument("-o", "--output", type=Path,
+                       help="output .parquet (default: <raw name>.parquet in the current folder)")
+        p.add_argument("--force", action="store_true", help="replace an existing output file")
+
+    def run(self, args: argparse.Namespace) -> int:
+        out = args.output or Path(_stem(args.raw) + ".parquet")
+        if out.exists() and not args.force:
+            raise TraceVizError(f"{out}: already exists (use --force to replace it)")
+        with ExitStack() as stack:
+            trace = _load_with_progress(args.raw, stack)
+        trace.save(out, force=args.force)
+        ev = trace.events
+        kinds = ev["kind"].value_counts()
+        Console(soft_wrap=True).print(
+            f"wrote [bold]{out}[/]: {len(ev):,} events "
+            f"({kinds.get('kernel', 0):,} kernels, {kinds.get('runtime', 0):,} runtime calls, "
+            f"{kinds.get('op', 0):,} ops, {kinds.get('step', 0):,} steps)"
+        )
+        return 0
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".json", ".pt.trace", ".trace"):
+        name = name.removesuffix(suffix)
+    return name or "trace"
+
+
+class AnalyzeCommand(Command):
+    name = "analyze"
+    help = "summarize a trace: top kernels, categories, launch overhead, casts"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("trace", type=Path, help="a traceviz .parquet or any raw trace")
+        p.add_argument("--top", type=int, default=15, help="kernels to list (default 15)")
+        p.add_argument("--wide", action="store_true", help="full kernel names, no shortening")
+        p.add_argument("--json", action="store_true",
+                       help="print the figures as one JSON object instead of tables")
+        p.add_argument("--plot", type=Path, metavar="DIR",
+                       help="write kernels_pie and launch_overhead charts (PNG, SVG) to DIR")
+        p.add_argument("--export", type=Path, metavar="DIR",
+                       help="write kernels.parquet, launches.parquet, casts.parquet to DIR")
+        p.add_argument("--force", action="store_true",
+                       help="replace existing files in --plot/--export folders")
+        p.add_argument("--width", type=int, help="terminal width for the tables")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from traceviz.analyses import summarize
+
+        if args.top < 1:
+            raise TraceVizError("--top must be at least 1")
+        exports = plots = []
+        if args.export:
+            exports = [args.export / f"{n}.parquet" for n in ("kernels", "launches", "casts")]
+        if args.plot:
+            from traceviz.render_plot import chart_paths
+
+            plots = chart_paths(args.plot)
+        _refuse_existing([*exports, *plots], args.force)
+
+        with ExitStack() as stack:
+            trace = _load_with_progress(args.trace, stack)
+        summary = summarize(trace)
+        if args.json:
+            print(json.dumps(summary.to_dict(top=args.top), indent=2))
+        else:
+            from traceviz.render_text import print_summary
+
+            console = Console(width=args.width)
+            if args.width is None and not console.is_terminal:
+                console = Console(width=120)  # pipes and logs: wide enough for kernel names
+            print_summary(console, summary, top=args.top, wide=args.wide)
+        err = _stderr()
+        if args.export:
+            from traceviz.analyses.tables import export_tables
+
+            for name, table in export_tables(trace).items():
+                path = args.export / f"{name}.parquet"
+                with atomic_output(path, force=args.force) as tmp:
+                    table.to_parquet(tmp, index=False)
+                err.print(f"wrote {path} ({len(table):,} rows)")
+        if args.plot:
+            from traceviz.render_plot import write_charts
+
+            def save(fig, path: Path) -> None:
+                with atomic_output(path, force=args.force) as tmp:
+                    fig.savefig(tmp, format=path.suffix[1:], dpi=120, bbox_inches="tight")
+
+            for path in write_charts(summary, args.plot, save):
+                err.print(f"wrote {path}")
+        return 0
+
+
+def _refuse_existing(paths: Sequence[Path], force: bool) -> None:
+    """Fail before doing any work if an output would overwrite a file without --force."""
+    if force:
+        return
+    existing = [str(p) for p in paths if p.exists()]
+    if existing:
+        raise TraceVizError(f"{existing[0]}: already exists (use --force to replace it)")
+
+
+COMMANDS: tuple[Command, ...] = (ImportCommand(), AnalyzeCommand())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="traceviz",
+        description="Profile LSTM variants and read any torch.profiler trace through one "
+                    "events table: top kernels, launch overhead, AMP cast cost.",
+    )
+    parser.add_argument("--version", action="version", version=f"traceviz {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for cmd in COMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.add_arguments(p)
+        p.set_defaults(_command=cmd)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_command", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return args._command.run(args)
+    except TraceVizError as e:
+        print(f"traceviz: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("traceviz: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except (MemoryError, OSError) as e:
+        print(f"traceviz: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        if os.environ.get("TRACEVIZ_DEBUG"):
+            raise
+        print(f"traceviz: internal error: {type(e).__name__}: {e} "
+              "(set TRACEVIZ_DEBUG=1 to see the traceback)", file=sys.stderr)
+        return 3
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Opening user files (gzip-aware, with readable errors) and writing outputs atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import tempfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from traceviz.errors import TraceVizError
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def check_readable(path: Path) -> None:
+    """Raise a TraceVizError naming the problem if ``path`` is not a readable, non-empty file."""
+    if not path.exists():
+        raise TraceVizError(f"{path}: no such file")
+    if path.is_dir():
+        raise TraceVizError(f"{path}: is a directory, not a trace file")
+    if not os.access(path, os.R_OK):
+        raise TraceVizError(f"{path}: permission denied")
+    if path.stat().st_size == 0:
+        raise TraceVizError(f"{path}: file is empty")
+
+
+class _GzipErrors:
+    """A gzip stream whose truncation/corruption errors read as one line."""
+
+    def __init__(self, path: Path):
+        self._path = path
+        self._f = gzip.open(path, "rb")  # noqa: SIM115 (closed by close())
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            return self._f.read(n)
+        except EOFError as e:
+            raise TraceVizError(f"{self._path}: truncated gzip file ({e})") from None
+        except (gzip.BadGzipFile, zlib.error) as e:
+            raise TraceVizError(f"{self._path}: corrupt gzip file ({e})") from None
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def open_input(path: Path) -> BinaryIO | _GzipErrors:
+    """Open a raw trace for binary reading, decompressing gzip transparently."""
+    check_readable(path)
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(2)
+        return _GzipErrors(path) if magic == GZIP_MAGIC else open(path, "rb")
+    except PermissionError:
+        raise TraceVizError(f"{path}: permission denied") from None
+
+
+def read_head(path: Path, n: int = 4096) -> bytes:
+    """The first ``n`` bytes of the (decompressed) file."""
+    f = open_input(path)
+    try:
+        return f.read(n)
+    finally:
+        f.close()
+
+
+@contextlib.contextmanager
+def atomic_output(path: Path, force: bool = False) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it over ``path`` only on success.
+
+    An existing ``path`` is replaced only with ``force``; on any error the temporary
+    file is removed, so no partial output is ever left behind.
+    """
+    path = Path(path)
+    if path.exists() and not force:
+        raise TraceVizError(f"{path}: already exists (use --force to replace it)")
+    if path.is_dir():
+        raise TraceVizError(f"{path}: is a directory")
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    except OSError as e:
+        raise TraceVizError(f"{path}: cannot write here ({e.strerror})") from None
+    os.close(fd)
+    tmp_path = Path(tmp)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp makes 0600; outputs are ordinary files
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()

@@ -1,0 +1,97 @@
+"""Vectorized interval algorithms shared by the parsers and the analyses (all in ns)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Total length covered by the union of half-open intervals [start, end)."""
+    if len(starts) == 0:
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s = np.asarray(starts, dtype=np.int64)[order]
+    e = np.asarray(ends, dtype=np.int64)[order]
+    # running max of ends: an interval starts a new covered block iff it starts
+    # after everything before it has ended
+    reach = np.maximum.accumulate(e)
+    new_block = np.empty(len(s), dtype=bool)
+    new_block[0] = True
+    new_block[1:] = s[1:] > reach[:-1]
+    firsts = np.flatnonzero(new_block)
+    lasts = np.append(firsts[1:] - 1, len(s) - 1)
+    return int(np.sum(reach[lasts] - s[firsts]))
+
+
+def union_length_by(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict:
+    """``union_length`` per group label."""
+    out = {}
+    if len(groups) == 0:
+        return out
+    labels, inverse = np.unique(groups, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(len(labels) + 1))
+    s, e = starts[order], ends[order]
+    for i, label in enumerate(labels):
+        lo, hi = bounds[i], bounds[i + 1]
+        out[label.item() if hasattr(label, "item") else label] = union_length(s[lo:hi], e[lo:hi])
+    return out
+
+
+def innermost_enclosing(
+    group: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    q_group: np.ndarray,
+    q_time: np.ndarray,
+    q_exclude: np.ndarray | None = None,
+) -> np.ndarray:
+    """For each query, the index of the latest-starting interval of its group containing it.
+
+    For properly nested ranges (ops on one thread) that is the innermost enclosing range.
+    ``q_exclude`` (an interval index per query, or -1) makes a query skip that interval
+    and everything sorted after it, so an interval can ask for its own parent.
+    Returns -1 where nothing encloses. Runs in O((n + q) log n), all in numpy: a sparse
+    table of running maxima of ends lets every query jump back over ranges that ended.
+    """
+    n = len(start)
+    result = np.full(len(q_time), -1, dtype=np.int64)
+    if n == 0 or len(q_time) == 0:
+        return result
+    g_labels, g_codes = np.unique(np.concatenate([group, q_group]), return_inverse=True)
+    gi, gq = g_codes[:n], g_codes[n:]
+    lo = min(int(start.min()), int(q_time.min()))
+    width = max(int(end.max()), int(q_time.max())) - lo + 2
+    # one time axis for all groups: group k lives in [k*width, (k+1)*width)
+    key_s = gi.astype(np.int64) * width + (start - lo)
+    key_e = gi.astype(np.int64) * width + (end - lo)
+    key_q = gq.astype(np.int64) * width + (q_time - lo)
+    # sort by start; among equal starts the longer (outer) range first
+    order = np.lexsort((-(end - start), key_s))
+    ks, ke = key_s[order], key_e[order]
+    rank_of = np.empty(n, dtype=np.int64)
+    rank_of[order] = np.arange(n)
+    pos = np.searchsorted(ks, key_q, side="right") - 1
+    if q_exclude is not None:
+        has_ex = q_exclude >= 0
+        pos = np.where(has_ex, np.minimum(pos, rank_of[np.maximum(q_exclude, 0)] - 1), pos)
+    # sparse table: table[p][j] = max(ke[j - 2^p + 1 .. j])
+    table = [ke]
+    step = 1
+    while step * 2 <= n:
+        prev = table[-1]
+        cur = prev.copy()
+        cur[step:] = np.maximum(prev[step:], prev[:-step])
+        table.append(cur)
+        step *= 2
+    for p in range(len(table) - 1, -1, -1):
+        size = 1 << p
+        ok = pos - size + 1 >= 0
+        idx = np.where(ok, pos, 0)
+        skip = ok & (table[p][idx] <= key_q)
+        pos = np.where(skip, pos - size, pos)
+    found = pos >= 0
+    idx = np.where(found, pos, 0)
+    found &= ke[idx] > key_q
+    result[found] = order[idx[found]]
+    return result

@@ -1,0 +1,57 @@
+"""The one list of host calls that put work on a device, and how to recognise them."""
+
+from __future__ import annotations
+
+import re
+
+# API name -> the kind of device row it launches.
+LAUNCH_APIS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+            "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernelMultiDevice",
+            "cuLaunchCooperativeKernel",
+            # one graph launch, many kernels
+            "cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch",
+            "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel",
+            "hipExtModuleLaunchKernel", "hipLaunchCooperativeKernel",
+        ),
+        "kernel",
+    ),
+    **dict.fromkeys(
+        (
+            "cudaMemcpy", "cudaMemcpyAsync", "cudaMemcpy2D", "cudaMemcpy2DAsync",
+            "cudaMemcpy3D", "cudaMemcpy3DAsync", "cudaMemcpyPeer", "cudaMemcpyPeerAsync",
+            "cudaMemcpyToSymbol", "cudaMemcpyToSymbolAsync", "cudaMemcpyFromSymbol",
+            "cudaMemcpyFromSymbolAsync", "cuMemcpy", "cuMemcpyAsync", "cuMemcpyHtoD",
+            "cuMemcpyHtoDAsync", "cuMemcpyDtoH", "cuMemcpyDtoHAsync", "cuMemcpyDtoD",
+            "cuMemcpyDtoDAsync", "hipMemcpy", "hipMemcpyAsync", "hipMemcpyWithStream",
+            "hipMemcpyHtoD", "hipMemcpyHtoDAsync", "hipMemcpyDtoH", "hipMemcpyDtoHAsync",
+            "hipMemcpyDtoD", "hipMemcpyDtoDAsync",
+        ),
+        "memcpy",
+    ),
+    **dict.fromkeys(
+        (
+            "cudaMemset", "cudaMemsetAsync", "cudaMemset2DAsync", "cuMemsetD8Async",
+            "cuMemsetD16Async", "cuMemsetD32Async", "cuMemsetD8", "cuMemsetD32",
+            "hipMemset", "hipMemsetAsync", "hipMemsetD8Async", "hipMemsetD32Async",
+        ),
+        "memset",
+    ),
+}
+
+# nsys appends the API version (cudaLaunchKernel_v7000); per-thread default-stream
+# variants carry _ptsz/_ptds. Both name the same launch.
+_SUFFIX = re.compile(r"(_v\d+)?$")
+_PER_THREAD = re.compile(r"_pt(sz|ds)$")
+
+
+def base_api_name(name: str) -> str:
+    """``cudaLaunchKernel_ptsz_v7000`` -> ``cudaLaunchKernel``."""
+    return _PER_THREAD.sub("", _SUFFIX.sub("", name, count=1), count=1)
+
+
+def launch_kind(name: str) -> str | None:
+    """The device-row kind a host call launches, or None if it launches nothing."""
+    return LAUNCH_APIS.get(base_api_name(name))

@@ -1,0 +1,145 @@
+"""What every parser shares once it has rows: time origin, launch links, ops, steps, categories.
+
+A parser builds a frame with the base columns (kind, name, ts_ns, dur_ns, pid, tid,
+device, stream, correlation, step, bytes) and calls ``finish``; everything derived
+from them is computed here, once, for all formats. Strings stay categorical codes
+throughout: per-name work (regexes, API lookups) runs once per distinct name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceviz import classify, schema
+from traceviz.intervals import innermost_enclosing
+from traceviz.launch_apis import base_api_name, launch_kind
+from traceviz.optree import enclosing_op, op_parents
+from traceviz.trace import Trace
+
+BASE_COLUMNS = (
+    "kind", "name", "ts_ns", "dur_ns", "pid", "tid", "device", "stream",
+    "correlation", "step", "bytes",
+)
+_K = {k: np.int8(i) for i, k in enumerate(schema.KINDS)}
+_C = {c: np.int8(i) for i, c in enumerate(schema.CATEGORIES)}
+
+
+def _nullable(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerArray:
+    return pd.arrays.IntegerArray(np.where(valid, values, 0).astype(np.int64), ~valid)
+
+
+def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace:
+    """Derive the launch, op, step and category columns and return the ``Trace``.
+
+    ``link_pid`` names a column giving, for runtime and device rows, the host process
+    a correlation id belongs to (nsys numbers correlations per process); without it
+    correlation ids are taken to be unique in the trace (Kineto, XSpace).
+    """
+    ev = base.sort_values("ts_ns", kind="stable").reset_index(drop=True)
+    n = len(ev)
+    ts = ev["ts_ns"].to_numpy(np.int64)
+    origin = int(ts.min()) if n else 0
+    ts = ts - origin
+    dur = ev["dur_ns"].to_numpy(np.int64)
+    meta = {**meta, "origin_ns": int(meta.get("origin_ns", 0)) + origin}
+    kind = ev["kind"].astype(pd.CategoricalDtype(list(schema.KINDS))).cat.codes.to_numpy()
+    names = ev["name"].astype("category")
+    name_codes = names.cat.codes.to_numpy()
+    categories = names.cat.categories
+    is_device = np.isin(kind, [_K[k] for k in schema.DEVICE_KINDS])
+
+    # --- launch calls -> device rows, by correlation id -----------------------------
+    base_names = np.array([base_api_name(str(c)) for c in categories] + [""], dtype=object)
+    api_known = np.array([launch_kind(b) is not None for b in base_names], dtype=bool)
+    api_names, api_of_name = np.unique(base_names, return_inverse=True)
+    corr = ev["correlation"].to_numpy(np.int64)
+    launch_rows = np.flatnonzero((kind == _K["runtime"]) & api_known[name_codes] & (corr >= 0))
+    device_rows = np.flatnonzero(is_device & (corr >= 0))
+    if link_pid is not None:
+        lp = ev[link_pid].to_numpy()
+        launch_key = pd.MultiIndex.from_arrays([lp[launch_rows], corr[launch_rows]])
+        device_key = pd.MultiIndex.from_arrays([lp[device_rows], corr[device_rows]])
+    else:
+        launch_key = pd.Index(corr[launch_rows])
+        device_key = pd.Index(corr[device_rows])
+    first = ~launch_key.duplicated(keep="first")
+    launch_rows, launch_key = launch_rows[first], launch_key[first]
+    hit = launch_key.get_indexer(device_key)
+    linked_dev = device_rows[hit >= 0]
+    linked_launch = launch_rows[hit[hit >= 0]]
+    linked = np.zeros(n, dtype=bool)
+    linked[linked_dev] = True
+    launch_ts = np.zeros(n, dtype=np.int64)
+    launch_dur = np.zeros(n, dtype=np.int64)
+    launch_ts[linked_dev] = ts[linked_launch]
+    launch_dur[linked_dev] = dur[linked_launch]
+    launch_delay = np.maximum(0, ts - (launch_ts + launch_dur))
+    api_codes = np.full(n, -1, dtype=np.int32)
+    api_codes[linked_dev] = api_of_name[name_codes[linked_launch]]
+
+    # --- innermost framework op around each launch ----------------------------------
+    pid = ev["pid"].to_numpy(np.int64)
+    tid = ev["tid"].to_numpy(np.int64)
+    op_rows = np.flatnonzero(kind == _K["op"])
+    ops = pd.DataFrame({"pid": pid[op_rows], "tid": tid[op_rows], "ts_ns": ts[op_rows],
+                        "dur_ns": dur[op_rows]})
+    op_name_codes = name_codes[op_rows]
+    cast_op, cast_child = classify.cast_op_flags(categories)
+    parent = op_parents(ops)
+    parent_is_cast = np.where(parent >= 0, cast_op[op_name_codes[np.maximum(parent, 0)]], False)
+    op_is_cast = cast_op[op_name_codes] | (cast_child[op_name_codes] & parent_is_cast)
+    launch_op = enclosing_op(ops, pid[linked_launch], tid[linked_launch], ts[linked_launch])
+    has_op = launch_op >= 0
+    op_codes = np.full(n, -1, dtype=np.int32)
+    op_codes[linked_dev[has_op]] = op_name_codes[launch_op[has_op]]
+
+    # --- steps ------------------------------------------------------------------------
+    step = ev["step"].to_numpy(np.int64).copy()
+    step_rows = np.flatnonzero(kind == _K["step"])
+    if len(step_rows):
+        s_start = ts[step_rows]
+        s_end = s_start + dur[step_rows]
+        others = np.flatnonzero(kind != _K["step"])
+        inside = innermost_enclosing(np.zeros(len(step_rows), np.int64), s_start, s_end,
+                                     np.zeros(len(others), np.int64), ts[others])
+        step[others] = np.where(inside >= 0, step[step_rows][np.maximum(inside, 0)], -1)
+        # a device row belongs to the step that launched it, wherever it ran
+        step[linked_dev] = step[linked_launch]
+
+    # --- categories and casts ---------------------------------------------------------
+    is_kernel = kind == _K["kernel"]
+    is_cast = is_kernel & np.append(classify.cast_kernel_flags(categories), False)[name_codes]
+    cast_launch = np.zeros(n, dtype=bool)
+    cast_launch[linked_dev[has_op]] = op_is_cast[launch_op[has_op]]
+    is_cast |= cast_launch & is_kernel
+    is_cast[op_rows] = op_is_cast
+    cat_codes = np.append(classify.category_codes(categories), _C["other"])[name_codes]
+    cat_codes[kind == _K["memcpy"]] = _C["memcpy"]
+    cat_codes[kind == _K["memset"]] = _C["memset"]
+    cat_codes[is_cast & (is_kernel | (kind == _K["op"]))] = _C["cast"]
+    cat_codes[~(is_device | (kind == _K["op"]))] = -1
+
+    out = pd.DataFrame({
+        "kind": pd.Categorical.from_codes(kind, categories=list(schema.KINDS)),
+        "name": names.array,
+        "ts_ns": ts,
+        "dur_ns": dur,
+        "pid": pid,
+        "tid": tid,
+        "device": ev["device"].to_numpy(np.int32),
+        "stream": ev["stream"].to_numpy(np.int32),
+        "correlation": corr,
+        "step": step,
+        "bytes": ev["bytes"].to_numpy(np.int64),
+        "launch_api": pd.Categorical.from_codes(api_codes, categories=api_names,
+                                                validate=False).remove_unused_categories(),
+        "launch_ts_ns": _nullable(launch_ts, linked),
+        "launch_dur_ns": _nullable(launch_dur, linked),
+        "launch_delay_ns": _nullable(launch_delay, linked),
+        "op": pd.Categorical.from_codes(op_codes, categories=categories,
+                                        validate=False).remove_unused_categories(),
+        "category": pd.Categorical.from_codes(cat_codes, categories=list(schema.CATEGORIES)),
+        "is_cast": is_cast,
+    })
+    return Trace(events=out, meta=meta)

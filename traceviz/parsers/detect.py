@@ -1,0 +1,50 @@
+"""Which parser reads a file: decided from its content, not only its name."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from traceviz.errors import TraceVizError
+from traceviz.fileio import check_readable, read_head
+from traceviz.trace import Trace
+
+FORMATS = ("parquet", "kineto", "nsys-sqlite", "xplane")
+_JSON_START = re.compile(rb"^\s*[\[{]")
+
+
+def detect_format(path: Path) -> str:
+    """One of ``FORMATS``; raises TraceVizError for anything unrecognised."""
+    path = Path(path)
+    check_readable(path)
+    with open(path, "rb") as f:
+        magic = f.read(16)
+    if magic.startswith(b"PAR1"):
+        return "parquet"
+    if magic.startswith(b"SQLite format 3\x00"):
+        return "nsys-sqlite"
+    head = read_head(path, 1 << 16)
+    if not head.strip():
+        raise TraceVizError(f"{path}: file is empty")
+    if _JSON_START.match(head):
+        return "kineto"
+    if ".xplane.pb" in path.name:
+        return "xplane"
+    raise TraceVizError(
+        f"{path}: unrecognised trace format (expected torch.profiler JSON, "
+        "a traceviz .parquet, an nsys .sqlite export or a TF/JAX .xplane.pb)"
+    )
+
+
+def load(path: str | Path, progress: Callable[[int], None] | None = None) -> Trace:
+    """Read any supported trace file into a ``Trace``."""
+    path = Path(path)
+    fmt = detect_format(path)
+    if fmt == "parquet":
+        return Trace.load(path)
+    if fmt == "kineto":
+        from traceviz.parsers import kineto
+
+        return kineto.parse(path, progress=progress)
+    raise TraceVizError(f"{path}: {fmt} traces are not supported by this version of traceviz yet")

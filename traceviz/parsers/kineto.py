@@ -1,0 +1,242 @@
+"""torch.profiler (Kineto) Chrome-trace JSON -> ``Trace``.
+
+Decoding is typed (msgspec): only the fields we use are materialised, unknown fields
+are skipped in C, and ``ts``/``dur`` are kept as their raw text so microsecond floats
+with nanosecond fractions become exact int64 ns (a float64 cannot hold a 16-digit
+epoch in µs to the ns). Columns are then built with C-level ``map`` and Arrow compute.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from operator import attrgetter, itemgetter
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pandas.api.types import union_categoricals
+
+from traceviz.errors import TraceVizError
+from traceviz.fileio import open_input
+from traceviz.normalize import finish
+from traceviz.parsers.jsonstream import ArrayChunks
+from traceviz.schema import KINDS
+from traceviz.trace import Trace
+
+# Kineto category (lower-cased; PyTorch 1.8 wrote "Kernel", "Runtime", ...) -> kind
+CATEGORY_KIND = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "runtime": "runtime",
+    "driver": "runtime",
+    "cpu_op": "op",
+    "operator": "op",
+    "user_annotation": "annotation",
+    "gpu_user_annotation": "annotation",
+}
+DEVICE_SIDE = ("kernel", "memcpy", "memset")
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+# gc=False: millions of small structs, no cycles; the GC need not track them
+class _Args(msgspec.Struct, gc=False):
+    correlation: int | str | None = None
+    device: int | str | None = None
+    stream: int | str | None = None
+    bytes: int | str | None = None
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str | None = None
+    cat: str | None = None
+    name: str | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    dur: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    args: _Args | None = None
+
+
+_EVENTS = msgspec.json.Decoder(list[_Event])
+
+
+def _is_syntax_error(e: Exception) -> bool:
+    return isinstance(e, msgspec.DecodeError) and not isinstance(e, msgspec.ValidationError)
+
+
+def parse(path: Path, progress: Callable[[int], None] | None = None) -> Trace:
+    """Read a Kineto trace (plain or gzipped) into a ``Trace``."""
+    stream = open_input(path)
+    try:
+        chunks = ArrayChunks(
+            stream, b"traceEvents", _EVENTS.decode, _is_syntax_error,
+            progress=progress, name=str(path),
+        )
+        frames = []
+        try:
+            for events in chunks:
+                frame = _columns(events)
+                if len(frame):
+                    frames.append(frame)
+        except msgspec.ValidationError as e:
+            raise TraceVizError(f"{path}: unexpected event layout ({e})") from None
+        try:
+            doc = msgspec.json.decode(chunks.metadata_document())
+        except msgspec.DecodeError as e:
+            raise TraceVizError(f"{path}: malformed JSON around the event array ({e})") from None
+    finally:
+        stream.close()
+    if not frames:
+        raise TraceVizError(f"{path}: the trace holds no profiler events")
+    names = union_categoricals([f.pop("name") for f in frames])
+    base = pd.concat(frames, ignore_index=True)
+    base["name"] = names
+    return finish(base, _meta(doc if isinstance(doc, dict) else {}, path))
+
+
+def _meta(doc: dict, path: Path) -> dict:
+    devices = {}
+    for d in doc.get("deviceProperties") or []:
+        if isinstance(d, dict) and "id" in d and "name" in d:
+            devices[str(d["id"])] = d["name"]
+    meta = {
+        "source_format": "kineto",
+        "source_file": str(path),
+        "profiler": "torch.profiler",
+        "devices": devices,
+    }
+    for key in ("schemaVersion", "distributedInfo", "baseTimeNanoseconds", "traceName"):
+        if key in doc:
+            meta[f"kineto_{key}"] = doc[key]
+    return meta
+
+
+def _strings(values: list) -> pa.Array:
+    return pa.array(values, type=pa.string())
+
+
+def _ints(values: list, fallback: np.ndarray | None = None) -> np.ndarray:
+    """int64 column, -1 where missing or not a number (Kineto mixes "0x0" strings in)."""
+    try:
+        arr = pa.array(values, type=pa.int64()).to_numpy(zero_copy_only=False)
+        out = np.where(np.isnan(arr), -1, arr) if arr.dtype.kind == "f" else arr
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        num = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
+        out = num.fillna(-1).to_numpy()
+    out = np.asarray(out, dtype=np.int64)
+    if fallback is not None:
+        out = np.where(out < 0, fallback, out)
+    return out
+
+
+def raw_us_to_ns(raws: list) -> tuple[np.ndarray, np.ndarray]:
+    """Exact int64 ns from raw JSON numbers in µs (``b"12.345"`` -> 12345).
+
+    Returns the values and a mask of entries that were absent or not numbers.
+    """
+    text = pa.array(list(map(bytes, raws)), type=pa.binary()).cast(pa.string())
+    if not pc.any(pc.match_substring_regex(text, r"[^0-9]|^$")).as_py():
+        # plain integers (most Kineto files): µs -> ns in one C++ cast
+        out = pc.multiply(pc.cast(text, pa.int64()), 1000).to_numpy(zero_copy_only=False)
+        return out, np.zeros(len(out), dtype=bool)
+    neg = pc.starts_with(text, "-")
+    parts = pc.extract_regex(pc.replace_substring(text, "-", ""), r"^(?P<i>\d+)(?:\.(?P<f>\d*))?$")
+    fpart = pc.utf8_rpad(pc.struct_field(parts, "f"), 4, "0")
+    ns = pc.add(
+        pc.multiply(pc.cast(pc.struct_field(parts, "i"), pa.int64()), 1000),
+        pc.cast(pc.utf8_slice_codeunits(fpart, 0, 3), pa.int64()),
+    )
+    # round half up on the fourth decimal (sub-ns digits)
+    round_up = pc.greater_equal(pc.utf8_slice_codeunits(fpart, 3, 4), "5")
+    ns = pc.add(ns, pc.cast(round_up, pa.int64()))
+    ns = pc.if_else(neg, pc.negate(ns), ns)
+    missing = ns.is_null().to_numpy(zero_copy_only=False)
+    out = pc.fill_null(ns, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    if missing.any():
+        # exponent notation and other spellings: float parsing (sub-µs exactness lost)
+        odd = pd.to_numeric(pc.filter(text, pa.array(missing)).to_pandas(), errors="coerce")
+        as_ns = np.round(odd.to_numpy(dtype=float) * 1000)
+        fixed = np.flatnonzero(missing)[~np.isnan(as_ns)]
+        out[fixed] = as_ns[~np.isnan(as_ns)].astype(np.int64)
+        missing[fixed] = False
+    return out, missing
+
+
+def _categorical(values: list) -> pd.Categorical:
+    """Strings -> Categorical via Arrow's hash table (pandas' own path is slower)."""
+    enc = pa.array(values, type=pa.string()).dictionary_encode()
+    codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(
+        enc.dictionary.to_numpy(zero_copy_only=False), dtype=object), validate=False)
+
+
+def _gather(seq: list, idx: np.ndarray) -> list:
+    if len(idx) == 1:
+        return [seq[int(idx[0])]]
+    return list(itemgetter(*idx)(seq))
+
+
+def _columns(events: list[_Event]) -> pd.DataFrame:
+    """Base columns (see ``traceviz.normalize``) for the kept events of one chunk."""
+    if not events:
+        return pd.DataFrame()
+    ph = _strings(list(map(attrgetter("ph"), events)))
+    cat = pc.utf8_lower(_strings(list(map(attrgetter("cat"), events))))
+    kind = pc.fill_null(
+        pc.take(
+            pa.array(list(CATEGORY_KIND.values()) + [None]),
+            pc.fill_null(pc.index_in(cat, pa.array(list(CATEGORY_KIND))), len(CATEGORY_KIND)),
+        ),
+        "",
+    )
+    keep = pc.and_(pc.equal(ph, "X"), pc.not_equal(kind, "")).to_numpy(zero_copy_only=False)
+    idx = np.flatnonzero(keep)
+    if len(idx) == 0:
+        return pd.DataFrame()
+    kept = _gather(events, idx)
+    gpu_annotation = pc.take(pc.equal(cat, "gpu_user_annotation"), pa.array(idx))
+    gpu_annotation = gpu_annotation.to_numpy(zero_copy_only=False)
+    kind = pc.take(kind, pa.array(idx)).to_numpy(zero_copy_only=False).astype(object)
+    names = _categorical(list(map(attrgetter("name"), kept)))
+    args = list(map(attrgetter("args"), kept))
+    empty = _Args()
+    args = [a if a is not None else empty for a in args] if None in args else args
+
+    pid = _ints(list(map(attrgetter("pid"), kept)))
+    tid = _ints(list(map(attrgetter("tid"), kept)))
+    device = _ints(list(map(attrgetter("device"), args)), fallback=pid)
+    stream = _ints(list(map(attrgetter("stream"), args)), fallback=tid)
+    # gpu_user_annotation rows sit on a device timeline: pid = device, tid = stream
+    on_device = np.isin(kind, DEVICE_SIDE) | gpu_annotation
+    step_of_name = pd.Series(names.categories, dtype=object).str.extract(STEP_NAME, expand=False)
+    step_of_name = np.append(pd.to_numeric(step_of_name).fillna(-1).to_numpy(np.int64), -1)
+    step = step_of_name[names.codes]
+    is_step = (step >= 0) & (kind == "annotation")
+    kind[is_step] = "step"
+    step = np.where(is_step, step, -1)
+
+    ts, no_ts = raw_us_to_ns(list(map(attrgetter("ts"), kept)))
+    dur, _ = raw_us_to_ns(list(map(attrgetter("dur"), kept)))
+    frame = pd.DataFrame({
+        "kind": pd.Categorical(kind, categories=KINDS),
+        "name": names,
+        "ts_ns": ts,
+        "dur_ns": np.maximum(dur, 0),
+        "pid": np.where(on_device, -1, pid),
+        "tid": np.where(on_device, -1, tid),
+        "device": np.where(on_device, device, -1).astype(np.int32),
+        "stream": np.where(on_device, stream, -1).astype(np.int32),
+        "correlation": _ints(list(map(attrgetter("correlation"), args))),
+        "step": step,
+        "bytes": _ints(list(map(attrgetter("bytes"), args))),
+    })
+    return frame[~no_ts] if no_ts.any() else frame

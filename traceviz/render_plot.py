@@ -1,0 +1,102 @@
+"""Matplotlib charts of an analysis ``Summary`` (PNG and SVG). Imported only for --plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from traceviz.analyses.summary import Summary  # noqa: E402
+from traceviz.units import fmt_ns, short_name  # noqa: E402
+
+FORMATS = ("png", "svg")
+
+
+def chart_paths(directory: Path) -> list[Path]:
+    """Every file ``write_charts`` writes into ``directory``."""
+    return [directory / f"{stem}.{ext}" for stem in ("kernels_pie", "launch_overhead")
+            for ext in FORMATS]
+
+
+def kernel_pie(summary: Summary, top: int = 8) -> plt.Figure:
+    """Top-N kernels by total time plus "others" (the seeds' Figure 5 layout)."""
+    k = summary.kernels
+    labels = [short_name(n, 40) for n in k["name"].head(top)]
+    sizes = list(k["total_ns"].head(top))
+    rest = k["total_ns"].iloc[top:].sum()
+    if rest > 0:
+        labels.append(f"others ({len(k) - top})")
+        sizes.append(rest)
+    fig, ax = plt.subplots(figsize=(10, 6))
+    if sum(sizes) > 0:
+        wedges, _ = ax.pie(sizes, startangle=90, counterclock=False)
+        total = sum(sizes)
+        legend = [f"{lab}  {100 * s / total:.1f}%" for lab, s in zip(labels, sizes, strict=True)]
+        ax.legend(wedges, legend, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
+                  frameon=False)
+    else:
+        ax.text(0.5, 0.5, "no kernel time", ha="center", va="center")
+    what = "leaf ops" if summary.cpu_trace else "kernels"
+    ax.set_title(f"Time by {what} (total {fmt_ns(summary.kernel_total_ns)})")
+    ax.axis("equal")
+    fig.tight_layout()
+    return fig
+
+
+def launch_chart(summary: Summary) -> plt.Figure:
+    """Busy vs waiting time per step and device; launch call, delay and kernel times."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    labels, busy, idle = [], [], []
+    for d in summary.devices:
+        dev = "host" if d.device < 0 else f"GPU {d.device}"
+        if len(d.per_step):
+            for r in d.per_step.itertuples(index=False):
+                labels.append(f"{dev}\nstep {r.step}")
+                busy.append(r.busy_ns / 1e6)
+                idle.append((r.span_ns - r.busy_ns) / 1e6)
+        else:
+            labels.append(dev)
+            busy.append(d.busy_ns / 1e6)
+            idle.append((d.span_ns - d.busy_ns) / 1e6)
+    x = range(len(labels))
+    idle_name = "framework overhead" if summary.cpu_trace else "waiting for host (launch-bound)"
+    left.bar(x, busy, label="busy", color="#2a7ab0")
+    left.bar(x, idle, bottom=busy, label=idle_name, color="#e8a33d")
+    left.set_xticks(list(x), labels, fontsize=7)
+    left.set_ylabel("ms")
+    left.set_title("Busy vs waiting per step")
+    left.legend(fontsize=8)
+
+    lo = summary.launches
+    groups = [("launch call", lo.call), ("launch delay", lo.delay),
+              ("kernel", summary.kernel_dur)]
+    names = [g for g, _ in groups]
+    med = [(d.median_ns or 0) / 1e3 for _, d in groups]
+    p90 = [(d.p90_ns or 0) / 1e3 for _, d in groups]
+    xs = range(len(groups))
+    right.bar([i - 0.2 for i in xs], med, width=0.4, label="median", color="#2a7ab0")
+    right.bar([i + 0.2 for i in xs], p90, width=0.4, label="p90", color="#b0412a")
+    right.set_xticks(list(xs), names)
+    right.set_ylabel("µs")
+    if any(v > 0 for v in med + p90):
+        right.set_yscale("log")
+    right.set_title(f"Launch overhead ({lo.short_kernels:,} kernels shorter than their launch)")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def write_charts(summary: Summary, directory: Path, write) -> list[Path]:
+    """Render both charts; ``write(fig, path)`` saves one figure (the CLI does it atomically)."""
+    written = []
+    for stem, fig in (("kernels_pie", kernel_pie(summary)), ("launch_overhead",
+                                                              launch_chart(summary))):
+        for ext in FORMATS:
+            path = directory / f"{stem}.{ext}"
+            write(fig, path)
+            written.append(path)
+        plt.close(fig)
+    return written

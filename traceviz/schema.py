@@ -1,0 +1,61 @@
+"""The events table: column names, types and the fixed vocabularies (see DESIGN.md)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+SCHEMA_VERSION = 1
+
+KINDS = ("kernel", "memcpy", "memset", "runtime", "op", "annotation", "step")
+DEVICE_KINDS = ("kernel", "memcpy", "memset")
+CATEGORIES = (
+    "gemm", "rnn", "elementwise", "reduction", "cast",
+    "memcpy", "memset", "communication", "other",
+)
+
+# Integer columns use -1 for "not applicable"; launch columns are nullable because
+# a kernel whose launch call fell outside the window has no launch at all.
+INT_COLUMNS: dict[str, str] = {
+    "ts_ns": "int64",
+    "dur_ns": "int64",
+    "pid": "int64",
+    "tid": "int64",
+    "device": "int32",
+    "stream": "int32",
+    "correlation": "int64",
+    "step": "int32",
+    "bytes": "int64",
+}
+NULLABLE_INT_COLUMNS = ("launch_ts_ns", "launch_dur_ns", "launch_delay_ns")
+CATEGORICAL_COLUMNS = ("kind", "name", "launch_api", "op", "category")
+BOOL_COLUMNS = ("is_cast",)
+
+COLUMNS = (
+    "kind", "name", "ts_ns", "dur_ns", "pid", "tid", "device", "stream", "correlation",
+    "step", "bytes", "launch_api", "launch_ts_ns", "launch_dur_ns", "launch_delay_ns",
+    "op", "category", "is_cast",
+)
+
+
+def coerce(events: pd.DataFrame) -> pd.DataFrame:
+    """Return ``events`` with exactly the schema's columns and dtypes, in order."""
+    missing = [c for c in COLUMNS if c not in events.columns]
+    if missing:
+        raise ValueError(f"events table lacks columns: {', '.join(missing)}")
+    out = {}
+    for col in COLUMNS:
+        s = events[col]
+        if col in INT_COLUMNS:
+            s = s.astype(INT_COLUMNS[col])
+        elif col in NULLABLE_INT_COLUMNS:
+            s = s.astype("Int64")
+        elif col in BOOL_COLUMNS:
+            s = s.astype(bool)
+        elif col == "kind":
+            s = s.astype(pd.CategoricalDtype(list(KINDS)))
+        elif col == "category":
+            s = s.astype(pd.CategoricalDtype(list(CATEGORIES)))
+        elif not isinstance(s.dtype, pd.CategoricalDtype):
+            s = s.astype("category")
+        out[col] = s
+    return pd.DataFrame(out).reset_index(drop=True)

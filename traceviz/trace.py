@@ -1,0 +1,86 @@
+"""``Trace``: the normalized events table plus metadata, stored as one Parquet file."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from traceviz import schema
+from traceviz.errors import TraceVizError
+from traceviz.fileio import atomic_output, check_readable
+
+META_KEY = b"traceviz"
+
+
+@dataclass
+class Trace:
+    """One events table (see ``traceviz.schema``) and its metadata.
+
+    Metadata keys in use: ``schema_version``, ``source_format``, ``source_file``,
+    ``profiler``, ``devices`` (index -> name), ``origin_ns`` (absolute time of ts_ns 0
+    in the source's clock), and whatever a runner adds (model, preset, bench...).
+    """
+
+    events: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.events = schema.coerce(self.events)
+        self.meta.setdefault("schema_version", schema.SCHEMA_VERSION)
+
+    # -- row selections every analysis needs ------------------------------------------
+    @property
+    def device_rows(self) -> pd.DataFrame:
+        """Kernel, memcpy and memset rows."""
+        return self.events[self.events["kind"].isin(schema.DEVICE_KINDS)]
+
+    @property
+    def kernels(self) -> pd.DataFrame:
+        return self.events[self.events["kind"] == "kernel"]
+
+    @property
+    def is_cpu(self) -> bool:
+        """True when the trace has no device rows (leaf ops then play the kernels)."""
+        return not self.events["kind"].isin(schema.DEVICE_KINDS).any()
+
+    # -- storage -----------------------------------------------------------------------
+    def save(self, path: str | Path, force: bool = False) -> Path:
+        """Write atomically; an existing file is replaced only with ``force``."""
+        path = Path(path)
+        table = pa.Table.from_pandas(self.events, preserve_index=False)
+        md = dict(table.schema.metadata or {})
+        md[META_KEY] = json.dumps(self.meta, default=str).encode()
+        table = table.replace_schema_metadata(md)
+        with atomic_output(path, force=force) as tmp:
+            pq.write_table(table, tmp, compression="zstd")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Trace:
+        path = Path(path)
+        check_readable(path)
+        try:
+            table = pq.read_table(path)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise TraceVizError(f"{path}: not a readable Parquet file ({e})") from None
+        raw_meta = (table.schema.metadata or {}).get(META_KEY)
+        if raw_meta is None:
+            raise TraceVizError(f"{path}: Parquet file was not written by traceviz (no metadata)")
+        meta = json.loads(raw_meta)
+        version = meta.get("schema_version")
+        if version != schema.SCHEMA_VERSION:
+            raise TraceVizError(
+                f"{path}: trace table schema version {version}, this traceviz reads "
+                f"{schema.SCHEMA_VERSION}; re-import the raw trace"
+            )
+        events = table.to_pandas()
+        missing = [c for c in schema.COLUMNS if c not in events.columns]
+        if missing:
+            raise TraceVizError(f"{path}: trace table lacks columns {', '.join(missing)}")
+        return cls(events=events, meta=meta)
