@@ -11,6 +11,7 @@ Then, each in a fresh child process, measures:
   * ``traceviz analyze`` of the Parquet (wall time of the whole command).
 HTA needs its own interpreter (its pins differ):
 ``python3 -m venv /tmp/hta && /tmp/hta/bin/pip install holistictraceanalysis``.
+Peak RSS is sampled over the whole process tree (traceviz's decode workers included).
 Targets (issue 2): >= 5x HTA's throughput, peak RSS < 2x the JSON size, analyze < 3 s.
 """
 
@@ -94,12 +95,41 @@ print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrs
 """
 
 
+def _tree_rss(root: int) -> int:
+    """Resident bytes of ``root`` and all its descendants (worker processes count too)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
 def child(python: str, code: str, *args: str) -> tuple[float, int, int]:
-    r = subprocess.run([python, "-c", code, *args], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"child failed ({python}):\n{r.stderr[-2000:]}")
-    secs, rss, rows = r.stdout.split()[-3:]
-    return float(secs), int(rss), int(rows)
+    """Run ``code`` in a fresh interpreter; its seconds, peak RSS of its process tree, rows."""
+    proc = subprocess.Popen([python, "-c", code, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, _tree_rss(proc.pid))
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"child failed ({python}):\n{err[-2000:]}")
+    secs, self_rss, rows = out.split()[-3:]
+    return float(secs), max(peak, int(self_rss)), int(rows)
 
 
 def main() -> int:

@@ -8,10 +8,10 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
+from traceviz.analyses import summarize
 
 from tests.conftest import KINETO
 from tests.rawref import Reference, ns
-from traceviz.analyses import summarize
 from traceviz.parsers import load
 
 ALL = sorted(p.name for p in KINETO.glob("*.json.gz"))

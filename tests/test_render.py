@@ -7,9 +7,9 @@ import os
 
 import pytest
 from rich.console import Console
+from traceviz.analyses import summarize
 
 from tests.conftest import KINETO, ROOT
-from traceviz.analyses import summarize
 from traceviz.classify import CAST_KERNEL, _category_of
 from traceviz.parsers import load
 from traceviz.render_text import print_summary
@@ -36,7 +36,8 @@ def test_short_name():
     long = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
             "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, "
             "at::detail::Array<char*, 3>)")
-    assert short_name(long, 80) == "vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, Array<char*, 3>>"
+    expected = "vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, Array<char*, 3>>"
+    assert short_name(long, 80) == expected
     assert short_name("aten::mm") == "aten::mm"
     assert short_name("volta_sgemm_128x64_nn") == "volta_sgemm_128x64_nn"
     assert len(short_name(long, 30)) == 30 and short_name(long, 30).endswith("…")

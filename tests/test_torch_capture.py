@@ -7,9 +7,9 @@ import json
 from decimal import Decimal
 
 import pytest
+from traceviz.analyses import summarize
 
 from tests.rawref import ns
-from traceviz.analyses import summarize
 from traceviz.parsers import load
 
 torch = pytest.importorskip("torch", reason="torch is installed by the test extras")

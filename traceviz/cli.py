@@ -18,7 +18,7 @@ from rich.console import Console
 
 from traceviz import __version__
 from traceviz.errors import TraceVizError
-from traceviz.fileio import atomic_output
+from traceviz.fileio import atomic_output, is_gzip
 
 PROGRESS_MIN_BYTES = 16 << 20
 
@@ -48,16 +48,11 @@ def _load_with_progress(path: Path, stack: ExitStack) -> object:
             TextColumn("reading {task.description}"), BarColumn(), DownloadColumn(),
             TransferSpeedColumn(), TimeElapsedColumn(), console=err, transient=True,
         ))
-        gz = path.read_bytes()[:2] == b"\x1f\x8b" if size < 4096 else _is_gzip(path)
+        gz = is_gzip(path)
         # gzip: the decompressed size is unknown, so show bytes read without a total
         task = progress.add_task(path.name, total=None if gz else size)
         progress_cb = lambda n: progress.advance(task, n)  # noqa: E731
     return load(path, progress=progress_cb)
-
-
-def _is_gzip(path: Path) -> bool:
-    with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
 
 
 class Command:

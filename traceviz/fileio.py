@@ -47,6 +47,11 @@ class _GzipErrors:
         self._f.close()
 
 
+def is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == GZIP_MAGIC
+
+
 def open_input(path: Path) -> BinaryIO | _GzipErrors:
     """Open a raw trace for binary reading, decompressing gzip transparently."""
     check_readable(path)

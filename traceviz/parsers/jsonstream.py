@@ -1,10 +1,11 @@
-"""Stream the elements of a big JSON array in chunks of whole elements.
+"""Stream the elements of a big JSON array as raw byte pieces of whole elements.
 
 A Chrome/Kineto trace is one object whose ``traceEvents`` array holds nearly all the
 bytes. Parsing it whole would hold every event as a Python object at once (several
-times the file size); instead we read blocks, cut them at an element boundary
-(``}`` ``,`` ``{``) and decode each chunk on its own. A cut that lands inside a nested
-value or a string makes that chunk fail to decode; we then read on and cut later.
+times the file size); instead we read blocks and cut them at an element boundary
+(``}`` ``,`` ``{``), so each piece can be decoded on its own, in parallel. A cut can
+land inside a nested value or a string; decoding that piece then fails with a syntax
+error and the consumer joins it with the next one (``Piece.sep`` keeps the exact bytes).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import BinaryIO
 
 from traceviz.errors import TraceVizError
@@ -21,29 +23,36 @@ _CLOSE = re.compile(rb"\}\s*\]")
 _WS = b" \t\r\n"
 
 
-class ArrayChunks:
-    """Iterate over ``b"[...]"`` pieces of the array stored under ``key``.
+@dataclass
+class Piece:
+    """Raw text of whole array elements, and the separator that followed it."""
 
-    After iteration, ``head`` and ``tail`` are the bytes around the array, so the
-    rest of the document (metadata) can be decoded with the array emptied.
-    ``decode`` turns one ``b"[...]"`` piece into a value; it must raise ``ValueError``
-    (or a subclass) on a syntax error so a bad cut can be retried.
+    data: bytes
+    sep: bytes = b""
+
+
+def join(a: Piece, b: Piece) -> Piece:
+    """The text of ``a`` and ``b`` as it stood in the file."""
+    return Piece(a.data + a.sep + b.data, b.sep)
+
+
+class ArrayChunks:
+    """Iterate over ``Piece``s of the array stored under ``key``.
+
+    After iteration, ``metadata_document()`` is the rest of the document (the array
+    emptied), so metadata such as ``deviceProperties`` can be decoded separately.
     """
 
     def __init__(
         self,
         stream: BinaryIO,
         key: bytes,
-        decode: Callable[[bytes], object],
-        is_syntax_error: Callable[[Exception], bool],
         chunk_bytes: int = 32 << 20,
         progress: Callable[[int], None] | None = None,
         name: str = "input",
     ):
         self._stream = stream
         self._key = re.compile(rb'"' + re.escape(key) + rb'"\s*:\s*\[')
-        self._decode = decode
-        self._is_syntax_error = is_syntax_error
         self._chunk = chunk_bytes
         self._progress = progress
         self._name = name
@@ -88,76 +97,49 @@ class ArrayChunks:
         self.head = bytes(self._buf[:cut])
         del self._buf[:cut]
 
-    def __iter__(self) -> Iterator[object]:
+    def __iter__(self) -> Iterator[Piece]:
         self._find_start()
-        want = self._chunk
         while True:
-            if not self._eof and len(self._buf) < want:
-                self._fill(want - len(self._buf))
+            if not self._eof and len(self._buf) < self._chunk:
+                self._fill(self._chunk - len(self._buf))
                 continue
             if self._eof:
                 break
-            cut = self._last_separator()
-            if cut is None:
-                want = len(self._buf) + self._chunk
+            m = self._last_separator()
+            if m is None:  # one element bigger than a chunk: read on
+                self._fill(self._chunk)
                 continue
-            # one copy: brackets go into the buffer itself (the byte before the first
-            # element and the separator's comma), then the slice is taken
-            sep_end = _SEP.match(self._buf, cut).end()
-            comma = self._buf.index(b",", cut)
-            self._buf[0:0] = b"["
-            self._buf[comma + 1 : comma + 2] = b"]"
-            chunk = bytes(memoryview(self._buf)[: comma + 2])
-            del self._buf[0]
-            self._buf[comma : comma + 1] = b","
-            try:
-                piece = self._decode(chunk)
-            except Exception as e:
-                if not self._is_syntax_error(e):
-                    raise
-                want = len(self._buf) + self._chunk  # a bad cut: read on, cut later
-                continue
-            del chunk
-            # keep the opening brace of the next element
-            del self._buf[: sep_end - 1]
-            want = self._chunk
+            piece = Piece(bytes(memoryview(self._buf)[: m.start() + 1]),
+                          bytes(self._buf[m.start() + 1 : m.end() - 1]))
+            del self._buf[: m.end() - 1]  # keep the next element's opening brace
             yield piece
         yield from self._final()
 
-    def _last_separator(self) -> int | None:
+    def _last_separator(self) -> re.Match | None:
         window = 1 << 16
         while True:
             lo = max(0, len(self._buf) - window)
             last = None
-            for m in _SEP.finditer(self._buf, lo):
-                last = m
-            if last is not None:
-                return last.start()
-            if lo == 0:
-                return None
+            for last in _SEP.finditer(self._buf, lo):  # noqa: B007 (we want the last)
+                pass
+            if last is not None or lo == 0:
+                return last
             window *= 4
 
-    def _final(self) -> Iterator[object]:
+    def _final(self) -> Iterator[Piece]:
         buf = bytes(self._buf)
         body_start = len(buf) - len(buf.lstrip(_WS))
         if buf[body_start : body_start + 1] == b"]" and self._tail_ok(buf[body_start + 1 :]):
             self.tail = buf[body_start + 1 :]
             return
-        # the array closes at a "}]" whose remainder is a valid end of document; a "]"
-        # alone is not enough (strings after the array, like Kineto's INFO lines, hold some)
+        # The array closes at a "}]" whose remainder is a valid end of the document.
+        # A "]" alone is not enough: strings after the array (Kineto's INFO lines) hold
+        # some, and a "}]" inside an element leaves a remainder that does not parse.
         for m in _CLOSE.finditer(buf):
-            tail = buf[m.end() :]
-            if not self._tail_ok(tail):
-                continue
-            try:
-                piece = self._decode(b"[" + buf[: m.start() + 1] + b"]")
-            except Exception as e:
-                if not self._is_syntax_error(e):
-                    raise
-                continue
-            self.tail = tail
-            yield piece
-            return
+            if self._tail_ok(buf[m.end() :]):
+                self.tail = buf[m.end() :]
+                yield Piece(buf[: m.start() + 1])
+                return
         raise TraceVizError(
             f"{self._name}: truncated or malformed JSON: the event array does not close "
             f"properly (input ends after {self._read_total} bytes)"
@@ -181,3 +163,65 @@ class ArrayChunks:
         if self.bare_array:
             return b"{}"
         return self.head + b"]" + self.tail
+
+
+def decode_in_order(
+    pieces: Iterator[Piece],
+    decode: Callable[[bytes], tuple[str, object]],
+    workers: int = 1,
+    in_flight: int = 4,
+    name: str = "input",
+) -> Iterator[object]:
+    """Yield ``decode(b"[" + piece + b"]")`` values in file order, on ``workers`` processes.
+
+    ``decode`` (a module-level function, so it can run in a worker) returns
+    ``("ok", value)``, ``("syntax", message)`` for a JSON syntax error (a cut inside a
+    nested value: the piece is joined with the next one and decoded again) or
+    ``("invalid", message)`` for valid JSON of the wrong shape (fatal).
+    """
+    from collections import deque
+
+    def bracket(p: Piece) -> bytes:
+        return b"[" + p.data + b"]"
+
+    carry: Piece | None = None
+    last_error = ""
+
+    def settle(piece: Piece, status: str, value: object) -> Iterator[object]:
+        nonlocal carry, last_error
+        if status == "invalid":
+            raise TraceVizError(f"{name}: unexpected event layout ({value})")
+        if carry is not None:
+            if status == "ok":  # the earlier piece can never be completed
+                raise TraceVizError(f"{name}: malformed JSON ({last_error})")
+            piece = join(carry, piece)
+            status, value = decode(bracket(piece))
+            if status == "invalid":
+                raise TraceVizError(f"{name}: unexpected event layout ({value})")
+        if status == "ok":
+            carry = None
+            yield value
+        else:
+            carry, last_error = piece, str(value)
+
+    if workers <= 1:
+        for piece in pieces:
+            yield from settle(piece, *decode(bracket(piece)))
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload([decode.__module__])
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            queue: deque = deque()
+            for piece in pieces:
+                queue.append((piece, pool.submit(decode, bracket(piece))))
+                if len(queue) >= in_flight:
+                    done, fut = queue.popleft()
+                    yield from settle(done, *fut.result())
+            while queue:
+                done, fut = queue.popleft()
+                yield from settle(done, *fut.result())
+    if carry is not None:
+        raise TraceVizError(f"{name}: malformed JSON ({last_error})")

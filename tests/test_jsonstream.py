@@ -1,0 +1,73 @@
+"""The chunked reader: cuts inside strings and nested values, parallel decoding, exactness."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pandas as pd
+import pytest
+
+from tests.conftest import KINETO
+from traceviz.errors import TraceVizError
+from traceviz.parsers import kineto
+from traceviz.parsers.jsonstream import ArrayChunks, decode_in_order
+
+
+def _decode_json(data: bytes) -> tuple[str, object]:
+    try:
+        return "ok", json.loads(data)
+    except ValueError as e:
+        return "syntax", str(e)
+
+
+def _read(doc: bytes, chunk: int) -> tuple[list, ArrayChunks]:
+    chunks = ArrayChunks(io.BytesIO(doc), b"traceEvents", chunk_bytes=chunk)
+    out = []
+    for part in decode_in_order(iter(chunks), _decode_json):
+        out.extend(part)
+    return out, chunks
+
+
+def test_cuts_inside_strings_and_nested_values_are_repaired():
+    events = []
+    for i in range(300):
+        events.append({"ph": "X", "name": f"tricky}}, {{name {i}", "ts": i,
+                       "args": {"list": [{"a": 1}, {"b": 2}, {"c": "}, {"}]}})
+    doc = json.dumps({"before": [1, "]"], "traceEvents": events,
+                      "INFO": ["x.cpp:1] done", "}]"], "traceName": "t"}, indent=1).encode()
+    for chunk in (64, 200, 1000, 10_000, 1 << 20):
+        got, chunks = _read(doc, chunk)
+        assert got == events, chunk
+        meta = json.loads(chunks.metadata_document())
+        assert meta["INFO"] == ["x.cpp:1] done", "}]"] and meta["traceEvents"] == []
+
+
+def test_bare_array_and_empty_array():
+    got, _ = _read(b'[{"a": 1}, {"b": 2}]', 4)
+    assert got == [{"a": 1}, {"b": 2}]
+    got, chunks = _read(b'{"traceEvents": [ ], "x": 1}', 4)
+    assert got == [] and json.loads(chunks.metadata_document())["x"] == 1
+
+
+def test_truncated_array_is_an_error():
+    with pytest.raises(TraceVizError, match="truncated"):
+        _read(b'{"traceEvents": [{"a": 1}, {"b": 2}', 4)
+
+
+def test_parallel_decoding_matches_serial():
+    path = KINETO / "ampere_sampled_rank0.json.gz"
+    serial = kineto.parse(path, workers=1, chunk_bytes=1 << 20)
+    parallel = kineto.parse(path, workers=2, chunk_bytes=64 << 10)
+    pd.testing.assert_frame_equal(serial.events, parallel.events, check_categorical=False)
+    whole = kineto.parse(path, workers=1, chunk_bytes=1 << 30)
+    pd.testing.assert_frame_equal(serial.events, whole.events, check_categorical=False)
+
+
+def test_raw_us_to_ns_exact():
+    raws = [b"1712195495505543.2", b"41.768", b"7", b"-3.5", b"0.0004", b"0.0005", b"1e3", b"",
+            b"null"]
+    import msgspec
+    values, missing = kineto.raw_us_to_ns([msgspec.Raw(r) for r in raws])
+    assert list(values[:7]) == [1712195495505543200, 41768, 7000, -3500, 0, 1, 1_000_000]
+    assert list(missing) == [False] * 7 + [True, True]
