@@ -1,0 +1,97 @@
+"""Workloads of the seeds, framework-independent: shapes, loss, optimizer, mode.
+
+A ``Workload`` is plain data so it can cross into a runner subprocess as JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from traceviz.errors import TraceVizError
+
+
+@dataclass(frozen=True)
+class Workload:
+    preset: str
+    batch: int
+    seq: int
+    hidden: int
+    layers: int
+    input: int          # LSTM input width (= embed when there is a vocabulary)
+    vocab: int          # 0: no embedding, inputs are dense vectors
+    embed: int
+    head: str           # "lm" (decoder to vocab), "classify" (FC + softmax), "last_mse", "none"
+    classes: int
+    loss: str           # "xent" or "mse"
+    optimizer: str      # "sgd" or "adam"
+    lr: float
+    mode: str           # "forward" or "train"
+    sparse_embedding: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+PRESETS: dict[str, Workload] = {
+    # PTB word LM (Zaremba medium-ish): vocab 10001, embed 128, 3 x 256, seq 50, batch 128
+    "ptb_lm": Workload("ptb_lm", batch=128, seq=50, hidden=256, layers=3, input=128,
+                       vocab=10001, embed=128, head="lm", classes=0, loss="xent",
+                       optimizer="sgd", lr=1.0, mode="train"),
+    # DeepBench inference: one layer, hidden/batch/timesteps are the swept axes
+    "deepbench": Workload("deepbench", batch=64, seq=100, hidden=512, layers=1, input=512,
+                          vocab=0, embed=0, head="none", classes=0, loss="mse",
+                          optimizer="sgd", lr=0.01, mode="forward"),
+    # rnn_bench: input = hidden, MSE on the last hidden state, SGD update
+    "rnn_bench": Workload("rnn_bench", batch=128, seq=100, hidden=512, layers=1, input=512,
+                          vocab=0, embed=0, head="last_mse", classes=0, loss="mse",
+                          optimizer="sgd", lr=0.01, mode="train"),
+    # 4 x 512, seq 100, batch 64, forward
+    "seq100": Workload("seq100", batch=64, seq=100, hidden=512, layers=4, input=512,
+                       vocab=0, embed=0, head="none", classes=0, loss="mse",
+                       optimizer="sgd", lr=0.01, mode="forward"),
+    # IMDB sentiment: embedding 5000, seq 500, one LSTM layer, FC + softmax, Adam
+    "imdb": Workload("imdb", batch=256, seq=500, hidden=256, layers=1, input=128,
+                     vocab=5000, embed=128, head="classify", classes=2, loss="xent",
+                     optimizer="adam", lr=1e-3, mode="train"),
+}
+
+# On a CPU the full presets take minutes per variant; these caps keep the default
+# capture of any variant well under a minute on 2 cores. Explicit flags override them.
+CPU_CAPS = {"batch": 16, "seq": 20}
+
+OVERRIDABLE = ("batch", "seq", "hidden", "layers", "embed", "vocab")
+
+
+def make_workload(preset: str, mode: str | None, device: str, sparse_embedding: bool = False,
+                  **overrides: int | None) -> tuple[Workload, list[str]]:
+    """The workload for ``preset`` with overrides; also notes on what was changed and why."""
+    if preset not in PRESETS:
+        raise TraceVizError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+    w = PRESETS[preset]
+    notes: list[str] = []
+    given = {k: v for k, v in overrides.items() if v is not None}
+    bad = [k for k, v in given.items() if k in OVERRIDABLE and v < (0 if k == "vocab" else 1)]
+    if bad:
+        raise TraceVizError(f"--{bad[0]} must be positive")
+    if device == "cpu":
+        capped = {k: min(getattr(w, k), cap) for k, cap in CPU_CAPS.items()
+                  if k not in given and getattr(w, k) > cap}
+        if capped:
+            w = replace(w, **capped)
+            notes.append(f"CPU default: {preset} scaled to "
+                         + ", ".join(f"{k} {v}" for k, v in capped.items())
+                         + " to finish in under a minute (pass --batch/--seq for the full preset)")
+    w = replace(w, **{k: v for k, v in given.items() if k in OVERRIDABLE})
+    if "embed" in given and w.vocab:
+        w = replace(w, input=w.embed)
+    if w.vocab == 0 and w.head in ("lm", "classify"):
+        raise TraceVizError(f"preset {preset} needs a vocabulary (--vocab > 0)")
+    if w.vocab == 0 and "hidden" in given and w.head in ("none", "last_mse"):
+        w = replace(w, input=w.hidden)  # these presets feed input = hidden
+    if mode:
+        w = replace(w, mode=mode)
+    if sparse_embedding:
+        if not w.vocab:
+            raise TraceVizError("--sparse-embedding needs a preset with an embedding")
+        w = replace(w, sparse_embedding=True)
+    return w, notes
