@@ -26,7 +26,8 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("jit_torch", "torch", "fine-grained gate ops under TorchScript (torch.jit.script)"),
     Variant("compile_torch", "torch", "fine-grained cell under torch.compile"),
     Variant("static_torch", "torch",
-            "LSTMCell loop traced into one static TorchScript graph (the seed's JIT-ed static LSTM)"),
+            "LSTMCell loop traced into one static TorchScript graph "
+            "(the seed's JIT-ed static LSTM)"),
     Variant("naive8_torch", "torch", "8 GEMMs per step (one per gate and input)"),
     Variant("fused_torch", "torch",
             "input projection for all steps + one recurrent GEMM and one fused pointwise step"),
