@@ -1,8 +1,9 @@
 """Which rows do the work, and how busy the device was over the span it was needed.
 
 GPU trace: kernel, memcpy and memset rows. CPU trace (no device rows): leaf framework
-ops play the kernels. Busy = union of work intervals; span = first launch (or step
-start) to last device end, per step when the trace has steps (DESIGN.md).
+ops play the kernels, view/metadata/allocation ops aside (``classify.TRIVIAL_OP``).
+Busy = union of work intervals; span = first launch (or step start) to last device end,
+per step when the trace has steps (DESIGN.md).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from traceviz.classify import trivial_op_flags
 from traceviz.intervals import union_length
 from traceviz.optree import leaf_mask
 from traceviz.schema import DEVICE_KINDS
@@ -24,6 +26,9 @@ def work_rows(trace: Trace) -> pd.DataFrame:
     if not trace.is_cpu:
         return ev[ev["kind"].isin(DEVICE_KINDS)]
     ops = ev[ev["kind"] == "op"]
+    names = ops["name"].astype("category")
+    trivial = np.append(trivial_op_flags(names.cat.categories), False)[names.cat.codes]
+    ops = ops[~trivial]
     return ops[leaf_mask(ops)]
 
 

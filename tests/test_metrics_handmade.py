@@ -116,6 +116,18 @@ def test_nsys_style_suffixes_are_launches():
     assert list(t.kernels["launch_api"]) == ["cudaLaunchKernel"]
 
 
+def test_trivial_children_do_not_hide_work():
+    t = trace(
+        row("op", "aten::mm", 0, 100),
+        row("op", "aten::resolve_conj", 5, 1),
+        row("op", "aten::t", 200, 10),
+        row("op", "aten::transpose", 201, 5),
+    )
+    s = summarize(t)
+    assert list(s.kernels["name"]) == ["aten::mm"]
+    assert s.kernel_total_ns == 100
+
+
 def test_cpu_trace_leaf_ops_and_casts():
     t = trace(
         row("op", "aten::linear", 0, 100),
@@ -128,8 +140,9 @@ def test_cpu_trace_leaf_ops_and_casts():
     )
     s = summarize(t)
     assert s.cpu_trace
-    assert s.kernel_count == 4  # addmm, empty_strided, copy_ (under _to_copy), copy_
+    # addmm, copy_ (under _to_copy), copy_; empty_strided allocates, it is no work
+    assert s.kernel_count == 3
     assert s.casts.count == 1 and s.casts.total_ns == 30
     assert s.casts.cast_ops == 1
-    assert s.busy_ns == 80 + 4 + 30 + 10
+    assert s.busy_ns == 80 + 30 + 10
     assert s.span_ns == 210

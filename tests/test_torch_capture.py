@@ -10,6 +10,7 @@ import pytest
 from traceviz.analyses import summarize
 
 from tests.rawref import ns
+from traceviz.classify import TRIVIAL_OP
 from traceviz.parsers import load
 
 torch = pytest.importorskip("torch", reason="torch is installed by the test extras")
@@ -39,10 +40,12 @@ def _capture(path, amp: bool) -> None:
 
 
 def _raw_leaf_ops(path):
+    """cpu_ops (views/metadata/allocations aside) with no such op nested inside."""
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt") as f:
         ev = [e for e in json.load(f, parse_float=Decimal)["traceEvents"]
-              if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+              if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+              and not TRIVIAL_OP.match(e["name"])]
     spans = [(e["tid"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e) for e in ev]
     leaves = []
     for tid, s, end, e in spans:

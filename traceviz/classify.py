@@ -61,6 +61,22 @@ CAST_OPS = frozenset({"aten::_to_copy", "Cast", "tf.cast", "convert_element_type
 CAST_OP_CHILD = "aten::copy_"
 
 
+# Ops that only make views, read metadata or allocate: no compute. On a CPU trace they
+# are never work, and an op whose only children are these (aten::mm -> resolve_conj)
+# is still a leaf.
+TRIVIAL_OP = re.compile(
+    r"^aten::(resolve_conj|resolve_neg|as_strided|view|view_as|_reshape_alias|reshape|t|"
+    r"transpose|permute|expand|expand_as|slice|select|narrow|split|split_with_sizes|chunk|"
+    r"unsqueeze|squeeze|detach|alias|empty|empty_strided|empty_like|unbind|_unsafe_view|"
+    r"lift_fresh|result_type|size|stride|numel|is_nonzero|broadcast_tensors)$|^detach$"
+)
+
+
+def trivial_op_flags(names: pd.Index) -> np.ndarray:
+    """For each distinct name: a view/metadata/allocation op (never work on a CPU trace)."""
+    return np.array([bool(TRIVIAL_OP.match(str(n))) for n in names], dtype=bool)
+
+
 def category_codes(names: pd.Index) -> np.ndarray:
     """For each distinct name, the index into ``CATEGORIES`` of its name category."""
     index = {c: i for i, c in enumerate(CATEGORIES)}

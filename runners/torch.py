@@ -1,0 +1,249 @@
+"""PyTorch capture process: ``python -m traceviz.runners.torch --config CFG.json --out DIR``.
+
+Runs one LSTM variant on one workload: a benchmark phase without the profiler (warm-up,
+then timed batches with the device synchronised), then a profiled phase under
+torch.profiler with ``ProfilerStep`` markers, ``record_function`` ranges for
+forward/backward/optimizer and the same ranges as NVTX (so Nsight Systems sees them).
+Writes ``trace.pt.trace.json.gz``, ``bench.json`` and ``meta.json`` into DIR and
+reports progress to the parent as JSON lines on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import platform
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def emit(event: str, **fields: object) -> None:
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+class RunnerError(Exception):
+    """A failure worth one line to the user (bad device, unsupported dtype...)."""
+
+
+def _nvtx():
+    """NVTX push/pop if a provider is importable, else None (ranges are then torch-only)."""
+    try:
+        import nvtx  # the `nvtx` package: works without a CUDA build of torch
+
+        return nvtx.push_range, nvtx.pop_range
+    except Exception:
+        pass
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
+    return None
+
+
+def run(cfg: dict, out: Path) -> dict:
+    import torch
+    from torch import nn
+    from traceviz.runners import torch_models
+
+    w = cfg["workload"]
+    variant = cfg["model"]
+    device = torch.device(cfg["device"])
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RunnerError("--device cuda: no CUDA device is visible to torch "
+                          f"{torch.__version__} (use --device cpu)")
+    if variant == "graph_torch" and device.type != "cuda":
+        raise RunnerError("graph_torch replays CUDA graphs and needs --device cuda; "
+                          "this run is on the CPU")
+    amp = cfg.get("amp")
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, None: None}[amp]
+    torch.manual_seed(cfg["seed"])
+    train = w["mode"] == "train"
+
+    # --- model: embedding? -> LSTM variant -> head ---------------------------------
+    lstm = torch_models.build(variant, w["input"], w["hidden"], w["layers"])
+    reference = nn.LSTM(w["input"], w["hidden"], w["layers"])
+    lstm.load_lstm(reference)  # the same initial weights for every variant
+    embed = nn.Embedding(w["vocab"], w["embed"], sparse=w["sparse_embedding"]) \
+        if w["vocab"] else None
+    head = {"lm": lambda: nn.Linear(w["hidden"], w["vocab"]),
+            "classify": lambda: nn.Linear(w["hidden"], w["classes"])}.get(w["head"])
+    head = head() if head else None
+    modules = nn.ModuleDict({"lstm": lstm, **({"embed": embed} if embed else {}),
+                             **({"head": head} if head else {})}).to(device)
+
+    seq, batch = w["seq"], w["batch"]
+    gen = torch.Generator().manual_seed(cfg["seed"])
+    if embed is not None:
+        x = torch.randint(0, w["vocab"], (seq, batch), generator=gen).to(device)
+    else:
+        x = torch.randn(seq, batch, w["input"], generator=gen).to(device)
+    if w["head"] == "lm":
+        target = torch.randint(0, w["vocab"], (seq, batch), generator=gen).to(device)
+    elif w["head"] == "classify":
+        target = torch.randint(0, w["classes"], (batch,), generator=gen).to(device)
+    elif w["head"] == "last_mse":
+        target = torch.randn(batch, w["hidden"], generator=gen).to(device)
+    else:
+        target = torch.randn(seq, batch, w["hidden"], generator=gen).to(device)
+
+    def loss_of(inp: torch.Tensor) -> torch.Tensor:
+        h = modules["embed"](inp) if embed is not None else inp
+        out, _ = modules["lstm"](h)
+        if w["head"] == "lm":
+            logits = modules["head"](out)
+            return nn.functional.cross_entropy(logits.float().view(-1, w["vocab"]),
+                                               target.view(-1))
+        if w["head"] == "classify":
+            return nn.functional.cross_entropy(modules["head"](out[-1]).float(), target)
+        if w["head"] == "last_mse":
+            return nn.functional.mse_loss(out[-1].float(), target)
+        return nn.functional.mse_loss(out.float(), target)
+
+    optimizers = []
+    if train:
+        params = [p for n, p in modules.named_parameters() if not n.startswith("embed.")]
+        emb_params = list(embed.parameters()) if embed is not None else []
+        if w["optimizer"] == "adam":
+            optimizers.append(torch.optim.Adam(params, lr=w["lr"]))
+            if emb_params:
+                cls = torch.optim.SparseAdam if w["sparse_embedding"] else torch.optim.Adam
+                optimizers.append(cls(emb_params, lr=w["lr"]))
+        else:
+            optimizers.append(torch.optim.SGD(params + emb_params, lr=w["lr"]))
+    scaler = torch.amp.GradScaler(device.type, enabled=train and amp == "fp16")
+    nvtx = _nvtx() if cfg.get("nvtx", True) else None
+
+    @contextlib.contextmanager
+    def phase(name: str) -> Iterator[None]:
+        if nvtx:
+            nvtx[0](name)
+        try:
+            with torch.profiler.record_function(name):
+                yield
+        finally:
+            if nvtx:
+                nvtx[1]()
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def autocast():
+        if amp_dtype is None:
+            return contextlib.nullcontext()
+        # graph replay needs the autocast cache off (make_graphed_callables' rule)
+        return torch.autocast(device.type, dtype=amp_dtype,
+                              cache_enabled=variant != "graph_torch")
+
+    def step() -> None:
+        with phase("forward"), autocast(), torch.set_grad_enabled(train):
+            loss = loss_of(x)
+        if train:
+            for opt in optimizers:
+                opt.zero_grad(set_to_none=True)
+            with phase("backward"):
+                scaler.scale(loss).backward()
+            with phase("optimizer"):
+                for opt in optimizers:
+                    scaler.step(opt)
+                scaler.update()
+
+    def timed(n: int, label: str) -> list[float]:
+        times = []
+        for i in range(n):
+            sync()
+            t = time.perf_counter()
+            step()
+            sync()
+            times.append(time.perf_counter() - t)
+            emit("progress", phase=label, done=i + 1, total=n)
+        return times
+
+    emit("phase", phase="warmup", total=cfg["warmup"])
+    timed(cfg["warmup"], "warmup")
+    emit("phase", phase="timed", total=cfg["steps"])
+    t0 = time.perf_counter()
+    times = timed(cfg["steps"], "timed")
+    elapsed = time.perf_counter() - t0
+
+    # --- profiled phase ---------------------------------------------------------------
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    active = cfg["profile_steps"]
+    sched = torch.profiler.schedule(wait=1, warmup=1, active=active, repeat=1)
+    prof_times = []
+    emit("phase", phase="profiled", total=active + 2)
+    with torch.profiler.profile(activities=activities, schedule=sched,
+                                record_shapes=cfg.get("record_shapes", False)) as prof:
+        for i in range(active + 2):
+            if nvtx:
+                nvtx[0](f"step {i}")
+            sync()
+            t = time.perf_counter()
+            step()
+            sync()
+            if i >= 2:
+                prof_times.append(time.perf_counter() - t)
+            if nvtx:
+                nvtx[1]()
+            prof.step()
+            emit("progress", phase="profiled", done=i + 1, total=active + 2)
+    trace_path = out / "trace.pt.trace.json.gz"
+    prof.export_chrome_trace(str(trace_path))
+
+    median = statistics.median(times)
+    bench = {
+        "time_per_batch_s": {"median": median, "min": min(times), "max": max(times),
+                             "mean": statistics.fmean(times)},
+        "batches": len(times),
+        "elapsed_s": elapsed,
+        "sequences_per_s": batch / median,
+        "profiled_time_per_batch_s": statistics.median(prof_times),
+        "profiler_overhead": statistics.median(prof_times) / median,
+        "warmup_batches": cfg["warmup"],
+        "profiled_batches": active,
+    }
+    meta = {
+        "framework": "torch",
+        "framework_version": torch.__version__,
+        "python": platform.python_version(),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
+        else (platform.processor() or platform.machine()),
+        "cpu_threads": torch.get_num_threads(),
+        "nvtx": nvtx is not None,
+    }
+    (out / "bench.json").write_text(json.dumps(bench, indent=2))
+    (out / "meta.json").write_text(json.dumps(meta, indent=2))
+    return {"bench": bench, "meta": meta, "trace": str(trace_path)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m traceviz.runners.torch",
+                                description="capture one PyTorch LSTM variant (used by "
+                                            "`traceviz capture`)")
+    p.add_argument("--config", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    cfg = json.loads(args.config.read_text())
+    try:
+        result = run(cfg, args.out)
+    except RunnerError as e:
+        emit("error", message=str(e))
+        return 1
+    except Exception as e:  # a crash in the framework: one line up, the detail in the log
+        traceback.print_exc(file=sys.stderr)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        emit("error", message=f"{type(e).__name__}: {first}"[:500])
+        return 1
+    emit("done", **result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
