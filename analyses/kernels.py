@@ -8,13 +8,16 @@ from traceviz.schema import CATEGORIES
 
 
 def kernel_table(work: pd.DataFrame) -> pd.DataFrame:
-    """One row per distinct name: category, count, total/mean/min/max ns, share; by total desc."""
+    """One row per (name, category): count, total/mean/min/max ns, share; by total desc.
+
+    A name can fall in two categories: a copy kernel is a cast when its op changes dtype.
+    """
     if work.empty:
         return pd.DataFrame(columns=["name", "category", "count", "total_ns", "mean_ns",
                                      "min_ns", "max_ns", "share"])
-    g = work.groupby("name", observed=True, sort=False)
+    g = work.assign(category=work["category"].astype(str)).groupby(
+        ["name", "category"], observed=True, sort=False)
     table = pd.DataFrame({
-        "category": g["category"].first().astype(str),
         "count": g.size(),
         "total_ns": g["dur_ns"].sum(),
         "mean_ns": g["dur_ns"].mean(),
@@ -25,7 +28,8 @@ def kernel_table(work: pd.DataFrame) -> pd.DataFrame:
     table["share"] = table["total_ns"] / total if total else 0.0
     table = table.reset_index()
     table["name"] = table["name"].astype(str)  # ties sort by name text, not category code
-    table = table.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
+    table = table.sort_values(["total_ns", "name", "category"], ascending=[False, True, True],
+                              kind="stable")
     return table.reset_index(drop=True)
 
 

@@ -1,7 +1,8 @@
 """Which rows do the work, and how busy the device was over the span it was needed.
 
 GPU trace: kernel, memcpy and memset rows. CPU trace (no device rows): leaf framework
-ops play the kernels, view/metadata/allocation ops aside (``classify.TRIVIAL_OP``).
+ops play the kernels: the ops that spend most of their time in themselves
+(``optree.work_op_mask``), view/metadata/allocation ops (``classify.TRIVIAL_OP``) aside.
 Busy = union of work intervals; span = first launch (or step start) to last device end,
 per step when the trace has steps (DESIGN.md).
 """
@@ -15,7 +16,7 @@ import pandas as pd
 
 from traceviz.classify import trivial_op_flags
 from traceviz.intervals import union_length
-from traceviz.optree import leaf_mask
+from traceviz.optree import work_op_mask
 from traceviz.schema import DEVICE_KINDS
 from traceviz.trace import Trace
 
@@ -29,7 +30,7 @@ def work_rows(trace: Trace) -> pd.DataFrame:
     names = ops["name"].astype("category")
     trivial = np.append(trivial_op_flags(names.cat.categories), False)[names.cat.codes]
     ops = ops[~trivial]
-    return ops[leaf_mask(ops)]
+    return ops[work_op_mask(ops)]
 
 
 def step_windows(trace: Trace) -> pd.DataFrame:

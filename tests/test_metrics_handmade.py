@@ -128,6 +128,20 @@ def test_trivial_children_do_not_hide_work():
     assert s.kernel_total_ns == 100
 
 
+def test_small_nested_ops_belong_to_their_caller():
+    t = trace(
+        row("op", "aten::lstm", 0, 1000),
+        row("op", "aten::mkldnn_rnn_layer", 10, 900),
+        row("op", "aten::zeros", 20, 30),
+        row("op", "aten::zero_", 25, 20),
+        row("op", "aten::copy_", 60, 40),
+    )
+    s = summarize(t)
+    assert list(s.kernels["name"]) == ["aten::mkldnn_rnn_layer"]
+    assert s.kernel_total_ns == 900
+    assert s.categories.set_index("category").loc["rnn", "total_ns"] == 900
+
+
 def test_cpu_trace_leaf_ops_and_casts():
     t = trace(
         row("op", "aten::linear", 0, 100),
@@ -140,8 +154,10 @@ def test_cpu_trace_leaf_ops_and_casts():
     )
     s = summarize(t)
     assert s.cpu_trace
-    # addmm, copy_ (under _to_copy), copy_; empty_strided allocates, it is no work
-    assert s.kernel_count == 3
+    # addmm, the copy_ under _to_copy (a cast), the lone copy_; empty_strided allocates;
+    # linear, to and _to_copy spend most of their time in nested ops
+    assert sorted(zip(s.kernels["name"], s.kernels["category"], strict=True)) == [
+        ("aten::addmm", "gemm"), ("aten::copy_", "cast"), ("aten::copy_", "elementwise")]
     assert s.casts.count == 1 and s.casts.total_ns == 30
     assert s.casts.cast_ops == 1
     assert s.busy_ns == 80 + 30 + 10

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 from decimal import Decimal
 
@@ -39,21 +38,38 @@ def _capture(path, amp: bool) -> None:
     prof.export_chrome_trace(str(path))
 
 
-def _raw_leaf_ops(path):
-    """cpu_ops (views/metadata/allocations aside) with no such op nested inside."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt") as f:
+def _raw_work_ops(path):
+    """cpu_ops (views/metadata aside) spending most of their time in themselves, not
+    nested in another such op."""
+    with open(path) as f:
         ev = [e for e in json.load(f, parse_float=Decimal)["traceEvents"]
               if e.get("ph") == "X" and e.get("cat") == "cpu_op"
               and not TRIVIAL_OP.match(e["name"])]
-    spans = [(e["tid"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e) for e in ev]
-    leaves = []
-    for tid, s, end, e in spans:
-        has_child = any(t2 == tid and s <= s2 and e2 <= end and (s2, e2) != (s, end)
-                        for t2, s2, e2, _ in spans)
-        if not has_child:
-            leaves.append(e)
-    return leaves
+    spans = [(e["tid"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in ev]
+
+    def parent(j):
+        tid, s, end = spans[j]
+        around = [i for i, (t2, s2, e2) in enumerate(spans)
+                  if i != j and t2 == tid and s2 <= s and end <= e2 and (s2, e2) != (s, end)]
+        return max(around, key=lambda i: (spans[i][1], -spans[i][2])) if around else None
+
+    parents = [parent(j) for j in range(len(ev))]
+    dur = [e - s for _, s, e in spans]
+    nested = [0] * len(ev)
+    for j, p in enumerate(parents):
+        if p is not None:
+            nested[p] += dur[j]
+    unit = [2 * (dur[i] - nested[i]) >= dur[i] for i in range(len(ev))]
+
+    def inside_unit(j):
+        p = parents[j]
+        while p is not None:
+            if unit[p]:
+                return True
+            p = parents[p]
+        return False
+
+    return [e for j, e in enumerate(ev) if unit[j] and not inside_unit(j)]
 
 
 @pytest.mark.parametrize("amp", [False, True])
@@ -64,7 +80,7 @@ def test_cpu_capture_round_trip(tmp_path, amp):
     s = summarize(trace)
     assert s.cpu_trace
     assert s.steps == 2
-    leaves = _raw_leaf_ops(path)
+    leaves = _raw_work_ops(path)
     assert s.kernel_count == len(leaves)
     assert s.kernel_total_ns == sum(ns(e["dur"]) for e in leaves)
     names = set(trace.events["name"].astype(str))

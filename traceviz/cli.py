@@ -165,6 +165,164 @@ class AnalyzeCommand(Command):
         return 0
 
 
+class CaptureCommand(Command):
+    name = "capture"
+    help = "run an LSTM variant under its profiler; save raw trace, trace.parquet, bench.json"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        from traceviz.runners import VARIANTS
+        from traceviz.runners.presets import PRESETS
+
+        p.add_argument("--model", required=True, metavar="NAME",
+                       help=f"variant ({', '.join(VARIANTS)}); see `traceviz models`")
+        p.add_argument("--preset", default="ptb_lm", choices=list(PRESETS),
+                       help="workload (default ptb_lm; scaled down on a CPU unless sizes "
+                            "are given)")
+        p.add_argument("--mode", choices=("forward", "train"),
+                       help="forward, or train (loss, backward, optimizer step); "
+                            "default: the preset's")
+        p.add_argument("--amp", choices=("fp16", "bf16"),
+                       help="mixed precision with torch.autocast (bf16 suits CPUs)")
+        p.add_argument("--device", choices=("cpu", "cuda"),
+                       help="default: cuda when torch sees a GPU, else cpu")
+        for name in ("batch", "seq", "hidden", "layers", "embed", "vocab"):
+            p.add_argument(f"--{name}", type=int, help=f"override the preset's {name}")
+        p.add_argument("--sparse-embedding", action="store_true",
+                       help="sparse embedding gradients (presets with an embedding)")
+        p.add_argument("--warmup", type=int, default=3, help="warm-up batches (default 3)")
+        p.add_argument("--steps", type=int, default=10,
+                       help="timed batches without the profiler (default 10)")
+        p.add_argument("--profile-steps", type=int, default=3,
+                       help="profiled batches (default 3, after 1 wait + 1 warm-up step)")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--out", type=Path, metavar="DIR",
+                       help="run folder (default runs/<model>-<preset>-<timestamp>/)")
+        p.add_argument("--force", action="store_true", help="reuse a non-empty --out folder")
+        p.add_argument("--top", type=int, default=10, help="kernels in the summary (default 10)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from traceviz.capture import (
+            CaptureRequest,
+            check_runnable,
+            default_run_dir,
+            prepare_run_dir,
+            run_capture,
+        )
+        from traceviz.runners.presets import make_workload
+
+        for flag in ("warmup", "steps", "profile_steps"):
+            if getattr(args, flag) < (0 if flag == "warmup" else 1):
+                raise TraceVizError(f"--{flag.replace('_', '-')} is too small")
+        device = args.device or _default_device()
+        check_runnable(args.model, device)
+        workload, notes = make_workload(
+            args.preset, args.mode, device, sparse_embedding=args.sparse_embedding,
+            **{k: getattr(args, k) for k in ("batch", "seq", "hidden", "layers", "embed",
+                                             "vocab")})
+        req = CaptureRequest(args.model, workload, device, amp=args.amp, seed=args.seed,
+                             warmup=args.warmup, steps=args.steps,
+                             profile_steps=args.profile_steps, notes=notes)
+        run_dir = args.out or default_run_dir(req)
+        prepare_run_dir(run_dir, args.force)
+        err = _stderr()
+        for note in notes:
+            err.print(f"[yellow]note:[/] {note}")
+        w = workload
+        err.print(f"capturing [bold]{args.model}[/] · {w.preset} {w.mode} · batch {w.batch}, "
+                  f"seq {w.seq}, {w.layers}x{w.hidden} · {device}"
+                  + (f" · amp {args.amp}" if args.amp else "") + f" → {run_dir}")
+        result = _with_progress(err, lambda cb: run_capture(req, run_dir, cb))
+
+        from traceviz.analyses import summarize
+        from traceviz.render_text import print_summary
+
+        out = Console(width=None if Console().is_terminal else 120)
+        print_summary(out, summarize(result.trace), top=args.top)
+        b = result.bench
+        t = b["time_per_batch_s"]
+        out.print(
+            f"\n[bold]bench[/] (no profiler): {t['median'] * 1e3:.3f} ms/batch median "
+            f"(min {t['min'] * 1e3:.3f}, max {t['max'] * 1e3:.3f}) · "
+            f"{b['sequences_per_s']:,.1f} sequences/s · {b['batches']} batches in "
+            f"{b['elapsed_s']:.3f} s · profiler overhead {b['profiler_overhead']:.2f}x"
+        )
+        out.print(f"\nrun folder: [bold]{run_dir}[/]  (trace.pt.trace.json.gz, trace.parquet, "
+                  "bench.json, runner.log)")
+        out.print("next:")
+        out.print(f"  traceviz analyze {result.parquet} --plot {run_dir}/charts")
+        out.print(f"  traceviz analyze {result.parquet} --export {run_dir}/tables")
+        out.print("  (the raw trace opens in Perfetto, TensorBoard and HTA too)")
+        return 0
+
+
+def _default_device() -> str:
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _with_progress(err: Console, job):
+    """Run ``job(on_event)`` showing the runner's phases as a rich progress bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description:>9}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=not err.is_terminal) as progress:
+        tasks: dict[str, int] = {}
+        starting = progress.add_task("starting", total=None)
+
+        def on_event(event: dict) -> None:
+            kind = event.get("event")
+            if kind == "phase":
+                progress.remove_task(starting) if starting in progress.task_ids else None
+                tasks[event["phase"]] = progress.add_task(event["phase"],
+                                                          total=event.get("total") or 0)
+            elif kind == "progress" and event.get("phase") in tasks:
+                progress.update(tasks[event["phase"]], completed=event["done"])
+
+        return job(on_event)
+
+
+class ModelsCommand(Command):
+    name = "models"
+    help = "list the LSTM variants, their framework, and whether they can run here"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--json", action="store_true", help="print as JSON")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from traceviz.runners import VARIANTS, framework_installed
+
+        cuda = None
+        rows = []
+        for v in VARIANTS.values():
+            if not framework_installed(v.framework):
+                ok, why = False, f"{v.framework} is not installed"
+            elif v.gpu_only:
+                if cuda is None:
+                    cuda = _default_device() == "cuda"
+                ok, why = cuda, "" if cuda else "needs a CUDA GPU; none is visible"
+            else:
+                ok, why = True, ""
+            rows.append({"name": v.name, "framework": v.framework,
+                         "description": v.description, "available": ok, "why_not": why})
+        if args.json:
+            print(json.dumps(rows, indent=2))
+            return 0
+        from rich.table import Table
+
+        table = Table(title="LSTM variants", title_justify="left")
+        for col in ("name", "framework", "runs here", "what it is"):
+            table.add_column(col, no_wrap=col != "what it is")
+        for r in rows:
+            table.add_row(r["name"], r["framework"],
+                          "[green]yes[/]" if r["available"] else f"[red]no[/]: {r['why_not']}",
+                          r["description"])
+        Console(width=None if Console().is_terminal else 120).print(table)
+        return 0
+
+
 def _refuse_existing(paths: Sequence[Path], force: bool) -> None:
     """Fail before doing any work if an output would overwrite a file without --force."""
     if force:
@@ -174,7 +332,8 @@ def _refuse_existing(paths: Sequence[Path], force: bool) -> None:
         raise TraceVizError(f"{existing[0]}: already exists (use --force to replace it)")
 
 
-COMMANDS: tuple[Command, ...] = (ImportCommand(), AnalyzeCommand())
+COMMANDS: tuple[Command, ...] = (ImportCommand(), AnalyzeCommand(), CaptureCommand(),
+                                 ModelsCommand())
 
 
 def build_parser() -> argparse.ArgumentParser:

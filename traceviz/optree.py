@@ -21,12 +21,30 @@ def op_parents(ops: pd.DataFrame) -> np.ndarray:
     return innermost_enclosing(key, start, end, key, start, q_exclude=np.arange(len(ops)))
 
 
-def leaf_mask(ops: pd.DataFrame) -> np.ndarray:
-    """True for ops that enclose no other op (they do the work on a CPU trace)."""
+SELF_SHARE = 0.5
+
+
+def work_op_mask(ops: pd.DataFrame) -> np.ndarray:
+    """Ops that are units of work on a CPU trace.
+
+    An op is work when it spends at least ``SELF_SHARE`` of its time in itself rather
+    than in ops nested in it (aten::mm over resolve_conj, oneDNN's rnn layer over its
+    bias add: yes; aten::linear over addmm, autograd wrappers: no); ops nested in a
+    unit of work are part of it, so nothing is counted twice.
+    """
     parents = op_parents(ops)
-    has_child = np.zeros(len(ops), dtype=bool)
-    has_child[parents[parents >= 0]] = True
-    return ~has_child
+    dur = ops["dur_ns"].to_numpy(np.int64)
+    nested = np.zeros(len(ops), dtype=np.int64)
+    has_parent = parents >= 0
+    np.add.at(nested, parents[has_parent], dur[has_parent])
+    unit = (dur - nested) >= SELF_SHARE * dur
+    inside_unit = np.zeros(len(ops), dtype=bool)
+    up = parents.copy()
+    while (up >= 0).any():  # one pass per nesting level, all ops at once
+        live = up >= 0
+        inside_unit[live] |= unit[up[live]]
+        up[live] = parents[up[live]]
+    return unit & ~inside_unit
 
 
 def enclosing_op(ops: pd.DataFrame, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> np.ndarray:

@@ -1,0 +1,142 @@
+"""Parent side of ``traceviz capture``: run folder, runner subprocess, import of its trace.
+
+The runner runs in its own interpreter (``python -m traceviz.runners.<framework>``) so a
+crash or out-of-memory in a variant is reported, not inherited. It talks back through
+JSON lines on stdout; its stderr goes to ``runner.log`` in the run folder.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from traceviz.errors import TraceVizError
+from traceviz.runners import VARIANTS, framework_installed
+from traceviz.runners.presets import Workload
+from traceviz.trace import Trace
+
+
+@dataclass
+class CaptureRequest:
+    model: str
+    workload: Workload
+    device: str
+    amp: str | None = None
+    seed: int = 0
+    warmup: int = 3
+    steps: int = 10
+    profile_steps: int = 3
+    notes: list[str] = field(default_factory=list)
+
+    def config(self) -> dict:
+        return {"model": self.model, "workload": self.workload.to_dict(), "device": self.device,
+                "amp": self.amp, "seed": self.seed, "warmup": self.warmup, "steps": self.steps,
+                "profile_steps": self.profile_steps}
+
+
+@dataclass
+class CaptureResult:
+    run_dir: Path
+    raw_trace: Path
+    parquet: Path
+    bench: dict
+    trace: Trace
+
+
+def default_run_dir(req: CaptureRequest, root: Path = Path("runs")) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = root / f"{req.model}-{req.workload.preset}-{stamp}"
+    path, k = base, 1
+    while path.exists():
+        k += 1
+        path = base.with_name(f"{base.name}-{k}")
+    return path
+
+
+def prepare_run_dir(path: Path, force: bool) -> None:
+    if path.exists() and not path.is_dir():
+        raise TraceVizError(f"{path}: exists and is not a folder")
+    if path.exists() and any(path.iterdir()) and not force:
+        raise TraceVizError(f"{path}: folder is not empty (use --force to reuse it)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TraceVizError(f"{path}: cannot create the run folder ({e.strerror})") from None
+
+
+def check_runnable(model: str, device: str) -> None:
+    if model not in VARIANTS:
+        raise TraceVizError(f"unknown model {model!r}; `traceviz models` lists them")
+    v = VARIANTS[model]
+    if not framework_installed(v.framework):
+        raise TraceVizError(f"{model} needs {v.framework}, which is not installed "
+                            "(pip install -e '.[torch]')")
+    if v.gpu_only and device != "cuda":
+        raise TraceVizError(f"{model} runs only on a GPU ({v.description}); "
+                            "this capture is on the CPU (--device cpu)")
+
+
+def run_capture(req: CaptureRequest, run_dir: Path,
+                on_event: Callable[[dict], None] | None = None) -> CaptureResult:
+    """Run the variant's runner in a subprocess, then import and save its trace."""
+    check_runnable(req.model, req.device)
+    framework = VARIANTS[req.model].framework
+    cfg_path = run_dir / "config.json"
+    cfg_path.write_text(json.dumps(req.config(), indent=2))
+    log_path = run_dir / "runner.log"
+    cmd = [sys.executable, "-m", f"traceviz.runners.{framework}", "--config", str(cfg_path),
+           "--out", str(run_dir)]
+    error = done = None
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                log.write(line)  # a framework printing on stdout
+                continue
+            if event.get("event") == "error":
+                error = event.get("message")
+            elif event.get("event") == "done":
+                done = event
+            if on_event:
+                on_event(event)
+        code = proc.wait()
+    if code != 0 or done is None:
+        if error:
+            raise TraceVizError(f"{req.model} failed: {error} (details: {log_path})")
+        if code < 0:
+            name = signal.Signals(-code).name
+            hint = " (out of memory?)" if -code == signal.SIGKILL else ""
+            raise TraceVizError(f"{req.model}: the runner was killed by {name}{hint} "
+                                f"(details: {log_path})")
+        raise TraceVizError(f"{req.model}: the runner exited with code {code} "
+                            f"(details: {log_path})")
+
+    from traceviz.parsers import load
+
+    raw = Path(done["trace"])
+    trace = load(raw)
+    trace.meta.update({
+        "model": req.model,
+        "variant": req.model,
+        "preset": req.workload.preset,
+        "mode": req.workload.mode,
+        "amp": req.amp,
+        "seed": req.seed,
+        "device_kind": req.device,
+        "workload": req.workload.to_dict(),
+        "bench": done["bench"],
+        "runner": done["meta"],
+        "profiler": "torch.profiler" if framework == "torch" else framework,
+    })
+    parquet = run_dir / "trace.parquet"
+    trace.save(parquet, force=True)
+    return CaptureResult(run_dir, raw, parquet, done["bench"], trace)
