@@ -45,6 +45,17 @@ def _nvtx():
     return None
 
 
+def _onednn_lstm_works(dtype) -> bool:
+    import torch
+
+    try:
+        with torch.autocast("cpu", dtype=dtype):
+            torch.nn.LSTM(4, 4)(torch.randn(2, 1, 4))
+        return True
+    except RuntimeError:
+        return False
+
+
 def run(cfg: dict, out: Path) -> dict:
     import torch
     from torch import nn
@@ -116,6 +127,13 @@ def run(cfg: dict, out: Path) -> dict:
         else:
             optimizers.append(torch.optim.SGD(params + emb_params, lr=w["lr"]))
     scaler = torch.amp.GradScaler(device.type, enabled=train and amp == "fp16")
+    onednn_rnn = device.type == "cpu" and torch.backends.mkldnn.is_available()
+    if onednn_rnn and amp_dtype is not None and not _onednn_lstm_works(amp_dtype):
+        # oneDNN builds reduced-precision LSTMs only with AVX512-BF16/AMX (or FP16) support
+        torch.backends.mkldnn.enabled = False
+        onednn_rnn = False
+        emit("note", message=f"oneDNN cannot build a {amp} LSTM on this CPU; nn.LSTM runs "
+                             "on ATen's native kernels (oneDNN disabled for this run)")
     nvtx = _nvtx() if cfg.get("nvtx", True) else None
 
     @contextlib.contextmanager
@@ -217,6 +235,7 @@ def run(cfg: dict, out: Path) -> dict:
         else (platform.processor() or platform.machine()),
         "cpu_threads": torch.get_num_threads(),
         "nvtx": nvtx is not None,
+        "onednn_rnn": onednn_rnn,
     }
     (out / "bench.json").write_text(json.dumps(bench, indent=2))
     (out / "meta.json").write_text(json.dumps(meta, indent=2))

@@ -231,7 +231,10 @@ class CaptureCommand(Command):
         err.print(f"capturing [bold]{args.model}[/] · {w.preset} {w.mode} · batch {w.batch}, "
                   f"seq {w.seq}, {w.layers}x{w.hidden} · {device}"
                   + (f" · amp {args.amp}" if args.amp else "") + f" → {run_dir}")
-        result = _with_progress(err, lambda cb: run_capture(req, run_dir, cb))
+        runner_notes: list[str] = []
+        result = _with_progress(err, lambda cb: run_capture(req, run_dir, cb), runner_notes)
+        for note in runner_notes:
+            err.print(f"[yellow]note:[/] {note}")
 
         from traceviz.analyses import summarize
         from traceviz.render_text import print_summary
@@ -263,7 +266,7 @@ def _default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _with_progress(err: Console, job):
+def _with_progress(err: Console, job, notes: list[str]):
     """Run ``job(on_event)`` showing the runner's phases as a rich progress bar."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -280,6 +283,8 @@ def _with_progress(err: Console, job):
                                                           total=event.get("total") or 0)
             elif kind == "progress" and event.get("phase") in tasks:
                 progress.update(tasks[event["phase"]], completed=event["done"])
+            elif kind == "note":
+                notes.append(event["message"])
 
         return job(on_event)
 

@@ -1,0 +1,120 @@
+"""Real tiny captures through `traceviz capture`, each in its own runner subprocess."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+pytest.importorskip("torch", reason="torch is installed by the test extras")
+
+from traceviz.analyses import summarize  # noqa: E402
+
+from traceviz.cli import main  # noqa: E402
+from traceviz.trace import Trace  # noqa: E402
+
+TINY = ["--preset", "ptb_lm", "--batch", "4", "--seq", "5", "--hidden", "16", "--layers", "2",
+        "--vocab", "50", "--embed", "8", "--warmup", "1", "--steps", "3",
+        "--profile-steps", "2", "--device", "cpu"]
+# compile_torch works the same way; left out here for its ~20 s of compilation
+FAST_VARIANTS = ["cudnn_torch", "cell_torch", "fine_torch", "jit_torch", "static_torch",
+                 "naive8_torch", "fused_torch"]
+
+
+def _capture(tmp_path, *args: str) -> tuple[int, Trace | None, dict]:
+    out = tmp_path / "run"
+    code = main(["capture", *args, *TINY, "--out", str(out)])
+    if code != 0:
+        return code, None, {}
+    return code, Trace.load(out / "trace.parquet"), json.loads((out / "bench.json").read_text())
+
+
+def _raw_events(path):
+    with gzip.open(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+@pytest.mark.parametrize("model", FAST_VARIANTS)
+def test_capture_forward(tmp_path, model, capsys):
+    code, trace, bench = _capture(tmp_path, "--model", model, "--mode", "forward")
+    assert code == 0, capsys.readouterr().err
+    run = tmp_path / "run"
+    assert {p.name for p in run.iterdir()} >= {"trace.pt.trace.json.gz", "trace.parquet",
+                                              "bench.json", "meta.json", "config.json",
+                                              "runner.log"}
+    raw = _raw_events(run / "trace.pt.trace.json.gz")
+    steps = {e["name"] for e in raw if e.get("name", "").startswith("ProfilerStep#")}
+    assert len(steps) == 2
+    assert trace.meta["model"] == model and trace.meta["mode"] == "forward"
+    assert trace.meta["workload"]["batch"] == 4 and trace.meta["runner"]["framework"] == "torch"
+    assert bench["batches"] == 3
+    assert bench["sequences_per_s"] == pytest.approx(4 / bench["time_per_batch_s"]["median"])
+    assert bench["profiler_overhead"] > 0
+    s = summarize(trace)
+    assert s.cpu_trace and s.steps == 2 and s.kernel_count > 0
+    names = set(trace.events["name"].astype(str))
+    assert "forward" in names and "backward" not in names
+    out = capsys.readouterr().out
+    assert "Top leaf ops" in out and "sequences/s" in out and "next:" in out
+
+
+def test_capture_train_has_phases_and_gemm(tmp_path, capsys):
+    code, trace, bench = _capture(tmp_path, "--model", "fine_torch", "--mode", "train")
+    assert code == 0, capsys.readouterr().err
+    names = set(trace.events["name"].astype(str))
+    assert {"forward", "backward", "optimizer"} <= names
+    cats = summarize(trace).categories.set_index("category")
+    assert cats.loc["gemm", "count"] > 0 and cats.loc["elementwise", "count"] > 0
+
+
+def test_capture_amp_bf16_shows_casts(tmp_path, capsys):
+    code, trace, _ = _capture(tmp_path, "--model", "fine_torch", "--mode", "forward",
+                              "--amp", "bf16")
+    assert code == 0, capsys.readouterr().err
+    raw = _raw_events(tmp_path / "run" / "trace.pt.trace.json.gz")
+    to_copy = [e for e in raw if e.get("name") == "aten::_to_copy"]
+    s = summarize(trace)
+    assert s.casts.cast_ops == len(to_copy) > 0
+    assert s.casts.count > 0 and s.casts.total_ns > 0
+    assert trace.meta["amp"] == "bf16"
+
+
+def test_capture_errors_are_one_line(tmp_path, capsys):
+    assert main(["capture", "--model", "graph_torch", *TINY, "--out", str(tmp_path / "g")]) == 2
+    assert "runs only on a GPU" in capsys.readouterr().err
+    assert main(["capture", "--model", "nope_torch", *TINY]) == 2
+    assert "unknown model" in capsys.readouterr().err
+    assert main(["capture", "--model", "fine_torch", *TINY[:2], "--batch", "0"]) == 2
+    assert "--batch must be positive" in capsys.readouterr().err
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    assert main(["capture", "--model", "fine_torch", *TINY, "--out", str(busy)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert (busy / "keep.txt").read_text() == "mine"
+
+
+def test_runner_failure_is_reported(tmp_path, capsys):
+    """--device cuda on a machine without one fails inside the runner process."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    code = main(["capture", "--model", "cudnn_torch", *TINY[:-2], "--device", "cuda",
+                 "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "no CUDA device" in err and "runner.log" in err and "Traceback" not in err
+
+
+def test_models_lists_every_variant(capsys):
+    assert main(["models", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(rows) >= {"cudnn_torch", "cell_torch", "fine_torch", "jit_torch",
+                         "compile_torch", "static_torch", "naive8_torch", "fused_torch",
+                         "graph_torch"}
+    assert rows["fine_torch"]["available"]
+    import torch
+
+    assert rows["graph_torch"]["available"] == torch.cuda.is_available()
