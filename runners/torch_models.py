@@ -65,6 +65,15 @@ class CellLSTM(nn.Module):
         return x, (torch.stack(hs), torch.stack(cs))
 
 
+def cell_step(x: Tensor, h: Tensor, c: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor,
+              b_hh: Tensor) -> tuple[Tensor, Tensor]:
+    """One fine-grained LSTM step (gate order i, f, g, o); TorchScript- and compile-able."""
+    gates = torch.mm(x, w_ih.t()) + b_ih + torch.mm(h, w_hh.t()) + b_hh
+    i, f, g, o = gates.chunk(4, 1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c
+
+
 class FineLayer(nn.Module):
     """One layer of fine-grained gate ops; TorchScript-compatible."""
 
@@ -84,11 +93,8 @@ class FineLayer(nn.Module):
         c = torch.zeros(x.size(1), self.hidden, dtype=x.dtype, device=x.device)
         outs: list[Tensor] = []
         for t in range(x.size(0)):
-            gates = (torch.mm(x[t], self.weight_ih.t()) + self.bias_ih
-                     + torch.mm(h, self.weight_hh.t()) + self.bias_hh)
-            i, f, g, o = gates.chunk(4, 1)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h = torch.sigmoid(o) * torch.tanh(c)
+            h, c = cell_step(x[t], h, c, self.weight_ih, self.weight_hh, self.bias_ih,
+                             self.bias_hh)
             outs.append(h)
         return torch.stack(outs), h, c
 
@@ -148,14 +154,6 @@ class JitLSTM(nn.Module):
         if self.scripted is None:  # script after weights are final; shares the parameters
             self.scripted = torch.jit.script(self.inner)
         return self.scripted(x)
-
-
-def cell_step(x: Tensor, h: Tensor, c: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor,
-              b_hh: Tensor) -> tuple[Tensor, Tensor]:
-    gates = torch.mm(x, w_ih.t()) + b_ih + torch.mm(h, w_hh.t()) + b_hh
-    i, f, g, o = gates.chunk(4, 1)
-    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    return torch.sigmoid(o) * torch.tanh(c), c
 
 
 class CompiledLayer(FineLayerW):
@@ -276,12 +274,18 @@ class FusedLSTM(_Layered):
 
 
 class GraphLSTM(nn.Module):
-    """fused_torch captured once as CUDA graphs (forward and backward) and replayed."""
+    """fused_torch captured once as CUDA graphs and replayed.
+
+    Training: ``torch.cuda.make_graphed_callables`` (forward and backward graphs).
+    Inference (grad disabled): one ``torch.cuda.graph`` capture of the forward pass,
+    replayed after copying the new input into the captured input buffer.
+    """
 
     def __init__(self, input_size: int, hidden: int, layers: int):
         super().__init__()
         self.inner = FusedLSTM(input_size, hidden, layers)
         self.graphed = None
+        self.fwd = None  # (graph, static input, static outputs)
 
     def load_lstm(self, ref: nn.LSTM) -> None:
         self.inner.load_lstm(ref)
@@ -289,10 +293,27 @@ class GraphLSTM(nn.Module):
     def forward(self, x: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         if x.device.type != "cuda":
             raise RuntimeError("graph_torch needs a CUDA device (CUDA graphs)")
-        if self.graphed is None:
-            sample = x.detach().clone().requires_grad_(x.requires_grad)
-            self.graphed = torch.cuda.make_graphed_callables(self.inner, (sample,))
-        return self.graphed(x)
+        if torch.is_grad_enabled():
+            if self.graphed is None:
+                sample = x.detach().clone().requires_grad_(x.requires_grad)
+                self.graphed = torch.cuda.make_graphed_callables(self.inner, (sample,))
+            return self.graphed(x)
+        if self.fwd is None or self.fwd[1].shape != x.shape or self.fwd[1].dtype != x.dtype:
+            static_x = x.detach().clone()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):  # warm up allocations and lazy init off the graph
+                    self.inner(static_x)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_out = self.inner(static_x)
+            self.fwd = (graph, static_x, static_out)
+        graph, static_x, static_out = self.fwd
+        static_x.copy_(x)
+        graph.replay()
+        return static_out
 
 
 MODELS: dict[str, type[nn.Module]] = {

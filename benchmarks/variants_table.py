@@ -1,0 +1,63 @@
+"""Capture every runnable PyTorch variant and print a Markdown table of the timings.
+
+    python benchmarks/variants_table.py [--modes forward,train] [--amp none,bf16]
+        [--device cpu] [--out runs/table] [-- extra capture flags, e.g. --preset ptb_lm]
+
+Each cell comes from `traceviz capture` (own subprocess, benchmark phase without the
+profiler): median time per batch and sequences/s from its bench.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+VARIANTS = ["cudnn_torch", "cell_torch", "fine_torch", "jit_torch", "compile_torch",
+            "static_torch", "naive8_torch", "fused_torch", "graph_torch"]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--modes", default="forward,train")
+    p.add_argument("--amp", default="none,bf16")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--models", default=",".join(VARIANTS))
+    p.add_argument("--out", type=Path, default=Path("runs/table"))
+    args, extra = p.parse_known_args()
+    extra = [a for a in extra if a != "--"]
+    rows = []
+    for model in args.models.split(","):
+        if model == "graph_torch" and args.device != "cuda":
+            continue
+        for mode in args.modes.split(","):
+            for amp in args.amp.split(","):
+                out = args.out / f"{model}-{mode}-{amp}"
+                cmd = [sys.executable, "-m", "traceviz", "capture", "--model", model,
+                       "--mode", mode, "--device", args.device, "--out", str(out), "--force",
+                       *(["--amp", amp] if amp != "none" else []), *extra]
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                if r.returncode != 0:
+                    rows.append((model, mode, amp, None, r.stderr.strip().splitlines()[-1]))
+                    continue
+                bench = json.loads((out / "bench.json").read_text())
+                rows.append((model, mode, amp, bench, ""))
+                print(f"{model} {mode} {amp}: {bench['time_per_batch_s']['median']:.4f} s",
+                      file=sys.stderr)
+    print("| variant | mode | amp | time/batch (median) | min | max | sequences/s | "
+          "profiler overhead |")
+    print("|---|---|---|---|---|---|---|---|")
+    for model, mode, amp, b, err in rows:
+        if b is None:
+            print(f"| {model} | {mode} | {amp} | failed: {err} | | | | |")
+            continue
+        t = b["time_per_batch_s"]
+        print(f"| {model} | {mode} | {amp} | {t['median']:.4f} s | {t['min']:.4f} | "
+              f"{t['max']:.4f} | {b['sequences_per_s']:,.1f} | {b['profiler_overhead']:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
