@@ -118,3 +118,31 @@ def test_models_lists_every_variant(capsys):
     import torch
 
     assert rows["graph_torch"]["available"] == torch.cuda.is_available()
+
+
+@pytest.mark.parametrize("preset", ["deepbench", "rnn_bench", "seq100", "imdb"])
+def test_every_preset_trains(tmp_path, preset, capsys):
+    out = tmp_path / preset
+    extra = ["--sparse-embedding"] if preset == "imdb" else []
+    code = main(["capture", "--model", "fused_torch", "--preset", preset, "--mode", "train",
+                 "--batch", "4", "--seq", "6", "--hidden", "16", "--layers", "1",
+                 "--warmup", "1", "--steps", "2", "--profile-steps", "1", "--device", "cpu",
+                 "--out", str(out), *extra])
+    assert code == 0, capsys.readouterr().err
+    trace = Trace.load(out / "trace.parquet")
+    assert trace.meta["preset"] == preset
+    assert {"forward", "backward", "optimizer"} <= set(trace.events["name"].astype(str))
+
+
+def test_cpu_caps_and_overrides():
+    from traceviz.runners.presets import make_workload
+
+    w, notes = make_workload("ptb_lm", None, "cpu")
+    assert (w.batch, w.seq, w.hidden, w.layers, w.vocab) == (16, 20, 256, 3, 10001)
+    assert notes and "under a minute" in notes[0]
+    w, notes = make_workload("ptb_lm", "forward", "cpu", batch=128, seq=50)
+    assert (w.batch, w.seq, w.mode) == (128, 50, "forward") and not notes
+    w, _ = make_workload("ptb_lm", None, "cuda")
+    assert (w.batch, w.seq) == (128, 50)
+    w, _ = make_workload("rnn_bench", None, "cuda", hidden=1024)
+    assert w.input == w.hidden == 1024  # rnn_bench feeds input = hidden

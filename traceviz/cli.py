@@ -19,6 +19,7 @@ from rich.console import Console
 from traceviz import __version__
 from traceviz.errors import TraceVizError
 from traceviz.fileio import atomic_output, is_gzip
+from traceviz.trace import Trace
 
 PROGRESS_MIN_BYTES = 16 << 20
 
@@ -27,7 +28,7 @@ def _stderr() -> Console:
     return Console(stderr=True)
 
 
-def _load_with_progress(path: Path, stack: ExitStack) -> object:
+def _load_with_progress(path: Path, stack: ExitStack) -> Trace:
     """Load any trace, with a progress bar on stderr for big raw files on a terminal."""
     from traceviz.parsers import load
 
