@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 
@@ -11,12 +12,12 @@ import pytest
 from tests.conftest import KINETO
 from traceviz.errors import TraceVizError
 from traceviz.parsers import kineto
-from traceviz.parsers.jsonstream import ArrayChunks, decode_in_order
+from traceviz.parsers.jsonstream import ArrayChunks, decode_in_order, file_ranges
 
 
-def _decode_json(data: bytes) -> tuple[str, object]:
+def _decode_json(piece) -> tuple[str, object]:
     try:
-        return "ok", json.loads(data)
+        return "ok", json.loads(b"[" + piece.read() + b"]")
     except ValueError as e:
         return "syntax", str(e)
 
@@ -24,12 +25,22 @@ def _decode_json(data: bytes) -> tuple[str, object]:
 def _read(doc: bytes, chunk: int) -> tuple[list, ArrayChunks]:
     chunks = ArrayChunks(io.BytesIO(doc), b"traceEvents", chunk_bytes=chunk)
     out = []
-    for part in decode_in_order(iter(chunks), _decode_json):
+    for _, part in decode_in_order(iter(chunks), _decode_json):
         out.extend(part)
     return out, chunks
 
 
-def test_cuts_inside_strings_and_nested_values_are_repaired():
+def _read_ranges(tmp_path, doc: bytes, chunk: int) -> tuple[list, bytes]:
+    path = tmp_path / "doc.json"
+    path.write_bytes(doc)
+    ranges, meta = file_ranges(str(path), b"traceEvents", chunk, window=256)
+    out = []
+    for _, part in decode_in_order(iter(ranges), _decode_json):
+        out.extend(part)
+    return out, meta
+
+
+def test_cuts_inside_strings_and_nested_values_are_repaired(tmp_path):
     events = []
     for i in range(300):
         events.append({"ph": "X", "name": f"tricky}}, {{name {i}", "ts": i,
@@ -41,13 +52,21 @@ def test_cuts_inside_strings_and_nested_values_are_repaired():
         assert got == events, chunk
         meta = json.loads(chunks.metadata_document())
         assert meta["INFO"] == ["x.cpp:1] done", "}]"] and meta["traceEvents"] == []
+        got, meta = _read_ranges(tmp_path, doc, chunk)
+        assert got == events, chunk
+        meta = json.loads(meta)
+        assert meta["INFO"] == ["x.cpp:1] done", "}]"] and meta["traceEvents"] == []
 
 
-def test_bare_array_and_empty_array():
+def test_bare_array_and_empty_array(tmp_path):
     got, _ = _read(b'[{"a": 1}, {"b": 2}]', 4)
     assert got == [{"a": 1}, {"b": 2}]
     got, chunks = _read(b'{"traceEvents": [ ], "x": 1}', 4)
     assert got == [] and json.loads(chunks.metadata_document())["x"] == 1
+    got, _ = _read_ranges(tmp_path, b'[{"a": 1}, {"b": 2}]', 4)
+    assert got == [{"a": 1}, {"b": 2}]
+    got, meta = _read_ranges(tmp_path, b'{"traceEvents": [ ], "x": 1}', 4)
+    assert got == [] and json.loads(meta)["x"] == 1
 
 
 def test_truncated_array_is_an_error():
@@ -55,13 +74,18 @@ def test_truncated_array_is_an_error():
         _read(b'{"traceEvents": [{"a": 1}, {"b": 2}', 4)
 
 
-def test_parallel_decoding_matches_serial():
+def test_parallel_decoding_matches_serial(tmp_path):
     path = KINETO / "ampere_sampled_rank0.json.gz"
     serial = kineto.parse(path, workers=1, chunk_bytes=1 << 20)
     parallel = kineto.parse(path, workers=2, chunk_bytes=64 << 10)
     pd.testing.assert_frame_equal(serial.events, parallel.events, check_categorical=False)
     whole = kineto.parse(path, workers=1, chunk_bytes=1 << 30)
     pd.testing.assert_frame_equal(serial.events, whole.events, check_categorical=False)
+    # an uncompressed copy goes the file-range way (workers read their own byte ranges)
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(gzip.decompress(path.read_bytes()))
+    ranged = kineto.parse(plain, workers=2, chunk_bytes=64 << 10)
+    pd.testing.assert_frame_equal(serial.events, ranged.events, check_categorical=False)
 
 
 def test_raw_us_to_ns_exact():

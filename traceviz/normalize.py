@@ -14,7 +14,7 @@ import pandas as pd
 from traceviz import classify, schema
 from traceviz.intervals import innermost_enclosing
 from traceviz.launch_apis import base_api_name, launch_kind
-from traceviz.optree import enclosing_op, op_parents
+from traceviz.optree import parents_and_enclosing
 from traceviz.trace import Trace
 
 BASE_COLUMNS = (
@@ -86,10 +86,10 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
                         "dur_ns": dur[op_rows]})
     op_name_codes = name_codes[op_rows]
     cast_op, cast_child = classify.cast_op_flags(categories)
-    parent = op_parents(ops)
+    parent, launch_op = parents_and_enclosing(ops, pid[linked_launch], tid[linked_launch],
+                                              ts[linked_launch])
     parent_is_cast = np.where(parent >= 0, cast_op[op_name_codes[np.maximum(parent, 0)]], False)
     op_is_cast = cast_op[op_name_codes] | (cast_child[op_name_codes] & parent_is_cast)
-    launch_op = enclosing_op(ops, pid[linked_launch], tid[linked_launch], ts[linked_launch])
     has_op = launch_op >= 0
     op_codes = np.full(n, -1, dtype=np.int32)
     op_codes[linked_dev[has_op]] = op_name_codes[launch_op[has_op]]
@@ -101,8 +101,12 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
         s_start = ts[step_rows]
         s_end = s_start + dur[step_rows]
         others = np.flatnonzero(kind != _K["step"])
-        inside = innermost_enclosing(np.zeros(len(step_rows), np.int64), s_start, s_end,
-                                     np.zeros(len(others), np.int64), ts[others])
+        if (s_start[1:] >= s_end[:-1]).all():  # the usual case: steps one after another
+            k = np.searchsorted(s_start, ts[others], side="right") - 1
+            inside = np.where((k >= 0) & (ts[others] < s_end[np.maximum(k, 0)]), k, -1)
+        else:
+            inside = innermost_enclosing(np.zeros(len(step_rows), np.int64), s_start, s_end,
+                                         np.zeros(len(others), np.int64), ts[others])
         step[others] = np.where(inside >= 0, step[step_rows][np.maximum(inside, 0)], -1)
         # a device row belongs to the step that launched it, wherever it ran
         step[linked_dev] = step[linked_launch]

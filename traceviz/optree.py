@@ -47,9 +47,17 @@ def work_op_mask(ops: pd.DataFrame) -> np.ndarray:
     return unit & ~inside_unit
 
 
-def enclosing_op(ops: pd.DataFrame, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Positional index into ``ops`` of the innermost op around each (pid, tid, t), or -1."""
+def parents_and_enclosing(ops: pd.DataFrame, pid: np.ndarray, tid: np.ndarray,
+                          t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``op_parents(ops)`` and the innermost op around each (pid, tid, t), in one pass."""
     key = thread_key(ops["pid"].to_numpy(), ops["tid"].to_numpy())
     start = ops["ts_ns"].to_numpy()
     end = start + ops["dur_ns"].to_numpy()
-    return innermost_enclosing(key, start, end, thread_key(pid, tid), np.asarray(t, dtype=np.int64))
+    n = len(ops)
+    found = innermost_enclosing(
+        key, start, end,
+        np.concatenate([key, thread_key(pid, tid)]),
+        np.concatenate([start, np.asarray(t, dtype=np.int64)]),
+        q_exclude=np.concatenate([np.arange(n), np.full(len(t), -1)]),
+    )
+    return found[:n], found[n:]

@@ -11,6 +11,7 @@ error and the consumer joins it with the next one (``Piece.sep`` keeps the exact
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,10 +31,39 @@ class Piece:
     data: bytes
     sep: bytes = b""
 
+    @property
+    def size(self) -> int:
+        return len(self.data)
 
-def join(a: Piece, b: Piece) -> Piece:
-    """The text of ``a`` and ``b`` as it stood in the file."""
-    return Piece(a.data + a.sep + b.data, b.sep)
+    def read(self) -> bytes:
+        return self.data
+
+    def join(self, other: Piece) -> Piece:
+        """The text of both pieces as it stood in the file."""
+        return Piece(self.data + self.sep + other.data, other.sep)
+
+
+@dataclass
+class Range:
+    """Whole array elements as a byte range [start, end) of an uncompressed file.
+
+    Workers read the range themselves, so the bytes never pass through the parent.
+    """
+
+    path: str
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    def read(self) -> bytes:
+        with open(self.path, "rb") as f:
+            return os.pread(f.fileno(), self.size, self.start)
+
+    def join(self, other: Range) -> Range:
+        return Range(self.path, self.start, other.end)
 
 
 class ArrayChunks:
@@ -48,13 +78,11 @@ class ArrayChunks:
         stream: BinaryIO,
         key: bytes,
         chunk_bytes: int = 32 << 20,
-        progress: Callable[[int], None] | None = None,
         name: str = "input",
     ):
         self._stream = stream
         self._key = re.compile(rb'"' + re.escape(key) + rb'"\s*:\s*\[')
         self._chunk = chunk_bytes
-        self._progress = progress
         self._name = name
         self._buf = bytearray()
         self._eof = False
@@ -70,8 +98,6 @@ class ArrayChunks:
             return
         self._buf += data
         self._read_total += len(data)
-        if self._progress:
-            self._progress(len(data))
 
     def _find_start(self) -> None:
         scanned = 0
@@ -146,17 +172,7 @@ class ArrayChunks:
         )
 
     def _tail_ok(self, tail: bytes) -> bool:
-        s = tail.strip(_WS)
-        if self.bare_array:
-            return s == b""
-        if s == b"}":
-            return True
-        if not s.startswith(b","):
-            return False
-        try:
-            return isinstance(json.loads(b"{" + s[1:]), dict)
-        except ValueError:
-            return False
+        return tail_ok(tail, self.bare_array)
 
     def metadata_document(self) -> bytes:
         """The whole document with the array emptied (valid JSON), after iteration."""
@@ -165,14 +181,29 @@ class ArrayChunks:
         return self.head + b"]" + self.tail
 
 
+def tail_ok(tail: bytes, bare_array: bool) -> bool:
+    """Is ``tail`` what may follow the event array's "]" up to the end of the document?"""
+    s = tail.strip(_WS)
+    if bare_array:
+        return s == b""
+    if s == b"}":
+        return True
+    if not s.startswith(b","):
+        return False
+    try:
+        return isinstance(json.loads(b"{" + s[1:]), dict)
+    except ValueError:
+        return False
+
+
 def decode_in_order(
-    pieces: Iterator[Piece],
-    decode: Callable[[bytes], tuple[str, object]],
+    pieces: Iterator[Piece | Range],
+    decode: Callable[[Piece | Range], tuple[str, object]],
     workers: int = 1,
     in_flight: int = 4,
     name: str = "input",
-) -> Iterator[object]:
-    """Yield ``decode(b"[" + piece + b"]")`` values in file order, on ``workers`` processes.
+) -> Iterator[tuple[Piece | Range, object]]:
+    """Yield ``(piece, decode(piece))`` in file order, decoding on ``workers`` processes.
 
     ``decode`` (a module-level function, so it can run in a worker) returns
     ``("ok", value)``, ``("syntax", message)`` for a JSON syntax error (a cut inside a
@@ -181,32 +212,29 @@ def decode_in_order(
     """
     from collections import deque
 
-    def bracket(p: Piece) -> bytes:
-        return b"[" + p.data + b"]"
-
-    carry: Piece | None = None
+    carry: Piece | Range | None = None
     last_error = ""
 
-    def settle(piece: Piece, status: str, value: object) -> Iterator[object]:
+    def settle(piece, status: str, value: object) -> Iterator[tuple]:
         nonlocal carry, last_error
         if status == "invalid":
             raise TraceVizError(f"{name}: unexpected event layout ({value})")
         if carry is not None:
             if status == "ok":  # the earlier piece can never be completed
                 raise TraceVizError(f"{name}: malformed JSON ({last_error})")
-            piece = join(carry, piece)
-            status, value = decode(bracket(piece))
+            piece = carry.join(piece)
+            status, value = decode(piece)
             if status == "invalid":
                 raise TraceVizError(f"{name}: unexpected event layout ({value})")
         if status == "ok":
             carry = None
-            yield value
+            yield piece, value
         else:
             carry, last_error = piece, str(value)
 
     if workers <= 1:
         for piece in pieces:
-            yield from settle(piece, *decode(bracket(piece)))
+            yield from settle(piece, *decode(piece))
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -216,7 +244,7 @@ def decode_in_order(
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             queue: deque = deque()
             for piece in pieces:
-                queue.append((piece, pool.submit(decode, bracket(piece))))
+                queue.append((piece, pool.submit(decode, piece)))
                 if len(queue) >= in_flight:
                     done, fut = queue.popleft()
                     yield from settle(done, *fut.result())
@@ -225,3 +253,59 @@ def decode_in_order(
                 yield from settle(done, *fut.result())
     if carry is not None:
         raise TraceVizError(f"{name}: malformed JSON ({last_error})")
+
+
+def file_ranges(path: str, key: bytes, chunk_bytes: int, name: str = "input",
+                window: int = 1 << 20) -> tuple[list[Range], bytes] | None:
+    """Cut an uncompressed file's event array into ``Range``s by reading small windows.
+
+    Returns the ranges and the metadata document, or None when the layout is unusual
+    (no key near the start, the array's end not near the file's end): the caller then
+    streams the file with ``ArrayChunks``.
+    """
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(min(size, 4 * window))
+        stripped = head.lstrip(_WS)
+        if stripped[:1] == b"[":
+            start, bare = len(head) - len(stripped) + 1, True
+        else:
+            m = re.compile(rb'"' + re.escape(key) + rb'"\s*:\s*\[').search(head)
+            if not m:
+                return None
+            start, bare = m.end(), False
+        tail_at = max(start, size - 4 * window)
+        last = os.pread(f.fileno(), size - tail_at, tail_at)
+        body = last.lstrip(_WS) if tail_at == start else b""
+        if body[:1] == b"]" and tail_ok(body[1:], bare):
+            return [], b"{}" if bare else head[:start] + body
+        close = None
+        for m in _CLOSE.finditer(last):
+            if tail_ok(last[m.end():], bare):
+                close = m
+                break
+        if close is None:
+            return None
+        array_end = tail_at + close.start() + 1  # just past the last element's "}"
+        tail = last[close.end():]
+        ranges = []
+        pos = start
+        while pos < array_end:
+            target = pos + chunk_bytes
+            if target >= array_end:
+                ranges.append(Range(path, pos, array_end))
+                break
+            found = None
+            lo = target
+            while found is None and lo < array_end:
+                buf = os.pread(f.fileno(), min(window, array_end - lo), lo)
+                found = _SEP.search(buf)
+                if found is None:
+                    lo += max(1, len(buf) - 64)
+            if found is None:
+                ranges.append(Range(path, pos, array_end))
+                break
+            ranges.append(Range(path, pos, lo + found.start() + 1))
+            pos = lo + found.end() - 1  # the next element's "{"
+    meta = b"{}" if bare else head[:start] + b"]" + tail
+    return ranges, meta

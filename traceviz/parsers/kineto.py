@@ -24,7 +24,7 @@ from pandas.api.types import union_categoricals
 from traceviz.errors import TraceVizError
 from traceviz.fileio import is_gzip, open_input
 from traceviz.normalize import finish
-from traceviz.parsers.jsonstream import ArrayChunks, decode_in_order
+from traceviz.parsers.jsonstream import ArrayChunks, Piece, Range, decode_in_order, file_ranges
 from traceviz.schema import KINDS
 from traceviz.trace import Trace
 
@@ -71,10 +71,10 @@ _EVENTS = msgspec.json.Decoder(list[_Event])
 CHUNK_BYTES = 16 << 20
 
 
-def decode_piece(data: bytes) -> tuple[str, object]:
-    """Decode one ``[...]`` piece of events into base columns (runs in a worker)."""
+def decode_piece(piece: Piece | Range) -> tuple[str, object]:
+    """Decode one piece of the event array into base columns (runs in a worker)."""
     try:
-        return "ok", _columns(_EVENTS.decode(data))
+        return "ok", _columns(_EVENTS.decode(b"[" + piece.read() + b"]"))
     except msgspec.ValidationError as e:
         return "invalid", str(e)
     except msgspec.DecodeError as e:
@@ -99,18 +99,32 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
     ``workers`` decode chunks in parallel (default: one per core for big files).
     """
     workers = _workers(path) if workers is None else workers
-    stream = open_input(path)
+    # a plain file is cut by offsets and each worker reads its own range; gzip streams
+    ranges = None if is_gzip(path) else file_ranges(str(path), b"traceEvents", chunk_bytes,
+                                                     name=str(path))
+    stream = None
     try:
-        chunks = ArrayChunks(stream, b"traceEvents", chunk_bytes=chunk_bytes,
-                             progress=progress, name=str(path))
-        frames = [f for f in decode_in_order(iter(chunks), decode_piece, workers=workers,
-                                             name=str(path)) if len(f)]
+        if ranges is not None:
+            pieces, metadata = iter(ranges[0]), (lambda: ranges[1])
+        else:
+            stream = open_input(path)
+            chunks = ArrayChunks(stream, b"traceEvents", chunk_bytes=chunk_bytes,
+                                 name=str(path))
+            pieces, metadata = iter(chunks), chunks.metadata_document
+        frames = []
+        for piece, frame in decode_in_order(pieces, decode_piece, workers=workers,
+                                            name=str(path)):
+            if progress:
+                progress(piece.size)
+            if len(frame):
+                frames.append(frame)
         try:
-            doc = msgspec.json.decode(chunks.metadata_document())
+            doc = msgspec.json.decode(metadata())
         except msgspec.DecodeError as e:
             raise TraceVizError(f"{path}: malformed JSON around the event array ({e})") from None
     finally:
-        stream.close()
+        if stream is not None:
+            stream.close()
     if not frames:
         raise TraceVizError(f"{path}: the trace holds no profiler events")
     names = union_categoricals([f.pop("name") for f in frames])
