@@ -128,7 +128,8 @@ def run(cfg: dict, out: Path) -> dict:
             optimizers.append(torch.optim.SGD(params + emb_params, lr=w["lr"]))
     scaler = torch.amp.GradScaler(device.type, enabled=train and amp == "fp16")
     onednn_rnn = device.type == "cpu" and torch.backends.mkldnn.is_available()
-    if onednn_rnn and amp_dtype is not None and not _onednn_lstm_works(amp_dtype):
+    if (variant == "cudnn_torch" and onednn_rnn and amp_dtype is not None
+            and not _onednn_lstm_works(amp_dtype)):
         # oneDNN builds reduced-precision LSTMs only with AVX512-BF16/AMX (or FP16) support
         torch.backends.mkldnn.enabled = False
         onednn_rnn = False

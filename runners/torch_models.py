@@ -100,7 +100,15 @@ class FineLayer(nn.Module):
 
 
 class _Layered(nn.Module):
-    """Stacks per-layer modules that take [seq, b, in] and return (out, h, c)."""
+    """Stacks ``layer`` modules that take [seq, b, in] and return (out, h, c)."""
+
+    layer: type[nn.Module]
+
+    def __init__(self, input_size: int, hidden: int, layers: int):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            self.layer(input_size if i == 0 else hidden, hidden) for i in range(layers)
+        )
 
     def load_lstm(self, ref: nn.LSTM) -> None:
         for i, layer in enumerate(self.layers):
@@ -132,11 +140,7 @@ class FineLayerW(FineLayer, _FineWeights):
 class FineLSTM(_Layered):
     """Fine-grained gate ops, eager: many small kernels per step (launch-bound on GPU)."""
 
-    def __init__(self, input_size: int, hidden: int, layers: int):
-        super().__init__()
-        self.layers = nn.ModuleList(
-            FineLayerW(input_size if i == 0 else hidden, hidden) for i in range(layers)
-        )
+    layer = FineLayerW
 
 
 class JitLSTM(nn.Module):
@@ -174,11 +178,7 @@ class CompiledLayer(FineLayerW):
 
 
 class CompileLSTM(_Layered):
-    def __init__(self, input_size: int, hidden: int, layers: int):
-        super().__init__()
-        self.layers = nn.ModuleList(
-            CompiledLayer(input_size if i == 0 else hidden, hidden) for i in range(layers)
-        )
+    layer = CompiledLayer
 
 
 class StaticLSTM(nn.Module):
@@ -233,11 +233,7 @@ class Naive8Layer(nn.Module):
 
 
 class Naive8LSTM(_Layered):
-    def __init__(self, input_size: int, hidden: int, layers: int):
-        super().__init__()
-        self.layers = nn.ModuleList(
-            Naive8Layer(input_size if i == 0 else hidden, hidden) for i in range(layers)
-        )
+    layer = Naive8Layer
 
 
 @torch.jit.script
@@ -266,11 +262,7 @@ class FusedLayer(FineLayerW):
 
 
 class FusedLSTM(_Layered):
-    def __init__(self, input_size: int, hidden: int, layers: int):
-        super().__init__()
-        self.layers = nn.ModuleList(
-            FusedLayer(input_size if i == 0 else hidden, hidden) for i in range(layers)
-        )
+    layer = FusedLayer
 
 
 class GraphLSTM(nn.Module):

@@ -62,6 +62,9 @@ def test_capture_forward(tmp_path, model, capsys):
 def test_capture_train_has_phases_and_gemm(tmp_path, capsys):
     code, trace, bench = _capture(tmp_path, "--model", "fine_torch", "--mode", "train")
     assert code == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["analyze", str(tmp_path / "run"), "--json"]) == 0  # a run folder
+    assert json.loads(capsys.readouterr().out)["kernels"]["count"] == summarize(trace).kernel_count
     names = set(trace.events["name"].astype(str))
     assert {"forward", "backward", "optimizer"} <= names
     cats = summarize(trace).categories.set_index("category")

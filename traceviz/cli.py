@@ -106,7 +106,8 @@ class AnalyzeCommand(Command):
     help = "summarize a trace: top kernels, categories, launch overhead, casts"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        p.add_argument("trace", type=Path, help="a traceviz .parquet or any raw trace")
+        p.add_argument("trace", type=Path,
+                       help="a traceviz .parquet, any raw trace, or a capture's run folder")
         p.add_argument("--top", type=int, default=15, help="kernels to list (default 15)")
         p.add_argument("--wide", action="store_true", help="full kernel names, no shortening")
         p.add_argument("--json", action="store_true",

@@ -38,8 +38,10 @@ def detect_format(path: Path) -> str:
 
 
 def load(path: str | Path, progress: Callable[[int], None] | None = None) -> Trace:
-    """Read any supported trace file into a ``Trace``."""
+    """Read any supported trace file (or a capture's run folder) into a ``Trace``."""
     path = Path(path)
+    if path.is_dir() and (path / "trace.parquet").is_file():
+        return Trace.load(path / "trace.parquet")
     fmt = detect_format(path)
     if fmt == "parquet":
         return Trace.load(path)
