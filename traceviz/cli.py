@@ -245,18 +245,20 @@ class CaptureCommand(Command):
         print_summary(out, summarize(result.trace), top=args.top)
         b = result.bench
         t = b["time_per_batch_s"]
-        out.print(
+        lines = [
             f"\n[bold]bench[/] (no profiler): {t['median'] * 1e3:.3f} ms/batch median "
             f"(min {t['min'] * 1e3:.3f}, max {t['max'] * 1e3:.3f}) · "
             f"{b['sequences_per_s']:,.1f} sequences/s · {b['batches']} batches in "
-            f"{b['elapsed_s']:.3f} s · profiler overhead {b['profiler_overhead']:.2f}x"
-        )
-        out.print(f"\nrun folder: [bold]{run_dir}[/]  (trace.pt.trace.json.gz, trace.parquet, "
-                  "bench.json, runner.log)")
-        out.print("next:")
-        out.print(f"  traceviz analyze {result.parquet} --plot {run_dir}/charts")
-        out.print(f"  traceviz analyze {result.parquet} --export {run_dir}/tables")
-        out.print("  (the raw trace opens in Perfetto, TensorBoard and HTA too)")
+            f"{b['elapsed_s']:.3f} s · profiler overhead {b['profiler_overhead']:.2f}x",
+            f"\nrun folder: [bold]{run_dir}[/]  (trace.pt.trace.json.gz, trace.parquet, "
+            "bench.json, runner.log)",
+            "next:",
+            f"  traceviz analyze {result.parquet} --plot {run_dir}/charts",
+            f"  traceviz analyze {result.parquet} --export {run_dir}/tables",
+            "  (the raw trace opens in Perfetto, TensorBoard and HTA too)",
+        ]
+        for line in lines:  # unwrapped: paths and commands stay copy-pasteable
+            out.print(line, soft_wrap=True)
         return 0
 
 
