@@ -221,6 +221,7 @@ def run(cfg: dict, out: Path) -> dict:
         "time_per_batch_s": {"median": median, "min": min(times), "max": max(times),
                              "mean": statistics.fmean(times)},
         "batches": len(times),
+        "batch_times_s": times,
         "elapsed_s": elapsed,
         "sequences_per_s": batch / median,
         "profiled_time_per_batch_s": statistics.median(prof_times),

@@ -55,6 +55,19 @@ CAST_KERNEL = re.compile(
     re.IGNORECASE,
 )
 
+# gemm/rnn kernels on half or bfloat16 tensor-core paths (cuBLAS/cuDNN/CUTLASS names:
+# h884/h1688/h16816 tiles, hmma, f16/bf16 in xmma/nvjet/cutlass names).
+TENSOR_CORE_HALF = re.compile(
+    r"(^|_)h\d{3,5}|hmma|hgemm|bgemm|f16|bf16|fp16|half|bfloat16|tensorop_[hb]|_h_bz|"
+    r"gemm_[hb]\d",
+    re.IGNORECASE,
+)
+
+
+def tensor_core_flags(names: pd.Index) -> np.ndarray:
+    return np.array([bool(TENSOR_CORE_HALF.search(str(n))) for n in names], dtype=bool)
+
+
 # Framework ops that change a tensor's dtype. aten::to only dispatches to _to_copy
 # (and is a no-op otherwise), so the time is counted on _to_copy and its copy_.
 CAST_OPS = frozenset({"aten::_to_copy", "Cast", "tf.cast", "convert_element_type"})

@@ -10,61 +10,23 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
 from rich.console import Console
 
 from traceviz import __version__
+from traceviz.cli_base import (
+    Command,
+    load_with_progress,
+    refuse_existing,
+    save_figure,
+    stderr,
+    stdout,
+)
 from traceviz.errors import TraceVizError
-from traceviz.fileio import atomic_output, is_gzip
-from traceviz.trace import Trace
-
-PROGRESS_MIN_BYTES = 16 << 20
-
-
-def _stderr() -> Console:
-    return Console(stderr=True)
-
-
-def _load_with_progress(path: Path, stack: ExitStack) -> Trace:
-    """Load any trace, with a progress bar on stderr for big raw files on a terminal."""
-    from traceviz.parsers import load
-
-    err = _stderr()
-    progress_cb: Callable[[int], None] | None = None
-    size = path.stat().st_size if path.is_file() else 0
-    if err.is_terminal and size >= PROGRESS_MIN_BYTES:
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TransferSpeedColumn,
-        )
-
-        progress = stack.enter_context(Progress(
-            TextColumn("reading {task.description}"), BarColumn(), DownloadColumn(),
-            TransferSpeedColumn(), TimeElapsedColumn(), console=err, transient=True,
-        ))
-        gz = is_gzip(path)
-        # gzip: the decompressed size is unknown, so show bytes read without a total
-        task = progress.add_task(path.name, total=None if gz else size)
-        progress_cb = lambda n: progress.advance(task, n)  # noqa: E731
-    return load(path, progress=progress_cb)
-
-
-class Command:
-    name: str
-    help: str
-
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        raise NotImplementedError
-
-    def run(self, args: argparse.Namespace) -> int:
-        raise NotImplementedError
+from traceviz.fileio import atomic_output
 
 
 class ImportCommand(Command):
@@ -82,7 +44,7 @@ class ImportCommand(Command):
         if out.exists() and not args.force:
             raise TraceVizError(f"{out}: already exists (use --force to replace it)")
         with ExitStack() as stack:
-            trace = _load_with_progress(args.raw, stack)
+            trace = load_with_progress(args.raw, stack)
         trace.save(out, force=args.force)
         ev = trace.events
         kinds = ev["kind"].value_counts()
@@ -132,21 +94,18 @@ class AnalyzeCommand(Command):
             from traceviz.render_plot import chart_paths
 
             plots = chart_paths(args.plot)
-        _refuse_existing([*exports, *plots], args.force)
+        refuse_existing([*exports, *plots], args.force)
 
         with ExitStack() as stack:
-            trace = _load_with_progress(args.trace, stack)
+            trace = load_with_progress(args.trace, stack)
         summary = summarize(trace)
         if args.json:
             print(json.dumps(summary.to_dict(top=args.top), indent=2))
         else:
             from traceviz.render_text import print_summary
 
-            console = Console(width=args.width)
-            if args.width is None and not console.is_terminal:
-                console = Console(width=120)  # pipes and logs: wide enough for kernel names
-            print_summary(console, summary, top=args.top, wide=args.wide)
-        err = _stderr()
+            print_summary(stdout(args.width), summary, top=args.top, wide=args.wide)
+        err = stderr()
         if args.export:
             from traceviz.analyses.tables import export_tables
 
@@ -159,8 +118,7 @@ class AnalyzeCommand(Command):
             from traceviz.render_plot import write_charts
 
             def save(fig, path: Path) -> None:
-                with atomic_output(path, force=args.force) as tmp:
-                    fig.savefig(tmp, format=path.suffix[1:], dpi=120, bbox_inches="tight")
+                save_figure(fig, path, args.force)
 
             for path in write_charts(summary, args.plot, save):
                 err.print(f"wrote {path}")
@@ -226,7 +184,7 @@ class CaptureCommand(Command):
                              profile_steps=args.profile_steps, notes=notes)
         run_dir = args.out or default_run_dir(req)
         prepare_run_dir(run_dir, args.force)
-        err = _stderr()
+        err = stderr()
         for note in notes:
             err.print(f"[yellow]note:[/] {note}")
         w = workload
@@ -241,7 +199,7 @@ class CaptureCommand(Command):
         from traceviz.analyses import summarize
         from traceviz.render_text import print_summary
 
-        out = Console(width=None if Console().is_terminal else 120)
+        out = stdout()
         print_summary(out, summarize(result.trace), top=args.top)
         b = result.bench
         t = b["time_per_batch_s"]
@@ -328,21 +286,21 @@ class ModelsCommand(Command):
             table.add_row(r["name"], r["framework"],
                           "[green]yes[/]" if r["available"] else f"[red]no[/]: {r['why_not']}",
                           r["description"])
-        Console(width=None if Console().is_terminal else 120).print(table)
+        stdout().print(table)
         return 0
 
 
-def _refuse_existing(paths: Sequence[Path], force: bool) -> None:
-    """Fail before doing any work if an output would overwrite a file without --force."""
-    if force:
-        return
-    existing = [str(p) for p in paths if p.exists()]
-    if existing:
-        raise TraceVizError(f"{existing[0]}: already exists (use --force to replace it)")
+def _commands() -> tuple[Command, ...]:
+    from traceviz.cli_studies import (
+        AmpCommand,
+        CompareCommand,
+        ReportCommand,
+        SweepCommand,
+        SweepPlotCommand,
+    )
 
-
-COMMANDS: tuple[Command, ...] = (ImportCommand(), AnalyzeCommand(), CaptureCommand(),
-                                 ModelsCommand())
+    return (ImportCommand(), AnalyzeCommand(), CaptureCommand(), ModelsCommand(),
+            CompareCommand(), AmpCommand(), SweepCommand(), SweepPlotCommand(), ReportCommand())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -353,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"traceviz {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for cmd in COMMANDS:
+    for cmd in _commands():
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.add_arguments(p)
         p.set_defaults(_command=cmd)

@@ -1,0 +1,57 @@
+"""What mixed precision costs in casts and saves in matrix time (per profiled step)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from traceviz.analyses.compare import RunFigures
+
+
+@dataclass(frozen=True)
+class AmpBreakdown:
+    """Per-step span difference (AMP - FP32) split into its parts; all ns per step.
+
+    span_delta = cast_added - matrix_saved + waiting_change + other, where waiting is
+    the span not covered by work (launch-bound time on a GPU, framework time on a CPU).
+    """
+
+    fp32_span_ns: float
+    amp_span_ns: float
+    cast_added_ns: float
+    matrix_saved_ns: float
+    waiting_change_ns: float
+    other_ns: float
+    tensor_core_share_fp32: float | None
+    tensor_core_share_amp: float | None
+
+    @property
+    def span_delta_ns(self) -> float:
+        return self.amp_span_ns - self.fp32_span_ns
+
+
+def amp_breakdown(fp32: RunFigures, amp: RunFigures) -> AmpBreakdown:
+    def per_step(r: RunFigures, value: float) -> float:
+        return value / r.per_step
+
+    def matrix(r: RunFigures) -> float:
+        return per_step(r, r.category_ns["gemm"] + r.category_ns["rnn"])
+
+    def waiting(r: RunFigures) -> float:
+        return per_step(r, r.span_ns - r.busy_ns)
+
+    span_a, span_b = per_step(fp32, fp32.span_ns), per_step(amp, amp.span_ns)
+    cast_added = per_step(amp, amp.cast_ns) - per_step(fp32, fp32.cast_ns)
+    matrix_saved = matrix(fp32) - matrix(amp)
+    waiting_change = waiting(amp) - waiting(fp32)
+    other = (span_b - span_a) - cast_added + matrix_saved - waiting_change
+    return AmpBreakdown(span_a, span_b, cast_added, matrix_saved, waiting_change, other,
+                        fp32.tensor_core_share, amp.tensor_core_share)
+
+
+def differs_only_in_amp(a: RunFigures, b: RunFigures) -> bool:
+    """Same model and workload, one FP32 and one AMP: an AMP pair for `compare`."""
+    ma, mb = a.meta, b.meta
+    return (ma.get("model") is not None and ma.get("model") == mb.get("model")
+            and ma.get("workload") == mb.get("workload")
+            and ma.get("device_kind") == mb.get("device_kind")
+            and (ma.get("amp") is None) != (mb.get("amp") is None))

@@ -1,0 +1,136 @@
+"""Side-by-side figures of several runs, kernel-level differences, mean percentage error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from traceviz.analyses.summary import summarize
+from traceviz.analyses.work import work_rows
+
+from traceviz.classify import tensor_core_flags
+from traceviz.schema import CATEGORIES
+from traceviz.trace import Trace
+
+
+@dataclass
+class RunFigures:
+    """What `traceviz compare` puts in one column."""
+
+    label: str
+    meta: dict
+    cpu_trace: bool
+    time_per_batch_s: float | None
+    sequences_per_s: float | None
+    batch_times_s: list[float]
+    steps: int
+    busy_ns: int
+    span_ns: int
+    idle_fraction: float | None
+    kernel_count: int
+    category_ns: dict[str, int]
+    cast_ns: int
+    tensor_core_share: float | None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def per_step(self) -> int:
+        return max(self.steps, 1)
+
+
+def tensor_core_share(work: pd.DataFrame) -> float | None:
+    """Share of gemm/rnn time in kernels on half/bf16 tensor-core paths (None on CPU/no gemm)."""
+    mat = work[work["category"].isin(["gemm", "rnn"])]
+    total = int(mat["dur_ns"].sum())
+    if not total:
+        return None
+    names = mat["name"].astype("category")
+    flags = np.append(tensor_core_flags(names.cat.categories), False)[names.cat.codes]
+    return float(mat["dur_ns"].to_numpy()[flags].sum()) / total
+
+
+def run_figures(trace: Trace, label: str) -> RunFigures:
+    s = summarize(trace)
+    work = work_rows(trace)
+    bench = trace.meta.get("bench") or {}
+    tpb = (bench.get("time_per_batch_s") or {}).get("median")
+    cats = s.categories.set_index("category")["total_ns"]
+    return RunFigures(
+        label=label,
+        meta=trace.meta,
+        cpu_trace=s.cpu_trace,
+        time_per_batch_s=tpb,
+        sequences_per_s=bench.get("sequences_per_s"),
+        batch_times_s=list(bench.get("batch_times_s") or ([tpb] if tpb else [])),
+        steps=s.steps,
+        busy_ns=s.busy_ns,
+        span_ns=s.span_ns,
+        idle_fraction=s.idle_fraction,
+        kernel_count=s.kernel_count,
+        category_ns={c: int(cats.get(c, 0)) for c in CATEGORIES},
+        cast_ns=s.casts.total_ns,
+        tensor_core_share=None if s.cpu_trace else tensor_core_share(work),
+        extra={"launch_host_ns": s.launches.host_ns,
+               "top_kernel": str(s.kernels["name"].iloc[0]) if len(s.kernels) else "",
+               "top_kernel_share": float(s.kernels["share"].iloc[0]) if len(s.kernels) else 0.0},
+    )
+
+
+def mean_percentage_error(a: list[float], b: list[float]) -> float | None:
+    """100 x mean((a_k - b_k) / b_k) over paired values: negative when b is slower.
+
+    Runs pair their timed batches by index; sweeps pair their points.
+    """
+    n = min(len(a), len(b))
+    if n == 0:
+        return None
+    x = np.asarray(a[:n], dtype=float)
+    y = np.asarray(b[:n], dtype=float)
+    ok = y > 0
+    if not ok.any():
+        return None
+    return float(100 * np.mean((x[ok] - y[ok]) / y[ok]))
+
+
+def mpe_table(runs: list[RunFigures]) -> pd.DataFrame:
+    """Pairwise MPE of time per batch: row = first run, column = second run."""
+    labels = [r.label for r in runs]
+    table = pd.DataFrame(index=labels, columns=labels, dtype=float)
+    for a in runs:
+        for b in runs:
+            if a is not b:
+                table.loc[a.label, b.label] = mean_percentage_error(a.batch_times_s,
+                                                                    b.batch_times_s)
+    return table
+
+
+def kernel_diff(a: Trace, b: Trace, tolerance: float = 0.05) -> pd.DataFrame:
+    """Per kernel name: counts and time per step in each run, and what changed.
+
+    ``change`` is ``added`` (only in b), ``removed`` (only in a), ``faster``/``slower``
+    (per-step time changed by more than ``tolerance``) or ``same``; sorted by |delta|.
+    """
+    def per_name(t: Trace) -> pd.DataFrame:
+        work = work_rows(t)
+        steps = max(int((t.events["kind"] == "step").sum()), 1)
+        g = work.groupby(work["name"].astype(str), observed=True)
+        return pd.DataFrame({"category": g["category"].first().astype(str),
+                             "count": g.size() / steps, "ns": g["dur_ns"].sum() / steps})
+
+    pa, pb = per_name(a), per_name(b)
+    both = pa.add_suffix("_a").join(pb.add_suffix("_b"), how="outer")
+    both["category"] = both["category_a"].fillna(both["category_b"])
+    both = both.drop(columns=["category_a", "category_b"])
+    for col in ("count_a", "count_b", "ns_a", "ns_b"):
+        both[col] = both[col].fillna(0.0)
+    both["delta_ns"] = both["ns_b"] - both["ns_a"]
+    rel = both["delta_ns"] / both["ns_a"].where(both["ns_a"] > 0)
+    change = np.where(both["count_a"] == 0, "added",
+                      np.where(both["count_b"] == 0, "removed",
+                               np.where(rel > tolerance, "slower",
+                                        np.where(rel < -tolerance, "faster", "same"))))
+    both["change"] = change
+    both = both.reset_index().rename(columns={"index": "name"})
+    order = both["delta_ns"].abs().sort_values(ascending=False, kind="stable").index
+    return both.loc[order].reset_index(drop=True)

@@ -1,0 +1,69 @@
+"""A real CPU sweep (3 variants x 3 batch sizes, tiny shapes), resume, plots and reports."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch", reason="torch is installed by the test extras")
+
+from traceviz.cli import main  # noqa: E402
+
+SWEEP = ["sweep", "--models", "cudnn_torch,fine_torch,fused_torch,graph_torch",
+         "--batch", "2,4,8", "--hidden", "8", "--seq", "4", "--layers", "1",
+         "--warmup", "1", "--steps", "2", "--profile-steps", "1", "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep")
+    assert main([*SWEEP, "--out", str(out)]) == 0
+    return out
+
+
+def test_sweep_table(sweep_dir):
+    df = pd.read_parquet(sweep_dir / "sweep.parquet")
+    assert len(df) == 12
+    ok = df[df["status"] == "ok"]
+    assert len(ok) == 9 and set(ok["model"]) == {"cudnn_torch", "fine_torch", "fused_torch"}
+    assert sorted(ok["batch"].unique()) == [2, 4, 8]
+    assert (ok["time_per_batch_s"] > 0).all()
+    assert (ok["sequences_per_s"] == ok["batch"] / ok["time_per_batch_s"]).all()
+    failed = df[df["status"] == "failed"]
+    assert set(failed["model"]) == {"graph_torch"}
+    assert failed["error"].str.contains("GPU").all()
+    for col in ("idle_fraction", "cast_share", "top_kernel", "kernel_count", "run_dir",
+                "launch_bound_fraction", "framework_overhead_fraction"):
+        assert col in df
+    assert ok["cpu_trace"].all() and ok["launch_bound_fraction"].isna().all()
+    assert (ok["framework_overhead_fraction"] == ok["idle_fraction"]).all()
+
+
+def test_sweep_resume_and_refusal(sweep_dir, capsys):
+    trace = sweep_dir / "points" / "fine_torch-b2-h8-s4-fp32" / "trace.parquet"
+    before = trace.stat().st_mtime_ns
+    assert main([*SWEEP, "--out", str(sweep_dir), "--resume"]) == 0
+    assert trace.stat().st_mtime_ns == before  # done points are not captured again
+    capsys.readouterr()
+    assert main([*SWEEP, "--out", str(sweep_dir)]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+def test_sweep_plot_and_reports(sweep_dir, tmp_path):
+    assert main(["sweep-plot", str(sweep_dir), "--out", str(tmp_path / "plots")]) == 0
+    assert {p.name for p in (tmp_path / "plots").iterdir()} == {"time_vs_batch.png",
+                                                                "time_vs_batch.svg"}
+    run = sweep_dir / "points" / "fine_torch-b8-h8-s4-fp32"
+    md = tmp_path / "report.md"
+    assert main(["report", str(sweep_dir), str(run), "-o", str(md)]) == 0
+    text = md.read_text()
+    for heading in ("## Environment", "## Time per batch, elapsed and sequences/s",
+                    "## Launch-bound fractions", "## Where the time goes", "## Sweep"):
+        assert heading in text
+    images = list((tmp_path / "report_files").iterdir())
+    assert images and all(p.read_bytes()[:4] == b"\x89PNG" for p in images)
+    html = tmp_path / "report.html"
+    assert main(["report", str(sweep_dir), "-o", str(html)]) == 0
+    page = html.read_text()
+    assert page.count("data:image/png;base64,") >= 1 and "<table" in page
+    assert main(["report", str(sweep_dir), "-o", str(html)]) == 2  # no overwrite without --force

@@ -1,0 +1,150 @@
+"""``traceviz sweep``: every point of a grid captured in its own runner subprocess.
+
+Writes ``sweep.parquet`` (one row per point) after every point, atomically, so a sweep
+that is interrupted can go on with ``--resume``; a failing point is recorded with its
+error and the sweep moves on.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from traceviz.errors import TraceVizError
+from traceviz.fileio import atomic_output
+
+SWEEP_FILE = "sweep.parquet"
+
+
+@dataclass
+class SweepSpec:
+    models: list[str]
+    batches: list[int | None]
+    hiddens: list[int | None]
+    seqs: list[int | None]
+    amps: list[str | None]
+    preset: str = "deepbench"
+    mode: str | None = None
+    device: str = "cpu"
+    layers: int | None = None
+    warmup: int = 2
+    steps: int = 5
+    profile_steps: int = 2
+
+    def points(self) -> list[dict]:
+        return [
+            {"model": m, "batch": b, "hidden": h, "seq": s, "amp": a}
+            for m, b, h, s, a in itertools.product(self.models, self.batches, self.hiddens,
+                                                   self.seqs, self.amps)
+        ]
+
+
+def point_id(p: dict) -> str:
+    parts = [p["model"]]
+    for key, tag in (("batch", "b"), ("hidden", "h"), ("seq", "s")):
+        if p[key] is not None:
+            parts.append(f"{tag}{p[key]}")
+    parts.append(p["amp"] or "fp32")
+    return "-".join(parts)
+
+
+def load_sweep(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as e:
+        raise TraceVizError(f"{path}: not a readable sweep table ({e})") from None
+
+
+def _row(point: dict, spec: SweepSpec, run_dir: Path, result=None, error: str = "") -> dict:
+    row = {"point": point_id(point), **point, "amp": point["amp"] or "none",
+           "preset": spec.preset, "device": spec.device, "run_dir": str(run_dir),
+           "status": "ok" if result is not None else "failed", "error": error}
+    if result is None:
+        return row
+    from traceviz.analyses.compare import run_figures
+
+    w = result.trace.meta["workload"]
+    fig = run_figures(result.trace, point_id(point))
+    bench = result.bench
+    row.update({
+        "batch": w["batch"], "hidden": w["hidden"], "seq": w["seq"], "layers": w["layers"],
+        "mode": w["mode"],
+        "time_per_batch_s": bench["time_per_batch_s"]["median"],
+        "time_min_s": bench["time_per_batch_s"]["min"],
+        "time_max_s": bench["time_per_batch_s"]["max"],
+        "sequences_per_s": bench["sequences_per_s"],
+        "elapsed_s": bench["elapsed_s"],
+        "busy_ns": fig.busy_ns, "span_ns": fig.span_ns, "idle_fraction": fig.idle_fraction,
+        "cpu_trace": fig.cpu_trace,
+        "launch_bound_fraction": None if fig.cpu_trace else fig.idle_fraction,
+        "framework_overhead_fraction": fig.idle_fraction if fig.cpu_trace else None,
+        "cast_share": fig.cast_ns / fig.busy_ns if fig.busy_ns else None,
+        "kernel_count": fig.kernel_count,
+        "top_kernel": fig.extra["top_kernel"], "top_kernel_share": fig.extra["top_kernel_share"],
+    })
+    return row
+
+
+def run_sweep(
+    spec: SweepSpec,
+    out_dir: Path,
+    resume: bool = False,
+    force: bool = False,
+    on_start: Callable[[int, int, dict], None] | None = None,
+    on_done: Callable[[int, int, dict], None] | None = None,
+) -> pd.DataFrame:
+    """Capture every point not already done; return the sweep table."""
+    from traceviz.capture import CaptureRequest, prepare_run_dir, run_capture
+    from traceviz.runners.presets import make_workload
+
+    table_path = out_dir / SWEEP_FILE
+    rows: dict[str, dict] = {}
+    if table_path.exists():
+        if resume:
+            for r in load_sweep(table_path).to_dict("records"):
+                rows[r["point"]] = r
+        elif not force:
+            raise TraceVizError(f"{table_path}: already exists (use --resume to go on with "
+                                "it, or --force to start again)")
+    from traceviz.runners import VARIANTS
+
+    unknown = [m for m in spec.models if m not in VARIANTS]
+    if unknown:  # a typo fails now; a variant that cannot run here fails as its point
+        raise TraceVizError(f"unknown model {unknown[0]!r}; `traceviz models` lists them")
+    points = spec.points()
+    for i, p in enumerate(points, 1):
+        pid = point_id(p)
+        if rows.get(pid, {}).get("status") == "ok":
+            continue
+        if on_start:
+            on_start(i, len(points), p)
+        run_dir = out_dir / "points" / pid
+        try:
+            workload, _ = make_workload(spec.preset, spec.mode, spec.device, batch=p["batch"],
+                                        hidden=p["hidden"], seq=p["seq"], layers=spec.layers)
+            req = CaptureRequest(p["model"], workload, spec.device, amp=p["amp"],
+                                 warmup=spec.warmup, steps=spec.steps,
+                                 profile_steps=spec.profile_steps)
+            prepare_run_dir(run_dir, force=True)
+            row = _row(p, spec, run_dir, run_capture(req, run_dir))
+        except TraceVizError as e:
+            row = _row(p, spec, run_dir, error=str(e))
+        rows[pid] = row
+        _write(table_path, rows)
+        if on_done:
+            on_done(i, len(points), row)
+    return _frame(rows)
+
+
+def _frame(rows: dict[str, dict]) -> pd.DataFrame:
+    return pd.DataFrame(list(rows.values()))
+
+
+def _write(path: Path, rows: dict[str, dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(path, force=True) as tmp:
+        _frame(rows).to_parquet(tmp, index=False)
