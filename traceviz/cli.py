@@ -19,11 +19,12 @@ from rich.console import Console
 from traceviz import __version__
 from traceviz.cli_base import (
     Command,
+    chart_paths,
     load_with_progress,
     refuse_existing,
-    save_figure,
     stderr,
     stdout,
+    write_charts,
 )
 from traceviz.errors import TraceVizError
 from traceviz.fileio import atomic_output
@@ -91,9 +92,9 @@ class AnalyzeCommand(Command):
         if args.export:
             exports = [args.export / f"{n}.parquet" for n in ("kernels", "launches", "casts")]
         if args.plot:
-            from traceviz.render_plot import chart_paths
+            from traceviz.render_plot import CHART_NAMES
 
-            plots = chart_paths(args.plot)
+            plots = chart_paths(args.plot, CHART_NAMES)
         refuse_existing([*exports, *plots], args.force)
 
         with ExitStack() as stack:
@@ -115,13 +116,9 @@ class AnalyzeCommand(Command):
                     table.to_parquet(tmp, index=False)
                 err.print(f"wrote {path} ({len(table):,} rows)")
         if args.plot:
-            from traceviz.render_plot import write_charts
+            from traceviz.render_plot import summary_charts
 
-            def save(fig, path: Path) -> None:
-                save_figure(fig, path, args.force)
-
-            for path in write_charts(summary, args.plot, save):
-                err.print(f"wrote {path}")
+            write_charts(args.plot, summary_charts(summary), args.force)
         return 0
 
 

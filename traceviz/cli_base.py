@@ -79,6 +79,22 @@ def refuse_existing(paths: Sequence[Path], force: bool) -> None:
         raise TraceVizError(f"{existing[0]}: already exists (use --force to replace it)")
 
 
-def save_figure(fig, path: Path, force: bool) -> None:
-    with atomic_output(path, force=force) as tmp:
-        fig.savefig(tmp, format=path.suffix[1:], dpi=120, bbox_inches="tight")
+CHART_FORMATS = ("png", "svg")
+
+
+def chart_paths(directory: Path, names: Sequence[str]) -> list[Path]:
+    return [directory / f"{n}.{ext}" for n in names for ext in CHART_FORMATS]
+
+
+def write_charts(directory: Path, figs: dict, force: bool) -> None:
+    """Save each figure as PNG and SVG (atomically), say so on stderr, close it."""
+    import matplotlib.pyplot as plt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    err = stderr()
+    for name, fig in figs.items():
+        for path in chart_paths(directory, [name]):
+            with atomic_output(path, force=force) as tmp:
+                fig.savefig(tmp, format=path.suffix[1:], dpi=120, bbox_inches="tight")
+            err.print(f"wrote {path}")
+        plt.close(fig)

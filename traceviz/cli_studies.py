@@ -9,11 +9,12 @@ from pathlib import Path
 
 from traceviz.cli_base import (
     Command,
+    chart_paths,
     load_with_progress,
     refuse_existing,
-    save_figure,
     stderr,
     stdout,
+    write_charts,
 )
 from traceviz.errors import TraceVizError
 from traceviz.fileio import atomic_output
@@ -60,8 +61,7 @@ class CompareCommand(Command):
         if len(args.runs) < 2:
             raise TraceVizError("compare needs at least two runs")
         if args.plot:
-            refuse_existing([args.plot / "categories.png", args.plot / "categories.svg"],
-                            args.force)
+            refuse_existing(chart_paths(args.plot, ["categories"]), args.force)
         runs = _load_runs(args.runs)
         figs = [run_figures(t, label) for label, t in runs]
         out = stdout()
@@ -76,15 +76,11 @@ class CompareCommand(Command):
         if args.plot:
             from traceviz.render_charts import amp_waterfall, category_bars
 
-            args.plot.mkdir(parents=True, exist_ok=True)
-            charts = [("categories", category_bars(figs))]
-            charts += [(f"amp_waterfall_{i}", amp_waterfall(amp_breakdown(a, b), a.label,
-                                                            b.label))
-                       for i, (a, b) in enumerate(pairs, 1)]
-            for stem, fig in charts:
-                for ext in ("png", "svg"):
-                    save_figure(fig, args.plot / f"{stem}.{ext}", args.force)
-                    stderr().print(f"wrote {args.plot / f'{stem}.{ext}'}")
+            charts = {"categories": category_bars(figs)}
+            charts.update({f"amp_waterfall_{i}": amp_waterfall(amp_breakdown(a, b), a.label,
+                                                               b.label)
+                           for i, (a, b) in enumerate(pairs, 1)})
+            write_charts(args.plot, charts, args.force)
         return 0
 
 
@@ -104,7 +100,7 @@ class AmpCommand(Command):
         from traceviz.render_compare import amp_render
 
         if args.plot:
-            refuse_existing([args.plot / "amp_waterfall.png"], args.force)
+            refuse_existing(chart_paths(args.plot, ["amp_waterfall"]), args.force)
         (la, ta), (lb, tb) = _load_runs([args.fp32, args.amp])
         a, b = run_figures(ta, la), run_figures(tb, lb)
         err = stderr()
@@ -119,11 +115,7 @@ class AmpCommand(Command):
         if args.plot:
             from traceviz.render_charts import amp_waterfall
 
-            args.plot.mkdir(parents=True, exist_ok=True)
-            fig = amp_waterfall(br, la, lb)
-            for ext in ("png", "svg"):
-                save_figure(fig, args.plot / f"amp_waterfall.{ext}", args.force)
-                err.print(f"wrote {args.plot / f'amp_waterfall.{ext}'}")
+            write_charts(args.plot, {"amp_waterfall": amp_waterfall(br, la, lb)}, args.force)
         return 0
 
 
@@ -248,13 +240,8 @@ class SweepPlotCommand(Command):
         if not figs:
             raise TraceVizError(f"{path}: the sweep varies neither batch nor timesteps")
         out = args.out or path.parent / "plots"
-        out.mkdir(parents=True, exist_ok=True)
-        paths = [out / f"{name}.{ext}" for name in figs for ext in ("png", "svg")]
-        refuse_existing(paths, args.force)
-        for name, fig in figs.items():
-            for ext in ("png", "svg"):
-                save_figure(fig, out / f"{name}.{ext}", args.force)
-                stderr().print(f"wrote {out / f'{name}.{ext}'}")
+        refuse_existing(chart_paths(out, list(figs)), args.force)
+        write_charts(out, figs, args.force)
         return 0
 
 

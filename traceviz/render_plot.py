@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -12,13 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from traceviz.analyses.summary import Summary  # noqa: E402
 from traceviz.units import fmt_ns, short_name  # noqa: E402
 
-FORMATS = ("png", "svg")
-
-
-def chart_paths(directory: Path) -> list[Path]:
-    """Every file ``write_charts`` writes into ``directory``."""
-    return [directory / f"{stem}.{ext}" for stem in ("kernels_pie", "launch_overhead")
-            for ext in FORMATS]
+CHART_NAMES = ("kernels_pie", "launch_overhead")
 
 
 def kernel_pie(summary: Summary, top: int = 8) -> plt.Figure:
@@ -89,14 +81,6 @@ def launch_chart(summary: Summary) -> plt.Figure:
     return fig
 
 
-def write_charts(summary: Summary, directory: Path, write) -> list[Path]:
-    """Render both charts; ``write(fig, path)`` saves one figure (the CLI does it atomically)."""
-    written = []
-    for stem, fig in (("kernels_pie", kernel_pie(summary)), ("launch_overhead",
-                                                              launch_chart(summary))):
-        for ext in FORMATS:
-            path = directory / f"{stem}.{ext}"
-            write(fig, path)
-            written.append(path)
-        plt.close(fig)
-    return written
+def summary_charts(summary: Summary) -> dict[str, plt.Figure]:
+    """The charts of ``traceviz analyze --plot``, by file stem."""
+    return {"kernels_pie": kernel_pie(summary), "launch_overhead": launch_chart(summary)}
