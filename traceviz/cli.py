@@ -49,11 +49,10 @@ class ImportCommand(Command):
         trace.save(out, force=args.force)
         ev = trace.events
         kinds = ev["kind"].value_counts()
-        Console(soft_wrap=True).print(
-            f"wrote [bold]{out}[/]: {len(ev):,} events "
-            f"({kinds.get('kernel', 0):,} kernels, {kinds.get('runtime', 0):,} runtime calls, "
-            f"{kinds.get('op', 0):,} ops, {kinds.get('step', 0):,} steps)"
-        )
+        parts = ", ".join(f"{kinds.get(k, 0):,} {label}" for k, label in (
+            ("kernel", "kernels"), ("runtime", "runtime calls"), ("op", "ops"),
+            ("step", "steps")))
+        Console(soft_wrap=True).print(f"wrote [bold]{out}[/]: {len(ev):,} events ({parts})")
         return 0
 
 

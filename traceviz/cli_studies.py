@@ -137,7 +137,10 @@ class SweepCommand(Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("--models", required=True, help="comma-separated variants")
-        p.add_argument("--preset", default="deepbench", help="workload (default deepbench)")
+        from traceviz.runners.presets import PRESETS
+
+        p.add_argument("--preset", default="deepbench", choices=list(PRESETS),
+                       help="workload (default deepbench)")
         p.add_argument("--batch", help="comma-separated batch sizes, e.g. 16,32,64")
         p.add_argument("--hidden", help="comma-separated hidden sizes")
         p.add_argument("--seq", help="comma-separated timesteps")
