@@ -23,21 +23,6 @@ def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
     return int(np.sum(reach[lasts] - s[firsts]))
 
 
-def union_length_by(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict:
-    """``union_length`` per group label."""
-    out = {}
-    if len(groups) == 0:
-        return out
-    labels, inverse = np.unique(groups, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(len(labels) + 1))
-    s, e = starts[order], ends[order]
-    for i, label in enumerate(labels):
-        lo, hi = bounds[i], bounds[i + 1]
-        out[label.item() if hasattr(label, "item") else label] = union_length(s[lo:hi], e[lo:hi])
-    return out
-
-
 def innermost_enclosing(
     group: np.ndarray,
     start: np.ndarray,
