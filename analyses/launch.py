@@ -78,9 +78,15 @@ class LaunchOverhead:
 def launch_overhead(trace: Trace, span_ns: int) -> LaunchOverhead:
     calls = launch_calls(trace)
     kernels = trace.kernels
-    corr = calls["correlation"].to_numpy()
-    dev_corr = trace.device_rows["correlation"].to_numpy()
-    matched = int(np.isin(corr[corr >= 0], dev_corr).sum())
+    # a call is matched when a device row was linked to it; (correlation, start) names
+    # the call even where correlation ids repeat across processes (nsys)
+    dev = trace.device_rows
+    dev = dev[dev["launch_ts_ns"].notna()]
+    linked_calls = pd.MultiIndex.from_arrays([dev["correlation"].to_numpy(np.int64),
+                                              dev["launch_ts_ns"].to_numpy(np.int64)])
+    matched = int(pd.MultiIndex.from_arrays([calls["correlation"].to_numpy(np.int64),
+                                             calls["ts_ns"].to_numpy(np.int64)])
+                  .isin(linked_calls).sum())
     host_ns = int(calls["dur_ns"].sum())
     linked = kernels[kernels["launch_dur_ns"].notna()]
     short = int((linked["dur_ns"].to_numpy() < linked["launch_dur_ns"].to_numpy(np.int64)).sum())

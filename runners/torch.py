@@ -4,6 +4,8 @@ Runs one LSTM variant on one workload: a benchmark phase without the profiler (w
 then timed batches with the device synchronised), then a profiled phase under
 torch.profiler with ``ProfilerStep`` markers, ``record_function`` ranges for
 forward/backward/optimizer and the same ranges as NVTX (so Nsight Systems sees them).
+With ``"profiler": "nsys"`` the profiled phase runs without torch.profiler, under
+``nsys profile`` started by the parent, with NVTX step, phase and op ranges.
 Writes ``trace.pt.trace.json.gz``, ``bench.json`` and ``meta.json`` into DIR and
 reports progress to the parent as JSON lines on stdout.
 """
@@ -18,7 +20,7 @@ import statistics
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -30,19 +32,33 @@ class RunnerError(Exception):
     """A failure worth one line to the user (bad device, unsupported dtype...)."""
 
 
-def _nvtx():
-    """NVTX push/pop if a provider is importable, else None (ranges are then torch-only)."""
-    try:
-        import nvtx  # the `nvtx` package: works without a CUDA build of torch
+def _op_ranges(device, push_pop) -> contextlib.AbstractContextManager:
+    """NVTX ranges named after each ATen op, for Nsight Systems captures.
 
-        return nvtx.push_range, nvtx.pop_range
-    except Exception:
-        pass
+    On CUDA this is torch's own ``emit_nvtx``; a CPU build of torch has no NVTX, so a
+    dispatch mode pushes one range per op (``aten::mm``), the same names nsys gets from
+    emit_nvtx, so the op and cast columns work on a CPU nsys capture too.
+    """
     import torch
 
-    if torch.cuda.is_available():
-        return torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
-    return None
+    if device.type == "cuda":
+        return torch.autograd.profiler.emit_nvtx()
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    push, pop = push_pop
+
+    class OpRanges(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func._schema.name
+            if name.startswith("profiler::"):  # record_function's own bookkeeping ops
+                return func(*args, **(kwargs or {}))
+            push(name)
+            try:
+                return func(*args, **(kwargs or {}))
+            finally:
+                pop()
+
+    return OpRanges()
 
 
 def _onednn_lstm_works(dtype) -> bool:
@@ -59,7 +75,7 @@ def _onednn_lstm_works(dtype) -> bool:
 def run(cfg: dict, out: Path) -> dict:
     import torch
     from torch import nn
-    from traceviz.runners import torch_models
+    from traceviz.runners import nvtx_ranges, torch_models
 
     w = cfg["workload"]
     variant = cfg["model"]
@@ -135,7 +151,10 @@ def run(cfg: dict, out: Path) -> dict:
         onednn_rnn = False
         emit("note", message=f"oneDNN cannot build a {amp} LSTM on this CPU; nn.LSTM runs "
                              "on ATen's native kernels (oneDNN disabled for this run)")
-    nvtx = _nvtx() if cfg.get("nvtx", True) else None
+    nvtx = nvtx_ranges.provider(device.type == "cuda") if cfg.get("nvtx", True) else None
+    profiler = cfg.get("profiler", "torch")
+    if profiler == "nsys" and nvtx is None:
+        raise RunnerError("--profiler nsys needs NVTX ranges and none can be emitted here: pip install nvtx")
 
     @contextlib.contextmanager
     def phase(name: str) -> Iterator[None]:
@@ -191,30 +210,47 @@ def run(cfg: dict, out: Path) -> dict:
     elapsed = time.perf_counter() - t0
 
     # --- profiled phase ---------------------------------------------------------------
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if device.type == "cuda":
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    # 1 unmarked wait step and 1 warm-up step, then the active steps, numbered as
+    # torch.profiler numbers them (ProfilerStep#2...), with NVTX "step N" around each
     active = cfg["profile_steps"]
-    sched = torch.profiler.schedule(wait=1, warmup=1, active=active, repeat=1)
     prof_times = []
     emit("phase", phase="profiled", total=active + 2)
-    with torch.profiler.profile(activities=activities, schedule=sched,
-                                record_shapes=cfg.get("record_shapes", False)) as prof:
+
+    def profiled_steps(on_step: Callable[[], None] = lambda: None,
+                       around_active: Callable[[], contextlib.AbstractContextManager] =
+                       contextlib.nullcontext) -> None:
         for i in range(active + 2):
-            if nvtx:
+            marked = i >= 2
+            ctx = around_active() if marked else contextlib.nullcontext()
+            if marked and nvtx is not None:
                 nvtx[0](f"step {i}")
             sync()
             t = time.perf_counter()
-            step()
-            sync()
-            if i >= 2:
+            with ctx:
+                step()
+                sync()
+            if marked:
                 prof_times.append(time.perf_counter() - t)
-            if nvtx:
-                nvtx[1]()
-            prof.step()
+                if nvtx is not None:
+                    nvtx[1]()
+            on_step()
             emit("progress", phase="profiled", done=i + 1, total=active + 2)
-    trace_path = out / "trace.pt.trace.json.gz"
-    prof.export_chrome_trace(str(trace_path))
+
+    if profiler == "nsys":
+        # nsys records the whole process from outside; the parent exports its report.
+        # Op ranges only in the marked steps, as torch.profiler records only active ones.
+        profiled_steps(around_active=lambda: _op_ranges(device, nvtx))
+        trace_path = None
+    else:
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        sched = torch.profiler.schedule(wait=1, warmup=1, active=active, repeat=1)
+        with torch.profiler.profile(activities=activities, schedule=sched,
+                                    record_shapes=cfg.get("record_shapes", False)) as prof:
+            profiled_steps(prof.step)
+        trace_path = out / "trace.pt.trace.json.gz"
+        prof.export_chrome_trace(str(trace_path))
 
     median = statistics.median(times)
     bench = {
@@ -237,11 +273,12 @@ def run(cfg: dict, out: Path) -> dict:
         else (platform.processor() or platform.machine()),
         "cpu_threads": torch.get_num_threads(),
         "nvtx": nvtx is not None,
+        "profiler": profiler,
         "onednn_rnn": onednn_rnn,
     }
     (out / "bench.json").write_text(json.dumps(bench, indent=2))
     (out / "meta.json").write_text(json.dumps(meta, indent=2))
-    return {"bench": bench, "meta": meta, "trace": str(trace_path)}
+    return {"bench": bench, "meta": meta, "trace": str(trace_path) if trace_path else None}
 
 
 def main(argv: list[str] | None = None) -> int:

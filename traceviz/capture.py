@@ -32,12 +32,13 @@ class CaptureRequest:
     warmup: int = 3
     steps: int = 10
     profile_steps: int = 3
+    profiler: str = "torch"
     notes: list[str] = field(default_factory=list)
 
     def config(self) -> dict:
         return {"model": self.model, "workload": self.workload.to_dict(), "device": self.device,
                 "amp": self.amp, "seed": self.seed, "warmup": self.warmup, "steps": self.steps,
-                "profile_steps": self.profile_steps}
+                "profile_steps": self.profile_steps, "profiler": self.profiler}
 
 
 @dataclass
@@ -70,7 +71,11 @@ def prepare_run_dir(path: Path, force: bool) -> None:
         raise TraceVizError(f"{path}: cannot create the run folder ({e.strerror})") from None
 
 
-def check_runnable(model: str, device: str) -> None:
+PROFILERS = ("torch", "nsys")
+NSYS_TRACE = "cuda,nvtx,osrt"
+
+
+def check_runnable(model: str, device: str, profiler: str = "torch") -> None:
     if model not in VARIANTS:
         raise TraceVizError(f"unknown model {model!r}; `traceviz models` lists them")
     v = VARIANTS[model]
@@ -80,18 +85,34 @@ def check_runnable(model: str, device: str) -> None:
     if v.gpu_only and device != "cuda":
         raise TraceVizError(f"{model} runs only on a GPU ({v.description}); "
                             "this capture is on the CPU (--device cpu)")
+    if profiler == "nsys":
+        from traceviz.parsers.nsys import nsys_binary
+
+        if v.framework != "torch":
+            raise TraceVizError(f"--profiler nsys is available for the PyTorch variants; "
+                                f"{model} is a {v.framework} variant")
+        if nsys_binary() is None:
+            raise TraceVizError("--profiler nsys: Nsight Systems (`nsys`) is not on PATH "
+                                "(README: installing Nsight Systems)")
 
 
 def run_capture(req: CaptureRequest, run_dir: Path,
                 on_event: Callable[[dict], None] | None = None) -> CaptureResult:
     """Run the variant's runner in a subprocess, then import and save its trace."""
-    check_runnable(req.model, req.device)
+    check_runnable(req.model, req.device, req.profiler)
     framework = VARIANTS[req.model].framework
     cfg_path = run_dir / "config.json"
     cfg_path.write_text(json.dumps(req.config(), indent=2))
     log_path = run_dir / "runner.log"
     cmd = [sys.executable, "-m", f"traceviz.runners.{framework}", "--config", str(cfg_path),
            "--out", str(run_dir)]
+    if req.profiler == "nsys":
+        from traceviz.parsers.nsys import nsys_binary
+
+        # sampling and context switches off: the NVTX and CUDA timelines are the point
+        cmd = [str(nsys_binary()), "profile", f"--trace={NSYS_TRACE}", "--sample=none",
+               "--cpuctxsw=none", "--force-overwrite=true",
+               "--output", str(run_dir / "report"), *cmd]
     error = done = None
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1)
@@ -122,7 +143,7 @@ def run_capture(req: CaptureRequest, run_dir: Path,
 
     from traceviz.parsers import load
 
-    raw = Path(done["trace"])
+    raw = nsys_sqlite(run_dir) if req.profiler == "nsys" else Path(done["trace"])
     trace = load(raw)
     trace.meta.update({
         "model": req.model,
@@ -135,8 +156,24 @@ def run_capture(req: CaptureRequest, run_dir: Path,
         "workload": req.workload.to_dict(),
         "bench": done["bench"],
         "runner": done["meta"],
-        "profiler": "torch.profiler" if framework == "torch" else framework,
+        "profiler": {"torch": "torch.profiler", "nsys": "Nsight Systems"}[req.profiler]
+        if framework == "torch" else framework,
     })
     parquet = run_dir / "trace.parquet"
     trace.save(parquet, force=True)
     return CaptureResult(run_dir, raw, parquet, done["bench"], trace)
+
+
+def nsys_sqlite(run_dir: Path) -> Path:
+    """report.nsys-rep (imported from report.qdstrm if nsys could not) -> report.sqlite."""
+    from traceviz.parsers.nsys import export_sqlite, import_qdstrm, nsys_binary
+
+    rep, qdstrm = run_dir / "report.nsys-rep", run_dir / "report.qdstrm"
+    if not rep.is_file():
+        if not qdstrm.is_file():
+            raise TraceVizError(f"{run_dir}: nsys wrote no report (details: "
+                                f"{run_dir / 'runner.log'})")
+        import_qdstrm(qdstrm, str(nsys_binary()))
+    if qdstrm.is_file() and rep.is_file():
+        qdstrm.unlink()  # the raw stream; the report holds the same
+    return export_sqlite(rep, run_dir / "report.sqlite")

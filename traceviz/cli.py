@@ -32,7 +32,8 @@ from traceviz.fileio import atomic_output
 
 class ImportCommand(Command):
     name = "import"
-    help = "convert a raw trace (torch.profiler JSON[.gz]) into a traceviz .parquet table"
+    help = ("convert a raw trace (torch.profiler JSON[.gz], nsys .sqlite/.arrow/.nsys-rep or "
+            "parquetdir/arrowdir) into a traceviz .parquet table")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("raw", type=Path, help="raw trace file; format detected from content")
@@ -58,7 +59,8 @@ class ImportCommand(Command):
 
 def _stem(path: Path) -> str:
     name = path.name
-    for suffix in (".gz", ".json", ".pt.trace", ".trace"):
+    for suffix in (".gz", ".json", ".pt.trace", ".trace", ".sqlite", ".arrow", ".nsys-rep",
+                   ".parquetdir", ".arrowdir"):
         name = name.removesuffix(suffix)
     return name or "trace"
 
@@ -151,6 +153,10 @@ class CaptureCommand(Command):
         p.add_argument("--profile-steps", type=int, default=3,
                        help="profiled batches (default 3, after 1 wait + 1 warm-up step)")
         p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--profiler", choices=("torch", "nsys"), default="torch",
+                       help="torch: torch.profiler (default); nsys: run under Nsight Systems "
+                            "with NVTX step/phase/op ranges, keep report.nsys-rep and "
+                            "report.sqlite")
         p.add_argument("--out", type=Path, metavar="DIR",
                        help="run folder (default runs/<model>-<preset>-<timestamp>/)")
         p.add_argument("--force", action="store_true", help="reuse a non-empty --out folder")
@@ -170,14 +176,15 @@ class CaptureCommand(Command):
             if getattr(args, flag) < (0 if flag == "warmup" else 1):
                 raise TraceVizError(f"--{flag.replace('_', '-')} is too small")
         device = args.device or _default_device()
-        check_runnable(args.model, device)
+        check_runnable(args.model, device, args.profiler)
         workload, notes = make_workload(
             args.preset, args.mode, device, sparse_embedding=args.sparse_embedding,
             **{k: getattr(args, k) for k in ("batch", "seq", "hidden", "layers", "embed",
                                              "vocab")})
         req = CaptureRequest(args.model, workload, device, amp=args.amp, seed=args.seed,
                              warmup=args.warmup, steps=args.steps,
-                             profile_steps=args.profile_steps, notes=notes)
+                             profile_steps=args.profile_steps, profiler=args.profiler,
+                             notes=notes)
         run_dir = args.out or default_run_dir(req)
         prepare_run_dir(run_dir, args.force)
         err = stderr()
@@ -204,12 +211,14 @@ class CaptureCommand(Command):
             f"(min {t['min'] * 1e3:.3f}, max {t['max'] * 1e3:.3f}) · "
             f"{b['sequences_per_s']:,.1f} sequences/s · {b['batches']} batches in "
             f"{b['elapsed_s']:.3f} s · profiler overhead {b['profiler_overhead']:.2f}x",
-            f"\nrun folder: [bold]{run_dir}[/]  (trace.pt.trace.json.gz, trace.parquet, "
-            "bench.json, runner.log)",
+            f"\nrun folder: [bold]{run_dir}[/]  ({result.raw_trace.name}, "
+            + ("report.nsys-rep, " if args.profiler == "nsys" else "")
+            + "trace.parquet, bench.json, runner.log)",
             "next:",
             f"  traceviz analyze {result.parquet} --plot {run_dir}/charts",
             f"  traceviz analyze {result.parquet} --export {run_dir}/tables",
-            "  (the raw trace opens in Perfetto, TensorBoard and HTA too)",
+            "  (the raw trace opens in Perfetto, TensorBoard and HTA too)" if args.profiler
+            == "torch" else f"  nsys-ui {run_dir}/report.nsys-rep",
         ]
         for line in lines:  # unwrapped: paths and commands stay copy-pasteable
             out.print(line, soft_wrap=True)

@@ -10,20 +10,34 @@ from traceviz.errors import TraceVizError
 from traceviz.fileio import check_readable, read_head
 from traceviz.trace import Trace
 
-FORMATS = ("parquet", "kineto", "nsys-sqlite", "xplane")
+FORMATS = ("parquet", "kineto", "nsys-sqlite", "nsys-arrow", "nsys-dir", "nsys-rep", "xplane")
 _JSON_START = re.compile(rb"^\s*[\[{]")
+_ARROW_STREAM = b"\xff\xff\xff\xff"  # IPC continuation marker
+_NSYS_REPORTS = (b"NVIDIA Tegra Profiler Report", b"U3w[END]NVIDIA")
+_NSYS_TABLE_FILES = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS")
+
+
+def _is_nsys_folder(path: Path) -> bool:
+    return any((path / f"{t}{ext}").is_file() for t in _NSYS_TABLE_FILES
+               for ext in (".parquet", ".arrow"))
 
 
 def detect_format(path: Path) -> str:
     """One of ``FORMATS``; raises TraceVizError for anything unrecognised."""
     path = Path(path)
+    if path.is_dir() and _is_nsys_folder(path):
+        return "nsys-dir"
     check_readable(path)
     with open(path, "rb") as f:
-        magic = f.read(16)
+        magic = f.read(32)
     if magic.startswith(b"PAR1"):
         return "parquet"
     if magic.startswith(b"SQLite format 3\x00"):
         return "nsys-sqlite"
+    if magic.startswith(_NSYS_REPORTS) or path.suffix in (".nsys-rep", ".qdrep", ".qdstrm"):
+        return "nsys-rep"
+    if magic.startswith(_ARROW_STREAM) or path.suffix == ".arrow":
+        return "nsys-arrow"
     head = read_head(path, 1 << 16)
     if not head.strip():
         raise TraceVizError(f"{path}: file is empty")
@@ -33,7 +47,7 @@ def detect_format(path: Path) -> str:
         return "xplane"
     raise TraceVizError(
         f"{path}: unrecognised trace format (expected torch.profiler JSON, "
-        "a traceviz .parquet, an nsys .sqlite export or a TF/JAX .xplane.pb)"
+        "a traceviz .parquet, an nsys export or report, or a TF/JAX .xplane.pb)"
     )
 
 
@@ -49,4 +63,8 @@ def load(path: str | Path, progress: Callable[[int], None] | None = None) -> Tra
         from traceviz.parsers import kineto
 
         return kineto.parse(path, progress=progress)
+    if fmt.startswith("nsys-"):
+        from traceviz.parsers import nsys
+
+        return nsys.parse(path, fmt)
     raise TraceVizError(f"{path}: {fmt} traces are not supported by this version of traceviz yet")

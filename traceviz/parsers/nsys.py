@@ -1,0 +1,273 @@
+"""Nsight Systems exports (.sqlite, --type arrow file, parquetdir/arrowdir, .nsys-rep).
+
+Rows come from the CUPTI activity tables (kernels, memcpy, memset, runtime/driver calls)
+and from NVTX_EVENTS. nsys numbers correlation ids per process, so launches are joined to
+device rows on (process, correlationId): a device row names its process in ``globalPid``,
+a call in ``globalTid``, whose low 24 bits are the thread id.
+
+NVTX ranges become annotations, except two kinds the rest of traceviz relies on: ranges
+named like step markers (``step 3``, ``ProfilerStep#3``) become ``step`` rows, and
+PyTorch-style op ranges (``aten::mm, seq = 4, op_id = 7``, as emit_nvtx writes them)
+become ``op`` rows named ``aten::mm``, so kernels get their op and casts are found.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from traceviz.errors import TraceVizError
+from traceviz.normalize import BASE_COLUMNS, finish
+from traceviz.parsers.nsys_tables import ExportTables, open_tables
+from traceviz.trace import Trace
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+NVTX = "NVTX_EVENTS"
+ACTIVITY_TABLES = (KERNEL, RUNTIME, MEMCPY, MEMSET, NVTX)
+
+PROCESS_BITS = np.int64(~0xFFFFFF)  # globalTid & 0xFFFFFFFFFF000000 == globalPid
+# NvtxPushPopRange, NvtxStartEndRange and their NVTXT twins (ENUM_NSYS_EVENT_TYPE)
+NVTX_RANGE_TYPES = (59, 60, 70, 71)
+NVTX_DOMAIN_CREATE = 75
+NVTX_STEP = re.compile(r"^(?:ProfilerStep#|step[ _#]?)(\d+)$", re.IGNORECASE)
+NVTX_OP = re.compile(r"^[A-Za-z_]\w*::\w")
+# what emit_nvtx appends to every RecordFunction range (ops, autograd functions)
+EMIT_NVTX_SUFFIX = re.compile(r", (?:seq|op_id) = \d+")
+# CUpti_ActivityMemcpyKind, in Kineto's spelling
+MEMCPY_NAMES = {
+    0: "Memcpy Unknown", 1: "Memcpy HtoD", 2: "Memcpy DtoH", 3: "Memcpy HtoA",
+    4: "Memcpy AtoH", 5: "Memcpy AtoA", 6: "Memcpy AtoD", 7: "Memcpy DtoA",
+    8: "Memcpy DtoD", 9: "Memcpy HtoH", 10: "Memcpy PtoP",
+    11: "Memcpy HtoD (Unified)", 12: "Memcpy DtoH (Unified)", 13: "Memcpy DtoD (Unified)",
+}
+
+
+def parse(path: Path, fmt: str) -> Trace:
+    """Read an nsys export; ``fmt`` is ``nsys-sqlite``, ``nsys-arrow``, ``nsys-dir`` or
+    ``nsys-rep`` (exported to SQLite in a temporary folder with the installed nsys)."""
+    path = Path(path)
+    if fmt == "nsys-rep":
+        with tempfile.TemporaryDirectory(prefix="traceviz-nsys-") as tmp:
+            sqlite = export_sqlite(path, Path(tmp) / "report.sqlite")
+            trace = parse(sqlite, "nsys-sqlite")
+        trace.meta["source_file"] = str(path)
+        return trace
+    with open_tables(path, fmt) as tables:
+        if not tables.names & {*ACTIVITY_TABLES, "StringIds"}:
+            raise TraceVizError(f"{path}: no Nsight Systems tables in it (StringIds, "
+                                "CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS)")
+        strings = _strings(tables)
+        frames = [_kernels(tables, strings), _memcpy(tables), _memset(tables),
+                  _runtime(tables, strings), _nvtx(tables, strings)]
+        meta = _meta(tables, path, fmt)
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        raise TraceVizError(f"{path}: the export holds no CUDA activity and no NVTX ranges "
+                            "(was it profiled with --trace=cuda,nvtx?)")
+    base = pd.concat(frames, ignore_index=True)
+    base["name"] = base["name"].astype("category")
+    return finish(base, meta, link_pid="link_pid")
+
+
+def nsys_binary() -> str | None:
+    return shutil.which("nsys")
+
+
+def export_sqlite(report: Path, out: Path) -> Path:
+    """``nsys export --type sqlite`` of a ``.nsys-rep`` (or ``.qdstrm``, imported first)."""
+    nsys = nsys_binary()
+    if nsys is None:
+        raise TraceVizError(f"{report}: reading a {report.suffix} report needs Nsight Systems "
+                            "(`nsys`) on PATH; export it elsewhere with `nsys export "
+                            "--type sqlite` and pass the .sqlite")
+    if report.suffix == ".qdstrm":
+        report = import_qdstrm(report, nsys)
+    cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
+           "--output", str(out), str(report)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0 or not out.is_file():
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise TraceVizError(f"{report}: nsys export failed ({last[0][:300]})")
+    return out
+
+
+def import_qdstrm(qdstrm: Path, nsys: str) -> Path:
+    """Turn nsys' raw stream into a report. ``nsys profile`` does this itself unless it
+    cannot find its importer (seen with Debian's 2022.4 package), so run it directly."""
+    base = Path(nsys).resolve().parent.parent  # .../nsight-systems[/<version>]
+    candidates = sorted(base.glob("**/QdstrmImporter")) + \
+        sorted(Path("/usr/lib/nsight-systems").glob("**/QdstrmImporter"))
+    if not candidates:
+        raise TraceVizError(f"{qdstrm}: nsys left a raw .qdstrm and no QdstrmImporter was "
+                            "found next to it")
+    done = subprocess.run([str(candidates[0]), "-i", str(qdstrm)], capture_output=True,
+                          text=True)
+    rep = qdstrm.with_suffix(".nsys-rep")
+    if done.returncode != 0 or not rep.is_file():
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise TraceVizError(f"{qdstrm}: QdstrmImporter failed ({last[0][:300]})")
+    return rep
+
+
+# --- tables -> base rows -------------------------------------------------------------
+
+def _strings(tables: ExportTables) -> pd.Series:
+    s = tables.read("StringIds", ["id", "value"])
+    if s.empty:
+        return pd.Series(dtype=object)
+    return pd.Series(s["value"].to_numpy(object), index=s["id"].to_numpy(np.int64))
+
+
+def _lookup(strings: pd.Series, ids: pd.Series, missing: str) -> np.ndarray:
+    idx = strings.index.get_indexer(pd.to_numeric(ids, errors="coerce").fillna(-1)
+                                    .astype(np.int64))
+    values = np.append(strings.to_numpy(object), missing)
+    return values[np.where(idx >= 0, idx, len(values) - 1)]
+
+
+def _ints(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
+    if col not in df:
+        return np.full(len(df), default, dtype=np.int64)
+    return pd.to_numeric(df[col], errors="coerce").fillna(default).to_numpy(np.int64)
+
+
+def _rows(kind: str | np.ndarray, name: np.ndarray, df: pd.DataFrame, *, pid: np.ndarray,
+          tid: np.ndarray, device: np.ndarray, stream: np.ndarray, link_pid: np.ndarray,
+          correlation: np.ndarray | None = None, step: np.ndarray | None = None,
+          bytes_: np.ndarray | None = None) -> pd.DataFrame:
+    start, end = _ints(df, "start"), _ints(df, "end")
+    n = len(df)
+    frame = pd.DataFrame({
+        "kind": np.full(n, kind, dtype=object) if isinstance(kind, str) else kind,
+        "name": name,
+        "ts_ns": start,
+        "dur_ns": np.maximum(end - start, 0),
+        "pid": pid, "tid": tid, "device": device, "stream": stream,
+        "correlation": correlation if correlation is not None else np.full(n, -1),
+        "step": step if step is not None else np.full(n, -1),
+        "bytes": bytes_ if bytes_ is not None else np.full(n, -1),
+        "link_pid": link_pid,
+    })
+    keep = (start >= 0) & (end >= start)  # unfinished ranges have no end
+    return frame[[*BASE_COLUMNS, "link_pid"]][keep]
+
+
+def _device_rows(kind: str, name: np.ndarray, df: pd.DataFrame,
+                 bytes_: np.ndarray | None = None) -> pd.DataFrame:
+    n = len(df)
+    return _rows(kind, name, df, pid=np.full(n, -1), tid=np.full(n, -1),
+                 device=_ints(df, "deviceId"), stream=_ints(df, "streamId"),
+                 link_pid=_ints(df, "globalPid"), correlation=_ints(df, "correlationId"),
+                 bytes_=bytes_)
+
+
+_DEVICE_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid"]
+
+
+def _kernels(tables: ExportTables, strings: pd.Series) -> pd.DataFrame:
+    name_cols = ["demangledName", "shortName", "mangledName"]
+    df = tables.read(KERNEL, _DEVICE_COLS + name_cols)
+    if df.empty:
+        return df
+    name_col = next((c for c in name_cols if c in df), None)
+    if name_col is None:
+        raise TraceVizError(f"{KERNEL} has no kernel name column")
+    names = _lookup(strings, df[name_col], "<unknown kernel>")
+    return _device_rows("kernel", names, df)
+
+
+def _memcpy(tables: ExportTables) -> pd.DataFrame:
+    df = tables.read(MEMCPY, _DEVICE_COLS + ["copyKind", "bytes"])
+    if df.empty:
+        return df
+    kinds = _ints(df, "copyKind", 0)
+    names = pd.Series(kinds).map(MEMCPY_NAMES).fillna("Memcpy").to_numpy(object)
+    return _device_rows("memcpy", names, df, _ints(df, "bytes"))
+
+
+def _memset(tables: ExportTables) -> pd.DataFrame:
+    df = tables.read(MEMSET, _DEVICE_COLS + ["bytes"])
+    if df.empty:
+        return df
+    return _device_rows("memset", np.full(len(df), "Memset", dtype=object), df,
+                        _ints(df, "bytes"))
+
+
+def _host_ids(gtid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pid, tid, process key) from nsys' globalTid."""
+    return (gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF, gtid & PROCESS_BITS
+
+
+def _runtime(tables: ExportTables, strings: pd.Series) -> pd.DataFrame:
+    df = tables.read(RUNTIME, ["start", "end", "globalTid", "correlationId", "nameId"])
+    if df.empty:
+        return df
+    names = _lookup(strings, df["nameId"], "<unknown call>")
+    n = len(df)
+    pid, tid, key = _host_ids(_ints(df, "globalTid"))
+    return _rows("runtime", names, df, pid=pid, tid=tid, device=np.full(n, -1),
+                 stream=np.full(n, -1), link_pid=key, correlation=_ints(df, "correlationId"))
+
+
+def _nvtx(tables: ExportTables, strings: pd.Series) -> pd.DataFrame:
+    df = tables.read(NVTX, ["start", "end", "eventType", "text", "textId", "globalTid",
+                            "domainId"])
+    if df.empty:
+        return df
+    etype = _ints(df, "eventType")
+    text = df["text"].to_numpy(object) if "text" in df else np.full(len(df), None, object)
+    if "textId" in df:
+        by_id = _lookup(strings, df["textId"], None)
+        text = np.where(pd.isna(text), by_id, text)
+    text = pd.Series(text, dtype=object).fillna("<unnamed range>").astype(str)
+    domain_id = _ints(df, "domainId", 0)
+    created = etype == NVTX_DOMAIN_CREATE
+    domains = dict(zip(domain_id[created], text[created]))
+    ranges = np.isin(etype, NVTX_RANGE_TYPES)
+    df, text, domain_id = df[ranges], text[ranges], domain_id[ranges]
+
+    step_no = pd.to_numeric(text.str.extract(NVTX_STEP, expand=False), errors="coerce")
+    is_step = step_no.notna().to_numpy()
+    recorded = text.str.contains(EMIT_NVTX_SUFFIX).to_numpy()
+    is_op = (text.str.match(NVTX_OP).to_numpy() | recorded) & ~is_step
+    kind = np.where(is_step, "step", np.where(is_op, "op", "annotation")).astype(object)
+    # "aten::mm, seq = 4, op_id = 7, sizes = [...]" -> "aten::mm"
+    name = np.where(is_op, text.str.split(",", n=1).str[0].str.strip(), text).astype(object)
+    if domains:
+        dom = pd.Series(domain_id).map(domains).to_numpy(object)
+        named = pd.notna(dom) & (kind == "annotation")
+        name[named] = dom[named] + ": " + name[named]
+    n = len(df)
+    pid, tid, key = _host_ids(_ints(df, "globalTid"))
+    return _rows(kind, name, df, pid=pid, tid=tid, device=np.full(n, -1),
+                 stream=np.full(n, -1), link_pid=key,
+                 step=np.where(is_step, step_no.fillna(-1).to_numpy(np.int64), -1))
+
+
+def _meta(tables: ExportTables, path: Path, fmt: str) -> dict:
+    meta: dict = {"source_format": fmt, "source_file": str(path),
+                  "profiler": "Nsight Systems", "devices": {}}
+    for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        info = tables.read(table, ["name", "value"])
+        if "name" in info:
+            kv = dict(zip(info["name"], info["value"]))
+            for key, out in (("EXPORT_PRODUCT_VERSION", "nsys_version"),
+                             ("EXPORT_SCHEMA_VERSION", "nsys_schema"),
+                             ("DERIVED_WINDOW_NS", "nsys_window_ns")):
+                if key in kv:
+                    meta[out] = kv[key]
+    gpus = tables.read("TARGET_INFO_GPU", ["id", "cuDevice", "name"])
+    if "name" in gpus:
+        ids = gpus["cuDevice"] if "cuDevice" in gpus else gpus.get("id")
+        if ids is not None:
+            meta["devices"] = {str(int(i)): str(nm) for i, nm in zip(ids, gpus["name"])}
+    return meta

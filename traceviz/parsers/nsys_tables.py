@@ -1,0 +1,141 @@
+"""Table access to an Nsight Systems export, whatever its container.
+
+nsys writes the same tables as SQLite (``.sqlite``), as Arrow IPC streams concatenated in
+one file (``--type arrow``, 2022.x), or as one file per table in a folder (``parquetdir`` /
+``arrowdir``, newer releases). Tables and columns differ across versions, so a reader asks
+for the columns it wants and gets those that exist; a missing table reads as no rows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+
+from traceviz.errors import TraceVizError
+
+
+class ExportTables:
+    """Base: ``names`` lists the tables, ``read`` returns a frame of the present columns."""
+
+    names: set[str]
+
+    def columns(self, table: str) -> list[str]:
+        raise NotImplementedError
+
+    def _read(self, table: str, columns: list[str]) -> pd.DataFrame:
+        raise NotImplementedError
+
+    def read(self, table: str, columns: Iterable[str]) -> pd.DataFrame:
+        if table not in self.names:
+            return pd.DataFrame(columns=list(columns))
+        have = set(self.columns(table))
+        wanted = [c for c in columns if c in have]
+        return self._read(table, wanted) if wanted else pd.DataFrame()
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> ExportTables:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SqliteTables(ExportTables):
+    def __init__(self, path: Path):
+        uri = f"file:{path.resolve()}?mode=ro&immutable=1"
+        try:
+            self._db = sqlite3.connect(uri, uri=True)
+            rows = self._db.execute("SELECT name FROM sqlite_master WHERE type IN "
+                                    "('table', 'view')").fetchall()
+        except sqlite3.DatabaseError as e:
+            raise TraceVizError(f"{path}: not a readable SQLite database ({e})") from None
+        self.path = path
+        self.names = {r[0] for r in rows}
+
+    def columns(self, table: str) -> list[str]:
+        return [r[1] for r in self._db.execute(f'PRAGMA table_info("{table}")')]
+
+    def _read(self, table: str, columns: list[str]) -> pd.DataFrame:
+        cols = ", ".join(f'"{c}"' for c in columns)
+        try:
+            return pd.read_sql_query(f'SELECT {cols} FROM "{table}"', self._db)
+        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
+            raise TraceVizError(f"{self.path}: cannot read table {table} ({e})") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class ArrowTables(ExportTables):
+    """Tables already in memory: the ``--type arrow`` file or a parquetdir/arrowdir folder."""
+
+    def __init__(self, tables: dict[str, pa.Table]):
+        self._tables = tables
+        self.names = set(tables)
+
+    def columns(self, table: str) -> list[str]:
+        return self._tables[table].column_names
+
+    def _read(self, table: str, columns: list[str]) -> pd.DataFrame:
+        return self._tables[table].select(columns).to_pandas()
+
+
+def _arrow_streams(path: Path) -> dict[str, pa.Table]:
+    """``nsys export --type arrow``: IPC streams back to back, each naming its table."""
+    import pyarrow.ipc as ipc
+
+    tables: dict[str, pa.Table] = {}
+    with pa.memory_map(str(path)) as f:
+        size = f.size()
+        while f.tell() < size:
+            try:
+                table = ipc.open_stream(f).read_all()
+            except pa.ArrowInvalid as e:
+                if not tables:
+                    raise TraceVizError(f"{path}: not an nsys Arrow export ({e})") from None
+                raise TraceVizError(f"{path}: truncated Arrow stream after "
+                                    f"{len(tables)} tables ({e})") from None
+            name = (table.schema.metadata or {}).get(b"table_name", b"").decode()
+            if not name:
+                raise TraceVizError(f"{path}: Arrow stream without a table_name; "
+                                    "not an nsys export")
+            tables[name] = table
+    return tables
+
+
+def _table_folder(path: Path) -> dict[str, pa.Table]:
+    """parquetdir / arrowdir: one ``<TABLE>.parquet`` or ``<TABLE>.arrow`` per table."""
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    tables: dict[str, pa.Table] = {}
+    for f in sorted(path.iterdir()):
+        try:
+            if f.suffix == ".parquet":
+                tables[f.stem] = pq.read_table(f)
+            elif f.suffix == ".arrow":
+                with pa.memory_map(str(f)) as src:
+                    try:
+                        tables[f.stem] = ipc.open_file(src).read_all()
+                    except pa.ArrowInvalid:
+                        src.seek(0)
+                        tables[f.stem] = ipc.open_stream(src).read_all()
+        except (pa.ArrowInvalid, OSError) as e:
+            raise TraceVizError(f"{f}: unreadable table file ({e})") from None
+    return tables
+
+
+def open_tables(path: Path, fmt: str) -> ExportTables:
+    if fmt == "nsys-sqlite":
+        return SqliteTables(path)
+    if fmt == "nsys-arrow":
+        return ArrowTables(_arrow_streams(path))
+    if fmt == "nsys-dir":
+        return ArrowTables(_table_folder(path))
+    raise ValueError(fmt)
