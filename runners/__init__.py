@@ -8,7 +8,10 @@ the framework is absent.
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -32,8 +35,28 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("fused_torch", "torch",
             "input projection for all steps + one recurrent GEMM and one fused pointwise step"),
     Variant("graph_torch", "torch", "CUDA graph replay of fused_torch", gpu_only=True),
+    Variant("gluon_mxnet", "mxnet",
+            "gluon.rnn.LSTM (MXNet 1.9.1, imperative Gluon), in its own interpreter"),
 )}
+
+# MXNet 1.9.1 needs numpy<1.24, so it lives in its own environment
+MXNET_ENV = Path(".venv-mxnet")
+MXNET_PYTHON_VAR = "TRACEVIZ_MXNET_PYTHON"
+MXNET_REQUIREMENTS = ("mxnet==1.9.1", "numpy<1.24")
+
+
+def mxnet_python(explicit: str | None = None) -> str | None:
+    """The interpreter that runs gluon_mxnet: --python, $TRACEVIZ_MXNET_PYTHON, or the
+    environment `traceviz env mxnet` makes (./.venv-mxnet)."""
+    candidates = [explicit] if explicit else [os.environ.get(MXNET_PYTHON_VAR),
+                                              str(MXNET_ENV / "bin" / "python")]
+    for candidate in candidates:
+        if candidate and (Path(candidate).is_file() or shutil.which(candidate)):
+            return candidate
+    return None
 
 
 def framework_installed(framework: str) -> bool:
+    if framework == "mxnet":
+        return mxnet_python() is not None
     return importlib.util.find_spec(framework) is not None

@@ -27,6 +27,7 @@ class Workload:
     lr: float
     mode: str           # "forward" or "train"
     sparse_embedding: bool = False
+    workers: int = -1   # >= 0: batches come from a DataLoader with that many workers
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -63,6 +64,7 @@ OVERRIDABLE = ("batch", "seq", "hidden", "layers", "embed", "vocab")
 
 
 def make_workload(preset: str, mode: str | None, device: str, sparse_embedding: bool = False,
+                  workers: int | None = None,
                   **overrides: int | None) -> tuple[Workload, list[str]]:
     """The workload for ``preset`` with overrides; also notes on what was changed and why."""
     if preset not in PRESETS:
@@ -94,4 +96,8 @@ def make_workload(preset: str, mode: str | None, device: str, sparse_embedding: 
         if not w.vocab:
             raise TraceVizError("--sparse-embedding needs a preset with an embedding")
         w = replace(w, sparse_embedding=True)
+    if workers is not None:
+        if workers < 0:
+            raise TraceVizError("--workers must be 0 or more")
+        w = replace(w, workers=workers)
     return w, notes

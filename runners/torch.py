@@ -12,24 +12,57 @@ reports progress to the parent as JSON lines on stdout.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import platform
 import statistics
 import sys
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-
-def emit(event: str, **fields: object) -> None:
-    print(json.dumps({"event": event, **fields}), flush=True)
+from traceviz.runners.protocol import RunnerError, emit, serve
 
 
-class RunnerError(Exception):
-    """A failure worth one line to the user (bad device, unsupported dtype...)."""
+def _batches(w: dict, cfg: dict, gen) -> Iterator[tuple]:
+    """Endless (input, target) batches on the CPU: one fixed synthetic batch, or with
+    ``workers >= 0`` a real DataLoader (shuffled, that many workers) over a synthetic
+    dataset of enough samples for every batch of the run."""
+    import torch
+
+    seq, batch = w["seq"], w["batch"]
+    batches = cfg["warmup"] + cfg["steps"] + cfg["profile_steps"] + 3
+    n = batch if w.get("workers", -1) < 0 else batch * batches
+    if w["vocab"]:
+        xs = torch.randint(0, w["vocab"], (n, seq), generator=gen)
+    else:
+        xs = torch.randn(n, seq, w["input"], generator=gen)
+    if w["head"] == "lm":
+        ys = torch.randint(0, w["vocab"], (n, seq), generator=gen)
+    elif w["head"] == "classify":
+        ys = torch.randint(0, w["classes"], (n,), generator=gen)
+    elif w["head"] == "last_mse":
+        ys = torch.randn(n, w["hidden"], generator=gen)
+    else:
+        ys = torch.randn(n, seq, w["hidden"], generator=gen)
+
+    def time_major(x: torch.Tensor, y: torch.Tensor) -> tuple:
+        if y.dim() > 1 and w["head"] != "last_mse":
+            y = y.transpose(0, 1).contiguous()
+        return x.transpose(0, 1).contiguous(), y
+
+    if w.get("workers", -1) < 0:
+        fixed = time_major(xs, ys)
+        while True:
+            yield fixed
+    from torch.utils.data import DataLoader, TensorDataset
+
+    data = DataLoader(TensorDataset(xs, ys), batch_size=batch, shuffle=True, drop_last=True,
+                      num_workers=w["workers"], generator=gen,
+                      persistent_workers=w["workers"] > 0)
+    while True:
+        for xb, yb in data:
+            yield time_major(xb, yb)
 
 
 def _op_ranges(device, push_pop) -> contextlib.AbstractContextManager:
@@ -103,20 +136,10 @@ def run(cfg: dict, out: Path) -> dict:
     modules = nn.ModuleDict({"lstm": lstm, **({"embed": embed} if embed else {}),
                              **({"head": head} if head else {})}).to(device)
 
-    seq, batch = w["seq"], w["batch"]
+    batch = w["batch"]
     gen = torch.Generator().manual_seed(cfg["seed"])
-    if embed is not None:
-        x = torch.randint(0, w["vocab"], (seq, batch), generator=gen).to(device)
-    else:
-        x = torch.randn(seq, batch, w["input"], generator=gen).to(device)
-    if w["head"] == "lm":
-        target = torch.randint(0, w["vocab"], (seq, batch), generator=gen).to(device)
-    elif w["head"] == "classify":
-        target = torch.randint(0, w["classes"], (batch,), generator=gen).to(device)
-    elif w["head"] == "last_mse":
-        target = torch.randn(batch, w["hidden"], generator=gen).to(device)
-    else:
-        target = torch.randn(seq, batch, w["hidden"], generator=gen).to(device)
+    batches = _batches(w, cfg, gen)
+    x, target = (t.to(device) for t in next(batches))
 
     def loss_of(inp: torch.Tensor) -> torch.Tensor:
         h = modules["embed"](inp) if embed is not None else inp
@@ -154,7 +177,8 @@ def run(cfg: dict, out: Path) -> dict:
     nvtx = nvtx_ranges.provider(device.type == "cuda") if cfg.get("nvtx", True) else None
     profiler = cfg.get("profiler", "torch")
     if profiler == "nsys" and nvtx is None:
-        raise RunnerError("--profiler nsys needs NVTX ranges and none can be emitted here: pip install nvtx")
+        raise RunnerError("--profiler nsys needs NVTX ranges and none can be emitted here: "
+                          "pip install nvtx")
 
     @contextlib.contextmanager
     def phase(name: str) -> Iterator[None]:
@@ -178,7 +202,13 @@ def run(cfg: dict, out: Path) -> dict:
         return torch.autocast(device.type, dtype=amp_dtype,
                               cache_enabled=variant != "graph_torch")
 
+    loader = w.get("workers", -1) >= 0
+
     def step() -> None:
+        nonlocal x, target
+        if loader:  # a fresh batch through the DataLoader, inside the timed step
+            with phase("data"):
+                x, target = (t.to(device, non_blocking=True) for t in next(batches))
         with phase("forward"), autocast(), torch.set_grad_enabled(train):
             loss = loss_of(x)
         if train:
@@ -282,25 +312,8 @@ def run(cfg: dict, out: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m traceviz.runners.torch",
-                                description="capture one PyTorch LSTM variant (used by "
-                                            "`traceviz capture`)")
-    p.add_argument("--config", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    args = p.parse_args(argv)
-    cfg = json.loads(args.config.read_text())
-    try:
-        result = run(cfg, args.out)
-    except RunnerError as e:
-        emit("error", message=str(e))
-        return 1
-    except Exception as e:  # a crash in the framework: one line up, the detail in the log
-        traceback.print_exc(file=sys.stderr)
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        emit("error", message=f"{type(e).__name__}: {first}"[:500])
-        return 1
-    emit("done", **result)
-    return 0
+    return serve(run, "python -m traceviz.runners.torch",
+                 "capture one PyTorch LSTM variant (used by `traceviz capture`)", argv)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
-
-from tests.conftest import SHARED_TRACES
 from traceviz.analyses import summarize
 from traceviz.analyses.compare import kernel_diff, run_figures
+
+from tests.conftest import SHARED_TRACES
 from traceviz.cli import main
 from traceviz.parsers import detect_format, load
 from traceviz.trace import Trace
@@ -155,8 +155,8 @@ def test_before_after_shows_the_change(traces, capsys):
     na = _one(_db("h100_2gpu_mfu_after"), "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")
     assert (fb.kernel_count, fa.kernel_count) == (nb, na) and nb != na
     diff = kernel_diff(before, after)  # kernels, memcpy and memset by name
-    devb = sum(_one(_db("h100_2gpu_mfu_before"), f"SELECT count(*) FROM {t}") for t in DEVICE_TABLES)
-    deva = sum(_one(_db("h100_2gpu_mfu_after"), f"SELECT count(*) FROM {t}") for t in DEVICE_TABLES)
+    devb, deva = (sum(_one(_db(n), f"SELECT count(*) FROM {t}") for t in DEVICE_TABLES)
+                  for n in ("h100_2gpu_mfu_before", "h100_2gpu_mfu_after"))
     assert diff["count_a"].sum() == devb and diff["count_b"].sum() == deva
     code = main(["compare", str(NSYS / "h100_2gpu_mfu_before.sqlite"),
                  str(NSYS / "h100_2gpu_mfu_after.sqlite")])

@@ -15,6 +15,7 @@ if shutil.which("nsys") is None:
                 allow_module_level=True)
 
 from traceviz.analyses import summarize  # noqa: E402
+
 from traceviz.cli import main  # noqa: E402
 from traceviz.parsers import detect_format, load  # noqa: E402
 from traceviz.parsers.nsys import export_sqlite, import_qdstrm  # noqa: E402

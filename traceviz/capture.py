@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from traceviz.errors import TraceVizError
-from traceviz.runners import VARIANTS, framework_installed
+from traceviz.runners import VARIANTS, framework_installed, mxnet_python
 from traceviz.runners.presets import Workload
 from traceviz.trace import Trace
 
@@ -33,6 +33,7 @@ class CaptureRequest:
     steps: int = 10
     profile_steps: int = 3
     profiler: str = "torch"
+    python: str | None = None   # the interpreter for frameworks kept apart (MXNet)
     notes: list[str] = field(default_factory=list)
 
     def config(self) -> dict:
@@ -75,11 +76,18 @@ PROFILERS = ("torch", "nsys")
 NSYS_TRACE = "cuda,nvtx,osrt"
 
 
-def check_runnable(model: str, device: str, profiler: str = "torch") -> None:
+def check_runnable(model: str, device: str, profiler: str = "torch",
+                   python: str | None = None) -> None:
     if model not in VARIANTS:
         raise TraceVizError(f"unknown model {model!r}; `traceviz models` lists them")
     v = VARIANTS[model]
-    if not framework_installed(v.framework):
+    if v.framework == "mxnet":
+        if mxnet_python(python) is None:
+            where = f"--python {python}: no such interpreter" if python else \
+                "no MXNet interpreter found"
+            raise TraceVizError(f"{model}: {where}; create one with `traceviz env mxnet` "
+                                "(./.venv-mxnet) or pass --python PATH")
+    elif not framework_installed(v.framework):
         raise TraceVizError(f"{model} needs {v.framework}, which is not installed "
                             "(pip install -e '.[torch]')")
     if v.gpu_only and device != "cuda":
@@ -99,13 +107,19 @@ def check_runnable(model: str, device: str, profiler: str = "torch") -> None:
 def run_capture(req: CaptureRequest, run_dir: Path,
                 on_event: Callable[[dict], None] | None = None) -> CaptureResult:
     """Run the variant's runner in a subprocess, then import and save its trace."""
-    check_runnable(req.model, req.device, req.profiler)
+    check_runnable(req.model, req.device, req.profiler, req.python)
     framework = VARIANTS[req.model].framework
     cfg_path = run_dir / "config.json"
     cfg_path.write_text(json.dumps(req.config(), indent=2))
     log_path = run_dir / "runner.log"
-    cmd = [sys.executable, "-m", f"traceviz.runners.{framework}", "--config", str(cfg_path),
-           "--out", str(run_dir)]
+    if framework == "mxnet":  # another interpreter: the runner file by path
+        import traceviz.runners
+
+        script = Path(traceviz.runners.__file__).with_name("mxnet_gluon.py")
+        cmd = [str(mxnet_python(req.python)), str(script)]
+    else:
+        cmd = [sys.executable, "-m", f"traceviz.runners.{framework}"]
+    cmd += ["--config", str(cfg_path), "--out", str(run_dir)]
     if req.profiler == "nsys":
         from traceviz.parsers.nsys import nsys_binary
 
@@ -157,7 +171,7 @@ def run_capture(req: CaptureRequest, run_dir: Path,
         "bench": done["bench"],
         "runner": done["meta"],
         "profiler": {"torch": "torch.profiler", "nsys": "Nsight Systems"}[req.profiler]
-        if framework == "torch" else framework,
+        if framework == "torch" else done["meta"].get("profiler", framework),
     })
     parquet = run_dir / "trace.parquet"
     trace.save(parquet, force=True)

@@ -147,12 +147,19 @@ class CaptureCommand(Command):
             p.add_argument(f"--{name}", type=int, help=f"override the preset's {name}")
         p.add_argument("--sparse-embedding", action="store_true",
                        help="sparse embedding gradients (presets with an embedding)")
+        p.add_argument("--workers", type=int, metavar="N",
+                       help="feed batches through a real DataLoader with N worker processes "
+                            "(0: in the main process) over a synthetic dataset; default: one "
+                            "fixed batch")
         p.add_argument("--warmup", type=int, default=3, help="warm-up batches (default 3)")
         p.add_argument("--steps", type=int, default=10,
                        help="timed batches without the profiler (default 10)")
         p.add_argument("--profile-steps", type=int, default=3,
                        help="profiled batches (default 3, after 1 wait + 1 warm-up step)")
         p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--python", metavar="PATH",
+                       help="interpreter for gluon_mxnet (default: $TRACEVIZ_MXNET_PYTHON, "
+                            "then ./.venv-mxnet from `traceviz env mxnet`)")
         p.add_argument("--profiler", choices=("torch", "nsys"), default="torch",
                        help="torch: torch.profiler (default); nsys: run under Nsight Systems "
                             "with NVTX step/phase/op ranges, keep report.nsys-rep and "
@@ -176,15 +183,16 @@ class CaptureCommand(Command):
             if getattr(args, flag) < (0 if flag == "warmup" else 1):
                 raise TraceVizError(f"--{flag.replace('_', '-')} is too small")
         device = args.device or _default_device()
-        check_runnable(args.model, device, args.profiler)
+        check_runnable(args.model, device, args.profiler, args.python)
         workload, notes = make_workload(
             args.preset, args.mode, device, sparse_embedding=args.sparse_embedding,
+            workers=args.workers,
             **{k: getattr(args, k) for k in ("batch", "seq", "hidden", "layers", "embed",
                                              "vocab")})
         req = CaptureRequest(args.model, workload, device, amp=args.amp, seed=args.seed,
                              warmup=args.warmup, steps=args.steps,
                              profile_steps=args.profile_steps, profiler=args.profiler,
-                             notes=notes)
+                             python=args.python, notes=notes)
         run_dir = args.out or default_run_dir(req)
         prepare_run_dir(run_dir, args.force)
         err = stderr()
@@ -295,6 +303,34 @@ class ModelsCommand(Command):
         return 0
 
 
+class EnvCommand(Command):
+    name = "env"
+    help = "create the separate environment a framework needs (mxnet: MXNet 1.9.1, numpy<1.24)"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        from traceviz.runners import MXNET_ENV
+
+        p.add_argument("framework", choices=("mxnet",))
+        p.add_argument("--path", type=Path, default=MXNET_ENV,
+                       help=f"where to create it (default ./{MXNET_ENV}, where capture "
+                            "looks for it)")
+        p.add_argument("--python", metavar="PATH",
+                       help="base interpreter for the venv (default: traceviz's own base)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from traceviz.envs import make_mxnet_env
+
+        err = stderr()
+        with err.status("...") as status:
+            interp = make_mxnet_env(args.path, args.python,
+                                    lambda label: status.update(label + " ..."))
+        stdout().print(f"MXNet environment ready: [bold]{interp}[/]\n"
+                       f"  traceviz capture --model gluon_mxnet"
+                       + ("" if args.path == Path(".venv-mxnet") else f" --python {interp}"),
+                       soft_wrap=True)
+        return 0
+
+
 def _commands() -> tuple[Command, ...]:
     from traceviz.cli_studies import (
         AmpCommand,
@@ -304,7 +340,7 @@ def _commands() -> tuple[Command, ...]:
         SweepPlotCommand,
     )
 
-    return (ImportCommand(), AnalyzeCommand(), CaptureCommand(), ModelsCommand(),
+    return (ImportCommand(), AnalyzeCommand(), CaptureCommand(), ModelsCommand(), EnvCommand(),
             CompareCommand(), AmpCommand(), SweepCommand(), SweepPlotCommand(), ReportCommand())
 
 

@@ -10,7 +10,8 @@ from traceviz.errors import TraceVizError
 from traceviz.fileio import check_readable, read_head
 from traceviz.trace import Trace
 
-FORMATS = ("parquet", "kineto", "nsys-sqlite", "nsys-arrow", "nsys-dir", "nsys-rep", "xplane")
+FORMATS = ("parquet", "kineto", "nsys-sqlite", "nsys-arrow", "nsys-dir", "nsys-rep", "mxnet",
+           "xplane")
 _JSON_START = re.compile(rb"^\s*[\[{]")
 _ARROW_STREAM = b"\xff\xff\xff\xff"  # IPC continuation marker
 _NSYS_REPORTS = (b"NVIDIA Tegra Profiler Report", b"U3w[END]NVIDIA")
@@ -42,7 +43,9 @@ def detect_format(path: Path) -> str:
     if not head.strip():
         raise TraceVizError(f"{path}: file is empty")
     if _JSON_START.match(head):
-        return "kineto"
+        from traceviz.parsers.mxnet import looks_like_mxnet
+
+        return "mxnet" if looks_like_mxnet(head) else "kineto"
     if ".xplane.pb" in path.name:
         return "xplane"
     raise TraceVizError(
@@ -63,6 +66,10 @@ def load(path: str | Path, progress: Callable[[int], None] | None = None) -> Tra
         from traceviz.parsers import kineto
 
         return kineto.parse(path, progress=progress)
+    if fmt == "mxnet":
+        from traceviz.parsers import mxnet
+
+        return mxnet.parse(path)
     if fmt.startswith("nsys-"):
         from traceviz.parsers import nsys
 

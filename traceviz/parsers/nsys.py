@@ -231,7 +231,7 @@ def _nvtx(tables: ExportTables, strings: pd.Series) -> pd.DataFrame:
     text = pd.Series(text, dtype=object).fillna("<unnamed range>").astype(str)
     domain_id = _ints(df, "domainId", 0)
     created = etype == NVTX_DOMAIN_CREATE
-    domains = dict(zip(domain_id[created], text[created]))
+    domains = dict(zip(domain_id[created], text[created], strict=True))
     ranges = np.isin(etype, NVTX_RANGE_TYPES)
     df, text, domain_id = df[ranges], text[ranges], domain_id[ranges]
 
@@ -259,7 +259,7 @@ def _meta(tables: ExportTables, path: Path, fmt: str) -> dict:
     for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
         info = tables.read(table, ["name", "value"])
         if "name" in info:
-            kv = dict(zip(info["name"], info["value"]))
+            kv = dict(zip(info["name"], info["value"], strict=True))
             for key, out in (("EXPORT_PRODUCT_VERSION", "nsys_version"),
                              ("EXPORT_SCHEMA_VERSION", "nsys_schema"),
                              ("DERIVED_WINDOW_NS", "nsys_window_ns")):
@@ -269,5 +269,6 @@ def _meta(tables: ExportTables, path: Path, fmt: str) -> dict:
     if "name" in gpus:
         ids = gpus["cuDevice"] if "cuDevice" in gpus else gpus.get("id")
         if ids is not None:
-            meta["devices"] = {str(int(i)): str(nm) for i, nm in zip(ids, gpus["name"])}
+            meta["devices"] = {str(int(i)): str(nm)
+                               for i, nm in zip(ids, gpus["name"], strict=True)}
     return meta

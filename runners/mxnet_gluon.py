@@ -1,0 +1,205 @@
+"""MXNet Gluon capture process: ``PYTHON runners/mxnet_gluon.py --config CFG.json --out DIR``.
+
+Runs in its own interpreter, the one that has ``mxnet==1.9.1`` (which needs numpy<1.24
+and so cannot share traceviz's environment): it imports nothing from traceviz, reads the
+workload from the config and speaks the same JSON-lines protocol as the PyTorch runner.
+Model: embedding (when the preset has a vocabulary) -> ``gluon.rnn.LSTM`` (MXNet's fused
+RNN operator) -> head, run imperatively. A benchmark phase without the profiler, then a
+profiled phase under ``mx.profiler`` with one profiler task ``step N`` per active step.
+Writes ``trace.mxnet.json``, ``bench.json`` and ``meta.json`` into DIR.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # protocol.py, stdlib only
+from protocol import RunnerError, emit, serve  # noqa: E402
+
+# operators one by one in the profile, not fused into "ImperativeBulk" segments
+for _var in ("MXNET_EXEC_BULK_EXEC_TRAIN", "MXNET_EXEC_BULK_EXEC_INFERENCE"):
+    os.environ.setdefault(_var, "0")
+
+
+def run(cfg: dict, out: Path) -> dict:
+    try:
+        import mxnet as mx
+    except ImportError as e:
+        raise RunnerError(f"this interpreter ({sys.executable}) cannot import mxnet ({e}); "
+                          "create one with `traceviz env mxnet`") from None
+    from mxnet import autograd, gluon, nd
+
+    w = cfg["workload"]
+    if cfg.get("amp"):
+        raise RunnerError("gluon_mxnet runs in fp32 only (MXNet's AMP is not wired in)")
+    if cfg["device"] == "cuda":
+        if mx.context.num_gpus() == 0:
+            raise RunnerError("--device cuda: this MXNet build sees no GPU (the PyPI "
+                              "mxnet wheel is CPU-only)")
+        ctx = mx.gpu(0)
+    else:
+        ctx = mx.cpu()
+    mx.random.seed(cfg["seed"])
+    rng = __import__("numpy").random.default_rng(cfg["seed"])
+    train = w["mode"] == "train"
+    seq, batch = w["seq"], w["batch"]
+
+    class Net(gluon.HybridBlock):
+        def __init__(self) -> None:
+            super().__init__()
+            with self.name_scope():
+                self.embed = gluon.nn.Embedding(w["vocab"], w["embed"],
+                                                sparse_grad=w["sparse_embedding"]) \
+                    if w["vocab"] else None
+                self.lstm = gluon.rnn.LSTM(w["hidden"], num_layers=w["layers"], layout="TNC",
+                                           input_size=w["input"])
+                outputs = {"lm": w["vocab"], "classify": w["classes"]}.get(w["head"])
+                self.head = gluon.nn.Dense(outputs, flatten=False) if outputs else None
+
+        def hybrid_forward(self, F, x):  # noqa: N803 (Gluon's signature)
+            h = self.embed(x) if self.embed is not None else x
+            out = self.lstm(h)
+            if w["head"] == "lm":
+                return self.head(out)
+            if w["head"] == "classify":
+                return self.head(F.squeeze(F.slice_axis(out, axis=0, begin=-1, end=None),
+                                           axis=0))
+            if w["head"] == "last_mse":
+                return F.squeeze(F.slice_axis(out, axis=0, begin=-1, end=None), axis=0)
+            return out
+
+    net = Net()
+    net.initialize(mx.init.Xavier(), ctx=ctx)
+    # imperative, not hybridized: a hybridized block's profile shows only anonymous
+    # "ImperativeBulk" segments (seen with and without static_alloc), no operator names
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss() if w["head"] in ("lm", "classify") \
+        else gluon.loss.L2Loss()
+    trainer = gluon.Trainer(net.collect_params(), w["optimizer"],
+                            {"learning_rate": w["lr"]}) if train else None
+
+    # data: one fixed batch, or a DataLoader with `workers` processes over a dataset
+    batches_needed = cfg["warmup"] + cfg["steps"] + cfg["profile_steps"] + 3
+    n = batch if w.get("workers", -1) < 0 else batch * batches_needed
+    np = __import__("numpy")
+    xs = rng.integers(0, w["vocab"], (n, seq)).astype("float32") if w["vocab"] \
+        else rng.standard_normal((n, seq, w["input"]), dtype="float32")
+    if w["head"] == "lm":
+        ys = rng.integers(0, w["vocab"], (n, seq)).astype("float32")
+    elif w["head"] == "classify":
+        ys = rng.integers(0, w["classes"], (n,)).astype("float32")
+    elif w["head"] == "last_mse":
+        ys = rng.standard_normal((n, w["hidden"]), dtype="float32")
+    else:
+        ys = rng.standard_normal((n, seq, w["hidden"]), dtype="float32")
+
+    def time_major(x, y):
+        x = nd.swapaxes(x, 0, 1)
+        if y.ndim > 1 and w["head"] != "last_mse":
+            y = nd.swapaxes(y, 0, 1)
+        return x.as_in_context(ctx), y.as_in_context(ctx)
+
+    def batches():
+        if w.get("workers", -1) < 0:
+            fixed = time_major(nd.array(xs), nd.array(ys))
+            while True:
+                yield fixed
+        data = gluon.data.DataLoader(gluon.data.ArrayDataset(xs, ys), batch_size=batch,
+                                     shuffle=True, last_batch="discard",
+                                     num_workers=w["workers"])
+        while True:
+            for xb, yb in data:
+                yield time_major(xb, yb)
+
+    feed = batches()
+
+    def step() -> None:
+        x, y = next(feed)
+        if train:
+            with autograd.record():
+                loss = loss_fn(net(x), y)
+            loss.backward()
+            trainer.step(batch)
+        else:
+            loss_fn(net(x), y)
+        nd.waitall()  # MXNet is asynchronous: time the work, not the enqueueing
+
+    def timed(k: int, label: str) -> list[float]:
+        times = []
+        for i in range(k):
+            t = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - t)
+            emit("progress", phase=label, done=i + 1, total=k)
+        return times
+
+    emit("phase", phase="warmup", total=cfg["warmup"])
+    timed(cfg["warmup"], "warmup")
+    emit("phase", phase="timed", total=cfg["steps"])
+    t0 = time.perf_counter()
+    times = timed(cfg["steps"], "timed")
+    elapsed = time.perf_counter() - t0
+
+    # --- profiled phase: 2 unmarked steps, then active steps as tasks "step N" -------
+    active = cfg["profile_steps"]
+    trace_path = out / "trace.mxnet.json"
+    mx.profiler.set_config(profile_all=True, aggregate_stats=False, filename=str(trace_path))
+    domain = mx.profiler.Domain("traceviz")
+    emit("phase", phase="profiled", total=active + 2)
+    prof_times = []
+    for i in range(active + 2):
+        if i == 2:
+            mx.profiler.set_state("run")
+        task = domain.new_task(f"step {i}") if i >= 2 else None
+        if task:
+            task.start()
+        t = time.perf_counter()
+        step()
+        if task:
+            prof_times.append(time.perf_counter() - t)
+            task.stop()
+        emit("progress", phase="profiled", done=i + 1, total=active + 2)
+    mx.profiler.set_state("stop")
+    mx.profiler.dump()
+
+    median = statistics.median(times)
+    bench = {
+        "time_per_batch_s": {"median": median, "min": min(times), "max": max(times),
+                             "mean": statistics.fmean(times)},
+        "batches": len(times),
+        "batch_times_s": times,
+        "elapsed_s": elapsed,
+        "sequences_per_s": batch / median,
+        "profiled_time_per_batch_s": statistics.median(prof_times),
+        "profiler_overhead": statistics.median(prof_times) / median,
+        "warmup_batches": cfg["warmup"],
+        "profiled_batches": active,
+    }
+    meta = {
+        "framework": "mxnet",
+        "framework_version": mx.__version__,
+        "numpy_version": np.__version__,
+        "python": platform.python_version(),
+        "interpreter": sys.executable,
+        "device_name": platform.processor() or platform.machine() if ctx.device_type == "cpu"
+        else f"gpu {ctx.device_id}",
+        "hybridized": False,
+        "profiler": "mx.profiler",
+    }
+    (out / "bench.json").write_text(json.dumps(bench, indent=2))
+    (out / "meta.json").write_text(json.dumps(meta, indent=2))
+    return {"bench": bench, "meta": meta, "trace": str(trace_path)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return serve(run, "mxnet_gluon.py", "capture the Gluon LSTM (used by `traceviz capture`)",
+                 argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

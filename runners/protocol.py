@@ -1,0 +1,44 @@
+"""The runner side of the capture protocol: JSON lines on stdout, one-line errors.
+
+Imports nothing but the standard library, so the MXNet runner, which runs in an
+interpreter without traceviz's dependencies, loads it by path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+
+def emit(event: str, **fields: object) -> None:
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+class RunnerError(Exception):
+    """A failure worth one line to the user (bad device, unsupported dtype...)."""
+
+
+def serve(run: Callable[[dict, Path], dict], prog: str, description: str,
+          argv: list[str] | None = None) -> int:
+    """Parse ``--config``/``--out``, call ``run(cfg, out)``, report ``done`` or ``error``."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("--config", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    cfg = json.loads(args.config.read_text())
+    try:
+        result = run(cfg, args.out)
+    except RunnerError as e:
+        emit("error", message=str(e))
+        return 1
+    except Exception as e:  # a crash in the framework: one line up, the detail in the log
+        traceback.print_exc(file=sys.stderr)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        emit("error", message=f"{type(e).__name__}: {first}"[:500])
+        return 1
+    emit("done", **result)
+    return 0

@@ -1,0 +1,122 @@
+"""MXNet profiler output (``mx.profiler.dump()``): Chrome-trace JSON of another shape.
+
+Kineto writes complete events (``ph: X``); MXNet writes each operator as a ``B``/``E``
+pair on its device's process (``process_name`` ``cpu/0``, ``gpu/0``...) and thread, and
+again as an async ``b``/``e`` pair, plus C-API calls and memory counters. Profiler
+tasks (``mx.profiler.Domain(...).new_task``) are ``b``/``e`` pairs whose ``cat`` is the
+domain name: the runner's ``step N`` tasks become steps. Thread ids are 64-bit hashes
+beyond int64, so (pid, tid) pairs are renumbered.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from traceviz.errors import TraceVizError
+from traceviz.fileio import open_input
+from traceviz.normalize import BASE_COLUMNS, finish
+from traceviz.trace import Trace
+
+SNIFF = re.compile(rb'"cat"\s*:\s*"(?:operator|MXNET_C_API)"')
+STEP = re.compile(r"^(?:step[ _#]?|ProfilerStep#)(\d+)$", re.IGNORECASE)
+SKIPPED_CATS = {"MXNET_C_API", "Device Storage", "operator"}  # for b/e: operator twins
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    name: str = ""
+    cat: str = ""
+    ts: int | float = -1
+    pid: int | str = 0
+    tid: int | str = 0
+    id: int | str | None = None
+    args: dict | None = None
+
+
+class _Doc(msgspec.Struct, gc=False):
+    traceEvents: list[_Event]  # noqa: N815 (the file's key)
+
+
+def looks_like_mxnet(head: bytes) -> bool:
+    return bool(SNIFF.search(head))
+
+
+def parse(path: Path) -> Trace:
+    try:
+        with open_input(path) as f:
+            doc = msgspec.json.decode(f.read(), type=_Doc)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise TraceVizError(f"{path}: not a readable MXNet profile ({e})") from None
+    events = doc.traceEvents
+    if not events:
+        raise TraceVizError(f"{path}: the MXNet profile holds no events")
+    ev = pd.DataFrame({
+        "ph": [e.ph for e in events],
+        "name": [e.name for e in events],
+        "cat": [e.cat for e in events],
+        "ts": _us_to_ns([e.ts for e in events]),
+        "pid": [str(e.pid) for e in events],
+        "tid": [str(e.tid) for e in events],
+        "id": [str(e.id) for e in events],
+    })
+    devices = {str(e.pid): (e.args or {}).get("name", "") for e in events
+               if e.ph == "M" and e.name == "process_name"}
+    ops = _pairs(ev[(ev["ph"].isin(["B", "E"])) & (ev["cat"] == "operator")],
+                 ["pid", "tid", "name"], "B")
+    tasks = _pairs(ev[ev["ph"].isin(["b", "e"]) & ~ev["cat"].isin(SKIPPED_CATS)],
+                   ["cat", "id", "name"], "b")
+    if ops.empty and tasks.empty:
+        raise TraceVizError(f"{path}: no operator rows in the MXNet profile (was it "
+                            "profiled with profile_all or profile_symbolic?)")
+    ops["kind"] = "op"
+    step_no = pd.to_numeric(tasks["name"].str.extract(STEP, expand=False), errors="coerce")
+    tasks["kind"] = np.where(step_no.notna(), "step", "annotation")
+    tasks["step"] = step_no.fillna(-1).astype(np.int64)
+    rows = pd.concat([ops, tasks], ignore_index=True)
+    # 64-bit hashes -> small ids; operators run on device "processes" named cpu/0, gpu/0
+    rows["pid"] = pd.factorize(rows["pid"])[0]
+    rows["tid"] = pd.factorize(rows["pid"].astype(str) + "/" + rows["tid"])[0]
+    rows["step"] = rows["step"].fillna(-1) if "step" in rows else -1
+    base = pd.DataFrame({
+        "kind": rows["kind"], "name": rows["name"].astype("category"),
+        "ts_ns": rows["ts_ns"], "dur_ns": rows["dur_ns"], "pid": rows["pid"],
+        "tid": rows["tid"], "device": -1, "stream": -1, "correlation": -1,
+        "step": rows["step"].astype(np.int64), "bytes": -1,
+    })[list(BASE_COLUMNS)]
+    meta = {"source_format": "mxnet", "source_file": str(path),
+            "profiler": "mx.profiler", "devices": {},
+            "mxnet_processes": sorted(set(devices.values()))}
+    return finish(base, meta)
+
+
+def _us_to_ns(values: list) -> np.ndarray:
+    """µs -> ns, exact for integers (MXNet writes integer µs since the epoch: 1.8e15,
+    beyond float64's exact range once multiplied by 1000)."""
+    try:
+        return np.array(values, dtype=np.int64) * 1000
+    except (TypeError, ValueError, OverflowError):
+        f = np.array(values, dtype=np.float64)
+        whole = np.floor(f)
+        return whole.astype(np.int64) * 1000 + np.round((f - whole) * 1000).astype(np.int64)
+
+
+def _pairs(ev: pd.DataFrame, key: list[str], begin: str) -> pd.DataFrame:
+    """The k-th begin of each key with its k-th end: (name, pid, tid, ts_ns, dur_ns)."""
+    if ev.empty:
+        return pd.DataFrame(columns=["name", "pid", "tid", "ts_ns", "dur_ns"])
+    ev = ev.sort_values("ts", kind="stable")
+    is_begin = ev["ph"] == begin
+    b, e = ev[is_begin].copy(), ev[~is_begin].copy()
+    b["k"] = b.groupby(key, sort=False).cumcount()
+    e["k"] = e.groupby(key, sort=False).cumcount()
+    m = b.merge(e[[*key, "k", "ts"]], on=[*key, "k"], suffixes=("", "_end"))
+    ts = m["ts"].to_numpy(np.int64)
+    end = m["ts_end"].to_numpy(np.int64)
+    keep = end >= ts
+    return pd.DataFrame({"name": m["name"], "pid": m["pid"], "tid": m["tid"],
+                         "ts_ns": ts, "dur_ns": end - ts})[keep].reset_index(drop=True)
