@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # protocol.py, stdlib only
-from protocol import RunnerError, emit, serve  # noqa: E402
+from protocol import RunnerError, bench_figures, emit, serve  # noqa: E402
 
 # operators one by one in the profile, not fused into "ImperativeBulk" segments
 for _var in ("MXNET_EXEC_BULK_EXEC_TRAIN", "MXNET_EXEC_BULK_EXEC_INFERENCE"):
@@ -167,19 +166,7 @@ def run(cfg: dict, out: Path) -> dict:
     mx.profiler.set_state("stop")
     mx.profiler.dump()
 
-    median = statistics.median(times)
-    bench = {
-        "time_per_batch_s": {"median": median, "min": min(times), "max": max(times),
-                             "mean": statistics.fmean(times)},
-        "batches": len(times),
-        "batch_times_s": times,
-        "elapsed_s": elapsed,
-        "sequences_per_s": batch / median,
-        "profiled_time_per_batch_s": statistics.median(prof_times),
-        "profiler_overhead": statistics.median(prof_times) / median,
-        "warmup_batches": cfg["warmup"],
-        "profiled_batches": active,
-    }
+    bench = bench_figures(times, prof_times, batch, elapsed, cfg["warmup"], active)
     meta = {
         "framework": "mxnet",
         "framework_version": mx.__version__,

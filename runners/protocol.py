@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import traceback
 from collections.abc import Callable
@@ -42,3 +43,21 @@ def serve(run: Callable[[dict, Path], dict], prog: str, description: str,
         return 1
     emit("done", **result)
     return 0
+
+
+def bench_figures(times: list[float], prof_times: list[float], batch: int, elapsed: float,
+                  warmup: int, profiled: int) -> dict:
+    """bench.json: timed batches without the profiler, and the profiled ones beside them."""
+    median = statistics.median(times)
+    return {
+        "time_per_batch_s": {"median": median, "min": min(times), "max": max(times),
+                             "mean": statistics.fmean(times)},
+        "batches": len(times),
+        "batch_times_s": times,
+        "elapsed_s": elapsed,
+        "sequences_per_s": batch / median,
+        "profiled_time_per_batch_s": statistics.median(prof_times),
+        "profiler_overhead": statistics.median(prof_times) / median,
+        "warmup_batches": warmup,
+        "profiled_batches": profiled,
+    }

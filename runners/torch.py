@@ -15,13 +15,12 @@ from __future__ import annotations
 import contextlib
 import json
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from traceviz.runners.protocol import RunnerError, emit, serve
+from traceviz.runners.protocol import RunnerError, bench_figures, emit, serve
 
 
 def _batches(w: dict, cfg: dict, gen) -> Iterator[tuple]:
@@ -282,19 +281,7 @@ def run(cfg: dict, out: Path) -> dict:
         trace_path = out / "trace.pt.trace.json.gz"
         prof.export_chrome_trace(str(trace_path))
 
-    median = statistics.median(times)
-    bench = {
-        "time_per_batch_s": {"median": median, "min": min(times), "max": max(times),
-                             "mean": statistics.fmean(times)},
-        "batches": len(times),
-        "batch_times_s": times,
-        "elapsed_s": elapsed,
-        "sequences_per_s": batch / median,
-        "profiled_time_per_batch_s": statistics.median(prof_times),
-        "profiler_overhead": statistics.median(prof_times) / median,
-        "warmup_batches": cfg["warmup"],
-        "profiled_batches": active,
-    }
+    bench = bench_figures(times, prof_times, batch, elapsed, cfg["warmup"], active)
     meta = {
         "framework": "torch",
         "framework_version": torch.__version__,
