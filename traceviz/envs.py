@@ -27,7 +27,10 @@ def make_mxnet_env(path: Path, python: str | None = None,
     ]
     for label, cmd in steps:
         on_step(label)
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True)
+        except OSError as e:
+            raise TraceVizError(f"{label} failed: cannot run {cmd[0]} ({e.strerror})") from None
         if done.returncode != 0:
             last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
             raise TraceVizError(f"{label} failed: {last[0][:300]}")
