@@ -46,6 +46,12 @@ class _GzipErrors:
     def close(self) -> None:
         self._f.close()
 
+    def __enter__(self) -> _GzipErrors:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def is_gzip(path: Path) -> bool:
     with open(path, "rb") as f:

@@ -2,8 +2,11 @@
 
 A parser builds a frame with the base columns (kind, name, ts_ns, dur_ns, pid, tid,
 device, stream, correlation, step, bytes) and calls ``finish``; everything derived
-from them is computed here, once, for all formats. Strings stay categorical codes
-throughout: per-name work (regexes, API lookups) runs once per distinct name.
+from them is computed here, once, for all formats. Optional extra columns: ``op_hint``
+(the op a device row's source names, used where no host op encloses its launch) and
+``details`` (kept as is). A ``step`` a parser already knows (>= 0) is kept. Strings stay
+categorical codes throughout: per-name work (regexes, API lookups) runs once per distinct
+name.
 """
 
 from __future__ import annotations
@@ -93,9 +96,17 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
     has_op = launch_op >= 0
     op_codes = np.full(n, -1, dtype=np.int32)
     op_codes[linked_dev[has_op]] = op_name_codes[launch_op[has_op]]
+    op_names = pd.Categorical.from_codes(op_codes, categories=categories, validate=False)
+    hinted = np.zeros(n, dtype=bool)
+    if "op_hint" in ev:
+        hint = ev["op_hint"].astype(str).to_numpy()
+        hinted = is_device & (op_codes < 0) & (hint != "")
+        if hinted.any():
+            op_names = pd.Categorical(np.where(hinted, hint, op_names.astype(object)))
 
     # --- steps ------------------------------------------------------------------------
     step = ev["step"].to_numpy(np.int64).copy()
+    given = step >= 0
     step_rows = np.flatnonzero(kind == _K["step"])
     if len(step_rows):
         s_start = ts[step_rows]
@@ -110,6 +121,7 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
         step[others] = np.where(inside >= 0, step[step_rows][np.maximum(inside, 0)], -1)
         # a device row belongs to the step that launched it, wherever it ran
         step[linked_dev] = step[linked_launch]
+        step[given] = ev["step"].to_numpy(np.int64)[given]
 
     # --- categories and casts ---------------------------------------------------------
     is_kernel = kind == _K["kernel"]
@@ -117,6 +129,9 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
     cast_launch = np.zeros(n, dtype=bool)
     cast_launch[linked_dev[has_op]] = op_is_cast[launch_op[has_op]]
     is_cast |= cast_launch & is_kernel
+    if hinted.any():
+        cast_hint = np.isin(np.asarray(op_names.astype(object)), list(classify.CAST_OPS))
+        is_cast |= hinted & cast_hint & is_kernel
     is_cast[op_rows] = op_is_cast
     cat_codes = np.append(classify.category_codes(categories), _C["other"])[name_codes]
     cat_codes[kind == _K["memcpy"]] = _C["memcpy"]
@@ -141,9 +156,9 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
         "launch_ts_ns": _nullable(launch_ts, linked),
         "launch_dur_ns": _nullable(launch_dur, linked),
         "launch_delay_ns": _nullable(launch_delay, linked),
-        "op": pd.Categorical.from_codes(op_codes, categories=categories,
-                                        validate=False).remove_unused_categories(),
+        "op": op_names.remove_unused_categories(),
         "category": pd.Categorical.from_codes(cat_codes, categories=list(schema.CATEGORIES)),
         "is_cast": is_cast,
+        "details": ev["details"].astype(str).to_numpy() if "details" in ev else "",
     })
     return Trace(events=out, meta=meta)

@@ -33,17 +33,24 @@ BOOL_COLUMNS = ("is_cast",)
 COLUMNS = (
     "kind", "name", "ts_ns", "dur_ns", "pid", "tid", "device", "stream", "correlation",
     "step", "bytes", "launch_api", "launch_ts_ns", "launch_dur_ns", "launch_delay_ns",
-    "op", "category", "is_cast",
+    "op", "category", "is_cast", "details",
 )
+# Columns added after schema version 1 shipped: a file without one reads as the default.
+# details: the source's launch configuration of a kernel ("regs:38 shm:0 grid:160,1,1
+# block:1024,1,1" from an XSpace's kernel_details), "" where the source gives none.
+OPTIONAL_COLUMNS: dict[str, str] = {"details": ""}
 
 
 def coerce(events: pd.DataFrame) -> pd.DataFrame:
     """Return ``events`` with exactly the schema's columns and dtypes, in order."""
-    missing = [c for c in COLUMNS if c not in events.columns]
+    missing = [c for c in COLUMNS if c not in events.columns and c not in OPTIONAL_COLUMNS]
     if missing:
         raise ValueError(f"events table lacks columns: {', '.join(missing)}")
     out = {}
     for col in COLUMNS:
+        if col not in events.columns:
+            out[col] = pd.Series(OPTIONAL_COLUMNS[col], index=events.index, dtype="category")
+            continue
         s = events[col]
         if col in INT_COLUMNS:
             s = s.astype(INT_COLUMNS[col])

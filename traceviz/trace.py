@@ -80,7 +80,8 @@ class Trace:
                 f"{schema.SCHEMA_VERSION}; re-import the raw trace"
             )
         events = table.to_pandas()
-        missing = [c for c in schema.COLUMNS if c not in events.columns]
+        missing = [c for c in schema.COLUMNS
+                   if c not in events.columns and c not in schema.OPTIONAL_COLUMNS]
         if missing:
             raise TraceVizError(f"{path}: trace table lacks columns {', '.join(missing)}")
         return cls(events=events, meta=meta)

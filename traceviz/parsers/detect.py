@@ -28,6 +28,11 @@ def detect_format(path: Path) -> str:
     path = Path(path)
     if path.is_dir() and _is_nsys_folder(path):
         return "nsys-dir"
+    if path.is_dir():
+        from traceviz.parsers.xplane import is_xplane_dir
+
+        if is_xplane_dir(path):
+            return "xplane"
     check_readable(path)
     with open(path, "rb") as f:
         magic = f.read(32)
@@ -74,4 +79,8 @@ def load(path: str | Path, progress: Callable[[int], None] | None = None) -> Tra
         from traceviz.parsers import nsys
 
         return nsys.parse(path, fmt)
+    if fmt == "xplane":
+        from traceviz.parsers import xplane
+
+        return xplane.parse(path)
     raise TraceVizError(f"{path}: {fmt} traces are not supported by this version of traceviz yet")

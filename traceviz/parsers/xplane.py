@@ -1,0 +1,319 @@
+"""TensorFlow / JAX profiler output: the XSpace protobuf (``<host>.xplane.pb``).
+
+An XSpace holds planes (``/host:CPU``, ``/device:GPU:N``...), each with lines (threads,
+streams, derived timelines) of events whose name, display name and typed stats live in
+per-plane metadata tables. Times are a line's ``timestamp_ns`` plus an event's
+``offset_ps``; here they become integer nanoseconds since the epoch (``// 1000``).
+
+What becomes a row:
+- device lines ``Stream #N(...)``: kernels, memcpy (``memcpy_details``, bytes from its
+  ``size:``) and memset; ``kernel_details`` (registers, shared memory, grid, block)
+  goes to the ``details`` column; ``tf_op`` (TF >= 2.5) or ``annotation`` (older) names
+  the TF op that launched it, used when no host op encloses the launch;
+- host events with a ``correlation_id``: the driver call that put that device row on
+  the GPU. CUPTI's host events carry the kernel's name, not the API's, so they are named
+  after the driver API TF/XLA use for that work: ``cuLaunchKernel`` for kernels,
+  ``cuMemcpy{HtoD,DtoH,DtoD}[Async]`` for copies, ``cuMemsetD8Async`` for memsets;
+- host framework ops: executor events ``node:Type`` (graph mode, tf.function) and, in
+  eager mode, ``EagerKernelExecute`` inside ``EagerExecute`` (its ``eager_op`` stat is
+  the type); rows are named by op type (``MatMul``, ``Cast``), as Kineto names aten ops;
+- steps: host events with a ``step_num`` stat (``tf.profiler.experimental.Trace("step",
+  step_num=N, _r=1)``, Keras' ``train``), else the device planes' derived ``Steps`` line
+  with the ``group_id`` stat that tags each kernel of that step;
+- other host events with a duration: annotations. Derived device lines (``TensorFlow
+  Ops``, ``Framework Ops``, name scopes, XLA modules) repeat the kernels and are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from traceviz.errors import TraceVizError
+from traceviz.fileio import open_input
+from traceviz.intervals import innermost_enclosing
+from traceviz.normalize import BASE_COLUMNS, finish
+from traceviz.trace import Trace
+
+_STREAM = re.compile(r"^Stream #(\d+)")
+_DEVICE_PLANE = re.compile(r"^/device:GPU:(\d+)$")
+_HOST_PLANE = "/host:CPU"
+_OP_EVENT = re.compile(r"^([^:\s]+):([A-Za-z_][\w]*)$")   # "node/name:Type"
+_SIZE = re.compile(r"(?:size|num_bytes):(\d+)")
+_COPY_KIND = {"H2D": "HtoD", "D2H": "DtoH", "D2D": "DtoD", "P2P": "DtoD"}
+# the stats read per event; everything else is left in the protobuf
+_WANTED = ("correlation_id", "kernel_details", "tf_op", "annotation", "memcpy_details",
+           "memset_details", "group_id", "step_num", "step_name", "eager_op", "is_func")
+
+
+@dataclass
+class _Rows:
+    """Column lists for one XSpace, built line by line."""
+
+    cols: dict[str, list] = field(default_factory=lambda: {
+        c: [] for c in ("kind", "name", "ts_ns", "dur_ns", "pid", "tid", "device", "stream",
+                        "line")})
+    stats: dict[str, list] = field(default_factory=dict)
+
+
+def resolve(path: Path, run: str | None = None) -> list[Path]:
+    """The ``.xplane.pb`` files a path names: itself, or in a profile log directory
+    (``<logdir>/plugins/profile/<run>/<host>.xplane.pb``) every host file of the newest
+    run, or of ``run`` when given."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    runs_dir = path / "plugins" / "profile"
+    if not runs_dir.is_dir():
+        runs_dir = path / "profile" if (path / "profile").is_dir() else path
+    if any(runs_dir.glob("*.xplane.pb*")):  # already a run folder
+        return sorted(runs_dir.glob("*.xplane.pb*"))
+    runs = sorted(d for d in runs_dir.iterdir() if d.is_dir() and any(d.glob("*.xplane.pb*")))
+    if not runs:
+        raise TraceVizError(f"{path}: no .xplane.pb under it (expected a profile log "
+                            "directory: <logdir>/plugins/profile/<run>/<host>.xplane.pb)")
+    if run is not None:
+        chosen = [d for d in runs if d.name == run]
+        if not chosen:
+            raise TraceVizError(f"{path}: no profile run {run!r} (runs: "
+                                + ", ".join(d.name for d in runs) + ")")
+        return sorted(chosen[0].glob("*.xplane.pb*"))
+    return sorted(runs[-1].glob("*.xplane.pb*"))  # run names are timestamps: last = newest
+
+
+def is_xplane_dir(path: Path) -> bool:
+    path = Path(path)
+    return path.is_dir() and (any(path.glob("*.xplane.pb*"))
+                              or any(path.glob("plugins/profile/*/*.xplane.pb*"))
+                              or any(path.glob("*/*.xplane.pb*")))
+
+
+def read_space(path: Path):
+    """The parsed XSpace message of one file (gzip or not)."""
+    from google.protobuf.message import DecodeError
+
+    from traceviz.parsers.xspace_proto import xspace_class
+
+    with open_input(path) as f:
+        data = f.read()
+    space = xspace_class()()
+    try:
+        space.ParseFromString(data)
+    except DecodeError as e:
+        raise TraceVizError(f"{path}: not a readable XSpace protobuf ({e})") from None
+    if not any(plane.lines for plane in space.planes):
+        raise TraceVizError(f"{path}: the XSpace holds no events (not an .xplane.pb, or "
+                            "a profile that recorded nothing)")
+    return space
+
+
+def parse(path: str | Path, run: str | None = None) -> Trace:
+    """Read one ``.xplane.pb`` (or a profile log directory) into a ``Trace``."""
+    path = Path(path)
+    frames, hostnames, devices = [], [], {}
+    for host, file in enumerate(resolve(path, run)):
+        space = read_space(file)
+        hostnames.extend(space.hostnames or [file.name.split(".xplane")[0]])
+        frames.append(_space_frame(space, host, devices))
+    base = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    meta = {"source_format": "xplane", "source_file": str(path),
+            "profiler": "TensorFlow/JAX profiler (XSpace)", "hostnames": hostnames,
+            "devices": devices}
+    return finish(base, meta)
+
+
+def _space_frame(space, host: int, devices: dict) -> pd.DataFrame:
+    rows = _Rows()
+    for plane in space.planes:
+        m = _DEVICE_PLANE.match(plane.name)
+        if plane.name == _HOST_PLANE:
+            _add_plane(rows, plane, device=-1, pid=host)
+        elif m and plane.lines:
+            device = int(m.group(1))
+            devices[str(device)] = plane.name
+            _add_plane(rows, plane, device=device, pid=-1)
+    return _to_base(rows)
+
+
+def _add_plane(rows: _Rows, plane, device: int, pid: int) -> None:
+    names = {k: md.name for k, md in plane.event_metadata.items()}
+    stat_names = {k: sm.name for k, sm in plane.stat_metadata.items()}
+    wanted = {k: n for k, n in stat_names.items() if n in _WANTED}
+    cols, stats = rows.cols, rows.stats
+    for line in plane.lines:
+        if device >= 0:
+            m = _STREAM.match(line.name)
+            if m:
+                kind, stream = "device", int(m.group(1))
+            elif line.name == "Steps":
+                kind, stream = "device_steps", -1
+            else:
+                continue  # derived timelines: ops, name scopes, XLA modules
+        else:
+            kind, stream = "host", -1
+        events = line.events
+        n = len(events)
+        if not n:
+            continue
+        start = len(cols["kind"])
+        base_ps = line.timestamp_ns * 1000
+        cols["kind"].extend([kind] * n)
+        cols["name"].extend([names.get(e.metadata_id, "") for e in events])
+        cols["ts_ns"].extend([(base_ps + e.offset_ps) // 1000 for e in events])
+        cols["dur_ns"].extend([e.duration_ps // 1000 for e in events])
+        cols["pid"].extend([pid] * n)
+        cols["tid"].extend([line.id if device < 0 else -1] * n)
+        cols["device"].extend([device] * n)
+        cols["stream"].extend([stream] * n)
+        cols["line"].extend([line.name] * n)
+        for i, e in enumerate(events, start):
+            for s in e.stats:
+                name = wanted.get(s.metadata_id)
+                if name is None:
+                    continue
+                which = s.WhichOneof("value")
+                value = stat_names.get(s.ref_value, "") if which == "ref_value" \
+                    else getattr(s, which) if which else None
+                stats.setdefault(name, {})[i] = value
+
+
+def _stat(rows: _Rows, name: str, n: int, default, dtype=object) -> np.ndarray:
+    out = np.full(n, default, dtype=dtype)
+    found = rows.stats.get(name)
+    if found:
+        idx = np.fromiter(found.keys(), dtype=np.int64, count=len(found))
+        out[idx] = np.array(list(found.values()), dtype=dtype)
+    return out
+
+
+def _op_type(labels: pd.Series) -> pd.Series:
+    """``outer::node:Type#shape=...#`` -> ``Type`` (per distinct label)."""
+    cats = labels.astype("category")
+    types = (cats.cat.categories.to_series()
+             .str.replace(r"#.*?#", "", regex=True).str.split("::").str[-1]
+             .str.extract(r":([A-Za-z_]\w*)$", expand=False).fillna(""))
+    return pd.Series(pd.Categorical(types.to_numpy()[cats.cat.codes], categories=None)
+                     if len(cats) else [], index=labels.index, dtype="category")
+
+
+def _to_base(rows: _Rows) -> pd.DataFrame:
+    c = rows.cols
+    n = len(c["kind"])
+    ev = pd.DataFrame({
+        "where": pd.Categorical(c["kind"]),
+        "name": pd.Categorical(c["name"]),
+        "ts_ns": np.array(c["ts_ns"], dtype=np.int64),
+        "dur_ns": np.array(c["dur_ns"], dtype=np.int64),
+        "pid": np.array(c["pid"], dtype=np.int64),
+        "tid": np.array(c["tid"], dtype=np.int64),
+        "device": np.array(c["device"], dtype=np.int32),
+        "stream": np.array(c["stream"], dtype=np.int32),
+    })
+    corr = _stat(rows, "correlation_id", n, -1, np.int64)
+    group = _stat(rows, "group_id", n, -1, np.int64)
+    step_num = _stat(rows, "step_num", n, -1, np.int64)
+    memcpy = pd.Series(_stat(rows, "memcpy_details", n, ""), dtype="category")
+    memset = pd.Series(_stat(rows, "memset_details", n, ""), dtype="category")
+    op_label = pd.Series(_stat(rows, "tf_op", n, ""), dtype=object)
+    annotation = pd.Series(_stat(rows, "annotation", n, ""), dtype=object)
+    op_label = op_label.where(op_label != "", annotation)
+    details = _stat(rows, "kernel_details", n, "")
+    where = ev["where"].to_numpy()
+    name = ev["name"].astype(str).to_numpy()
+    is_dev = where == "device"
+    is_host = where == "host"
+
+    # --- device rows ----------------------------------------------------------------
+    is_memcpy = is_dev & ((memcpy != "").to_numpy() | pd.Series(name).str.startswith("Memcpy")
+                          .to_numpy())
+    is_memset = is_dev & ~is_memcpy & ((memset != "").to_numpy()
+                                       | pd.Series(name).str.startswith("Memset").to_numpy())
+    kind = np.where(is_memcpy, "memcpy", np.where(is_memset, "memset", "kernel")).astype(object)
+    size = memcpy.astype(str).where(memcpy != "", memset.astype(str)) \
+        .str.extract(_SIZE, expand=False)
+    nbytes = pd.to_numeric(size, errors="coerce").fillna(-1).to_numpy(np.int64, copy=True)
+    nbytes[~(is_memcpy | is_memset)] = -1
+
+    # --- host launch calls: named by the device work they launched --------------------
+    launch = is_host & (corr >= 0)
+    dev_kind = pd.Series(kind[is_dev], index=corr[is_dev]).groupby(level=0).first()
+    dev_copy = pd.Series(memcpy.astype(str).to_numpy()[is_dev], index=corr[is_dev]) \
+        .groupby(level=0).first()
+    launched = dev_kind.reindex(corr[launch]).to_numpy()
+    host_name = name[launch]
+    launched = np.where(pd.isna(launched),
+                        np.where(pd.Series(host_name).str.startswith("Memcpy"), "memcpy",
+                                 np.where(pd.Series(host_name).str.startswith("Memset"),
+                                          "memset", "kernel")), launched)
+    copy_info = dev_copy.reindex(corr[launch]).fillna("").to_numpy().astype(str)
+    api = np.where(launched == "kernel", "cuLaunchKernel",
+                   np.where(launched == "memset", "cuMemsetD8Async",
+                            _memcpy_api(host_name, copy_info)))
+    kind[launch] = "runtime"
+    name = name.astype(object)
+    name[launch] = api
+
+    # --- host ops: graph executor "node:Type", eager EagerKernelExecute ---------------
+    op_type = pd.Series(name).str.extract(_OP_EVENT, expand=False)[1].to_numpy()
+    is_op = is_host & ~launch & pd.notna(op_type)
+    name[is_op] = op_type[is_op]
+    eager = is_host & (name == "EagerExecute")
+    is_func = _stat(rows, "is_func", n, 0, np.int64)
+    eager_op = _stat(rows, "eager_op", n, "")
+    kexec = np.flatnonzero(is_host & (name == "EagerKernelExecute"))
+    outer = np.flatnonzero(eager)
+    ts, dur, tid = ev["ts_ns"].to_numpy(), ev["dur_ns"].to_numpy(), ev["tid"].to_numpy()
+    enc = innermost_enclosing(tid[outer], ts[outer], ts[outer] + dur[outer], tid[kexec],
+                              ts[kexec])
+    ok = enc >= 0
+    kexec, parent = kexec[ok], outer[enc[ok]]
+    single = (is_func[parent] == 0) & (eager_op[parent] != "")
+    kexec, parent = kexec[single], parent[single]
+    name[kexec] = eager_op[parent]
+    is_op[kexec] = True
+
+    # --- steps ------------------------------------------------------------------------
+    step = np.full(n, -1, dtype=np.int64)
+    host_steps = is_host & (step_num >= 0)
+    if host_steps.any():
+        is_step = host_steps
+        step[is_step] = step_num[is_step]
+    else:  # the device timelines' own grouping
+        is_step = where == "device_steps"
+        step_name = _stat(rows, "step_name", n, "")
+        label = np.where(step_name != "", step_name, name)
+        numeric = pd.to_numeric(pd.Series(label), errors="coerce").to_numpy()
+        step[is_step] = np.where(np.isnan(numeric[is_step]), group[is_step],
+                                 np.nan_to_num(numeric[is_step]).astype(np.int64))
+        by_group = pd.Series(step[is_step], index=group[is_step]).groupby(level=0).first()
+        tagged = is_dev & (group >= 0)
+        step[tagged] = by_group.reindex(group[tagged]).fillna(-1).to_numpy(np.int64)
+    kind[is_step] = "step"
+    name[is_step] = ("step " + pd.Series(step[is_step]).astype(str)).to_numpy(dtype=object)
+    kind[is_op & ~is_step] = "op"
+    other_host = is_host & ~launch & ~is_op & ~is_step
+    kind[other_host] = "annotation"
+    keep = ~(other_host & (ev["dur_ns"].to_numpy() <= 0))  # instants: allocations, marks
+
+    base = pd.DataFrame({
+        "kind": kind, "name": name, "ts_ns": ev["ts_ns"], "dur_ns": ev["dur_ns"],
+        "pid": ev["pid"], "tid": ev["tid"], "device": ev["device"], "stream": ev["stream"],
+        "correlation": np.where(launch | is_dev, corr, -1), "step": step, "bytes": nbytes,
+    })[list(BASE_COLUMNS)]
+    base["op_hint"] = np.where(is_dev, _op_type(op_label).astype(str), "")
+    base["details"] = np.where(is_dev & (kind == "kernel"), details, "")
+    return base[keep].reset_index(drop=True)
+
+
+def _memcpy_api(host_name: np.ndarray, details: np.ndarray) -> np.ndarray:
+    """``MemcpyH2D`` + ``async:1`` -> ``cuMemcpyHtoDAsync`` (per distinct pair)."""
+    pairs = pd.DataFrame({"n": host_name, "d": details})
+    keys = pairs.drop_duplicates().copy()
+    keys["api"] = [f"cuMemcpy{next((v for k, v in _COPY_KIND.items() if k in n), '')}"
+                   f"{'Async' if 'async:1' in d else ''}"
+                   for n, d in keys.itertuples(index=False)]
+    return pairs.merge(keys, on=["n", "d"], how="left")["api"].to_numpy(dtype=object)
