@@ -1,4 +1,4 @@
-"""Capture every runnable PyTorch variant and print a Markdown table of the timings.
+"""Capture LSTM variants (default: the PyTorch ones) and print a Markdown table of timings.
 
     python benchmarks/variants_table.py [--modes forward,train] [--amp none,bf16]
         [--device cpu] [--out runs/table] [-- extra capture flags, e.g. --preset ptb_lm]
@@ -17,6 +17,8 @@ from pathlib import Path
 
 VARIANTS = ["cudnn_torch", "cell_torch", "fine_torch", "jit_torch", "compile_torch",
             "static_torch", "naive8_torch", "fused_torch", "graph_torch"]
+TF_VARIANTS = ["cudnn_tf", "generic_tf", "mode1_tf", "mode2_tf", "unroll_tf", "eager_tf",
+               "graph_tf", "whileop_tf", "xla_tf", "scan_jax"]
 
 
 def main() -> int:
@@ -24,12 +26,15 @@ def main() -> int:
     p.add_argument("--modes", default="forward,train")
     p.add_argument("--amp", default="none,bf16")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--models", default=",".join(VARIANTS))
+    p.add_argument("--models", default=",".join(VARIANTS),
+                   help="comma-separated variants; 'tf' = every TensorFlow variant + scan_jax")
     p.add_argument("--out", type=Path, default=Path("runs/table"))
     args, extra = p.parse_known_args()
     extra = [a for a in extra if a != "--"]
     rows = []
-    for model in args.models.split(","):
+    models = args.models.replace("tf", ",".join(TF_VARIANTS)) if args.models == "tf" \
+        else args.models
+    for model in models.split(","):
         if model == "graph_torch" and args.device != "cuda":
             continue
         for mode in args.modes.split(","):

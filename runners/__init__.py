@@ -35,6 +35,20 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("fused_torch", "torch",
             "input projection for all steps + one recurrent GEMM and one fused pointwise step"),
     Variant("graph_torch", "torch", "CUDA graph replay of fused_torch", gpu_only=True),
+    Variant("cudnn_tf", "tensorflow",
+            "keras.layers.LSTM: cuDNN on GPU, Keras' generic loop on CPU"),
+    Variant("generic_tf", "tensorflow", "keras.layers.LSTM(use_cudnn=False): Keras' loop"),
+    Variant("mode1_tf", "tensorflow",
+            "LSTM(use_cudnn=False, implementation=1): 4 matmuls per input (TF Mode 1)"),
+    Variant("mode2_tf", "tensorflow",
+            "LSTM(use_cudnn=False, implementation=2): one batched matmul (TF Mode 2)"),
+    Variant("unroll_tf", "tensorflow", "LSTM(unroll=True): the time loop unrolled in the graph"),
+    Variant("eager_tf", "tensorflow", "fine-grained gate ops, Python loop, eager"),
+    Variant("graph_tf", "tensorflow", "eager_tf's cell and loop under tf.function"),
+    Variant("whileop_tf", "tensorflow", "fine-grained cell in tf.while_loop (tf.function)"),
+    Variant("xla_tf", "tensorflow",
+            "Keras' LSTM loop compiled by XLA (tf.function(jit_compile=True))"),
+    Variant("scan_jax", "jax", "fine-grained cell in jax.lax.scan, jit-compiled"),
     Variant("gluon_mxnet", "mxnet",
             "gluon.rnn.LSTM (MXNet 1.9.1, imperative Gluon), in its own interpreter"),
 )}
@@ -54,6 +68,10 @@ def mxnet_python(explicit: str | None = None) -> str | None:
         if candidate and (Path(candidate).is_file() or shutil.which(candidate)):
             return candidate
     return None
+
+
+# pip extras that install each framework beside traceviz
+EXTRAS = {"torch": "torch", "tensorflow": "tf", "jax": "jax"}
 
 
 def framework_installed(framework: str) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from traceviz.errors import TraceVizError
-from traceviz.runners import VARIANTS, framework_installed, mxnet_python
+from traceviz.runners import EXTRAS, VARIANTS, framework_installed, mxnet_python
 from traceviz.runners.presets import Workload
 from traceviz.trace import Trace
 
@@ -34,12 +34,14 @@ class CaptureRequest:
     profile_steps: int = 3
     profiler: str = "torch"
     python: str | None = None   # the interpreter for frameworks kept apart (MXNet)
+    exec_mode: str | None = None  # TF Keras variants: "eager" or "function"
     notes: list[str] = field(default_factory=list)
 
     def config(self) -> dict:
         return {"model": self.model, "workload": self.workload.to_dict(), "device": self.device,
                 "amp": self.amp, "seed": self.seed, "warmup": self.warmup, "steps": self.steps,
-                "profile_steps": self.profile_steps, "profiler": self.profiler}
+                "profile_steps": self.profile_steps, "profiler": self.profiler,
+                "exec": self.exec_mode}
 
 
 @dataclass
@@ -89,7 +91,7 @@ def check_runnable(model: str, device: str, profiler: str = "torch",
                                 "(./.venv-mxnet) or pass --python PATH")
     elif not framework_installed(v.framework):
         raise TraceVizError(f"{model} needs {v.framework}, which is not installed "
-                            "(pip install -e '.[torch]')")
+                            f"(pip install -e '.[{EXTRAS.get(v.framework, v.framework)}]')")
     if v.gpu_only and device != "cuda":
         raise TraceVizError(f"{model} runs only on a GPU ({v.description}); "
                             "this capture is on the CPU (--device cpu)")
@@ -172,6 +174,7 @@ def run_capture(req: CaptureRequest, run_dir: Path,
         "runner": done["meta"],
         "profiler": {"torch": "torch.profiler", "nsys": "Nsight Systems"}[req.profiler]
         if framework == "torch" else done["meta"].get("profiler", framework),
+        **({"exec": done["meta"]["exec"]} if "exec" in done["meta"] else {}),
     })
     parquet = run_dir / "trace.parquet"
     trace.save(parquet, force=True)

@@ -41,7 +41,10 @@ _CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
          r"clamp|where|fill|zero|cat|stack|clone|contiguous|masked_fill|threshold|hardtanh|"
          r"maximum|minimum|uniform|normal|bernoulli|rand|_foreach|ones_like|zeros_like)\w*$|"
          r"^(Add|AddV2|Sub|Mul|RealDiv|Sigmoid|Tanh|Relu|BiasAdd\w*|ConcatV2|Pack|Fill|Select\w*|"
-         r"AddN|Square|Rsqrt|Exp|Log|Neg|Identity|Transpose|GatherV2|ResourceGather)$"),
+         r"AddN|Square|Rsqrt|Exp|Log|Neg|Identity|Transpose|GatherV2|ResourceGather)$|"
+         # XLA's HLO instructions and fusions (XLA:CPU thunks)
+         r"fusion$|^wrapped_|dynamic-(update-)?slice|^(add|multiply|subtract|divide|concatenate|"
+         r"broadcast|select|compare|exponential|logistic|maximum|minimum|negate)$"),
     )
 )
 
@@ -70,7 +73,8 @@ def tensor_core_flags(names: pd.Index) -> np.ndarray:
 
 # Framework ops that change a tensor's dtype. aten::to only dispatches to _to_copy
 # (and is a no-op otherwise), so the time is counted on _to_copy and its copy_.
-CAST_OPS = frozenset({"aten::_to_copy", "Cast", "tf.cast", "convert_element_type"})
+CAST_OPS = frozenset({"aten::_to_copy", "Cast", "tf.cast", "convert_element_type",
+                      "convert"})  # convert: the HLO instruction (XLA:CPU thunks)
 CAST_OP_CHILD = "aten::copy_"
 
 

@@ -140,7 +140,12 @@ class CaptureCommand(Command):
                        help="forward, or train (loss, backward, optimizer step); "
                             "default: the preset's")
         p.add_argument("--amp", choices=("fp16", "bf16"),
-                       help="mixed precision with torch.autocast (bf16 suits CPUs)")
+                       help="mixed precision: torch.autocast, a Keras mixed_float16/"
+                            "mixed_bfloat16 policy, or JAX compute in that dtype (bf16 suits "
+                            "CPUs)")
+        p.add_argument("--exec", dest="exec_mode", choices=("function", "eager"),
+                       help="Keras variants (cudnn_tf, generic_tf, mode1_tf, mode2_tf, "
+                            "unroll_tf): run the step under tf.function (default) or eagerly")
         p.add_argument("--device", choices=("cpu", "cuda"),
                        help="default: cuda when torch sees a GPU, else cpu")
         for name in ("batch", "seq", "hidden", "layers", "embed", "vocab"):
@@ -184,6 +189,9 @@ class CaptureCommand(Command):
                 raise TraceVizError(f"--{flag.replace('_', '-')} is too small")
         device = args.device or _default_device()
         check_runnable(args.model, device, args.profiler, args.python)
+        if args.exec_mode and args.model not in _EXEC_MODELS:
+            raise TraceVizError(f"--exec applies to the Keras variants ({', '.join(_EXEC_MODELS)}"
+                                f"); {args.model} runs one way")
         workload, notes = make_workload(
             args.preset, args.mode, device, sparse_embedding=args.sparse_embedding,
             workers=args.workers,
@@ -192,7 +200,7 @@ class CaptureCommand(Command):
         req = CaptureRequest(args.model, workload, device, amp=args.amp, seed=args.seed,
                              warmup=args.warmup, steps=args.steps,
                              profile_steps=args.profile_steps, profiler=args.profiler,
-                             python=args.python, notes=notes)
+                             python=args.python, exec_mode=args.exec_mode, notes=notes)
         run_dir = args.out or default_run_dir(req)
         prepare_run_dir(run_dir, args.force)
         err = stderr()
@@ -225,12 +233,22 @@ class CaptureCommand(Command):
             "next:",
             f"  traceviz analyze {result.parquet} --plot {run_dir}/charts",
             f"  traceviz analyze {result.parquet} --export {run_dir}/tables",
-            "  (the raw trace opens in Perfetto, TensorBoard and HTA too)" if args.profiler
-            == "torch" else f"  nsys-ui {run_dir}/report.nsys-rep",
+            _open_hint(args.profiler, result.raw_trace, run_dir),
         ]
         for line in lines:  # unwrapped: paths and commands stay copy-pasteable
             out.print(line, soft_wrap=True)
         return 0
+
+
+_EXEC_MODELS = ("cudnn_tf", "generic_tf", "mode1_tf", "mode2_tf", "unroll_tf")
+
+
+def _open_hint(profiler: str, raw: Path, run_dir: Path) -> str:
+    if profiler == "nsys":
+        return f"  nsys-ui {run_dir}/report.nsys-rep"
+    if raw.name.endswith(".xplane.pb"):
+        return f"  tensorboard --logdir {raw.parents[3]}  (Profile tab)"
+    return "  (the raw trace opens in Perfetto, TensorBoard and HTA too)"
 
 
 def _default_device() -> str:

@@ -40,6 +40,8 @@ def detect_format(path: Path) -> str:
         return "parquet"
     if magic.startswith(b"SQLite format 3\x00"):
         return "nsys-sqlite"
+    if ".xplane.pb" in path.name:  # protobuf has no magic number: the TF/JAX file name
+        return "xplane"
     if magic.startswith(_NSYS_REPORTS) or path.suffix in (".nsys-rep", ".qdrep", ".qdstrm"):
         return "nsys-rep"
     if magic.startswith(_ARROW_STREAM) or path.suffix == ".arrow":
@@ -51,8 +53,6 @@ def detect_format(path: Path) -> str:
         from traceviz.parsers.mxnet import looks_like_mxnet
 
         return "mxnet" if looks_like_mxnet(head) else "kineto"
-    if ".xplane.pb" in path.name:
-        return "xplane"
     raise TraceVizError(
         f"{path}: unrecognised trace format (expected torch.profiler JSON, "
         "a traceviz .parquet, an nsys export or report, or a TF/JAX .xplane.pb)"

@@ -14,9 +14,11 @@ What becomes a row:
   the GPU. CUPTI's host events carry the kernel's name, not the API's, so they are named
   after the driver API TF/XLA use for that work: ``cuLaunchKernel`` for kernels,
   ``cuMemcpy{HtoD,DtoH,DtoD}[Async]`` for copies, ``cuMemsetD8Async`` for memsets;
-- host framework ops: executor events ``node:Type`` (graph mode, tf.function) and, in
-  eager mode, ``EagerKernelExecute`` inside ``EagerExecute`` (its ``eager_op`` stat is
-  the type); rows are named by op type (``MatMul``, ``Cast``), as Kineto names aten ops;
+- host framework ops: executor events ``node:Type`` (graph mode, tf.function), in
+  eager mode ``EagerKernelExecute`` inside ``EagerExecute`` (its ``eager_op`` stat is
+  the type), and XLA:CPU thunks (``hlo_op`` stat: ``dot.3``, ``MatMul_1.30``, with TF's
+  and XLA's uniquifying suffixes dropped); rows are named by op type (``MatMul``,
+  ``Cast``, ``dot``), as Kineto names aten ops;
 - steps: host events with a ``step_num`` stat (``tf.profiler.experimental.Trace("step",
   step_num=N, _r=1)``, Keras' ``train``), else the device planes' derived ``Steps`` line
   with the ``group_id`` stat that tags each kernel of that step;
@@ -47,7 +49,8 @@ _SIZE = re.compile(r"(?:size|num_bytes):(\d+)")
 _COPY_KIND = {"H2D": "HtoD", "D2H": "DtoH", "D2D": "DtoD", "P2P": "DtoD"}
 # the stats read per event; everything else is left in the protobuf
 _WANTED = ("correlation_id", "kernel_details", "tf_op", "annotation", "memcpy_details",
-           "memset_details", "group_id", "step_num", "step_name", "eager_op", "is_func")
+           "memset_details", "group_id", "step_num", "step_name", "eager_op", "is_func",
+           "hlo_op")
 
 
 @dataclass
@@ -258,9 +261,18 @@ def _to_base(rows: _Rows) -> pd.DataFrame:
     name[launch] = api
 
     # --- host ops: graph executor "node:Type", eager EagerKernelExecute ---------------
-    op_type = pd.Series(name).str.extract(_OP_EVENT, expand=False)[1].to_numpy()
+    op_type = pd.Series(name).str.extract(_OP_EVENT, expand=False)[1]
+    # a tf.function call (__inference_f_12) runs its ops elsewhere: not an op itself
+    op_type = op_type.where(~op_type.str.startswith("__", na=False)).to_numpy()
     is_op = is_host & ~launch & pd.notna(op_type)
     name[is_op] = op_type[is_op]
+    # XLA:CPU thunks (TF jit_compile, JAX): the HLO instruction, "dot.3" -> "dot"
+    hlo = pd.Series(_stat(rows, "hlo_op", n, ""), dtype="category")
+    stripped = np.append(hlo.cat.categories.str.replace(r"(_\d+)?(\.\d+)?$", "", regex=True)
+                         .to_numpy(dtype=object), "")
+    is_hlo = is_host & ~launch & ~is_op & (hlo != "").to_numpy()
+    name[is_hlo] = stripped[hlo.cat.codes.to_numpy()][is_hlo]
+    is_op |= is_hlo
     eager = is_host & (name == "EagerExecute")
     is_func = _stat(rows, "is_func", n, 0, np.int64)
     eager_op = _stat(rows, "eager_op", n, "")
@@ -271,7 +283,8 @@ def _to_base(rows: _Rows) -> pd.DataFrame:
                               ts[kexec])
     ok = enc >= 0
     kexec, parent = kexec[ok], outer[enc[ok]]
-    single = (is_func[parent] == 0) & (eager_op[parent] != "")
+    single = (is_func[parent] == 0) & (eager_op[parent] != "") \
+        & ~pd.Series(eager_op[parent], dtype=object).str.startswith("__").to_numpy(bool)
     kexec, parent = kexec[single], parent[single]
     name[kexec] = eager_op[parent]
     is_op[kexec] = True

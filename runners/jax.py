@@ -1,0 +1,224 @@
+"""JAX capture process: ``python -m traceviz.runners.jax --config CFG.json --out DIR``.
+
+``scan_jax``: the fine-grained LSTM cell (``x_t W + h U + b``, gates i, f, c, o as in
+Keras) stepped by ``jax.lax.scan``, the whole training or inference step under
+``jax.jit``. Same workload, phases and outputs as the other runners: a benchmark phase
+without the profiler, then 1 unmarked + 1 warm-up step and the active steps under
+``jax.profiler`` (XSpace, the TF profiler's format), each inside
+``StepTraceAnnotation("step", step_num=N)``. ``--amp fp16|bf16`` computes in that dtype
+(parameters and inputs converted inside the step, the loss in float32; no loss scaling).
+Writes ``jaxprofile/`` (a TensorBoard log directory), ``bench.json``, ``meta.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+from traceviz.runners.protocol import RunnerError, bench_figures, emit, serve
+
+
+def init_params(w: dict, seed: int) -> dict:
+    """Reference LSTM weights (shared with the TF variants), embedding and head (numpy)."""
+    import numpy as np
+    from traceviz.runners.reference import reference_weights
+
+    rng = np.random.default_rng(seed + 1)
+    params: dict = {"lstm": reference_weights(w["input"], w["hidden"], w["layers"], seed)}
+    if w["vocab"]:
+        params["embed"] = rng.normal(0, 0.05, (w["vocab"], w["embed"])).astype(np.float32)
+    outputs = {"lm": w["vocab"], "classify": w["classes"]}.get(w["head"])
+    if outputs:
+        bound = 1 / np.sqrt(w["hidden"])
+        params["head"] = (rng.uniform(-bound, bound, (w["hidden"], outputs)).astype(np.float32),
+                          np.zeros(outputs, np.float32))
+    return params
+
+
+def lstm_stack(layers: list, xs, dtype=None):
+    """Time-major ``xs`` (seq, batch, in) through every layer; returns (seq, batch, h)."""
+    import jax
+    import jax.numpy as jnp
+
+    for kernel, recurrent, bias in layers:
+        if dtype is not None:
+            kernel, recurrent, bias = (a.astype(dtype) for a in (kernel, recurrent, bias))
+        hidden = recurrent.shape[0]
+
+        def cell(carry, x_t, kernel=kernel, recurrent=recurrent, bias=bias):
+            h, c = carry
+            z = x_t @ kernel + h @ recurrent + bias
+            i, f, g, o = jnp.split(z, 4, axis=-1)
+            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+            h = jax.nn.sigmoid(o) * jnp.tanh(c)
+            return (h, c), h
+
+        zeros = jnp.zeros((xs.shape[1], hidden), xs.dtype)
+        _, xs = jax.lax.scan(cell, (zeros, zeros), xs)
+    return xs
+
+
+def run(cfg: dict, out: Path) -> dict:
+    try:
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+    except ImportError as e:
+        raise RunnerError(f"JAX is not importable here ({e}); pip install -e '.[jax]'") \
+            from None
+
+    w = cfg["workload"]
+    if cfg["device"] == "cuda":
+        try:
+            device = jax.devices("gpu")[0]
+        except RuntimeError:
+            raise RunnerError(f"--device cuda: this jaxlib {jax.__version__} sees no GPU "
+                              "(pip install 'jax[cuda12]', or --device cpu)") from None
+    else:
+        device = jax.devices("cpu")[0]
+    if w.get("workers", -1) > 0:
+        raise RunnerError("scan_jax has no worker processes for data; --workers 0 feeds "
+                          "shuffled batches from the main process")
+    dtype = {"fp16": jnp.float16, "bf16": jnp.bfloat16, None: None}[cfg.get("amp")]
+    train = w["mode"] == "train"
+    seq, batch = w["seq"], w["batch"]
+    rng = np.random.default_rng(cfg["seed"])
+    n = batch if w.get("workers", -1) < 0 else \
+        batch * (cfg["warmup"] + cfg["steps"] + cfg["profile_steps"] + 3)
+    xs = rng.integers(0, w["vocab"], (n, seq)) if w["vocab"] else \
+        rng.normal(size=(n, seq, w["input"])).astype(np.float32)
+    ys = {"lm": lambda: rng.integers(0, max(w["vocab"], 1), (n, seq)),
+          "classify": lambda: rng.integers(0, w["classes"], (n,)),
+          "last_mse": lambda: rng.normal(size=(n, w["hidden"])).astype(np.float32),
+          }.get(w["head"], lambda: rng.normal(size=(n, seq, w["hidden"])).astype(np.float32))()
+
+    def loss_fn(params, x, y):
+        h = params["embed"][x] if w["vocab"] else x
+        h = jnp.swapaxes(h, 0, 1)  # time-major for scan
+        if dtype is not None:
+            h = h.astype(dtype)
+        out = jnp.swapaxes(lstm_stack(params["lstm"], h, dtype), 0, 1)
+        if w["head"] in ("lm", "classify"):
+            wh, bh = params["head"]
+            feats = out if w["head"] == "lm" else out[:, -1]
+            if dtype is not None:
+                wh, bh = wh.astype(dtype), bh.astype(dtype)
+            logits = (feats @ wh + bh).astype(jnp.float32)
+            logp = jax.nn.log_softmax(logits, axis=-1)
+            return -jnp.mean(jnp.take_along_axis(logp, y[..., None], axis=-1))
+        pred = (out[:, -1] if w["head"] == "last_mse" else out).astype(jnp.float32)
+        return jnp.mean((pred - y) ** 2)
+
+    lr = w["lr"]
+    adam = w["optimizer"] == "adam"
+
+    def update(state, x, y):
+        params, opt = state
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        if adam:  # Adam (b1 0.9, b2 0.999, eps 1e-8), as torch.optim.Adam and Keras
+            t = opt["t"] + 1
+            m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, opt["m"], grads)
+            v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, opt["v"], grads)
+            scale = lr * jnp.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+            params = jax.tree_util.tree_map(lambda p, m, v: p - scale * m / (jnp.sqrt(v) + 1e-8),
+                                            params, m, v)
+            opt = {"t": t, "m": m, "v": v}
+        else:
+            params = jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
+        return (params, opt), loss
+
+    with jax.default_device(device):
+        params = jax.tree_util.tree_map(jnp.asarray, init_params(w, cfg["seed"]))
+        def zeros():  # separate buffers: the step donates its state
+            return jax.tree_util.tree_map(jnp.zeros_like, params)
+
+        state = (params, {"t": jnp.zeros((), jnp.float32), "m": zeros(), "v": zeros()}
+                 if adam else {})
+        step_jit = jax.jit(update, donate_argnums=0) if train else jax.jit(loss_fn)
+        order = rng.permutation(n)
+        cursor = 0
+
+        def batch_arrays():
+            nonlocal cursor
+            if w.get("workers", -1) < 0:
+                return xs, ys
+            if cursor + batch > n:
+                cursor = 0
+            idx = order[cursor:cursor + batch]
+            cursor += batch
+            return xs[idx], ys[idx]
+
+        x, y = (jnp.asarray(a) for a in batch_arrays())
+
+        def step() -> None:
+            nonlocal state, x, y
+            if w.get("workers", -1) >= 0:
+                with jax.profiler.TraceAnnotation("data"):
+                    x, y = (jnp.asarray(a) for a in batch_arrays())
+            if train:
+                state, loss = step_jit(state, x, y)
+            else:
+                loss = step_jit(state[0], x, y)
+            loss.block_until_ready()
+
+        def timed(count: int, label: str) -> list[float]:
+            times = []
+            for i in range(count):
+                t = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - t)
+                emit("progress", phase=label, done=i + 1, total=count)
+            return times
+
+        emit("phase", phase="warmup", total=cfg["warmup"])
+        timed(max(cfg["warmup"], 1), "warmup")  # the first call compiles
+        emit("phase", phase="timed", total=cfg["steps"])
+        t0 = time.perf_counter()
+        times = timed(cfg["steps"], "timed")
+        elapsed = time.perf_counter() - t0
+
+        active = cfg["profile_steps"]
+        emit("phase", phase="profiled", total=active + 2)
+        for i in range(2):
+            step()
+            emit("progress", phase="profiled", done=i + 1, total=active + 2)
+        logdir = out / "jaxprofile"
+        prof_times = []
+        jax.profiler.start_trace(str(logdir))
+        try:
+            for i in range(2, active + 2):
+                t = time.perf_counter()
+                with jax.profiler.StepTraceAnnotation("step", step_num=i):
+                    step()
+                prof_times.append(time.perf_counter() - t)
+                emit("progress", phase="profiled", done=i + 1, total=active + 2)
+        finally:
+            jax.profiler.stop_trace()
+    files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
+    if not files:
+        raise RunnerError(f"jax.profiler wrote no .xplane.pb under {logdir}")
+    bench = bench_figures(times, prof_times, batch, elapsed, cfg["warmup"], active)
+    meta = {
+        "framework": "jax",
+        "framework_version": jax.__version__,
+        "python": platform.python_version(),
+        "device_name": getattr(device, "device_kind", str(device)),
+        "compute_dtype": str(np.dtype(dtype)) if dtype is not None else "float32",
+        "profiler": "jax.profiler",
+        "logdir": str(logdir),
+    }
+    (out / "bench.json").write_text(json.dumps(bench, indent=2))
+    (out / "meta.json").write_text(json.dumps(meta, indent=2))
+    return {"bench": bench, "meta": meta, "trace": str(files[-1])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return serve(run, "python -m traceviz.runners.jax",
+                 "capture the JAX LSTM variant (used by `traceviz capture`)", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

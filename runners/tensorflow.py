@@ -1,0 +1,228 @@
+"""TensorFlow capture process: ``python -m traceviz.runners.tensorflow --config CFG --out DIR``.
+
+Runs one TF/Keras 3 LSTM variant (``runners/tf_models.py``) on one workload: a benchmark
+phase without the profiler (warm-up, then timed batches, each ending with the loss
+copied to the host so the device work is done), then a profiled phase under the
+TensorFlow profiler: one unmarked step, one warm-up step, then the active steps, each
+inside ``tf.profiler.experimental.Trace("step", step_num=N, _r=1)`` and numbered as
+torch.profiler numbers them (2, 3...). ``--amp`` sets a Keras mixed-precision policy
+(``mixed_float16`` with loss scaling, ``mixed_bfloat16``). Writes the profile log
+directory ``tfprofile/`` (TensorBoard reads it; the ``.xplane.pb`` inside is the raw
+trace), ``bench.json`` and ``meta.json`` into DIR.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from traceviz.runners.protocol import RunnerError, bench_figures, emit, serve
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # C++ INFO/WARNING lines: to the log
+
+
+def _data(w: dict, cfg: dict, tf) -> Iterator[tuple]:
+    """Endless (input, target) batches, batch-major as Keras wants them: one fixed
+    synthetic batch, or with ``workers >= 0`` a shuffled tf.data pipeline over enough
+    samples for every batch of the run (``workers`` > 0: that many prefetched)."""
+    seq, batch = w["seq"], w["batch"]
+    batches = cfg["warmup"] + cfg["steps"] + cfg["profile_steps"] + 3
+    n = batch if w.get("workers", -1) < 0 else batch * batches
+    gen = tf.random.Generator.from_seed(cfg["seed"])
+    if w["vocab"]:
+        xs = gen.uniform((n, seq), 0, w["vocab"], dtype=tf.int64)
+    else:
+        xs = gen.normal((n, seq, w["input"]))
+    if w["head"] == "lm":
+        ys = gen.uniform((n, seq), 0, w["vocab"], dtype=tf.int64)
+    elif w["head"] == "classify":
+        ys = gen.uniform((n,), 0, w["classes"], dtype=tf.int64)
+    elif w["head"] == "last_mse":
+        ys = gen.normal((n, w["hidden"]))
+    else:
+        ys = gen.normal((n, seq, w["hidden"]))
+    if w.get("workers", -1) < 0:
+        while True:
+            yield xs, ys
+    data = (tf.data.Dataset.from_tensor_slices((xs, ys)).shuffle(n, seed=cfg["seed"])
+            .batch(batch, drop_remainder=True).repeat())
+    if w["workers"] > 0:
+        data = data.prefetch(w["workers"])
+    yield from data
+
+
+def run(cfg: dict, out: Path) -> dict:
+    try:
+        import keras
+        import tensorflow as tf
+    except ImportError as e:
+        raise RunnerError(f"TensorFlow is not importable here ({e}); "
+                          "pip install -e '.[tf]'") from None
+    from traceviz.runners import tf_models
+    from traceviz.runners.reference import reference_weights
+
+    w = cfg["workload"]
+    variant = cfg["model"]
+    exec_mode = cfg.get("exec") or tf_models.DEFAULT_EXEC[variant]
+    if exec_mode != tf_models.DEFAULT_EXEC[variant] and variant not in tf_models.EXEC_CHOICE:
+        raise RunnerError(f"--exec {exec_mode}: {variant} is defined by how it runs "
+                          f"({tf_models.DEFAULT_EXEC[variant]}); --exec applies to "
+                          + ", ".join(tf_models.EXEC_CHOICE))
+    gpus = tf.config.list_physical_devices("GPU")
+    if cfg["device"] == "cuda" and not gpus:
+        raise RunnerError(f"--device cuda: TensorFlow {tf.__version__} sees no GPU "
+                          "(use --device cpu)")
+    if cfg["device"] == "cpu" and gpus:
+        tf.config.set_visible_devices([], "GPU")
+    policy = {"fp16": "mixed_float16", "bf16": "mixed_bfloat16", None: "float32"}[cfg.get("amp")]
+    keras.mixed_precision.set_dtype_policy(policy)
+    keras.utils.set_random_seed(cfg["seed"])
+    train = w["mode"] == "train"
+
+    # --- model: embedding? -> LSTM variant -> head ---------------------------------
+    stack = tf_models.lstm_layers(variant, w["hidden"], w["layers"])
+    embed = keras.layers.Embedding(w["vocab"], w["embed"]) if w["vocab"] else None
+    outputs = {"lm": w["vocab"], "classify": w["classes"]}.get(w["head"])
+    head = keras.layers.Dense(outputs) if outputs else None
+    batches = _data(w, cfg, tf)
+    x, target = next(batches)
+
+    def forward(inp, training: bool):
+        h = embed(inp) if embed is not None else inp
+        h = tf_models.run_stack(stack, h)
+        if w["head"] == "lm":
+            return head(h)
+        if w["head"] == "classify":
+            return head(h[:, -1])
+        return h[:, -1] if w["head"] == "last_mse" else h
+
+    def loss_of(inp, tgt, training: bool):
+        pred = tf.cast(forward(inp, training), tf.float32)
+        if w["head"] in ("lm", "classify"):
+            return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(tgt, pred))
+        return tf.reduce_mean(tf.square(pred - tgt))
+
+    loss_of(x, target, False)  # builds every layer
+    tf_models.load_weights(stack, reference_weights(
+        w["input"], w["hidden"], w["layers"], cfg["seed"]))
+    params = [v for layer in ([embed] if embed else []) + stack + ([head] if head else [])
+              for v in layer.trainable_variables]
+    opt = None
+    if train:
+        opt = keras.optimizers.Adam(w["lr"]) if w["optimizer"] == "adam" \
+            else keras.optimizers.SGD(w["lr"])
+        if cfg.get("amp") == "fp16":
+            opt = keras.optimizers.LossScaleOptimizer(opt)
+        opt.build(params)
+
+    eager = exec_mode == "eager"
+
+    def phase(name: str) -> contextlib.AbstractContextManager:
+        # a runtime range exists only in eager execution; under tf.function the ops of a
+        # phase are those of its name scope
+        return tf.profiler.experimental.Trace(name) if eager else tf.name_scope(name)
+
+    def step_fn(inp, tgt):
+        if not train:
+            with phase("forward"):
+                return loss_of(inp, tgt, False)
+        with tf.GradientTape() as tape:
+            with phase("forward"):
+                loss = loss_of(inp, tgt, True)
+            scaled = opt.scale_loss(loss)
+        with phase("backward"):
+            grads = tape.gradient(scaled, params)
+        with phase("optimizer"):
+            opt.apply(grads, params)
+        return loss
+
+    compiled = tf_models.step_wrapper(exec_mode)(step_fn)
+    loader = w.get("workers", -1) >= 0
+    device = "/GPU:0" if cfg["device"] == "cuda" else "/CPU:0"
+
+    def step() -> None:
+        nonlocal x, target
+        if loader:
+            with tf.profiler.experimental.Trace("data"):
+                x, target = next(batches)
+        with tf.device(device):
+            loss = compiled(x, target)
+        loss.numpy()  # waits for the step's device work
+
+    def timed(n: int, label: str) -> list[float]:
+        times = []
+        for i in range(n):
+            t = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - t)
+            emit("progress", phase=label, done=i + 1, total=n)
+        return times
+
+    emit("phase", phase="warmup", total=cfg["warmup"])
+    try:
+        timed(max(cfg["warmup"], 1), "warmup")  # the first call traces and compiles
+    except tf.errors.InvalidArgumentError as e:
+        if exec_mode == "xla":
+            raise RunnerError(f"{variant}: XLA could not compile the step: "
+                              f"{str(e).strip().splitlines()[0][:300]}") from None
+        raise
+    emit("phase", phase="timed", total=cfg["steps"])
+    t0 = time.perf_counter()
+    times = timed(cfg["steps"], "timed")
+    elapsed = time.perf_counter() - t0
+
+    # --- profiled phase: 1 wait + 1 warm-up step unrecorded, then the active steps ---
+    active = cfg["profile_steps"]
+    emit("phase", phase="profiled", total=active + 2)
+    logdir = out / "tfprofile"
+    prof_times = []
+    for i in range(2):
+        step()
+        emit("progress", phase="profiled", done=i + 1, total=active + 2)
+    tf.profiler.experimental.start(str(logdir))
+    try:
+        for i in range(2, active + 2):
+            t = time.perf_counter()
+            with tf.profiler.experimental.Trace("step", step_num=i, _r=1):
+                step()
+            prof_times.append(time.perf_counter() - t)
+            emit("progress", phase="profiled", done=i + 1, total=active + 2)
+    finally:
+        tf.profiler.experimental.stop()
+    files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
+    if not files:
+        raise RunnerError(f"the TensorFlow profiler wrote no .xplane.pb under {logdir}")
+
+    bench = bench_figures(times, prof_times, w["batch"], elapsed, cfg["warmup"], active)
+    meta = {
+        "framework": "tensorflow",
+        "framework_version": tf.__version__,
+        "keras_version": keras.__version__,
+        "python": platform.python_version(),
+        "device_name": (tf.config.experimental.get_device_details(gpus[0]).get("device_name",
+                                                                              "GPU")
+                        if cfg["device"] == "cuda" else platform.processor()
+                        or platform.machine()),
+        "exec": exec_mode,
+        "dtype_policy": policy,
+        "profiler": "TensorFlow profiler",
+        "logdir": str(logdir),
+    }
+    (out / "bench.json").write_text(json.dumps(bench, indent=2))
+    (out / "meta.json").write_text(json.dumps(meta, indent=2))
+    return {"bench": bench, "meta": meta, "trace": str(files[-1])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return serve(run, "python -m traceviz.runners.tensorflow",
+                 "capture one TensorFlow LSTM variant (used by `traceviz capture`)", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
