@@ -33,7 +33,8 @@ from traceviz.fileio import atomic_output
 class ImportCommand(Command):
     name = "import"
     help = ("convert a raw trace (torch.profiler JSON[.gz], nsys .sqlite/.arrow/.nsys-rep or "
-            "parquetdir/arrowdir) into a traceviz .parquet table")
+            "parquetdir/arrowdir, TF/JAX .xplane.pb[.gz] or its log directory, MXNet JSON) "
+            "into a traceviz .parquet table")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("raw", type=Path, help="raw trace file; format detected from content")
@@ -365,8 +366,9 @@ def _commands() -> tuple[Command, ...]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="traceviz",
-        description="Profile LSTM variants and read any torch.profiler trace through one "
-                    "events table: top kernels, launch overhead, AMP cast cost.",
+        description="Profile LSTM variants (PyTorch, TensorFlow, JAX, MXNet) and read any "
+                    "torch.profiler, Nsight Systems or TF/JAX trace through one events table: "
+                    "top kernels, launch overhead, AMP cast cost.",
     )
     parser.add_argument("--version", action="version", version=f"traceviz {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
