@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import platform
 import sys
-import time
 from pathlib import Path
 
-from traceviz.runners.protocol import RunnerError, bench_figures, emit, serve
+from traceviz.runners.protocol import RunnerError, bench_figures, run_phases, serve
+from traceviz.runners.synthetic import samples_needed, synthetic_data
 
 
 def init_params(w: dict, seed: int) -> dict:
@@ -84,16 +84,10 @@ def run(cfg: dict, out: Path) -> dict:
                           "shuffled batches from the main process")
     dtype = {"fp16": jnp.float16, "bf16": jnp.bfloat16, None: None}[cfg.get("amp")]
     train = w["mode"] == "train"
-    seq, batch = w["seq"], w["batch"]
+    batch = w["batch"]
+    n = samples_needed(w, cfg)
+    xs, ys = synthetic_data(w, n, cfg["seed"])
     rng = np.random.default_rng(cfg["seed"])
-    n = batch if w.get("workers", -1) < 0 else \
-        batch * (cfg["warmup"] + cfg["steps"] + cfg["profile_steps"] + 3)
-    xs = rng.integers(0, w["vocab"], (n, seq)) if w["vocab"] else \
-        rng.normal(size=(n, seq, w["input"])).astype(np.float32)
-    ys = {"lm": lambda: rng.integers(0, max(w["vocab"], 1), (n, seq)),
-          "classify": lambda: rng.integers(0, w["classes"], (n,)),
-          "last_mse": lambda: rng.normal(size=(n, w["hidden"])).astype(np.float32),
-          }.get(w["head"], lambda: rng.normal(size=(n, seq, w["hidden"])).astype(np.float32))()
 
     def loss_fn(params, x, y):
         h = params["embed"][x] if w["vocab"] else x
@@ -164,43 +158,16 @@ def run(cfg: dict, out: Path) -> dict:
                 loss = step_jit(state[0], x, y)
             loss.block_until_ready()
 
-        def timed(count: int, label: str) -> list[float]:
-            times = []
-            for i in range(count):
-                t = time.perf_counter()
-                step()
-                times.append(time.perf_counter() - t)
-                emit("progress", phase=label, done=i + 1, total=count)
-            return times
-
-        emit("phase", phase="warmup", total=cfg["warmup"])
-        timed(max(cfg["warmup"], 1), "warmup")  # the first call compiles
-        emit("phase", phase="timed", total=cfg["steps"])
-        t0 = time.perf_counter()
-        times = timed(cfg["steps"], "timed")
-        elapsed = time.perf_counter() - t0
-
-        active = cfg["profile_steps"]
-        emit("phase", phase="profiled", total=active + 2)
-        for i in range(2):
-            step()
-            emit("progress", phase="profiled", done=i + 1, total=active + 2)
         logdir = out / "jaxprofile"
-        prof_times = []
-        jax.profiler.start_trace(str(logdir))
-        try:
-            for i in range(2, active + 2):
-                t = time.perf_counter()
-                with jax.profiler.StepTraceAnnotation("step", step_num=i):
-                    step()
-                prof_times.append(time.perf_counter() - t)
-                emit("progress", phase="profiled", done=i + 1, total=active + 2)
-        finally:
-            jax.profiler.stop_trace()
+        times, elapsed, prof_times = run_phases(
+            step, cfg, lambda: jax.profiler.start_trace(str(logdir)), jax.profiler.stop_trace,
+            lambda i: jax.profiler.StepTraceAnnotation("step", step_num=i),
+            min_warmup=1)  # the first call compiles
     files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
     if not files:
         raise RunnerError(f"jax.profiler wrote no .xplane.pb under {logdir}")
-    bench = bench_figures(times, prof_times, batch, elapsed, cfg["warmup"], active)
+    bench = bench_figures(times, prof_times, batch, elapsed, cfg["warmup"],
+                          cfg["profile_steps"])
     meta = {
         "framework": "jax",
         "framework_version": jax.__version__,

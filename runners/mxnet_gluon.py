@@ -11,15 +11,17 @@ Writes ``trace.mxnet.json``, ``bench.json`` and ``meta.json`` into DIR.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # protocol.py, stdlib only
-from protocol import RunnerError, bench_figures, emit, serve  # noqa: E402
+# protocol.py (stdlib) and synthetic.py (numpy): nothing else from traceviz
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from protocol import RunnerError, bench_figures, run_phases, serve  # noqa: E402
+from synthetic import samples_needed, synthetic_data  # noqa: E402
 
 # operators one by one in the profile, not fused into "ImperativeBulk" segments
 for _var in ("MXNET_EXEC_BULK_EXEC_TRAIN", "MXNET_EXEC_BULK_EXEC_INFERENCE"):
@@ -45,9 +47,8 @@ def run(cfg: dict, out: Path) -> dict:
     else:
         ctx = mx.cpu()
     mx.random.seed(cfg["seed"])
-    rng = __import__("numpy").random.default_rng(cfg["seed"])
     train = w["mode"] == "train"
-    seq, batch = w["seq"], w["batch"]
+    batch = w["batch"]
 
     class Net(gluon.HybridBlock):
         def __init__(self) -> None:
@@ -83,19 +84,8 @@ def run(cfg: dict, out: Path) -> dict:
                             {"learning_rate": w["lr"]}) if train else None
 
     # data: one fixed batch, or a DataLoader with `workers` processes over a dataset
-    batches_needed = cfg["warmup"] + cfg["steps"] + cfg["profile_steps"] + 3
-    n = batch if w.get("workers", -1) < 0 else batch * batches_needed
-    np = __import__("numpy")
-    xs = rng.integers(0, w["vocab"], (n, seq)).astype("float32") if w["vocab"] \
-        else rng.standard_normal((n, seq, w["input"]), dtype="float32")
-    if w["head"] == "lm":
-        ys = rng.integers(0, w["vocab"], (n, seq)).astype("float32")
-    elif w["head"] == "classify":
-        ys = rng.integers(0, w["classes"], (n,)).astype("float32")
-    elif w["head"] == "last_mse":
-        ys = rng.standard_normal((n, w["hidden"]), dtype="float32")
-    else:
-        ys = rng.standard_normal((n, seq, w["hidden"]), dtype="float32")
+    xs, ys = synthetic_data(w, samples_needed(w, cfg), cfg["seed"])
+    xs, ys = xs.astype("float32"), ys.astype("float32")  # Gluon's embedding takes floats
 
     def time_major(x, y):
         x = nd.swapaxes(x, 0, 1)
@@ -128,49 +118,28 @@ def run(cfg: dict, out: Path) -> dict:
             loss_fn(net(x), y)
         nd.waitall()  # MXNet is asynchronous: time the work, not the enqueueing
 
-    def timed(k: int, label: str) -> list[float]:
-        times = []
-        for i in range(k):
-            t = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - t)
-            emit("progress", phase=label, done=i + 1, total=k)
-        return times
-
-    emit("phase", phase="warmup", total=cfg["warmup"])
-    timed(cfg["warmup"], "warmup")
-    emit("phase", phase="timed", total=cfg["steps"])
-    t0 = time.perf_counter()
-    times = timed(cfg["steps"], "timed")
-    elapsed = time.perf_counter() - t0
-
-    # --- profiled phase: 2 unmarked steps, then active steps as tasks "step N" -------
-    active = cfg["profile_steps"]
+    # profiled phase: 2 unmarked steps, then the active steps as profiler tasks "step N"
     trace_path = out / "trace.mxnet.json"
     mx.profiler.set_config(profile_all=True, aggregate_stats=False, filename=str(trace_path))
     domain = mx.profiler.Domain("traceviz")
-    emit("phase", phase="profiled", total=active + 2)
-    prof_times = []
-    for i in range(active + 2):
-        if i == 2:
-            mx.profiler.set_state("run")
-        task = domain.new_task(f"step {i}") if i >= 2 else None
-        if task:
-            task.start()
-        t = time.perf_counter()
-        step()
-        if task:
-            prof_times.append(time.perf_counter() - t)
-            task.stop()
-        emit("progress", phase="profiled", done=i + 1, total=active + 2)
-    mx.profiler.set_state("stop")
-    mx.profiler.dump()
 
-    bench = bench_figures(times, prof_times, batch, elapsed, cfg["warmup"], active)
+    @contextlib.contextmanager
+    def task(i: int):
+        t = domain.new_task(f"step {i}")
+        t.start()
+        yield
+        t.stop()
+
+    times, elapsed, prof_times = run_phases(
+        step, cfg, lambda: mx.profiler.set_state("run"),
+        lambda: (mx.profiler.set_state("stop"), mx.profiler.dump()), task)
+
+    bench = bench_figures(times, prof_times, batch, elapsed, cfg["warmup"],
+                          cfg["profile_steps"])
     meta = {
         "framework": "mxnet",
         "framework_version": mx.__version__,
-        "numpy_version": np.__version__,
+        "numpy_version": __import__("numpy").__version__,
         "python": platform.python_version(),
         "interpreter": sys.executable,
         "device_name": platform.processor() or platform.machine() if ctx.device_type == "cpu"

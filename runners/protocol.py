@@ -7,9 +7,11 @@ interpreter without traceviz's dependencies, loads it by path.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -61,3 +63,48 @@ def bench_figures(times: list[float], prof_times: list[float], batch: int, elaps
         "warmup_batches": warmup,
         "profiled_batches": profiled,
     }
+
+
+def timed_steps(step: Callable[[], None], n: int, label: str) -> list[float]:
+    """Run ``step`` n times; wall time of each (``step`` returns once its work is done)."""
+    times = []
+    for i in range(n):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+        emit("progress", phase=label, done=i + 1, total=n)
+    return times
+
+
+def run_phases(step: Callable[[], None], cfg: dict, start: Callable[[], None],
+               stop: Callable[[], None],
+               around_step: Callable[[int], contextlib.AbstractContextManager],
+               min_warmup: int = 0) -> tuple[list[float], float, list[float]]:
+    """The phases every runner shares: warm-up, timed batches without the profiler, then
+    one unmarked and one warm-up step and the active steps (numbered from 2, as
+    torch.profiler numbers them) between ``start()`` and ``stop()`` of the profiler,
+    each inside ``around_step(i)``. Returns (timed, elapsed of the timed, profiled).
+    ``min_warmup``: steps the first call needs whatever --warmup says (tracing, jit)."""
+    emit("phase", phase="warmup", total=cfg["warmup"])
+    timed_steps(step, max(cfg["warmup"], min_warmup), "warmup")
+    emit("phase", phase="timed", total=cfg["steps"])
+    t0 = time.perf_counter()
+    times = timed_steps(step, cfg["steps"], "timed")
+    elapsed = time.perf_counter() - t0
+    active = cfg["profile_steps"]
+    emit("phase", phase="profiled", total=active + 2)
+    for i in range(2):
+        step()
+        emit("progress", phase="profiled", done=i + 1, total=active + 2)
+    prof_times = []
+    start()
+    try:
+        for i in range(2, active + 2):
+            t = time.perf_counter()
+            with around_step(i):
+                step()
+            prof_times.append(time.perf_counter() - t)
+            emit("progress", phase="profiled", done=i + 1, total=active + 2)
+    finally:
+        stop()
+    return times, elapsed, prof_times

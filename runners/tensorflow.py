@@ -18,11 +18,11 @@ import json
 import os
 import platform
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from traceviz.runners.protocol import RunnerError, bench_figures, emit, serve
+from traceviz.runners.protocol import RunnerError, bench_figures, run_phases, serve
+from traceviz.runners.synthetic import samples_needed, synthetic_data
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # C++ INFO/WARNING lines: to the log
 
@@ -31,27 +31,13 @@ def _data(w: dict, cfg: dict, tf) -> Iterator[tuple]:
     """Endless (input, target) batches, batch-major as Keras wants them: one fixed
     synthetic batch, or with ``workers >= 0`` a shuffled tf.data pipeline over enough
     samples for every batch of the run (``workers`` > 0: that many prefetched)."""
-    seq, batch = w["seq"], w["batch"]
-    batches = cfg["warmup"] + cfg["steps"] + cfg["profile_steps"] + 3
-    n = batch if w.get("workers", -1) < 0 else batch * batches
-    gen = tf.random.Generator.from_seed(cfg["seed"])
-    if w["vocab"]:
-        xs = gen.uniform((n, seq), 0, w["vocab"], dtype=tf.int64)
-    else:
-        xs = gen.normal((n, seq, w["input"]))
-    if w["head"] == "lm":
-        ys = gen.uniform((n, seq), 0, w["vocab"], dtype=tf.int64)
-    elif w["head"] == "classify":
-        ys = gen.uniform((n,), 0, w["classes"], dtype=tf.int64)
-    elif w["head"] == "last_mse":
-        ys = gen.normal((n, w["hidden"]))
-    else:
-        ys = gen.normal((n, seq, w["hidden"]))
+    xs, ys = (tf.constant(a) for a in synthetic_data(w, samples_needed(w, cfg),
+                                                       cfg["seed"]))
     if w.get("workers", -1) < 0:
         while True:
             yield xs, ys
-    data = (tf.data.Dataset.from_tensor_slices((xs, ys)).shuffle(n, seed=cfg["seed"])
-            .batch(batch, drop_remainder=True).repeat())
+    data = (tf.data.Dataset.from_tensor_slices((xs, ys))
+            .shuffle(len(xs), seed=cfg["seed"]).batch(w["batch"], drop_remainder=True).repeat())
     if w["workers"] > 0:
         data = data.prefetch(w["workers"])
     yield from data
@@ -155,51 +141,24 @@ def run(cfg: dict, out: Path) -> dict:
             loss = compiled(x, target)
         loss.numpy()  # waits for the step's device work
 
-    def timed(n: int, label: str) -> list[float]:
-        times = []
-        for i in range(n):
-            t = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - t)
-            emit("progress", phase=label, done=i + 1, total=n)
-        return times
-
-    emit("phase", phase="warmup", total=cfg["warmup"])
-    try:
-        timed(max(cfg["warmup"], 1), "warmup")  # the first call traces and compiles
-    except tf.errors.InvalidArgumentError as e:
-        if exec_mode == "xla":
-            raise RunnerError(f"{variant}: XLA could not compile the step: "
-                              f"{str(e).strip().splitlines()[0][:300]}") from None
-        raise
-    emit("phase", phase="timed", total=cfg["steps"])
-    t0 = time.perf_counter()
-    times = timed(cfg["steps"], "timed")
-    elapsed = time.perf_counter() - t0
-
-    # --- profiled phase: 1 wait + 1 warm-up step unrecorded, then the active steps ---
-    active = cfg["profile_steps"]
-    emit("phase", phase="profiled", total=active + 2)
     logdir = out / "tfprofile"
-    prof_times = []
-    for i in range(2):
-        step()
-        emit("progress", phase="profiled", done=i + 1, total=active + 2)
-    tf.profiler.experimental.start(str(logdir))
     try:
-        for i in range(2, active + 2):
-            t = time.perf_counter()
-            with tf.profiler.experimental.Trace("step", step_num=i, _r=1):
-                step()
-            prof_times.append(time.perf_counter() - t)
-            emit("progress", phase="profiled", done=i + 1, total=active + 2)
-    finally:
-        tf.profiler.experimental.stop()
+        times, elapsed, prof_times = run_phases(
+            step, cfg, lambda: tf.profiler.experimental.start(str(logdir)),
+            tf.profiler.experimental.stop,
+            lambda i: tf.profiler.experimental.Trace("step", step_num=i, _r=1),
+            min_warmup=1)  # the first call traces (and compiles)
+    except tf.errors.InvalidArgumentError as e:
+        if exec_mode != "xla":
+            raise
+        raise RunnerError(f"{variant}: XLA could not compile the step: "
+                          f"{str(e).strip().splitlines()[0][:300]}") from None
     files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
     if not files:
         raise RunnerError(f"the TensorFlow profiler wrote no .xplane.pb under {logdir}")
 
-    bench = bench_figures(times, prof_times, w["batch"], elapsed, cfg["warmup"], active)
+    bench = bench_figures(times, prof_times, w["batch"], elapsed, cfg["warmup"],
+                          cfg["profile_steps"])
     meta = {
         "framework": "tensorflow",
         "framework_version": tf.__version__,

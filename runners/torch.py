@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from traceviz.runners.protocol import RunnerError, bench_figures, emit, serve
+from traceviz.runners.protocol import RunnerError, bench_figures, emit, serve, timed_steps
 
 
 def _batches(w: dict, cfg: dict, gen) -> Iterator[tuple]:
@@ -220,22 +220,16 @@ def run(cfg: dict, out: Path) -> dict:
                     scaler.step(opt)
                 scaler.update()
 
-    def timed(n: int, label: str) -> list[float]:
-        times = []
-        for i in range(n):
-            sync()
-            t = time.perf_counter()
-            step()
-            sync()
-            times.append(time.perf_counter() - t)
-            emit("progress", phase=label, done=i + 1, total=n)
-        return times
+    def synced_step() -> None:
+        step()
+        sync()
 
+    sync()  # model set-up's device work, before the first timed step
     emit("phase", phase="warmup", total=cfg["warmup"])
-    timed(cfg["warmup"], "warmup")
+    timed_steps(synced_step, cfg["warmup"], "warmup")
     emit("phase", phase="timed", total=cfg["steps"])
     t0 = time.perf_counter()
-    times = timed(cfg["steps"], "timed")
+    times = timed_steps(synced_step, cfg["steps"], "timed")
     elapsed = time.perf_counter() - t0
 
     # --- profiled phase ---------------------------------------------------------------

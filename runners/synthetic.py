@@ -1,0 +1,33 @@
+"""Synthetic samples for a workload (numpy only: the MXNet runner loads it by path too).
+
+Batch-major: inputs ``(n, seq)`` tokens or ``(n, seq, input)`` vectors; targets by head:
+``lm`` tokens ``(n, seq)``, ``classify`` classes ``(n,)``, ``last_mse`` ``(n, hidden)``,
+``none`` ``(n, seq, hidden)``. Tokens are int64, vectors float32.
+"""
+
+from __future__ import annotations
+
+
+def samples_needed(w: dict, cfg: dict) -> int:
+    """One fixed batch, or (``workers >= 0``) enough samples for every batch of the run."""
+    if w.get("workers", -1) < 0:
+        return w["batch"]
+    return w["batch"] * (cfg["warmup"] + cfg["steps"] + cfg["profile_steps"] + 3)
+
+
+def synthetic_data(w: dict, n: int, seed: int) -> tuple:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    seq = w["seq"]
+    xs = rng.integers(0, w["vocab"], (n, seq)) if w["vocab"] \
+        else rng.standard_normal((n, seq, w["input"]), dtype=np.float32)
+    if w["head"] == "lm":
+        ys = rng.integers(0, w["vocab"], (n, seq))
+    elif w["head"] == "classify":
+        ys = rng.integers(0, w["classes"], (n,))
+    elif w["head"] == "last_mse":
+        ys = rng.standard_normal((n, w["hidden"]), dtype=np.float32)
+    else:
+        ys = rng.standard_normal((n, seq, w["hidden"]), dtype=np.float32)
+    return xs, ys
