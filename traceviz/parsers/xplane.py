@@ -226,20 +226,20 @@ def _to_base(rows: _Rows) -> pd.DataFrame:
     op_label = op_label.where(op_label != "", annotation)
     details = _stat(rows, "kernel_details", n, "")
     where = ev["where"].to_numpy()
-    name = ev["name"].astype(str).to_numpy()
+    names = ev["name"].array
+    name = np.asarray(names, dtype=object)
     is_dev = where == "device"
     is_host = where == "host"
+    # string tests run once per distinct name, then spread by the categorical codes
+    named_memcpy = _per_name(names, lambda u: u.str.startswith("Memcpy"))
+    named_memset = _per_name(names, lambda u: u.str.startswith("Memset"))
 
     # --- device rows ----------------------------------------------------------------
-    is_memcpy = is_dev & ((memcpy != "").to_numpy() | pd.Series(name).str.startswith("Memcpy")
-                          .to_numpy())
-    is_memset = is_dev & ~is_memcpy & ((memset != "").to_numpy()
-                                       | pd.Series(name).str.startswith("Memset").to_numpy())
+    is_memcpy = is_dev & ((memcpy != "").to_numpy() | named_memcpy)
+    is_memset = is_dev & ~is_memcpy & ((memset != "").to_numpy() | named_memset)
     kind = np.where(is_memcpy, "memcpy", np.where(is_memset, "memset", "kernel")).astype(object)
-    size = memcpy.astype(str).where(memcpy != "", memset.astype(str)) \
-        .str.extract(_SIZE, expand=False)
-    nbytes = pd.to_numeric(size, errors="coerce").fillna(-1).to_numpy(np.int64, copy=True)
-    nbytes[~(is_memcpy | is_memset)] = -1
+    size_of = {"memcpy": _per_name(memcpy.array, _size), "memset": _per_name(memset.array, _size)}
+    nbytes = np.where(is_memcpy, size_of["memcpy"], np.where(is_memset, size_of["memset"], -1))
 
     # --- host launch calls: named by the device work they launched --------------------
     launch = is_host & (corr >= 0)
@@ -249,21 +249,17 @@ def _to_base(rows: _Rows) -> pd.DataFrame:
     launched = dev_kind.reindex(corr[launch]).to_numpy()
     host_name = name[launch]
     launched = np.where(pd.isna(launched),
-                        np.where(pd.Series(host_name).str.startswith("Memcpy"), "memcpy",
-                                 np.where(pd.Series(host_name).str.startswith("Memset"),
-                                          "memset", "kernel")), launched)
+                        np.where(named_memcpy[launch], "memcpy",
+                                 np.where(named_memset[launch], "memset", "kernel")), launched)
     copy_info = dev_copy.reindex(corr[launch]).fillna("").to_numpy().astype(str)
     api = np.where(launched == "kernel", "cuLaunchKernel",
                    np.where(launched == "memset", "cuMemsetD8Async",
                             _memcpy_api(host_name, copy_info)))
     kind[launch] = "runtime"
-    name = name.astype(object)
     name[launch] = api
 
     # --- host ops: graph executor "node:Type", eager EagerKernelExecute ---------------
-    op_type = pd.Series(name).str.extract(_OP_EVENT, expand=False)[1]
-    # a tf.function call (__inference_f_12) runs its ops elsewhere: not an op itself
-    op_type = op_type.where(~op_type.str.startswith("__", na=False)).to_numpy()
+    op_type = _per_name(names, _op_event_type)
     is_op = is_host & ~launch & pd.notna(op_type)
     name[is_op] = op_type[is_op]
     # XLA:CPU thunks (TF jit_compile, JAX): the HLO instruction, "dot.3" -> "dot"
@@ -298,10 +294,10 @@ def _to_base(rows: _Rows) -> pd.DataFrame:
     else:  # the device timelines' own grouping
         is_step = where == "device_steps"
         step_name = _stat(rows, "step_name", n, "")
-        label = np.where(step_name != "", step_name, name)
-        numeric = pd.to_numeric(pd.Series(label), errors="coerce").to_numpy()
-        step[is_step] = np.where(np.isnan(numeric[is_step]), group[is_step],
-                                 np.nan_to_num(numeric[is_step]).astype(np.int64))
+        label = np.where(step_name[is_step] != "", step_name[is_step], name[is_step])
+        numeric = pd.to_numeric(pd.Series(label, dtype=object), errors="coerce").to_numpy()
+        step[is_step] = np.where(np.isnan(numeric), group[is_step],
+                                 np.nan_to_num(numeric).astype(np.int64))
         by_group = pd.Series(step[is_step], index=group[is_step]).groupby(level=0).first()
         tagged = is_dev & (group >= 0)
         step[tagged] = by_group.reindex(group[tagged]).fillna(-1).to_numpy(np.int64)
@@ -320,6 +316,26 @@ def _to_base(rows: _Rows) -> pd.DataFrame:
     base["op_hint"] = np.where(is_dev, _op_type(op_label).astype(str), "")
     base["details"] = np.where(is_dev & (kind == "kernel"), details, "")
     return base[keep].reset_index(drop=True)
+
+
+def _per_name(values: pd.Categorical, fn) -> np.ndarray:
+    """``fn`` over the distinct values (an Index) -> one result per row."""
+    per_value = np.asarray(fn(values.categories))
+    fill = np.array([np.nan if per_value.dtype == object else 0], dtype=per_value.dtype)
+    return np.append(per_value, fill)[values.codes]
+
+
+def _size(details: pd.Index) -> np.ndarray:
+    """``size:N`` (memcpy_details) or ``num_bytes:N`` (memset_details) -> N, else -1."""
+    found = details.to_series().str.extract(_SIZE, expand=False)
+    return pd.to_numeric(found, errors="coerce").fillna(-1).to_numpy(np.int64)
+
+
+def _op_event_type(names: pd.Index) -> np.ndarray:
+    """``node/name:Type`` -> ``Type``; NaN for other events and for tf.function calls
+    (``__inference_f_12:__inference_f_12`` runs its ops elsewhere: not an op itself)."""
+    op_type = names.to_series().str.extract(_OP_EVENT, expand=False)[1]
+    return op_type.where(~op_type.str.startswith("__", na=False)).to_numpy(dtype=object)
 
 
 def _memcpy_api(host_name: np.ndarray, details: np.ndarray) -> np.ndarray:
