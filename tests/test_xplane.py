@@ -302,6 +302,22 @@ def test_logdir_picks_newest_run_or_the_named_one(tmp_path, capsys):
     assert detect_format(tmp_path / "logs") == "xplane"
     assert main(["analyze", str(tmp_path / "logs"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["kernels"]["count"] == 1330
+    # two hosts in one run: both files, devices apart, launches joined within each host
+    newest = tmp_path / "logs" / "plugins" / "profile" / "2026_02_01_00_00_00"
+    second = _space(BERT)  # the same profile, its host calls 1 ms later
+    for plane in second.planes:
+        if plane.name == "/host:CPU":
+            for line in plane.lines:
+                line.timestamp_ns += 1_000_000
+    (newest / "host2.xplane.pb").write_bytes(second.SerializeToString())
+    ev = load(tmp_path / "logs").events
+    k = ev[ev["kind"] == "kernel"]
+    assert k.groupby("device").size().to_dict() == {4: 665, 6: 665, 1004: 665, 1006: 665}
+    assert int(k["launch_ts_ns"].notna().sum()) == 2 * 1330
+    first_host = k["device"] < 1000
+    assert int(k.loc[~first_host, "launch_ts_ns"].sum()) \
+        - int(k.loc[first_host, "launch_ts_ns"].sum()) == 1330 * 1_000_000
+    assert set(ev.loc[ev["kind"] == "runtime", "pid"]) == {0, 1}
 
 
 def test_bad_xplane_inputs(tmp_path, capsys):

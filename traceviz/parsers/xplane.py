@@ -44,6 +44,7 @@ from traceviz.trace import Trace
 _STREAM = re.compile(r"^Stream #(\d+)")
 _DEVICE_PLANE = re.compile(r"^/device:GPU:(\d+)$")
 _HOST_PLANE = "/host:CPU"
+HOST_DEVICE_STRIDE = 1000
 _OP_EVENT = re.compile(r"^([^:\s]+):([A-Za-z_][\w]*)$")   # "node/name:Type"
 _SIZE = re.compile(r"(?:size|num_bytes):(\d+)")
 _COPY_KIND = {"H2D": "HtoD", "D2H": "DtoH", "D2D": "DtoD", "P2P": "DtoD"}
@@ -121,12 +122,13 @@ def parse(path: str | Path, run: str | None = None) -> Trace:
     for host, file in enumerate(resolve(path, run)):
         space = read_space(file)
         hostnames.extend(space.hostnames or [file.name.split(".xplane")[0]])
-        frames.append(_space_frame(space, host, devices))
+        frames.append(_space_frame(space, host, devices).assign(host=host))
     base = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     meta = {"source_format": "xplane", "source_file": str(path),
             "profiler": "TensorFlow/JAX profiler (XSpace)", "hostnames": hostnames,
             "devices": devices}
-    return finish(base, meta)
+    # each host's CUPTI numbers its own correlation ids
+    return finish(base, meta, link_pid="host" if len(frames) > 1 else None)
 
 
 def _space_frame(space, host: int, devices: dict) -> pd.DataFrame:
@@ -136,8 +138,9 @@ def _space_frame(space, host: int, devices: dict) -> pd.DataFrame:
         if plane.name == _HOST_PLANE:
             _add_plane(rows, plane, device=-1, pid=host)
         elif m and plane.lines:
-            device = int(m.group(1))
-            devices[str(device)] = plane.name
+            # a second host's GPU:N is device 1000 + N, the third's 2000 + N...
+            device = int(m.group(1)) + HOST_DEVICE_STRIDE * host
+            devices[str(device)] = plane.name if host == 0 else f"host {host} {plane.name}"
             _add_plane(rows, plane, device=device, pid=-1)
     return _to_base(rows)
 
