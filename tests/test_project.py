@@ -19,13 +19,15 @@ def test_ruff_clean():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_analyze_needs_no_deep_learning_framework(tmp_path):
+@pytest.mark.parametrize("trace", [KINETO / "a100_alexnet.json.gz",
+                                   KINETO.parent / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"])
+def test_analyze_needs_no_deep_learning_framework(tmp_path, trace):
     code = (
         "import sys\n"
-        "for m in ('torch', 'tensorflow', 'jax'):\n"
+        "for m in ('torch', 'tensorflow', 'jax', 'keras'):\n"
         "    sys.modules[m] = None  # any import of them now fails\n"
         "from traceviz.cli import main\n"
-        f"sys.exit(main(['analyze', {str(KINETO / 'a100_alexnet.json.gz')!r}, '--json']))\n"
+        f"sys.exit(main(['analyze', {str(trace)!r}, '--json']))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
