@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 import sys
 from pathlib import Path
 
@@ -159,6 +160,7 @@ def run(cfg: dict, out: Path) -> dict:
             loss.block_until_ready()
 
         logdir = out / "jaxprofile"
+        shutil.rmtree(logdir, ignore_errors=True)  # a reused (--force) run folder's old profile
         times, elapsed, prof_times = run_phases(
             step, cfg, lambda: jax.profiler.start_trace(str(logdir)), jax.profiler.stop_trace,
             lambda i: jax.profiler.StepTraceAnnotation("step", step_num=i),

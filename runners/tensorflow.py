@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -142,6 +143,7 @@ def run(cfg: dict, out: Path) -> dict:
         loss.numpy()  # waits for the step's device work
 
     logdir = out / "tfprofile"
+    shutil.rmtree(logdir, ignore_errors=True)  # a reused (--force) run folder's old profile
     try:
         times, elapsed, prof_times = run_phases(
             step, cfg, lambda: tf.profiler.experimental.start(str(logdir)),

@@ -242,7 +242,8 @@ def test_xla_thunks_are_ops(tmp_path_factory, model):
     assert ev[ev["kind"] == "op"]["name"].astype(str).value_counts().to_dict() == dict(want)
     gemm = {"xla_tf": "MatMul", "scan_jax": "dot"}[model]
     assert want[gemm] > 0
-    assert set(ev.loc[(ev["kind"] == "op") & (ev["name"] == gemm), "category"]) == {"gemm"}
+    for name in (gemm, "ynn_fusion"):  # XLA:CPU's YNNPACK dots
+        assert set(ev.loc[(ev["kind"] == "op") & (ev["name"] == name), "category"]) <= {"gemm"}
     assert sorted(ev.loc[ev["kind"] == "step", "step"]) == [2, 3]
 
 

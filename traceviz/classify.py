@@ -24,7 +24,9 @@ _CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
          r"conv(olution)?[_\d]|fft\d?d?_|splitKreduce|triton_tem|"
          r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_addmm_activation|addmv|mv|dot|einsum|"
          r"_?convolution|conv\w*|mkldnn_convolution|mkldnn_linear|mkldnn_matmul)$|"
-         r"^(MatMul|BatchMatMul\w*|_FusedMatMul|Conv\w+|Einsum|dot|dot_general)$"),
+         r"^(MatMul|BatchMatMul\w*|_FusedMatMul|Conv\w+|Einsum|dot|dot_general)$|"
+         # XLA:CPU hands dots to YNNPACK as "ynn_fusion" custom fusions
+         r"^ynn_fusion$"),
         ("rnn",
          r"lstm|gru_|\bgru\b|rnn|blockPersist|elemWiseRNN|mkldnn_rnn|CudnnRNN"),
         ("reduction",
