@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from collections import Counter
 
 import numpy as np
 import pyarrow as pa
@@ -78,6 +79,20 @@ def test_counts_match_sql(traces, name):
     top = db.execute("SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s"
                      " ON s.id = k.demangledName GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1").fetchone()
     assert (kernels["name"].astype(str) == top[0]).sum() == top[1]
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_kernel_launch_details_match_sql(traces, name):
+    with _db(name) as db:
+        want = Counter(f"regs:{r} shm:{s} grid:{gx},{gy},{gz} block:{bx},{by},{bz}"
+                       for r, s, gx, gy, gz, bx, by, bz in db.execute(
+                           "SELECT registersPerThread, staticSharedMemory + dynamicSharedMemory,"
+                           " gridX, gridY, gridZ, blockX, blockY, blockZ"
+                           " FROM CUPTI_ACTIVITY_KIND_KERNEL"))
+    ev = traces[name].events
+    got = ev.loc[ev["kind"] == "kernel", "details"].astype(str).value_counts().to_dict()
+    assert got == dict(want)
+    assert set(ev.loc[ev["kind"] != "kernel", "details"].astype(str)) == {""}
 
 
 @pytest.mark.parametrize("name", EXPORTS)

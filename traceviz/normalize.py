@@ -28,6 +28,28 @@ _K = {k: np.int8(i) for i, k in enumerate(schema.KINDS)}
 _C = {c: np.int8(i) for i, c in enumerate(schema.CATEGORIES)}
 
 
+def launch_details(regs: np.ndarray, shared_mem: np.ndarray, grid: tuple, block: tuple
+                   ) -> pd.Categorical:
+    """A kernel's launch configuration as XSpace writes it (``regs:38 shm:0 grid:160,1,1
+    block:1024,1,1``), formatted once per distinct configuration."""
+    keys = pd.MultiIndex.from_arrays([regs, shared_mem, *grid, *block])
+    codes, uniques = keys.factorize()
+    text = [f"regs:{r} shm:{m} grid:{gx},{gy},{gz} block:{bx},{by},{bz}"
+            for r, m, gx, gy, gz, bx, by, bz in uniques]
+    return pd.Categorical.from_codes(codes, categories=text)
+
+
+def _details(ev: pd.DataFrame, n: int) -> pd.Categorical:
+    """The optional ``details`` column as a categorical, "" where a row has none."""
+    if "details" not in ev:
+        return pd.Categorical.from_codes(np.zeros(n, np.int8), categories=[""])
+    d = ev["details"]
+    d = d.array if isinstance(d.dtype, pd.CategoricalDtype) else pd.Categorical(d)
+    if "" not in d.categories:
+        d = d.add_categories("")
+    return d.fillna("")
+
+
 def _nullable(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerArray:
     return pd.arrays.IntegerArray(np.where(valid, values, 0).astype(np.int64), ~valid)
 
@@ -159,6 +181,6 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
         "op": op_names.remove_unused_categories(),
         "category": pd.Categorical.from_codes(cat_codes, categories=list(schema.CATEGORIES)),
         "is_cast": is_cast,
-        "details": ev["details"].astype(str).to_numpy() if "details" in ev else "",
+        "details": _details(ev, n),
     })
     return Trace(events=out, meta=meta)

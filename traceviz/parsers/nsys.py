@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.errors import TraceVizError
-from traceviz.normalize import BASE_COLUMNS, finish
+from traceviz.normalize import BASE_COLUMNS, finish, launch_details
 from traceviz.parsers.nsys_tables import ExportTables, open_tables
 from traceviz.trace import Trace
 
@@ -143,7 +143,7 @@ def _ints(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
 def _rows(kind: str | np.ndarray, name: np.ndarray, df: pd.DataFrame, *, pid: np.ndarray,
           tid: np.ndarray, device: np.ndarray, stream: np.ndarray, link_pid: np.ndarray,
           correlation: np.ndarray | None = None, step: np.ndarray | None = None,
-          bytes_: np.ndarray | None = None) -> pd.DataFrame:
+          bytes_: np.ndarray | None = None, details: np.ndarray | None = None) -> pd.DataFrame:
     start, end = _ints(df, "start"), _ints(df, "end")
     n = len(df)
     frame = pd.DataFrame({
@@ -156,33 +156,44 @@ def _rows(kind: str | np.ndarray, name: np.ndarray, df: pd.DataFrame, *, pid: np
         "step": step if step is not None else np.full(n, -1),
         "bytes": bytes_ if bytes_ is not None else np.full(n, -1),
         "link_pid": link_pid,
+        "details": details if details is not None else np.full(n, "", dtype=object),
     })
     keep = (start >= 0) & (end >= start)  # unfinished ranges have no end
-    return frame[[*BASE_COLUMNS, "link_pid"]][keep]
+    return frame[[*BASE_COLUMNS, "link_pid", "details"]][keep]
 
 
 def _device_rows(kind: str, name: np.ndarray, df: pd.DataFrame,
-                 bytes_: np.ndarray | None = None) -> pd.DataFrame:
+                 bytes_: np.ndarray | None = None,
+                 details: np.ndarray | None = None) -> pd.DataFrame:
     n = len(df)
     return _rows(kind, name, df, pid=np.full(n, -1), tid=np.full(n, -1),
                  device=_ints(df, "deviceId"), stream=_ints(df, "streamId"),
                  link_pid=_ints(df, "globalPid"), correlation=_ints(df, "correlationId"),
-                 bytes_=bytes_)
+                 bytes_=bytes_, details=details)
 
 
 _DEVICE_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid"]
+_LAUNCH_COLS = ["registersPerThread", "staticSharedMemory", "dynamicSharedMemory",
+                "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"]
 
 
 def _kernels(tables: ExportTables, strings: pd.Series) -> pd.DataFrame:
     name_cols = ["demangledName", "shortName", "mangledName"]
-    df = tables.read(KERNEL, _DEVICE_COLS + name_cols)
+    df = tables.read(KERNEL, _DEVICE_COLS + name_cols + _LAUNCH_COLS)
     if df.empty:
         return df
     name_col = next((c for c in name_cols if c in df), None)
     if name_col is None:
         raise TraceVizError(f"{KERNEL} has no kernel name column")
     names = _lookup(strings, df[name_col], "<unknown kernel>")
-    return _device_rows("kernel", names, df)
+    details = None
+    if all(c in df for c in _LAUNCH_COLS):
+        details = launch_details(
+            _ints(df, "registersPerThread"),
+            _ints(df, "staticSharedMemory", 0) + _ints(df, "dynamicSharedMemory", 0),
+            tuple(_ints(df, f"grid{a}") for a in "XYZ"),
+            tuple(_ints(df, f"block{a}") for a in "XYZ"))
+    return _device_rows("kernel", names, df, details=details)
 
 
 def _memcpy(tables: ExportTables) -> pd.DataFrame:
