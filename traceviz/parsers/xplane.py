@@ -9,7 +9,8 @@ What becomes a row:
 - device lines ``Stream #N(...)``: kernels, memcpy (``memcpy_details``, bytes from its
   ``size:``) and memset; ``kernel_details`` (registers, shared memory, grid, block)
   goes to the ``details`` column; ``tf_op`` (TF >= 2.5) or ``annotation`` (older) names
-  the TF op that launched it, used when no host op encloses the launch;
+  the TF op that launched it (``hlo_op`` the XLA instruction, under JAX), used when no
+  host op encloses the launch;
 - host events with a ``correlation_id``: the driver call that put that device row on
   the GPU. CUPTI's host events carry the kernel's name, not the API's, so they are named
   after the driver API TF/XLA use for that work: ``cuLaunchKernel`` for kernels,
@@ -269,8 +270,9 @@ def _to_base(rows: _Rows) -> pd.DataFrame:
     hlo = pd.Series(_stat(rows, "hlo_op", n, ""), dtype="category")
     stripped = np.append(hlo.cat.categories.str.replace(r"(_\d+)?(\.\d+)?$", "", regex=True)
                          .to_numpy(dtype=object), "")
+    hlo_name = stripped[hlo.cat.codes.to_numpy()]
     is_hlo = is_host & ~launch & ~is_op & (hlo != "").to_numpy()
-    name[is_hlo] = stripped[hlo.cat.codes.to_numpy()][is_hlo]
+    name[is_hlo] = hlo_name[is_hlo]
     is_op |= is_hlo
     eager = is_host & (name == "EagerExecute")
     is_func = _stat(rows, "is_func", n, 0, np.int64)
@@ -316,7 +318,10 @@ def _to_base(rows: _Rows) -> pd.DataFrame:
         "pid": ev["pid"], "tid": ev["tid"], "device": ev["device"], "stream": ev["stream"],
         "correlation": np.where(launch | is_dev, corr, -1), "step": step, "bytes": nbytes,
     })[list(BASE_COLUMNS)]
-    base["op_hint"] = np.where(is_dev, _op_type(op_label).astype(str), "")
+    # a kernel's op from its own stats: TF's op type, else (JAX, XLA) its HLO instruction
+    hint = _op_type(op_label).astype(str).to_numpy()
+    hint = np.where(hint == "", hlo_name.astype(object), hint)
+    base["op_hint"] = np.where(is_dev, hint, "")
     base["details"] = np.where(is_dev & (kind == "kernel"), details, "")
     return base[keep].reset_index(drop=True)
 
