@@ -342,3 +342,60 @@ def test_bad_xplane_inputs(tmp_path, capsys):
 
     with pytest.raises(TraceVizError, match="no .xplane.pb"):
         resolve(tmp_path / "logs")
+
+
+def _handmade_space():
+    """A TF 2.21-style GPU profile built here: host launches, one kernel with a tf_op
+    stat, one with only JAX's hlo_op, an async D2D copy and a memset."""
+    space = xspace_class()()
+    host = space.planes.add(name="/host:CPU")
+    gpu = space.planes.add(name="/device:GPU:0")
+    for plane in (host, gpu):
+        for sid, stat in enumerate(("correlation_id", "tf_op", "hlo_op", "memcpy_details",
+                                    "memset_details", "kernel_details", "step_num"), 1):
+            plane.stat_metadata[sid].id, plane.stat_metadata[sid].name = sid, stat
+        for mid, name in enumerate(("gemm_kernel", "fusion_kernel", "MemcpyD2D", "Memset",
+                                    "step", "model/dense/MatMul:MatMul"), 1):
+            plane.event_metadata[mid].id, plane.event_metadata[mid].name = mid, name
+
+    def event(line, mid, offset_ns, dur_ns, **stats):
+        e = line.events.add(metadata_id=mid, offset_ps=offset_ns * 1000,
+                            duration_ps=dur_ns * 1000)
+        ids = {"correlation_id": 1, "tf_op": 2, "hlo_op": 3, "memcpy_details": 4,
+               "memset_details": 5, "kernel_details": 6, "step_num": 7}
+        for key, value in stats.items():
+            s = e.stats.add(metadata_id=ids[key])
+            if isinstance(value, str):
+                s.str_value = value
+            else:
+                s.int64_value = value
+
+    thread = host.lines.add(id=7, name="python", timestamp_ns=1_000)
+    event(thread, 5, 0, 10_000, step_num=4)
+    event(thread, 6, 100, 300)                          # the MatMul op around launch 1
+    for corr, (mid, at) in enumerate(((1, 150), (1, 500), (3, 700), (4, 900)), 1):
+        event(thread, mid, at, 20, correlation_id=corr)
+    stream = gpu.lines.add(id=9, name="Stream #9(Compute)", timestamp_ns=1_000)
+    event(stream, 1, 1_000, 50, correlation_id=1, tf_op="model/dense/MatMul:MatMul",
+          kernel_details="regs:32 shm:0 grid:1,1,1 block:32,1,1")
+    event(stream, 2, 2_000, 40, correlation_id=2, hlo_op="dot_add_fusion.3")
+    event(stream, 3, 3_000, 30, correlation_id=3, memcpy_details="size:4096 async:1")
+    event(stream, 4, 4_000, 20, correlation_id=4, memset_details="num_bytes:64 async:1")
+    return space
+
+
+def test_handmade_gpu_space(tmp_path):
+    path = tmp_path / "hand.xplane.pb"
+    path.write_bytes(_handmade_space().SerializeToString())
+    ev = load(path).events
+    dev = ev[ev["kind"].isin(["kernel", "memcpy", "memset"])].sort_values("ts_ns")
+    assert dev["kind"].astype(str).tolist() == ["kernel", "kernel", "memcpy", "memset"]
+    assert dev["bytes"].tolist() == [-1, -1, 4096, 64]
+    assert dev["op"].astype(str).tolist()[:2] == ["MatMul", "dot_add_fusion"]
+    assert dev["launch_api"].astype(str).tolist() == [
+        "cuLaunchKernel", "cuLaunchKernel", "cuMemcpyDtoDAsync", "cuMemsetD8Async"]
+    assert dev["launch_delay_ns"].tolist() == [1_000 - 170, 2_000 - 520, 3_000 - 720,
+                                               4_000 - 920]
+    assert dev["details"].astype(str).tolist()[0] == "regs:32 shm:0 grid:1,1,1 block:32,1,1"
+    assert set(dev["step"]) == {4}
+    assert ev.loc[ev["kind"] == "op", "name"].astype(str).tolist() == ["MatMul"]
