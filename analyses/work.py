@@ -33,9 +33,12 @@ def work_rows(trace: Trace) -> pd.DataFrame:
     return ops[work_op_mask(ops)]
 
 
-def step_windows(trace: Trace) -> pd.DataFrame:
-    """One row per step number: ``step``, ``start_ns``, ``end_ns``."""
+def step_windows(trace: Trace, device: int | None = None) -> pd.DataFrame:
+    """One row per step number: ``step``, ``start_ns``, ``end_ns``; with ``device``, only
+    that device's own step rows (XSpace's per-GPU ``Steps`` lines)."""
     steps = trace.events[trace.events["kind"] == "step"]
+    if device is not None:
+        steps = steps[steps["device"] == device]
     if steps.empty:
         return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype=np.int64)
     s = steps.assign(end_ns=steps["ts_ns"] + steps["dur_ns"])
@@ -63,13 +66,24 @@ class DeviceBusy:
 
 
 def device_busy(trace: Trace, work: pd.DataFrame | None = None) -> list[DeviceBusy]:
-    """Busy/span per device, step-scoped when the trace has steps."""
+    """Busy/span per device, step-scoped when the trace has steps.
+
+    Steps marked on the host apply to every device. Steps marked per device (step rows
+    with a device, as XSpace's per-GPU ``Steps`` lines) scope only their own device, and
+    a device with none of its own is left out of the step-scoped figures.
+    """
     work = work_rows(trace) if work is None else work
     windows = step_windows(trace)
+    ev = trace.events
+    device_scoped = bool(((ev["kind"] == "step") & (ev["device"] >= 0)).any())
     out = []
     for device, rows in work.groupby("device", sort=True, observed=True):
         start = rows["ts_ns"].to_numpy(np.int64)
         end = start + rows["dur_ns"].to_numpy(np.int64)
+        if device_scoped:
+            windows = step_windows(trace, int(device))
+            if windows.empty:
+                continue
         if windows.empty:
             first = start.min()
             launches = rows["launch_ts_ns"].dropna()

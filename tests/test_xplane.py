@@ -399,3 +399,29 @@ def test_handmade_gpu_space(tmp_path):
     assert dev["details"].astype(str).tolist()[0] == "regs:32 shm:0 grid:1,1,1 block:32,1,1"
     assert set(dev["step"]) == {4}
     assert ev.loc[ev["kind"] == "op", "name"].astype(str).tolist() == ["MatMul"]
+
+
+def test_bert_span_is_per_gpu_step(bert):
+    """Steps marked per GPU scope their own GPU: span = Σ of the Steps lines, busy = the
+    union of each GPU's step-0 work, both counted from the protobuf."""
+    space, trace = bert
+    from traceviz.analyses import summarize
+
+    from traceviz.intervals import union_length
+
+    windows = {int(p.name.rsplit(":", 1)[1]): ((line.timestamp_ns * 1000 + e.offset_ps) // 1000,
+                                                e.duration_ps // 1000)
+               for p, line, e, _n, _st in _events(space, lambda n: n.startswith("/device:"))
+               if line.name == "Steps"}
+    s = summarize(trace)
+    assert s.span_ns == sum(d for _, d in windows.values())
+    busy = 0
+    for device, (w_start, w_dur) in windows.items():
+        # the step's work: rows tagged group 0, and untagged rows inside the window
+        mine = [r for r in _raw_device_rows(space) if r["device"] == device and (
+            r["stats"].get("group_id") == 0 or ("group_id" not in r["stats"]
+                                                and w_start <= r["ts"] < w_start + w_dur))]
+        start = np.array([r["ts"] for r in mine], dtype=np.int64)
+        busy += union_length(start, start + np.array([r["dur"] for r in mine]))
+    assert s.busy_ns == busy
+    assert [d.device for d in s.devices] == [4, 6]
