@@ -68,14 +68,15 @@ class DeviceBusy:
 def device_busy(trace: Trace, work: pd.DataFrame | None = None) -> list[DeviceBusy]:
     """Busy/span per device, step-scoped when the trace has steps.
 
-    Steps marked on the host apply to every device. Steps marked per device (step rows
-    with a device, as XSpace's per-GPU ``Steps`` lines) scope only their own device, and
-    a device with none of its own is left out of the step-scoped figures.
+    Steps marked on the host apply to every device. When steps are marked only per
+    device (every step row has a device, as XSpace's per-GPU ``Steps`` lines), each
+    scopes only its own device, and a device with none is left out of the step figures.
     """
     work = work_rows(trace) if work is None else work
     windows = step_windows(trace)
     ev = trace.events
-    device_scoped = bool(((ev["kind"] == "step") & (ev["device"] >= 0)).any())
+    step_device = ev.loc[ev["kind"] == "step", "device"]
+    device_scoped = bool(len(step_device)) and bool((step_device >= 0).all())
     out = []
     for device, rows in work.groupby("device", sort=True, observed=True):
         start = rows["ts_ns"].to_numpy(np.int64)
