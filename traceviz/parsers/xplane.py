@@ -197,14 +197,10 @@ def _stat(rows: _Rows, name: str, n: int, default, dtype=object) -> np.ndarray:
     return out
 
 
-def _op_type(labels: pd.Series) -> pd.Series:
-    """``outer::node:Type#shape=...#`` -> ``Type`` (per distinct label)."""
-    cats = labels.astype("category")
-    types = (cats.cat.categories.to_series()
-             .str.replace(r"#.*?#", "", regex=True).str.split("::").str[-1]
-             .str.extract(r":([A-Za-z_]\w*)$", expand=False).fillna(""))
-    return pd.Series(pd.Categorical(types.to_numpy()[cats.cat.codes], categories=None)
-                     if len(cats) else [], index=labels.index, dtype="category")
+def _label_type(labels: pd.Index) -> np.ndarray:
+    """``outer::node:Type#shape=...#`` -> ``Type``; "" when the label names none."""
+    return (labels.to_series().str.replace(r"#.*?#", "", regex=True).str.split("::").str[-1]
+            .str.extract(r":([A-Za-z_]\w*)$", expand=False).fillna("").to_numpy(dtype=object))
 
 
 def _to_base(rows: _Rows) -> pd.DataFrame:
@@ -319,8 +315,8 @@ def _to_base(rows: _Rows) -> pd.DataFrame:
         "correlation": np.where(launch | is_dev, corr, -1), "step": step, "bytes": nbytes,
     })[list(BASE_COLUMNS)]
     # a kernel's op from its own stats: TF's op type, else (JAX, XLA) its HLO instruction
-    hint = _op_type(op_label).astype(str).to_numpy()
-    hint = np.where(hint == "", hlo_name.astype(object), hint)
+    hint = _per_name(pd.Categorical(op_label), _label_type)
+    hint = np.where(hint == "", hlo_name, hint)
     base["op_hint"] = np.where(is_dev, hint, "")
     base["details"] = np.where(is_dev & (kind == "kernel"), details, "")
     return base[keep].reset_index(drop=True)
