@@ -28,6 +28,7 @@ from traceviz.cli_base import (
 )
 from traceviz.errors import TraceVizError
 from traceviz.fileio import atomic_output
+from traceviz.runners.tf_models import EXEC_CHOICE  # numpy only; TF is imported by runners
 
 
 class ImportCommand(Command):
@@ -145,8 +146,8 @@ class CaptureCommand(Command):
                             "mixed_bfloat16 policy, or JAX compute in that dtype (bf16 suits "
                             "CPUs)")
         p.add_argument("--exec", dest="exec_mode", choices=("function", "eager"),
-                       help="Keras variants (cudnn_tf, generic_tf, mode1_tf, mode2_tf, "
-                            "unroll_tf): run the step under tf.function (default) or eagerly")
+                       help=f"Keras variants ({', '.join(EXEC_CHOICE)}): run the step "
+                            "under tf.function (default) or eagerly")
         p.add_argument("--device", choices=("cpu", "cuda"),
                        help="default: cuda when torch sees a GPU, else cpu")
         for name in ("batch", "seq", "hidden", "layers", "embed", "vocab"):
@@ -190,8 +191,8 @@ class CaptureCommand(Command):
                 raise TraceVizError(f"--{flag.replace('_', '-')} is too small")
         device = args.device or _default_device()
         check_runnable(args.model, device, args.profiler, args.python)
-        if args.exec_mode and args.model not in _EXEC_MODELS:
-            raise TraceVizError(f"--exec applies to the Keras variants ({', '.join(_EXEC_MODELS)}"
+        if args.exec_mode and args.model not in EXEC_CHOICE:
+            raise TraceVizError(f"--exec applies to the Keras variants ({', '.join(EXEC_CHOICE)}"
                                 f"); {args.model} runs one way")
         workload, notes = make_workload(
             args.preset, args.mode, device, sparse_embedding=args.sparse_embedding,
@@ -239,9 +240,6 @@ class CaptureCommand(Command):
         for line in lines:  # unwrapped: paths and commands stay copy-pasteable
             out.print(line, soft_wrap=True)
         return 0
-
-
-_EXEC_MODELS = ("cudnn_tf", "generic_tf", "mode1_tf", "mode2_tf", "unroll_tf")
 
 
 def _open_hint(profiler: str, raw: Path, run_dir: Path) -> str:
