@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from traceviz.analyses.summary import summarize
-from traceviz.analyses.work import work_rows
+from traceviz.analyses.work import step_count, work_rows
 
 from traceviz.classify import tensor_core_flags
 from traceviz.schema import CATEGORIES
@@ -27,7 +27,10 @@ class RunFigures:
     steps: int
     busy_ns: int
     span_ns: int
-    idle_fraction: float | None
+    idle_fraction: float | None          # 1 - busy / span (framework overhead on a CPU)
+    launch_bound_fraction: float | None  # host wait / span (GPU traces)
+    host_wait_ns: int | None
+    queued_idle_ns: int | None
     kernel_count: int
     category_ns: dict[str, int]
     cast_ns: int
@@ -67,11 +70,14 @@ def run_figures(trace: Trace, label: str) -> RunFigures:
         busy_ns=s.busy_ns,
         span_ns=s.span_ns,
         idle_fraction=s.idle_fraction,
+        launch_bound_fraction=s.launch_bound_fraction,
+        host_wait_ns=s.host_wait_ns,
+        queued_idle_ns=s.queued_idle_ns,
         kernel_count=s.kernel_count,
         category_ns={c: int(cats.get(c, 0)) for c in CATEGORIES},
         cast_ns=s.casts.total_ns,
         tensor_core_share=None if s.cpu_trace else tensor_core_share(work),
-        extra={"launch_host_ns": s.launches.host_ns,
+        extra={"launch_host_ns": s.launches.kernel.host_ns,
                "top_kernel": str(s.kernels["name"].iloc[0]) if len(s.kernels) else "",
                "top_kernel_share": float(s.kernels["share"].iloc[0]) if len(s.kernels) else 0.0},
     )
@@ -113,7 +119,7 @@ def kernel_diff(a: Trace, b: Trace, tolerance: float = 0.05) -> pd.DataFrame:
     """
     def per_name(t: Trace) -> pd.DataFrame:
         work = work_rows(t)
-        steps = max(int((t.events["kind"] == "step").sum()), 1)
+        steps = max(step_count(t), 1)
         g = work.groupby(work["name"].astype(str), observed=True)
         return pd.DataFrame({"category": g["category"].first().astype(str),
                              "count": g.size() / steps, "ns": g["dur_ns"].sum() / steps})

@@ -6,31 +6,43 @@ import pandas as pd
 
 from traceviz.schema import CATEGORIES
 
+KERNEL_TABLE_COLUMNS = ["name", "details", "category", "count", "total_ns", "mean_ns",
+                        "min_ns", "median_ns", "max_ns", "std_ns", "share"]
 
-def kernel_table(work: pd.DataFrame) -> pd.DataFrame:
-    """One row per (name, category): count, total/mean/min/max ns, share; by total desc.
+
+def kernel_table(work: pd.DataFrame, by_config: bool = False) -> pd.DataFrame:
+    """One row per (name, category), or per (name, launch configuration, category) with
+    ``by_config``: count, total/mean/min/median/max ns, the sample standard deviation
+    (``std_ns``, ddof 1, 0 for one call: ``nsys stats``' StdDev) and share; by total desc.
 
     A name can fall in two categories: a copy kernel is a cast when its op changes dtype.
+    ``details`` is the launch configuration ("" unless ``by_config``).
     """
     if work.empty:
-        return pd.DataFrame(columns=["name", "category", "count", "total_ns", "mean_ns",
-                                     "min_ns", "max_ns", "share"])
+        return pd.DataFrame(columns=KERNEL_TABLE_COLUMNS)
+    keys = ["name", "details", "category"] if by_config else ["name", "category"]
     g = work.assign(category=work["category"].astype(str)).groupby(
-        ["name", "category"], observed=True, sort=False)
+        keys, observed=True, sort=False)
+    dur = g["dur_ns"]
     table = pd.DataFrame({
         "count": g.size(),
-        "total_ns": g["dur_ns"].sum(),
-        "mean_ns": g["dur_ns"].mean(),
-        "min_ns": g["dur_ns"].min(),
-        "max_ns": g["dur_ns"].max(),
+        "total_ns": dur.sum(),
+        "mean_ns": dur.mean(),
+        "min_ns": dur.min(),
+        "median_ns": dur.median(),
+        "max_ns": dur.max(),
+        "std_ns": dur.std(ddof=1).fillna(0.0),
     })
     total = table["total_ns"].sum()
     table["share"] = table["total_ns"] / total if total else 0.0
     table = table.reset_index()
+    if not by_config:
+        table["details"] = ""
     table["name"] = table["name"].astype(str)  # ties sort by name text, not category code
-    table = table.sort_values(["total_ns", "name", "category"], ascending=[False, True, True],
-                              kind="stable")
-    return table.reset_index(drop=True)
+    table["details"] = table["details"].astype(str)
+    table = table.sort_values(["total_ns", "name", "details", "category"],
+                              ascending=[False, True, True, True], kind="stable")
+    return table[KERNEL_TABLE_COLUMNS].reset_index(drop=True)
 
 
 def category_table(work: pd.DataFrame) -> pd.DataFrame:

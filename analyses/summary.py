@@ -7,10 +7,16 @@ from typing import Any
 
 import pandas as pd
 from traceviz.analyses.casts import CastSummary, cast_summary
+from traceviz.analyses.idle import Idle, idle_breakdown
 from traceviz.analyses.kernels import category_table, kernel_table
-from traceviz.analyses.launch import LaunchOverhead, launch_overhead
-from traceviz.analyses.stats import Distribution
-from traceviz.analyses.work import DeviceBusy, device_busy, step_windows, trace_busy_ns, work_rows
+from traceviz.analyses.launch import Launches, launch_figures, launch_table
+from traceviz.analyses.stats import Distribution, share
+from traceviz.analyses.work import (
+    analysis_windows,
+    trace_busy_ns,
+    wall_windows,
+    work_rows,
+)
 
 from traceviz.trace import Trace
 
@@ -19,27 +25,47 @@ from traceviz.trace import Trace
 class Summary:
     meta: dict[str, Any]
     cpu_trace: bool
-    scope: str                       # "steps" or "trace": what busy/span cover
-    steps: int
-    span_ns: int
-    busy_ns: int
+    scope: str                       # "steps" or "trace": what the windows are
+    steps: int                       # step windows (per device where steps are per device)
+    span_ns: int                     # summed over devices
+    busy_ns: int                     # union of work inside the windows, summed over devices
     trace_busy_ns: int               # union of all work, whole trace
-    idle_fraction: float | None      # 1 - busy/span (launch-bound or framework overhead)
-    devices: list[DeviceBusy]
+    host_wait_ns: int | None         # idle with nothing launched pending (GPU traces)
+    queued_idle_ns: int | None       # idle while launched work is pending
+    devices: list[Idle]
     kernels: pd.DataFrame            # per name (see kernel_table)
     kernel_count: int
     kernel_total_ns: int
     device_total_ns: int             # kernels + memcpy + memset time (sum, not union)
     categories: pd.DataFrame
-    launches: LaunchOverhead
+    launches: Launches
     casts: CastSummary
     kernel_dur: Distribution
+    by_config: bool = False
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def idle_fraction(self) -> float | None:
+        """1 - busy / span: every idle moment, whatever its cause."""
+        return 1.0 - self.busy_ns / self.span_ns if self.span_ns else None
+
+    @property
+    def launch_bound_fraction(self) -> float | None:
+        """Host wait / span, over the devices whose launches are in the trace."""
+        if self.cpu_trace or self.host_wait_ns is None:
+            return None
+        known = sum(d.span_ns for d in self.devices if d.host_wait_ns is not None)
+        return share(self.host_wait_ns, known)
+
+    @property
+    def framework_overhead_fraction(self) -> float | None:
+        """On a CPU trace: the span not covered by leaf-op work."""
+        return self.idle_fraction if self.cpu_trace else None
 
     def to_dict(self, top: int = 20) -> dict[str, Any]:
         """The ``--json`` object (keys documented in README.md)."""
         k = self.kernels.head(top)
-        gpu = not self.cpu_trace
+        lo = self.launches
         return {
             "source": {key: self.meta.get(key) for key in
                        ("source_format", "source_file", "profiler", "devices")},
@@ -48,32 +74,51 @@ class Summary:
             "steps": self.steps,
             "span_ns": self.span_ns,
             "busy_ns": self.busy_ns,
+            "idle_ns": self.span_ns - self.busy_ns,
+            "host_wait_ns": self.host_wait_ns,
+            "queued_idle_ns": self.queued_idle_ns,
             "trace_busy_ns": self.trace_busy_ns,
-            "launch_bound_fraction": self.idle_fraction if gpu else None,
-            "framework_overhead_fraction": None if gpu else self.idle_fraction,
+            "idle_fraction": self.idle_fraction,
+            "launch_bound_fraction": self.launch_bound_fraction,
+            "framework_overhead_fraction": self.framework_overhead_fraction,
             "devices": [
-                {"device": d.device, "busy_ns": d.busy_ns, "span_ns": d.span_ns,
-                 "work_count": d.work_count, "idle_fraction": d.idle_fraction}
+                {"device": d.device, "span_ns": d.span_ns, "busy_ns": d.busy_ns,
+                 "host_wait_ns": d.host_wait_ns, "queued_idle_ns": d.queued_idle_ns,
+                 "idle_fraction": d.idle_fraction,
+                 "launch_bound_fraction": d.launch_bound_fraction,
+                 "queue_depth": {"mean": d.queue_mean, "max": d.queue_max},
+                 "work_count": d.work_count}
                 for d in self.devices
             ],
+            "streams": [_plain_row(r) for d in self.devices
+                        for r in d.streams.to_dict("records")],
             "kernels": {"count": self.kernel_count, "total_ns": self.kernel_total_ns,
                         "distinct": len(self.kernels), "device_total_ns": self.device_total_ns,
                         "dur_ns": asdict(self.kernel_dur)},
             "launches": {
-                "count": self.launches.count, "matched": self.launches.matched,
-                "host_ns": self.launches.host_ns, "api_share": self.launches.api_share,
-                "call_ns": asdict(self.launches.call), "delay_ns": asdict(self.launches.delay),
-                "short_kernels": self.launches.short_kernels,
-                "unlaunched_kernels": self.launches.unlaunched_kernels,
+                "count": lo.kernel.count, "matched": lo.kernel.matched,
+                "host_ns": lo.kernel.host_ns, "api_share": lo.kernel.api_share,
+                "call_ns": asdict(lo.kernel.call), "delay_ns": asdict(lo.delay),
+                "short_kernels": lo.short_kernels,
+                "unlaunched_kernels": lo.unlaunched_kernels,
             },
+            "copies": {"count": lo.copies.count, "matched": lo.copies.matched,
+                       "host_ns": lo.copies.host_ns, "api_share": lo.copies.api_share,
+                       "call_ns": asdict(lo.copies.call)},
+            "graphs": {"launches": lo.graphs.count, "kernels": lo.graphs.kernels,
+                       "kernel_ns": lo.graphs.kernel_ns, "host_ns": lo.graphs.host_ns,
+                       "first_kernel_delay_ns": asdict(lo.graphs.first_delay)},
             "categories": {
                 r.category: {"count": int(r.count), "total_ns": int(r.total_ns),
                              "share": float(r.share)}
                 for r in self.categories.itertuples(index=False)
             },
             "top_kernels": [
-                {"name": r.name, "category": r.category, "count": int(r.count),
+                {"name": r.name, **({"config": r.details} if self.by_config else {}),
+                 "category": r.category, "count": int(r.count),
                  "total_ns": int(r.total_ns), "mean_ns": float(r.mean_ns),
+                 "min_ns": int(r.min_ns), "median_ns": float(r.median_ns),
+                 "max_ns": int(r.max_ns), "std_ns": float(r.std_ns),
                  "share": float(r.share)}
                 for r in k.itertuples(index=False)
             ],
@@ -84,14 +129,23 @@ class Summary:
         }
 
 
-def summarize(trace: Trace) -> Summary:
-    """Run every analysis of ``traceviz analyze`` on ``trace``."""
+def _plain_row(r: dict) -> dict:
+    return {k: (None if pd.isna(v) else v.item() if hasattr(v, "item") else v)
+            for k, v in r.items()}
+
+
+def _sum_known(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def summarize(trace: Trace, by_config: bool = False) -> Summary:
+    """Run every analysis of ``traceviz analyze`` on ``trace``; ``by_config`` splits the
+    kernel table by launch configuration."""
     work = work_rows(trace)
-    devices = device_busy(trace, work)
-    span = sum(d.span_ns for d in devices)
-    busy = sum(d.busy_ns for d in devices)
-    windows = step_windows(trace)
-    whole_busy = trace_busy_ns(work)
+    windows = analysis_windows(trace, work)
+    devices = idle_breakdown(trace, work, windows)
+    steps = max((int((w["step"] >= 0).sum()) for w in windows.values()), default=0)
     kernels_only = work if trace.is_cpu else work[work["kind"] == "kernel"]
     notes = []
     if trace.is_cpu:
@@ -101,23 +155,33 @@ def summarize(trace: Trace) -> Summary:
                      "was not recorded (e.g. a CUPTI counter session).")
     if not len(work):
         notes.append("The trace has no kernels and no framework ops to analyze.")
+    unknown = [d.device for d in devices if d.host_wait_ns is None]
+    if not trace.is_cpu and unknown:
+        notes.append("No launch call of device(s) " + ", ".join(map(str, unknown))
+                     + " is in the trace: their idle time cannot be split into host wait "
+                     "and queued idle.")
+    whole_busy = trace_busy_ns(work)
+    ws, we = wall_windows(windows)
     return Summary(
         meta=trace.meta,
         cpu_trace=trace.is_cpu,
-        scope="steps" if len(windows) else "trace",
-        steps=len(windows),
-        span_ns=span,
-        busy_ns=busy,
+        scope="steps" if steps else "trace",
+        steps=steps,
+        span_ns=sum(d.span_ns for d in devices),
+        busy_ns=sum(d.busy_ns for d in devices),
         trace_busy_ns=whole_busy,
-        idle_fraction=1.0 - busy / span if span else None,
+        host_wait_ns=None if trace.is_cpu else _sum_known([d.host_wait_ns for d in devices]),
+        queued_idle_ns=None if trace.is_cpu
+        else _sum_known([d.queued_idle_ns for d in devices]),
         devices=devices,
-        kernels=kernel_table(kernels_only),
+        kernels=kernel_table(kernels_only, by_config=by_config),
         kernel_count=len(kernels_only),
         kernel_total_ns=int(kernels_only["dur_ns"].sum()),
         device_total_ns=int(work["dur_ns"].sum()),
         categories=category_table(work),
-        launches=launch_overhead(trace, span),
+        launches=launch_figures(trace, launch_table(trace), ws, we),
         casts=cast_summary(trace, work, whole_busy),
         kernel_dur=Distribution.of(kernels_only["dur_ns"].to_numpy()),
+        by_config=by_config,
         notes=notes,
     )

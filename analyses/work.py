@@ -1,15 +1,16 @@
-"""Which rows do the work, and how busy the device was over the span it was needed.
+"""Which rows do the work, and the windows of time over which they are judged.
 
 GPU trace: kernel, memcpy and memset rows. CPU trace (no device rows): leaf framework
 ops play the kernels: the ops that spend most of their time in themselves
 (``optree.work_op_mask``), view/metadata/allocation ops (``classify.TRIVIAL_OP``) aside.
-Busy = union of work intervals; span = first launch (or step start) to last device end,
-per step when the trace has steps (DESIGN.md).
+
+Windows (DESIGN.md "Windows"): with steps, one per step, and they never overlap: a step
+runs from its start to the start of the next; the last one ends at the later of its
+marker's end and the end of the last work its step launched. Without steps, one window
+per device from its first launch (or first work) to its last work end.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,8 @@ from traceviz.intervals import union_length
 from traceviz.optree import work_op_mask
 from traceviz.schema import DEVICE_KINDS
 from traceviz.trace import Trace
+
+WINDOW_COLUMNS = ("step", "start_ns", "end_ns")
 
 
 def work_rows(trace: Trace) -> pd.DataFrame:
@@ -33,80 +36,82 @@ def work_rows(trace: Trace) -> pd.DataFrame:
     return ops[work_op_mask(ops)]
 
 
-def step_windows(trace: Trace, device: int | None = None) -> pd.DataFrame:
-    """One row per step number: ``step``, ``start_ns``, ``end_ns``; with ``device``, only
-    that device's own step rows (XSpace's per-GPU ``Steps`` lines)."""
-    steps = trace.events[trace.events["kind"] == "step"]
-    if device is not None:
-        steps = steps[steps["device"] == device]
-    if steps.empty:
-        return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype=np.int64)
-    s = steps.assign(end_ns=steps["ts_ns"] + steps["dur_ns"])
-    g = s.groupby("step", sort=True)
-    return pd.DataFrame({
-        "step": g.size().index.to_numpy(np.int64),
-        "start_ns": g["ts_ns"].min().to_numpy(np.int64),
-        "end_ns": g["end_ns"].max().to_numpy(np.int64),
-    })
+def step_marks(trace: Trace) -> tuple[pd.DataFrame, bool]:
+    """The step rows that define windows, and whether they are per device.
 
-
-@dataclass(frozen=True)
-class DeviceBusy:
-    """Busy time and span of one device (``-1`` = the host, on a CPU trace)."""
-
-    device: int
-    busy_ns: int
-    span_ns: int
-    work_count: int
-    per_step: pd.DataFrame  # step, start_ns, end_ns, busy_ns, span_ns (empty without steps)
-
-    @property
-    def idle_fraction(self) -> float | None:
-        return 1.0 - self.busy_ns / self.span_ns if self.span_ns else None
-
-
-def device_busy(trace: Trace, work: pd.DataFrame | None = None) -> list[DeviceBusy]:
-    """Busy/span per device, step-scoped when the trace has steps.
-
-    Steps marked on the host apply to every device. When steps are marked only per
-    device (every step row has a device, as XSpace's per-GPU ``Steps`` lines), each
-    scopes only its own device, and a device with none is left out of the step figures.
+    Steps marked on the host apply to every device (Kineto also marks ProfilerStep on
+    the GPU timeline: those are ignored then). When steps are marked only per device
+    (XSpace's per-GPU ``Steps`` lines), each scopes only its own device.
     """
-    work = work_rows(trace) if work is None else work
-    windows = step_windows(trace)
     ev = trace.events
-    step_device = ev.loc[ev["kind"] == "step", "device"]
-    device_scoped = bool(len(step_device)) and bool((step_device >= 0).all())
-    out = []
+    steps = ev[ev["kind"] == "step"]
+    host = steps[steps["device"] < 0]
+    if len(host):
+        return host, False
+    return steps, len(steps) > 0
+
+
+def step_count(trace: Trace) -> int:
+    """Distinct steps (per device where steps are per device: the most of any device)."""
+    marks, per_device = step_marks(trace)
+    if marks.empty:
+        return 0
+    if per_device:
+        return int(marks.groupby("device")["step"].nunique().max())
+    return int(marks["step"].nunique())
+
+
+def _step_windows(marks: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    s = marks.assign(end_ns=marks["ts_ns"] + marks["dur_ns"])
+    g = s.groupby("step", sort=False)
+    w = pd.DataFrame({"start_ns": g["ts_ns"].min(), "mark_end": g["end_ns"].max()})
+    w = w.sort_values("start_ns", kind="stable").reset_index()
+    start = w["start_ns"].to_numpy(np.int64)
+    end = np.append(start[1:], 0)
+    last = w["step"].iloc[-1]
+    mine = rows[rows["step"] == last]
+    tail = int((mine["ts_ns"] + mine["dur_ns"]).max()) if len(mine) else 0
+    end[-1] = max(int(w["mark_end"].iloc[-1]), tail)
+    return pd.DataFrame({"step": w["step"].to_numpy(np.int64), "start_ns": start,
+                         "end_ns": end})
+
+
+def analysis_windows(trace: Trace, work: pd.DataFrame | None = None
+                     ) -> dict[int, pd.DataFrame]:
+    """Per device (``-1``: the host of a CPU trace): its windows as a frame of
+    ``step`` (-1 without steps), ``start_ns``, ``end_ns``, sorted and disjoint.
+    A device with no step of its own, where steps are per device, has none."""
+    work = work_rows(trace) if work is None else work
+    marks, per_device = step_marks(trace)
+    out = {}
     for device, rows in work.groupby("device", sort=True, observed=True):
-        start = rows["ts_ns"].to_numpy(np.int64)
-        end = start + rows["dur_ns"].to_numpy(np.int64)
-        if device_scoped:
-            windows = step_windows(trace, int(device))
-            if windows.empty:
-                continue
-        if windows.empty:
-            first = start.min()
-            launches = rows["launch_ts_ns"].dropna()
-            if len(launches):
-                first = min(first, int(launches.min()))
-            if trace.is_cpu:
-                ops = trace.events[trace.events["kind"] == "op"]
-                first = min(first, int(ops["ts_ns"].min()))
-            out.append(DeviceBusy(int(device), union_length(start, end), int(end.max() - first),
-                                  len(rows), pd.DataFrame()))
+        mine = marks[marks["device"] == device] if per_device else marks
+        if per_device and mine.empty:
             continue
-        step = rows["step"].to_numpy()
-        per = []
-        for w in windows.itertuples(index=False):
-            sel = step == w.step
-            busy = union_length(start[sel], end[sel])
-            last = max(int(w.end_ns), int(end[sel].max()) if sel.any() else 0)
-            per.append((w.step, w.start_ns, last, busy, last - w.start_ns))
-        per_step = pd.DataFrame(per, columns=["step", "start_ns", "end_ns", "busy_ns", "span_ns"])
-        out.append(DeviceBusy(int(device), int(per_step["busy_ns"].sum()),
-                              int(per_step["span_ns"].sum()), len(rows), per_step))
+        if len(mine):
+            out[int(device)] = _step_windows(mine, rows)
+            continue
+        start = rows["ts_ns"].to_numpy(np.int64)
+        first = int(start.min())
+        launches = rows["launch_ts_ns"].dropna()
+        if len(launches):
+            first = min(first, int(launches.min()))
+        if trace.is_cpu:
+            first = min(first, int(trace.events.loc[trace.events["kind"] == "op",
+                                                    "ts_ns"].min()))
+        last = int((start + rows["dur_ns"].to_numpy(np.int64)).max())
+        out[int(device)] = pd.DataFrame({"step": [-1], "start_ns": [first], "end_ns": [last]})
     return out
+
+
+def wall_windows(windows: dict[int, pd.DataFrame]) -> tuple[np.ndarray, np.ndarray]:
+    """The union of every device's windows: the wall-clock time under analysis."""
+    from traceviz.intervals import union_blocks
+
+    if not windows:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    w = pd.concat(windows.values())
+    return union_blocks(w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64))
 
 
 def trace_busy_ns(work: pd.DataFrame) -> int:

@@ -269,8 +269,10 @@ def run(cfg: dict, out: Path) -> dict:
         if device.type == "cuda":
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         sched = torch.profiler.schedule(wait=1, warmup=1, active=active, repeat=1)
+        # record_shapes writes each op's input dtypes: a copy that changes the
+        # floating-point format (an AMP cast) is then told from a device or layout copy
         with torch.profiler.profile(activities=activities, schedule=sched,
-                                    record_shapes=cfg.get("record_shapes", False)) as prof:
+                                    record_shapes=cfg.get("record_shapes", True)) as prof:
             profiled_steps(prof.step)
         trace_path = out / "trace.pt.trace.json.gz"
         prof.export_chrome_trace(str(trace_path))

@@ -78,31 +78,82 @@ class Reference:
     def launch_of(self) -> dict:
         return {e["args"]["correlation"]: e for e in self.launches}
 
-    def step_busy_span(self) -> tuple[int, int]:
-        """Step-scoped busy and span of a single-device trace (DESIGN.md definitions)."""
-        steps = sorted(
+    def steps(self) -> list[tuple[int, int, int]]:
+        """(start, end, number) of the host ProfilerStep#N markers, by start."""
+        return sorted(
             (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), int(e["name"].split("#")[1]))
             for e in self.events
-            if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
-        )
+            if e.get("cat", "").lower() in ("user_annotation", "operator", "cpu_op")
+            and e["name"].startswith("ProfilerStep#"))
+
+    def windows(self) -> dict:
+        """Per device: the analysis windows [(start, end)] (DESIGN.md "Windows"): a step
+        runs to the next step's start; the last to the later of its marker's end and the
+        end of the device rows its step launched; without steps, first launch (or first
+        row) to last row end."""
+        steps = self.steps()
+        rows = self.device_rows()
+        out = {}
+        for dev, items in rows.items():
+            if not steps:
+                first = min(min(s for s, _, _, _ in items),
+                            min((la for _, _, la, _ in items if la is not None),
+                                default=10 ** 30))
+                out[dev] = [(first, max(e for _, e, _, _ in items))]
+                continue
+            starts = [s for s, _, _ in steps]
+            last_start, last_end, last_n = steps[-1]
+            tail = [e for s, e, la, _ in items
+                    if self.step_at(la if la is not None else s, steps) == last_n]
+            out[dev] = [(starts[i], starts[i + 1]) for i in range(len(starts) - 1)]
+            out[dev].append((last_start, max([last_end] + tail)))
+        return out
+
+    @staticmethod
+    def step_at(t: int, steps) -> int | None:
+        for s, e, n in steps:
+            if s <= t < e:
+                return n
+        return None
+
+    def device_rows(self) -> dict:
+        """Per device: (start, end, launch start or None, launch end or None, stream)."""
         launch = self.launch_of()
-
-        def step_of(t: int) -> int | None:
-            for s, e, n in steps:
-                if s <= t < e:
-                    return n
-            return None
-
-        rows: dict[int, list] = {n: [] for _, _, n in steps}
+        out: dict = {}
         for e in self.device:
             la = launch.get(e["args"].get("correlation"))
-            n = step_of(ns(la["ts"])) if la is not None else step_of(ns(e["ts"]))
-            if n is not None:
-                s = ns(e["ts"])
-                rows[n].append((s, s + ns(e["dur"])))
-        busy = span = 0
-        for s, e, n in steps:
-            end = max([e] + [b for _, b in rows[n]])
-            busy += union(rows[n])
-            span += end - s
-        return busy, span
+            s = ns(e["ts"])
+            ls = ns(la["ts"]) if la is not None else None
+            le = ls + ns(la["dur"]) if la is not None else None
+            out.setdefault(e["args"].get("device", e["pid"]), []).append(
+                (s, s + ns(e["dur"]), ls, (le, e["args"].get("stream", e["tid"]))))
+        return out
+
+    def busy_split(self) -> dict:
+        """Per device: (span, busy, host_wait, queued) over its windows, by sweeping
+        the time line: busy = some row runs; queued = none runs but a launched row is
+        pending (from its launch call's end to its start; a row without a launch that
+        runs before its stream's first launched row, from the trace start)."""
+        out = {}
+        for dev, items in self.device_rows().items():
+            wins = self.windows()[dev]
+            first_launched: dict = {}
+            for s, _, ls, (_, stream) in items:
+                if ls is not None:
+                    first_launched[stream] = min(first_launched.get(stream, s), s)
+            busy_iv = [(s, e) for s, e, _, _ in items]
+            pend_iv = []
+            for s, _, ls, (le, stream) in items:
+                if ls is not None:
+                    pend_iv.append((min(le, s), s))
+                elif s < first_launched.get(stream, 10 ** 30):
+                    pend_iv.append((-(10 ** 30), s))
+            span = busy = occupied = 0
+            for ws, we in wins:
+                span += we - ws
+                clip = [(max(a, ws), min(b, we)) for a, b in busy_iv if b > ws and a < we]
+                clip_p = [(max(a, ws), min(b, we)) for a, b in pend_iv if b > ws and a < we]
+                busy += union(clip)
+                occupied += union(clip + clip_p)
+            out[dev] = (span, busy, span - occupied, occupied - busy)
+        return out

@@ -66,13 +66,23 @@ def test_analyze_json_has_documented_keys(capsys):
     ref = Reference(ALEXNET)
     assert d["kernels"]["count"] == ref.kernel_count
     assert d["kernels"]["total_ns"] == ref.kernel_total_ns
-    assert d["launches"]["matched"] == ref.matched_launches
+    kernel_calls = [e for e in ref.launches if e["name"].startswith("cudaLaunchKernel")]
+    assert d["launches"]["count"] == len(kernel_calls) == 79
+    assert d["launches"]["matched"] + d["copies"]["matched"] == ref.matched_launches == 98
+    assert d["graphs"]["launches"] == 0
     assert d["busy_ns"] == ref.busy_ns()  # no steps: the whole trace is the scope
     assert d["scope"] == "trace"
-    assert 0 < d["launch_bound_fraction"] < 1
-    assert d["span_ns"] > d["busy_ns"]
-    assert set(d["categories"]) >= {"gemm", "rnn", "elementwise", "reduction", "cast",
-                                    "memcpy", "memset", "communication", "other"}
+    span, busy, wait, queued = ref.busy_split()[0]
+    assert (d["span_ns"], d["host_wait_ns"], d["queued_idle_ns"]) == (span, wait, queued)
+    assert d["idle_ns"] == d["span_ns"] - d["busy_ns"] == wait + queued
+    assert d["launch_bound_fraction"] == wait / span
+    assert d["idle_fraction"] == 1 - busy / span
+    assert d["framework_overhead_fraction"] is None
+    assert d["devices"][0]["queue_depth"]["max"] >= 1
+    assert {s["stream"] for s in d["streams"]} == {
+        e["args"]["stream"] for e in ref.device}
+    assert set(d["categories"]) >= {"gemm", "attention", "rnn", "elementwise", "reduction",
+                                    "cast", "memcpy", "memset", "communication", "other"}
     assert len(d["top_kernels"]) == 5
     assert d["top_kernels"][0]["total_ns"] >= d["top_kernels"][1]["total_ns"]
     assert d["casts"]["total_ns"] == 0

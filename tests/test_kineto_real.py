@@ -9,6 +9,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 from traceviz.analyses import summarize
+from traceviz.analyses.launch import launch_table
 
 from tests.conftest import KINETO
 from tests.rawref import Reference, ns
@@ -62,7 +63,11 @@ def test_kernel_count_and_total_match_raw(pair):
 
 def test_matched_launches_match_raw(pair):
     ref, trace, _ = pair
-    assert summarize(trace).launches.matched == ref.matched_launches
+    table = launch_table(trace)
+    assert int(table["matched"].sum()) == ref.matched_launches
+    lo = summarize(trace).launches
+    assert lo.kernel.matched + lo.copies.matched + int(
+        table.loc[table["population"] == "graph", "matched"].sum()) == ref.matched_launches
 
 
 def test_busy_time_matches_raw(pair):
@@ -88,14 +93,39 @@ def test_launch_delay_matches_raw(pair):
         assert got[corr] == sorted(delays)
 
 
-def test_step_scoped_busy_and_span_match_raw(kineto_dir):
-    for name in ("ampere_sampled_rank0.json.gz", "v100_19k_kernels.json.gz"):
-        ref = Reference(kineto_dir / name)
-        s = summarize(load(kineto_dir / name))
-        busy, span = ref.step_busy_span()
-        assert s.scope == "steps"
-        assert (s.busy_ns, s.span_ns) == (busy, span), name
-        assert s.idle_fraction == pytest.approx(1 - busy / span)
+@pytest.mark.parametrize("name", ["ampere_sampled_rank0.json.gz", "v100_19k_kernels.json.gz",
+                                  "v100_diff_test.json.gz", "a100_80gb_queue.json.gz",
+                                  "mi250_rocm_train.json.gz", "a100_alexnet.json.gz",
+                                  "a100_nccl.json.gz"])
+def test_busy_host_wait_and_queued_match_raw(kineto_dir, name):
+    """Windows, busy, host wait and queued idle per device, recomputed from the raw JSON
+    by a time-line sweep in plain Python (tests/rawref.py)."""
+    ref = Reference(kineto_dir / name)
+    s = summarize(load(kineto_dir / name))
+    expected = ref.busy_split()
+    got = {d.device: (d.span_ns, d.busy_ns, d.host_wait_ns, d.queued_idle_ns)
+           for d in s.devices}
+    assert got == {int(k): v for k, v in expected.items()}
+    assert s.scope == ("steps" if ref.steps() else "trace")
+    assert s.busy_ns <= s.trace_busy_ns
+    for d in s.devices:
+        assert d.busy_ns + d.host_wait_ns + d.queued_idle_ns == d.span_ns
+    assert s.launch_bound_fraction == pytest.approx(
+        sum(v[2] for v in expected.values()) / sum(v[0] for v in expected.values()))
+
+
+def test_gpu_behind_its_host_is_not_launch_bound(kineto_dir):
+    """v100_diff_test: the GPU runs behind the host, so per-step spans from host start to
+    own GPU end overlapped (busy 758.9 ms > 717.9 ms busy in the whole trace, 19.9%
+    "launch-bound"). Windows that do not overlap: all busy time counted once, idle 3.7%,
+    of which nearly nothing is waiting for the host."""
+    s = summarize(load(kineto_dir / "v100_diff_test.json.gz"))
+    ref = Reference(kineto_dir / "v100_diff_test.json.gz")
+    assert s.busy_ns == s.trace_busy_ns == ref.busy_ns()  # every kernel inside a window
+    assert s.span_ns == 745_277_000
+    assert s.idle_fraction == pytest.approx(0.0367, abs=0.0001)
+    assert s.launch_bound_fraction == pytest.approx(0.00055, abs=0.00001)
+    assert s.queued_idle_ns > 60 * s.host_wait_ns
 
 
 @pytest.mark.parametrize("name", ["v100_ns_resolution.json.gz", "a100_nccl.json.gz",

@@ -66,12 +66,24 @@ def test_two_streams_overlap_launch_delay_and_bound_fraction():
     # span: first launch (10) to last device end (1000)
     assert s.span_ns == 990
     assert s.idle_fraction == pytest.approx(1 - 460 / 990)
-    assert s.launches.count == 3
-    assert s.launches.matched == 2
+    assert s.launches.kernel.count == 3
+    assert s.launches.kernel.matched == 2
     assert s.launches.unlaunched_kernels == 1
     assert s.launches.short_kernels == 0
-    assert s.launches.api_share == pytest.approx(30 / 990)
+    assert s.launches.kernel.api_share == pytest.approx(30 / 990)
     assert s.categories.set_index("category").loc["gemm", "total_ns"] == 300
+    # pending: k1 [15, 40), k2 [230, 250) (inside k1's run); the orphan runs after its
+    # stream's first launched kernel, so its launch time is unknown: not pending
+    assert s.queued_idle_ns == 25
+    assert s.host_wait_ns == 990 - (460 + 25)
+    assert s.launch_bound_fraction == pytest.approx((990 - 485) / 990)
+    d = s.devices[0]
+    assert d.queue_mean == pytest.approx((25 + 20) / 990) and d.queue_max == 1
+    streams = d.streams.set_index("stream")
+    assert streams.loc[7, "busy_ns"] == 300 + 100 and streams.loc[8, "busy_ns"] == 150
+    # stream 8 is idle until k2 starts: [10, 230) waiting for the host, [230, 250) queued
+    assert streams.loc[8, "queued_idle_ns"] == 20
+    assert streams.loc[8, "host_wait_ns"] == 990 - 150 - 20
 
 
 def test_steps_scope_busy_and_span_per_step():
@@ -89,11 +101,14 @@ def test_steps_scope_busy_and_span_per_step():
     assert list(k["step"]) == [3, 3, 4]
     s = summarize(t)
     assert s.scope == "steps" and s.steps == 2
-    # step 3: [0, max(100, 125)) busy 30 + 30; step 4: [100, 200) busy 10
-    assert s.span_ns == 125 + 100
-    assert s.busy_ns == 60 + 10
+    # windows never overlap: step 3 is [0, 100), where step 4 begins; step 4, the last,
+    # ends at the later of its marker (200) and its last kernel (170). Busy time is
+    # clipped to the windows: k2 counts 5 ns in step 3 and 25 ns in step 4.
+    assert s.span_ns == 100 + 100
+    assert s.busy_ns == (30 + 5) + (25 + 10) == s.trace_busy_ns
     per = s.devices[0].per_step
-    assert list(per["busy_ns"]) == [60, 10]
+    assert list(per["busy_ns"]) == [35, 35]
+    assert list(per["span_ns"]) == [100, 100]
 
 
 def test_short_kernels_and_graph_launch():
@@ -103,8 +118,13 @@ def test_short_kernels_and_graph_launch():
         row("kernel", "b", 70, 100, corr=5),
     )
     s = summarize(t)
-    assert s.launches.count == 1 and s.launches.matched == 1
-    assert s.launches.short_kernels == 1  # a: 10 ns < 50 ns launch call
+    assert s.launches.kernel.count == 0
+    g = s.launches.graphs
+    assert (g.count, g.kernels, g.kernel_ns) == (1, 2, 110)
+    assert g.first_delay.median_ns == 10
+    # a (10 ns) is shorter than the 50 ns graph launch, but graph kernels share one
+    # launch: they are kept out of the short-kernel and delay figures
+    assert s.launches.short_kernels == 0 and s.launches.delay.count == 0
     assert sorted(t.kernels["launch_delay_ns"].astype(int)) == [10, 20]
 
 

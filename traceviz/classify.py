@@ -12,51 +12,84 @@ import pandas as pd
 
 from traceviz.schema import CATEGORIES
 
-# Order matters: the first matching category wins.
+# Order matters: the first matching category wins. Attention comes first: a fused
+# attention kernel holds gemms, softmax and dropout ("fmha_fwd...Dropout"), and is one thing.
 _CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (cat, re.compile(rx, re.IGNORECASE))
     for cat, rx in (
+        ("attention",
+         r"flash_?(fwd|bwd|attn|decoding|fprop|bprop)|fmha|mha_(fwd|bwd)|attn_(fwd|bwd)|"
+         r"_attention(_|\b)|attention_?(kernel|fwd|bwd)|unified_attention|paged_attention|"
+         r"sage_(fwd|bwd)|efficient_attention|fused_attn(?!_rocm::populate)|cudnn_?mha|_sdpa_|"
+         r"scaled_dot_product|BatchPrefill\w*Kernel|BatchDecode\w*Kernel|"
+         r"^aten::(_?scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*)$"),
         ("communication",
          r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|c10d::|gloo|"
-         r"\bbroadcast\b|sendrecv"),
+         r"\bbroadcast\b|sendrecv|multimem_|cross_device_reduce|::ep::|deep_ep|"
+         r"^(CollectiveReduceV2|NcclAllReduce|all-reduce|all-gather|reduce-scatter|"
+         r"collective-permute)\b"),
         ("gemm",
-         r"gemm|gemv|cublas|cutlass|xmma|nvjet|scudnn|implicit_?convolve|dgrad|wgrad|winograd|"
-         r"conv(olution)?[_\d]|fft\d?d?_|splitKreduce|triton_tem|"
-         r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_addmm_activation|addmv|mv|dot|einsum|"
-         r"_?convolution|conv\w*|mkldnn_convolution|mkldnn_linear|mkldnn_matmul)$|"
-         r"^(MatMul|BatchMatMul\w*|_FusedMatMul|Conv\w+|Einsum|dot|dot_general)$|"
+         r"gemm|gemv|cublas|hipblaslt|cutlass|xmma|nvjet|scudnn|implicit_?convolve|"
+         r"(?-i:[dw]grad|Dgrad|Wgrad)|winograd|conv(olution)?[_\d]|_conv_|fft\d?d?_|"
+         r"splitKreduce|triton_tem|^Cijk_|GridwiseGemm|^_?matmul|matmul_kernel|^bmm_|Im\dd2Col|"
+         r"im2col|^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_addmm_activation|addmv|mv|dot|"
+         r"einsum|_?convolution|conv\w*|mkldnn_convolution|mkldnn_linear|mkldnn_matmul|"
+         r"_scaled_mm|_grouped_mm)$|"
+         r"(?-i:^(MatMul|BatchMatMul\w*|_FusedMatMul|Conv\d\w*|Einsum|FullyConnected)$)|"
+         r"^(dot|dot_general|convolution)$|"
          # XLA:CPU hands dots to YNNPACK as "ynn_fusion" custom fusions
          r"^ynn_fusion$"),
         ("rnn",
          r"lstm|gru_|\bgru\b|rnn|blockPersist|elemWiseRNN|mkldnn_rnn|CudnnRNN"),
         ("reduction",
          r"reduce|reduction|softmax|welford|norm(?!al)|\bbn_(fw|bw)|cub::|argmax|argmin|topk|"
-         r"triton_(red|per)_|GammaBeta|nll_loss|cross_entropy|mse_loss|cumsum|scan|sort|pool|"
+         r"triton_(red|per)_|GammaBeta|RowwiseMoments|nll_?loss|NLLCriterion|cross_entropy|"
+         r"mse_loss|cumsum|scan|sort|pool(?!ed_embs)|_sum_|sum_rows|histogram|"
          r"^aten::(sum|mean|max|min|amax|amin|var|std|prod|all|any)$|"
-         r"^(Sum|Mean|Max|Min|Prod|Softmax|LogSoftmax|SparseSoftmaxCrossEntropy\w*)$"),
+         r"^(Sum|Mean|Max|Min|Prod|Softmax|LogSoftmax|SparseSoftmaxCrossEntropy\w*|"
+         r"BiasAddGrad)$"),
         ("elementwise",
          r"elementwise|pointwise|triton_poi_|EigenMetaKernel|TensorCwise|multi_tensor_apply|"
          r"CatArray|copy|fill|index|gather|scatter|embedding|permute|transpose|dropout|"
-         r"nchwToNhwc|nhwcToNchw|"
-         r"sigmoid|tanh|relu|gelu|silu|"
+         r"nchwToNhwc|nhwcToNchw|rotary|swiglu|sigmoid|tanh|relu|gelu|silu|SubTensorOp|"
+         r"reshape_and_cache|store_kvcache|Reformat|clamp|"
          r"^aten::(add|sub|mul|div|addcmul|addcdiv|lerp|exp|log|neg|pow|sqrt|rsqrt|abs|sign|"
          r"clamp|where|fill|zero|cat|stack|clone|contiguous|masked_fill|threshold|hardtanh|"
          r"maximum|minimum|uniform|normal|bernoulli|rand|_foreach|ones_like|zeros_like)\w*$|"
-         r"^(Add|AddV2|Sub|Mul|RealDiv|Sigmoid|Tanh|Relu|BiasAdd\w*|ConcatV2|Pack|Fill|Select\w*|"
+         r"^(Add|AddV2|Sub|Mul|RealDiv|Sigmoid|Tanh|Relu|BiasAdd|ConcatV2|Pack|Fill|Select\w*|"
          r"AddN|Square|Rsqrt|Exp|Log|Neg|Identity|Transpose|GatherV2|ResourceGather)$|"
-         # XLA's HLO instructions and fusions (XLA:CPU thunks)
+         # XLA's HLO instructions and fusions (XLA:CPU thunks, GPU and TPU kernels)
          r"fusion$|^wrapped_|dynamic-(update-)?slice|^(add|multiply|subtract|divide|concatenate|"
-         r"broadcast|select|compare|exponential|logistic|maximum|minimum|negate)$"),
+         r"broadcast|select|compare|exponential|logistic|maximum|minimum|negate|copy|"
+         r"transpose|reshape|bitcast)$"),
     )
 )
 
+# Names whose text would mislead the patterns: fbgemm's embedding kernels are no gemms,
+# an AMD code object's ".kd" suffix and XLA's ".12" instruction numbers are no part of
+# the name.
+_NOISE = re.compile(r"fbgemm\w*|\s*\[clone \.kd\]|\.kd$|(?<=\w)\.\d+$")
+
+
+def _text(name: str) -> str:
+    return _NOISE.sub("", name)
+
+
 # Kernel names that show a dtype conversion (PyTorch's dynamic-cast and dedicated
-# copy kernels, Eigen's conversion op under TF, explicit cast/quantize kernels).
+# copy kernels, Eigen's conversion op under TF, cuDNN's convertTensor, XLA convert
+# fusions, Inductor kernels fused around _to_copy, TensorRT reformats, Transformer
+# Engine and other cast/quantize kernels).
 CAST_KERNEL = re.compile(
     r"copy_kernel\w*\W.*WithCast|TensorConversionOp|(b?float16|float8|fp8|half)_copy_kernel|"
-    r"\bcast(_|Kernel|Functor)|_cast_kernel|"
-    r"_to_(float|half|bf16|bfloat16|fp8|fp16|fp32)|(float|half|bf16|fp8|fp16|fp32)_to_(float|half|"
-    r"bf16|bfloat16|fp8|fp16|fp32)|quantize",
+    r"\bcast(_|Kernel|Functor)|_cast_kernel|cast_(to|back|transpose)|per_token_cast|"
+    r"_to_h?(float|half|bf16|bfloat16|fp8|fp16|fp32)|(float|half|bf16|fp8|fp16|fp32)_to_h?(float|"
+    r"half|bf16|bfloat16|fp8|fp16|fp32)|quantize|_quant_kernel|fp8_quant|"
+    r"convertTensor|^(loop_|input_)?convert(_\w*)?_fusion|^wrapped_convert|^convert$|"
+    # Inductor kernels of a _to_copy alone (with views at most): one fused into real work
+    # is that work
+    r"^triton_[a-z]+_fused__to_copy(_(view|clone|_unsafe_view|permute|transpose|t))*_\d+$|"
+    r"genericReformat|reformat\w*kernel|SubTensorOpWithCast|"
+    r"transformer_engine::\w*(cast|quantize)",
     re.IGNORECASE,
 )
 
@@ -64,7 +97,9 @@ CAST_KERNEL = re.compile(
 # h884/h1688/h16816 tiles, hmma, f16/bf16 in xmma/nvjet/cutlass names).
 TENSOR_CORE_HALF = re.compile(
     r"(^|_)h\d{3,5}|hmma|hgemm|bgemm|f16|bf16|fp16|half|bfloat16|tensorop_[hb]|_h_bz|"
-    r"gemm_[hb]\d",
+    r"gemm_[hb]\d|e4m3|e5m2|fp8|mxfp|"
+    # Tensile (rocBLAS/hipBLASLt) names: Cijk_<layout>_<in/out/compute types>, H/B = fp16/bf16
+    r"^Cijk_\w+?_(HH|HS|BB|BS|HHS|BBS|HSS|BSS)_",
     re.IGNORECASE,
 )
 
@@ -78,6 +113,24 @@ def tensor_core_flags(names: pd.Index) -> np.ndarray:
 CAST_OPS = frozenset({"aten::_to_copy", "Cast", "tf.cast", "convert_element_type",
                       "convert"})  # convert: the HLO instruction (XLA:CPU thunks)
 CAST_OP_CHILD = "aten::copy_"
+
+# torch's ScalarType codes of the floating-point types, as Kineto writes dtypes
+SCALAR_TYPES = {5: "c10::Half", 6: "float", 7: "double", 15: "c10::BFloat16",
+                23: "c10::Float8_e5m2", 24: "c10::Float8_e4m3fn", 25: "c10::Float8_e5m2fnuz",
+                26: "c10::Float8_e4m3fnuz", 0: "unsigned char", 1: "signed char",
+                2: "short int", 3: "int", 4: "long int", 11: "bool"}
+_FLOAT_TYPE = re.compile(r"^(float|double|c10::(Half|BFloat16|Float8\w*))$")
+
+
+def precision_change(src: str, dst: str) -> int:
+    """1 when a conversion changes the floating-point format (fp32 -> bf16: what AMP pays
+    for), 0 when it does not (same dtype, or to/from integer or bool: index and mask
+    conversions), -1 when a dtype is unknown."""
+    if not src or not dst:
+        return -1
+    if src == dst:
+        return 0
+    return int(bool(_FLOAT_TYPE.match(src)) and bool(_FLOAT_TYPE.match(dst)))
 
 
 # Ops that only make views, read metadata or allocate: no compute. On a CPU trace they
@@ -103,15 +156,16 @@ def category_codes(names: pd.Index) -> np.ndarray:
 
 
 def _category_of(name: str) -> str:
+    text = _text(name)
     for cat, rx in _CATEGORY_PATTERNS:
-        if rx.search(name):
+        if rx.search(text):
             return cat
     return "other"
 
 
 def cast_kernel_flags(names: pd.Index) -> np.ndarray:
     """For each distinct name: does it look like a dtype-conversion kernel?"""
-    return np.array([bool(CAST_KERNEL.search(str(n))) for n in names], dtype=bool)
+    return np.array([bool(CAST_KERNEL.search(_text(str(n)))) for n in names], dtype=bool)
 
 
 def cast_op_flags(names: pd.Index) -> tuple[np.ndarray, np.ndarray]:

@@ -76,6 +76,10 @@ class AnalyzeCommand(Command):
                        help="a traceviz .parquet, any raw trace, or a capture's run folder")
         p.add_argument("--top", type=int, default=15, help="kernels to list (default 15)")
         p.add_argument("--wide", action="store_true", help="full kernel names, no shortening")
+        p.add_argument("--by", choices=("name", "config"), default="name",
+                       help="kernel table rows: per name (default), or per name and launch "
+                            "configuration (grid, block, registers, shared memory) where the "
+                            "trace records it")
         p.add_argument("--json", action="store_true",
                        help="print the figures as one JSON object instead of tables")
         p.add_argument("--plot", type=Path, metavar="DIR",
@@ -102,7 +106,7 @@ class AnalyzeCommand(Command):
 
         with ExitStack() as stack:
             trace = load_with_progress(args.trace, stack)
-        summary = summarize(trace)
+        summary = summarize(trace, by_config=args.by == "config")
         if args.json:
             print(json.dumps(summary.to_dict(top=args.top), indent=2))
         else:

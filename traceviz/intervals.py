@@ -5,13 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 
-def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Total length covered by the union of half-open intervals [start, end)."""
-    if len(starts) == 0:
-        return 0
-    order = np.argsort(starts, kind="stable")
-    s = np.asarray(starts, dtype=np.int64)[order]
-    e = np.asarray(ends, dtype=np.int64)[order]
+def union_blocks(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of half-open intervals [start, end) as sorted, disjoint blocks."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if len(s) == 0:
+        return s, e
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
     # running max of ends: an interval starts a new covered block iff it starts
     # after everything before it has ended
     reach = np.maximum.accumulate(e)
@@ -20,7 +23,60 @@ def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
     new_block[1:] = s[1:] > reach[:-1]
     firsts = np.flatnonzero(new_block)
     lasts = np.append(firsts[1:] - 1, len(s) - 1)
-    return int(np.sum(reach[lasts] - s[firsts]))
+    return s[firsts], reach[lasts]
+
+
+def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Total length covered by the union of half-open intervals [start, end)."""
+    s, e = union_blocks(starts, ends)
+    return int(np.sum(e - s))
+
+
+def covered_until(block_start: np.ndarray, block_end: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each time ``t``: how much of the disjoint sorted blocks lies before it."""
+    t = np.asarray(t, dtype=np.int64)
+    if len(block_start) == 0:
+        return np.zeros(len(t), dtype=np.int64)
+    before = np.concatenate([[0], np.cumsum(block_end - block_start)])
+    k = np.searchsorted(block_start, t, side="right") - 1
+    inside = np.clip(t - block_start[np.maximum(k, 0)], 0,
+                     (block_end - block_start)[np.maximum(k, 0)])
+    return np.where(k >= 0, before[np.maximum(k, 0)] + inside, 0)
+
+
+def clipped_lengths(starts: np.ndarray, ends: np.ndarray, win_start: np.ndarray,
+                    win_end: np.ndarray) -> np.ndarray:
+    """Length of each interval [start, end) that falls inside the disjoint, sorted
+    windows (one value per interval; overlapping intervals are not merged)."""
+    if len(starts) == 0:
+        return np.zeros(0, dtype=np.int64)
+    e = np.maximum(np.asarray(ends, dtype=np.int64), starts)
+    return covered_until(win_start, win_end, e) - covered_until(win_start, win_end, starts)
+
+
+def union_in_windows(starts: np.ndarray, ends: np.ndarray, win_start: np.ndarray,
+                     win_end: np.ndarray) -> np.ndarray:
+    """Per window: length of the union of the intervals inside it."""
+    bs, be = union_blocks(starts, ends)
+    return covered_until(bs, be, win_end) - covered_until(bs, be, win_start)
+
+
+def max_overlap_in_windows(starts: np.ndarray, ends: np.ndarray, win_start: np.ndarray,
+                           win_end: np.ndarray) -> int:
+    """The most intervals open at one moment inside the windows (0 when none)."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    keep = e > s
+    if not keep.any() or len(win_start) == 0:
+        return 0
+    times = np.concatenate([s[keep], e[keep]])
+    delta = np.concatenate([np.ones(keep.sum(), np.int64), -np.ones(keep.sum(), np.int64)])
+    order = np.lexsort((delta, times))  # at equal times, closings first
+    times, depth = times[order], np.cumsum(delta[order])
+    # depth holds on [times[i], times[i+1]): keep the pieces that overlap a window
+    nxt = np.append(times[1:], times[-1])
+    inside = clipped_lengths(times, nxt, win_start, win_end) > 0
+    return int(depth[inside].max()) if inside.any() else 0
 
 
 def innermost_enclosing(

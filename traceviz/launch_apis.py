@@ -41,6 +41,8 @@ LAUNCH_APIS: dict[str, str] = {
     ),
 }
 
+GRAPH_LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
+
 # nsys appends the API version (cudaLaunchKernel_v7000); per-thread default-stream
 # variants carry _ptsz/_ptds. Both name the same launch.
 _SUFFIX = re.compile(r"(_v\d+)?$")
@@ -55,3 +57,8 @@ def base_api_name(name: str) -> str:
 def launch_kind(name: str) -> str | None:
     """The device-row kind a host call launches, or None if it launches nothing."""
     return LAUNCH_APIS.get(base_api_name(name))
+
+
+def is_graph_launch(name: str) -> bool:
+    """One call that runs a whole captured graph of kernels."""
+    return base_api_name(name) in GRAPH_LAUNCH_APIS

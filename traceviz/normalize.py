@@ -17,7 +17,7 @@ import pandas as pd
 from traceviz import classify, schema
 from traceviz.intervals import innermost_enclosing
 from traceviz.launch_apis import base_api_name, launch_kind
-from traceviz.optree import parents_and_enclosing
+from traceviz.optree import parents_and_enclosing, thread_key
 from traceviz.trace import Trace
 
 BASE_COLUMNS = (
@@ -54,6 +54,73 @@ def _nullable(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerArray:
     return pd.arrays.IntegerArray(np.where(valid, values, 0).astype(np.int64), ~valid)
 
 
+def category_codes(kind: np.ndarray, name_codes: np.ndarray, categories: pd.Index,
+                   is_cast: np.ndarray) -> np.ndarray:
+    """Per row, the index into ``schema.CATEGORIES`` (-1 on rows that are not work)."""
+    cat_codes = np.append(classify.category_codes(categories), _C["other"])[name_codes]
+    cat_codes[kind == _K["memcpy"]] = _C["memcpy"]
+    cat_codes[kind == _K["memset"]] = _C["memset"]
+    cat_codes[is_cast & ((kind == _K["kernel"]) | (kind == _K["op"]))] = _C["cast"]
+    is_device = np.isin(kind, [_K[k] for k in schema.DEVICE_KINDS])
+    cat_codes[~(is_device | (kind == _K["op"]))] = -1
+    return cat_codes
+
+
+def kind_codes(kinds: pd.Series) -> np.ndarray:
+    return kinds.astype(pd.CategoricalDtype(list(schema.KINDS))).cat.codes.to_numpy()
+
+
+def _launch_calls(calls: np.ndarray, process: np.ndarray, corr: np.ndarray, ts: np.ndarray,
+                  dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The launch calls device rows link to, and an id for every call in ``calls``.
+
+    One call per (process, correlation id): a call recorded twice under one id, the inner
+    record nested in the outer (nsys: ``cudaMemcpy`` around ``cudaMemcpy_v3020``), is
+    one call, named by the outer record; the inner gets id -1. Ids follow time order.
+    """
+    ids = np.arange(len(calls), dtype=np.int64)
+    has_corr = corr[calls] >= 0
+    rows = calls[has_corr]
+    # outer first: by key, then start, then longest
+    order = np.lexsort((-dur[rows], ts[rows], corr[rows], process[rows]))
+    rows = rows[order]
+    key = pd.MultiIndex.from_arrays([process[rows], corr[rows]])
+    dup = key.duplicated(keep="first")
+    if dup.any():
+        first = np.flatnonzero(~dup)
+        owner = first[np.searchsorted(first, np.arange(len(rows)), side="right") - 1]
+        outer = rows[owner]
+        nested = dup & (ts[rows] >= ts[outer]) & (ts[rows] + dur[rows] <= ts[outer] + dur[outer])
+        inner = np.isin(calls, rows[nested])
+        ids = np.where(inner, -1, np.cumsum(~inner) - 1)
+    return rows[~dup], ids
+
+
+def _cast_ops(categories: pd.Index, names: np.ndarray, parent: np.ndarray,
+              change: np.ndarray) -> np.ndarray:
+    """Which op rows are casts: a conversion op (``aten::_to_copy``, TF ``Cast``...) or
+    an ``aten::copy_`` that changes the floating-point format, and the ``copy_`` a
+    conversion op delegates to. ``change`` is the parser's verdict from recorded dtypes
+    (1 yes, 0 no, -1 unknown: then a conversion op counts as a cast)."""
+    cast_op, cast_child = classify.cast_op_flags(categories)
+    own = (cast_op[names] & (change != 0)) | (cast_child[names] & (change == 1))
+    in_cast = np.where(parent >= 0, own[np.maximum(parent, 0)], False)
+    return own | (cast_child[names] & in_cast & (change != 0))
+
+
+def _enclosing_annotation(kind: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray,
+                          dur: np.ndarray, dev: np.ndarray, launch: np.ndarray) -> np.ndarray:
+    """(device row, annotation row) pairs: the innermost host range around each launch."""
+    ann = np.flatnonzero((kind == _K["annotation"]) & (tid >= 0))
+    if not len(ann) or not len(launch):
+        return np.zeros((0, 2), dtype=np.int64)
+    key = thread_key(pid[ann], tid[ann])
+    found = innermost_enclosing(key, ts[ann], ts[ann] + dur[ann],
+                                thread_key(pid[launch], tid[launch]), ts[launch])
+    ok = found >= 0
+    return np.column_stack([dev[ok], ann[found[ok]]])
+
+
 def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace:
     """Derive the launch, op, step and category columns and return the ``Trace``.
 
@@ -68,7 +135,9 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
     ts = ts - origin
     dur = ev["dur_ns"].to_numpy(np.int64)
     meta = {**meta, "origin_ns": int(meta.get("origin_ns", 0)) + origin}
-    kind = ev["kind"].astype(pd.CategoricalDtype(list(schema.KINDS))).cat.codes.to_numpy()
+    if "dtype_change" in ev:  # the source recorded dtypes: casts are told from copies
+        meta["dtypes_recorded"] = bool((ev["dtype_change"].to_numpy() >= 0).any())
+    kind = kind_codes(ev["kind"])
     names = ev["name"].astype("category")
     name_codes = names.cat.codes.to_numpy()
     categories = names.cat.categories
@@ -79,20 +148,21 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
     api_known = np.array([launch_kind(b) is not None for b in base_names], dtype=bool)
     api_names, api_of_name = np.unique(base_names, return_inverse=True)
     corr = ev["correlation"].to_numpy(np.int64)
-    launch_rows = np.flatnonzero((kind == _K["runtime"]) & api_known[name_codes] & (corr >= 0))
+    pid = ev["pid"].to_numpy(np.int64)
+    tid = ev["tid"].to_numpy(np.int64)
+    lp = ev[link_pid].to_numpy(np.int64) if link_pid is not None else np.zeros(n, np.int64)
+    calls = np.flatnonzero((kind == _K["runtime"]) & api_known[name_codes])
+    launch_rows, call_ids = _launch_calls(calls, lp, corr, ts, dur)
+    launch_id = np.full(n, -1, dtype=np.int64)
+    launch_id[calls] = call_ids
     device_rows = np.flatnonzero(is_device & (corr >= 0))
-    if link_pid is not None:
-        lp = ev[link_pid].to_numpy()
-        launch_key = pd.MultiIndex.from_arrays([lp[launch_rows], corr[launch_rows]])
-        device_key = pd.MultiIndex.from_arrays([lp[device_rows], corr[device_rows]])
-    else:
-        launch_key = pd.Index(corr[launch_rows])
-        device_key = pd.Index(corr[device_rows])
-    first = ~launch_key.duplicated(keep="first")
-    launch_rows, launch_key = launch_rows[first], launch_key[first]
+    # one launch per (process, correlation id): the key every analysis joins on
+    launch_key = pd.MultiIndex.from_arrays([lp[launch_rows], corr[launch_rows]])
+    device_key = pd.MultiIndex.from_arrays([lp[device_rows], corr[device_rows]])
     hit = launch_key.get_indexer(device_key)
     linked_dev = device_rows[hit >= 0]
     linked_launch = launch_rows[hit[hit >= 0]]
+    launch_id[linked_dev] = launch_id[linked_launch]
     linked = np.zeros(n, dtype=bool)
     linked[linked_dev] = True
     launch_ts = np.zeros(n, dtype=np.int64)
@@ -104,17 +174,15 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
     api_codes[linked_dev] = api_of_name[name_codes[linked_launch]]
 
     # --- innermost framework op around each launch ----------------------------------
-    pid = ev["pid"].to_numpy(np.int64)
-    tid = ev["tid"].to_numpy(np.int64)
     op_rows = np.flatnonzero(kind == _K["op"])
     ops = pd.DataFrame({"pid": pid[op_rows], "tid": tid[op_rows], "ts_ns": ts[op_rows],
                         "dur_ns": dur[op_rows]})
     op_name_codes = name_codes[op_rows]
-    cast_op, cast_child = classify.cast_op_flags(categories)
     parent, launch_op = parents_and_enclosing(ops, pid[linked_launch], tid[linked_launch],
                                               ts[linked_launch])
-    parent_is_cast = np.where(parent >= 0, cast_op[op_name_codes[np.maximum(parent, 0)]], False)
-    op_is_cast = cast_op[op_name_codes] | (cast_child[op_name_codes] & parent_is_cast)
+    op_is_cast = _cast_ops(categories, op_name_codes, parent,
+                           ev["dtype_change"].to_numpy(np.int8)[op_rows]
+                           if "dtype_change" in ev else np.full(len(op_rows), -1, np.int8))
     has_op = launch_op >= 0
     op_codes = np.full(n, -1, dtype=np.int32)
     op_codes[linked_dev[has_op]] = op_name_codes[launch_op[has_op]]
@@ -125,6 +193,15 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
         hinted = is_device & (op_codes < 0) & (hint != "")
         if hinted.any():
             op_names = pd.Categorical(np.where(hinted, hint, op_names.astype(object)))
+    # no op and no hint: the innermost user range around the launch (NVTX ranges of
+    # TensorRT layers, record_function / user ranges without ATen ops inside)
+    ranged = _enclosing_annotation(kind, pid, tid, ts, dur, linked_dev[~has_op],
+                                   linked_launch[~has_op])
+    ranged = ranged[~hinted[ranged[:, 0]]] if len(ranged) else ranged
+    if len(ranged):
+        text = np.asarray(op_names.astype(object))
+        text[ranged[:, 0]] = np.asarray(names.array.astype(object))[ranged[:, 1]]
+        op_names = pd.Categorical(text)
 
     # --- steps ------------------------------------------------------------------------
     step = ev["step"].to_numpy(np.int64).copy()
@@ -155,11 +232,7 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
         cast_hint = np.isin(np.asarray(op_names.astype(object)), list(classify.CAST_OPS))
         is_cast |= hinted & cast_hint & is_kernel
     is_cast[op_rows] = op_is_cast
-    cat_codes = np.append(classify.category_codes(categories), _C["other"])[name_codes]
-    cat_codes[kind == _K["memcpy"]] = _C["memcpy"]
-    cat_codes[kind == _K["memset"]] = _C["memset"]
-    cat_codes[is_cast & (is_kernel | (kind == _K["op"]))] = _C["cast"]
-    cat_codes[~(is_device | (kind == _K["op"]))] = -1
+    cat_codes = category_codes(kind, name_codes, categories, is_cast)
 
     out = pd.DataFrame({
         "kind": pd.Categorical.from_codes(kind, categories=list(schema.KINDS)),
@@ -178,6 +251,7 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
         "launch_ts_ns": _nullable(launch_ts, linked),
         "launch_dur_ns": _nullable(launch_dur, linked),
         "launch_delay_ns": _nullable(launch_delay, linked),
+        "launch_id": launch_id,
         "op": op_names.remove_unused_categories(),
         "category": pd.Categorical.from_codes(cat_codes, categories=list(schema.CATEGORIES)),
         "is_cast": is_cast,

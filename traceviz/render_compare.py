@@ -31,7 +31,12 @@ def runs_table(runs: list[RunFigures]) -> Table:
                          for r in runs]),
         (busy, [fmt_ns(r.busy_ns / r.per_step) for r in runs]),
         ("span", [fmt_ns(r.span_ns / r.per_step) for r in runs]),
-        ("launch-bound / framework overhead", [fmt_pct(r.idle_fraction) for r in runs]),
+        ("idle (1 - busy/span; CPU: framework overhead)",
+         [fmt_pct(r.idle_fraction) for r in runs]),
+        ("  waiting for host (launch-bound)",
+         [fmt_pct(r.launch_bound_fraction) for r in runs]),
+        ("  work queued", [fmt_ns(None if r.queued_idle_ns is None
+                                  else r.queued_idle_ns / r.per_step) for r in runs]),
         ("kernels (leaf ops on CPU)", [f"{r.kernel_count / r.per_step:,.0f}" for r in runs]),
     ]
     rows += [(f"  {c}", [fmt_ns(r.category_ns[c] / r.per_step) for r in runs])

@@ -6,6 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from traceviz.analyses.summary import Summary  # noqa: E402
 from traceviz.units import fmt_ns, short_name  # noqa: E402
@@ -39,31 +40,38 @@ def kernel_pie(summary: Summary, top: int = 8) -> plt.Figure:
 
 
 def launch_chart(summary: Summary) -> plt.Figure:
-    """Busy vs waiting time per step and device; launch call, delay and kernel times."""
+    """Busy, waiting for host and queued idle per step window and device; launch call,
+    delay and kernel times."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    labels, busy, idle = [], [], []
+    labels, parts = [], {"busy": [], "wait": [], "queued": [], "idle": []}
     for d in summary.devices:
         dev = "host" if d.device < 0 else f"GPU {d.device}"
-        if len(d.per_step):
-            for r in d.per_step.itertuples(index=False):
-                labels.append(f"{dev}\nstep {r.step}")
-                busy.append(r.busy_ns / 1e6)
-                idle.append((r.span_ns - r.busy_ns) / 1e6)
-        else:
-            labels.append(dev)
-            busy.append(d.busy_ns / 1e6)
-            idle.append((d.span_ns - d.busy_ns) / 1e6)
+        for r in d.per_step.itertuples(index=False):
+            labels.append(dev if r.step < 0 else f"{dev}\nstep {r.step}")
+            idle = r.span_ns - r.busy_ns
+            known = not pd.isna(r.host_wait_ns)
+            parts["busy"].append(r.busy_ns / 1e6)
+            parts["wait"].append(r.host_wait_ns / 1e6 if known else 0.0)
+            parts["queued"].append(r.queued_idle_ns / 1e6 if known else 0.0)
+            parts["idle"].append(0.0 if known else idle / 1e6)
     x = range(len(labels))
-    idle_name = "framework overhead" if summary.cpu_trace else "waiting for host (launch-bound)"
-    left.bar(x, busy, label="busy", color="#2a7ab0")
-    left.bar(x, idle, bottom=busy, label=idle_name, color="#e8a33d")
+    bottom = [0.0] * len(labels)
+    styles = [("busy", "busy", "#2a7ab0"),
+              ("wait", "waiting for host (launch-bound)", "#e8a33d"),
+              ("queued", "idle, launched work queued", "#9a9a9a"),
+              ("idle", "framework overhead" if summary.cpu_trace else "idle (cause unknown)",
+               "#e8a33d" if summary.cpu_trace else "#cfcfcf")]
+    for key, label, color in styles:
+        if any(parts[key]):
+            left.bar(x, parts[key], bottom=bottom, label=label, color=color)
+            bottom = [b + v for b, v in zip(bottom, parts[key], strict=True)]
     left.set_xticks(list(x), labels, fontsize=7)
     left.set_ylabel("ms")
-    left.set_title("Busy vs waiting per step")
+    left.set_title("Where each window's time went")
     left.legend(fontsize=8)
 
     lo = summary.launches
-    groups = [("launch call", lo.call), ("launch delay", lo.delay),
+    groups = [("launch call", lo.kernel.call), ("launch delay", lo.delay),
               ("kernel", summary.kernel_dur)]
     names = [g for g, _ in groups]
     med = [(d.median_ns or 0) / 1e3 for _, d in groups]

@@ -14,8 +14,10 @@ from traceviz.units import fmt_ns, fmt_pct, short_name
 def render_summary(summary: Summary, top: int = 15, wide: bool = False,
                    width: int = 120) -> Group:
     """Everything ``traceviz analyze`` prints, as one rich renderable, for ``width`` columns."""
-    name_width = max(20, min(60, width - 70))
-    parts = [_header(summary), _top_kernels(summary, top, wide, name_width),
+    extra = 40 if summary.by_config else 0  # the config column
+    n_stats = max(0, min(len(_STATS), (width - 91 - extra) // 11))
+    name_width = max(20, min(60, width - 55 - extra - 11 * n_stats))
+    parts = [_header(summary), _top_kernels(summary, top, wide, name_width, n_stats),
              _categories(summary)]
     if not summary.cpu_trace:
         parts.append(_launches(summary))
@@ -42,37 +44,57 @@ def _header(s: Summary) -> Table:
     else:
         names = ", ".join(f"{d}: {devices.get(str(d), 'GPU')}" for d in used) or "–"
         grid.add_row("devices", names)
-    scope = f"{s.steps} step(s)" if s.scope == "steps" else "whole trace (no steps)"
+    scope = f"{s.steps} step window(s)" if s.scope == "steps" else "whole trace (no steps)"
     grid.add_row("scope", f"busy and span over {scope}")
-    busy_label = "CPU busy (leaf ops)" if s.cpu_trace else "GPU busy"
-    idle_label = "framework overhead" if s.cpu_trace else "launch-bound"
     grid.add_row("span", fmt_ns(s.span_ns))
-    grid.add_row(busy_label, f"{fmt_ns(s.busy_ns)}   {idle_label} {fmt_pct(s.idle_fraction)}")
+    if s.cpu_trace:
+        grid.add_row("CPU busy (leaf ops)", f"{fmt_ns(s.busy_ns)}   framework overhead "
+                                            f"{fmt_pct(s.framework_overhead_fraction)}")
+    else:
+        grid.add_row("GPU busy", f"{fmt_ns(s.busy_ns)}   idle {fmt_pct(s.idle_fraction)}")
+        grid.add_row("idle, waiting for host", f"{fmt_ns(s.host_wait_ns)}   launch-bound "
+                                               f"{fmt_pct(s.launch_bound_fraction)}")
+        grid.add_row("idle, work queued", fmt_ns(s.queued_idle_ns))
     what = "leaf ops" if s.cpu_trace else "kernels"
     grid.add_row(what, f"{s.kernel_count:,} ({len(s.kernels):,} distinct), "
                        f"{fmt_ns(s.kernel_total_ns)} total")
     if not s.cpu_trace:
-        grid.add_row("launches", f"{s.launches.count:,} calls, {s.launches.matched:,} matched "
-                                 "to device work")
+        lo = s.launches
+        grid.add_row("launches", f"{lo.kernel.count:,} kernel launch calls "
+                                 f"({lo.kernel.matched:,} reached a kernel), "
+                                 f"{lo.copies.count:,} copy/set calls"
+                     + (f", {lo.graphs.count:,} graph launches ({lo.graphs.kernels:,} kernels)"
+                        if lo.graphs.count else ""))
     return grid
 
 
-def _top_kernels(s: Summary, top: int, wide: bool, name_width: int) -> Table:
+_STATS = ("mean", "median", "max", "min", "std")  # shown as the width allows, in this order
+
+
+def _top_kernels(s: Summary, top: int, wide: bool, name_width: int, n_stats: int) -> Table:
     what = "leaf ops" if s.cpu_trace else "kernels"
-    t = Table(title=f"Top {what} by total time", box=box.SIMPLE_HEAD, title_justify="left")
+    by = " and launch configuration" if s.by_config else ""
+    t = Table(title=f"Top {what}{by} by total time", box=box.SIMPLE_HEAD, title_justify="left")
     t.add_column("#", justify="right", no_wrap=True)
     t.add_column("name", overflow="fold" if wide else "ellipsis", no_wrap=not wide,
                  max_width=None if wide else name_width)
-    for col in ("category", "count", "total", "mean", "share"):
+    if s.by_config:
+        t.add_column("config", no_wrap=True)
+    stats = _STATS if wide else _STATS[:n_stats]
+    for col in ("category", "count", "total", *stats, "share"):
         t.add_column(col, justify="left" if col == "category" else "right", no_wrap=True)
     for i, r in enumerate(s.kernels.head(top).itertuples(index=False), 1):
         name = r.name if wide else short_name(r.name, name_width)
-        t.add_row(str(i), name, r.category, f"{r.count:,}", fmt_ns(r.total_ns),
-                  fmt_ns(r.mean_ns), fmt_pct(r.share))
+        config = [r.details or "–"] if s.by_config else []
+        values = {"mean": r.mean_ns, "median": r.median_ns, "max": r.max_ns,
+                  "min": r.min_ns, "std": r.std_ns}
+        t.add_row(str(i), name, *config, r.category, f"{r.count:,}", fmt_ns(r.total_ns),
+                  *(fmt_ns(values[c]) for c in stats), fmt_pct(r.share))
     rest = s.kernels.iloc[top:]
     if len(rest):
-        t.add_row("", f"({len(rest):,} others)", "", f"{int(rest['count'].sum()):,}",
-                  fmt_ns(rest["total_ns"].sum()), "", fmt_pct(rest["share"].sum()))
+        t.add_row("", f"({len(rest):,} others)", *([""] if s.by_config else []), "",
+                  f"{int(rest['count'].sum()):,}", fmt_ns(rest["total_ns"].sum()),
+                  *([""] * len(stats)), fmt_pct(rest["share"].sum()))
     return t
 
 
@@ -92,23 +114,42 @@ def _launches(s: Summary) -> Table:
     lo = s.launches
     t = Table(title="Launch overhead", box=box.SIMPLE_HEAD, title_justify="left")
     t.add_column("metric", no_wrap=True)
-    for col in ("median", "p90", "max"):
+    for col in ("value/median", "p90", "max"):
         t.add_column(col, justify="right", no_wrap=True)
     t.add_column("", justify="left", style="dim")
-    t.add_row("launch-bound fraction", fmt_pct(s.idle_fraction), "", "",
-              "1 - GPU busy / span")
-    t.add_row("launch-API share of host time", fmt_pct(lo.api_share), "", "",
-              f"{lo.count:,} calls, {fmt_ns(lo.host_ns)}")
-    t.add_row("launch call duration", fmt_ns(lo.call.median_ns), fmt_ns(lo.call.p90_ns),
-              fmt_ns(lo.call.max_ns), "")
+    t.add_row("launch-bound fraction", fmt_pct(s.launch_bound_fraction), "", "",
+              "idle with nothing launched pending / span")
+    t.add_row("queued idle", fmt_pct(_share(s.queued_idle_ns, s.span_ns)), "", "",
+              "idle while launched work waits (dependencies, syncs, device behind host)")
+    for d in s.devices:
+        if d.queue_mean is not None:
+            t.add_row(f"queue depth, device {d.device}", f"{d.queue_mean:,.1f}", "",
+                      f"{d.queue_max:,}", "launched, not started: time-weighted mean, max")
+    t.add_row("kernel-launch API share", fmt_pct(lo.kernel.api_share), "", "",
+              f"{lo.kernel.count:,} calls, {fmt_ns(lo.kernel.host_ns)}; share of wall time")
+    t.add_row("launch call duration", fmt_ns(lo.kernel.call.median_ns),
+              fmt_ns(lo.kernel.call.p90_ns), fmt_ns(lo.kernel.call.max_ns), "")
     t.add_row("launch delay", fmt_ns(lo.delay.median_ns), fmt_ns(lo.delay.p90_ns),
               fmt_ns(lo.delay.max_ns), "kernel start - launch end")
     t.add_row("short kernels", f"{lo.short_kernels:,}", "", "",
-              "device time < launch time")
+              "device time < launch call time")
+    if lo.copies.count:
+        t.add_row("copy/set API share", fmt_pct(lo.copies.api_share), "", "",
+                  f"{lo.copies.count:,} calls, {fmt_ns(lo.copies.host_ns)}")
+    if lo.graphs.count:
+        g = lo.graphs
+        t.add_row("graph launches", f"{g.count:,}", "", "",
+                  f"{g.kernels:,} kernels, {fmt_ns(g.kernel_ns)} (not in delay/short rows)")
+        t.add_row("graph first-kernel delay", fmt_ns(g.first_delay.median_ns),
+                  fmt_ns(g.first_delay.p90_ns), fmt_ns(g.first_delay.max_ns), "")
     if lo.unlaunched_kernels:
         t.add_row("kernels without launch row", f"{lo.unlaunched_kernels:,}", "", "",
-                  "launch outside window")
+                  "launched before the trace began, or not recorded")
     return t
+
+
+def _share(part: int | None, whole: int) -> float | None:
+    return None if part is None or not whole else part / whole
 
 
 def _casts(s: Summary, wide: bool) -> Group:
@@ -117,7 +158,9 @@ def _casts(s: Summary, wide: bool) -> Group:
     line = Text.assemble(
         ("Cast ops (AMP)", "italic"),
         f": {c.count:,} cast {what}, {fmt_ns(c.total_ns)} = {fmt_pct(c.share_of_busy)} of busy "
-        f"time; {c.cast_ops:,} aten::_to_copy/Cast ops (dtype or device copies)",
+        f"time; {c.cast_ops:,} cast ops (aten::_to_copy, Cast, convert; nested ones once)"
+        + ("" if s.meta.get("dtypes_recorded") or not c.cast_ops else
+           " — dtypes not recorded, so device and layout copies may count as casts"),
     )
     if c.top.empty:
         return Group(line)

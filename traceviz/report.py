@@ -83,12 +83,18 @@ def build_report(runs: list[tuple[str, Trace]], sweeps: list[tuple[str, pd.DataF
             "run": f.label, "trace": "CPU" if f.cpu_trace else "GPU",
             "busy/step": fmt_ns(f.busy_ns / f.per_step),
             "span/step": fmt_ns(f.span_ns / f.per_step),
-            "launch-bound (GPU) / framework overhead (CPU)": fmt_pct(f.idle_fraction),
+            "idle (CPU: framework overhead)": fmt_pct(f.idle_fraction),
+            "launch-bound (waiting for host)": fmt_pct(f.launch_bound_fraction),
+            "queued idle/step": "–" if f.queued_idle_ns is None
+            else fmt_ns(f.queued_idle_ns / f.per_step),
             "cast time/step": fmt_ns(f.cast_ns / f.per_step),
             "tensor-core share": fmt_pct(f.tensor_core_share),
         } for f in figs])
-        sections.append(Section("Launch-bound fractions", "1 - busy / span per profiled step.",
-                                bound))
+        sections.append(Section(
+            "Idle and launch-bound fractions",
+            "Per step window: idle = 1 - busy / span; launch-bound = the share of the span "
+            "in which the device was idle with nothing launched pending (waiting for the "
+            "host); queued idle = idle while launched work waited.", bound))
         pies = Section("Where the time goes",
                        "Top kernels (leaf framework ops on a CPU trace) and others.")
         for label, t in runs:
@@ -121,9 +127,11 @@ def build_report(runs: list[tuple[str, Trace]], sweeps: list[tuple[str, pd.DataF
                                  _png(amp_waterfall(br, a.label, b.label)))]))
     for label, df in sweeps:
         cols = [c for c in ("point", "status", "time_per_batch_s", "sequences_per_s",
-                            "idle_fraction", "cast_share", "top_kernel", "error") if c in df]
+                            "idle_fraction", "launch_bound_fraction", "cast_share",
+                            "top_kernel", "error") if c in df]
         table = df[cols].copy()
-        for c in ("time_per_batch_s", "sequences_per_s", "idle_fraction", "cast_share"):
+        for c in ("time_per_batch_s", "sequences_per_s", "idle_fraction",
+                  "launch_bound_fraction", "cast_share"):
             if c in table:
                 table[c] = table[c].map(lambda v: "–" if pd.isna(v) else f"{v:.4g}")
         images = [(f"{_safe(label)}_{name}.png", _png(fig))

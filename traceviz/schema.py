@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-SCHEMA_VERSION = 1
+# 2: launch_id (the one launch link); category "attention"
+SCHEMA_VERSION = 2
 
 KINDS = ("kernel", "memcpy", "memset", "runtime", "op", "annotation", "step")
 DEVICE_KINDS = ("kernel", "memcpy", "memset")
 CATEGORIES = (
-    "gemm", "rnn", "elementwise", "reduction", "cast",
+    "gemm", "attention", "rnn", "elementwise", "reduction", "cast",
     "memcpy", "memset", "communication", "other",
 )
 
@@ -25,6 +26,8 @@ INT_COLUMNS: dict[str, str] = {
     "correlation": "int64",
     "step": "int32",
     "bytes": "int64",
+    # a launch call's id on its runtime row(s) and on the device rows it launched
+    "launch_id": "int64",
 }
 NULLABLE_INT_COLUMNS = ("launch_ts_ns", "launch_dur_ns", "launch_delay_ns")
 CATEGORICAL_COLUMNS = ("kind", "name", "launch_api", "op", "category")
@@ -33,7 +36,7 @@ BOOL_COLUMNS = ("is_cast",)
 COLUMNS = (
     "kind", "name", "ts_ns", "dur_ns", "pid", "tid", "device", "stream", "correlation",
     "step", "bytes", "launch_api", "launch_ts_ns", "launch_dur_ns", "launch_delay_ns",
-    "op", "category", "is_cast", "details",
+    "launch_id", "op", "category", "is_cast", "details",
 )
 # Columns added after schema version 1 shipped: a file without one reads as the default.
 # details: the source's launch configuration of a kernel ("regs:38 shm:0 grid:160,1,1

@@ -74,12 +74,17 @@ class Trace:
             raise TraceVizError(f"{path}: Parquet file was not written by traceviz (no metadata)")
         meta = json.loads(raw_meta)
         version = meta.get("schema_version")
-        if version != schema.SCHEMA_VERSION:
+        if version not in (1, schema.SCHEMA_VERSION):
             raise TraceVizError(
                 f"{path}: trace table schema version {version}, this traceviz reads "
                 f"{schema.SCHEMA_VERSION}; re-import the raw trace"
             )
         events = table.to_pandas()
+        if version == 1 and "launch_ts_ns" in events and "launch_id" not in events:
+            from traceviz.upgrade import from_v1
+
+            events = from_v1(events)
+            meta["schema_version"] = schema.SCHEMA_VERSION
         missing = [c for c in schema.COLUMNS
                    if c not in events.columns and c not in schema.OPTIONAL_COLUMNS]
         if missing:

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pandas.api.types import union_categoricals
 
+from traceviz.classify import SCALAR_TYPES, precision_change
 from traceviz.errors import TraceVizError
 from traceviz.fileio import is_gzip, open_input
 from traceviz.normalize import finish
@@ -48,12 +49,22 @@ DEVICE_SIDE = ("kernel", "memcpy", "memset")
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 
 
+_NO_RAW = msgspec.Raw(b"")  # one shared default: an absent field allocates nothing
+
+
 # gc=False: millions of small structs, no cycles; the GC need not track them
 class _Args(msgspec.Struct, gc=False):
     correlation: int | str | None = None
     device: int | str | None = None
     stream: int | str | None = None
     bytes: int | str | None = None
+    # kept as raw JSON and decoded once per distinct value, for the few rows that use them
+    grid: msgspec.Raw = _NO_RAW
+    block: msgspec.Raw = _NO_RAW
+    regs: msgspec.Raw = msgspec.field(default=_NO_RAW, name="registers per thread")
+    shm: msgspec.Raw = msgspec.field(default=_NO_RAW, name="shared memory")
+    input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -62,8 +73,8 @@ class _Event(msgspec.Struct, gc=False):
     name: str | None = None
     pid: int | str | None = None
     tid: int | str | None = None
-    ts: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
-    dur: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    ts: msgspec.Raw = _NO_RAW
+    dur: msgspec.Raw = _NO_RAW
     args: _Args | None = None
 
 
@@ -127,9 +138,10 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
             stream.close()
     if not frames:
         raise TraceVizError(f"{path}: the trace holds no profiler events")
-    names = union_categoricals([f.pop("name") for f in frames])
+    cats = {c: union_categoricals([f.pop(c).array for f in frames]) for c in ("name", "details")}
     base = pd.concat(frames, ignore_index=True)
-    base["name"] = names
+    for c, values in cats.items():
+        base[c] = values
     return finish(base, _meta(doc if isinstance(doc, dict) else {}, path))
 
 
@@ -215,6 +227,97 @@ def _gather(seq: list, idx: np.ndarray) -> list:
     return list(itemgetter(*idx)(seq))
 
 
+def _distinct(columns: list[list]) -> tuple[np.ndarray, list[tuple]]:
+    """Rows of raw JSON fields -> (code per row, the distinct combinations), in C."""
+    codes, uniques = [], []
+    for raws in columns:
+        enc = pa.array(list(map(bytes, raws)), type=pa.binary()).dictionary_encode()
+        codes.append(enc.indices.to_numpy(zero_copy_only=False).astype(np.int64))
+        uniques.append(enc.dictionary.to_pylist())
+    key = np.zeros(len(codes[0]), dtype=np.int64)
+    for c, u in zip(codes, uniques, strict=True):
+        key = key * len(u) + c
+    keys, inverse = np.unique(key, return_inverse=True)
+    combos = []
+    for k in keys.tolist():  # once per distinct combination
+        parts = []
+        for u in reversed(uniques):
+            k, i = divmod(k, len(u))
+            parts.append(u[i])
+        combos.append(tuple(reversed(parts)))
+    return inverse, combos
+
+
+def _kernel_details(is_kernel: np.ndarray, args: list[_Args]) -> pd.Categorical:
+    """``regs:R shm:S grid:X,Y,Z block:X,Y,Z`` for kernels whose args give a launch
+    configuration; decoded once per distinct configuration."""
+    rows = np.flatnonzero(is_kernel)
+    codes = np.full(len(args), -1, dtype=np.int64)
+    text = [""]
+    if len(rows):
+        ka = _gather(args, rows)
+        inverse, combos = _distinct([list(map(attrgetter(f), ka))
+                                     for f in ("regs", "shm", "grid", "block")])
+        text = [_details_text(*c) for c in combos]
+        codes[rows] = inverse
+    cats = pd.Index(text + [""]).unique()
+    remap = cats.get_indexer(text + [""])
+    return pd.Categorical.from_codes(remap[codes], categories=cats)
+
+
+def _details_text(regs: bytes, shm: bytes, grid: bytes, block: bytes) -> str:
+    if not grid or not block:
+        return ""
+    try:
+        g, b = msgspec.json.decode(grid), msgspec.json.decode(block)
+        dims = f"grid:{','.join(str(int(v)) for v in g)} block:{','.join(str(int(v)) for v in b)}"
+    except (msgspec.DecodeError, TypeError, ValueError):
+        return ""
+    return f"regs:{regs.decode() or '?'} shm:{shm.decode() or '?'} {dims}"
+
+
+# ATen ops whose recorded input types tell whether they convert between dtypes
+_DTYPE_OPS = ("aten::_to_copy", "aten::to", "aten::copy_")
+
+
+def _dtype_change(names: pd.Categorical, args: list[_Args]) -> np.ndarray:
+    """Per row: 1 when an ATen copy/conversion changes the floating-point precision,
+    0 when its recorded dtypes show it does not, -1 when unknown (no record_shapes)."""
+    out = np.full(len(args), -1, dtype=np.int8)
+    wanted = np.flatnonzero(np.isin(np.asarray(names.categories, dtype=object), _DTYPE_OPS))
+    rows = np.flatnonzero(np.isin(names.codes, wanted))
+    if not len(rows):
+        return out
+    ra = _gather(args, rows)
+    row_names = [str(v).encode() for v in np.asarray(names)[rows]]
+    inverse, combos = _distinct([row_names, list(map(attrgetter("input_type"), ra)),
+                                 list(map(attrgetter("concrete"), ra))])
+    per_key = np.array([dtype_change_of(n.decode(), t, c) for n, t, c in combos],
+                       dtype=np.int8)
+    out[rows] = per_key[inverse]
+    return out
+
+
+def dtype_change_of(name: str, input_type: bytes, concrete: bytes) -> int:
+    """See ``_dtype_change``: copy_'s types are [dst, src]; _to_copy/to name the target
+    dtype by its ScalarType code in the second concrete input."""
+    try:
+        types = msgspec.json.decode(input_type) if input_type else None
+        values = msgspec.json.decode(concrete) if concrete else None
+    except msgspec.DecodeError:
+        return -1
+    if not isinstance(types, list) or len(types) < 1:
+        return -1
+    if name == "aten::copy_":
+        if len(types) < 2:
+            return -1
+        return precision_change(str(types[1]), str(types[0]))
+    if not isinstance(values, list) or len(values) < 2 or not str(values[1]).isdigit():
+        return -1
+    target = SCALAR_TYPES.get(int(values[1]))
+    return -1 if target is None else precision_change(str(types[0]), target)
+
+
 def _columns(events: list[_Event]) -> pd.DataFrame:
     """Base columns (see ``traceviz.normalize``) for the kept events of one chunk."""
     if not events:
@@ -250,7 +353,8 @@ def _columns(events: list[_Event]) -> pd.DataFrame:
     step_of_name = pd.Series(names.categories, dtype=object).str.extract(STEP_NAME, expand=False)
     step_of_name = np.append(pd.to_numeric(step_of_name).fillna(-1).to_numpy(np.int64), -1)
     step = step_of_name[names.codes]
-    is_step = (step >= 0) & (kind == "annotation")
+    # PyTorch <= 1.9 records ProfilerStep#N as an operator, later ones as a user annotation
+    is_step = (step >= 0) & ((kind == "annotation") | (kind == "op"))
     kind[is_step] = "step"
     step = np.where(is_step, step, -1)
 
@@ -268,5 +372,7 @@ def _columns(events: list[_Event]) -> pd.DataFrame:
         "correlation": _ints(list(map(attrgetter("correlation"), args))),
         "step": step,
         "bytes": _ints(list(map(attrgetter("bytes"), args))),
+        "details": _kernel_details(kind == "kernel", args),
+        "dtype_change": _dtype_change(names, args),
     })
     return frame[~no_ts] if no_ts.any() else frame

@@ -39,7 +39,9 @@ PROCESS_BITS = np.int64(~0xFFFFFF)  # globalTid & 0xFFFFFFFFFF000000 == globalPi
 NVTX_RANGE_TYPES = (59, 60, 70, 71)
 NVTX_DOMAIN_CREATE = 75
 NVTX_STEP = re.compile(r"^(?:ProfilerStep#|step[ _#]?)(\d+)$", re.IGNORECASE)
-NVTX_OP = re.compile(r"^[A-Za-z_]\w*::\w")
+# ATen ops named plainly (traceviz's own CPU op ranges); other "ns::name" ranges are user
+# or library ranges (TensorRT's "ExecutionContext::enqueue"), kept as annotations
+NVTX_OP = re.compile(r"^aten::\w")
 # what emit_nvtx appends to every RecordFunction range (ops, autograd functions)
 EMIT_NVTX_SUFFIX = re.compile(r", (?:seq|op_id) = \d+")
 # CUpti_ActivityMemcpyKind, in Kineto's spelling
@@ -277,9 +279,10 @@ def _meta(tables: ExportTables, path: Path, fmt: str) -> dict:
                 if key in kv:
                     meta[out] = kv[key]
     gpus = tables.read("TARGET_INFO_GPU", ["id", "cuDevice", "name"])
-    if "name" in gpus:
-        ids = gpus["cuDevice"] if "cuDevice" in gpus else gpus.get("id")
-        if ids is not None:
-            meta["devices"] = {str(int(i)): str(nm)
-                               for i, nm in zip(ids, gpus["name"], strict=True)}
+    if "name" in gpus and ("cuDevice" in gpus or "id" in gpus):
+        # reports of older nsys exported by a newer one leave cuDevice NULL: use id then
+        ids = _ints(gpus, "cuDevice")
+        ids = np.where(ids >= 0, ids, _ints(gpus, "id"))
+        meta["devices"] = {str(i): str(nm) for i, nm in zip(ids, gpus["name"], strict=True)
+                           if i >= 0 and nm is not None}
     return meta

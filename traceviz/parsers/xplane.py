@@ -6,15 +6,17 @@ per-plane metadata tables. Times are a line's ``timestamp_ns`` plus an event's
 ``offset_ps``; here they become integer nanoseconds since the epoch (``// 1000``).
 
 What becomes a row:
-- device lines ``Stream #N(...)``: kernels, memcpy (``memcpy_details``, bytes from its
-  ``size:``) and memset; ``kernel_details`` (registers, shared memory, grid, block)
-  goes to the ``details`` column; ``tf_op`` (TF >= 2.5) or ``annotation`` (older) names
-  the TF op that launched it (``hlo_op`` the XLA instruction, under JAX), used when no
-  host op encloses the launch;
+- device lines ``Stream #N(...)`` of ``/device:GPU:N`` planes and the ``XLA Ops`` line of
+  ``/device:TPU:N`` planes (a TPU runs HLO ops, launched by no host call): kernels,
+  memcpy (``memcpy_details``, bytes from its ``size:``) and memset; ``kernel_details``
+  (registers, shared memory, grid, block) goes to the ``details`` column; ``tf_op``
+  (TF >= 2.5) or ``annotation`` (older) names the TF op that launched it (``hlo_op`` the
+  XLA instruction, under JAX), used when no host op encloses the launch;
 - host events with a ``correlation_id``: the driver call that put that device row on
   the GPU. CUPTI's host events carry the kernel's name, not the API's, so they are named
   after the driver API TF/XLA use for that work: ``cuLaunchKernel`` for kernels,
   ``cuMemcpy{HtoD,DtoH,DtoD}[Async]`` for copies, ``cuMemsetD8Async`` for memsets;
+  ROCm's tracer names them after the API (``hipModuleLaunchKernel``): kept as recorded;
 - host framework ops: executor events ``node:Type`` (graph mode, tf.function), in
   eager mode ``EagerKernelExecute`` inside ``EagerExecute`` (its ``eager_op`` stat is
   the type), and XLA:CPU thunks (``hlo_op`` stat: ``dot.3``, ``MatMul_1.30``, with TF's
@@ -39,14 +41,17 @@ import pandas as pd
 from traceviz.errors import TraceVizError
 from traceviz.fileio import open_input
 from traceviz.intervals import innermost_enclosing
+from traceviz.launch_apis import launch_kind
 from traceviz.normalize import BASE_COLUMNS, finish
 from traceviz.trace import Trace
 
 _STREAM = re.compile(r"^Stream #(\d+)")
-_DEVICE_PLANE = re.compile(r"^/device:GPU:(\d+)$")
+_DEVICE_PLANE = re.compile(r"^/device:(GPU|TPU):(\d+)$")
+_TPU_OPS_LINE = "XLA Ops"  # a TPU's executed HLO ops; its other lines are derived
 _HOST_PLANE = "/host:CPU"
 HOST_DEVICE_STRIDE = 1000
 _OP_EVENT = re.compile(r"^([^:\s]+):([A-Za-z_][\w]*)$")   # "node/name:Type"
+_RUNTIME_API = r"^(?:hip|cuda|cu)[A-Z]\w*$"  # hipStreamWaitEvent; not cutlass_80_..., cudnn
 _SIZE = re.compile(r"(?:size|num_bytes):(\d+)")
 _COPY_KIND = {"H2D": "HtoD", "D2H": "DtoH", "D2D": "DtoD", "P2P": "DtoD"}
 # the stats read per event; everything else is left in the protobuf
@@ -140,7 +145,7 @@ def _space_frame(space, host: int, devices: dict) -> pd.DataFrame:
             _add_plane(rows, plane, device=-1, pid=host)
         elif m and plane.lines:
             # a second host's GPU:N is device 1000 + N, the third's 2000 + N...
-            device = int(m.group(1)) + HOST_DEVICE_STRIDE * host
+            device = int(m.group(2)) + HOST_DEVICE_STRIDE * host
             devices[str(device)] = plane.name if host == 0 else f"host {host} {plane.name}"
             _add_plane(rows, plane, device=device, pid=-1)
     return _to_base(rows)
@@ -156,6 +161,8 @@ def _add_plane(rows: _Rows, plane, device: int, pid: int) -> None:
             m = _STREAM.match(line.name)
             if m:
                 kind, stream = "device", int(m.group(1))
+            elif line.name == _TPU_OPS_LINE:  # TPU: no streams, one line of XLA ops
+                kind, stream = "device", int(line.id)
             elif line.name == "Steps":
                 kind, stream = "device_steps", -1
             else:
@@ -242,7 +249,12 @@ def _to_base(rows: _Rows) -> pd.DataFrame:
     nbytes = np.where(is_memcpy, size_of["memcpy"], np.where(is_memset, size_of["memset"], -1))
 
     # --- host launch calls: named by the device work they launched --------------------
-    launch = is_host & (corr >= 0)
+    # (a host event named after another runtime call, hipStreamWaitEvent under ROCm, is
+    # that call: a runtime row that launches nothing, whatever id it carries)
+    other_api = _per_name(names, lambda u: np.asarray(u.str.match(_RUNTIME_API), bool)
+                          & ~np.array([launch_kind(str(v)) is not None for v in u], bool))
+    other_api = is_host & (corr >= 0) & other_api.astype(bool)
+    launch = is_host & (corr >= 0) & ~other_api
     dev_kind = pd.Series(kind[is_dev], index=corr[is_dev]).groupby(level=0).first()
     dev_copy = pd.Series(memcpy.astype(str).to_numpy()[is_dev], index=corr[is_dev]) \
         .groupby(level=0).first()
@@ -255,7 +267,12 @@ def _to_base(rows: _Rows) -> pd.DataFrame:
     api = np.where(launched == "kernel", "cuLaunchKernel",
                    np.where(launched == "memset", "cuMemsetD8Async",
                             _memcpy_api(host_name, copy_info)))
-    kind[launch] = "runtime"
+    # ROCm's tracer names host events after the API it saw (hipModuleLaunchKernel...):
+    # a recorded API name stays as it is
+    recorded = _per_name(pd.Categorical(host_name),
+                         lambda u: np.array([launch_kind(str(v)) is not None for v in u]))
+    api = np.where(recorded.astype(bool), host_name, api)
+    kind[launch | other_api] = "runtime"
     name[launch] = api
 
     # --- host ops: graph executor "node:Type", eager EagerKernelExecute ---------------
@@ -305,7 +322,7 @@ def _to_base(rows: _Rows) -> pd.DataFrame:
     kind[is_step] = "step"
     name[is_step] = ("step " + pd.Series(step[is_step]).astype(str)).to_numpy(dtype=object)
     kind[is_op & ~is_step] = "op"
-    other_host = is_host & ~launch & ~is_op & ~is_step
+    other_host = is_host & ~launch & ~other_api & ~is_op & ~is_step
     kind[other_host] = "annotation"
     keep = ~(other_host & (ev["dur_ns"].to_numpy() <= 0))  # instants: allocations, marks
 

@@ -1,0 +1,146 @@
+"""Busy time, and idle time split the way its cause splits, per device, stream and step.
+
+Within the analysis windows (``work.analysis_windows``) every moment of a device is one
+of three things:
+
+- **busy**: some work row runs (union of kernel/memcpy/memset intervals);
+- **host wait**: nothing runs and nothing launched is waiting to run: the device waits
+  for the host to launch work. This alone is "launch-bound";
+- **queued idle**: nothing runs although launched work is pending (dependencies on other
+  streams or events, synchronisation, a device running behind its host).
+
+Work is *pending* from the end of its launch call (the host is still launching until the
+call returns) to its start; a row whose launch is not in the trace (launched before the
+window) is pending from the trace start if it ran before the first launched row of its
+stream (it was queued when recording began), else for no known time. On a device with no
+launch recorded at all, the split is unknown (``None``). The **queue depth** is the
+number of pending rows at a moment: its time-weighted mean and its maximum over the
+windows. HTA's idle breakdown differs: it calls a gap "host wait" when the next kernel's
+launch call *starts* after the previous kernel ends, per stream, and counts gaps between
+consecutive kernels only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from traceviz.intervals import (
+    clipped_lengths,
+    max_overlap_in_windows,
+    union_in_windows,
+)
+from traceviz.trace import Trace
+
+STEP_COLUMNS = ["step", "start_ns", "end_ns", "span_ns", "busy_ns", "host_wait_ns",
+                "queued_idle_ns"]
+STREAM_COLUMNS = ["device", "stream", "work_count", "busy_ns", "host_wait_ns",
+                  "queued_idle_ns", "queue_mean", "queue_max"]
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Busy and idle time of one device (``-1`` = the host, on a CPU trace)."""
+
+    device: int
+    span_ns: int
+    busy_ns: int
+    host_wait_ns: int | None       # None: no launch call recorded for this device
+    queued_idle_ns: int | None
+    queue_mean: float | None       # launched-not-started rows, time-weighted mean
+    queue_max: int | None
+    work_count: int
+    per_step: pd.DataFrame         # STEP_COLUMNS, one row per window
+    streams: pd.DataFrame          # STREAM_COLUMNS
+
+    @property
+    def idle_ns(self) -> int:
+        return self.span_ns - self.busy_ns
+
+    @property
+    def idle_fraction(self) -> float | None:
+        return self.idle_ns / self.span_ns if self.span_ns else None
+
+    @property
+    def launch_bound_fraction(self) -> float | None:
+        if self.host_wait_ns is None or not self.span_ns:
+            return None
+        return self.host_wait_ns / self.span_ns
+
+
+def _pending(rows: pd.DataFrame, trace_start: int) -> tuple[np.ndarray, np.ndarray]:
+    """[launch end, start) of each row. A row without its launch that runs before the
+    first launched row of its stream was launched before recording began: it pends from
+    the trace start; later rows without a launch have no known pending time."""
+    start = rows["ts_ns"].to_numpy(np.int64)
+    launched = rows["launch_ts_ns"].notna().to_numpy()
+    call_end = (rows["launch_ts_ns"].fillna(trace_start).to_numpy(np.int64)
+                + rows["launch_dur_ns"].fillna(0).to_numpy(np.int64))
+    first_launched = (pd.Series(np.where(launched, start, np.iinfo(np.int64).max))
+                      .groupby(rows["stream"].to_numpy()).transform("min").to_numpy())
+    early = ~launched & (start < first_launched)
+    begin = np.where(launched, np.minimum(call_end, start), np.where(early, trace_start, start))
+    return begin, start
+
+
+def _split(rows: pd.DataFrame, win: pd.DataFrame, know_launches: bool, trace_start: int
+           ) -> dict:
+    """Per window busy/host-wait/queued for ``rows``, and the queue depth."""
+    ws = win["start_ns"].to_numpy(np.int64)
+    we = win["end_ns"].to_numpy(np.int64)
+    start = rows["ts_ns"].to_numpy(np.int64)
+    end = start + rows["dur_ns"].to_numpy(np.int64)
+    busy = union_in_windows(start, end, ws, we)
+    out = {"busy": busy, "host_wait": None, "queued": None, "queue_mean": None,
+           "queue_max": None}
+    if not know_launches:
+        return out
+    p_start, p_end = _pending(rows, trace_start)
+    occupied = union_in_windows(np.concatenate([start, p_start]),
+                                np.concatenate([end, p_end]), ws, we)
+    span = int((we - ws).sum())
+    out["host_wait"] = (we - ws) - occupied
+    out["queued"] = occupied - busy
+    out["queue_mean"] = float(clipped_lengths(p_start, p_end, ws, we).sum()) / span \
+        if span else None
+    out["queue_max"] = max_overlap_in_windows(p_start, p_end, ws, we)
+    return out
+
+
+def idle_breakdown(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame]
+                   ) -> list[Idle]:
+    """One ``Idle`` per device that has windows."""
+    out = []
+    for device, rows in work.groupby("device", sort=True, observed=True):
+        win = windows.get(int(device))
+        if win is None:
+            continue
+        know = not trace.is_cpu and bool(rows["launch_ts_ns"].notna().any())
+        parts = _split(rows, win, know, 0)
+        span = (win["end_ns"] - win["start_ns"]).to_numpy(np.int64)
+        per_step = pd.DataFrame({
+            "step": win["step"].to_numpy(np.int64), "start_ns": win["start_ns"].to_numpy(),
+            "end_ns": win["end_ns"].to_numpy(), "span_ns": span, "busy_ns": parts["busy"],
+            "host_wait_ns": parts["host_wait"] if know else pd.NA,
+            "queued_idle_ns": parts["queued"] if know else pd.NA,
+        }, columns=STEP_COLUMNS)
+        streams = []
+        for stream, srows in rows.groupby("stream", sort=True, observed=True):
+            sp = _split(srows, win, know, 0)
+            streams.append((int(device), int(stream), len(srows), int(sp["busy"].sum()),
+                            _total(sp["host_wait"]), _total(sp["queued"]),
+                            sp["queue_mean"], sp["queue_max"]))
+        out.append(Idle(
+            device=int(device), span_ns=int(span.sum()), busy_ns=int(parts["busy"].sum()),
+            host_wait_ns=_total(parts["host_wait"]), queued_idle_ns=_total(parts["queued"]),
+            queue_mean=parts["queue_mean"], queue_max=parts["queue_max"],
+            work_count=len(rows), per_step=per_step,
+            streams=pd.DataFrame(streams, columns=STREAM_COLUMNS),
+        ))
+    return out
+
+
+def _total(values: np.ndarray | None) -> int | None:
+    return None if values is None else int(np.sum(values))

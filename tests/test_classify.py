@@ -1,0 +1,75 @@
+"""The classification table against >= 80 real kernel and op names (tests/data)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import SHARED_TRACES
+from traceviz.classify import cast_kernel_flags, category_codes, precision_change
+from traceviz.parsers import load
+from traceviz.schema import CATEGORIES
+
+TABLE = Path(__file__).parent / "data" / "kernel_names.tsv"
+
+
+def _table() -> pd.DataFrame:
+    rows = [line.rstrip("\n").split("\t") for line in TABLE.read_text().splitlines()
+            if line and not line.startswith("#")]  # names hold "#" ({lambda()#1})
+    return pd.DataFrame(rows, columns=["category", "source", "name"])
+
+
+def _final(names: pd.Index) -> list[str]:
+    """What a kernel row gets: cast when the name shows a conversion, else its category."""
+    cats = [CATEGORIES[c] for c in category_codes(names)]
+    return ["cast" if c else cat for c, cat in zip(cast_kernel_flags(names), cats, strict=True)]
+
+
+def test_every_real_name_gets_its_category():
+    t = _table()
+    assert len(t) >= 80
+    assert set(t["category"]) == set(CATEGORIES) - {"memcpy", "memset"}
+    got = _final(pd.Index(t["name"]))
+    wrong = [(n[:80], want, g) for n, want, g in zip(t["name"], t["category"], got, strict=True)
+             if want != g]
+    assert not wrong
+
+
+def test_names_said_to_come_from_shared_traces_are_in_them_with_that_category():
+    t = _table()
+    from_shared = t[t["source"].str.startswith("shared ")]
+    assert len(from_shared) >= 25
+    for source, rows in from_shared.groupby("source"):
+        trace = load(SHARED_TRACES / source.removeprefix("shared "))
+        k = trace.kernels
+        by_name = k.groupby(k["name"].astype(str), observed=True)["category"].agg(
+            lambda c: set(c.astype(str)))
+        for r in rows.itertuples():
+            assert r.name in by_name.index, (source, r.name[:80])
+            # an op that casts can make a copy kernel a cast; the name's own category
+            # is among the categories its rows got
+            assert r.category in by_name[r.name] or r.category == "cast", (source, r.name[:80])
+
+
+@pytest.mark.parametrize("name, category", [
+    # gemm must not swallow these (issue: fbgemm embedding kernels, permute_*, BiasAddGrad)
+    ("void fbgemm_gpu::bounds_check_indices_kernel<long, false>(int)", "other"),
+    ("void fbgemm_gpu::permute_2D_lengths_kernel<int>(int, int)", "elementwise"),
+    ("BiasAddGrad", "reduction"),
+    ("Conv2DBackpropInput", "gemm"),
+    ("convert", "other"),                  # an XLA convert is a cast, not a Conv op
+    ("_finalize_matmul_scatter_bf16", "elementwise"),
+])
+def test_gemm_is_not_a_substring_match(name, category):
+    assert CATEGORIES[category_codes(pd.Index([name]))[0]] == category
+
+
+@pytest.mark.parametrize("src, dst, change", [
+    ("float", "c10::BFloat16", 1), ("c10::Half", "float", 1), ("float", "double", 1),
+    ("float", "c10::Float8_e4m3fn", 1), ("float", "float", 0), ("long int", "float", 0),
+    ("bool", "float", 0), ("int", "long int", 0), ("", "float", -1),
+])
+def test_precision_change(src, dst, change):
+    assert precision_change(src, dst) == change
