@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traceviz.analyses.compare import RunFigures
+from traceviz.analyses.compare import MATRIX_CATEGORIES, RunFigures
 
 
 @dataclass(frozen=True)
 class AmpBreakdown:
     """Per-step span difference (AMP - FP32) split into its parts; all ns per step.
 
-    span_delta = cast_added - matrix_saved + waiting_change + other, where waiting is
-    the span not covered by work (launch-bound time on a GPU, framework time on a CPU).
+    span_delta = cast_added - matrix_saved + idle_change + other, where idle is the span
+    not covered by work (host wait and queued idle on a GPU, framework time on a CPU).
     """
 
     fp32_span_ns: float
     amp_span_ns: float
     cast_added_ns: float
     matrix_saved_ns: float
-    waiting_change_ns: float
+    idle_change_ns: float
     other_ns: float
     tensor_core_share_fp32: float | None
     tensor_core_share_amp: float | None
@@ -34,17 +34,17 @@ def amp_breakdown(fp32: RunFigures, amp: RunFigures) -> AmpBreakdown:
         return value / r.per_step
 
     def matrix(r: RunFigures) -> float:
-        return per_step(r, r.category_ns["gemm"] + r.category_ns["rnn"])
+        return per_step(r, sum(r.category_ns[c] for c in MATRIX_CATEGORIES))
 
-    def waiting(r: RunFigures) -> float:
+    def idle(r: RunFigures) -> float:
         return per_step(r, r.span_ns - r.busy_ns)
 
     span_a, span_b = per_step(fp32, fp32.span_ns), per_step(amp, amp.span_ns)
     cast_added = per_step(amp, amp.cast_ns) - per_step(fp32, fp32.cast_ns)
     matrix_saved = matrix(fp32) - matrix(amp)
-    waiting_change = waiting(amp) - waiting(fp32)
-    other = (span_b - span_a) - cast_added + matrix_saved - waiting_change
-    return AmpBreakdown(span_a, span_b, cast_added, matrix_saved, waiting_change, other,
+    idle_change = idle(amp) - idle(fp32)
+    other = (span_b - span_a) - cast_added + matrix_saved - idle_change
+    return AmpBreakdown(span_a, span_b, cast_added, matrix_saved, idle_change, other,
                         fp32.tensor_core_share, amp.tensor_core_share)
 
 

@@ -42,9 +42,14 @@ class RunFigures:
         return max(self.steps, 1)
 
 
+# matrix work: what tensor cores run and mixed precision should speed up
+MATRIX_CATEGORIES = ("gemm", "attention", "rnn")
+
+
 def tensor_core_share(work: pd.DataFrame) -> float | None:
-    """Share of gemm/rnn time in kernels on half/bf16 tensor-core paths (None on CPU/no gemm)."""
-    mat = work[work["category"].isin(["gemm", "rnn"])]
+    """Share of matrix (gemm/attention/rnn) time in kernels on half/bf16/fp8 tensor-core
+    paths (None on CPU or without matrix kernels)."""
+    mat = work[work["category"].isin(MATRIX_CATEGORIES)]
     total = int(mat["dur_ns"].sum())
     if not total:
         return None

@@ -130,30 +130,34 @@ class Reference:
         return out
 
     def busy_split(self) -> dict:
-        """Per device: (span, busy, host_wait, queued) over its windows, by sweeping
-        the time line: busy = some row runs; queued = none runs but a launched row is
-        pending (from its launch call's end to its start; a row without a launch that
-        runs before its stream's first launched row, from the trace start)."""
-        out = {}
-        for dev, items in self.device_rows().items():
-            wins = self.windows()[dev]
-            first_launched: dict = {}
-            for s, _, ls, (_, stream) in items:
-                if ls is not None:
-                    first_launched[stream] = min(first_launched.get(stream, s), s)
-            busy_iv = [(s, e) for s, e, _, _ in items]
-            pend_iv = []
-            for s, _, ls, (le, stream) in items:
-                if ls is not None:
-                    pend_iv.append((min(le, s), s))
-                elif s < first_launched.get(stream, 10 ** 30):
-                    pend_iv.append((-(10 ** 30), s))
-            span = busy = occupied = 0
-            for ws, we in wins:
-                span += we - ws
-                clip = [(max(a, ws), min(b, we)) for a, b in busy_iv if b > ws and a < we]
-                clip_p = [(max(a, ws), min(b, we)) for a, b in pend_iv if b > ws and a < we]
-                busy += union(clip)
-                occupied += union(clip + clip_p)
-            out[dev] = (span, busy, span - occupied, occupied - busy)
-        return out
+        """Per device: (span, busy, host_wait, queued) over its windows."""
+        windows = self.windows()
+        return {dev: split_by_sweep(items, windows[dev])
+                for dev, items in self.device_rows().items()}
+
+
+def split_by_sweep(items: list, windows: list[tuple[int, int]]) -> tuple[int, int, int, int]:
+    """(span, busy, host_wait, queued) of one device's rows over its windows, in plain
+    Python: busy = some row runs; queued = none runs but a launched row is pending (from
+    its launch call's end to its start; a row without a launch that runs before its
+    stream's first launched row, from the trace start). ``items``: (start, end, launch
+    start or None, (launch end or None, stream))."""
+    first_launched: dict = {}
+    for s, _, ls, (_, stream) in items:
+        if ls is not None:
+            first_launched[stream] = min(first_launched.get(stream, s), s)
+    busy_iv = [(s, e) for s, e, _, _ in items]
+    pend_iv = []
+    for s, _, ls, (le, stream) in items:
+        if ls is not None:
+            pend_iv.append((min(le, s), s))
+        elif s < first_launched.get(stream, 10 ** 30):
+            pend_iv.append((-(10 ** 30), s))
+    span = busy = occupied = 0
+    for ws, we in windows:
+        span += we - ws
+        clip = [(max(a, ws), min(b, we)) for a, b in busy_iv if b > ws and a < we]
+        clip_p = [(max(a, ws), min(b, we)) for a, b in pend_iv if b > ws and a < we]
+        busy += union(clip)
+        occupied += union(clip + clip_p)
+    return span, busy, span - occupied, occupied - busy

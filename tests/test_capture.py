@@ -76,9 +76,16 @@ def test_capture_amp_bf16_shows_casts(tmp_path, capsys):
                               "--amp", "bf16")
     assert code == 0, capsys.readouterr().err
     raw = _raw_events(tmp_path / "run" / "trace.pt.trace.json.gz")
+    # the runner records dtypes: a cast op is an _to_copy between floating-point formats
+    floats = {5: "c10::Half", 6: "float", 7: "double", 15: "c10::BFloat16"}
     to_copy = [e for e in raw if e.get("name") == "aten::_to_copy"]
+    casts = [e for e in to_copy
+             if e["args"]["Input type"][0] in floats.values()
+             and floats.get(int(e["args"]["Concrete Inputs"][1] or -1)) not in (
+                 None, e["args"]["Input type"][0])]
     s = summarize(trace)
-    assert s.casts.cast_ops == len(to_copy) > 0
+    assert trace.meta["dtypes_recorded"] is True
+    assert s.casts.cast_ops == len(casts) > 0
     assert s.casts.count > 0 and s.casts.total_ns > 0
     assert trace.meta["amp"] == "bf16"
 

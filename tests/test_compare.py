@@ -66,9 +66,9 @@ def test_amp_breakdown_parts_add_up():
     assert b.matrix_saved_ns == 300
     # span per step: the step (1000 ns) both times; waiting = span - busy
     assert b.fp32_span_ns == b.amp_span_ns == 1000
-    assert b.waiting_change_ns == (1000 - 450) - (1000 - 700)
+    assert b.idle_change_ns == (1000 - 450) - (1000 - 700)
     assert b.span_delta_ns == pytest.approx(b.cast_added_ns - b.matrix_saved_ns
-                                            + b.waiting_change_ns + b.other_ns)
+                                            + b.idle_change_ns + b.other_ns)
     assert fp32.tensor_core_share == 0.0 and amp.tensor_core_share == 1.0
 
 

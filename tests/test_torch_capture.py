@@ -93,3 +93,40 @@ def test_cpu_capture_round_trip(tmp_path, amp):
         assert s.casts.count > 0 and s.casts.total_ns > 0
     else:
         assert s.casts.cast_ops == 0
+
+
+def test_recorded_dtypes_tell_casts_from_copies(tmp_path):
+    """With record_shapes (the runners turn it on), a conversion between floating-point
+    formats is a cast; a same-dtype copy, an index or mask conversion is not."""
+    x = torch.randn(4, 4)
+    idx = torch.arange(4)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                record_shapes=True) as prof:
+        x.to(torch.bfloat16)              # cast: float -> bf16
+        x.double()                        # cast: float -> double
+        idx.to(torch.float32)             # int64 -> float: not a precision change
+        (x > 0).to(torch.float32)         # bool -> float: a mask
+        x.clone()                         # a plain copy
+        torch.empty(4, 4, dtype=torch.float16).copy_(x)  # copy_ converting in place
+    path = tmp_path / "dtypes.json"
+    prof.export_chrome_trace(str(path))
+    raw = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "cpu_op"]
+    floats = {"float", "double", "c10::Half", "c10::BFloat16"}
+    codes = {5: "c10::Half", 6: "float", 7: "double", 15: "c10::BFloat16"}
+    expected = 0
+    for e in raw:
+        types = e["args"].get("Input type", [])
+        if e["name"] == "aten::_to_copy":
+            dst = codes.get(int(e["args"]["Concrete Inputs"][1] or -1))
+            expected += types[0] in floats and dst in floats and types[0] != dst
+    copies = [e for e in raw if e["name"] == "aten::copy_"]
+    standalone = [e for e in copies if e["args"]["Input type"][:2] == ["c10::Half", "float"]]
+    assert expected == 2 and len(standalone) == 1
+    trace = load(path)
+    assert trace.meta["dtypes_recorded"] is True
+    s = summarize(trace)
+    assert s.casts.cast_ops == expected + len(standalone) == 3
+    ops = trace.events[trace.events["kind"] == "op"]
+    to_copy = ops[ops["name"] == "aten::_to_copy"]
+    assert len(to_copy) == sum(e["name"] == "aten::_to_copy" for e in raw)
+    assert int(to_copy["is_cast"].sum()) == expected

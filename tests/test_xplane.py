@@ -425,3 +425,96 @@ def test_bert_span_is_per_gpu_step(bert):
         busy += union_length(start, start + np.array([r["dur"] for r in mine]))
     assert s.busy_ns == busy
     assert [d.device for d in s.devices] == [4, 6]
+
+
+def _plane(space, name: str, stats: tuple[str, ...], events: tuple[str, ...]):
+    plane = space.planes.add(name=name)
+    for sid, stat in enumerate(stats, 1):
+        plane.stat_metadata[sid].id, plane.stat_metadata[sid].name = sid, stat
+    for mid, event in enumerate(events, 1):
+        plane.event_metadata[mid].id, plane.event_metadata[mid].name = mid, event
+    return plane
+
+
+def _add(plane, line, name: str, offset_ns: int, dur_ns: int, **stats):
+    mid = next(k for k, md in plane.event_metadata.items() if md.name == name)
+    e = line.events.add(metadata_id=mid, offset_ps=offset_ns * 1000, duration_ps=dur_ns * 1000)
+    for key, value in stats.items():
+        sid = next(k for k, sm in plane.stat_metadata.items() if sm.name == key)
+        s = e.stats.add(metadata_id=sid)
+        if isinstance(value, str):
+            s.str_value = value
+        else:
+            s.int64_value = value
+
+
+def test_tpu_planes_are_device_rows(tmp_path):
+    """A TPU profile (JAX/TF on TPU): /device:TPU:N planes' "XLA Ops" line becomes kernel
+    rows, its "Steps" line the steps; no host call launches them, so the idle time of
+    the TPU is not split into host wait and queued idle. Not a CPU trace."""
+    space = xspace_class()()
+    ops = ("fusion.12", "convolution.3", "convert.7", "all-reduce.2", "copy.4", "1", "2")
+    tpu = _plane(space, "/device:TPU:0", ("group_id", "tf_op"), ops)
+    steps = tpu.lines.add(id=1, name="Steps", timestamp_ns=1_000_000)
+    xla = tpu.lines.add(id=2, name="XLA Ops", timestamp_ns=1_000_000)
+    tpu.lines.add(id=3, name="XLA Modules", timestamp_ns=1_000_000)  # derived: skipped
+    _add(tpu, steps, "1", 0, 1_000, group_id=1)
+    _add(tpu, steps, "2", 1_000, 1_000, group_id=2)
+    for step in (0, 1):
+        base = 1_000 * step
+        for name, at, dur in (("fusion.12", 10, 100), ("convolution.3", 120, 400),
+                              ("convert.7", 530, 50), ("all-reduce.2", 590, 200),
+                              ("copy.4", 800, 30)):
+            _add(tpu, xla, name, base + at, dur, group_id=step + 1)
+    _plane(space, "/host:CPU", (), ())
+    path = tmp_path / "tpu.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    t = load(path)
+    assert not t.is_cpu
+    k = t.kernels
+    assert len(k) == 10 and set(k["device"]) == {0}
+    cats = dict(zip(k["name"].astype(str), k["category"].astype(str), strict=False))
+    assert cats == {"fusion.12": "elementwise", "convolution.3": "gemm", "convert.7": "cast",
+                    "all-reduce.2": "communication", "copy.4": "elementwise"}
+    s = summarize_of(t)
+    assert s.scope == "steps" and s.steps == 2
+    assert s.busy_ns == 2 * (100 + 400 + 50 + 200 + 30)
+    assert s.span_ns == 2_000 and s.host_wait_ns is None and s.launch_bound_fraction is None
+    assert s.casts.count == 2 and s.casts.total_ns == 100
+
+
+def summarize_of(t):
+    from traceviz.analyses import summarize
+
+    return summarize(t)
+
+
+def test_rocm_launch_calls_keep_their_recorded_names(tmp_path):
+    """ROCm's tracer names host events after the API (hipModuleLaunchKernel,
+    hipMemcpyDtoDAsync): kept as recorded, not renamed to CUDA's; a runtime call that
+    launches nothing (hipStreamWaitEvent) is not a launch even when it carries an id."""
+    space = xspace_class()()
+    host = _plane(space, "/host:CPU", ("correlation_id",),
+                  ("hipModuleLaunchKernel", "hipMemcpyDtoDAsync", "hipStreamWaitEvent"))
+    gpu = _plane(space, "/device:GPU:0", ("correlation_id", "memcpy_details"),
+                 ("loop_add_fusion.kd", "Memcpy"))
+    thread = host.lines.add(id=5, name="Host Threads/5", timestamp_ns=1_000)
+    _add(host, thread, "hipModuleLaunchKernel", 0, 10, correlation_id=1)
+    _add(host, thread, "hipMemcpyDtoDAsync", 20, 10, correlation_id=2)
+    _add(host, thread, "hipStreamWaitEvent", 40, 5, correlation_id=3)
+    stream = gpu.lines.add(id=9, name="Stream #9(Kernel)", timestamp_ns=1_000)
+    _add(gpu, stream, "loop_add_fusion.kd", 100, 50, correlation_id=1)
+    _add(gpu, stream, "Memcpy", 200, 50, correlation_id=2,
+         memcpy_details="kind:Unknown size:4096 dest:0 async:1")
+    _add(gpu, stream, "loop_add_fusion.kd", 300, 50, correlation_id=3)
+    path = tmp_path / "rocm.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    ev = load(path).events
+    rt = ev[ev["kind"] == "runtime"].sort_values("ts_ns")
+    assert rt["name"].astype(str).tolist() == ["hipModuleLaunchKernel", "hipMemcpyDtoDAsync",
+                                               "hipStreamWaitEvent"]
+    assert (rt["launch_id"] >= 0).tolist() == [True, True, False]
+    dev = ev[ev["kind"].isin(["kernel", "memcpy"])].sort_values("ts_ns")
+    assert dev["launch_api"].tolist()[:2] == ["hipModuleLaunchKernel", "hipMemcpyDtoDAsync"]
+    assert dev["launch_ts_ns"].isna().tolist() == [False, False, True]
+    assert dev["category"].astype(str).tolist() == ["elementwise", "memcpy", "elementwise"]

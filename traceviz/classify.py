@@ -93,7 +93,7 @@ CAST_KERNEL = re.compile(
     re.IGNORECASE,
 )
 
-# gemm/rnn kernels on half or bfloat16 tensor-core paths (cuBLAS/cuDNN/CUTLASS names:
+# matrix kernels on half, bfloat16 or fp8 tensor-core paths (cuBLAS/cuDNN/CUTLASS names:
 # h884/h1688/h16816 tiles, hmma, f16/bf16 in xmma/nvjet/cutlass names).
 TENSOR_CORE_HALF = re.compile(
     r"(^|_)h\d{3,5}|hmma|hgemm|bgemm|f16|bf16|fp16|half|bfloat16|tensorop_[hb]|_h_bz|"

@@ -86,7 +86,7 @@ class CompareCommand(Command):
 
 class AmpCommand(Command):
     name = "amp"
-    help = "what mixed precision cost (casts) and saved (gemm/rnn time) between two runs"
+    help = "what mixed precision cost (casts) and saved (gemm/attention/rnn time) between two runs"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("fp32", type=Path, help="the FP32 run (folder, .parquet or raw trace)")

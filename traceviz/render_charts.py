@@ -33,8 +33,8 @@ def category_bars(runs: list[RunFigures]) -> plt.Figure:
 
 
 def amp_waterfall(b: AmpBreakdown, fp32: str, amp: str) -> plt.Figure:
-    steps = [("cast added", b.cast_added_ns), ("gemm/rnn saved", -b.matrix_saved_ns),
-             ("waiting change", b.waiting_change_ns), ("other", b.other_ns)]
+    steps = [("cast added", b.cast_added_ns), ("matrix time saved", -b.matrix_saved_ns),
+             ("idle change", b.idle_change_ns), ("other", b.other_ns)]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.bar(0, b.fp32_span_ns / 1e6, color="#2a7ab0")
     level = b.fp32_span_ns

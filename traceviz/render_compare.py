@@ -84,8 +84,8 @@ def amp_render(b: AmpBreakdown, fp32: str, amp: str) -> Group:
     t.add_column("time", justify="right")
     t.add_row("FP32 span", fmt_ns(b.fp32_span_ns))
     t.add_row("+ cast overhead added", fmt_ns(b.cast_added_ns))
-    t.add_row("- gemm/rnn time saved", fmt_ns(b.matrix_saved_ns))
-    t.add_row("+ waiting (launch/framework) change", fmt_ns(b.waiting_change_ns))
+    t.add_row("- matrix (gemm/attention/rnn) time saved", fmt_ns(b.matrix_saved_ns))
+    t.add_row("+ idle change (host wait, queued; CPU: framework)", fmt_ns(b.idle_change_ns))
     t.add_row("+ other", fmt_ns(b.other_ns))
     t.add_row("AMP span", fmt_ns(b.amp_span_ns))
     verdict = "faster" if b.span_delta_ns < 0 else "slower"

@@ -114,8 +114,8 @@ def build_report(runs: list[tuple[str, Trace]], sweeps: list[tuple[str, pd.DataF
                     table = pd.DataFrame([
                         ("FP32 span/step", fmt_ns(br.fp32_span_ns)),
                         ("cast overhead added", fmt_ns(br.cast_added_ns)),
-                        ("gemm/rnn time saved", fmt_ns(br.matrix_saved_ns)),
-                        ("waiting change", fmt_ns(br.waiting_change_ns)),
+                        ("matrix (gemm/attention/rnn) time saved", fmt_ns(br.matrix_saved_ns)),
+                        ("idle change", fmt_ns(br.idle_change_ns)),
                         ("other", fmt_ns(br.other_ns)),
                         ("AMP span/step", fmt_ns(br.amp_span_ns)),
                         ("tensor-core share", f"{fmt_pct(br.tensor_core_share_fp32)} → "
