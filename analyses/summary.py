@@ -147,7 +147,7 @@ def summarize(trace: Trace, by_config: bool = False) -> Summary:
     devices = idle_breakdown(trace, work, windows)
     steps = max((int((w["step"] >= 0).sum()) for w in windows.values()), default=0)
     kernels_only = work if trace.is_cpu else work[work["kind"] == "kernel"]
-    notes = []
+    notes = [str(n) for n in trace.meta.get("notes") or []]  # what the parser dropped
     if trace.is_cpu:
         notes.append("CPU trace: no device rows; leaf framework ops play the kernels.")
     if trace.is_cpu and (trace.events["kind"] == "runtime").any():

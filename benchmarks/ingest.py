@@ -39,7 +39,11 @@ def build(size_mb: int) -> Path:
     events = doc.pop("traceEvents")
     base = b",\n".join(orjson.dumps(e) for e in events)
     copies = max(1, round(size_mb * 1e6 / len(base)))
-    out = DATA / f"v100_19k_x{copies}.json"
+    if size_mb * 1e6 < 0.75 * len(base):  # smaller than the trace: its first events
+        events = events[: max(1, int(len(events) * size_mb * 1e6 / len(base)))]
+        out = DATA / f"v100_19k_{size_mb}mb.json"
+    else:
+        out = DATA / f"v100_19k_x{copies}.json"
     if out.exists():
         return out
     DATA.mkdir(parents=True, exist_ok=True)
@@ -74,24 +78,27 @@ def build(size_mb: int) -> Path:
     return out
 
 
-CHILD_TRACEVIZ = """
-import sys, time, resource
+# peak RSS of the child itself: VmHWM, which starts afresh at exec (ru_maxrss does not:
+# it would carry this script's own peak into the child)
+HWM = "int([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]) * 1024"
+
+CHILD_TRACEVIZ = f"""
+import sys, time
 from traceviz.parsers import load
 t = time.perf_counter()
 trace = load(sys.argv[1])
 trace.save(sys.argv[2], force=True)
-print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-      len(trace.events))
+print(time.perf_counter() - t, {HWM}, len(trace.events))
 """
 
-CHILD_HTA = """
-import sys, time, resource, logging
+CHILD_HTA = f"""
+import sys, time, logging
 logging.disable(logging.WARNING)
 from hta.common.trace_parser import parse_trace_dataframe
 from hta.configs.parser_config import ParserConfig
 t = time.perf_counter()
 meta, df, symbols = parse_trace_dataframe(sys.argv[1], ParserConfig.get_default_cfg())
-print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, len(df))
+print(time.perf_counter() - t, {HWM}, len(df))
 """
 
 
@@ -132,13 +139,42 @@ def child(python: str, code: str, *args: str) -> tuple[float, int, int]:
     return float(secs), max(peak, int(self_rss)), int(rows)
 
 
+CHILD_BASELINE = f"""
+import traceviz.parsers.kineto, traceviz.trace
+print(0, {HWM}, 0)
+"""
+
+
+def memory_by_size(sizes: list[int]) -> int:
+    """Peak RSS of the whole import (process tree) per JSON size, and its ratio."""
+    _, base_rss, _ = child(sys.executable, CHILD_BASELINE)
+    print(f"interpreter with traceviz's parser imported: {base_rss / 1e6:.0f} MB")
+    print(f"{'JSON':>8} {'workers':>7} {'time':>7} {'peak RSS':>9} {'x JSON':>7}  "
+          f"{'above interpreter':>17}")
+    from traceviz.parsers.kineto import _workers
+
+    for size_mb in sizes:
+        src = build(size_mb)
+        size = src.stat().st_size
+        out = DATA / "ingest.parquet"
+        secs, rss, _ = child(sys.executable, CHILD_TRACEVIZ, str(src), str(out))
+        print(f"{size / 1e6:6.0f} MB {_workers(src):>7} {secs:6.2f}s {rss / 1e6:7.0f} MB "
+              f"{rss / size:6.2f}x  {(rss - base_rss) / size:6.2f}x")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size-mb", type=int, default=1000, help="target JSON size (default 1000)")
     p.add_argument("--hta-python", default=os.environ.get("HTA_PYTHON", "/tmp/hta/bin/python"),
                    help="interpreter with holistictraceanalysis installed")
     p.add_argument("--skip-hta", action="store_true")
+    p.add_argument("--sizes", metavar="MB,MB,...",
+                   help="only measure traceviz import's peak memory at these JSON sizes "
+                        "(target: under 2x the JSON from 10 MB up)")
     args = p.parse_args()
+    if args.sizes:
+        return memory_by_size([int(v) for v in args.sizes.split(",")])
 
     src = build(args.size_mb)
     size = src.stat().st_size

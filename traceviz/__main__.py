@@ -1,3 +1,3 @@
-from traceviz.cli import entry
+from traceviz.entry import entry
 
 entry()

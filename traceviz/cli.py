@@ -26,7 +26,7 @@ from traceviz.cli_base import (
     stdout,
     write_charts,
 )
-from traceviz.errors import TraceVizError
+from traceviz.errors import Terminated, TraceVizError
 from traceviz.fileio import atomic_output
 from traceviz.runners.tf_models import EXEC_CHOICE  # numpy only; TF is imported by runners
 
@@ -56,6 +56,8 @@ class ImportCommand(Command):
             ("kernel", "kernels"), ("runtime", "runtime calls"), ("op", "ops"),
             ("step", "steps")))
         Console(soft_wrap=True).print(f"wrote [bold]{out}[/]: {len(ev):,} events ({parts})")
+        for note in trace.meta.get("notes") or []:
+            stderr().print(f"[yellow]note:[/] {note}", soft_wrap=True)
         return 0
 
 
@@ -390,23 +392,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args._command.run(args)
     except TraceVizError as e:
-        print(f"traceviz: error: {e}", file=sys.stderr)
+        _error(str(e))
         return 2
     except KeyboardInterrupt:
         print("traceviz: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("traceviz: terminated", file=sys.stderr)
+        return 143
     except BrokenPipeError:
         return 0
-    except (MemoryError, OSError) as e:
-        print(f"traceviz: error: {e}", file=sys.stderr)
+    except MemoryError:
+        _error("out of memory")
+        return 2
+    except OSError as e:
+        _error(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e))
         return 2
     except Exception as e:
         if os.environ.get("TRACEVIZ_DEBUG"):
             raise
-        print(f"traceviz: internal error: {type(e).__name__}: {e} "
-              "(set TRACEVIZ_DEBUG=1 to see the traceback)", file=sys.stderr)
+        _error(f"{type(e).__name__}: {e} (set TRACEVIZ_DEBUG=1 to see the traceback)",
+               "internal error")
         return 3
 
 
-def entry() -> None:
-    sys.exit(main())
+def _error(message: str, label: str = "error") -> None:
+    """One line on stderr, whatever the message holds (Arrow's are two lines)."""
+    text = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    print(f"traceviz: {label}: {text}", file=sys.stderr)

@@ -9,8 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from traceviz.errors import TraceVizError
-from traceviz.fileio import atomic_output, is_gzip
+from traceviz.fileio import atomic_output, check_output, is_gzip
 from traceviz.trace import Trace
 
 PROGRESS_MIN_BYTES = 16 << 20
@@ -71,12 +70,10 @@ def load_with_progress(path: Path, stack: ExitStack) -> Trace:
 
 
 def refuse_existing(paths: Sequence[Path], force: bool) -> None:
-    """Fail before doing any work if an output would overwrite a file without --force."""
-    if force:
-        return
-    existing = [str(p) for p in paths if p.exists()]
-    if existing:
-        raise TraceVizError(f"{existing[0]}: already exists (use --force to replace it)")
+    """Fail before doing any work if an output would overwrite a file without --force,
+    or is not a regular file at all."""
+    for p in paths:
+        check_output(p, force)
 
 
 CHART_FORMATS = ("png", "svg")

@@ -283,10 +283,11 @@ class ReportCommand(Command):
         if suffix == ".md":
             files_dir = args.output.stem + "_files"
             text, files = to_markdown(sections, args.title, files_dir)
-            for rel, png in files.items():
-                target = args.output.parent / rel
+            targets = {args.output.parent / rel: png for rel, png in files.items()}
+            refuse_existing(list(targets), args.force)  # the charts beside the report too
+            for target, png in targets.items():
                 target.parent.mkdir(parents=True, exist_ok=True)
-                with atomic_output(target, force=True) as tmp:
+                with atomic_output(target, force=args.force) as tmp:
                     tmp.write_bytes(png)
         else:
             text = to_html(sections, args.title)

@@ -78,18 +78,36 @@ def read_head(path: Path, n: int = 4096) -> bytes:
         f.close()
 
 
-@contextlib.contextmanager
-def atomic_output(path: Path, force: bool = False) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it over ``path`` only on success.
+def check_output(path: Path, force: bool = False) -> None:
+    """Refuse an output path that exists (without ``force``) or is not a regular file.
 
-    An existing ``path`` is replaced only with ``force``; on any error the temporary
-    file is removed, so no partial output is ever left behind.
+    A device node, fifo, socket or directory is never replaced, ``--force`` or not.
     """
     path = Path(path)
-    if path.exists() and not force:
-        raise TraceVizError(f"{path}: already exists (use --force to replace it)")
+    if not path.exists() and not path.is_symlink():
+        return
     if path.is_dir():
         raise TraceVizError(f"{path}: is a directory")
+    if not path.is_file():
+        raise TraceVizError(f"{path}: not a regular file (a device, fifo or socket); outputs "
+                            "are written only to regular files")
+    if not force:
+        raise TraceVizError(f"{path}: already exists (use --force to replace it)")
+
+
+@contextlib.contextmanager
+def atomic_output(path: Path, force: bool = False) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; move it to ``path`` only on success.
+
+    An existing ``path`` is replaced only with ``force``, and only if it is a regular
+    file. Without ``force`` the final name is created by a hard link, which fails if the
+    name appeared meanwhile: of two runs writing one path, the second fails cleanly
+    instead of replacing the first's output. On any error, Ctrl-C or SIGTERM the
+    temporary file is removed, so no partial output is ever left behind; a failed write
+    (a full disk) names the path.
+    """
+    path = Path(path)
+    check_output(path, force)
     parent = path.parent if str(path.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -102,8 +120,26 @@ def atomic_output(path: Path, force: bool = False) -> Iterator[Path]:
     os.umask(umask)
     os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp makes 0600; outputs are ordinary files
     try:
-        yield tmp_path
-        os.replace(tmp_path, path)
+        try:
+            yield tmp_path
+            _publish(tmp_path, path, force)
+        except OSError as e:
+            raise TraceVizError(f"{path}: cannot write ({e.strerror or e})") from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
+
+
+def _publish(tmp: Path, path: Path, force: bool) -> None:
+    if force:
+        check_output(path, force=True)
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise TraceVizError(f"{path}: already exists (written meanwhile by another run; "
+                            "use --force to replace it)") from None
+    except OSError:  # a file system without hard links: no race protection there
+        check_output(path, force=False)
+        os.replace(tmp, path)

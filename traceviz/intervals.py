@@ -103,6 +103,10 @@ def innermost_enclosing(
     gi, gq = g_codes[:n], g_codes[n:]
     lo = min(int(start.min()), int(q_time.min()))
     width = max(int(end.max()), int(q_time.max())) - lo + 2
+    if width * len(g_labels) >= 2 ** 62:  # the packed axis would overflow int64: use ranks
+        times, ranks = np.unique(np.concatenate([start, end, q_time]), return_inverse=True)
+        start, end, q_time = ranks[:n], ranks[n:2 * n], ranks[2 * n:]
+        lo, width = 0, len(times) + 2
     # one time axis for all groups: group k lives in [k*width, (k+1)*width)
     key_s = gi.astype(np.int64) * width + (start - lo)
     key_e = gi.astype(np.int64) * width + (end - lo)

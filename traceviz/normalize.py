@@ -54,6 +54,29 @@ def _nullable(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerArray:
     return pd.arrays.IntegerArray(np.where(valid, values, 0).astype(np.int64), ~valid)
 
 
+# ends past this many ns after the trace's first event (146 years) are dropped, so that
+# every sum of two times the analyses form stays inside int64
+MAX_SPAN_NS = 2 ** 62
+
+
+def _within_range(ev: pd.DataFrame, meta: dict) -> pd.DataFrame:
+    """Drop rows whose end lies beyond ``MAX_SPAN_NS`` from the first start; say so."""
+    if ev.empty:
+        return ev
+    ts = ev["ts_ns"].to_numpy(np.int64)
+    dur = ev["dur_ns"].to_numpy(np.int64)
+    first = int(ts.min())
+    # compare in float first: ts - first or + dur could overflow int64 itself
+    far = (ts.astype(np.float64) - first + dur.astype(np.float64)) >= MAX_SPAN_NS
+    if not far.any():
+        return ev
+    n = int(far.sum())
+    meta.setdefault("notes", []).append(
+        f"{n:,} event{'s' * (n != 1)} dropped: ending over 146 years after the trace's "
+        "first event")
+    return ev[~far].reset_index(drop=True)
+
+
 def category_codes(kind: np.ndarray, name_codes: np.ndarray, categories: pd.Index,
                    is_cast: np.ndarray) -> np.ndarray:
     """Per row, the index into ``schema.CATEGORIES`` (-1 on rows that are not work)."""
@@ -128,7 +151,7 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
     a correlation id belongs to (nsys numbers correlations per process); without it
     correlation ids are taken to be unique in the trace (Kineto, XSpace).
     """
-    ev = base.sort_values("ts_ns", kind="stable").reset_index(drop=True)
+    ev = _within_range(base.sort_values("ts_ns", kind="stable").reset_index(drop=True), meta)
     n = len(ev)
     ts = ev["ts_ns"].to_numpy(np.int64)
     origin = int(ts.min()) if n else 0

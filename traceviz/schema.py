@@ -61,10 +61,15 @@ def coerce(events: pd.DataFrame) -> pd.DataFrame:
             s = s.astype("Int64")
         elif col in BOOL_COLUMNS:
             s = s.astype(bool)
-        elif col == "kind":
-            s = s.astype(pd.CategoricalDtype(list(KINDS)))
-        elif col == "category":
-            s = s.astype(pd.CategoricalDtype(list(CATEGORIES)))
+        elif col in ("kind", "category"):
+            known = list(KINDS if col == "kind" else CATEGORIES)
+            present = (s.cat.remove_unused_categories().cat.categories
+                       if isinstance(s.dtype, pd.CategoricalDtype) else pd.unique(s.dropna()))
+            unknown = {str(v) for v in present} - set(known)
+            if unknown:
+                raise ValueError(f"column {col} holds unknown values: "
+                                 f"{', '.join(sorted(unknown)[:3])}")
+            s = s.astype(pd.CategoricalDtype(known))
         elif not isinstance(s.dtype, pd.CategoricalDtype):
             s = s.astype("category")
         out[col] = s

@@ -52,11 +52,22 @@ def point_id(p: dict) -> str:
     return "-".join(parts)
 
 
+# what sweep-plot and report read from a sweep table
+SWEEP_COLUMNS = ("point", "model", "batch", "hidden", "seq", "amp", "status")
+
+
 def load_sweep(path: Path) -> pd.DataFrame:
     try:
-        return pd.read_parquet(path)
-    except (OSError, ValueError) as e:
+        df = pd.read_parquet(path)
+    except (OSError, ValueError, ImportError) as e:
         raise TraceVizError(f"{path}: not a readable sweep table ({e})") from None
+    missing = [c for c in SWEEP_COLUMNS if c not in df]
+    if "status" in df and (df["status"] == "ok").any() and "time_per_batch_s" not in df:
+        missing.append("time_per_batch_s")
+    if missing:
+        raise TraceVizError(f"{path}: not a traceviz sweep table (no column "
+                            f"{', '.join(missing)})")
+    return df
 
 
 def _row(point: dict, spec: SweepSpec, run_dir: Path, result=None, error: str = "") -> dict:

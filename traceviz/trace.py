@@ -72,14 +72,23 @@ class Trace:
         raw_meta = (table.schema.metadata or {}).get(META_KEY)
         if raw_meta is None:
             raise TraceVizError(f"{path}: Parquet file was not written by traceviz (no metadata)")
-        meta = json.loads(raw_meta)
+        try:
+            meta = json.loads(raw_meta)
+        except (ValueError, RecursionError):
+            meta = None
+        if not isinstance(meta, dict):
+            raise TraceVizError(f"{path}: its traceviz metadata is not a JSON object "
+                                "(damaged file?)")
         version = meta.get("schema_version")
         if version not in (1, schema.SCHEMA_VERSION):
             raise TraceVizError(
                 f"{path}: trace table schema version {version}, this traceviz reads "
                 f"{schema.SCHEMA_VERSION}; re-import the raw trace"
             )
-        events = table.to_pandas()
+        try:
+            events = table.to_pandas()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as e:
+            raise TraceVizError(f"{path}: unreadable columns ({e})") from None
         if version == 1 and "launch_ts_ns" in events and "launch_id" not in events:
             from traceviz.upgrade import from_v1
 
@@ -89,4 +98,8 @@ class Trace:
                    if c not in events.columns and c not in schema.OPTIONAL_COLUMNS]
         if missing:
             raise TraceVizError(f"{path}: trace table lacks columns {', '.join(missing)}")
-        return cls(events=events, meta=meta)
+        try:
+            return cls(events=events, meta=meta)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise TraceVizError(f"{path}: a column has the wrong type or missing values "
+                                f"({e})") from None

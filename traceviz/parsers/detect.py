@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from traceviz.errors import TraceVizError
-from traceviz.fileio import check_readable, read_head
+from traceviz.fileio import check_readable
 from traceviz.trace import Trace
 
 FORMATS = ("parquet", "kineto", "nsys-sqlite", "nsys-arrow", "nsys-dir", "nsys-rep", "mxnet",
@@ -21,6 +21,20 @@ _NSYS_TABLE_FILES = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS")
 def _is_nsys_folder(path: Path) -> bool:
     return any((path / f"{t}{ext}").is_file() for t in _NSYS_TABLE_FILES
                for ext in (".parquet", ".arrow"))
+
+
+def _first_text(path: Path, window: int = 1 << 16) -> bytes:
+    """The (decompressed) file's first ``window`` bytes after any leading white space."""
+    from traceviz.fileio import open_input
+
+    with open_input(path) as f:
+        while True:
+            block = f.read(window)
+            if not block:
+                return b""
+            text = block.lstrip()
+            if text:
+                return text + f.read(max(0, window - len(text)))
 
 
 def detect_format(path: Path) -> str:
@@ -46,9 +60,9 @@ def detect_format(path: Path) -> str:
         return "nsys-rep"
     if magic.startswith(_ARROW_STREAM) or path.suffix == ".arrow":
         return "nsys-arrow"
-    head = read_head(path, 1 << 16)
-    if not head.strip():
-        raise TraceVizError(f"{path}: file is empty")
+    head = _first_text(path)
+    if not head:
+        raise TraceVizError(f"{path}: file is empty (nothing but white space)")
     if _JSON_START.match(head):
         from traceviz.parsers.mxnet import looks_like_mxnet
 

@@ -10,9 +10,11 @@ error and the consumer joins it with the next one (``Piece.sep`` keeps the exact
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -208,7 +210,7 @@ def decode_in_order(
     ``decode`` (a module-level function, so it can run in a worker) returns
     ``("ok", value)``, ``("syntax", message)`` for a JSON syntax error (a cut inside a
     nested value: the piece is joined with the next one and decoded again) or
-    ``("invalid", message)`` for valid JSON of the wrong shape (fatal).
+    ``("invalid", message)`` for input that cannot be read (fatal; the message says why).
     """
     from collections import deque
 
@@ -218,14 +220,14 @@ def decode_in_order(
     def settle(piece, status: str, value: object) -> Iterator[tuple]:
         nonlocal carry, last_error
         if status == "invalid":
-            raise TraceVizError(f"{name}: unexpected event layout ({value})")
+            raise TraceVizError(f"{name}: {value}")
         if carry is not None:
             if status == "ok":  # the earlier piece can never be completed
                 raise TraceVizError(f"{name}: malformed JSON ({last_error})")
             piece = carry.join(piece)
             status, value = decode(piece)
             if status == "invalid":
-                raise TraceVizError(f"{name}: unexpected event layout ({value})")
+                raise TraceVizError(f"{name}: {value}")
         if status == "ok":
             carry = None
             yield piece, value
@@ -240,8 +242,10 @@ def decode_in_order(
         from concurrent.futures import ProcessPoolExecutor
 
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload([decode.__module__])
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        ctx.set_forkserver_preload(["traceviz.parsers.worker_preload", decode.__module__])
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                                   initializer=worker_init)
+        try:
             queue: deque = deque()
             for piece in pieces:
                 queue.append((piece, pool.submit(decode, piece)))
@@ -251,8 +255,40 @@ def decode_in_order(
             while queue:
                 done, fut = queue.popleft()
                 yield from settle(done, *fut.result())
+        except BaseException:
+            # an error, Ctrl-C, SIGTERM or an abandoned generator: stop the decoding now
+            # rather than waiting for the pieces in flight
+            _kill(pool)
+            raise
+        pool.shutdown()
     if carry is not None:
         raise TraceVizError(f"{name}: malformed JSON ({last_error})")
+
+
+def die_with_parent() -> None:
+    """Have the kernel kill this process when its parent dies (Linux; elsewhere a no-op)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def worker_init() -> None:
+    """In each decode worker: leave Ctrl-C to the parent, and die with the fork server
+    (which dies with the CLI), so a killed import leaves no worker behind."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
+
+
+def _kill(pool) -> None:
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            proc.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def file_ranges(path: str, key: bytes, chunk_bytes: int, name: str = "input",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from collections.abc import Callable
 from operator import attrgetter, itemgetter
 from pathlib import Path
@@ -26,6 +27,7 @@ from traceviz.errors import TraceVizError
 from traceviz.fileio import is_gzip, open_input
 from traceviz.normalize import finish
 from traceviz.parsers.jsonstream import ArrayChunks, Piece, Range, decode_in_order, file_ranges
+from traceviz.parsers.numbers import INT32, INT64, checked_ints, dropped_note
 from traceviz.schema import KINDS
 from traceviz.trace import Trace
 
@@ -54,10 +56,10 @@ _NO_RAW = msgspec.Raw(b"")  # one shared default: an absent field allocates noth
 
 # gc=False: millions of small structs, no cycles; the GC need not track them
 class _Args(msgspec.Struct, gc=False):
-    correlation: int | str | None = None
-    device: int | str | None = None
-    stream: int | str | None = None
-    bytes: int | str | None = None
+    correlation: int | float | str | bool | None = None
+    device: int | float | str | bool | None = None
+    stream: int | float | str | bool | None = None
+    bytes: int | float | str | bool | None = None
     # kept as raw JSON and decoded once per distinct value, for the few rows that use them
     grid: msgspec.Raw = _NO_RAW
     block: msgspec.Raw = _NO_RAW
@@ -71,8 +73,8 @@ class _Event(msgspec.Struct, gc=False):
     ph: str | None = None
     cat: str | None = None
     name: str | None = None
-    pid: int | str | None = None
-    tid: int | str | None = None
+    pid: int | float | str | bool | None = None
+    tid: int | float | str | bool | None = None
     ts: msgspec.Raw = _NO_RAW
     dur: msgspec.Raw = _NO_RAW
     args: _Args | None = None
@@ -83,33 +85,62 @@ CHUNK_BYTES = 16 << 20
 
 
 def decode_piece(piece: Piece | Range) -> tuple[str, object]:
-    """Decode one piece of the event array into base columns (runs in a worker)."""
+    """Decode one piece of the event array into base columns and drop counts (runs in a
+    worker)."""
+    data = piece.read()
+    if not data.isascii():  # JSON is UTF-8; msgspec skips unused fields unchecked
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return "invalid", (f"not valid UTF-8 text (byte 0x{data[e.start]:02x} in "
+                               f"{data[max(0, e.start - 20):e.start + 20]!r})")
     try:
-        return "ok", _columns(_EVENTS.decode(b"[" + piece.read() + b"]"))
+        return "ok", _columns(_EVENTS.decode(b"[" + data + b"]"))
     except msgspec.ValidationError as e:
-        return "invalid", str(e)
+        return "invalid", f"unexpected event layout ({e})"
     except msgspec.DecodeError as e:
         return "syntax", str(e)
+    except RecursionError:
+        return "invalid", "JSON nested too deeply"
 
 
 def _workers(path: Path) -> int:
-    """Worker processes worth starting: none for small files (start-up costs ~0.5 s)."""
+    """Decode worker processes worth starting for this file (``TRACEVIZ_IMPORT_WORKERS``
+    overrides). Each costs ~0.5 s to start and ~250 MB of memory (its interpreter and the
+    pieces in flight), so files below ``WORKER_MB_EACH`` per worker are decoded in the
+    importing process itself."""
+    forced = os.environ.get("TRACEVIZ_IMPORT_WORKERS", "")
+    if forced.isdigit() and int(forced) >= 1:
+        return int(forced)
     size = path.stat().st_size
     if is_gzip(path):
         size *= 8  # Kineto JSON compresses about 8-20x
-    if size < 8 * CHUNK_BYTES:
+    by_size = size // (WORKER_MB_EACH << 20)
+    if by_size < 2:
         return 1
-    # one more than the cores: the parent mostly waits on reads and hand-offs
-    return min((os.cpu_count() or 1) + 1, 8)
+    return int(min(by_size, os.cpu_count() or 1, 8))
+
+
+# JSON megabytes per decode worker: below this a worker's fixed memory (its interpreter,
+# ~110 MB, and the pieces in flight) outweighs its help (measured: benchmarks/ingest.py
+# --sizes; 2 workers import 214 MB in 5.4 s instead of 7.0 s but peak at 3.5x the JSON
+# instead of 2.7x)
+WORKER_MB_EACH = 256
 
 
 def parse(path: Path, progress: Callable[[int], None] | None = None,
-          workers: int | None = None, chunk_bytes: int = CHUNK_BYTES) -> Trace:
+          workers: int | None = None, chunk_bytes: int | None = None) -> Trace:
     """Read a Kineto trace (plain or gzipped) into a ``Trace``.
 
-    ``workers`` decode chunks in parallel (default: one per core for big files).
+    ``workers`` decode chunks in parallel (default: by file size, see ``_workers``);
+    ``chunk_bytes`` is the piece decoded at once (default: a 16th of a file decoded
+    in-process, 1 to 16 MB: a whole piece's decoded events are held at once).
     """
     workers = _workers(path) if workers is None else workers
+    if chunk_bytes is None:
+        size = path.stat().st_size * (8 if is_gzip(path) else 1)
+        chunk_bytes = CHUNK_BYTES if workers > 1 else int(min(CHUNK_BYTES,
+                                                             max(1 << 20, size // 16)))
     # a plain file is cut by offsets and each worker reads its own range; gzip streams
     ranges = None if is_gzip(path) else file_ranges(str(path), b"traceEvents", chunk_bytes,
                                                      name=str(path))
@@ -123,16 +154,24 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
                                  name=str(path))
             pieces, metadata = iter(chunks), chunks.metadata_document
         frames = []
-        for piece, frame in decode_in_order(pieces, decode_piece, workers=workers,
-                                            name=str(path)):
+        dropped: Counter = Counter()
+        for piece, (frame, counts) in decode_in_order(pieces, decode_piece, workers=workers,
+                                                      name=str(path)):
             if progress:
                 progress(piece.size)
+            dropped.update(counts)
             if len(frame):
                 frames.append(frame)
         try:
             doc = msgspec.json.decode(metadata())
         except msgspec.DecodeError as e:
             raise TraceVizError(f"{path}: malformed JSON around the event array ({e})") from None
+        except UnicodeDecodeError as e:
+            raise TraceVizError(f"{path}: not valid UTF-8 text around the event array "
+                                f"({e.reason} at byte {e.start})") from None
+        except RecursionError:
+            raise TraceVizError(f"{path}: JSON nested too deeply around the event "
+                                "array") from None
     finally:
         if stream is not None:
             stream.close()
@@ -142,14 +181,22 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
     base = pd.concat(frames, ignore_index=True)
     for c, values in cats.items():
         base[c] = values
-    return finish(base, _meta(doc if isinstance(doc, dict) else {}, path))
+    meta = _meta(doc if isinstance(doc, dict) else {}, path)
+    altered = {NEGATIVE, BIG_STEP}
+    notes = dropped_note({r: n for r, n in dropped.items() if r not in altered})
+    notes += [f"{n:,} event{'s' * (n != 1)} with {r}" for r, n in dropped.items()
+              if r in altered and n]
+    if notes:
+        meta["notes"] = notes
+    return finish(base, meta)
 
 
 def _meta(doc: dict, path: Path) -> dict:
     devices = {}
-    for d in doc.get("deviceProperties") or []:
+    props = doc.get("deviceProperties")
+    for d in props if isinstance(props, list) else []:
         if isinstance(d, dict) and "id" in d and "name" in d:
-            devices[str(d["id"])] = d["name"]
+            devices[str(d["id"])] = str(d["name"])
     meta = {
         "source_format": "kineto",
         "source_file": str(path),
@@ -166,51 +213,64 @@ def _strings(values: list) -> pa.Array:
     return pa.array(values, type=pa.string())
 
 
-def _ints(values: list, fallback: np.ndarray | None = None) -> np.ndarray:
-    """int64 column, -1 where missing or not a number (Kineto mixes "0x0" strings in)."""
-    try:
-        arr = pa.array(values, type=pa.int64()).to_numpy(zero_copy_only=False)
-        out = np.where(np.isnan(arr), -1, arr) if arr.dtype.kind == "f" else arr
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        num = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
-        out = num.fillna(-1).to_numpy()
-    out = np.asarray(out, dtype=np.int64)
+def _ints(values: list, bad: np.ndarray, fallback: np.ndarray | None = None,
+          bounds: tuple[int, int] = INT64) -> np.ndarray:
+    """int64 column, -1 where missing or not a number (Kineto mixes "0x0" strings in);
+    numbers out of ``bounds`` are marked in ``bad`` (their events are dropped)."""
+    out, out_of_range = checked_ints(values, bounds=bounds)
+    bad |= out_of_range
     if fallback is not None:
         out = np.where(out < 0, fallback, out)
     return out
 
 
-def raw_us_to_ns(raws: list) -> tuple[np.ndarray, np.ndarray]:
+# |µs| below this converts to int64 ns with room to spare (about 292 years)
+_MAX_US = 9_000_000_000_000_000
+
+
+def raw_us_to_ns(raws: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact int64 ns from raw JSON numbers in µs (``b"12.345"`` -> 12345).
 
-    Returns the values and a mask of entries that were absent or not numbers.
+    Returns the values, a mask of entries that were absent or not numbers, and a mask
+    of numbers int64 ns cannot hold (``1e30``, 21 digits): never wrapped.
     """
     text = pa.array(list(map(bytes, raws)), type=pa.binary()).cast(pa.string())
-    if not pc.any(pc.match_substring_regex(text, r"[^0-9]|^$")).as_py():
-        # plain integers (most Kineto files): µs -> ns in one C++ cast
-        out = pc.multiply(pc.cast(text, pa.int64()), 1000).to_numpy(zero_copy_only=False)
-        return out, np.zeros(len(out), dtype=bool)
+    n = len(text)
+    plain = not pc.any(pc.match_substring_regex(text, r"[^0-9]|^$")).as_py()
+    if plain and not pc.any(pc.greater(pc.utf8_length(text), 16)).as_py():
+        # plain integers of at most 16 digits (most Kineto files): µs -> ns in one C++ cast
+        us = pc.cast(text, pa.int64())
+        if pc.max(us).as_py() is None or pc.max(us).as_py() < _MAX_US:
+            out = pc.multiply(us, 1000).to_numpy(zero_copy_only=False)
+            return out, np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     neg = pc.starts_with(text, "-")
     parts = pc.extract_regex(pc.replace_substring(text, "-", ""), r"^(?P<i>\d+)(?:\.(?P<f>\d*))?$")
+    whole = pc.struct_field(parts, "i")
+    too_long = pc.fill_null(pc.greater(pc.utf8_length(whole), 16), False)
+    whole = pc.if_else(too_long, "0", whole)
+    us = pc.cast(whole, pa.int64())
+    huge = pc.fill_null(pc.or_(too_long, pc.greater_equal(us, _MAX_US)), False)
+    us = pc.if_else(huge, 0, us)
     fpart = pc.utf8_rpad(pc.struct_field(parts, "f"), 4, "0")
-    ns = pc.add(
-        pc.multiply(pc.cast(pc.struct_field(parts, "i"), pa.int64()), 1000),
-        pc.cast(pc.utf8_slice_codeunits(fpart, 0, 3), pa.int64()),
-    )
+    ns = pc.add(pc.multiply(us, 1000), pc.cast(pc.utf8_slice_codeunits(fpart, 0, 3), pa.int64()))
     # round half up on the fourth decimal (sub-ns digits)
     round_up = pc.greater_equal(pc.utf8_slice_codeunits(fpart, 3, 4), "5")
     ns = pc.add(ns, pc.cast(round_up, pa.int64()))
     ns = pc.if_else(neg, pc.negate(ns), ns)
     missing = ns.is_null().to_numpy(zero_copy_only=False)
     out = pc.fill_null(ns, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    bad = huge.to_numpy(zero_copy_only=False).astype(bool)
     if missing.any():
         # exponent notation and other spellings: float parsing (sub-µs exactness lost)
         odd = pd.to_numeric(pc.filter(text, pa.array(missing)).to_pandas(), errors="coerce")
-        as_ns = np.round(odd.to_numpy(dtype=float) * 1000)
-        fixed = np.flatnonzero(missing)[~np.isnan(as_ns)]
-        out[fixed] = as_ns[~np.isnan(as_ns)].astype(np.int64)
-        missing[fixed] = False
-    return out, missing
+        us_f = odd.to_numpy(dtype=float)
+        rows = np.flatnonzero(missing)
+        number = ~np.isnan(us_f)
+        fits = number & np.isfinite(us_f) & (np.abs(us_f) < _MAX_US)
+        out[rows[fits]] = np.round(us_f[fits] * 1000).astype(np.int64)
+        bad[rows[number & ~fits]] = True
+        missing[rows[number]] = False
+    return out, missing, bad
 
 
 def _categorical(values: list) -> pd.Categorical:
@@ -318,10 +378,20 @@ def dtype_change_of(name: str, input_type: bytes, concrete: bytes) -> int:
     return -1 if target is None else precision_change(str(types[0]), target)
 
 
-def _columns(events: list[_Event]) -> pd.DataFrame:
-    """Base columns (see ``traceviz.normalize``) for the kept events of one chunk."""
+# why _columns drops or alters an event, as parse's notes say it
+OUT_OF_RANGE = ("a number out of range (an id beyond 64 bits, a device or stream beyond 32, "
+                "a time beyond 64-bit nanoseconds)")
+NO_TIME = "no timestamp, or one that is not a number"
+NEGATIVE = "a negative duration (read as 0)"
+BIG_STEP = "a ProfilerStep number beyond 32 bits (kept as an annotation)"
+
+
+def _columns(events: list[_Event]) -> tuple[pd.DataFrame, Counter]:
+    """Base columns (see ``traceviz.normalize``) for the kept events of one chunk, and
+    counts of what was dropped or altered and why."""
+    counts: Counter = Counter()
     if not events:
-        return pd.DataFrame()
+        return pd.DataFrame(), counts
     ph = _strings(list(map(attrgetter("ph"), events)))
     cat = pc.utf8_lower(_strings(list(map(attrgetter("cat"), events))))
     kind = pc.fill_null(
@@ -334,7 +404,7 @@ def _columns(events: list[_Event]) -> pd.DataFrame:
     keep = pc.and_(pc.equal(ph, "X"), pc.not_equal(kind, "")).to_numpy(zero_copy_only=False)
     idx = np.flatnonzero(keep)
     if len(idx) == 0:
-        return pd.DataFrame()
+        return pd.DataFrame(), counts
     kept = _gather(events, idx)
     gpu_annotation = pc.take(pc.equal(cat, "gpu_user_annotation"), pa.array(idx))
     gpu_annotation = gpu_annotation.to_numpy(zero_copy_only=False)
@@ -344,22 +414,31 @@ def _columns(events: list[_Event]) -> pd.DataFrame:
     empty = _Args()
     args = [a if a is not None else empty for a in args] if None in args else args
 
-    pid = _ints(list(map(attrgetter("pid"), kept)))
-    tid = _ints(list(map(attrgetter("tid"), kept)))
-    device = _ints(list(map(attrgetter("device"), args)), fallback=pid)
-    stream = _ints(list(map(attrgetter("stream"), args)), fallback=tid)
+    bad = np.zeros(len(kept), dtype=bool)
+    pid = _ints(list(map(attrgetter("pid"), kept)), bad)
+    tid = _ints(list(map(attrgetter("tid"), kept)), bad)
+    device = _ints(list(map(attrgetter("device"), args)), bad, fallback=pid)
+    stream = _ints(list(map(attrgetter("stream"), args)), bad, fallback=tid)
     # gpu_user_annotation rows sit on a device timeline: pid = device, tid = stream
     on_device = np.isin(kind, DEVICE_SIDE) | gpu_annotation
-    step_of_name = pd.Series(names.categories, dtype=object).str.extract(STEP_NAME, expand=False)
-    step_of_name = np.append(pd.to_numeric(step_of_name).fillna(-1).to_numpy(np.int64), -1)
+    bad |= on_device & ((device < INT32[0]) | (device > INT32[1])
+                        | (stream < INT32[0]) | (stream > INT32[1]))
+    step_text = pd.Series(names.categories, dtype=object).str.extract(STEP_NAME, expand=False)
+    fits = step_text.str.len() <= 9  # the step column is 32-bit
+    step_of_name = np.append(pd.to_numeric(step_text.where(fits)).fillna(-1)
+                             .to_numpy(np.int64), -1)
     step = step_of_name[names.codes]
+    counts[BIG_STEP] += int(np.append((step_text.notna() & ~fits).to_numpy(), False)
+                            [names.codes].sum())
     # PyTorch <= 1.9 records ProfilerStep#N as an operator, later ones as a user annotation
     is_step = (step >= 0) & ((kind == "annotation") | (kind == "op"))
     kind[is_step] = "step"
     step = np.where(is_step, step, -1)
 
-    ts, no_ts = raw_us_to_ns(list(map(attrgetter("ts"), kept)))
-    dur, _ = raw_us_to_ns(list(map(attrgetter("dur"), kept)))
+    ts, no_ts, ts_bad = raw_us_to_ns(list(map(attrgetter("ts"), kept)))
+    dur, _, dur_bad = raw_us_to_ns(list(map(attrgetter("dur"), kept)))
+    bad |= ts_bad | dur_bad
+    counts[NEGATIVE] += int((dur < 0).sum())
     frame = pd.DataFrame({
         "kind": pd.Categorical(kind, categories=KINDS),
         "name": names,
@@ -369,10 +448,13 @@ def _columns(events: list[_Event]) -> pd.DataFrame:
         "tid": np.where(on_device, -1, tid),
         "device": np.where(on_device, device, -1).astype(np.int32),
         "stream": np.where(on_device, stream, -1).astype(np.int32),
-        "correlation": _ints(list(map(attrgetter("correlation"), args))),
+        "correlation": _ints(list(map(attrgetter("correlation"), args)), bad),
         "step": step,
-        "bytes": _ints(list(map(attrgetter("bytes"), args))),
+        "bytes": _ints(list(map(attrgetter("bytes"), args)), bad),
         "details": _kernel_details(kind == "kernel", args),
         "dtype_change": _dtype_change(names, args),
     })
-    return frame[~no_ts] if no_ts.any() else frame
+    drop = no_ts | bad
+    counts[NO_TIME] += int((no_ts & ~bad).sum())
+    counts[OUT_OF_RANGE] += int(bad.sum())
+    return (frame[~drop] if drop.any() else frame), counts

@@ -20,10 +20,11 @@ import pandas as pd
 from traceviz.errors import TraceVizError
 from traceviz.fileio import open_input
 from traceviz.normalize import BASE_COLUMNS, finish
+from traceviz.parsers.numbers import checked_ints, dropped_note
 from traceviz.trace import Trace
 
 SNIFF = re.compile(rb'"cat"\s*:\s*"(?:operator|MXNET_C_API)"')
-STEP = re.compile(r"^(?:step[ _#]?|ProfilerStep#)(\d+)$", re.IGNORECASE)
+STEP = re.compile(r"^(?:step[ _#]?|ProfilerStep#)(\d{1,9})$", re.IGNORECASE)  # 32-bit steps
 SKIPPED_CATS = {"MXNET_C_API", "Device Storage", "operator"}  # for b/e: operator twins
 
 
@@ -52,19 +53,25 @@ def parse(path: Path) -> Trace:
             doc = msgspec.json.decode(f.read(), type=_Doc)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise TraceVizError(f"{path}: not a readable MXNet profile ({e})") from None
+    except UnicodeDecodeError as e:
+        raise TraceVizError(f"{path}: not valid UTF-8 text (byte {e.start})") from None
+    except RecursionError:
+        raise TraceVizError(f"{path}: JSON nested too deeply") from None
     events = doc.traceEvents
     if not events:
         raise TraceVizError(f"{path}: the MXNet profile holds no events")
+    ts, bad = _us_to_ns([e.ts for e in events])
     ev = pd.DataFrame({
         "ph": [e.ph for e in events],
         "name": [e.name for e in events],
         "cat": [e.cat for e in events],
-        "ts": _us_to_ns([e.ts for e in events]),
+        "ts": ts,
         "pid": [str(e.pid) for e in events],
         "tid": [str(e.tid) for e in events],
         "id": [str(e.id) for e in events],
     })
-    devices = {str(e.pid): (e.args or {}).get("name", "") for e in events
+    ev = ev[~bad]
+    devices = {str(e.pid): str((e.args or {}).get("name", "")) for e in events
                if e.ph == "M" and e.name == "process_name"}
     ops = _pairs(ev[(ev["ph"].isin(["B", "E"])) & (ev["cat"] == "operator")],
                  ["pid", "tid", "name"], "B")
@@ -91,18 +98,31 @@ def parse(path: Path) -> Trace:
     meta = {"source_format": "mxnet", "source_file": str(path),
             "profiler": "mx.profiler", "devices": {},
             "mxnet_processes": sorted(set(devices.values()))}
+    notes = dropped_note({"a timestamp beyond 64-bit nanoseconds": int(bad.sum())})
+    if notes:
+        meta["notes"] = notes
     return finish(base, meta)
 
 
-def _us_to_ns(values: list) -> np.ndarray:
+def _us_to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
     """µs -> ns, exact for integers (MXNet writes integer µs since the epoch: 1.8e15,
-    beyond float64's exact range once multiplied by 1000)."""
-    try:
-        return np.array(values, dtype=np.int64) * 1000
-    except (TypeError, ValueError, OverflowError):
-        f = np.array(values, dtype=np.float64)
+    beyond float64's exact range once multiplied by 1000); the mask marks times that
+    int64 ns cannot hold."""
+    arr = np.asarray(values)
+    if arr.dtype.kind == "i":
+        bad = np.abs(arr) >= _MAX_US
+        return np.where(bad, 0, arr) * 1000, bad
+    if arr.dtype.kind == "f":  # fractional µs (still exact below 2^53 µs)
+        fits = np.isfinite(arr) & (np.abs(arr) < _MAX_US)
+        f = np.where(fits, arr, 0.0)
         whole = np.floor(f)
-        return whole.astype(np.int64) * 1000 + np.round((f - whole) * 1000).astype(np.int64)
+        return (whole.astype(np.int64) * 1000
+                + np.round((f - whole) * 1000).astype(np.int64)), ~fits
+    us, bad = checked_ints(values, bounds=(-_MAX_US, _MAX_US))  # huge ints among them
+    return us * 1000, bad
+
+
+_MAX_US = 9_000_000_000_000_000
 
 
 def _pairs(ev: pd.DataFrame, key: list[str], begin: str) -> pd.DataFrame:

@@ -25,6 +25,7 @@ import pandas as pd
 from traceviz.errors import TraceVizError
 from traceviz.normalize import BASE_COLUMNS, finish, launch_details
 from traceviz.parsers.nsys_tables import ExportTables, open_tables
+from traceviz.parsers.numbers import INT32, checked_ints, dropped_note
 from traceviz.trace import Trace
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -38,7 +39,8 @@ PROCESS_BITS = np.int64(~0xFFFFFF)  # globalTid & 0xFFFFFFFFFF000000 == globalPi
 # NvtxPushPopRange, NvtxStartEndRange and their NVTXT twins (ENUM_NSYS_EVENT_TYPE)
 NVTX_RANGE_TYPES = (59, 60, 70, 71)
 NVTX_DOMAIN_CREATE = 75
-NVTX_STEP = re.compile(r"^(?:ProfilerStep#|step[ _#]?)(\d+)$", re.IGNORECASE)
+# step numbers fit the 32-bit step column: a longer one is an ordinary range
+NVTX_STEP = re.compile(r"^(?:ProfilerStep#|step[ _#]?)(\d{1,9})$", re.IGNORECASE)
 # ATen ops named plainly (traceviz's own CPU op ranges); other "ns::name" ranges are user
 # or library ranges (TensorRT's "ExecutionContext::enqueue"), kept as annotations
 NVTX_OP = re.compile(r"^aten::\w")
@@ -68,9 +70,14 @@ def parse(path: Path, fmt: str) -> Trace:
             raise TraceVizError(f"{path}: no Nsight Systems tables in it (StringIds, "
                                 "CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS)")
         strings = _strings(tables)
-        frames = [_kernels(tables, strings), _memcpy(tables), _memset(tables),
-                  _runtime(tables, strings), _nvtx(tables, strings)]
+        b = _Rows()
+        frames = [_kernels(tables, strings, b), _memcpy(tables, b), _memset(tables, b),
+                  _runtime(tables, strings, b), _nvtx(tables, strings, b)]
         meta = _meta(tables, path, fmt)
+    notes = dropped_note({"a value out of range (a time or id beyond 64 bits, a device or "
+                          "stream beyond 32)": b.dropped}, "rows")
+    if notes:
+        meta["notes"] = notes
     frames = [f for f in frames if len(f)]
     if not frames:
         raise TraceVizError(f"{path}: the export holds no CUDA activity and no NVTX ranges "
@@ -122,56 +129,88 @@ def import_qdstrm(qdstrm: Path, nsys: str) -> Path:
 
 # --- tables -> base rows -------------------------------------------------------------
 
+class _Rows:
+    """Builds base rows from one table at a time, checking every number read; rows with
+    a value out of range are dropped and counted (never wrapped into wrong values)."""
+
+    def __init__(self) -> None:
+        self.dropped = 0
+
+    def ints(self, df: pd.DataFrame, col: str, default: int = -1,
+             bad: np.ndarray | None = None) -> np.ndarray:
+        values, out_of_range = checked_ints(df[col], default=default)
+        if bad is not None:
+            bad |= out_of_range
+        return values
+
+    def rows(self, kind: str | np.ndarray, name: np.ndarray, df: pd.DataFrame, *,
+             pid: np.ndarray, tid: np.ndarray, device: np.ndarray, stream: np.ndarray,
+             link_pid: np.ndarray, bad: np.ndarray, correlation: np.ndarray | None = None,
+             step: np.ndarray | None = None, bytes_: np.ndarray | None = None,
+             details: np.ndarray | None = None) -> pd.DataFrame:
+        start = self.ints(df, "start", bad=bad)
+        end = self.ints(df, "end", bad=bad)
+        bad |= (device < INT32[0]) | (device > INT32[1]) | (stream < INT32[0]) | \
+            (stream > INT32[1])
+        n = len(df)
+        frame = pd.DataFrame({
+            "kind": np.full(n, kind, dtype=object) if isinstance(kind, str) else kind,
+            "name": name,
+            "ts_ns": start,
+            "dur_ns": np.maximum(end - start, 0),
+            "pid": pid, "tid": tid, "device": device, "stream": stream,
+            "correlation": correlation if correlation is not None else np.full(n, -1),
+            "step": step if step is not None else np.full(n, -1),
+            "bytes": bytes_ if bytes_ is not None else np.full(n, -1),
+            "link_pid": link_pid,
+            "details": details if details is not None else np.full(n, "", dtype=object),
+        })
+        self.dropped += int(bad.sum())
+        keep = ~bad & (start >= 0) & (end >= start)  # unfinished ranges have no end
+        return frame[[*BASE_COLUMNS, "link_pid", "details"]][keep]
+
+    def device_rows(self, kind: str, name: np.ndarray, df: pd.DataFrame,
+                    bytes_col: str | None = None, details: np.ndarray | None = None
+                    ) -> pd.DataFrame:
+        n = len(df)
+        bad = np.zeros(n, dtype=bool)
+        return self.rows(kind, name, df, pid=np.full(n, -1), tid=np.full(n, -1),
+                         device=self.ints(df, "deviceId", bad=bad),
+                         stream=self.ints(df, "streamId", bad=bad),
+                         link_pid=self.ints(df, "globalPid", bad=bad), bad=bad,
+                         correlation=self.ints(df, "correlationId", bad=bad),
+                         bytes_=None if bytes_col is None else self.ints(df, bytes_col, bad=bad),
+                         details=details)
+
+
+def _text(values: pd.Series) -> np.ndarray:
+    """Strings from a text column that may hold NULL or BLOBs."""
+    out = values.to_numpy(object)
+    if pd.api.types.infer_dtype(out, skipna=True) in ("string", "empty"):
+        return out
+    # BLOBs or numbers where text belongs: only damaged or hand-made exports get here
+    return np.array([v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray)
+                     else (None if v is None or v != v else str(v)) for v in out],
+                    dtype=object)
+
+
 def _strings(tables: ExportTables) -> pd.Series:
     s = tables.read("StringIds", ["id", "value"])
     if s.empty:
         return pd.Series(dtype=object)
-    return pd.Series(s["value"].to_numpy(object), index=s["id"].to_numpy(np.int64))
+    ids, bad = checked_ints(s["id"])
+    keep = (ids >= 0) & ~bad  # NULL or odd ids name nothing
+    strings = pd.Series(_text(s["value"])[keep], index=ids[keep])
+    return strings[~strings.index.duplicated(keep="first")]
 
 
-def _lookup(strings: pd.Series, ids: pd.Series, missing: str) -> np.ndarray:
-    idx = strings.index.get_indexer(pd.to_numeric(ids, errors="coerce").fillna(-1)
-                                    .astype(np.int64))
+def _lookup(strings: pd.Series, ids: pd.Series, missing: str | None) -> np.ndarray:
+    idx = strings.index.get_indexer(checked_ints(ids)[0])
     values = np.append(strings.to_numpy(object), missing)
-    return values[np.where(idx >= 0, idx, len(values) - 1)]
-
-
-def _ints(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
-    if col not in df:
-        return np.full(len(df), default, dtype=np.int64)
-    return pd.to_numeric(df[col], errors="coerce").fillna(default).to_numpy(np.int64)
-
-
-def _rows(kind: str | np.ndarray, name: np.ndarray, df: pd.DataFrame, *, pid: np.ndarray,
-          tid: np.ndarray, device: np.ndarray, stream: np.ndarray, link_pid: np.ndarray,
-          correlation: np.ndarray | None = None, step: np.ndarray | None = None,
-          bytes_: np.ndarray | None = None, details: np.ndarray | None = None) -> pd.DataFrame:
-    start, end = _ints(df, "start"), _ints(df, "end")
-    n = len(df)
-    frame = pd.DataFrame({
-        "kind": np.full(n, kind, dtype=object) if isinstance(kind, str) else kind,
-        "name": name,
-        "ts_ns": start,
-        "dur_ns": np.maximum(end - start, 0),
-        "pid": pid, "tid": tid, "device": device, "stream": stream,
-        "correlation": correlation if correlation is not None else np.full(n, -1),
-        "step": step if step is not None else np.full(n, -1),
-        "bytes": bytes_ if bytes_ is not None else np.full(n, -1),
-        "link_pid": link_pid,
-        "details": details if details is not None else np.full(n, "", dtype=object),
-    })
-    keep = (start >= 0) & (end >= start)  # unfinished ranges have no end
-    return frame[[*BASE_COLUMNS, "link_pid", "details"]][keep]
-
-
-def _device_rows(kind: str, name: np.ndarray, df: pd.DataFrame,
-                 bytes_: np.ndarray | None = None,
-                 details: np.ndarray | None = None) -> pd.DataFrame:
-    n = len(df)
-    return _rows(kind, name, df, pid=np.full(n, -1), tid=np.full(n, -1),
-                 device=_ints(df, "deviceId"), stream=_ints(df, "streamId"),
-                 link_pid=_ints(df, "globalPid"), correlation=_ints(df, "correlationId"),
-                 bytes_=bytes_, details=details)
+    out = values[np.where(idx >= 0, idx, len(values) - 1)]
+    if missing is not None:
+        out = np.where(pd.isna(out), missing, out)
+    return out
 
 
 _DEVICE_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid"]
@@ -179,40 +218,40 @@ _LAUNCH_COLS = ["registersPerThread", "staticSharedMemory", "dynamicSharedMemory
                 "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"]
 
 
-def _kernels(tables: ExportTables, strings: pd.Series) -> pd.DataFrame:
+def _kernels(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
     name_cols = ["demangledName", "shortName", "mangledName"]
     df = tables.read(KERNEL, _DEVICE_COLS + name_cols + _LAUNCH_COLS)
     if df.empty:
         return df
-    name_col = next((c for c in name_cols if c in df), None)
-    if name_col is None:
-        raise TraceVizError(f"{KERNEL} has no kernel name column")
-    names = _lookup(strings, df[name_col], "<unknown kernel>")
+    names = np.full(len(df), None, dtype=object)
+    for col in name_cols:  # the best name each kernel has
+        found = _lookup(strings, df[col], None)
+        names = np.where(pd.isna(names), found, names)
+    names = np.where(pd.isna(names), "<unknown kernel>", names)
     details = None
-    if all(c in df for c in _LAUNCH_COLS):
+    if all(df[c].notna().any() for c in _LAUNCH_COLS):
         details = launch_details(
-            _ints(df, "registersPerThread"),
-            _ints(df, "staticSharedMemory", 0) + _ints(df, "dynamicSharedMemory", 0),
-            tuple(_ints(df, f"grid{a}") for a in "XYZ"),
-            tuple(_ints(df, f"block{a}") for a in "XYZ"))
-    return _device_rows("kernel", names, df, details=details)
+            b.ints(df, "registersPerThread"),
+            b.ints(df, "staticSharedMemory", 0) + b.ints(df, "dynamicSharedMemory", 0),
+            tuple(b.ints(df, f"grid{a}") for a in "XYZ"),
+            tuple(b.ints(df, f"block{a}") for a in "XYZ"))
+    return b.device_rows("kernel", names, df, details=details)
 
 
-def _memcpy(tables: ExportTables) -> pd.DataFrame:
+def _memcpy(tables: ExportTables, b: _Rows) -> pd.DataFrame:
     df = tables.read(MEMCPY, _DEVICE_COLS + ["copyKind", "bytes"])
     if df.empty:
         return df
-    kinds = _ints(df, "copyKind", 0)
+    kinds = b.ints(df, "copyKind", 0)
     names = pd.Series(kinds).map(MEMCPY_NAMES).fillna("Memcpy").to_numpy(object)
-    return _device_rows("memcpy", names, df, _ints(df, "bytes"))
+    return b.device_rows("memcpy", names, df, "bytes")
 
 
-def _memset(tables: ExportTables) -> pd.DataFrame:
+def _memset(tables: ExportTables, b: _Rows) -> pd.DataFrame:
     df = tables.read(MEMSET, _DEVICE_COLS + ["bytes"])
     if df.empty:
         return df
-    return _device_rows("memset", np.full(len(df), "Memset", dtype=object), df,
-                        _ints(df, "bytes"))
+    return b.device_rows("memset", np.full(len(df), "Memset", dtype=object), df, "bytes")
 
 
 def _host_ids(gtid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -220,29 +259,30 @@ def _host_ids(gtid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF, gtid & PROCESS_BITS
 
 
-def _runtime(tables: ExportTables, strings: pd.Series) -> pd.DataFrame:
+def _runtime(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
     df = tables.read(RUNTIME, ["start", "end", "globalTid", "correlationId", "nameId"])
     if df.empty:
         return df
     names = _lookup(strings, df["nameId"], "<unknown call>")
     n = len(df)
-    pid, tid, key = _host_ids(_ints(df, "globalTid"))
-    return _rows("runtime", names, df, pid=pid, tid=tid, device=np.full(n, -1),
-                 stream=np.full(n, -1), link_pid=key, correlation=_ints(df, "correlationId"))
+    bad = np.zeros(n, dtype=bool)
+    pid, tid, key = _host_ids(b.ints(df, "globalTid", bad=bad))
+    return b.rows("runtime", names, df, pid=pid, tid=tid, device=np.full(n, -1),
+                  stream=np.full(n, -1), link_pid=key, bad=bad,
+                  correlation=b.ints(df, "correlationId", bad=bad))
 
 
-def _nvtx(tables: ExportTables, strings: pd.Series) -> pd.DataFrame:
+def _nvtx(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
     df = tables.read(NVTX, ["start", "end", "eventType", "text", "textId", "globalTid",
                             "domainId"])
     if df.empty:
         return df
-    etype = _ints(df, "eventType")
-    text = df["text"].to_numpy(object) if "text" in df else np.full(len(df), None, object)
-    if "textId" in df:
-        by_id = _lookup(strings, df["textId"], None)
-        text = np.where(pd.isna(text), by_id, text)
+    etype = b.ints(df, "eventType")
+    text = _text(df["text"])
+    by_id = _lookup(strings, df["textId"], None)
+    text = np.where(pd.isna(text), by_id, text)
     text = pd.Series(text, dtype=object).fillna("<unnamed range>").astype(str)
-    domain_id = _ints(df, "domainId", 0)
+    domain_id = b.ints(df, "domainId", 0)
     created = etype == NVTX_DOMAIN_CREATE
     domains = dict(zip(domain_id[created], text[created], strict=True))
     ranges = np.isin(etype, NVTX_RANGE_TYPES)
@@ -260,10 +300,11 @@ def _nvtx(tables: ExportTables, strings: pd.Series) -> pd.DataFrame:
         named = pd.notna(dom) & (kind == "annotation")
         name[named] = dom[named] + ": " + name[named]
     n = len(df)
-    pid, tid, key = _host_ids(_ints(df, "globalTid"))
-    return _rows(kind, name, df, pid=pid, tid=tid, device=np.full(n, -1),
-                 stream=np.full(n, -1), link_pid=key,
-                 step=np.where(is_step, step_no.fillna(-1).to_numpy(np.int64), -1))
+    bad = np.zeros(n, dtype=bool)
+    pid, tid, key = _host_ids(b.ints(df, "globalTid", bad=bad))
+    return b.rows(kind, name, df, pid=pid, tid=tid, device=np.full(n, -1),
+                  stream=np.full(n, -1), link_pid=key, bad=bad,
+                  step=np.where(is_step, step_no.fillna(-1).to_numpy(np.int64), -1))
 
 
 def _meta(tables: ExportTables, path: Path, fmt: str) -> dict:
@@ -271,18 +312,17 @@ def _meta(tables: ExportTables, path: Path, fmt: str) -> dict:
                   "profiler": "Nsight Systems", "devices": {}}
     for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
         info = tables.read(table, ["name", "value"])
-        if "name" in info:
+        if info["name"].notna().any():
             kv = dict(zip(info["name"], info["value"], strict=True))
             for key, out in (("EXPORT_PRODUCT_VERSION", "nsys_version"),
                              ("EXPORT_SCHEMA_VERSION", "nsys_schema"),
                              ("DERIVED_WINDOW_NS", "nsys_window_ns")):
-                if key in kv:
-                    meta[out] = kv[key]
+                if kv.get(key) is not None:
+                    meta[out] = str(kv[key])
     gpus = tables.read("TARGET_INFO_GPU", ["id", "cuDevice", "name"])
-    if "name" in gpus and ("cuDevice" in gpus or "id" in gpus):
-        # reports of older nsys exported by a newer one leave cuDevice NULL: use id then
-        ids = _ints(gpus, "cuDevice")
-        ids = np.where(ids >= 0, ids, _ints(gpus, "id"))
-        meta["devices"] = {str(i): str(nm) for i, nm in zip(ids, gpus["name"], strict=True)
-                           if i >= 0 and nm is not None}
+    # reports of older nsys exported by a newer one leave cuDevice NULL: use id then
+    ids = checked_ints(gpus["cuDevice"])[0]
+    ids = np.where(ids >= 0, ids, checked_ints(gpus["id"])[0])
+    meta["devices"] = {str(i): str(nm) for i, nm in zip(ids, _text(gpus["name"]), strict=True)
+                       if i >= 0 and nm is not None}
     return meta

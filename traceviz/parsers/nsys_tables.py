@@ -30,11 +30,20 @@ class ExportTables:
         raise NotImplementedError
 
     def read(self, table: str, columns: Iterable[str]) -> pd.DataFrame:
+        """Every asked-for column, in order; one the table lacks reads as all NULL (None),
+        like a column an older nsys left NULL. A missing table reads as no rows."""
+        columns = list(columns)
         if table not in self.names:
-            return pd.DataFrame(columns=list(columns))
+            return pd.DataFrame(columns=columns)
         have = set(self.columns(table))
         wanted = [c for c in columns if c in have]
-        return self._read(table, wanted) if wanted else pd.DataFrame()
+        if not wanted:
+            return pd.DataFrame(columns=columns)
+        df = self._read(table, wanted)
+        for c in columns:
+            if c not in df:
+                df[c] = pd.Series(None, index=df.index, dtype=object)
+        return df[columns]
 
     def close(self) -> None:
         pass
@@ -51,6 +60,8 @@ class SqliteTables(ExportTables):
         uri = f"file:{path.resolve()}?mode=ro&immutable=1"
         try:
             self._db = sqlite3.connect(uri, uri=True)
+            # text that is not UTF-8 (a damaged or hand-edited export) reads with U+FFFD
+            self._db.text_factory = lambda b: b.decode("utf-8", "replace")
             rows = self._db.execute("SELECT name FROM sqlite_master WHERE type IN "
                                     "('table', 'view')").fetchall()
         except sqlite3.DatabaseError as e:
@@ -59,7 +70,10 @@ class SqliteTables(ExportTables):
         self.names = {r[0] for r in rows}
 
     def columns(self, table: str) -> list[str]:
-        return [r[1] for r in self._db.execute(f'PRAGMA table_info("{table}")')]
+        try:
+            return [r[1] for r in self._db.execute(f'PRAGMA table_info("{table}")')]
+        except sqlite3.DatabaseError as e:  # a view over a dropped table, a damaged page
+            raise TraceVizError(f"{self.path}: cannot read table {table} ({e})") from None
 
     def _read(self, table: str, columns: list[str]) -> pd.DataFrame:
         cols = ", ".join(f'"{c}"' for c in columns)
@@ -83,7 +97,10 @@ class ArrowTables(ExportTables):
         return self._tables[table].column_names
 
     def _read(self, table: str, columns: list[str]) -> pd.DataFrame:
-        return self._tables[table].select(columns).to_pandas()
+        try:
+            return self._tables[table].select(columns).to_pandas()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise TraceVizError(f"table {table}: unreadable columns ({e})") from None
 
 
 def _arrow_streams(path: Path) -> dict[str, pa.Table]:

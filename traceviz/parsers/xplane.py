@@ -43,6 +43,7 @@ from traceviz.fileio import open_input
 from traceviz.intervals import innermost_enclosing
 from traceviz.launch_apis import launch_kind
 from traceviz.normalize import BASE_COLUMNS, finish
+from traceviz.parsers.numbers import INT32, checked_ints, dropped_note
 from traceviz.trace import Trace
 
 _STREAM = re.compile(r"^Stream #(\d+)")
@@ -68,6 +69,7 @@ class _Rows:
         c: [] for c in ("kind", "name", "ts_ns", "dur_ns", "pid", "tid", "device", "stream",
                         "line")})
     stats: dict[str, list] = field(default_factory=dict)
+    bad: np.ndarray | None = None  # rows with a number out of range, dropped
 
 
 def resolve(path: Path, run: str | None = None) -> list[Path]:
@@ -124,20 +126,27 @@ def read_space(path: Path):
 def parse(path: str | Path, run: str | None = None) -> Trace:
     """Read one ``.xplane.pb`` (or a profile log directory) into a ``Trace``."""
     path = Path(path)
-    frames, hostnames, devices = [], [], {}
+    frames, hostnames, devices, dropped = [], [], {}, 0
     for host, file in enumerate(resolve(path, run)):
         space = read_space(file)
         hostnames.extend(space.hostnames or [file.name.split(".xplane")[0]])
-        frames.append(_space_frame(space, host, devices).assign(host=host))
+        frame, bad = _space_frame(space, host, devices)
+        frames.append(frame.assign(host=host))
+        dropped += bad
     base = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     meta = {"source_format": "xplane", "source_file": str(path),
             "profiler": "TensorFlow/JAX profiler (XSpace)", "hostnames": hostnames,
             "devices": devices}
+    notes = dropped_note({"a time beyond 64-bit nanoseconds, or a device or stream number "
+                          "beyond 32 bits": dropped})
+    if notes:
+        meta["notes"] = notes
     # each host's CUPTI numbers its own correlation ids
     return finish(base, meta, link_pid="host" if len(frames) > 1 else None)
 
 
-def _space_frame(space, host: int, devices: dict) -> pd.DataFrame:
+def _space_frame(space, host: int, devices: dict) -> tuple[pd.DataFrame, int]:
+    """Base rows of one host's XSpace, and how many were dropped as out of range."""
     rows = _Rows()
     for plane in space.planes:
         m = _DEVICE_PLANE.match(plane.name)
@@ -148,7 +157,8 @@ def _space_frame(space, host: int, devices: dict) -> pd.DataFrame:
             device = int(m.group(2)) + HOST_DEVICE_STRIDE * host
             devices[str(device)] = plane.name if host == 0 else f"host {host} {plane.name}"
             _add_plane(rows, plane, device=device, pid=-1)
-    return _to_base(rows)
+    base = _to_base(rows)
+    return base, int(rows.bad.sum()) if rows.bad is not None else 0
 
 
 def _add_plane(rows: _Rows, plane, device: int, pid: int) -> None:
@@ -196,11 +206,20 @@ def _add_plane(rows: _Rows, plane, device: int, pid: int) -> None:
 
 
 def _stat(rows: _Rows, name: str, n: int, default, dtype=object) -> np.ndarray:
+    """One stat per row, ``default`` where absent; a value of the wrong type (text in a
+    number stat, a number in a text stat) reads as what it can be, else the default."""
     out = np.full(n, default, dtype=dtype)
     found = rows.stats.get(name)
     if found:
         idx = np.fromiter(found.keys(), dtype=np.int64, count=len(found))
-        out[idx] = np.array(list(found.values()), dtype=dtype)
+        values = list(found.values())
+        if dtype is object:
+            out[idx] = [v if isinstance(v, str) else default if v is None
+                        else v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+                        for v in values] if not all(isinstance(v, str) for v in values) \
+                else values
+        else:
+            out[idx] = checked_ints(values, default=default)[0]
     return out
 
 
@@ -213,15 +232,22 @@ def _label_type(labels: pd.Index) -> np.ndarray:
 def _to_base(rows: _Rows) -> pd.DataFrame:
     c = rows.cols
     n = len(c["kind"])
+    # protobuf ints are unbounded in Python: times past int64 ns, device or stream
+    # numbers past int32 mark their rows, which are dropped at the end and counted
+    ts, bad = checked_ints(c["ts_ns"])
+    dur, bad_dur = checked_ints(c["dur_ns"])
+    device, bad_dev = checked_ints(c["device"], bounds=INT32)
+    stream, bad_stream = checked_ints(c["stream"], bounds=INT32)
+    rows.bad = bad | bad_dur | bad_dev | bad_stream
     ev = pd.DataFrame({
         "where": pd.Categorical(c["kind"]),
         "name": pd.Categorical(c["name"]),
-        "ts_ns": np.array(c["ts_ns"], dtype=np.int64),
-        "dur_ns": np.array(c["dur_ns"], dtype=np.int64),
+        "ts_ns": ts,
+        "dur_ns": np.maximum(dur, 0),
         "pid": np.array(c["pid"], dtype=np.int64),
-        "tid": np.array(c["tid"], dtype=np.int64),
-        "device": np.array(c["device"], dtype=np.int32),
-        "stream": np.array(c["stream"], dtype=np.int32),
+        "tid": checked_ints(c["tid"])[0],
+        "device": device.astype(np.int32),
+        "stream": stream.astype(np.int32),
     })
     corr = _stat(rows, "correlation_id", n, -1, np.int64)
     group = _stat(rows, "group_id", n, -1, np.int64)
@@ -325,6 +351,7 @@ def _to_base(rows: _Rows) -> pd.DataFrame:
     other_host = is_host & ~launch & ~other_api & ~is_op & ~is_step
     kind[other_host] = "annotation"
     keep = ~(other_host & (ev["dur_ns"].to_numpy() <= 0))  # instants: allocations, marks
+    keep &= ~rows.bad
 
     base = pd.DataFrame({
         "kind": kind, "name": name, "ts_ns": ev["ts_ns"], "dur_ns": ev["dur_ns"],

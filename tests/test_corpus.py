@@ -1,0 +1,61 @@
+"""Every case of the bad-input corpus (tests/corpus/generate.py): exit 0 or 2, exactly
+one ``traceviz: error:`` line on 2 (with the expected words), never a traceback or an
+internal error, nothing left behind but the expected outputs, under 10 s each."""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.corpus.generate import cases
+from traceviz.cli import main
+
+CASES = cases()
+# a value wrapped into a wrong number is a RuntimeWarning from numpy: make it a failure
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
+
+def test_corpus_is_large_enough():
+    assert len(CASES) >= 250
+    readers = {c.id.split("/")[0] for c in CASES}
+    assert readers >= {"kineto", "mxnet", "nsys", "xplane", "parquet", "sweep", "output"}
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() if p.is_file() else b""
+            for p in d.rglob("*") if p.is_file() or p.is_fifo()}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_case(case, tmp_path, capsys):
+    d = tmp_path / "case"
+    d.mkdir()
+    case.setup(d)
+    before = _files(d)
+    argv = [a.replace("{d}", str(d)) for a in case.argv]
+    started = time.perf_counter()
+    code = main(argv)
+    elapsed = time.perf_counter() - started
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "internal error" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("traceviz: error:")]
+    if case.expect == -1:
+        assert code in (0, 2), err
+    else:
+        assert code == case.expect, err
+    if code == 2:
+        assert len(errors) == 1, err
+        assert case.says in errors[0], errors[0]
+    else:
+        assert not errors, err
+    assert elapsed < 10, f"{case.id} took {elapsed:.1f} s"
+    after = _files(d)
+    assert not [f for f in after if f.endswith(".tmp")], "temporary file left behind"
+    new = [f for f in after if f not in before]
+    stray = [f for f in new if not any(fnmatch.fnmatch(f, pat) for pat in case.outputs)]
+    assert not stray, f"unexpected files: {stray}"
+    for f in case.keep:
+        assert after.get(f) == before.get(f), f"{f} changed"

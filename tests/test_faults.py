@@ -1,0 +1,204 @@
+"""Faults during a real import: signals, a killed process, a full disk, two writers.
+
+Each run is the real ``traceviz`` entry point in a subprocess, importing a Kineto trace
+of about 160 MB with two decode worker processes (``TRACEVIZ_IMPORT_WORKERS``). Whatever happens, no
+partial output appears under the output's name, no worker outlives its parent, and the
+next run works.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import KINETO
+from traceviz.trace import Trace
+
+TRACEVIZ = [sys.executable, "-m", "traceviz"]
+
+
+@pytest.fixture(scope="module")
+def big_trace(tmp_path_factory) -> Path:
+    """v100_19k's events three times over: ~160 MB, a few seconds to import."""
+    raw = gzip.decompress((KINETO / "v100_19k_kernels.json.gz").read_bytes())
+    start = raw.index(b"[", raw.index(b'"traceEvents"')) + 1
+    end = raw.rindex(b"]")
+    body = raw[start:end].strip()
+    path = tmp_path_factory.mktemp("big") / "big.json"
+    with open(path, "wb") as f:
+        f.write(raw[:start])
+        f.write(body)
+        for _ in range(2):
+            f.write(b",\n")
+            f.write(body)
+        f.write(raw[end:])
+    assert path.stat().st_size > 100 << 20
+    return path
+
+
+def _start(args: list[str], tag: str, **kw) -> subprocess.Popen:
+    # two decode workers even at this size, so that their clean-up is what is tested
+    env = {**os.environ, "TRACEVIZ_FAULT_TAG": tag, "TRACEVIZ_IMPORT_WORKERS": "2"}
+    return subprocess.Popen([*TRACEVIZ, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, **kw)
+
+
+def _tagged(tag: str) -> list[int]:
+    """Processes (the CLI, its decode workers, their forkserver) carrying ``tag``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if f"TRACEVIZ_FAULT_TAG={tag}".encode() in (proc / "environ").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def _wait_gone(tag: str, seconds: float = 10.0) -> list[int]:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        alive = _tagged(tag)
+        if not alive:
+            return []
+        time.sleep(0.2)
+    return _tagged(tag)
+
+
+def _wait_for_workers(proc: subprocess.Popen, tag: str, seconds: float = 30.0) -> None:
+    """Until the decode workers run (the CLI, its fork server, two workers)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline and proc.poll() is None and len(_tagged(tag)) < 4:
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()
+    assert len(_tagged(tag)) >= 4
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc (Linux)")
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGINT, 130, "interrupted"),
+                                             (signal.SIGTERM, 143, "terminated")])
+def test_signal_during_decode(big_trace, tmp_path, sig, code, word):
+    out = tmp_path / "out.parquet"
+    tag = uuid.uuid4().hex
+    proc = _start(["import", str(big_trace), "-o", str(out)], tag)
+    _wait_for_workers(proc, tag)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == code, err
+    assert err.strip().splitlines()[-1] == f"traceviz: {word}"
+    assert "Traceback" not in err
+    assert not out.exists() and _leftovers(tmp_path) == []
+    assert _wait_gone(tag) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc (Linux)")
+def test_sigkill_leaves_no_process_and_no_output(big_trace, tmp_path):
+    out = tmp_path / "out.parquet"
+    tag = uuid.uuid4().hex
+    proc = _start(["import", str(big_trace), "-o", str(out)], tag)
+    _wait_for_workers(proc, tag)
+    proc.kill()
+    proc.communicate(timeout=30)
+    # the workers die with their parent (PR_SET_PDEATHSIG), the forkserver sees it go
+    assert _wait_gone(tag) == []
+    assert not out.exists()  # at most a hidden .out.parquet.*.tmp remains (README)
+    # and the next run works, beside whatever the killed one left
+    done = subprocess.run([*TRACEVIZ, "import", str(big_trace), "-o", str(out)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRACEVIZ_IMPORT_WORKERS": "2"})
+    assert done.returncode == 0, done.stderr
+    assert len(Trace.load(out).events) > 0
+
+
+@pytest.mark.parametrize("delay", [0.25, 0.4, 0.7, 1.0])
+def test_early_ctrl_c_is_one_line(tmp_path, delay):
+    """Ctrl-C while Python is still importing pandas and friends: no traceback. (Before
+    the interpreter has run any traceviz code, in its first ~50 ms, Python's own start-up
+    answers a Ctrl-C as it always does.)"""
+    tag = uuid.uuid4().hex
+    proc = _start(["analyze", str(KINETO / "v100_19k_kernels.json.gz")], tag)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode in (130, 0), err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    if proc.returncode == 130:
+        assert err.strip().splitlines()[-1] == "traceviz: interrupted"
+
+
+@pytest.mark.parametrize("delay", [1.0, 3.0, 5.0, 7.0])
+def test_signal_at_any_moment_leaves_nothing_half_written(big_trace, tmp_path, delay):
+    """Interrupt at several moments (decode, normalize, write): either the output is
+    complete and readable, or it does not exist; never a temporary file."""
+    out = tmp_path / "out.parquet"
+    proc = _start(["import", str(big_trace), "-o", str(out)], uuid.uuid4().hex)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    # -15: the signal came after the work, while the interpreter was shutting down (it
+    # restores the default handlers): the output is complete then
+    assert proc.returncode in (0, 143, -signal.SIGTERM), err
+    assert "Traceback" not in err
+    if proc.returncode != 143:
+        assert len(Trace.load(out).events) > 0
+    else:
+        assert not out.exists()
+    assert _leftovers(tmp_path) == []
+
+
+def test_two_writers_one_output(tmp_path):
+    """Two imports to one path without --force: one writes it, the other fails cleanly
+    (the final name is created by a hard link, which fails once the name exists)."""
+    src = KINETO / "a100_diff_control.json.gz"
+    out = tmp_path / "out.parquet"
+    procs = [_start(["import", str(src), "-o", str(out)], uuid.uuid4().hex) for _ in range(2)]
+    results = [p.communicate(timeout=120) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], results
+    loser = next(err for p, (_, err) in zip(procs, results, strict=True) if p.returncode == 2)
+    assert "already exists" in loser and len(loser.strip().splitlines()) == 1
+    assert len(Trace.load(out).events) > 0
+    assert _leftovers(tmp_path) == []
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 256 KiB tmpfs (needs root and mount rights; skipped otherwise)."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
+                          capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    yield mnt
+    subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_disk_full_names_the_path_and_keeps_the_old_file(small_disk):
+    src = KINETO / "a100_diff_control.json.gz"  # its table is ~1 MB: does not fit
+    out = small_disk / "out.parquet"
+    out.write_bytes(b"the user's earlier output")
+    done = subprocess.run([*TRACEVIZ, "import", str(src), "-o", str(out), "--force"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(out) in lines[0] and "No space left" in lines[0]
+    assert out.read_bytes() == b"the user's earlier output"
+    assert sorted(p.name for p in small_disk.iterdir()) == ["out.parquet"]
