@@ -619,6 +619,25 @@ def output_cases() -> list[Case]:
     add("amp-bad", _both(inp, _write("e.json", b"")), ["amp", "{d}/in.json.gz", "{d}/e.json"],
         ERR, "empty")
     add("amp-same", inp, ["amp", "{d}/in.json.gz", "{d}/in.json.gz"], OK)
+    for fmt, setup, name in (
+            ("nsys", lambda d: shutil.copyfile(SHARED / "nsys" / "rtx3080_tiny.sqlite",
+                                               d / "r.sqlite"), "r.sqlite"),
+            ("xplane", lambda d: shutil.copyfile(
+                SHARED / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz", d / "h.xplane.pb.gz"),
+             "h.xplane.pb.gz"),
+            ("parquet", lambda d: shutil.copyfile(
+                ROOT / "sample_traces" / "kineto" / "mi250_rocm_train.parquet", d / "t.parquet"),
+             "t.parquet")):
+        add(f"import-{fmt}", setup, ["import", "{d}/" + name, "-o", "{d}/o.parquet"], OK,
+            outputs=("o.parquet",))
+    add("sweep-out-is-file", _write("s", b"a file"),
+        ["sweep", "--models", "cudnn_torch", "--device", "cpu", "--out", "{d}/s"], ERR, "",
+        keep=("s",))
+    add("sweep-plot-out-is-file", _both(
+        lambda d: (d / "sw").mkdir() or shutil.copyfile(
+            ROOT / "sample_traces" / "cpu_sweep" / "sweep.parquet", d / "sw" / "sweep.parquet"),
+        _write("plots", b"a file")),
+        ["sweep-plot", "{d}/sw/sweep.parquet", "--out", "{d}/plots"], ERR, "", keep=("plots",))
     add("capture-out-is-file", _write("run", b"a file"),
         ["capture", "--model", "cudnn_torch", "--device", "cpu", "--out", "{d}/run"], ERR, "",
         keep=("run",))
