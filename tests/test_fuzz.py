@@ -56,6 +56,13 @@ class Blob(bytes):
         return f"Blob({len(self)} bytes, sha1 {hashlib.sha1(self).hexdigest()[:12]})"
 
 
+def _analyze(data: bytes, name: str, label: str) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / name
+        path.write_bytes(data)
+        _run(path, label)
+
+
 def _run(path: Path, label: str) -> None:
     """Analyze ``path``; on an internal error keep the input as a regression case."""
     import io
@@ -123,10 +130,7 @@ def kineto_files(draw) -> bytes:
 @FUZZ
 @given(kineto_files())
 def test_fuzz_kineto(data):
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "t.json"
-        path.write_bytes(data)
-        _run(path, "kineto")
+    _analyze(data, "t.json", "kineto")
 
 
 # --- nsys SQLite ------------------------------------------------------------------------
@@ -261,10 +265,7 @@ def xspace_files(draw) -> bytes:
 @FUZZ
 @given(xspace_files())
 def test_fuzz_xspace(data):
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "h.xplane.pb"
-        path.write_bytes(data)
-        _run(path, "xspace")
+    _analyze(data, "h.xplane.pb", "xspace")
 
 
 def test_regressions_folder_is_replayed():

@@ -69,15 +69,6 @@ def open_input(path: Path) -> BinaryIO | _GzipErrors:
         raise TraceVizError(f"{path}: permission denied") from None
 
 
-def read_head(path: Path, n: int = 4096) -> bytes:
-    """The first ``n`` bytes of the (decompressed) file."""
-    f = open_input(path)
-    try:
-        return f.read(n)
-    finally:
-        f.close()
-
-
 def check_output(path: Path, force: bool = False) -> None:
     """Refuse an output path that exists (without ``force``) or is not a regular file.
 
