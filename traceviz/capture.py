@@ -131,7 +131,8 @@ def run_capture(req: CaptureRequest, run_dir: Path,
                "--output", str(run_dir / "report"), *cmd]
     error = done = None
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
+                                errors="replace")
         assert proc.stdout is not None
         for line in proc.stdout:
             try:

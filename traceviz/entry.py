@@ -6,6 +6,8 @@ unwind the stack first, so every temporary output is removed on the way out.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sys
 
@@ -14,6 +16,9 @@ from traceviz.errors import Terminated
 
 def _terminate(signum: int, frame: object) -> None:
     raise Terminated(signum)
+
+
+INTERRUPTED = (130, 143)
 
 
 def entry() -> None:
@@ -28,4 +33,11 @@ def entry() -> None:
     except Terminated:
         print("traceviz: terminated", file=sys.stderr)
         code = 143
+    if code in INTERRUPTED:
+        # the stack is unwound and temporary outputs are gone; leave now, so that the
+        # interpreter's shutdown cannot turn the exit status into a death by SIGINT
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
     sys.exit(code)

@@ -28,7 +28,7 @@ def make_mxnet_env(path: Path, python: str | None = None,
     for label, cmd in steps:
         on_step(label)
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True)
+            done = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
         except OSError as e:
             raise TraceVizError(f"{label} failed: cannot run {cmd[0]} ({e.strerror})") from None
         if done.returncode != 0:

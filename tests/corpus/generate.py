@@ -15,6 +15,7 @@ import copy
 import gzip
 import json
 import os
+import random
 import shutil
 import sqlite3
 import sys
@@ -23,6 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+_RANDOM = random.Random(14)  # junk bytes, the same on every run
+
+
+def _junk(n: int) -> bytes:
+    return _RANDOM.randbytes(n)
 SHARED = ROOT.parent / "shared" / "traces"
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 
@@ -364,15 +370,15 @@ def nsys_cases() -> list[Case]:
                                              + ["CREATE TABLE t (x)"])), ERR, "Nsight")
     add("arrow-truncated", _write("r.arrow", b"\xff\xff\xff\xff" + b"\x00" * 40), ERR, "Arrow",
         name="r.arrow")
-    add("arrow-junk", _write("r.arrow", b"\xff\xff\xff\xff" + os.urandom(200)), ERR, "",
+    add("arrow-junk", _write("r.arrow", b"\xff\xff\xff\xff" + _junk(200)), ERR, "",
         name="r.arrow")
     add("arrow-empty-name", _write("x.arrow", b"hello"), ERR, "", name="x.arrow")
     add("parquetdir-broken", _both(_write("r.parquetdir/StringIds.parquet", b"PAR1junk"),
                                    _write("r.parquetdir/CUPTI_ACTIVITY_KIND_KERNEL.parquet",
                                           b"PAR1")), ERR, "", name="r.parquetdir")
     add("nsys-rep-fake", _write("r.nsys-rep", b"NVIDIA Tegra Profiler Report 1.\n"
-                                + os.urandom(300)), ERR, "", name="r.nsys-rep")
-    add("qdrep-junk", _write("r.qdrep", os.urandom(300)), ERR, "", name="r.qdrep")
+                                + _junk(300)), ERR, "", name="r.nsys-rep")
+    add("qdrep-junk", _write("r.qdrep", _junk(300)), ERR, "", name="r.qdrep")
     return out
 
 
@@ -409,7 +415,7 @@ def xplane_cases() -> list[Case]:
     add("truncated-gz", _write("h.xplane.pb.gz", raw_gz[: len(raw_gz) // 2]), ERR, "gzip",
         name="h.xplane.pb.gz")
     add("empty", _write("h.xplane.pb", b""), ERR, "empty")
-    add("junk", _write("h.xplane.pb", os.urandom(1000)), ERR, "")
+    add("junk", _write("h.xplane.pb", _junk(1000)), ERR, "")
     add("json-named-xplane", _write("h.xplane.pb", b'{"traceEvents": []}'), ERR, "")
 
     def mutated(edit: Callable[[object], None]) -> Callable[[Path], None]:

@@ -102,11 +102,16 @@ def export_sqlite(report: Path, out: Path) -> Path:
         report = import_qdstrm(report, nsys)
     cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
            "--output", str(out), str(report)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True)
     if done.returncode != 0 or not out.is_file():
-        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise TraceVizError(f"{report}: nsys export failed ({last[0][:300]})")
+        raise TraceVizError(f"{report}: nsys export failed ({_last_line(done)})")
     return out
+
+
+def _last_line(done: subprocess.CompletedProcess) -> str:
+    """What a tool said last (its output may not be UTF-8: it may echo the input)."""
+    text = (done.stderr or done.stdout or b"").decode("utf-8", "replace").strip()
+    return (text.splitlines()[-1:] or ["no output"])[0][:300]
 
 
 def import_qdstrm(qdstrm: Path, nsys: str) -> Path:
@@ -118,12 +123,10 @@ def import_qdstrm(qdstrm: Path, nsys: str) -> Path:
     if not candidates:
         raise TraceVizError(f"{qdstrm}: nsys left a raw .qdstrm and no QdstrmImporter was "
                             "found next to it")
-    done = subprocess.run([str(candidates[0]), "-i", str(qdstrm)], capture_output=True,
-                          text=True)
+    done = subprocess.run([str(candidates[0]), "-i", str(qdstrm)], capture_output=True)
     rep = qdstrm.with_suffix(".nsys-rep")
     if done.returncode != 0 or not rep.is_file():
-        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise TraceVizError(f"{qdstrm}: QdstrmImporter failed ({last[0][:300]})")
+        raise TraceVizError(f"{qdstrm}: QdstrmImporter failed ({_last_line(done)})")
     return rep
 
 
