@@ -36,6 +36,10 @@ def entry() -> None:
     if code in INTERRUPTED:
         # the stack is unwound and temporary outputs are gone; leave now, so that the
         # interpreter's shutdown cannot turn the exit status into a death by SIGINT
+        mp_util = sys.modules.get("multiprocessing.util")
+        if mp_util is not None:  # release the decode pool's semaphores first, or the
+            with contextlib.suppress(Exception):  # resource tracker reports them leaked
+                mp_util._exit_function()
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()

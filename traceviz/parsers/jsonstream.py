@@ -241,6 +241,8 @@ def decode_in_order(
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
+        # the fork server checks that its parent still is this process (worker_preload)
+        os.environ["TRACEVIZ_POOL_PARENT"] = str(os.getpid())
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["traceviz.parsers.worker_preload", decode.__module__])
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
