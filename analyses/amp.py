@@ -55,3 +55,9 @@ def differs_only_in_amp(a: RunFigures, b: RunFigures) -> bool:
             and ma.get("workload") == mb.get("workload")
             and ma.get("device_kind") == mb.get("device_kind")
             and (ma.get("amp") is None) != (mb.get("amp") is None))
+
+
+def amp_pairs(runs: list[RunFigures]) -> list[tuple[RunFigures, RunFigures]]:
+    """Every (FP32 run, AMP run) among ``runs`` that differ only in --amp, in run order."""
+    return [(a, b) for a in runs for b in runs
+            if a is not b and a.meta.get("amp") is None and differs_only_in_amp(a, b)]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from traceviz.optree import op_parents
@@ -47,15 +46,3 @@ def cast_summary(trace: Trace, work: pd.DataFrame, busy_ns: int) -> CastSummary:
     top = top.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
     return CastSummary(len(casts), total, total / busy_ns if busy_ns else None,
                        len(outer_cast_ops(trace)), top)
-
-
-def nested_in(rows: pd.DataFrame, outer: pd.DataFrame) -> np.ndarray:
-    """Which ``rows`` lie inside one of ``outer`` on the same thread."""
-    from traceviz.intervals import innermost_enclosing
-    from traceviz.optree import thread_key
-
-    found = innermost_enclosing(
-        thread_key(outer["pid"].to_numpy(), outer["tid"].to_numpy()),
-        outer["ts_ns"].to_numpy(), (outer["ts_ns"] + outer["dur_ns"]).to_numpy(),
-        thread_key(rows["pid"].to_numpy(), rows["tid"].to_numpy()), rows["ts_ns"].to_numpy())
-    return found >= 0

@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from traceviz.analyses.summary import summarize
-from traceviz.analyses.work import step_count, work_rows
 
+from traceviz.analyses.summary import Summary, summarize
+from traceviz.analyses.work import step_count, work_rows
+from traceviz.categorical import per_distinct
 from traceviz.classify import tensor_core_flags
 from traceviz.schema import CATEGORIES
 from traceviz.trace import Trace
@@ -35,7 +36,9 @@ class RunFigures:
     category_ns: dict[str, int]
     cast_ns: int
     tensor_core_share: float | None
-    extra: dict = field(default_factory=dict)
+    top_kernel: str                      # the kernel (CPU: leaf op) with the most time
+    top_kernel_share: float              # its share of kernel time
+    summary: Summary = field(repr=False)  # the analysis the figures come from
 
     @property
     def per_step(self) -> int:
@@ -53,13 +56,13 @@ def tensor_core_share(work: pd.DataFrame) -> float | None:
     total = int(mat["dur_ns"].sum())
     if not total:
         return None
-    names = mat["name"].astype("category")
-    flags = np.append(tensor_core_flags(names.cat.categories), False)[names.cat.codes]
+    flags = per_distinct(mat["name"], tensor_core_flags, fill=False)
     return float(mat["dur_ns"].to_numpy()[flags].sum()) / total
 
 
-def run_figures(trace: Trace, label: str) -> RunFigures:
-    s = summarize(trace)
+def run_figures(trace: Trace, label: str, summary: Summary | None = None) -> RunFigures:
+    """One run's figures; ``summary``: the trace's ``summarize`` result if already made."""
+    s = summary if summary is not None else summarize(trace)
     work = work_rows(trace)
     bench = trace.meta.get("bench") or {}
     tpb = (bench.get("time_per_batch_s") or {}).get("median")
@@ -82,9 +85,9 @@ def run_figures(trace: Trace, label: str) -> RunFigures:
         category_ns={c: int(cats.get(c, 0)) for c in CATEGORIES},
         cast_ns=s.casts.total_ns,
         tensor_core_share=None if s.cpu_trace else tensor_core_share(work),
-        extra={"launch_host_ns": s.launches.kernel.host_ns,
-               "top_kernel": str(s.kernels["name"].iloc[0]) if len(s.kernels) else "",
-               "top_kernel_share": float(s.kernels["share"].iloc[0]) if len(s.kernels) else 0.0},
+        top_kernel=str(s.kernels["name"].iloc[0]) if len(s.kernels) else "",
+        top_kernel_share=float(s.kernels["share"].iloc[0]) if len(s.kernels) else 0.0,
+        summary=s,
     )
 
 

@@ -23,6 +23,7 @@ consecutive kernels only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -93,7 +94,7 @@ def _split(rows: pd.DataFrame, win: pd.DataFrame, know_launches: bool, trace_sta
     start = rows["ts_ns"].to_numpy(np.int64)
     end = start + rows["dur_ns"].to_numpy(np.int64)
     busy = union_in_windows(start, end, ws, we)
-    out = {"busy": busy, "host_wait": None, "queued": None, "queue_mean": None,
+    out: dict[str, Any] = {"busy": busy, "host_wait": None, "queued": None, "queue_mean": None,
            "queue_max": None}
     if not know_launches:
         return out

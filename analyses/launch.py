@@ -16,19 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from traceviz.analyses.stats import Distribution
 
+from traceviz.analyses.stats import Distribution
+from traceviz.categorical import each, per_distinct
 from traceviz.intervals import union_blocks, union_in_windows
 from traceviz.launch_apis import base_api_name, is_graph_launch, launch_kind
 from traceviz.schema import DEVICE_KINDS
 from traceviz.trace import Trace
-
-
-def _per_name(names: pd.Series, fn) -> np.ndarray:
-    """``fn`` of each distinct name, spread over the rows."""
-    cat = names.astype("category")
-    lookup = np.array([fn(str(c)) for c in cat.cat.categories] + [None], dtype=object)
-    return lookup[cat.cat.codes.to_numpy()]
 
 
 def launch_table(trace: Trace) -> pd.DataFrame:
@@ -49,9 +43,9 @@ def launch_table(trace: Trace) -> pd.DataFrame:
         "first_kernel": g["name"].first().astype(str),
         "device": g["device"].first(),
     })
-    api = _per_name(calls["name"], base_api_name)
-    population = np.where(_per_name(calls["name"], is_graph_launch).astype(bool), "graph",
-                          _per_name(calls["name"], launch_kind))
+    api = per_distinct(calls["name"], each(base_api_name))
+    population = np.where(per_distinct(calls["name"], each(is_graph_launch)).astype(bool), "graph",
+                          per_distinct(calls["name"], each(launch_kind)))
     out = pd.DataFrame({
         "launch_id": calls["launch_id"].to_numpy(),
         "api": api,

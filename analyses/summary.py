@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pandas as pd
+
 from traceviz.analyses.casts import CastSummary, cast_summary
 from traceviz.analyses.idle import Idle, idle_breakdown
 from traceviz.analyses.kernels import category_table, kernel_table
@@ -17,7 +18,6 @@ from traceviz.analyses.work import (
     wall_windows,
     work_rows,
 )
-
 from traceviz.trace import Trace
 
 

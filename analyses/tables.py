@@ -6,10 +6,10 @@
 from __future__ import annotations
 
 import pandas as pd
+
 from traceviz.analyses.casts import cast_rows
 from traceviz.analyses.launch import launch_table
 from traceviz.analyses.work import work_rows
-
 from traceviz.trace import Trace
 
 KERNEL_COLUMNS = [

@@ -15,13 +15,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from traceviz.categorical import per_distinct
 from traceviz.classify import trivial_op_flags
 from traceviz.intervals import union_length
 from traceviz.optree import work_op_mask
 from traceviz.schema import DEVICE_KINDS
 from traceviz.trace import Trace
-
-WINDOW_COLUMNS = ("step", "start_ns", "end_ns")
 
 
 def work_rows(trace: Trace) -> pd.DataFrame:
@@ -30,8 +29,7 @@ def work_rows(trace: Trace) -> pd.DataFrame:
     if not trace.is_cpu:
         return ev[ev["kind"].isin(DEVICE_KINDS)]
     ops = ev[ev["kind"] == "op"]
-    names = ops["name"].astype("category")
-    trivial = np.append(trivial_op_flags(names.cat.categories), False)[names.cat.codes]
+    trivial = per_distinct(ops["name"], trivial_op_flags, fill=False)
     ops = ops[~trivial]
     return ops[work_op_mask(ops)]
 

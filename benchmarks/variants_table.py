@@ -15,10 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-VARIANTS = ["cudnn_torch", "cell_torch", "fine_torch", "jit_torch", "compile_torch",
-            "static_torch", "naive8_torch", "fused_torch", "graph_torch"]
-TF_VARIANTS = ["cudnn_tf", "generic_tf", "mode1_tf", "mode2_tf", "unroll_tf", "eager_tf",
-               "graph_tf", "whileop_tf", "xla_tf", "scan_jax"]
+from traceviz.runners import VARIANTS, variants
+
+# the variant names come from the registry (runners/__init__.py), never from here
+TORCH = [v.name for v in variants("torch")]
+OTHERS = [v.name for v in variants() if v.framework in ("tensorflow", "jax")]
 
 
 def main() -> int:
@@ -26,16 +27,18 @@ def main() -> int:
     p.add_argument("--modes", default="forward,train")
     p.add_argument("--amp", default="none,bf16")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--models", default=",".join(VARIANTS),
+    p.add_argument("--models", default=",".join(TORCH),
                    help="comma-separated variants; 'tf' = every TensorFlow variant + scan_jax")
     p.add_argument("--out", type=Path, default=Path("runs/table"))
     args, extra = p.parse_known_args()
     extra = [a for a in extra if a != "--"]
     rows = []
-    models = args.models.replace("tf", ",".join(TF_VARIANTS)) if args.models == "tf" \
-        else args.models
-    for model in models.split(","):
-        if model == "graph_torch" and args.device != "cuda":
+    models = OTHERS if args.models == "tf" else args.models.split(",")
+    unknown = [m for m in models if m not in VARIANTS]
+    if unknown:
+        p.error(f"unknown variant {unknown[0]!r}; `traceviz models --names` lists them")
+    for model in models:
+        if not VARIANTS[model].runs_on(args.device):
             continue
         for mode in args.modes.split(","):
             for amp in args.amp.split(","):

@@ -1,8 +1,11 @@
-"""LSTM variants and their capture loops, one module per framework.
+"""LSTM variants and their capture loops, one module per framework; the one registry.
 
-Nothing here imports a framework at import time; ``traceviz models`` asks each
-framework module whether it can run, in a way that costs no framework import when
-the framework is absent.
+``VARIANTS`` is where a variant exists: ``traceviz models``, the ``capture`` and
+``sweep`` choices, ``benchmarks/variants_table.py``, the sample scripts (through
+``traceviz models --names``) and the tests read it; a test checks it against each
+framework's model map. Adding a variant is one ``Variant(...)`` line plus its model.
+
+Nothing here imports a framework: whether one can run is asked without importing it.
 """
 
 from __future__ import annotations
@@ -10,18 +13,90 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+# MXNet 1.9.1 needs numpy<1.24, so it lives in its own environment
+MXNET_ENV = Path(".venv-mxnet")
+MXNET_PYTHON_VAR = "TRACEVIZ_MXNET_PYTHON"
+MXNET_REQUIREMENTS = ("mxnet==1.9.1", "numpy<1.24")
+
+
+@dataclass(frozen=True)
+class Framework:
+    """How a framework's runner starts and how to tell whether it can."""
+
+    name: str
+    runner: str               # module run as ``python -m``, or a file beside this one
+    extra: str | None = None  # the pip extra that installs it beside traceviz
+    own_interpreter: bool = False  # runs in another Python (see ``interpreter``)
+    nsys: bool = False        # its runner can be profiled by Nsight Systems
+
+    def interpreter(self, explicit: str | None = None) -> str | None:
+        """The Python that runs this framework's runner, or None if there is none."""
+        if not self.own_interpreter:
+            return sys.executable if importlib.util.find_spec(self.name) else None
+        candidates = [explicit] if explicit else [os.environ.get(MXNET_PYTHON_VAR),
+                                                  str(MXNET_ENV / "bin" / "python")]
+        for candidate in candidates:
+            if candidate and (Path(candidate).is_file() or shutil.which(candidate)):
+                return candidate
+        return None
+
+    def installed(self, explicit: str | None = None) -> bool:
+        return self.interpreter(explicit) is not None
+
+    def command(self, explicit: str | None = None) -> list[str]:
+        """The runner's command line, before its --config/--out arguments."""
+        interp = str(self.interpreter(explicit))
+        if self.own_interpreter:  # the runner file by path: traceviz is not installed there
+            return [interp, str(Path(__file__).with_name(self.runner))]
+        return [interp, "-m", self.runner]
+
+    def missing(self, explicit: str | None = None) -> str:
+        """Why it cannot run here, and what to do."""
+        if self.own_interpreter:
+            where = f"{explicit}: no such interpreter" if explicit else \
+                "no MXNet interpreter found"
+            return (f"{where}; create one with `traceviz env mxnet` (./{MXNET_ENV}) or give "
+                    "the interpreter with --python PATH")
+        return (f"needs {self.name}, which is not installed (pip install -e "
+                f"'.[{self.extra}]')")
+
+
+FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
+    Framework("torch", "traceviz.runners.torch", "torch", nsys=True),
+    Framework("tensorflow", "traceviz.runners.tensorflow", "tf"),
+    Framework("jax", "traceviz.runners.jax", "jax"),
+    Framework("mxnet", "mxnet_gluon.py", own_interpreter=True),
+)}
+
+
+DEVICES = ("cpu", "cuda")
 
 
 @dataclass(frozen=True)
 class Variant:
+    """One LSTM implementation: its registry name, the framework whose runner builds it
+    (the runner's model map holds the same name), what it is, where it runs."""
+
     name: str
     framework: str
     description: str
-    gpu_only: bool = False
+    devices: tuple[str, ...] = DEVICES
+    exec_modes: bool = False  # Keras variants: --exec function|eager
+
+    @property
+    def gpu_only(self) -> bool:
+        return "cpu" not in self.devices
+
+    def runs_on(self, device: str) -> bool:
+        return device in self.devices
 
 
+_KERAS: dict[str, Any] = {"exec_modes": True}
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("cudnn_torch", "torch", "nn.LSTM: cuDNN on GPU, oneDNN on CPU"),
     Variant("cell_torch", "torch", "nn.LSTMCell loop (the seed's static LSTM)"),
@@ -34,15 +109,19 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("naive8_torch", "torch", "8 GEMMs per step (one per gate and input)"),
     Variant("fused_torch", "torch",
             "input projection for all steps + one recurrent GEMM and one fused pointwise step"),
-    Variant("graph_torch", "torch", "CUDA graph replay of fused_torch", gpu_only=True),
+    Variant("graph_torch", "torch", "CUDA graph replay of fused_torch", devices=("cuda",)),
     Variant("cudnn_tf", "tensorflow",
-            "keras.layers.LSTM: cuDNN on GPU, Keras' generic loop on CPU"),
-    Variant("generic_tf", "tensorflow", "keras.layers.LSTM(use_cudnn=False): Keras' loop"),
+            "keras.layers.LSTM: cuDNN on GPU, Keras' generic loop on CPU", **_KERAS),
+    Variant("generic_tf", "tensorflow", "keras.layers.LSTM(use_cudnn=False): Keras' loop",
+            **_KERAS),
     Variant("mode1_tf", "tensorflow",
-            "LSTM(use_cudnn=False, implementation=1): 4 matmuls per input (TF Mode 1)"),
+            "LSTM(use_cudnn=False, implementation=1): 4 matmuls per input (TF Mode 1)",
+            **_KERAS),
     Variant("mode2_tf", "tensorflow",
-            "LSTM(use_cudnn=False, implementation=2): one batched matmul (TF Mode 2)"),
-    Variant("unroll_tf", "tensorflow", "LSTM(unroll=True): the time loop unrolled in the graph"),
+            "LSTM(use_cudnn=False, implementation=2): one batched matmul (TF Mode 2)",
+            **_KERAS),
+    Variant("unroll_tf", "tensorflow", "LSTM(unroll=True): the time loop unrolled in the graph",
+            **_KERAS),
     Variant("eager_tf", "tensorflow", "fine-grained gate ops, Python loop, eager"),
     Variant("graph_tf", "tensorflow", "eager_tf's cell and loop under tf.function"),
     Variant("whileop_tf", "tensorflow", "fine-grained cell in tf.while_loop (tf.function)"),
@@ -53,28 +132,24 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             "gluon.rnn.LSTM (MXNet 1.9.1, imperative Gluon), in its own interpreter"),
 )}
 
-# MXNet 1.9.1 needs numpy<1.24, so it lives in its own environment
-MXNET_ENV = Path(".venv-mxnet")
-MXNET_PYTHON_VAR = "TRACEVIZ_MXNET_PYTHON"
-MXNET_REQUIREMENTS = ("mxnet==1.9.1", "numpy<1.24")
+
+def variants(framework: str | None = None, device: str | None = None) -> list[Variant]:
+    """Variants of one framework and/or runnable on one device, in registry order."""
+    return [v for v in VARIANTS.values()
+            if (framework is None or v.framework == framework)
+            and (device is None or v.runs_on(device))]
+
+
+def default_device() -> str:
+    """cuda when torch is installed and sees a GPU, else cpu."""
+    if importlib.util.find_spec("torch") is None:
+        return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def mxnet_python(explicit: str | None = None) -> str | None:
     """The interpreter that runs gluon_mxnet: --python, $TRACEVIZ_MXNET_PYTHON, or the
     environment `traceviz env mxnet` makes (./.venv-mxnet)."""
-    candidates = [explicit] if explicit else [os.environ.get(MXNET_PYTHON_VAR),
-                                              str(MXNET_ENV / "bin" / "python")]
-    for candidate in candidates:
-        if candidate and (Path(candidate).is_file() or shutil.which(candidate)):
-            return candidate
-    return None
-
-
-# pip extras that install each framework beside traceviz
-EXTRAS = {"torch": "torch", "tensorflow": "tf", "jax": "jax"}
-
-
-def framework_installed(framework: str) -> bool:
-    if framework == "mxnet":
-        return mxnet_python() is not None
-    return importlib.util.find_spec(framework) is not None
+    return FRAMEWORKS["mxnet"].interpreter(explicit)

@@ -12,19 +12,19 @@ Writes ``jaxprofile/`` (a TensorBoard log directory), ``bench.json``, ``meta.jso
 
 from __future__ import annotations
 
-import json
 import platform
 import shutil
 import sys
 from pathlib import Path
 
-from traceviz.runners.protocol import RunnerError, bench_figures, run_phases, serve
+from traceviz.runners.protocol import RunnerError, bench_figures, run_phases, run_result, serve
 from traceviz.runners.synthetic import samples_needed, synthetic_data
 
 
 def init_params(w: dict, seed: int) -> dict:
     """Reference LSTM weights (shared with the TF variants), embedding and head (numpy)."""
     import numpy as np
+
     from traceviz.runners.reference import reference_weights
 
     rng = np.random.default_rng(seed + 1)
@@ -62,7 +62,13 @@ def lstm_stack(layers: list, xs, dtype=None):
     return xs
 
 
+# the variants this runner builds (the registry in runners/__init__.py names the same)
+MODELS = ("scan_jax",)
+
+
 def run(cfg: dict, out: Path) -> dict:
+    if cfg["model"] not in MODELS:
+        raise RunnerError(f"{cfg['model']}: not a JAX variant ({', '.join(MODELS)})")
     try:
         import jax
         import jax.numpy as jnp
@@ -179,9 +185,7 @@ def run(cfg: dict, out: Path) -> dict:
         "profiler": "jax.profiler",
         "logdir": str(logdir),
     }
-    (out / "bench.json").write_text(json.dumps(bench, indent=2))
-    (out / "meta.json").write_text(json.dumps(meta, indent=2))
-    return {"bench": bench, "meta": meta, "trace": str(files[-1])}
+    return run_result(out, bench, meta, files[-1])
 
 
 def main(argv: list[str] | None = None) -> int:

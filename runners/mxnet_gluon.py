@@ -12,7 +12,6 @@ Writes ``trace.mxnet.json``, ``bench.json`` and ``meta.json`` into DIR.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import platform
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 
 # protocol.py (stdlib) and synthetic.py (numpy): nothing else from traceviz
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from protocol import RunnerError, bench_figures, run_phases, serve  # noqa: E402
+from protocol import RunnerError, bench_figures, run_phases, run_result, serve  # noqa: E402
 from synthetic import samples_needed, synthetic_data  # noqa: E402
 
 # operators one by one in the profile, not fused into "ImperativeBulk" segments
@@ -28,7 +27,13 @@ for _var in ("MXNET_EXEC_BULK_EXEC_TRAIN", "MXNET_EXEC_BULK_EXEC_INFERENCE"):
     os.environ.setdefault(_var, "0")
 
 
+# the variants this runner builds (the registry in runners/__init__.py names the same)
+MODELS = ("gluon_mxnet",)
+
+
 def run(cfg: dict, out: Path) -> dict:
+    if cfg["model"] not in MODELS:
+        raise RunnerError(f"{cfg['model']}: not an MXNet variant ({', '.join(MODELS)})")
     try:
         import mxnet as mx
     except ImportError as e:
@@ -113,7 +118,7 @@ def run(cfg: dict, out: Path) -> dict:
             with autograd.record():
                 loss = loss_fn(net(x), y)
             loss.backward()
-            trainer.step(batch)
+            trainer.step(batch)  # type: ignore[union-attr]  # set whenever train
         else:
             loss_fn(net(x), y)
         nd.waitall()  # MXNet is asynchronous: time the work, not the enqueueing
@@ -147,9 +152,7 @@ def run(cfg: dict, out: Path) -> dict:
         "hybridized": False,
         "profiler": "mx.profiler",
     }
-    (out / "bench.json").write_text(json.dumps(bench, indent=2))
-    (out / "meta.json").write_text(json.dumps(meta, indent=2))
-    return {"bench": bench, "meta": meta, "trace": str(trace_path)}
+    return run_result(out, bench, meta, trace_path)
 
 
 def main(argv: list[str] | None = None) -> int:

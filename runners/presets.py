@@ -6,8 +6,9 @@ A ``Workload`` is plain data so it can cross into a runner subprocess as JSON.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
-from traceviz.errors import TraceVizError
+from traceviz.errors import TraceVizError, UsageError
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def make_workload(preset: str, mode: str | None, device: str, sparse_embedding: 
     given = {k: v for k, v in overrides.items() if v is not None}
     bad = [k for k, v in given.items() if k in OVERRIDABLE and v < (0 if k == "vocab" else 1)]
     if bad:
-        raise TraceVizError(f"--{bad[0]} must be positive")
+        raise UsageError("must be positive", option=bad[0])
     if device == "cpu":
         capped = {k: min(getattr(w, k), cap) for k, cap in CPU_CAPS.items()
                   if k not in given and getattr(w, k) > cap}
@@ -83,21 +84,22 @@ def make_workload(preset: str, mode: str | None, device: str, sparse_embedding: 
             notes.append(f"CPU default: {preset} scaled to "
                          + ", ".join(f"{k} {v}" for k, v in capped.items())
                          + " to finish in under a minute (pass --batch/--seq for the full preset)")
-    w = replace(w, **{k: v for k, v in given.items() if k in OVERRIDABLE})
+    sizes: dict[str, Any] = {k: v for k, v in given.items() if k in OVERRIDABLE}
+    w = replace(w, **sizes)
     if "embed" in given and w.vocab:
         w = replace(w, input=w.embed)
     if w.vocab == 0 and w.head in ("lm", "classify"):
-        raise TraceVizError(f"preset {preset} needs a vocabulary (--vocab > 0)")
+        raise UsageError(f"preset {preset} needs a vocabulary above 0", option="vocab")
     if w.vocab == 0 and "hidden" in given and w.head in ("none", "last_mse"):
         w = replace(w, input=w.hidden)  # these presets feed input = hidden
     if mode:
         w = replace(w, mode=mode)
     if sparse_embedding:
         if not w.vocab:
-            raise TraceVizError("--sparse-embedding needs a preset with an embedding")
+            raise UsageError("needs a preset with an embedding", option="sparse_embedding")
         w = replace(w, sparse_embedding=True)
     if workers is not None:
         if workers < 0:
-            raise TraceVizError("--workers must be 0 or more")
+            raise UsageError("must be 0 or more", option="workers")
         w = replace(w, workers=workers)
     return w, notes

@@ -65,6 +65,13 @@ def bench_figures(times: list[float], prof_times: list[float], batch: int, elaps
     }
 
 
+def run_result(out: Path, bench: dict, meta: dict, trace: str | Path | None) -> dict:
+    """Write bench.json and meta.json into the run folder; the ``done`` fields."""
+    (out / "bench.json").write_text(json.dumps(bench, indent=2))
+    (out / "meta.json").write_text(json.dumps(meta, indent=2))
+    return {"bench": bench, "meta": meta, "trace": str(trace) if trace else None}
+
+
 def timed_steps(step: Callable[[], None], n: int, label: str) -> list[float]:
     """Run ``step`` n times; wall time of each (``step`` returns once its work is done)."""
     times = []
@@ -79,12 +86,16 @@ def timed_steps(step: Callable[[], None], n: int, label: str) -> list[float]:
 def run_phases(step: Callable[[], None], cfg: dict, start: Callable[[], None],
                stop: Callable[[], None],
                around_step: Callable[[int], contextlib.AbstractContextManager],
-               min_warmup: int = 0) -> tuple[list[float], float, list[float]]:
+               min_warmup: int = 0, after_step: Callable[[], None] = lambda: None,
+               profile_unmarked: bool = False) -> tuple[list[float], float, list[float]]:
     """The phases every runner shares: warm-up, timed batches without the profiler, then
     one unmarked and one warm-up step and the active steps (numbered from 2, as
-    torch.profiler numbers them) between ``start()`` and ``stop()`` of the profiler,
-    each inside ``around_step(i)``. Returns (timed, elapsed of the timed, profiled).
-    ``min_warmup``: steps the first call needs whatever --warmup says (tracing, jit)."""
+    torch.profiler numbers them), each active one inside ``around_step(i)``. The
+    profiler runs from ``start()`` (before the active steps, or with ``profile_unmarked``
+    before the unmarked ones, for a profiler with its own schedule) to ``stop()``;
+    ``after_step()`` follows every step of that phase. Returns (timed, elapsed of the
+    timed, profiled). ``min_warmup``: steps the first call needs whatever --warmup says
+    (tracing, jit)."""
     emit("phase", phase="warmup", total=cfg["warmup"])
     timed_steps(step, max(cfg["warmup"], min_warmup), "warmup")
     emit("phase", phase="timed", total=cfg["steps"])
@@ -93,18 +104,22 @@ def run_phases(step: Callable[[], None], cfg: dict, start: Callable[[], None],
     elapsed = time.perf_counter() - t0
     active = cfg["profile_steps"]
     emit("phase", phase="profiled", total=active + 2)
-    for i in range(2):
-        step()
-        emit("progress", phase="profiled", done=i + 1, total=active + 2)
-    prof_times = []
-    start()
+    prof_times: list[float] = []
+    started = False
     try:
-        for i in range(2, active + 2):
+        for i in range(active + 2):
+            if i == (0 if profile_unmarked else 2):
+                start()
+                started = True
+            marked = i >= 2
             t = time.perf_counter()
-            with around_step(i):
+            with around_step(i) if marked else contextlib.nullcontext():
                 step()
-            prof_times.append(time.perf_counter() - t)
+            if marked:
+                prof_times.append(time.perf_counter() - t)
+            after_step()
             emit("progress", phase="profiled", done=i + 1, total=active + 2)
     finally:
-        stop()
+        if started:
+            stop()
     return times, elapsed, prof_times

@@ -20,6 +20,8 @@ def synthetic_data(w: dict, n: int, seed: int) -> tuple:
 
     rng = np.random.default_rng(seed)
     seq = w["seq"]
+    xs: np.ndarray
+    ys: np.ndarray
     xs = rng.integers(0, w["vocab"], (n, seq)) if w["vocab"] \
         else rng.standard_normal((n, seq, w["input"]), dtype=np.float32)
     if w["head"] == "lm":

@@ -14,7 +14,6 @@ trace), ``bench.json`` and ``meta.json`` into DIR.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import platform
 import shutil
@@ -22,7 +21,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from traceviz.runners.protocol import RunnerError, bench_figures, run_phases, serve
+from traceviz.runners.protocol import RunnerError, bench_figures, run_phases, run_result, serve
 from traceviz.runners.synthetic import samples_needed, synthetic_data
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # C++ INFO/WARNING lines: to the log
@@ -83,10 +82,8 @@ def run(cfg: dict, out: Path) -> dict:
     def forward(inp, training: bool):
         h = embed(inp) if embed is not None else inp
         h = tf_models.run_stack(stack, h)
-        if w["head"] == "lm":
-            return head(h)
-        if w["head"] == "classify":
-            return head(h[:, -1])
+        if head is not None:  # lm: logits per step; classify: from the last step
+            return head(h) if w["head"] == "lm" else head(h[:, -1])
         return h[:, -1] if w["head"] == "last_mse" else h
 
     def loss_of(inp, tgt, training: bool):
@@ -175,9 +172,7 @@ def run(cfg: dict, out: Path) -> dict:
         "profiler": "TensorFlow profiler",
         "logdir": str(logdir),
     }
-    (out / "bench.json").write_text(json.dumps(bench, indent=2))
-    (out / "meta.json").write_text(json.dumps(meta, indent=2))
-    return {"bench": bench, "meta": meta, "trace": str(files[-1])}
+    return run_result(out, bench, meta, files[-1])
 
 
 def main(argv: list[str] | None = None) -> int:

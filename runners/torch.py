@@ -13,37 +13,31 @@ reports progress to the parent as JSON lines on stdout.
 from __future__ import annotations
 
 import contextlib
-import json
 import platform
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from traceviz.runners.protocol import RunnerError, bench_figures, emit, serve, timed_steps
+from traceviz.runners.protocol import (
+    RunnerError,
+    bench_figures,
+    emit,
+    run_phases,
+    run_result,
+    serve,
+)
+from traceviz.runners.synthetic import samples_needed, synthetic_data
 
 
 def _batches(w: dict, cfg: dict, gen) -> Iterator[tuple]:
-    """Endless (input, target) batches on the CPU: one fixed synthetic batch, or with
-    ``workers >= 0`` a real DataLoader (shuffled, that many workers) over a synthetic
-    dataset of enough samples for every batch of the run."""
+    """Endless time-major (input, target) batches on the CPU: one fixed synthetic batch,
+    or with ``workers >= 0`` a real DataLoader (shuffled by ``gen``, that many workers)
+    over enough synthetic samples for every batch of the run."""
     import torch
 
-    seq, batch = w["seq"], w["batch"]
-    batches = cfg["warmup"] + cfg["steps"] + cfg["profile_steps"] + 3
-    n = batch if w.get("workers", -1) < 0 else batch * batches
-    if w["vocab"]:
-        xs = torch.randint(0, w["vocab"], (n, seq), generator=gen)
-    else:
-        xs = torch.randn(n, seq, w["input"], generator=gen)
-    if w["head"] == "lm":
-        ys = torch.randint(0, w["vocab"], (n, seq), generator=gen)
-    elif w["head"] == "classify":
-        ys = torch.randint(0, w["classes"], (n,), generator=gen)
-    elif w["head"] == "last_mse":
-        ys = torch.randn(n, w["hidden"], generator=gen)
-    else:
-        ys = torch.randn(n, seq, w["hidden"], generator=gen)
+    xs, ys = (torch.from_numpy(a) for a in synthetic_data(w, samples_needed(w, cfg),
+                                                          cfg["seed"]))
 
     def time_major(x: torch.Tensor, y: torch.Tensor) -> tuple:
         if y.dim() > 1 and w["head"] != "last_mse":
@@ -56,8 +50,8 @@ def _batches(w: dict, cfg: dict, gen) -> Iterator[tuple]:
             yield fixed
     from torch.utils.data import DataLoader, TensorDataset
 
-    data = DataLoader(TensorDataset(xs, ys), batch_size=batch, shuffle=True, drop_last=True,
-                      num_workers=w["workers"], generator=gen,
+    data = DataLoader(TensorDataset(xs, ys), batch_size=w["batch"], shuffle=True,
+                      drop_last=True, num_workers=w["workers"], generator=gen,
                       persistent_workers=w["workers"] > 0)
     while True:
         for xb, yb in data:
@@ -104,10 +98,88 @@ def _onednn_lstm_works(dtype) -> bool:
         return False
 
 
+def _modules(variant: str, w: dict, device):
+    """Embedding (if the workload has a vocabulary) -> LSTM variant -> head, on device;
+    every variant starts from nn.LSTM's initial weights for the same seed."""
+    from torch import nn
+
+    from traceviz.runners import torch_models
+
+    lstm: Any = torch_models.build(variant, w["input"], w["hidden"], w["layers"])
+    lstm.load_lstm(nn.LSTM(w["input"], w["hidden"], w["layers"]))
+    parts = {"lstm": lstm}
+    if w["vocab"]:
+        parts["embed"] = nn.Embedding(w["vocab"], w["embed"], sparse=w["sparse_embedding"])
+    if w["head"] == "lm":
+        parts["head"] = nn.Linear(w["hidden"], w["vocab"])
+    elif w["head"] == "classify":
+        parts["head"] = nn.Linear(w["hidden"], w["classes"])
+    return nn.ModuleDict(parts).to(device)
+
+
+def _loss(modules, w: dict) -> Callable:
+    from torch import nn
+
+    def loss_of(inp, target):
+        h = modules["embed"](inp) if "embed" in modules else inp
+        out, _ = modules["lstm"](h)
+        if w["head"] == "lm":
+            logits = modules["head"](out)
+            return nn.functional.cross_entropy(logits.float().view(-1, w["vocab"]),
+                                               target.view(-1))
+        if w["head"] == "classify":
+            return nn.functional.cross_entropy(modules["head"](out[-1]).float(), target)
+        if w["head"] == "last_mse":
+            return nn.functional.mse_loss(out[-1].float(), target)
+        return nn.functional.mse_loss(out.float(), target)
+
+    return loss_of
+
+
+def _optimizers(modules, w: dict) -> list:
+    """SGD over everything, or Adam (SparseAdam for a sparse embedding's gradients)."""
+    import torch
+
+    params = [p for n, p in modules.named_parameters() if not n.startswith("embed.")]
+    emb_params = list(modules["embed"].parameters()) if "embed" in modules else []
+    if w["optimizer"] != "adam":
+        return [torch.optim.SGD(params + emb_params, lr=w["lr"])]
+    optimizers: list[torch.optim.Optimizer] = [torch.optim.Adam(params, lr=w["lr"])]
+    if emb_params:
+        cls = torch.optim.SparseAdam if w["sparse_embedding"] else torch.optim.Adam
+        optimizers.append(cls(emb_params, lr=w["lr"]))
+    return optimizers
+
+
+def _profiler_hooks(cfg: dict, device, out: Path):
+    """(start, stop, after_step, trace path) for torch.profiler, whose own schedule
+    (1 wait, 1 warm-up step) covers the unmarked steps; for nsys, which records the whole
+    process from outside, nothing to start."""
+    import torch
+
+    if cfg.get("profiler", "torch") == "nsys":
+        return (lambda: None), (lambda: None), (lambda: None), None
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    sched = torch.profiler.schedule(wait=1, warmup=1, active=cfg["profile_steps"], repeat=1)
+    # record_shapes writes each op's input dtypes: a copy that changes the
+    # floating-point format (an AMP cast) is then told from a device or layout copy
+    prof = torch.profiler.profile(activities=activities, schedule=sched,
+                                  record_shapes=cfg.get("record_shapes", True))
+    trace_path = out / "trace.pt.trace.json.gz"
+
+    def stop() -> None:
+        prof.__exit__(None, None, None)
+        prof.export_chrome_trace(str(trace_path))
+
+    return prof.__enter__, stop, prof.step, trace_path
+
+
 def run(cfg: dict, out: Path) -> dict:
     import torch
-    from torch import nn
-    from traceviz.runners import nvtx_ranges, torch_models
+
+    from traceviz.runners import nvtx_ranges
 
     w = cfg["workload"]
     variant = cfg["model"]
@@ -122,54 +194,17 @@ def run(cfg: dict, out: Path) -> dict:
     amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, None: None}[amp]
     torch.manual_seed(cfg["seed"])
     train = w["mode"] == "train"
-
-    # --- model: embedding? -> LSTM variant -> head ---------------------------------
-    lstm = torch_models.build(variant, w["input"], w["hidden"], w["layers"])
-    reference = nn.LSTM(w["input"], w["hidden"], w["layers"])
-    lstm.load_lstm(reference)  # the same initial weights for every variant
-    embed = nn.Embedding(w["vocab"], w["embed"], sparse=w["sparse_embedding"]) \
-        if w["vocab"] else None
-    head = {"lm": lambda: nn.Linear(w["hidden"], w["vocab"]),
-            "classify": lambda: nn.Linear(w["hidden"], w["classes"])}.get(w["head"])
-    head = head() if head else None
-    modules = nn.ModuleDict({"lstm": lstm, **({"embed": embed} if embed else {}),
-                             **({"head": head} if head else {})}).to(device)
-
-    batch = w["batch"]
-    gen = torch.Generator().manual_seed(cfg["seed"])
-    batches = _batches(w, cfg, gen)
+    modules = _modules(variant, w, device)
+    loss_of = _loss(modules, w)
+    batches = _batches(w, cfg, torch.Generator().manual_seed(cfg["seed"]))
     x, target = (t.to(device) for t in next(batches))
-
-    def loss_of(inp: torch.Tensor) -> torch.Tensor:
-        h = modules["embed"](inp) if embed is not None else inp
-        out, _ = modules["lstm"](h)
-        if w["head"] == "lm":
-            logits = modules["head"](out)
-            return nn.functional.cross_entropy(logits.float().view(-1, w["vocab"]),
-                                               target.view(-1))
-        if w["head"] == "classify":
-            return nn.functional.cross_entropy(modules["head"](out[-1]).float(), target)
-        if w["head"] == "last_mse":
-            return nn.functional.mse_loss(out[-1].float(), target)
-        return nn.functional.mse_loss(out.float(), target)
-
-    optimizers = []
-    if train:
-        params = [p for n, p in modules.named_parameters() if not n.startswith("embed.")]
-        emb_params = list(embed.parameters()) if embed is not None else []
-        if w["optimizer"] == "adam":
-            optimizers.append(torch.optim.Adam(params, lr=w["lr"]))
-            if emb_params:
-                cls = torch.optim.SparseAdam if w["sparse_embedding"] else torch.optim.Adam
-                optimizers.append(cls(emb_params, lr=w["lr"]))
-        else:
-            optimizers.append(torch.optim.SGD(params + emb_params, lr=w["lr"]))
+    optimizers = _optimizers(modules, w) if train else []
     scaler = torch.amp.GradScaler(device.type, enabled=train and amp == "fp16")
     onednn_rnn = device.type == "cpu" and torch.backends.mkldnn.is_available()
     if (variant == "cudnn_torch" and onednn_rnn and amp_dtype is not None
             and not _onednn_lstm_works(amp_dtype)):
         # oneDNN builds reduced-precision LSTMs only with AVX512-BF16/AMX (or FP16) support
-        torch.backends.mkldnn.enabled = False
+        torch.backends.mkldnn.enabled = False  # type: ignore[assignment]  # a flag property
         onednn_rnn = False
         emit("note", message=f"oneDNN cannot build a {amp} LSTM on this CPU; nn.LSTM runs "
                              "on ATen's native kernels (oneDNN disabled for this run)")
@@ -180,7 +215,8 @@ def run(cfg: dict, out: Path) -> dict:
                           "pip install nvtx")
 
     @contextlib.contextmanager
-    def phase(name: str) -> Iterator[None]:
+    def ranged(name: str) -> Iterator[None]:
+        """record_function and the same NVTX range (Nsight Systems sees them too)."""
         if nvtx:
             nvtx[0](name)
         try:
@@ -189,10 +225,6 @@ def run(cfg: dict, out: Path) -> dict:
         finally:
             if nvtx:
                 nvtx[1]()
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize()
 
     def autocast():
         if amp_dtype is None:
@@ -206,78 +238,42 @@ def run(cfg: dict, out: Path) -> dict:
     def step() -> None:
         nonlocal x, target
         if loader:  # a fresh batch through the DataLoader, inside the timed step
-            with phase("data"):
+            with ranged("data"):
                 x, target = (t.to(device, non_blocking=True) for t in next(batches))
-        with phase("forward"), autocast(), torch.set_grad_enabled(train):
-            loss = loss_of(x)
+        with ranged("forward"), autocast(), torch.set_grad_enabled(train):
+            loss = loss_of(x, target)
         if train:
             for opt in optimizers:
                 opt.zero_grad(set_to_none=True)
-            with phase("backward"):
+            with ranged("backward"):
                 scaler.scale(loss).backward()
-            with phase("optimizer"):
+            with ranged("optimizer"):
                 for opt in optimizers:
                     scaler.step(opt)
                 scaler.update()
-
-    def synced_step() -> None:
-        step()
-        sync()
-
-    sync()  # model set-up's device work, before the first timed step
-    emit("phase", phase="warmup", total=cfg["warmup"])
-    timed_steps(synced_step, cfg["warmup"], "warmup")
-    emit("phase", phase="timed", total=cfg["steps"])
-    t0 = time.perf_counter()
-    times = timed_steps(synced_step, cfg["steps"], "timed")
-    elapsed = time.perf_counter() - t0
-
-    # --- profiled phase ---------------------------------------------------------------
-    # 1 unmarked wait step and 1 warm-up step, then the active steps, numbered as
-    # torch.profiler numbers them (ProfilerStep#2...), with NVTX "step N" around each
-    active = cfg["profile_steps"]
-    prof_times = []
-    emit("phase", phase="profiled", total=active + 2)
-
-    def profiled_steps(on_step: Callable[[], None] = lambda: None,
-                       around_active: Callable[[], contextlib.AbstractContextManager] =
-                       contextlib.nullcontext) -> None:
-        for i in range(active + 2):
-            marked = i >= 2
-            ctx = around_active() if marked else contextlib.nullcontext()
-            if marked and nvtx is not None:
-                nvtx[0](f"step {i}")
-            sync()
-            t = time.perf_counter()
-            with ctx:
-                step()
-                sync()
-            if marked:
-                prof_times.append(time.perf_counter() - t)
-                if nvtx is not None:
-                    nvtx[1]()
-            on_step()
-            emit("progress", phase="profiled", done=i + 1, total=active + 2)
-
-    if profiler == "nsys":
-        # nsys records the whole process from outside; the parent exports its report.
-        # Op ranges only in the marked steps, as torch.profiler records only active ones.
-        profiled_steps(around_active=lambda: _op_ranges(device, nvtx))
-        trace_path = None
-    else:
-        activities = [torch.profiler.ProfilerActivity.CPU]
         if device.type == "cuda":
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        sched = torch.profiler.schedule(wait=1, warmup=1, active=active, repeat=1)
-        # record_shapes writes each op's input dtypes: a copy that changes the
-        # floating-point format (an AMP cast) is then told from a device or layout copy
-        with torch.profiler.profile(activities=activities, schedule=sched,
-                                    record_shapes=cfg.get("record_shapes", True)) as prof:
-            profiled_steps(prof.step)
-        trace_path = out / "trace.pt.trace.json.gz"
-        prof.export_chrome_trace(str(trace_path))
+            torch.cuda.synchronize()  # a step ends when its device work has
 
-    bench = bench_figures(times, prof_times, batch, elapsed, cfg["warmup"], active)
+    @contextlib.contextmanager
+    def active_step(i: int) -> Iterator[None]:
+        # NVTX "step N" around each active step (torch.profiler marks ProfilerStep#N
+        # itself); under nsys, op ranges inside it, as torch.profiler records ops
+        if nvtx is not None:
+            nvtx[0](f"step {i}")
+        try:
+            with _op_ranges(device, nvtx) if profiler == "nsys" else contextlib.nullcontext():
+                yield
+        finally:
+            if nvtx is not None:
+                nvtx[1]()
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()  # model set-up's device work, before the first timed step
+    start, stop, after_step, trace_path = _profiler_hooks(cfg, device, out)
+    times, elapsed, prof_times = run_phases(step, cfg, start, stop, active_step,
+                                            after_step=after_step, profile_unmarked=True)
+    bench = bench_figures(times, prof_times, w["batch"], elapsed, cfg["warmup"],
+                          cfg["profile_steps"])
     meta = {
         "framework": "torch",
         "framework_version": torch.__version__,
@@ -289,9 +285,7 @@ def run(cfg: dict, out: Path) -> dict:
         "profiler": profiler,
         "onednn_rnn": onednn_rnn,
     }
-    (out / "bench.json").write_text(json.dumps(bench, indent=2))
-    (out / "meta.json").write_text(json.dumps(meta, indent=2))
-    return {"bench": bench, "meta": meta, "trace": str(trace_path) if trace_path else None}
+    return run_result(out, bench, meta, trace_path)
 
 
 def main(argv: list[str] | None = None) -> int:

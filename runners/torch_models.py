@@ -7,6 +7,9 @@ them all the same weights and they compute the same function.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -112,7 +115,8 @@ class _Layered(nn.Module):
 
     def load_lstm(self, ref: nn.LSTM) -> None:
         for i, layer in enumerate(self.layers):
-            layer.load_weights(*_ref_weights(ref, i))
+            layer.load_weights(*_ref_weights(ref, i))  # type: ignore[operator]  # a ModuleList
+            # item is typed as Module, whose unknown attributes read as Tensor
 
     def forward(self, x: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         hs: list[Tensor] = []
@@ -125,6 +129,11 @@ class _Layered(nn.Module):
 
 
 class _FineWeights:
+    weight_ih: nn.Parameter
+    weight_hh: nn.Parameter
+    bias_ih: nn.Parameter
+    bias_hh: nn.Parameter
+
     def load_weights(self, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: Tensor) -> None:
         with torch.no_grad():
             self.weight_ih.copy_(w_ih)
@@ -149,7 +158,7 @@ class JitLSTM(nn.Module):
     def __init__(self, input_size: int, hidden: int, layers: int):
         super().__init__()
         self.inner = FineLSTM(input_size, hidden, layers)
-        self.scripted = None
+        self.scripted: Callable | None = None
 
     def load_lstm(self, ref: nn.LSTM) -> None:
         self.inner.load_lstm(ref)
@@ -187,7 +196,7 @@ class StaticLSTM(nn.Module):
     def __init__(self, input_size: int, hidden: int, layers: int):
         super().__init__()
         self.inner = CellLSTM(input_size, hidden, layers)
-        self.traced = None
+        self.traced: Callable | None = None
 
     def load_lstm(self, ref: nn.LSTM) -> None:
         self.inner.load_lstm(ref)
@@ -276,8 +285,8 @@ class GraphLSTM(nn.Module):
     def __init__(self, input_size: int, hidden: int, layers: int):
         super().__init__()
         self.inner = FusedLSTM(input_size, hidden, layers)
-        self.graphed = None
-        self.fwd = None  # (graph, static input, static outputs)
+        self.graphed: Any = None  # a graphed callable once the first batch is seen
+        self.fwd: tuple | None = None  # (graph, static input, static outputs)
 
     def load_lstm(self, ref: nn.LSTM) -> None:
         self.inner.load_lstm(ref)

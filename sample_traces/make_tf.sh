@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Real TensorFlow 2.21 / Keras 3 and JAX 0.10.2 captures on the CPU machine: every TF
-# variant and scan_jax, imdb preset, tiny shapes, train. Each run folder keeps the
+# variant and scan_jax (from the registry), imdb preset, tiny shapes, train. Each run folder keeps the
 # profiler's log directory (tfprofile/ or jaxprofile/: TensorBoard opens it; the
 # .xplane.pb inside is the raw trace) beside trace.parquet and bench.json.
 # Run from the repo root with the project installed (.venv/bin on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for m in cudnn_tf generic_tf mode1_tf mode2_tf unroll_tf eager_tf graph_tf whileop_tf \
-         xla_tf scan_jax; do
+for m in $(traceviz models --names --framework tensorflow) \
+         $(traceviz models --names --framework jax); do
   traceviz capture --model "$m" --preset imdb --device cpu \
     --batch 8 --seq 10 --hidden 32 --embed 16 --vocab 200 --warmup 2 --steps 5 \
     --profile-steps 2 --out "sample_traces/tf/$m" --force > /dev/null

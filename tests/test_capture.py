@@ -7,19 +7,21 @@ import json
 
 import pytest
 
-pytest.importorskip("torch", reason="torch is installed by the test extras")
+from tests.conftest import needs
+
+needs("torch")
 
 from traceviz.analyses import summarize  # noqa: E402
-
 from traceviz.cli import main  # noqa: E402
+from traceviz.runners import VARIANTS, variants  # noqa: E402
 from traceviz.trace import Trace  # noqa: E402
 
 TINY = ["--preset", "ptb_lm", "--batch", "4", "--seq", "5", "--hidden", "16", "--layers", "2",
         "--vocab", "50", "--embed", "8", "--warmup", "1", "--steps", "3",
         "--profile-steps", "2", "--device", "cpu"]
-# compile_torch works the same way; left out here for its ~20 s of compilation
-FAST_VARIANTS = ["cudnn_torch", "cell_torch", "fine_torch", "jit_torch", "static_torch",
-                 "naive8_torch", "fused_torch"]
+# every PyTorch variant that runs on a CPU, from the registry; compile_torch works the
+# same way and is left out here for its ~20 s of compilation
+FAST_VARIANTS = [v.name for v in variants("torch", "cpu") if v.name != "compile_torch"]
 
 
 def _capture(tmp_path, *args: str) -> tuple[int, Trace | None, dict]:
@@ -35,6 +37,7 @@ def _raw_events(path):
         return json.load(f)["traceEvents"]
 
 
+@pytest.mark.capture
 @pytest.mark.parametrize("model", FAST_VARIANTS)
 def test_capture_forward(tmp_path, model, capsys):
     code, trace, bench = _capture(tmp_path, "--model", model, "--mode", "forward")
@@ -59,6 +62,7 @@ def test_capture_forward(tmp_path, model, capsys):
     assert "Top leaf ops" in out and "sequences/s" in out and "next:" in out
 
 
+@pytest.mark.capture
 def test_capture_train_has_phases_and_gemm(tmp_path, capsys):
     code, trace, bench = _capture(tmp_path, "--model", "fine_torch", "--mode", "train")
     assert code == 0, capsys.readouterr().err
@@ -71,6 +75,7 @@ def test_capture_train_has_phases_and_gemm(tmp_path, capsys):
     assert cats.loc["gemm", "count"] > 0 and cats.loc["elementwise", "count"] > 0
 
 
+@pytest.mark.capture
 def test_capture_amp_bf16_shows_casts(tmp_path, capsys):
     code, trace, _ = _capture(tmp_path, "--model", "fine_torch", "--mode", "forward",
                               "--amp", "bf16")
@@ -105,6 +110,7 @@ def test_capture_errors_are_one_line(tmp_path, capsys):
     assert (busy / "keep.txt").read_text() == "mine"
 
 
+@pytest.mark.capture
 def test_runner_failure_is_reported(tmp_path, capsys):
     """--device cuda on a machine without one fails inside the runner process."""
     import torch
@@ -121,15 +127,14 @@ def test_runner_failure_is_reported(tmp_path, capsys):
 def test_models_lists_every_variant(capsys):
     assert main(["models", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
-    assert set(rows) >= {"cudnn_torch", "cell_torch", "fine_torch", "jit_torch",
-                         "compile_torch", "static_torch", "naive8_torch", "fused_torch",
-                         "graph_torch"}
+    assert set(rows) == set(VARIANTS)
     assert rows["fine_torch"]["available"]
     import torch
 
     assert rows["graph_torch"]["available"] == torch.cuda.is_available()
 
 
+@pytest.mark.capture
 @pytest.mark.parametrize("preset", ["deepbench", "rnn_bench", "seq100", "imdb"])
 def test_every_preset_trains(tmp_path, preset, capsys):
     out = tmp_path / preset

@@ -146,3 +146,38 @@ def test_help_and_version(argv, capsys):
         main(argv)
     assert e.value.code == 0
     assert capsys.readouterr().out
+
+
+def test_errors_name_options_as_keywords_and_the_cli_as_flags(tmp_path, capsys):
+    from traceviz.errors import InputError, RunFailed, TraceVizError, UsageError
+    from traceviz.runners.presets import make_workload
+
+    with pytest.raises(UsageError) as e:
+        make_workload("ptb_lm", None, "cpu", workers=-1)
+    assert str(e.value) == "workers must be 0 or more"
+    assert e.value.cli_text() == "--workers must be 0 or more"
+    exists = TraceVizError("x.parquet: already exists", option="force", action="replace it")
+    assert str(exists) == "x.parquet: already exists (pass force=True to replace it)"
+    assert exists.cli_text() == "x.parquet: already exists (use --force to replace it)"
+    assert {c.exit_code for c in (TraceVizError, InputError, UsageError, RunFailed)} == {2}
+    # through the CLI: the flag's spelling, one line, exit 2
+    out = tmp_path / "t.parquet"
+    out.write_bytes(b"mine")
+    assert main(["import", str(ALEXNET), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--force" in err and out.read_bytes() == b"mine"
+
+
+def test_debug_shows_the_cause_of_a_handled_error(tmp_path, capsys, monkeypatch):
+    """Errors raised ``from None`` keep the user's line short; TRACEVIZ_DEBUG=1 shows
+    what caused them too."""
+    bad = tmp_path / "bad.xplane.pb"
+    bad.write_bytes(b"\x0a\xff\xff\xff\xff\x0f junk")  # protobuf's DecodeError, raised from None
+    assert main(["analyze", str(bad)]) == 2
+    quiet = capsys.readouterr().err
+    assert quiet.startswith("traceviz: error:") and "Traceback" not in quiet
+    monkeypatch.setenv("TRACEVIZ_DEBUG", "1")
+    assert main(["analyze", str(bad)]) == 2
+    loud = capsys.readouterr().err
+    assert "Traceback" in loud and loud.rstrip().endswith(quiet.strip())
+    assert "DecodeError" in loud and "which was reported as" in loud

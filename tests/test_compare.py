@@ -6,6 +6,9 @@ import gzip
 import json
 
 import pytest
+
+from tests.conftest import KINETO, ROOT
+from tests.handmade import row, trace
 from traceviz.analyses.amp import amp_breakdown
 from traceviz.analyses.compare import (
     kernel_diff,
@@ -13,9 +16,6 @@ from traceviz.analyses.compare import (
     run_figures,
     tensor_core_share,
 )
-
-from tests.conftest import KINETO, ROOT
-from tests.handmade import row, trace
 from traceviz.cli import main
 from traceviz.parsers import load
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import KINETO
 from traceviz.errors import TraceVizError
-from traceviz.parsers import kineto
+from traceviz.parsers import kineto, kineto_events
 from traceviz.parsers.jsonstream import ArrayChunks, decode_in_order, file_ranges
 
 
@@ -92,12 +92,12 @@ def test_raw_us_to_ns_exact():
     raws = [b"1712195495505543.2", b"41.768", b"7", b"-3.5", b"0.0004", b"0.0005", b"1e3", b"",
             b"null", b"123456789012345678901", b"1e30", b"9000000000000000", b"-1e300"]
     import msgspec
-    values, missing, bad = kineto.raw_us_to_ns([msgspec.Raw(r) for r in raws])
+    values, missing, bad = kineto_events.raw_us_to_ns([msgspec.Raw(r) for r in raws])
     assert list(values[:7]) == [1712195495505543200, 41768, 7000, -3500, 0, 1, 1_000_000]
     assert list(missing) == [False] * 7 + [True, True] + [False] * 4
     # numbers int64 ns cannot hold are flagged, never wrapped
     assert list(bad) == [False] * 9 + [True] * 4
     # the fast path (plain integers) flags them too
-    values, missing, bad = kineto.raw_us_to_ns([msgspec.Raw(r) for r in
+    values, missing, bad = kineto_events.raw_us_to_ns([msgspec.Raw(r) for r in
                                                 (b"7", b"9223372036854775807", b"12")])
     assert list(bad) == [False, True, False] and list(values[[0, 2]]) == [7000, 12000]

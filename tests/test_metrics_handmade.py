@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from traceviz.analyses import summarize
 
 from tests.handmade import row, trace
+from traceviz.analyses import summarize
 from traceviz.intervals import innermost_enclosing, union_length
 
 

@@ -10,18 +10,18 @@ import json
 from collections import Counter
 
 import pytest
-from traceviz.analyses import summarize
-from traceviz.runners import MXNET_ENV, mxnet_python
 
 from tests.conftest import ROOT
+from traceviz.analyses import summarize
 from traceviz.cli import main
 from traceviz.parsers import detect_format, load
+from traceviz.runners import MXNET_ENV, mxnet_python
 from traceviz.trace import Trace
 
 PYTHON = mxnet_python() or (str(ROOT / MXNET_ENV / "bin" / "python")
                             if (ROOT / MXNET_ENV / "bin" / "python").is_file() else None)
-needs_mxnet = pytest.mark.skipif(PYTHON is None, reason="no MXNet interpreter "
-                                 "(`traceviz env mxnet`; .ci/run makes one)")
+needs_mxnet = pytest.mark.requires(PYTHON is None, "no MXNet interpreter "
+                                   "(`traceviz env mxnet`; .ci/run makes one)")
 TINY = ["--batch", "8", "--seq", "12", "--hidden", "16", "--embed", "8", "--vocab", "100",
         "--warmup", "1", "--steps", "3", "--profile-steps", "2", "--device", "cpu"]
 
@@ -52,6 +52,7 @@ def _raw_pairs(raw: dict) -> tuple[Counter, list[tuple[str, float]]]:
     return ops, [(n, (t[1] - t[0]) * 1000) for n, t in steps.items()]
 
 
+@pytest.mark.capture
 @needs_mxnet
 def test_gluon_imdb_train_capture(tmp_path, capsys):
     code, out = _capture(tmp_path, "--preset", "imdb", "--workers", "0")
@@ -80,6 +81,7 @@ def test_gluon_imdb_train_capture(tmp_path, capsys):
         8 / bench["time_per_batch_s"]["median"])
 
 
+@pytest.mark.capture
 @needs_mxnet
 def test_gluon_vs_torch_compare(tmp_path, capsys):
     """The seed's comparison: same preset and workers in both frameworks, then compare."""
@@ -97,6 +99,7 @@ def test_gluon_vs_torch_compare(tmp_path, capsys):
     assert "gluon_mxnet" in out and "cudnn_torch" in out and "sequences/s" in out
 
 
+@pytest.mark.capture
 @needs_mxnet
 def test_gluon_refuses_amp(tmp_path, capsys):
     code, _ = _capture(tmp_path, "--preset", "imdb", "--amp", "bf16")

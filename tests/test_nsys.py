@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
-from traceviz.analyses import summarize
-from traceviz.analyses.compare import kernel_diff, run_figures
 
 from tests.conftest import SHARED_TRACES
+from traceviz.analyses import summarize
+from traceviz.analyses.compare import kernel_diff, run_figures
 from traceviz.cli import main
 from traceviz.parsers import detect_format, load
 from traceviz.trace import Trace

@@ -9,13 +9,14 @@ import sys
 
 import pytest
 
-pytest.importorskip("torch", reason="torch is installed by the test extras")
+from tests.conftest import missing, needs
+
+needs("torch")
+pytestmark = pytest.mark.capture  # every test here runs real captures
 if shutil.which("nsys") is None:
-    pytest.skip("Nsight Systems (nsys) is not installed; .ci/run installs it",
-                allow_module_level=True)
+    missing("Nsight Systems (nsys) is not installed; .ci/run installs it")
 
 from traceviz.analyses import summarize  # noqa: E402
-
 from traceviz.cli import main  # noqa: E402
 from traceviz.parsers import detect_format, load  # noqa: E402
 from traceviz.parsers.nsys import export_sqlite, import_qdstrm  # noqa: E402

@@ -21,14 +21,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from traceviz.analyses import summarize
-from traceviz.analyses.launch import launch_table
-from traceviz.analyses.tables import export_tables
-from traceviz.analyses.work import analysis_windows, work_rows
 
 from tests.conftest import KINETO, SHARED_TRACES
 from tests.handmade import row, trace
 from tests.rawref import Reference, ns, split_by_sweep
+from traceviz.analyses import summarize
+from traceviz.analyses.launch import launch_table
+from traceviz.analyses.tables import export_tables
+from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.cli import main
 from traceviz.launch_apis import is_graph_launch, launch_kind
 from traceviz.parsers import load
@@ -355,8 +355,8 @@ def _nsys_stats(sqlite: Path) -> pd.DataFrame:
     return pd.DataFrame(list(csv.DictReader(io.StringIO(body))))
 
 
-@pytest.mark.skipif(shutil.which("nsys") is None, reason="needs Nsight Systems (.ci/run "
-                    "installs it)")
+@pytest.mark.requires(shutil.which("nsys") is None, "needs Nsight Systems (.ci/run "
+                      "installs it)")
 def test_kernel_table_by_config_matches_nsys_stats(tmp_path):
     """``nsys stats``' kernel summary groups by name, grid and block; so does --by config
     (plus registers and shared memory). Count, total, mean, median, min, max and the

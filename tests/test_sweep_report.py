@@ -5,7 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-pytest.importorskip("torch", reason="torch is installed by the test extras")
+from tests.conftest import needs
+
+needs("torch")
+pytestmark = pytest.mark.capture  # every test here runs real captures
 
 from traceviz.cli import main  # noqa: E402
 

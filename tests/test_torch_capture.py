@@ -6,13 +6,15 @@ import json
 from decimal import Decimal
 
 import pytest
-from traceviz.analyses import summarize
 
+from tests.conftest import needs
 from tests.rawref import ns
+from traceviz.analyses import summarize
 from traceviz.classify import TRIVIAL_OP
 from traceviz.parsers import load
 
-torch = pytest.importorskip("torch", reason="torch is installed by the test extras")
+torch = needs("torch")
+pytestmark = pytest.mark.capture  # every test here runs real captures
 
 
 def _capture(path, amp: bool) -> None:

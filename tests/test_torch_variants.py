@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is installed by the test extras")
+from tests.conftest import needs
+
+torch = needs("torch")
 
 from traceviz.runners.torch_models import MODELS, build  # noqa: E402
 

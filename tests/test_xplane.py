@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import SHARED_TRACES
+from tests.conftest import SHARED_TRACES, needs
 from traceviz.cli import main
 from traceviz.parsers import detect_format, load
 from traceviz.parsers.xspace_proto import xspace_class
@@ -166,7 +166,7 @@ TINY = ["--preset", "imdb", "--batch", "4", "--seq", "6", "--hidden", "8", "--em
 
 
 def _capture(tmp_path_factory, model: str, *extra: str) -> Path:
-    pytest.importorskip("tensorflow" if model.endswith("_tf") else "jax")
+    needs("tensorflow" if model.endswith("_tf") else "jax")
     out = tmp_path_factory.mktemp(model) / "run"
     assert main(["capture", "--model", model, *TINY, *extra, "--out", str(out)]) == 0
     return out
@@ -183,6 +183,7 @@ def keras_bf16(tmp_path_factory):
     return _capture(tmp_path_factory, "cudnn_tf", "--amp", "bf16")
 
 
+@pytest.mark.capture
 def test_keras_capture_ops_steps_casts(keras_bf16):
     space = _space(_raw_of(keras_bf16))
     trace = Trace.load(keras_bf16 / "trace.parquet")
@@ -209,6 +210,7 @@ def test_keras_capture_ops_steps_casts(keras_bf16):
     assert bench["batches"] == 2 and bench["profiled_batches"] == 2
 
 
+@pytest.mark.capture
 def test_eager_capture_names_ops_by_eager_op(tmp_path_factory):
     run = _capture(tmp_path_factory, "eager_tf", "--mode", "forward")
     space = _space(_raw_of(run))
@@ -230,6 +232,7 @@ def test_eager_capture_names_ops_by_eager_op(tmp_path_factory):
     assert want["MatMul"] == 2 * (2 * 6 + 1)
 
 
+@pytest.mark.capture
 @pytest.mark.parametrize("model", ["xla_tf", "scan_jax"])
 def test_xla_thunks_are_ops(tmp_path_factory, model):
     run = _capture(tmp_path_factory, model)
@@ -247,8 +250,9 @@ def test_xla_thunks_are_ops(tmp_path_factory, model):
     assert sorted(ev.loc[ev["kind"] == "step", "step"]) == [2, 3]
 
 
+@pytest.mark.capture
 def test_every_variant_computes_what_cudnn_tf_computes():
-    tf = pytest.importorskip("tensorflow")
+    tf = needs("tensorflow")
     from traceviz.runners import tf_models
     from traceviz.runners.reference import reference_weights
 
@@ -280,7 +284,7 @@ def test_every_variant_computes_what_cudnn_tf_computes():
             hs.append(ht)
         h = np.stack(hs, axis=1)
     np.testing.assert_allclose(reference, h, atol=2e-5)
-    jax = pytest.importorskip("jax")
+    jax = needs("jax")
     from traceviz.runners.jax import lstm_stack
 
     jout = lstm_stack([tuple(jax.numpy.asarray(a) for a in layer) for layer in weights],
@@ -406,7 +410,6 @@ def test_bert_span_is_per_gpu_step(bert):
     union of each GPU's step-0 work, both counted from the protobuf."""
     space, trace = bert
     from traceviz.analyses import summarize
-
     from traceviz.intervals import union_length
 
     windows = {int(p.name.rsplit(":", 1)[1]): ((line.timestamp_ns * 1000 + e.offset_ps) // 1000,

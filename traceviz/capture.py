@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from traceviz.errors import TraceVizError
-from traceviz.runners import EXTRAS, VARIANTS, framework_installed, mxnet_python
+from traceviz.errors import RunFailed, TraceVizError, UsageError
+from traceviz.runners import FRAMEWORKS, VARIANTS
 from traceviz.runners.presets import Workload
 from traceviz.trace import Trace
 
@@ -67,60 +66,49 @@ def prepare_run_dir(path: Path, force: bool) -> None:
     if path.exists() and not path.is_dir():
         raise TraceVizError(f"{path}: exists and is not a folder")
     if path.exists() and any(path.iterdir()) and not force:
-        raise TraceVizError(f"{path}: folder is not empty (use --force to reuse it)")
+        raise TraceVizError(f"{path}: folder is not empty", option="force",
+                            action="reuse it")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise TraceVizError(f"{path}: cannot create the run folder ({e.strerror})") from None
 
 
-PROFILERS = ("torch", "nsys")
+PROFILERS = ("torch", "nsys")  # torch: the framework's own profiler; nsys: Nsight Systems
 NSYS_TRACE = "cuda,nvtx,osrt"
 
 
 def check_runnable(model: str, device: str, profiler: str = "torch",
                    python: str | None = None) -> None:
     if model not in VARIANTS:
-        raise TraceVizError(f"unknown model {model!r}; `traceviz models` lists them")
+        raise UsageError(f"unknown model {model!r}; `traceviz models` lists them")
     v = VARIANTS[model]
-    if v.framework == "mxnet":
-        if mxnet_python(python) is None:
-            where = f"--python {python}: no such interpreter" if python else \
-                "no MXNet interpreter found"
-            raise TraceVizError(f"{model}: {where}; create one with `traceviz env mxnet` "
-                                "(./.venv-mxnet) or pass --python PATH")
-    elif not framework_installed(v.framework):
-        raise TraceVizError(f"{model} needs {v.framework}, which is not installed "
-                            f"(pip install -e '.[{EXTRAS.get(v.framework, v.framework)}]')")
-    if v.gpu_only and device != "cuda":
-        raise TraceVizError(f"{model} runs only on a GPU ({v.description}); "
-                            "this capture is on the CPU (--device cpu)")
+    fw = FRAMEWORKS[v.framework]
+    if not fw.installed(python):
+        raise TraceVizError(f"{model}: {fw.missing(python)}")
+    if not v.runs_on(device):
+        raise UsageError(f"{model} runs only on a GPU ({v.description}); "
+                         "this capture is on the CPU")
     if profiler == "nsys":
         from traceviz.parsers.nsys import nsys_binary
 
-        if v.framework != "torch":
-            raise TraceVizError(f"--profiler nsys is available for the PyTorch variants; "
-                                f"{model} is a {v.framework} variant")
+        if not fw.nsys:
+            raise UsageError(f"nsys is available for the PyTorch variants; {model} is a "
+                             f"{v.framework} variant", option="profiler")
         if nsys_binary() is None:
-            raise TraceVizError("--profiler nsys: Nsight Systems (`nsys`) is not on PATH "
-                                "(README: installing Nsight Systems)")
+            raise UsageError("nsys: Nsight Systems (`nsys`) is not on PATH (README: "
+                             "installing Nsight Systems)", option="profiler")
 
 
 def run_capture(req: CaptureRequest, run_dir: Path,
                 on_event: Callable[[dict], None] | None = None) -> CaptureResult:
     """Run the variant's runner in a subprocess, then import and save its trace."""
     check_runnable(req.model, req.device, req.profiler, req.python)
-    framework = VARIANTS[req.model].framework
+    framework = FRAMEWORKS[VARIANTS[req.model].framework]
     cfg_path = run_dir / "config.json"
     cfg_path.write_text(json.dumps(req.config(), indent=2))
     log_path = run_dir / "runner.log"
-    if framework == "mxnet":  # another interpreter: the runner file by path
-        import traceviz.runners
-
-        script = Path(traceviz.runners.__file__).with_name("mxnet_gluon.py")
-        cmd = [str(mxnet_python(req.python)), str(script)]
-    else:
-        cmd = [sys.executable, "-m", f"traceviz.runners.{framework}"]
+    cmd = framework.command(req.python)
     cmd += ["--config", str(cfg_path), "--out", str(run_dir)]
     if req.profiler == "nsys":
         from traceviz.parsers.nsys import nsys_binary
@@ -149,14 +137,14 @@ def run_capture(req: CaptureRequest, run_dir: Path,
         code = proc.wait()
     if code != 0 or done is None:
         if error:
-            raise TraceVizError(f"{req.model} failed: {error} (details: {log_path})")
+            raise RunFailed(f"{req.model} failed: {error} (details: {log_path})")
         if code < 0:
             name = signal.Signals(-code).name
             hint = " (out of memory?)" if -code == signal.SIGKILL else ""
-            raise TraceVizError(f"{req.model}: the runner was killed by {name}{hint} "
-                                f"(details: {log_path})")
-        raise TraceVizError(f"{req.model}: the runner exited with code {code} "
+            raise RunFailed(f"{req.model}: the runner was killed by {name}{hint} "
                             f"(details: {log_path})")
+        raise RunFailed(f"{req.model}: the runner exited with code {code} "
+                        f"(details: {log_path})")
 
     from traceviz.parsers import load
 
@@ -174,7 +162,7 @@ def run_capture(req: CaptureRequest, run_dir: Path,
         "bench": done["bench"],
         "runner": done["meta"],
         "profiler": {"torch": "torch.profiler", "nsys": "Nsight Systems"}[req.profiler]
-        if framework == "torch" else done["meta"].get("profiler", framework),
+        if framework.name == "torch" else done["meta"].get("profiler", framework.name),
         **({"exec": done["meta"]["exec"]} if "exec" in done["meta"] else {}),
     })
     parquet = run_dir / "trace.parquet"

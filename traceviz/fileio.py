@@ -83,7 +83,7 @@ def check_output(path: Path, force: bool = False) -> None:
         raise TraceVizError(f"{path}: not a regular file (a device, fifo or socket); outputs "
                             "are written only to regular files")
     if not force:
-        raise TraceVizError(f"{path}: already exists (use --force to replace it)")
+        raise TraceVizError(f"{path}: already exists", option="force", action="replace it")
 
 
 @contextlib.contextmanager
@@ -129,8 +129,8 @@ def _publish(tmp: Path, path: Path, force: bool) -> None:
     try:
         os.link(tmp, path)
     except FileExistsError:
-        raise TraceVizError(f"{path}: already exists (written meanwhile by another run; "
-                            "use --force to replace it)") from None
+        raise TraceVizError(f"{path}: already exists (written meanwhile by another run)",
+                            option="force", action="replace it") from None
     except OSError:  # a file system without hard links: no race protection there
         check_output(path, force=False)
         os.replace(tmp, path)

@@ -11,10 +11,13 @@ name.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
 from traceviz import classify, schema
+from traceviz.categorical import per_distinct
 from traceviz.intervals import innermost_enclosing
 from traceviz.launch_apis import base_api_name, launch_kind
 from traceviz.optree import parents_and_enclosing, thread_key
@@ -131,17 +134,58 @@ def _cast_ops(categories: pd.Index, names: np.ndarray, parent: np.ndarray,
     return own | (cast_child[names] & in_cast & (change != 0))
 
 
-def _enclosing_annotation(kind: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray,
-                          dur: np.ndarray, dev: np.ndarray, launch: np.ndarray) -> np.ndarray:
+def _enclosing_annotation(r: _Rows, dev: np.ndarray, launch: np.ndarray) -> np.ndarray:
     """(device row, annotation row) pairs: the innermost host range around each launch."""
-    ann = np.flatnonzero((kind == _K["annotation"]) & (tid >= 0))
+    ann = np.flatnonzero((r.kind == _K["annotation"]) & (r.tid >= 0))
     if not len(ann) or not len(launch):
         return np.zeros((0, 2), dtype=np.int64)
-    key = thread_key(pid[ann], tid[ann])
-    found = innermost_enclosing(key, ts[ann], ts[ann] + dur[ann],
-                                thread_key(pid[launch], tid[launch]), ts[launch])
+    key = thread_key(r.pid[ann], r.tid[ann])
+    found = innermost_enclosing(key, r.ts[ann], r.ts[ann] + r.dur[ann],
+                                thread_key(r.pid[launch], r.tid[launch]), r.ts[launch])
     ok = found >= 0
     return np.column_stack([dev[ok], ann[found[ok]]])
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The columns every step of ``finish`` reads, as arrays (times from the origin)."""
+
+    kind: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    corr: np.ndarray
+    names: pd.Series         # categorical
+    name_codes: np.ndarray
+    categories: pd.Index
+    is_device: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.kind)
+
+
+@dataclass(frozen=True)
+class _Links:
+    """Device rows linked to the launch call that put them on the device."""
+
+    launch_id: np.ndarray      # per row: the launch a call or device row belongs to
+    device: np.ndarray         # linked device rows ...
+    launch: np.ndarray         # ... and their launch call rows
+    api_codes: np.ndarray      # per row: index into api_names (-1: not linked)
+    api_names: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Ops:
+    """The framework op each linked device row ran for."""
+
+    rows: np.ndarray           # op rows
+    is_cast: np.ndarray        # per op row
+    enclosing: np.ndarray      # per linked launch: index into rows (-1: none)
+    names: pd.Categorical      # per row: the op (or hint, or user range) name
+    hinted: np.ndarray         # per row: named by the parser's op_hint
 
 
 def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace:
@@ -152,132 +196,154 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
     correlation ids are taken to be unique in the trace (Kineto, XSpace).
     """
     ev = _within_range(base.sort_values("ts_ns", kind="stable").reset_index(drop=True), meta)
-    n = len(ev)
-    ts = ev["ts_ns"].to_numpy(np.int64)
-    origin = int(ts.min()) if n else 0
-    ts = ts - origin
-    dur = ev["dur_ns"].to_numpy(np.int64)
+    origin = int(ev["ts_ns"].min()) if len(ev) else 0
     meta = {**meta, "origin_ns": int(meta.get("origin_ns", 0)) + origin}
     if "dtype_change" in ev:  # the source recorded dtypes: casts are told from copies
         meta["dtypes_recorded"] = bool((ev["dtype_change"].to_numpy() >= 0).any())
-    kind = kind_codes(ev["kind"])
-    names = ev["name"].astype("category")
-    name_codes = names.cat.codes.to_numpy()
-    categories = names.cat.categories
-    is_device = np.isin(kind, [_K[k] for k in schema.DEVICE_KINDS])
+    r = _rows(ev, origin)
+    process = ev[link_pid].to_numpy(np.int64) if link_pid is not None \
+        else np.zeros(r.n, np.int64)
+    links = _link_launches(r, process)
+    ops = _launch_ops(r, ev, links)
+    step = _steps(r, ev["step"].to_numpy(np.int64), links)
+    is_cast = _casts(r, links, ops)
 
-    # --- launch calls -> device rows, by correlation id -----------------------------
-    base_names = np.array([base_api_name(str(c)) for c in categories] + [""], dtype=object)
-    api_known = np.array([launch_kind(b) is not None for b in base_names], dtype=bool)
-    api_names, api_of_name = np.unique(base_names, return_inverse=True)
-    corr = ev["correlation"].to_numpy(np.int64)
-    pid = ev["pid"].to_numpy(np.int64)
-    tid = ev["tid"].to_numpy(np.int64)
-    lp = ev[link_pid].to_numpy(np.int64) if link_pid is not None else np.zeros(n, np.int64)
-    calls = np.flatnonzero((kind == _K["runtime"]) & api_known[name_codes])
-    launch_rows, call_ids = _launch_calls(calls, lp, corr, ts, dur)
-    launch_id = np.full(n, -1, dtype=np.int64)
-    launch_id[calls] = call_ids
-    device_rows = np.flatnonzero(is_device & (corr >= 0))
-    # one launch per (process, correlation id): the key every analysis joins on
-    launch_key = pd.MultiIndex.from_arrays([lp[launch_rows], corr[launch_rows]])
-    device_key = pd.MultiIndex.from_arrays([lp[device_rows], corr[device_rows]])
-    hit = launch_key.get_indexer(device_key)
-    linked_dev = device_rows[hit >= 0]
-    linked_launch = launch_rows[hit[hit >= 0]]
-    launch_id[linked_dev] = launch_id[linked_launch]
-    linked = np.zeros(n, dtype=bool)
-    linked[linked_dev] = True
-    launch_ts = np.zeros(n, dtype=np.int64)
-    launch_dur = np.zeros(n, dtype=np.int64)
-    launch_ts[linked_dev] = ts[linked_launch]
-    launch_dur[linked_dev] = dur[linked_launch]
-    launch_delay = np.maximum(0, ts - (launch_ts + launch_dur))
-    api_codes = np.full(n, -1, dtype=np.int32)
-    api_codes[linked_dev] = api_of_name[name_codes[linked_launch]]
-
-    # --- innermost framework op around each launch ----------------------------------
-    op_rows = np.flatnonzero(kind == _K["op"])
-    ops = pd.DataFrame({"pid": pid[op_rows], "tid": tid[op_rows], "ts_ns": ts[op_rows],
-                        "dur_ns": dur[op_rows]})
-    op_name_codes = name_codes[op_rows]
-    parent, launch_op = parents_and_enclosing(ops, pid[linked_launch], tid[linked_launch],
-                                              ts[linked_launch])
-    op_is_cast = _cast_ops(categories, op_name_codes, parent,
-                           ev["dtype_change"].to_numpy(np.int8)[op_rows]
-                           if "dtype_change" in ev else np.full(len(op_rows), -1, np.int8))
-    has_op = launch_op >= 0
-    op_codes = np.full(n, -1, dtype=np.int32)
-    op_codes[linked_dev[has_op]] = op_name_codes[launch_op[has_op]]
-    op_names = pd.Categorical.from_codes(op_codes, categories=categories, validate=False)
-    hinted = np.zeros(n, dtype=bool)
-    if "op_hint" in ev:
-        hint = ev["op_hint"].astype(str).to_numpy()
-        hinted = is_device & (op_codes < 0) & (hint != "")
-        if hinted.any():
-            op_names = pd.Categorical(np.where(hinted, hint, op_names.astype(object)))
-    # no op and no hint: the innermost user range around the launch (NVTX ranges of
-    # TensorRT layers, record_function / user ranges without ATen ops inside)
-    ranged = _enclosing_annotation(kind, pid, tid, ts, dur, linked_dev[~has_op],
-                                   linked_launch[~has_op])
-    ranged = ranged[~hinted[ranged[:, 0]]] if len(ranged) else ranged
-    if len(ranged):
-        text = np.asarray(op_names.astype(object))
-        text[ranged[:, 0]] = np.asarray(names.array.astype(object))[ranged[:, 1]]
-        op_names = pd.Categorical(text)
-
-    # --- steps ------------------------------------------------------------------------
-    step = ev["step"].to_numpy(np.int64).copy()
-    given = step >= 0
-    step_rows = np.flatnonzero(kind == _K["step"])
-    if len(step_rows):
-        s_start = ts[step_rows]
-        s_end = s_start + dur[step_rows]
-        others = np.flatnonzero(kind != _K["step"])
-        if (s_start[1:] >= s_end[:-1]).all():  # the usual case: steps one after another
-            k = np.searchsorted(s_start, ts[others], side="right") - 1
-            inside = np.where((k >= 0) & (ts[others] < s_end[np.maximum(k, 0)]), k, -1)
-        else:
-            inside = innermost_enclosing(np.zeros(len(step_rows), np.int64), s_start, s_end,
-                                         np.zeros(len(others), np.int64), ts[others])
-        step[others] = np.where(inside >= 0, step[step_rows][np.maximum(inside, 0)], -1)
-        # a device row belongs to the step that launched it, wherever it ran
-        step[linked_dev] = step[linked_launch]
-        step[given] = ev["step"].to_numpy(np.int64)[given]
-
-    # --- categories and casts ---------------------------------------------------------
-    is_kernel = kind == _K["kernel"]
-    is_cast = is_kernel & np.append(classify.cast_kernel_flags(categories), False)[name_codes]
-    cast_launch = np.zeros(n, dtype=bool)
-    cast_launch[linked_dev[has_op]] = op_is_cast[launch_op[has_op]]
-    is_cast |= cast_launch & is_kernel
-    if hinted.any():
-        cast_hint = np.isin(np.asarray(op_names.astype(object)), list(classify.CAST_OPS))
-        is_cast |= hinted & cast_hint & is_kernel
-    is_cast[op_rows] = op_is_cast
-    cat_codes = category_codes(kind, name_codes, categories, is_cast)
-
+    linked = np.zeros(r.n, dtype=bool)
+    linked[links.device] = True
+    launch_ts = np.zeros(r.n, dtype=np.int64)
+    launch_dur = np.zeros(r.n, dtype=np.int64)
+    launch_ts[links.device] = r.ts[links.launch]
+    launch_dur[links.device] = r.dur[links.launch]
+    launch_delay = np.maximum(0, r.ts - (launch_ts + launch_dur))
     out = pd.DataFrame({
-        "kind": pd.Categorical.from_codes(kind, categories=list(schema.KINDS)),
-        "name": names.array,
-        "ts_ns": ts,
-        "dur_ns": dur,
-        "pid": pid,
-        "tid": tid,
+        "kind": pd.Categorical.from_codes(r.kind, categories=list(schema.KINDS)),
+        "name": r.names.array,
+        "ts_ns": r.ts,
+        "dur_ns": r.dur,
+        "pid": r.pid,
+        "tid": r.tid,
         "device": ev["device"].to_numpy(np.int32),
         "stream": ev["stream"].to_numpy(np.int32),
-        "correlation": corr,
+        "correlation": r.corr,
         "step": step,
         "bytes": ev["bytes"].to_numpy(np.int64),
-        "launch_api": pd.Categorical.from_codes(api_codes, categories=api_names,
+        "launch_api": pd.Categorical.from_codes(links.api_codes, categories=links.api_names,
                                                 validate=False).remove_unused_categories(),
         "launch_ts_ns": _nullable(launch_ts, linked),
         "launch_dur_ns": _nullable(launch_dur, linked),
         "launch_delay_ns": _nullable(launch_delay, linked),
-        "launch_id": launch_id,
-        "op": op_names.remove_unused_categories(),
-        "category": pd.Categorical.from_codes(cat_codes, categories=list(schema.CATEGORIES)),
+        "launch_id": links.launch_id,
+        "op": ops.names.remove_unused_categories(),
+        "category": pd.Categorical.from_codes(
+            category_codes(r.kind, r.name_codes, r.categories, is_cast),
+            categories=list(schema.CATEGORIES)),
         "is_cast": is_cast,
-        "details": _details(ev, n),
+        "details": _details(ev, r.n),
     })
     return Trace(events=out, meta=meta)
+
+
+def _rows(ev: pd.DataFrame, origin: int) -> _Rows:
+    kind = kind_codes(ev["kind"])
+    names = ev["name"].astype("category")
+    return _Rows(
+        kind=kind, ts=ev["ts_ns"].to_numpy(np.int64) - origin,
+        dur=ev["dur_ns"].to_numpy(np.int64), pid=ev["pid"].to_numpy(np.int64),
+        tid=ev["tid"].to_numpy(np.int64), corr=ev["correlation"].to_numpy(np.int64),
+        names=names, name_codes=names.cat.codes.to_numpy(), categories=names.cat.categories,
+        is_device=np.isin(kind, [_K[k] for k in schema.DEVICE_KINDS]))
+
+
+def _link_launches(r: _Rows, process: np.ndarray) -> _Links:
+    """Launch calls -> device rows, by (process, correlation id): the key every analysis
+    joins on."""
+    # per distinct name (the last entry stands for rows without one)
+    base_names = np.array([base_api_name(str(c)) for c in r.categories] + [""], dtype=object)
+    api_names, api_of_name = np.unique(base_names, return_inverse=True)
+    api_known = np.array([launch_kind(b) is not None for b in api_names], dtype=bool)
+    api_of_row = api_of_name[r.name_codes]
+    calls = np.flatnonzero((r.kind == _K["runtime"]) & api_known[api_of_row])
+    launch_rows, call_ids = _launch_calls(calls, process, r.corr, r.ts, r.dur)
+    launch_id = np.full(r.n, -1, dtype=np.int64)
+    launch_id[calls] = call_ids
+    device_rows = np.flatnonzero(r.is_device & (r.corr >= 0))
+    launch_key = pd.MultiIndex.from_arrays([process[launch_rows], r.corr[launch_rows]])
+    device_key = pd.MultiIndex.from_arrays([process[device_rows], r.corr[device_rows]])
+    hit = launch_key.get_indexer(device_key)
+    linked_dev = device_rows[hit >= 0]
+    linked_launch = launch_rows[hit[hit >= 0]]
+    launch_id[linked_dev] = launch_id[linked_launch]
+    api_codes = np.full(r.n, -1, dtype=np.int32)
+    api_codes[linked_dev] = api_of_row[linked_launch]
+    return _Links(launch_id, linked_dev, linked_launch, api_codes, api_names)
+
+
+def _launch_ops(r: _Rows, ev: pd.DataFrame, links: _Links) -> _Ops:
+    """The innermost framework op around each launch; else the parser's op hint; else
+    the innermost user range (NVTX ranges of TensorRT layers, record_function / user
+    ranges without ATen ops inside)."""
+    op_rows = np.flatnonzero(r.kind == _K["op"])
+    ops = pd.DataFrame({"pid": r.pid[op_rows], "tid": r.tid[op_rows], "ts_ns": r.ts[op_rows],
+                        "dur_ns": r.dur[op_rows]})
+    op_name_codes = r.name_codes[op_rows]
+    parent, launch_op = parents_and_enclosing(ops, r.pid[links.launch], r.tid[links.launch],
+                                              r.ts[links.launch])
+    op_is_cast = _cast_ops(r.categories, op_name_codes, parent,
+                           ev["dtype_change"].to_numpy(np.int8)[op_rows]
+                           if "dtype_change" in ev else np.full(len(op_rows), -1, np.int8))
+    has_op = launch_op >= 0
+    op_codes = np.full(r.n, -1, dtype=np.int32)
+    op_codes[links.device[has_op]] = op_name_codes[launch_op[has_op]]
+    op_names = pd.Categorical.from_codes(op_codes, categories=r.categories, validate=False)
+    hinted = np.zeros(r.n, dtype=bool)
+    if "op_hint" in ev:
+        hint = ev["op_hint"].astype(str).to_numpy()
+        hinted = r.is_device & (op_codes < 0) & (hint != "")
+        if hinted.any():
+            op_names = pd.Categorical(np.where(hinted, hint, op_names.astype(object)))
+    ranged = _enclosing_annotation(r, links.device[~has_op], links.launch[~has_op])
+    ranged = ranged[~hinted[ranged[:, 0]]] if len(ranged) else ranged
+    if len(ranged):
+        text = np.asarray(op_names.astype(object))
+        text[ranged[:, 0]] = np.asarray(r.names.array.astype(object))[ranged[:, 1]]
+        op_names = pd.Categorical(text)
+    return _Ops(op_rows, op_is_cast, launch_op, op_names, hinted)
+
+
+def _steps(r: _Rows, given_step: np.ndarray, links: _Links) -> np.ndarray:
+    """Each row's step: the step row around it, for a device row the step around its
+    launch; a step the parser already knows (>= 0) is kept."""
+    step = given_step.copy()
+    step_rows = np.flatnonzero(r.kind == _K["step"])
+    if not len(step_rows):
+        return step
+    given = given_step >= 0
+    s_start = r.ts[step_rows]
+    s_end = s_start + r.dur[step_rows]
+    others = np.flatnonzero(r.kind != _K["step"])
+    if (s_start[1:] >= s_end[:-1]).all():  # the usual case: steps one after another
+        k = np.searchsorted(s_start, r.ts[others], side="right") - 1
+        inside = np.where((k >= 0) & (r.ts[others] < s_end[np.maximum(k, 0)]), k, -1)
+    else:
+        inside = innermost_enclosing(np.zeros(len(step_rows), np.int64), s_start, s_end,
+                                     np.zeros(len(others), np.int64), r.ts[others])
+    step[others] = np.where(inside >= 0, step[step_rows][np.maximum(inside, 0)], -1)
+    step[links.device] = step[links.launch]  # wherever the device ran it
+    step[given] = given_step[given]
+    return step
+
+
+def _casts(r: _Rows, links: _Links, ops: _Ops) -> np.ndarray:
+    """Cast rows: a kernel whose name says so or launched by a cast op (or hinted as
+    one), and the cast ops themselves."""
+    is_kernel = r.kind == _K["kernel"]
+    is_cast = is_kernel & per_distinct(r.names, classify.cast_kernel_flags, fill=False)
+    has_op = ops.enclosing >= 0
+    cast_launch = np.zeros(r.n, dtype=bool)
+    cast_launch[links.device[has_op]] = ops.is_cast[ops.enclosing[has_op]]
+    is_cast |= cast_launch & is_kernel
+    if ops.hinted.any():
+        cast_hint = np.isin(np.asarray(ops.names.astype(object)), list(classify.CAST_OPS))
+        is_cast |= ops.hinted & cast_hint & is_kernel
+    is_cast[ops.rows] = ops.is_cast
+    return is_cast

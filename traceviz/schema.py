@@ -30,7 +30,6 @@ INT_COLUMNS: dict[str, str] = {
     "launch_id": "int64",
 }
 NULLABLE_INT_COLUMNS = ("launch_ts_ns", "launch_dur_ns", "launch_delay_ns")
-CATEGORICAL_COLUMNS = ("kind", "name", "launch_api", "op", "category")
 BOOL_COLUMNS = ("is_cast",)
 
 COLUMNS = (

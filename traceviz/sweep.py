@@ -96,7 +96,7 @@ def _row(point: dict, spec: SweepSpec, run_dir: Path, result=None, error: str = 
         "framework_overhead_fraction": fig.idle_fraction if fig.cpu_trace else None,
         "cast_share": fig.cast_ns / fig.busy_ns if fig.busy_ns else None,
         "kernel_count": fig.kernel_count,
-        "top_kernel": fig.extra["top_kernel"], "top_kernel_share": fig.extra["top_kernel_share"],
+        "top_kernel": fig.top_kernel, "top_kernel_share": fig.top_kernel_share,
     })
     return row
 
@@ -120,8 +120,8 @@ def run_sweep(
             for r in load_sweep(table_path).to_dict("records"):
                 rows[r["point"]] = r
         elif not force:
-            raise TraceVizError(f"{table_path}: already exists (use --resume to go on with "
-                                "it, or --force to start again)")
+            raise TraceVizError(f"{table_path}: already exists (resume=True goes on with "
+                                "it, force=True starts again)")
     from traceviz.runners import VARIANTS
 
     unknown = [m for m in spec.models if m not in VARIANTS]

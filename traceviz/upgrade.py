@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz import classify, schema
+from traceviz.categorical import each, per_distinct
 from traceviz.launch_apis import launch_kind
 
 
@@ -21,8 +22,7 @@ def from_v1(events: pd.DataFrame) -> pd.DataFrame:
     kind = kind_codes(ev["kind"])
     names = ev["name"].astype("category")
     codes = names.cat.codes.to_numpy()
-    known = np.append([launch_kind(str(c)) is not None for c in names.cat.categories],
-                      False)[codes]
+    known = per_distinct(names, each(lambda c: launch_kind(c) is not None), fill=False)
     calls = np.flatnonzero((ev["kind"] == "runtime").to_numpy() & known)
     launch_id = np.full(len(ev), -1, dtype=np.int64)
     launch_id[calls] = np.arange(len(calls))
@@ -36,7 +36,7 @@ def from_v1(events: pd.DataFrame) -> pd.DataFrame:
     ev["launch_id"] = launch_id
     is_cast = ev["is_cast"].to_numpy(bool) | (
         (ev["kind"] == "kernel").to_numpy()
-        & np.append(classify.cast_kernel_flags(names.cat.categories), False)[codes])
+        & per_distinct(names, classify.cast_kernel_flags, fill=False))
     ev["is_cast"] = is_cast
     cat = category_codes(kind, codes, names.cat.categories, is_cast)
     ev["category"] = pd.Categorical.from_codes(cat, categories=list(schema.CATEGORIES))

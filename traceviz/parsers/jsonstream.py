@@ -17,7 +17,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from traceviz.errors import TraceVizError
 
@@ -68,6 +68,12 @@ class Range:
         return Range(self.path, self.start, other.end)
 
 
+class Readable(Protocol):
+    """What ArrayChunks reads from: a binary stream (plain, or gzip with one-line errors)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
 class ArrayChunks:
     """Iterate over ``Piece``s of the array stored under ``key``.
 
@@ -77,7 +83,7 @@ class ArrayChunks:
 
     def __init__(
         self,
-        stream: BinaryIO,
+        stream: BinaryIO | Readable,
         key: bytes,
         chunk_bytes: int = 32 << 20,
         name: str = "input",

@@ -9,78 +9,23 @@ epoch in µs to the ns). Columns are then built with C-level ``map`` and Arrow c
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
-from collections.abc import Callable
-from operator import attrgetter, itemgetter
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import cast
 
 import msgspec
-import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 from pandas.api.types import union_categoricals
 
-from traceviz.classify import SCALAR_TYPES, precision_change
 from traceviz.errors import TraceVizError
 from traceviz.fileio import is_gzip, open_input
 from traceviz.normalize import finish
 from traceviz.parsers.jsonstream import ArrayChunks, Piece, Range, decode_in_order, file_ranges
-from traceviz.parsers.numbers import INT32, INT64, checked_ints, dropped_note
-from traceviz.schema import KINDS
+from traceviz.parsers.kineto_events import BIG_STEP, EVENTS, NEGATIVE, event_columns
+from traceviz.parsers.numbers import dropped_note
 from traceviz.trace import Trace
 
-# Kineto category (lower-cased; PyTorch 1.8 wrote "Kernel", "Runtime", ...) -> kind
-CATEGORY_KIND = {
-    "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "memset": "memset",
-    "cuda_runtime": "runtime",
-    "cuda_driver": "runtime",
-    "runtime": "runtime",
-    "driver": "runtime",
-    "cpu_op": "op",
-    "operator": "op",
-    "user_annotation": "annotation",
-    "gpu_user_annotation": "annotation",
-}
-DEVICE_SIDE = ("kernel", "memcpy", "memset")
-STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
-
-
-_NO_RAW = msgspec.Raw(b"")  # one shared default: an absent field allocates nothing
-
-
-# gc=False: millions of small structs, no cycles; the GC need not track them
-class _Args(msgspec.Struct, gc=False):
-    correlation: int | float | str | bool | None = None
-    device: int | float | str | bool | None = None
-    stream: int | float | str | bool | None = None
-    bytes: int | float | str | bool | None = None
-    # kept as raw JSON and decoded once per distinct value, for the few rows that use them
-    grid: msgspec.Raw = _NO_RAW
-    block: msgspec.Raw = _NO_RAW
-    regs: msgspec.Raw = msgspec.field(default=_NO_RAW, name="registers per thread")
-    shm: msgspec.Raw = msgspec.field(default=_NO_RAW, name="shared memory")
-    input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
-    concrete: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")
-
-
-class _Event(msgspec.Struct, gc=False):
-    ph: str | None = None
-    cat: str | None = None
-    name: str | None = None
-    pid: int | float | str | bool | None = None
-    tid: int | float | str | bool | None = None
-    ts: msgspec.Raw = _NO_RAW
-    dur: msgspec.Raw = _NO_RAW
-    args: _Args | None = None
-
-
-_EVENTS = msgspec.json.Decoder(list[_Event])
 CHUNK_BYTES = 16 << 20
 
 
@@ -95,7 +40,7 @@ def decode_piece(piece: Piece | Range) -> tuple[str, object]:
             return "invalid", (f"not valid UTF-8 text (byte 0x{data[e.start]:02x} in "
                                f"{data[max(0, e.start - 20):e.start + 20]!r})")
     try:
-        return "ok", _columns(_EVENTS.decode(b"[" + data + b"]"))
+        return "ok", event_columns(EVENTS.decode(b"[" + data + b"]"))
     except msgspec.ValidationError as e:
         return "invalid", f"unexpected event layout ({e})"
     except msgspec.DecodeError as e:
@@ -146,6 +91,8 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
                                                      name=str(path))
     stream = None
     try:
+        pieces: Iterator[Piece | Range]
+        metadata: Callable[[], bytes]
         if ranges is not None:
             pieces, metadata = iter(ranges[0]), (lambda: ranges[1])
         else:
@@ -155,8 +102,9 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
             pieces, metadata = iter(chunks), chunks.metadata_document
         frames = []
         dropped: Counter = Counter()
-        for piece, (frame, counts) in decode_in_order(pieces, decode_piece, workers=workers,
-                                                      name=str(path)):
+        for piece, decoded in decode_in_order(pieces, decode_piece, workers=workers,
+                                              name=str(path)):
+            frame, counts = cast(tuple[pd.DataFrame, Counter], decoded)
             if progress:
                 progress(piece.size)
             dropped.update(counts)
@@ -207,254 +155,3 @@ def _meta(doc: dict, path: Path) -> dict:
         if key in doc:
             meta[f"kineto_{key}"] = doc[key]
     return meta
-
-
-def _strings(values: list) -> pa.Array:
-    return pa.array(values, type=pa.string())
-
-
-def _ints(values: list, bad: np.ndarray, fallback: np.ndarray | None = None,
-          bounds: tuple[int, int] = INT64) -> np.ndarray:
-    """int64 column, -1 where missing or not a number (Kineto mixes "0x0" strings in);
-    numbers out of ``bounds`` are marked in ``bad`` (their events are dropped)."""
-    out, out_of_range = checked_ints(values, bounds=bounds)
-    bad |= out_of_range
-    if fallback is not None:
-        out = np.where(out < 0, fallback, out)
-    return out
-
-
-# |µs| below this converts to int64 ns with room to spare (about 292 years)
-_MAX_US = 9_000_000_000_000_000
-
-
-def raw_us_to_ns(raws: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact int64 ns from raw JSON numbers in µs (``b"12.345"`` -> 12345).
-
-    Returns the values, a mask of entries that were absent or not numbers, and a mask
-    of numbers int64 ns cannot hold (``1e30``, 21 digits): never wrapped.
-    """
-    text = pa.array(list(map(bytes, raws)), type=pa.binary()).cast(pa.string())
-    n = len(text)
-    plain = not pc.any(pc.match_substring_regex(text, r"[^0-9]|^$")).as_py()
-    if plain and not pc.any(pc.greater(pc.utf8_length(text), 16)).as_py():
-        # plain integers of at most 16 digits (most Kineto files): µs -> ns in one C++ cast
-        us = pc.cast(text, pa.int64())
-        if pc.max(us).as_py() is None or pc.max(us).as_py() < _MAX_US:
-            out = pc.multiply(us, 1000).to_numpy(zero_copy_only=False)
-            return out, np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-    neg = pc.starts_with(text, "-")
-    parts = pc.extract_regex(pc.replace_substring(text, "-", ""), r"^(?P<i>\d+)(?:\.(?P<f>\d*))?$")
-    whole = pc.struct_field(parts, "i")
-    too_long = pc.fill_null(pc.greater(pc.utf8_length(whole), 16), False)
-    whole = pc.if_else(too_long, "0", whole)
-    us = pc.cast(whole, pa.int64())
-    huge = pc.fill_null(pc.or_(too_long, pc.greater_equal(us, _MAX_US)), False)
-    us = pc.if_else(huge, 0, us)
-    fpart = pc.utf8_rpad(pc.struct_field(parts, "f"), 4, "0")
-    ns = pc.add(pc.multiply(us, 1000), pc.cast(pc.utf8_slice_codeunits(fpart, 0, 3), pa.int64()))
-    # round half up on the fourth decimal (sub-ns digits)
-    round_up = pc.greater_equal(pc.utf8_slice_codeunits(fpart, 3, 4), "5")
-    ns = pc.add(ns, pc.cast(round_up, pa.int64()))
-    ns = pc.if_else(neg, pc.negate(ns), ns)
-    missing = ns.is_null().to_numpy(zero_copy_only=False)
-    out = pc.fill_null(ns, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    bad = huge.to_numpy(zero_copy_only=False).astype(bool)
-    if missing.any():
-        # exponent notation and other spellings: float parsing (sub-µs exactness lost)
-        odd = pd.to_numeric(pc.filter(text, pa.array(missing)).to_pandas(), errors="coerce")
-        us_f = odd.to_numpy(dtype=float)
-        rows = np.flatnonzero(missing)
-        number = ~np.isnan(us_f)
-        fits = number & np.isfinite(us_f) & (np.abs(us_f) < _MAX_US)
-        out[rows[fits]] = np.round(us_f[fits] * 1000).astype(np.int64)
-        bad[rows[number & ~fits]] = True
-        missing[rows[number]] = False
-    return out, missing, bad
-
-
-def _categorical(values: list) -> pd.Categorical:
-    """Strings -> Categorical via Arrow's hash table (pandas' own path is slower)."""
-    enc = pa.array(values, type=pa.string()).dictionary_encode()
-    codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32)
-    return pd.Categorical.from_codes(codes, categories=pd.Index(
-        enc.dictionary.to_numpy(zero_copy_only=False), dtype=object), validate=False)
-
-
-def _gather(seq: list, idx: np.ndarray) -> list:
-    if len(idx) == 1:
-        return [seq[int(idx[0])]]
-    return list(itemgetter(*idx)(seq))
-
-
-def _distinct(columns: list[list]) -> tuple[np.ndarray, list[tuple]]:
-    """Rows of raw JSON fields -> (code per row, the distinct combinations), in C."""
-    codes, uniques = [], []
-    for raws in columns:
-        enc = pa.array(list(map(bytes, raws)), type=pa.binary()).dictionary_encode()
-        codes.append(enc.indices.to_numpy(zero_copy_only=False).astype(np.int64))
-        uniques.append(enc.dictionary.to_pylist())
-    key = np.zeros(len(codes[0]), dtype=np.int64)
-    for c, u in zip(codes, uniques, strict=True):
-        key = key * len(u) + c
-    keys, inverse = np.unique(key, return_inverse=True)
-    combos = []
-    for k in keys.tolist():  # once per distinct combination
-        parts = []
-        for u in reversed(uniques):
-            k, i = divmod(k, len(u))
-            parts.append(u[i])
-        combos.append(tuple(reversed(parts)))
-    return inverse, combos
-
-
-def _kernel_details(is_kernel: np.ndarray, args: list[_Args]) -> pd.Categorical:
-    """``regs:R shm:S grid:X,Y,Z block:X,Y,Z`` for kernels whose args give a launch
-    configuration; decoded once per distinct configuration."""
-    rows = np.flatnonzero(is_kernel)
-    codes = np.full(len(args), -1, dtype=np.int64)
-    text = [""]
-    if len(rows):
-        ka = _gather(args, rows)
-        inverse, combos = _distinct([list(map(attrgetter(f), ka))
-                                     for f in ("regs", "shm", "grid", "block")])
-        text = [_details_text(*c) for c in combos]
-        codes[rows] = inverse
-    cats = pd.Index(text + [""]).unique()
-    remap = cats.get_indexer(text + [""])
-    return pd.Categorical.from_codes(remap[codes], categories=cats)
-
-
-def _details_text(regs: bytes, shm: bytes, grid: bytes, block: bytes) -> str:
-    if not grid or not block:
-        return ""
-    try:
-        g, b = msgspec.json.decode(grid), msgspec.json.decode(block)
-        dims = f"grid:{','.join(str(int(v)) for v in g)} block:{','.join(str(int(v)) for v in b)}"
-    except (msgspec.DecodeError, TypeError, ValueError):
-        return ""
-    return f"regs:{regs.decode() or '?'} shm:{shm.decode() or '?'} {dims}"
-
-
-# ATen ops whose recorded input types tell whether they convert between dtypes
-_DTYPE_OPS = ("aten::_to_copy", "aten::to", "aten::copy_")
-
-
-def _dtype_change(names: pd.Categorical, args: list[_Args]) -> np.ndarray:
-    """Per row: 1 when an ATen copy/conversion changes the floating-point precision,
-    0 when its recorded dtypes show it does not, -1 when unknown (no record_shapes)."""
-    out = np.full(len(args), -1, dtype=np.int8)
-    wanted = np.flatnonzero(np.isin(np.asarray(names.categories, dtype=object), _DTYPE_OPS))
-    rows = np.flatnonzero(np.isin(names.codes, wanted))
-    if not len(rows):
-        return out
-    ra = _gather(args, rows)
-    row_names = [str(v).encode() for v in np.asarray(names)[rows]]
-    inverse, combos = _distinct([row_names, list(map(attrgetter("input_type"), ra)),
-                                 list(map(attrgetter("concrete"), ra))])
-    per_key = np.array([dtype_change_of(n.decode(), t, c) for n, t, c in combos],
-                       dtype=np.int8)
-    out[rows] = per_key[inverse]
-    return out
-
-
-def dtype_change_of(name: str, input_type: bytes, concrete: bytes) -> int:
-    """See ``_dtype_change``: copy_'s types are [dst, src]; _to_copy/to name the target
-    dtype by its ScalarType code in the second concrete input."""
-    try:
-        types = msgspec.json.decode(input_type) if input_type else None
-        values = msgspec.json.decode(concrete) if concrete else None
-    except msgspec.DecodeError:
-        return -1
-    if not isinstance(types, list) or len(types) < 1:
-        return -1
-    if name == "aten::copy_":
-        if len(types) < 2:
-            return -1
-        return precision_change(str(types[1]), str(types[0]))
-    if not isinstance(values, list) or len(values) < 2 or not str(values[1]).isdigit():
-        return -1
-    target = SCALAR_TYPES.get(int(values[1]))
-    return -1 if target is None else precision_change(str(types[0]), target)
-
-
-# why _columns drops or alters an event, as parse's notes say it
-OUT_OF_RANGE = ("a number out of range (an id beyond 64 bits, a device or stream beyond 32, "
-                "a time beyond 64-bit nanoseconds)")
-NO_TIME = "no timestamp, or one that is not a number"
-NEGATIVE = "a negative duration (read as 0)"
-BIG_STEP = "a ProfilerStep number beyond 32 bits (kept as an annotation)"
-
-
-def _columns(events: list[_Event]) -> tuple[pd.DataFrame, Counter]:
-    """Base columns (see ``traceviz.normalize``) for the kept events of one chunk, and
-    counts of what was dropped or altered and why."""
-    counts: Counter = Counter()
-    if not events:
-        return pd.DataFrame(), counts
-    ph = _strings(list(map(attrgetter("ph"), events)))
-    cat = pc.utf8_lower(_strings(list(map(attrgetter("cat"), events))))
-    kind = pc.fill_null(
-        pc.take(
-            pa.array(list(CATEGORY_KIND.values()) + [None]),
-            pc.fill_null(pc.index_in(cat, pa.array(list(CATEGORY_KIND))), len(CATEGORY_KIND)),
-        ),
-        "",
-    )
-    keep = pc.and_(pc.equal(ph, "X"), pc.not_equal(kind, "")).to_numpy(zero_copy_only=False)
-    idx = np.flatnonzero(keep)
-    if len(idx) == 0:
-        return pd.DataFrame(), counts
-    kept = _gather(events, idx)
-    gpu_annotation = pc.take(pc.equal(cat, "gpu_user_annotation"), pa.array(idx))
-    gpu_annotation = gpu_annotation.to_numpy(zero_copy_only=False)
-    kind = pc.take(kind, pa.array(idx)).to_numpy(zero_copy_only=False).astype(object)
-    names = _categorical(list(map(attrgetter("name"), kept)))
-    args = list(map(attrgetter("args"), kept))
-    empty = _Args()
-    args = [a if a is not None else empty for a in args] if None in args else args
-
-    bad = np.zeros(len(kept), dtype=bool)
-    pid = _ints(list(map(attrgetter("pid"), kept)), bad)
-    tid = _ints(list(map(attrgetter("tid"), kept)), bad)
-    device = _ints(list(map(attrgetter("device"), args)), bad, fallback=pid)
-    stream = _ints(list(map(attrgetter("stream"), args)), bad, fallback=tid)
-    # gpu_user_annotation rows sit on a device timeline: pid = device, tid = stream
-    on_device = np.isin(kind, DEVICE_SIDE) | gpu_annotation
-    bad |= on_device & ((device < INT32[0]) | (device > INT32[1])
-                        | (stream < INT32[0]) | (stream > INT32[1]))
-    step_text = pd.Series(names.categories, dtype=object).str.extract(STEP_NAME, expand=False)
-    fits = step_text.str.len() <= 9  # the step column is 32-bit
-    step_of_name = np.append(pd.to_numeric(step_text.where(fits)).fillna(-1)
-                             .to_numpy(np.int64), -1)
-    step = step_of_name[names.codes]
-    counts[BIG_STEP] += int(np.append((step_text.notna() & ~fits).to_numpy(), False)
-                            [names.codes].sum())
-    # PyTorch <= 1.9 records ProfilerStep#N as an operator, later ones as a user annotation
-    is_step = (step >= 0) & ((kind == "annotation") | (kind == "op"))
-    kind[is_step] = "step"
-    step = np.where(is_step, step, -1)
-
-    ts, no_ts, ts_bad = raw_us_to_ns(list(map(attrgetter("ts"), kept)))
-    dur, _, dur_bad = raw_us_to_ns(list(map(attrgetter("dur"), kept)))
-    bad |= ts_bad | dur_bad
-    counts[NEGATIVE] += int((dur < 0).sum())
-    frame = pd.DataFrame({
-        "kind": pd.Categorical(kind, categories=KINDS),
-        "name": names,
-        "ts_ns": ts,
-        "dur_ns": np.maximum(dur, 0),
-        "pid": np.where(on_device, -1, pid),
-        "tid": np.where(on_device, -1, tid),
-        "device": np.where(on_device, device, -1).astype(np.int32),
-        "stream": np.where(on_device, stream, -1).astype(np.int32),
-        "correlation": _ints(list(map(attrgetter("correlation"), args)), bad),
-        "step": step,
-        "bytes": _ints(list(map(attrgetter("bytes"), args)), bad),
-        "details": _kernel_details(kind == "kernel", args),
-        "dtype_change": _dtype_change(names, args),
-    })
-    drop = no_ts | bad
-    counts[NO_TIME] += int((no_ts & ~bad).sum())
-    counts[OUT_OF_RANGE] += int(bad.sum())
-    return (frame[~drop] if drop.any() else frame), counts

@@ -21,10 +21,10 @@ from traceviz.errors import TraceVizError
 from traceviz.fileio import open_input
 from traceviz.normalize import BASE_COLUMNS, finish
 from traceviz.parsers.numbers import checked_ints, dropped_note
+from traceviz.steps import step_numbers
 from traceviz.trace import Trace
 
 SNIFF = re.compile(rb'"cat"\s*:\s*"(?:operator|MXNET_C_API)"')
-STEP = re.compile(r"^(?:step[ _#]?|ProfilerStep#)(\d{1,9})$", re.IGNORECASE)  # 32-bit steps
 SKIPPED_CATS = {"MXNET_C_API", "Device Storage", "operator"}  # for b/e: operator twins
 
 
@@ -81,9 +81,9 @@ def parse(path: Path) -> Trace:
         raise TraceVizError(f"{path}: no operator rows in the MXNet profile (was it "
                             "profiled with profile_all or profile_symbolic?)")
     ops["kind"] = "op"
-    step_no = pd.to_numeric(tasks["name"].str.extract(STEP, expand=False), errors="coerce")
-    tasks["kind"] = np.where(step_no.notna(), "step", "annotation")
-    tasks["step"] = step_no.fillna(-1).astype(np.int64)
+    step_no, _ = step_numbers(tasks["name"])
+    tasks["kind"] = np.where(step_no >= 0, "step", "annotation")
+    tasks["step"] = step_no
     rows = pd.concat([ops, tasks], ignore_index=True)
     # 64-bit hashes -> small ids; operators run on device "processes" named cpu/0, gpu/0
     rows["pid"] = pd.factorize(rows["pid"])[0]

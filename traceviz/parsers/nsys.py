@@ -26,6 +26,7 @@ from traceviz.errors import TraceVizError
 from traceviz.normalize import BASE_COLUMNS, finish, launch_details
 from traceviz.parsers.nsys_tables import ExportTables, open_tables
 from traceviz.parsers.numbers import INT32, checked_ints, dropped_note
+from traceviz.steps import step_numbers
 from traceviz.trace import Trace
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -40,7 +41,6 @@ PROCESS_BITS = np.int64(~0xFFFFFF)  # globalTid & 0xFFFFFFFFFF000000 == globalPi
 NVTX_RANGE_TYPES = (59, 60, 70, 71)
 NVTX_DOMAIN_CREATE = 75
 # step numbers fit the 32-bit step column: a longer one is an ordinary range
-NVTX_STEP = re.compile(r"^(?:ProfilerStep#|step[ _#]?)(\d{1,9})$", re.IGNORECASE)
 # ATen ops named plainly (traceviz's own CPU op ranges); other "ns::name" ranges are user
 # or library ranges (TensorRT's "ExecutionContext::enqueue"), kept as annotations
 NVTX_OP = re.compile(r"^aten::\w")
@@ -209,7 +209,7 @@ def _strings(tables: ExportTables) -> pd.Series:
 
 def _lookup(strings: pd.Series, ids: pd.Series, missing: str | None) -> np.ndarray:
     idx = strings.index.get_indexer(checked_ints(ids)[0])
-    values = np.append(strings.to_numpy(object), missing)
+    values = np.append(strings.to_numpy(object), np.array([missing], dtype=object))
     out = values[np.where(idx >= 0, idx, len(values) - 1)]
     if missing is not None:
         out = np.where(pd.isna(out), missing, out)
@@ -291,8 +291,8 @@ def _nvtx(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
     ranges = np.isin(etype, NVTX_RANGE_TYPES)
     df, text, domain_id = df[ranges], text[ranges], domain_id[ranges]
 
-    step_no = pd.to_numeric(text.str.extract(NVTX_STEP, expand=False), errors="coerce")
-    is_step = step_no.notna().to_numpy()
+    step_no, _ = step_numbers(text)
+    is_step = step_no >= 0
     recorded = text.str.contains(EMIT_NVTX_SUFFIX).to_numpy()
     is_op = (text.str.match(NVTX_OP).to_numpy() | recorded) & ~is_step
     kind = np.where(is_step, "step", np.where(is_op, "op", "annotation")).astype(object)
@@ -307,7 +307,7 @@ def _nvtx(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
     pid, tid, key = _host_ids(b.ints(df, "globalTid", bad=bad))
     return b.rows(kind, name, df, pid=pid, tid=tid, device=np.full(n, -1),
                   stream=np.full(n, -1), link_pid=key, bad=bad,
-                  step=np.where(is_step, step_no.fillna(-1).to_numpy(np.int64), -1))
+                  step=step_no)
 
 
 def _meta(tables: ExportTables, path: Path, fmt: str) -> dict:

@@ -36,7 +36,7 @@ def checked_ints(values: list | pd.Series | np.ndarray, default: int = -1,
         number = _as_int(v)
         if number is None:
             continue
-        if number is _OUT or not lo <= number <= hi:
+        if not isinstance(number, int) or not lo <= number <= hi:  # _OUT or out of range
             bad[i] = True
         else:
             out[i] = number

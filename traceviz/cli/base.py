@@ -1,4 +1,5 @@
-"""What every CLI command shares: the command shape, consoles, safe output files."""
+"""What every command shares: the command shape, consoles, the progress bar, loading a
+trace, and safe output files. Only the ``traceviz.cli`` package prints or writes."""
 
 from __future__ import annotations
 
@@ -6,26 +7,29 @@ import argparse
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console
 
 from traceviz.fileio import atomic_output, check_output, is_gzip
 from traceviz.trace import Trace
 
+if TYPE_CHECKING:
+    from rich.progress import Progress, ProgressColumn
+
 PROGRESS_MIN_BYTES = 16 << 20
 
 
-class Command:
-    """One subcommand (memray style): arguments, then ``run`` returning an exit status."""
+class Command(Protocol):
+    """One subcommand (memray style): its name and help, its arguments, and ``run``
+    returning the exit status."""
 
     name: str
     help: str
 
-    def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        raise NotImplementedError
+    def add_arguments(self, p: argparse.ArgumentParser) -> None: ...
 
-    def run(self, args: argparse.Namespace) -> int:
-        raise NotImplementedError
+    def run(self, args: argparse.Namespace) -> int: ...
 
 
 def stderr() -> Console:
@@ -40,6 +44,16 @@ def stdout(width: int | None = None) -> Console:
     return console
 
 
+def progress_bar(console: Console, *columns: ProgressColumn,
+                 description: str = "{task.description}", keep: bool = False) -> Progress:
+    """The one progress bar of the CLI: a description, a bar, then ``columns``; shown only
+    on a terminal (silent in logs), and left on screen when done if ``keep``."""
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    return Progress(TextColumn(description), BarColumn(), *columns, console=console,
+                    transient=not keep, disable=not console.is_terminal)
+
+
 def load_with_progress(path: Path, stack: ExitStack) -> Trace:
     """Load any trace, with a progress bar on stderr for big raw files on a terminal."""
     from traceviz.parsers import load
@@ -48,25 +62,15 @@ def load_with_progress(path: Path, stack: ExitStack) -> Trace:
     progress_cb: Callable[[int], None] | None = None
     size = path.stat().st_size if path.is_file() else 0
     if err.is_terminal and size >= PROGRESS_MIN_BYTES:
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TransferSpeedColumn,
-        )
+        from rich.progress import DownloadColumn, TimeElapsedColumn, TransferSpeedColumn
 
-        progress = stack.enter_context(Progress(
-            TextColumn("reading {task.description}"), BarColumn(), DownloadColumn(),
-            TransferSpeedColumn(), TimeElapsedColumn(), console=err, transient=True,
-        ))
-        gz = is_gzip(path)
+        progress = stack.enter_context(progress_bar(
+            err, DownloadColumn(), TransferSpeedColumn(), TimeElapsedColumn(),
+            description="reading {task.description}"))
         # gzip: the decompressed size is unknown, so show bytes read without a total
-        task = progress.add_task(path.name, total=None if gz else size)
+        task = progress.add_task(path.name, total=None if is_gzip(path) else size)
         progress_cb = lambda n: progress.advance(task, n)  # noqa: E731
     return load(path, progress=progress_cb)
-
 
 
 def refuse_existing(paths: Sequence[Path], force: bool) -> None:
@@ -95,3 +99,25 @@ def write_charts(directory: Path, figs: dict, force: bool) -> None:
                 fig.savefig(tmp, format=path.suffix[1:], dpi=120, bbox_inches="tight")
             err.print(f"wrote {path}")
         plt.close(fig)
+
+
+def load_runs(paths: list[Path]) -> list[tuple[str, Trace]]:
+    """Several runs (folders, Parquet or raw traces), each with a distinct label."""
+    runs, seen = [], set()
+    for p in paths:
+        with ExitStack() as stack:
+            trace = load_with_progress(p, stack)
+        label = run_label(p, trace)
+        while label in seen:  # two runs of one model: keep both columns apart
+            label += "'"
+        seen.add(label)
+        runs.append((label, trace))
+    return runs
+
+
+def run_label(path: Path, trace: Trace) -> str:
+    meta = trace.meta
+    if meta.get("model"):
+        return meta["model"] + (f" ({meta['amp']})" if meta.get("amp") else "")
+    name = path.name if path.is_dir() else path.name.split(".")[0]
+    return name or str(path)

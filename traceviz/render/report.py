@@ -1,7 +1,8 @@
-"""`traceviz report`: runs and sweeps written up like the seeds' reports (Markdown or HTML).
+"""Runs and sweeps written up like the seeds' reports (Markdown or HTML).
 
-A report is a list of sections (text, a table, charts); ``to_markdown`` keeps the
-charts as PNG files beside the .md, ``to_html`` embeds them in one self-contained file.
+``build_report`` turns figures already computed (``RunFigures`` with their ``Summary``,
+sweep tables) into sections (text, a table, charts); ``to_markdown`` keeps the charts
+as PNG files beside the .md, ``to_html`` embeds them in one self-contained file.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from traceviz.analyses.amp import amp_breakdown, differs_only_in_amp
-from traceviz.analyses.compare import RunFigures, mpe_table, run_figures
-from traceviz.trace import Trace
+from traceviz.analyses.amp import amp_breakdown, amp_pairs
+from traceviz.analyses.compare import RunFigures, mpe_table
+from traceviz.render.terminal import amp_rows, amp_verdict
 from traceviz.units import fmt_ns, fmt_pct
 
 
@@ -40,15 +41,13 @@ def _safe(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in label)
 
 
-def build_report(runs: list[tuple[str, Trace]], sweeps: list[tuple[str, pd.DataFrame]]
+def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                  ) -> list[Section]:
-    from traceviz.analyses import summarize
-    from traceviz.render_charts import amp_waterfall, category_bars, sweep_plots
-    from traceviz.render_plot import kernel_pie
+    """Sections for runs (their figures) and sweeps (label, sweep table)."""
+    from traceviz.render.charts import amp_waterfall, category_bars, kernel_pie, sweep_plots
 
     sections: list[Section] = []
-    figs: list[RunFigures] = [run_figures(t, label) for label, t in runs]
-    if runs:
+    if figs:
         env = pd.DataFrame([{
             "run": f.label,
             "framework": f"{(f.meta.get('runner') or {}).get('framework', '?')} "
@@ -97,8 +96,8 @@ def build_report(runs: list[tuple[str, Trace]], sweeps: list[tuple[str, pd.DataF
             "host); queued idle = idle while launched work waited.", bound))
         pies = Section("Where the time goes",
                        "Top kernels (leaf framework ops on a CPU trace) and others.")
-        for label, t in runs:
-            pies.images.append((f"pie_{_safe(label)}.png", _png(kernel_pie(summarize(t)))))
+        for f in figs:
+            pies.images.append((f"pie_{_safe(f.label)}.png", _png(kernel_pie(f.summary))))
         if len(figs) > 1:
             pies.images.append(("categories.png", _png(category_bars(figs))))
         sections.append(pies)
@@ -107,24 +106,12 @@ def build_report(runs: list[tuple[str, Trace]], sweeps: list[tuple[str, pd.DataF
             sections.append(Section("Mean percentage error", "Time per batch, row vs "
                                     "column, over the timed batches paired in order; negative: "
                                     "the column is slower.", mpe.reset_index(names="run")))
-        for a in figs:
-            for b in figs:
-                if a is not b and a.meta.get("amp") is None and differs_only_in_amp(a, b):
-                    br = amp_breakdown(a, b)
-                    table = pd.DataFrame([
-                        ("FP32 span/step", fmt_ns(br.fp32_span_ns)),
-                        ("cast overhead added", fmt_ns(br.cast_added_ns)),
-                        ("matrix (gemm/attention/rnn) time saved", fmt_ns(br.matrix_saved_ns)),
-                        ("idle change", fmt_ns(br.idle_change_ns)),
-                        ("other", fmt_ns(br.other_ns)),
-                        ("AMP span/step", fmt_ns(br.amp_span_ns)),
-                        ("tensor-core share", f"{fmt_pct(br.tensor_core_share_fp32)} → "
-                                              f"{fmt_pct(br.tensor_core_share_amp)}"),
-                    ], columns=["part", "time"])
-                    sections.append(Section(
-                        f"AMP breakdown: {a.label} → {b.label}", table=table,
-                        images=[(f"amp_{_safe(b.label)}.png",
-                                 _png(amp_waterfall(br, a.label, b.label)))]))
+        for a, b in amp_pairs(figs):
+            br = amp_breakdown(a, b)
+            sections.append(Section(
+                f"AMP breakdown: {a.label} → {b.label}", amp_verdict(br),
+                pd.DataFrame(amp_rows(br), columns=["part", "time per step"]),
+                [(f"amp_{_safe(b.label)}.png", _png(amp_waterfall(br, a.label, b.label)))]))
     for label, df in sweeps:
         cols = [c for c in ("point", "status", "time_per_batch_s", "sequences_per_s",
                             "idle_fraction", "launch_bound_fraction", "cast_share",

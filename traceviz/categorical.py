@@ -1,0 +1,44 @@
+"""Work per distinct value, spread over the rows.
+
+Traces hold millions of rows but a few thousand distinct names; anything that depends
+on the name alone (regexes, API lookups, category rules) runs once per distinct name
+and reaches the rows through the categorical codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def per_distinct(values: pd.Series | pd.Categorical | pd.Index | np.ndarray,
+                 fn: Callable[[pd.Index], Any], fill: Any = None) -> np.ndarray:
+    """``fn`` over the distinct values (an Index) -> one result per row.
+
+    ``fn`` returns one value per distinct value, in order. Rows whose value is missing
+    get ``fill`` (default: NaN for objects, else the dtype's zero/False).
+    """
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
+        cat = values.array
+    elif isinstance(values, pd.Categorical):
+        cat = values
+    else:
+        cat = pd.Categorical(values)
+    per_value = np.asarray(fn(cat.categories))
+    if per_value.dtype.kind in "US":  # numpy strings would turn the fill into text
+        per_value = per_value.astype(object)
+    if len(per_value) != len(cat.categories):
+        raise ValueError(f"{fn!r} gave {len(per_value)} values for "
+                         f"{len(cat.categories)} distinct ones")
+    if fill is None:
+        fill = np.nan if per_value.dtype == object else 0
+    tail = np.array([fill], dtype=per_value.dtype)
+    return np.append(per_value, tail)[cat.codes]
+
+
+def each(fn: Callable[[str], Any]) -> Callable[[pd.Index], list]:
+    """A function of one name, made a function of the distinct names (for per_distinct)."""
+    return lambda distinct: [fn(str(v)) for v in distinct]

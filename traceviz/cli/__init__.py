@@ -1,0 +1,106 @@
+"""``traceviz`` command line, shaped like memray: one module per command, each a
+``Command`` (see ``base``), one list of them, and a testable ``main(argv) -> int``.
+
+Only this package prints or writes files. Library code raises ``TraceVizError``s worded
+for any caller; here they become one line on stderr, with options spelled as flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from traceviz import __version__
+from traceviz.cli.amp import AmpCommand
+from traceviz.cli.analyze import AnalyzeCommand
+from traceviz.cli.base import Command
+from traceviz.cli.capture import CaptureCommand
+from traceviz.cli.compare import CompareCommand
+from traceviz.cli.env import EnvCommand
+from traceviz.cli.import_trace import ImportCommand
+from traceviz.cli.models import ModelsCommand
+from traceviz.cli.report import ReportCommand
+from traceviz.cli.sweep import SweepCommand
+from traceviz.cli.sweep_plot import SweepPlotCommand
+from traceviz.errors import Terminated, TraceVizError
+
+COMMANDS: tuple[type[Command], ...] = (
+    ImportCommand, AnalyzeCommand, CaptureCommand, ModelsCommand, EnvCommand,
+    CompareCommand, AmpCommand, SweepCommand, SweepPlotCommand, ReportCommand,
+)
+
+INTERNAL_ERROR = 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="traceviz",
+        description="Profile LSTM variants (PyTorch, TensorFlow, JAX, MXNet) and read any "
+                    "torch.profiler, Nsight Systems or TF/JAX trace through one events table: "
+                    "top kernels, launch overhead, AMP cast cost.",
+    )
+    parser.add_argument("--version", action="version", version=f"traceviz {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        cmd = command()
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.add_arguments(p)
+        p.set_defaults(_command=cmd)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_command", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return args._command.run(args)
+    except TraceVizError as e:
+        _debug_traceback(e)
+        _error(e.cli_text())
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("traceviz: interrupted", file=sys.stderr)
+        return 130
+    except Terminated:
+        print("traceviz: terminated", file=sys.stderr)
+        return 143
+    except BrokenPipeError:
+        return 0
+    except MemoryError as e:
+        _debug_traceback(e)
+        _error("out of memory")
+        return 2
+    except OSError as e:
+        _debug_traceback(e)
+        _error(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e))
+        return 2
+    except Exception as e:
+        if os.environ.get("TRACEVIZ_DEBUG"):
+            raise
+        _error(f"{type(e).__name__}: {e} (set TRACEVIZ_DEBUG=1 to see the traceback)",
+               "internal error")
+        return INTERNAL_ERROR
+
+
+def _debug_traceback(e: BaseException) -> None:
+    """With TRACEVIZ_DEBUG set, the traceback of a handled error and of what caused it,
+    even where the error was raised ``from None`` to keep the user's line short."""
+    if not os.environ.get("TRACEVIZ_DEBUG"):
+        return
+    cause = e.__cause__ or e.__context__
+    if cause is not None and (e.__suppress_context__ and e.__cause__ is None):
+        traceback.print_exception(cause, file=sys.stderr)
+        print("\nwhich was reported as:\n", file=sys.stderr)
+    traceback.print_exception(e, file=sys.stderr)
+
+
+def _error(message: str, label: str = "error") -> None:
+    """One line on stderr, whatever the message holds (Arrow's are two lines)."""
+    text = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    print(f"traceviz: {label}: {text}", file=sys.stderr)

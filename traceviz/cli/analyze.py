@@ -1,0 +1,84 @@
+"""``traceviz analyze``: the summary of one trace, as tables, JSON, charts or exports."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from contextlib import ExitStack
+from pathlib import Path
+
+from traceviz.cli.base import (
+    Command,
+    chart_paths,
+    load_with_progress,
+    refuse_existing,
+    stderr,
+    stdout,
+    write_charts,
+)
+from traceviz.errors import UsageError
+from traceviz.fileio import atomic_output
+
+EXPORTS = ("kernels", "launches", "casts")
+
+
+class AnalyzeCommand(Command):
+    name = "analyze"
+    help = "summarize a trace: top kernels, categories, launch overhead, casts"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("trace", type=Path,
+                       help="a traceviz .parquet, any raw trace, or a capture's run folder")
+        p.add_argument("--top", type=int, default=15, help="kernels to list (default 15)")
+        p.add_argument("--wide", action="store_true", help="full kernel names, no shortening")
+        p.add_argument("--by", choices=("name", "config"), default="name",
+                       help="kernel table rows: per name (default), or per name and launch "
+                            "configuration (grid, block, registers, shared memory) where the "
+                            "trace records it")
+        p.add_argument("--json", action="store_true",
+                       help="print the figures as one JSON object instead of tables")
+        p.add_argument("--plot", type=Path, metavar="DIR",
+                       help="write kernels_pie and launch_overhead charts (PNG, SVG) to DIR")
+        p.add_argument("--export", type=Path, metavar="DIR",
+                       help=f"write {', '.join(n + '.parquet' for n in EXPORTS)} to DIR")
+        p.add_argument("--force", action="store_true",
+                       help="replace existing files in --plot/--export folders")
+        p.add_argument("--width", type=int, help="terminal width for the tables")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from traceviz.analyses import summarize
+
+        if args.top < 1:
+            raise UsageError("must be at least 1", option="top")
+        exports = plots = []
+        if args.export:
+            exports = [args.export / f"{n}.parquet" for n in EXPORTS]
+        if args.plot:
+            from traceviz.render.charts import SUMMARY_CHARTS
+
+            plots = chart_paths(args.plot, SUMMARY_CHARTS)
+        refuse_existing([*exports, *plots], args.force)
+
+        with ExitStack() as stack:
+            trace = load_with_progress(args.trace, stack)
+        summary = summarize(trace, by_config=args.by == "config")
+        if args.json:
+            print(json.dumps(summary.to_dict(top=args.top), indent=2))
+        else:
+            from traceviz.render.terminal import print_summary
+
+            print_summary(stdout(args.width), summary, top=args.top, wide=args.wide)
+        err = stderr()
+        if args.export:
+            from traceviz.analyses.tables import export_tables
+
+            for name, table in export_tables(trace).items():
+                path = args.export / f"{name}.parquet"
+                with atomic_output(path, force=args.force) as tmp:
+                    table.to_parquet(tmp, index=False)
+                err.print(f"wrote {path} ({len(table):,} rows)")
+        if args.plot:
+            from traceviz.render.charts import summary_charts
+
+            write_charts(args.plot, summary_charts(summary), args.force)
+        return 0

@@ -1,0 +1,164 @@
+"""``traceviz capture``: run one variant under its profiler and summarize the run."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+
+from traceviz.cli.base import Command, progress_bar, stderr, stdout
+from traceviz.errors import UsageError
+from traceviz.runners import DEVICES, VARIANTS, default_device
+
+SIZES = ("batch", "seq", "hidden", "layers", "embed", "vocab")
+
+class CaptureCommand(Command):
+    name = "capture"
+    help = "run an LSTM variant under its profiler; save raw trace, trace.parquet, bench.json"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        from traceviz.capture import PROFILERS
+        from traceviz.runners.presets import PRESETS
+
+        keras = [v.name for v in VARIANTS.values() if v.exec_modes]
+        p.add_argument("--model", required=True, metavar="NAME",
+                       help=f"variant ({', '.join(VARIANTS)}); see `traceviz models`")
+        p.add_argument("--preset", default="ptb_lm", choices=list(PRESETS),
+                       help="workload (default ptb_lm; scaled down on a CPU unless sizes "
+                            "are given)")
+        p.add_argument("--mode", choices=("forward", "train"),
+                       help="forward, or train (loss, backward, optimizer step); "
+                            "default: the preset's")
+        p.add_argument("--amp", choices=("fp16", "bf16"),
+                       help="mixed precision: torch.autocast, a Keras mixed_float16/"
+                            "mixed_bfloat16 policy, or JAX compute in that dtype (bf16 suits "
+                            "CPUs)")
+        p.add_argument("--exec", dest="exec_mode", choices=("function", "eager"),
+                       help=f"Keras variants ({', '.join(keras)}): run the step "
+                            "under tf.function (default) or eagerly")
+        p.add_argument("--device", choices=DEVICES,
+                       help="default: cuda when torch sees a GPU, else cpu")
+        for name in SIZES:
+            p.add_argument(f"--{name}", type=int, help=f"override the preset's {name}")
+        p.add_argument("--sparse-embedding", action="store_true",
+                       help="sparse embedding gradients (presets with an embedding)")
+        p.add_argument("--workers", type=int, metavar="N",
+                       help="feed batches through a real DataLoader with N worker processes "
+                            "(0: in the main process) over a synthetic dataset; default: one "
+                            "fixed batch")
+        p.add_argument("--warmup", type=int, default=3, help="warm-up batches (default 3)")
+        p.add_argument("--steps", type=int, default=10,
+                       help="timed batches without the profiler (default 10)")
+        p.add_argument("--profile-steps", type=int, default=3,
+                       help="profiled batches (default 3, after 1 wait + 1 warm-up step)")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--python", metavar="PATH",
+                       help="interpreter for gluon_mxnet (default: $TRACEVIZ_MXNET_PYTHON, "
+                            "then ./.venv-mxnet from `traceviz env mxnet`)")
+        p.add_argument("--profiler", choices=PROFILERS, default="torch",
+                       help="torch: torch.profiler (default); nsys: run under Nsight Systems "
+                            "with NVTX step/phase/op ranges, keep report.nsys-rep and "
+                            "report.sqlite")
+        p.add_argument("--out", type=Path, metavar="DIR",
+                       help="run folder (default runs/<model>-<preset>-<timestamp>/)")
+        p.add_argument("--force", action="store_true", help="reuse a non-empty --out folder")
+        p.add_argument("--top", type=int, default=10, help="kernels in the summary (default 10)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from traceviz.capture import (
+            CaptureRequest,
+            check_runnable,
+            default_run_dir,
+            prepare_run_dir,
+            run_capture,
+        )
+        from traceviz.runners.presets import make_workload
+
+        for flag in ("warmup", "steps", "profile_steps"):
+            if getattr(args, flag) < (0 if flag == "warmup" else 1):
+                raise UsageError("is too small", option=flag)
+        device = args.device or default_device()
+        check_runnable(args.model, device, args.profiler, args.python)
+        if args.exec_mode and not VARIANTS[args.model].exec_modes:
+            keras = ", ".join(v.name for v in VARIANTS.values() if v.exec_modes)
+            raise UsageError(f"applies to the Keras variants ({keras}); {args.model} runs "
+                             "one way", option="exec")
+        workload, notes = make_workload(
+            args.preset, args.mode, device, sparse_embedding=args.sparse_embedding,
+            workers=args.workers, **{k: getattr(args, k) for k in SIZES})
+        req = CaptureRequest(args.model, workload, device, amp=args.amp, seed=args.seed,
+                             warmup=args.warmup, steps=args.steps,
+                             profile_steps=args.profile_steps, profiler=args.profiler,
+                             python=args.python, exec_mode=args.exec_mode, notes=notes)
+        run_dir = args.out or default_run_dir(req)
+        prepare_run_dir(run_dir, args.force)
+        err = stderr()
+        for note in notes:
+            err.print(f"[yellow]note:[/] {note}")
+        w = workload
+        err.print(f"capturing [bold]{args.model}[/] · {w.preset} {w.mode} · batch {w.batch}, "
+                  f"seq {w.seq}, {w.layers}x{w.hidden} · {device}"
+                  + (f" · amp {args.amp}" if args.amp else "") + f" → {run_dir}")
+        runner_notes: list[str] = []
+        result = _with_phases(err, lambda cb: run_capture(req, run_dir, cb), runner_notes)
+        for note in runner_notes:
+            err.print(f"[yellow]note:[/] {note}")
+
+        from traceviz.analyses import summarize
+        from traceviz.render.terminal import print_summary
+
+        out = stdout()
+        print_summary(out, summarize(result.trace), top=args.top)
+        b = result.bench
+        t = b["time_per_batch_s"]
+        lines = [
+            f"\n[bold]bench[/] (no profiler): {t['median'] * 1e3:.3f} ms/batch median "
+            f"(min {t['min'] * 1e3:.3f}, max {t['max'] * 1e3:.3f}) · "
+            f"{b['sequences_per_s']:,.1f} sequences/s · {b['batches']} batches in "
+            f"{b['elapsed_s']:.3f} s · profiler overhead {b['profiler_overhead']:.2f}x",
+            f"\nrun folder: [bold]{run_dir}[/]  ({result.raw_trace.name}, "
+            + ("report.nsys-rep, " if args.profiler == "nsys" else "")
+            + "trace.parquet, bench.json, runner.log)",
+            "next:",
+            f"  traceviz analyze {result.parquet} --plot {run_dir}/charts",
+            f"  traceviz analyze {result.parquet} --export {run_dir}/tables",
+            _open_hint(args.profiler, result.raw_trace, run_dir),
+        ]
+        for line in lines:  # unwrapped: paths and commands stay copy-pasteable
+            out.print(line, soft_wrap=True)
+        return 0
+
+
+def _open_hint(profiler: str, raw: Path, run_dir: Path) -> str:
+    if profiler == "nsys":
+        return f"  nsys-ui {run_dir}/report.nsys-rep"
+    if raw.name.endswith(".xplane.pb"):
+        return f"  tensorboard --logdir {raw.parents[3]}  (Profile tab)"
+    return "  (the raw trace opens in Perfetto, TensorBoard and HTA too)"
+
+
+def _with_phases(err: Console, job: Callable, notes: list[str]):
+    """Run ``job(on_event)`` showing the runner's phases (warm-up, bench, profile) as bars;
+    the runner's notes are collected into ``notes``."""
+    from rich.progress import MofNCompleteColumn, TaskID, TimeElapsedColumn
+
+    with progress_bar(err, MofNCompleteColumn(), TimeElapsedColumn(),
+                      description="{task.description:>9}", keep=True) as progress:
+        tasks: dict[str, TaskID] = {}
+        starting = progress.add_task("starting", total=None)
+
+        def on_event(event: dict) -> None:
+            kind = event.get("event")
+            if kind == "phase":
+                if starting in progress.task_ids:
+                    progress.remove_task(starting)
+                tasks[event["phase"]] = progress.add_task(event["phase"],
+                                                          total=event.get("total") or 0)
+            elif kind == "progress" and event.get("phase") in tasks:
+                progress.update(tasks[event["phase"]], completed=event["done"])
+            elif kind == "note":
+                notes.append(event["message"])
+
+        return job(on_event)

@@ -1,0 +1,59 @@
+"""``traceviz models``: the variant registry, and whether each variant can run here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from traceviz.cli.base import Command, stdout
+from traceviz.runners import DEVICES, FRAMEWORKS, default_device, variants
+
+
+class ModelsCommand(Command):
+    name = "models"
+    help = "list the LSTM variants, their framework, and whether they can run here"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--json", action="store_true", help="print as JSON")
+        p.add_argument("--names", action="store_true",
+                       help="print only the names, one per line (for scripts)")
+        p.add_argument("--framework", choices=list(FRAMEWORKS),
+                       help="only this framework's variants")
+        p.add_argument("--device", choices=DEVICES,
+                       help="only the variants that run on this device")
+
+    def run(self, args: argparse.Namespace) -> int:
+        chosen = variants(args.framework, args.device)
+        if args.names:
+            for v in chosen:
+                print(v.name)
+            return 0
+        cuda = None
+        rows = []
+        for v in chosen:
+            fw = FRAMEWORKS[v.framework]
+            if not fw.installed():
+                ok, why = False, f"{v.framework} is not installed"
+            elif v.gpu_only:
+                if cuda is None:
+                    cuda = default_device() == "cuda"
+                ok, why = cuda, "" if cuda else "needs a CUDA GPU; none is visible"
+            else:
+                ok, why = True, ""
+            rows.append({"name": v.name, "framework": v.framework,
+                         "description": v.description, "devices": list(v.devices),
+                         "available": ok, "why_not": why})
+        if args.json:
+            print(json.dumps(rows, indent=2))
+            return 0
+        from rich.table import Table
+
+        table = Table(title="LSTM variants", title_justify="left")
+        for col in ("name", "framework", "runs here", "what it is"):
+            table.add_column(col, no_wrap=col != "what it is")
+        for r in rows:
+            table.add_row(str(r["name"]), str(r["framework"]),
+                          "[green]yes[/]" if r["available"] else f"[red]no[/]: {r['why_not']}",
+                          str(r["description"]))
+        stdout().print(table)
+        return 0

@@ -1,0 +1,61 @@
+"""``traceviz report``: runs and sweeps written up as Markdown or one HTML file."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from traceviz.cli.base import Command, load_runs, refuse_existing, stderr
+from traceviz.errors import UsageError
+from traceviz.fileio import atomic_output
+
+SUFFIXES = (".md", ".html", ".htm")
+
+
+class ReportCommand(Command):
+    name = "report"
+    help = "write a Markdown or self-contained HTML report of runs and sweeps"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("inputs", type=Path, nargs="+",
+                       help="run folders, traces, sweep folders or sweep.parquet files")
+        p.add_argument("-o", "--output", type=Path, required=True,
+                       help="report.md (charts in report_files/ beside it) or report.html")
+        p.add_argument("--title", default="traceviz report")
+        p.add_argument("--force", action="store_true", help="replace an existing report")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from traceviz.analyses.compare import run_figures
+        from traceviz.render.report import build_report, to_html, to_markdown
+        from traceviz.sweep import SWEEP_FILE, load_sweep
+
+        suffix = args.output.suffix.lower()
+        if suffix not in SUFFIXES:
+            raise UsageError(f"{args.output}: the report must end in .md or .html")
+        refuse_existing([args.output], args.force)
+        sweeps, run_paths = [], []
+        for p in args.inputs:
+            sweep = p / SWEEP_FILE if p.is_dir() and (p / SWEEP_FILE).exists() else None
+            if sweep is None and p.name.endswith(SWEEP_FILE):
+                sweep = p
+            if sweep is not None:
+                sweeps.append((sweep.parent.name or "sweep", load_sweep(sweep)))
+            else:
+                run_paths.append(p)
+        figs = [run_figures(t, label) for label, t in load_runs(run_paths)]
+        sections = build_report(figs, sweeps)
+        if suffix == ".md":
+            files_dir = args.output.stem + "_files"
+            text, files = to_markdown(sections, args.title, files_dir)
+            targets = {args.output.parent / rel: png for rel, png in files.items()}
+            refuse_existing(list(targets), args.force)  # the charts beside the report too
+            for target, png in targets.items():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with atomic_output(target, force=args.force) as tmp:
+                    tmp.write_bytes(png)
+        else:
+            text = to_html(sections, args.title)
+        with atomic_output(args.output, force=args.force) as tmp:
+            tmp.write_text(text)
+        stderr().print(f"wrote {args.output} ({len(sections)} sections)")
+        return 0

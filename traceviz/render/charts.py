@@ -1,0 +1,168 @@
+"""Matplotlib figures: a ``Summary`` (analyze --plot), runs side by side, an AMP
+breakdown, a sweep. Imported only when asked to plot; saving is the CLI's."""
+
+from __future__ import annotations
+
+import matplotlib
+import matplotlib.ticker
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from traceviz.analyses.amp import AmpBreakdown  # noqa: E402
+from traceviz.analyses.compare import RunFigures  # noqa: E402
+from traceviz.analyses.summary import Summary  # noqa: E402
+from traceviz.schema import CATEGORIES  # noqa: E402
+from traceviz.units import fmt_ns, short_name  # noqa: E402
+
+SUMMARY_CHARTS = ("kernels_pie", "launch_overhead")  # analyze --plot, by file stem
+
+
+def kernel_pie(summary: Summary, top: int = 8) -> plt.Figure:
+    """Top-N kernels by total time plus "others" (the seeds' Figure 5 layout)."""
+    k = summary.kernels
+    labels = [short_name(n, 40) for n in k["name"].head(top)]
+    sizes = list(k["total_ns"].head(top))
+    rest = k["total_ns"].iloc[top:].sum()
+    if rest > 0:
+        labels.append(f"others ({len(k) - top})")
+        sizes.append(rest)
+    fig, ax = plt.subplots(figsize=(10, 6))
+    if sum(sizes) > 0:
+        wedges, _ = ax.pie(sizes, startangle=90, counterclock=False)
+        total = sum(sizes)
+        legend = [f"{lab}  {100 * s / total:.1f}%" for lab, s in zip(labels, sizes, strict=True)]
+        ax.legend(wedges, legend, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
+                  frameon=False)
+    else:
+        ax.text(0.5, 0.5, "no kernel time", ha="center", va="center")
+    what = "leaf ops" if summary.cpu_trace else "kernels"
+    ax.set_title(f"Time by {what} (total {fmt_ns(summary.kernel_total_ns)})")
+    ax.axis("equal")
+    fig.tight_layout()
+    return fig
+
+
+def launch_chart(summary: Summary) -> plt.Figure:
+    """Busy, waiting for host and queued idle per step window and device; launch call,
+    delay and kernel times."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    labels: list[str] = []
+    parts: dict[str, list[float]] = {"busy": [], "wait": [], "queued": [], "idle": []}
+    for d in summary.devices:
+        dev = "host" if d.device < 0 else f"GPU {d.device}"
+        for r in d.per_step.itertuples(index=False):
+            labels.append(dev if r.step < 0 else f"{dev}\nstep {r.step}")
+            idle = r.span_ns - r.busy_ns
+            known = not pd.isna(r.host_wait_ns)
+            parts["busy"].append(r.busy_ns / 1e6)
+            parts["wait"].append(r.host_wait_ns / 1e6 if known else 0.0)
+            parts["queued"].append(r.queued_idle_ns / 1e6 if known else 0.0)
+            parts["idle"].append(0.0 if known else idle / 1e6)
+    x = range(len(labels))
+    bottom = [0.0] * len(labels)
+    styles = [("busy", "busy", "#2a7ab0"),
+              ("wait", "waiting for host (launch-bound)", "#e8a33d"),
+              ("queued", "idle, launched work queued", "#9a9a9a"),
+              ("idle", "framework overhead" if summary.cpu_trace else "idle (cause unknown)",
+               "#e8a33d" if summary.cpu_trace else "#cfcfcf")]
+    for key, label, color in styles:
+        if any(parts[key]):
+            left.bar(x, parts[key], bottom=bottom, label=label, color=color)
+            bottom = [b + v for b, v in zip(bottom, parts[key], strict=True)]
+    left.set_xticks(list(x), labels, fontsize=7)
+    left.set_ylabel("ms")
+    left.set_title("Where each window's time went")
+    left.legend(fontsize=8)
+
+    lo = summary.launches
+    groups = [("launch call", lo.kernel.call), ("launch delay", lo.delay),
+              ("kernel", summary.kernel_dur)]
+    names = [g for g, _ in groups]
+    med = [(d.median_ns or 0) / 1e3 for _, d in groups]
+    p90 = [(d.p90_ns or 0) / 1e3 for _, d in groups]
+    xs = range(len(groups))
+    right.bar([i - 0.2 for i in xs], med, width=0.4, label="median", color="#2a7ab0")
+    right.bar([i + 0.2 for i in xs], p90, width=0.4, label="p90", color="#b0412a")
+    right.set_xticks(list(xs), names)
+    right.set_ylabel("µs")
+    if any(v > 0 for v in med + p90):
+        right.set_yscale("log")
+    right.set_title(f"Launch overhead ({lo.short_kernels:,} kernels shorter than their launch)")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def summary_charts(summary: Summary) -> dict[str, plt.Figure]:
+    """The charts of ``traceviz analyze --plot``, by file stem (``SUMMARY_CHARTS``)."""
+    return dict(zip(SUMMARY_CHARTS, (kernel_pie(summary), launch_chart(summary)), strict=True))
+
+
+
+def category_bars(runs: list[RunFigures]) -> plt.Figure:
+    """Stacked bars: device time per step by category, one bar per run."""
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(runs) + 3), 4.5))
+    bottom = [0.0] * len(runs)
+    x = range(len(runs))
+    for cat in CATEGORIES:
+        vals = [r.category_ns[cat] / r.per_step / 1e6 for r in runs]
+        if any(vals):
+            ax.bar(x, vals, bottom=bottom, label=cat)
+            bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    ax.set_xticks(list(x), [r.label for r in runs], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("ms per step")
+    ax.set_title("Time by category")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def amp_waterfall(b: AmpBreakdown, fp32: str, amp: str) -> plt.Figure:
+    steps = [("cast added", b.cast_added_ns), ("matrix time saved", -b.matrix_saved_ns),
+             ("idle change", b.idle_change_ns), ("other", b.other_ns)]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.bar(0, b.fp32_span_ns / 1e6, color="#2a7ab0")
+    level = b.fp32_span_ns
+    for i, (_, delta) in enumerate(steps, 1):
+        ax.bar(i, delta / 1e6, bottom=level / 1e6, color="#b0412a" if delta > 0 else "#3f9b4f")
+        level += delta
+    ax.bar(len(steps) + 1, b.amp_span_ns / 1e6, color="#2a7ab0")
+    ax.set_xticks(range(len(steps) + 2), [fp32, *[s for s, _ in steps], amp], rotation=15,
+                  fontsize=8)
+    ax.set_ylabel("ms per step")
+    ax.set_title("AMP: where the time went")
+    fig.tight_layout()
+    return fig
+
+
+def sweep_plots(df: pd.DataFrame) -> dict[str, plt.Figure]:
+    """Execution time vs batch size and vs timesteps, one line per variant (+amp)."""
+    ok = df[df["status"] == "ok"].copy()
+    ok["series"] = ok["model"] + ok["amp"].map(lambda a: "" if a == "none" else f" ({a})")
+    figs = {}
+    for axis, other, name in (("batch", "seq", "time_vs_batch"), ("seq", "batch", "time_vs_seq")):
+        if ok[axis].nunique() < 2:
+            continue
+        groups = sorted(ok[["hidden", other]].drop_duplicates().itertuples(index=False))
+        fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4), squeeze=False)
+        for ax, (hidden, fixed) in zip(axes[0], groups, strict=True):
+            sel = ok[(ok["hidden"] == hidden) & (ok[other] == fixed)]
+            for series, part in sel.groupby("series"):
+                part = part.sort_values(axis)
+                ax.plot(part[axis], part["time_per_batch_s"] * 1e3, marker="o", label=series)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xticks(sorted(sel[axis].unique()))
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%d"))
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            ax.set_xlabel("batch size" if axis == "batch" else "timesteps")
+            ax.set_ylabel("time per batch (ms)")
+            ax.set_title(f"hidden {hidden}, {other} {fixed}")
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        figs[name] = fig
+    return figs

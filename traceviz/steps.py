@@ -1,0 +1,28 @@
+"""Step marks, told by name: one rule for every format.
+
+torch.profiler marks its steps ``ProfilerStep#N``; NVTX and user ranges (Nsight Systems
+captures, MXNet tasks) say ``step N`` (``step_N``, ``step#N``, any case). The step column
+is 32-bit: a mark whose number has more than nine digits is not taken as a step.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")  # the only marks in a Kineto trace
+STEP_MARK = re.compile(r"^(?:ProfilerStep#|step[ _#]?)(\d+)$", re.IGNORECASE)
+MAX_DIGITS = 9
+
+
+def step_numbers(names: pd.Index | pd.Series | np.ndarray,
+                 pattern: re.Pattern = STEP_MARK) -> tuple[np.ndarray, np.ndarray]:
+    """Per name: its step number (-1: not a step mark), and whether it is a mark whose
+    number does not fit the step column."""
+    digits = pd.Series(np.asarray(names, dtype=object), dtype=object) \
+        .str.extract(pattern, expand=False)
+    fits = digits.str.len() <= MAX_DIGITS
+    number = pd.to_numeric(digits.where(fits)).fillna(-1).to_numpy(np.int64)
+    return number, (digits.notna() & ~fits).to_numpy(bool)
