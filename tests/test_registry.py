@@ -14,6 +14,11 @@ from traceviz.cli import main
 from traceviz.runners import DEVICES, FRAMEWORKS, VARIANTS, variants
 
 
+def _agree(model_map: set[str], registry: set[str]) -> None:
+    assert model_map == registry, (f"only in the model map: {sorted(model_map - registry)}; "
+                                   f"only in the registry: {sorted(registry - model_map)}")
+
+
 def _models_literal(path) -> set[str]:
     """A runner's ``MODELS = (...)`` read without importing its framework."""
     tree = ast.parse(path.read_text())
@@ -28,19 +33,19 @@ def test_registry_matches_the_torch_model_map():
     needs("torch")
     from traceviz.runners.torch_models import MODELS
 
-    assert set(MODELS) == {v.name for v in variants("torch")}
+    _agree(set(MODELS), {v.name for v in variants("torch")})
 
 
 def test_registry_matches_the_tensorflow_maps():
     from traceviz.runners import tf_models  # numpy only; TF is imported inside
 
-    assert set(tf_models.VARIANTS) == {v.name for v in variants("tensorflow")}
+    _agree(set(tf_models.VARIANTS), {v.name for v in variants("tensorflow")})
     assert set(tf_models.EXEC_CHOICE) == {v.name for v in VARIANTS.values() if v.exec_modes}
 
 
 @pytest.mark.parametrize("framework,runner", [("jax", "jax.py"), ("mxnet", "mxnet_gluon.py")])
 def test_registry_matches_single_variant_runners(framework, runner):
-    assert _models_literal(ROOT / "runners" / runner) == {v.name for v in variants(framework)}
+    _agree(_models_literal(ROOT / "runners" / runner), {v.name for v in variants(framework)})
 
 
 def test_every_variant_has_a_known_framework_and_devices():
