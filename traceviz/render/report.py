@@ -129,11 +129,12 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
     return sections
 
 
-def _md_table(df: pd.DataFrame) -> str:
+def md_table(df: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table of ``df``'s columns (not its index)."""
     cols = [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(str(v).replace("|", "\\\\|") for v in row) + " |")
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
     return "\n".join(lines)
 
 
@@ -145,7 +146,7 @@ def to_markdown(sections: list[Section], title: str, image_dir: str) -> tuple[st
         if s.text:
             out += [s.text, ""]
         if s.table is not None:
-            out += [_md_table(s.table), ""]
+            out += [md_table(s.table), ""]
         for name, png in s.images:
             rel = f"{image_dir}/{name}"
             files[rel] = png
