@@ -23,10 +23,25 @@ class AmpBreakdown:
     other_ns: float
     tensor_core_share_fp32: float | None
     tensor_core_share_amp: float | None
+    # the unprofiled medians: the span above is the profiled one, whose profiler overhead
+    # may differ between the runs
+    fp32_time_s: float | None = None
+    amp_time_s: float | None = None
 
     @property
     def span_delta_ns(self) -> float:
         return self.amp_span_ns - self.fp32_span_ns
+
+    def parts(self) -> list[tuple[str, float]]:
+        """FP32 span to AMP span as (label, signed ns per step): a part that grew is
+        labelled as grown, one that shrank as saved or shrunk."""
+        m = -self.matrix_saved_ns
+        return [
+            ("casts added" if self.cast_added_ns >= 0 else "casts removed", self.cast_added_ns),
+            ("matrix time saved" if m <= 0 else "matrix time grew", m),
+            ("idle grew" if self.idle_change_ns > 0 else "idle shrank", self.idle_change_ns),
+            ("other grew" if self.other_ns > 0 else "other shrank", self.other_ns),
+        ]
 
 
 def amp_breakdown(fp32: RunFigures, amp: RunFigures) -> AmpBreakdown:
@@ -45,7 +60,8 @@ def amp_breakdown(fp32: RunFigures, amp: RunFigures) -> AmpBreakdown:
     idle_change = idle(amp) - idle(fp32)
     other = (span_b - span_a) - cast_added + matrix_saved - idle_change
     return AmpBreakdown(span_a, span_b, cast_added, matrix_saved, idle_change, other,
-                        fp32.tensor_core_share, amp.tensor_core_share)
+                        fp32.tensor_core_share, amp.tensor_core_share,
+                        fp32.time_per_batch_s, amp.time_per_batch_s)
 
 
 def differs_only_in_amp(a: RunFigures, b: RunFigures) -> bool:

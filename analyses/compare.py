@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from traceviz.analyses.kernels import category_busy_ns
 from traceviz.analyses.summary import Summary, summarize
-from traceviz.analyses.work import step_count, work_rows
+from traceviz.analyses.timings import Timings
+from traceviz.analyses.work import analysis_windows, step_count, wall_windows, work_rows
 from traceviz.categorical import per_distinct
 from traceviz.classify import tensor_core_flags
 from traceviz.schema import CATEGORIES
@@ -33,11 +35,13 @@ class RunFigures:
     host_wait_ns: int | None
     queued_idle_ns: int | None
     kernel_count: int
-    category_ns: dict[str, int]
+    category_ns: dict[str, int]          # summed kernel time (overlaps counted twice)
+    category_busy_ns: dict[str, int]     # busy time shared among categories: sums to busy
     cast_ns: int
     tensor_core_share: float | None
     top_kernel: str                      # the kernel (CPU: leaf op) with the most time
     top_kernel_share: float              # its share of kernel time
+    timings: Timings | None              # spread, noise, warm-up (None without a bench)
     summary: Summary = field(repr=False)  # the analysis the figures come from
 
     @property
@@ -83,12 +87,35 @@ def run_figures(trace: Trace, label: str, summary: Summary | None = None) -> Run
         queued_idle_ns=s.queued_idle_ns,
         kernel_count=s.kernel_count,
         category_ns={c: int(cats.get(c, 0)) for c in CATEGORIES},
+        category_busy_ns=category_busy_ns(work, analysis_windows(trace, work)),
         cast_ns=s.casts.total_ns,
         tensor_core_share=None if s.cpu_trace else tensor_core_share(work),
         top_kernel=str(s.kernels["name"].iloc[0]) if len(s.kernels) else "",
         top_kernel_share=float(s.kernels["share"].iloc[0]) if len(s.kernels) else 0.0,
+        timings=s.timings,
         summary=s,
     )
+
+
+LIKE_FOR_LIKE = ("mode", "device_kind", "preset")
+
+
+def workload_differences(runs: list[RunFigures]) -> list[str]:
+    """What differs between the runs besides the variant and precision (mode, device,
+    preset, shapes): a reason their figures are not like for like. Empty when the
+    runs carry no such metadata or agree."""
+    out = []
+    for key in LIKE_FOR_LIKE:
+        values = [r.meta.get(key) for r in runs]
+        if len({v for v in values if v is not None}) > 1:
+            out.append(f"{key.replace('_kind', '')} ({', '.join(str(v) for v in values)})")
+    shapes = [{k: (r.meta.get("workload") or {}).get(k) for k in ("batch", "seq", "hidden",
+                                                                  "layers")} for r in runs]
+    if all(any(v is not None for v in s.values()) for s in shapes) and len(
+            {tuple(s.values()) for s in shapes}) > 1:
+        out.append("shape (" + ", ".join(f"b{s['batch']} s{s['seq']} {s['layers']}x"
+                                           f"{s['hidden']}" for s in shapes) + ")")
+    return out
 
 
 def mean_percentage_error(a: list[float], b: list[float]) -> float | None:
@@ -108,7 +135,9 @@ def mean_percentage_error(a: list[float], b: list[float]) -> float | None:
 
 
 def mpe_table(runs: list[RunFigures]) -> pd.DataFrame:
-    """Pairwise MPE of time per batch: row = first run, column = second run."""
+    """Pairwise MPE of time per batch: row = first run, column = second run; only the
+    runs with timed batches (a trace brought from elsewhere has none)."""
+    runs = [r for r in runs if r.batch_times_s]
     labels = [r.label for r in runs]
     table = pd.DataFrame(index=labels, columns=labels, dtype=float)
     for a in runs:
@@ -120,31 +149,57 @@ def mpe_table(runs: list[RunFigures]) -> pd.DataFrame:
 
 
 def kernel_diff(a: Trace, b: Trace, tolerance: float = 0.05) -> pd.DataFrame:
-    """Per kernel name: counts and time per step in each run, and what changed.
+    """Per kernel name (leaf op on a CPU trace): calls and time in each run, and what
+    changed, with a change in call count kept apart from a change in time per call.
 
-    ``change`` is ``added`` (only in b), ``removed`` (only in a), ``faster``/``slower``
-    (per-step time changed by more than ``tolerance``) or ``same``; sorted by |delta|.
+    With steps in both runs, ``count_*`` and ``ns_*`` are per step; otherwise per second
+    of analysed window, since two windows of different length hold different numbers of
+    calls (``attrs["unit"]`` says which). ``calls_*``: raw counts; ``per_call_*``: median
+    ns per call. ``change``: ``added``, ``removed``, or ``more calls``/``fewer calls``
+    and ``slower``/``faster`` (per call) where the figure moved by more than
+    ``tolerance``, joined by ", "; ``same`` otherwise. Sorted by |delta_ns|.
     """
+    per_step = step_count(a) > 0 and step_count(b) > 0
+
     def per_name(t: Trace) -> pd.DataFrame:
         work = work_rows(t)
-        steps = max(step_count(t), 1)
+        if per_step:
+            per = float(step_count(t))
+        else:
+            ws, we = wall_windows(analysis_windows(t, work))
+            per = max(int((we - ws).sum()), 1) / 1e9
         g = work.groupby(work["name"].astype(str), observed=True)
-        return pd.DataFrame({"category": g["category"].first().astype(str),
-                             "count": g.size() / steps, "ns": g["dur_ns"].sum() / steps})
+        return pd.DataFrame({"category": g["category"].first().astype(str), "calls": g.size(),
+                             "count": g.size() / per, "ns": g["dur_ns"].sum() / per,
+                             "per_call": g["dur_ns"].median()})
 
     pa, pb = per_name(a), per_name(b)
     both = pa.add_suffix("_a").join(pb.add_suffix("_b"), how="outer")
     both["category"] = both["category_a"].fillna(both["category_b"])
     both = both.drop(columns=["category_a", "category_b"])
-    for col in ("count_a", "count_b", "ns_a", "ns_b"):
+    for col in ("calls_a", "calls_b", "count_a", "count_b", "ns_a", "ns_b"):
         both[col] = both[col].fillna(0.0)
+    for col in ("calls_a", "calls_b"):
+        both[col] = both[col].astype(np.int64)
     both["delta_ns"] = both["ns_b"] - both["ns_a"]
-    rel = both["delta_ns"] / both["ns_a"].where(both["ns_a"] > 0)
-    change = np.where(both["count_a"] == 0, "added",
-                      np.where(both["count_b"] == 0, "removed",
-                               np.where(rel > tolerance, "slower",
-                                        np.where(rel < -tolerance, "faster", "same"))))
-    both["change"] = change
+    both["change"] = _change(both, tolerance)
     both = both.reset_index().rename(columns={"index": "name"})
     order = both["delta_ns"].abs().sort_values(ascending=False, kind="stable").index
-    return both.loc[order].reset_index(drop=True)
+    out = both.loc[order].reset_index(drop=True)
+    out.attrs["unit"] = "step" if per_step else "s"
+    return out
+
+
+def _change(d: pd.DataFrame, tolerance: float) -> np.ndarray:
+    calls = d["count_b"] / d["count_a"].where(d["count_a"] > 0) - 1
+    per_call = d["per_call_b"] / d["per_call_a"].where(d["per_call_a"] > 0) - 1
+    calls_part = np.where(calls > tolerance, "more calls",
+                          np.where(calls < -tolerance, "fewer calls", ""))
+    call_part = np.where(per_call > tolerance, "slower",
+                         np.where(per_call < -tolerance, "faster", ""))
+    joined = np.array([", ".join(p for p in pair if p) or "same"
+                       for pair in zip(calls_part, call_part, strict=True)], dtype=object)
+    return np.where(d["count_a"] == 0, "added", np.where(d["count_b"] == 0, "removed", joined))
+
+
+CHANGES = ("added", "removed", "more calls", "fewer calls", "faster", "slower", "same")

@@ -53,3 +53,24 @@ def category_table(work: pd.DataFrame) -> pd.DataFrame:
     total = table["total_ns"].sum()
     table["share"] = table["total_ns"] / total if total else 0.0
     return table.reset_index().astype({"category": str})
+
+
+def category_busy_ns(work: pd.DataFrame, windows: dict[int, pd.DataFrame]) -> dict[str, int]:
+    """Busy time inside the windows split among categories (``intervals.attribute_union``):
+    where kernels of several categories overlap (streams, threads), the moment is shared,
+    so the parts add up to the busy time, never more."""
+    import numpy as np
+
+    from traceviz.intervals import attribute_union
+
+    total = np.zeros(len(CATEGORIES))
+    for device, rows in work.groupby("device", observed=True):
+        win = windows.get(int(device))
+        if win is None or rows.empty:
+            continue
+        start = rows["ts_ns"].to_numpy(np.int64)
+        codes = pd.Categorical(rows["category"].astype(str), categories=CATEGORIES).codes
+        total += attribute_union(start, start + rows["dur_ns"].to_numpy(np.int64), codes,
+                                 len(CATEGORIES), win["start_ns"].to_numpy(np.int64),
+                                 win["end_ns"].to_numpy(np.int64))
+    return {c: int(round(v)) for c, v in zip(CATEGORIES, total, strict=True)}

@@ -111,7 +111,7 @@ def launch_figures(trace: Trace, table: pd.DataFrame, win_start: np.ndarray,
     win_start, win_end = union_blocks(win_start, win_end)
     pop = table["population"]
     graphs = table[pop == "graph"]
-    kernels = trace.kernels
+    kernels = trace.kernel_events
     graph_ids = graphs["launch_id"].to_numpy()
     in_graph = kernels["launch_id"].isin(graph_ids).to_numpy()
     single = kernels[~in_graph & kernels["launch_dur_ns"].notna().to_numpy()]

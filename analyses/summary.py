@@ -11,7 +11,9 @@ from traceviz.analyses.casts import CastSummary, cast_summary
 from traceviz.analyses.idle import Idle, idle_breakdown
 from traceviz.analyses.kernels import category_table, kernel_table
 from traceviz.analyses.launch import Launches, launch_figures, launch_table
+from traceviz.analyses.phases import phase_table
 from traceviz.analyses.stats import Distribution, share
+from traceviz.analyses.timings import Timings, timings
 from traceviz.analyses.work import (
     analysis_windows,
     trace_busy_ns,
@@ -41,6 +43,8 @@ class Summary:
     launches: Launches
     casts: CastSummary
     kernel_dur: Distribution
+    phases: pd.DataFrame             # per phase (see phases.phase_table); empty: none marked
+    timings: Timings | None          # the run's benchmark, when the trace carries one
     by_config: bool = False
     notes: list[str] = field(default_factory=list)
 
@@ -66,7 +70,7 @@ class Summary:
         """The ``--json`` object (keys documented in README.md)."""
         k = self.kernels.head(top)
         lo = self.launches
-        return {
+        return _integer_ns({
             "source": {key: self.meta.get(key) for key in
                        ("source_format", "source_file", "profiler", "devices")},
             "trace_type": "cpu" if self.cpu_trace else "gpu",
@@ -125,8 +129,22 @@ class Summary:
             "casts": {"count": self.casts.count, "total_ns": self.casts.total_ns,
                       "share_of_busy": self.casts.share_of_busy,
                       "cast_ops": self.casts.cast_ops},
+            "phases": [_plain_row(r) for r in self.phases.to_dict("records")],
+            "timings": self.timings.to_dict() if self.timings else None,
             "notes": self.notes,
-        }
+        })
+
+
+def _integer_ns(obj: Any, key: str = "") -> Any:
+    """Every ``*_ns`` value as an integer (medians and means are rounded): the README
+    promises integer nanoseconds."""
+    if isinstance(obj, dict):
+        return {k: _integer_ns(v, k) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_integer_ns(v, key) for v in obj]
+    if isinstance(obj, float) and key.endswith("_ns") and obj == obj:
+        return int(round(obj))
+    return obj
 
 
 def _plain_row(r: dict) -> dict:
@@ -182,6 +200,8 @@ def summarize(trace: Trace, by_config: bool = False) -> Summary:
         launches=launch_figures(trace, launch_table(trace), ws, we),
         casts=cast_summary(trace, work, whole_busy),
         kernel_dur=Distribution.of(kernels_only["dur_ns"].to_numpy()),
+        phases=phase_table(trace, work, ws, we),
+        timings=timings(trace.meta.get("bench")),
         by_config=by_config,
         notes=notes,
     )

@@ -1,6 +1,8 @@
-"""The three query tables of ``analyze --export``: kernels, launches, casts.
+"""The query tables of ``analyze --export`` and of the notebook API (``Trace.kernels()``
+and friends): kernels, launches, casts, ops, phases.
 
-``launch_id`` joins kernels.parquet and casts.parquet to launches.parquet.
+``launch_id`` joins kernels.parquet and casts.parquet to launches.parquet; the schemas are
+in README.md ("Exported tables").
 """
 
 from __future__ import annotations
@@ -9,26 +11,65 @@ import pandas as pd
 
 from traceviz.analyses.casts import cast_rows
 from traceviz.analyses.launch import launch_table
-from traceviz.analyses.work import work_rows
+from traceviz.analyses.phases import NO_PHASE, assign_phases, phase_ranges, phase_table
+from traceviz.analyses.work import analysis_windows, wall_windows, work_rows
+from traceviz.optree import op_tree
 from traceviz.trace import Trace
 
 KERNEL_COLUMNS = [
     "name", "category", "kind", "ts_ns", "dur_ns", "device", "stream", "step", "correlation",
     "launch_id", "launch_api", "launch_ts_ns", "launch_dur_ns", "launch_delay_ns", "op",
-    "is_cast", "details",
+    "is_cast", "details", "phase",
+]
+OP_COLUMNS = [
+    "name", "category", "ts_ns", "dur_ns", "self_ns", "depth", "is_leaf", "is_work", "parent",
+    "pid", "tid", "step", "is_cast",
 ]
 
 
-def export_tables(trace: Trace) -> dict[str, pd.DataFrame]:
-    """``{"kernels": ..., "launches": ..., "casts": ...}`` ready to write as Parquet."""
+def kernel_rows(trace: Trace) -> pd.DataFrame:
+    """Kernels (GPU trace) or the leaf ops that play them (CPU trace), with their phase."""
     work = work_rows(trace)
+    ws, we = wall_windows(analysis_windows(trace, work))
+    phase = assign_phases(work, phase_ranges(trace, ws, we))
+    work = work.assign(phase=pd.Categorical(phase))
     kernels = work if trace.is_cpu else work[work["kind"] == "kernel"]
-    # one row per cast, as analyze counts them: cast kernels (cast leaf ops on a CPU)
-    casts = cast_rows(work)
+    return _plain(kernels[KERNEL_COLUMNS])
+
+
+def cast_table(trace: Trace) -> pd.DataFrame:
+    """One row per cast, as analyze counts them: cast kernels (cast leaf ops on a CPU)."""
+    return cast_rows(kernel_rows(trace)).reset_index(drop=True)
+
+
+def op_table(trace: Trace) -> pd.DataFrame:
+    """Framework op rows with their nesting: ``depth``, ``is_leaf``, ``self_ns``, ``parent``
+    (row number of the enclosing op in this table, -1 at the top) and ``is_work`` (the
+    op is a unit of work: on a CPU trace, one of the rows ``kernels()`` returns)."""
+    ev = trace.events
+    ops = ev[ev["kind"] == "op"]
+    tree = op_tree(ops)
+    work = work_rows(trace)
+    out = ops.assign(**tree, is_work=ops.index.isin(work.index) if trace.is_cpu else False)
+    return _plain(out[OP_COLUMNS])
+
+
+def phases_of(trace: Trace) -> pd.DataFrame:
+    """The per-phase table of ``analyze`` (``phases.phase_table``) for a whole trace."""
+    work = work_rows(trace)
+    ws, we = wall_windows(analysis_windows(trace, work))
+    return phase_table(trace, work, ws, we)
+
+
+def export_tables(trace: Trace) -> dict[str, pd.DataFrame]:
+    """The tables by name (the CLI's ``analyze.EXPORTS``), ready to write as Parquet."""
+    kernels = kernel_rows(trace)
     return {
-        "kernels": _plain(kernels[KERNEL_COLUMNS]),
+        "kernels": kernels,
         "launches": launch_table(trace),
-        "casts": _plain(casts[KERNEL_COLUMNS]),
+        "casts": cast_rows(kernels).reset_index(drop=True),
+        "ops": op_table(trace),
+        "phases": phases_of(trace),
     }
 
 
@@ -39,3 +80,7 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
         if isinstance(out[col].dtype, pd.CategoricalDtype):
             out[col] = out[col].cat.remove_unused_categories()
     return out
+
+
+__all__ = ["NO_PHASE", "cast_table", "export_tables", "kernel_rows", "op_table",
+           "phases_of"]

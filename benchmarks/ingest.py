@@ -9,7 +9,7 @@ Then, each in a fresh child process, measures:
   * ``traceviz import`` of that JSON -> Parquet (MB/s of JSON, peak RSS),
   * HTA's default parser (``parse_trace_dataframe``, JSON backend) on the same file,
   * ``traceviz analyze`` of the Parquet (wall time of the whole command).
-HTA needs its own interpreter (its pins differ):
+Needs ``pip install -e '.[bench]'`` (orjson). HTA needs its own interpreter (its pins differ):
 ``python3 -m venv /tmp/hta && /tmp/hta/bin/pip install holistictraceanalysis``.
 Peak RSS is sampled over the whole process tree (traceviz's decode workers included).
 Targets (issue 2): >= 5x HTA's throughput, peak RSS < 2x the JSON size, analyze < 3 s.

@@ -54,16 +54,23 @@ def main() -> int:
                 rows.append((model, mode, amp, bench, ""))
                 print(f"{model} {mode} {amp}: {bench['time_per_batch_s']['median']:.4f} s",
                       file=sys.stderr)
-    print("| variant | mode | amp | time/batch (median) | min | max | sequences/s | "
-          "profiler overhead |")
-    print("|---|---|---|---|---|---|---|---|")
+    from traceviz.analyses.timings import timings
+
+    print("| variant | mode | amp | time/batch (median) | min | max | CV | sequences/s | "
+          "warm-up | profiler overhead |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for model, mode, amp, b, err in rows:
         if b is None:
-            print(f"| {model} | {mode} | {amp} | failed: {err} | | | | |")
+            print(f"| {model} | {mode} | {amp} | failed: {err} | | | | | | |")
             continue
-        t = b["time_per_batch_s"]
-        print(f"| {model} | {mode} | {amp} | {t['median']:.4f} s | {t['min']:.4f} | "
-              f"{t['max']:.4f} | {b['sequences_per_s']:,.1f} | {b['profiler_overhead']:.2f}x |")
+        t = timings(b)
+        assert t is not None
+        cv = f"{100 * t.cv:.1f}%" + (" NOISY" if t.noisy else "")
+        overhead = (f"{t.profiler_overhead:.2f}x" if t.overhead_significant
+                    else "within noise")
+        print(f"| {model} | {mode} | {amp} | {t.median_s:.4f} s | {t.min_s:.4f} | "
+              f"{t.max_s:.4f} | {cv} | {b['sequences_per_s']:,.1f} | {t.warmup_batches} | "
+              f"{overhead} |")
     return 0
 
 

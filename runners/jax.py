@@ -167,15 +167,14 @@ def run(cfg: dict, out: Path) -> dict:
 
         logdir = out / "jaxprofile"
         shutil.rmtree(logdir, ignore_errors=True)  # a reused (--force) run folder's old profile
-        times, elapsed, prof_times = run_phases(
+        phases = run_phases(
             step, cfg, lambda: jax.profiler.start_trace(str(logdir)), jax.profiler.stop_trace,
             lambda i: jax.profiler.StepTraceAnnotation("step", step_num=i),
             min_warmup=1)  # the first call compiles
     files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
     if not files:
         raise RunnerError(f"jax.profiler wrote no .xplane.pb under {logdir}")
-    bench = bench_figures(times, prof_times, batch, elapsed, cfg["warmup"],
-                          cfg["profile_steps"])
+    bench = bench_figures(phases, batch)
     meta = {
         "framework": "jax",
         "framework_version": jax.__version__,

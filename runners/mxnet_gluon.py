@@ -135,12 +135,11 @@ def run(cfg: dict, out: Path) -> dict:
         yield
         t.stop()
 
-    times, elapsed, prof_times = run_phases(
+    phases = run_phases(
         step, cfg, lambda: mx.profiler.set_state("run"),
         lambda: (mx.profiler.set_state("stop"), mx.profiler.dump()), task)
 
-    bench = bench_figures(times, prof_times, batch, elapsed, cfg["warmup"],
-                          cfg["profile_steps"])
+    bench = bench_figures(phases, batch)
     meta = {
         "framework": "mxnet",
         "framework_version": mx.__version__,

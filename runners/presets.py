@@ -6,6 +6,7 @@ A ``Workload`` is plain data so it can cross into a runner subprocess as JSON.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from traceviz.errors import TraceVizError, UsageError
@@ -60,12 +61,29 @@ PRESETS: dict[str, Workload] = {
 # On a CPU the full presets take minutes per variant; these caps keep the default
 # capture of any variant well under a minute on 2 cores. Explicit flags override them.
 CPU_CAPS = {"batch": 16, "seq": 20}
+# bf16/fp16 on a CPU without the instructions for them is emulated, 20-40x slower than
+# FP32 (3.2 s per ptb_lm batch at the caps above on an AVX2 machine): smaller still
+EMULATED_HALF_CAPS = {"batch": 8, "seq": 10}
+NATIVE_HALF_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16"), "fp16": ("avx512_fp16", "amx_fp16")}
+
+
+def cpu_has_native(amp: str, cpuinfo: str | None = None) -> bool:
+    """Whether this CPU computes ``amp`` in hardware (Linux /proc/cpuinfo flags; True
+    where they cannot be read, so nothing is capped by mistake)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return True
+    flags = {f for line in cpuinfo.splitlines() if line.startswith("flags")
+             for f in line.split(":", 1)[1].split()}
+    return not flags or any(f in flags for f in NATIVE_HALF_FLAGS.get(amp, ()))
 
 OVERRIDABLE = ("batch", "seq", "hidden", "layers", "embed", "vocab")
 
 
 def make_workload(preset: str, mode: str | None, device: str, sparse_embedding: bool = False,
-                  workers: int | None = None,
+                  workers: int | None = None, amp: str | None = None,
                   **overrides: int | None) -> tuple[Workload, list[str]]:
     """The workload for ``preset`` with overrides; also notes on what was changed and why."""
     if preset not in PRESETS:
@@ -77,13 +95,17 @@ def make_workload(preset: str, mode: str | None, device: str, sparse_embedding: 
     if bad:
         raise UsageError("must be positive", option=bad[0])
     if device == "cpu":
-        capped = {k: min(getattr(w, k), cap) for k, cap in CPU_CAPS.items()
+        emulated = amp is not None and not cpu_has_native(amp)
+        caps = EMULATED_HALF_CAPS if emulated else CPU_CAPS
+        capped = {k: min(getattr(w, k), cap) for k, cap in caps.items()
                   if k not in given and getattr(w, k) > cap}
         if capped:
             w = replace(w, **capped)
+            why = f" ({amp} is emulated on this CPU)" if emulated else ""
             notes.append(f"CPU default: {preset} scaled to "
                          + ", ".join(f"{k} {v}" for k, v in capped.items())
-                         + " to finish in under a minute (pass --batch/--seq for the full preset)")
+                         + f"{why} to finish in under a minute (pass --batch/--seq for the "
+                           "full preset)")
     sizes: dict[str, Any] = {k: v for k, v in given.items() if k in OVERRIDABLE}
     w = replace(w, **sizes)
     if "embed" in given and w.vocab:

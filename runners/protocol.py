@@ -15,6 +15,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 
 def emit(event: str, **fields: object) -> None:
@@ -47,21 +48,54 @@ def serve(run: Callable[[dict, Path], dict], prog: str, description: str,
     return 0
 
 
-def bench_figures(times: list[float], prof_times: list[float], batch: int, elapsed: float,
-                  warmup: int, profiled: int) -> dict:
-    """bench.json: timed batches without the profiler, and the profiled ones beside them."""
+# A benchmark is noisy when its timed batches spread this much (README "Timings").
+NOISY_CV = 0.10          # coefficient of variation (stdev / mean)
+NOISY_MAX_OVER_MIN = 1.5
+# Warm-up goes on until the last SETTLE_WINDOW batches agree within NOISY_MAX_OVER_MIN
+# (TorchScript profiles then optimizes, torch.compile/XLA compile on their first calls),
+# bounded by --max-warmup batches.
+SETTLE_WINDOW = 3
+
+
+def spread(times: list[float]) -> dict:
+    """min/median/max/mean, coefficient of variation, max/min, and the noisy verdict."""
     median = statistics.median(times)
+    mean = statistics.fmean(times)
+    cv = statistics.pstdev(times) / mean if mean > 0 else 0.0
+    ratio = max(times) / min(times) if min(times) > 0 else float("inf")
+    return {"median": median, "min": min(times), "max": max(times), "mean": mean,
+            "cv": cv, "max_over_min": ratio,
+            "noisy": cv > NOISY_CV or ratio > NOISY_MAX_OVER_MIN}
+
+
+def settled(times: list[float]) -> bool:
+    last = times[-SETTLE_WINDOW:]
+    return len(last) == SETTLE_WINDOW and max(last) <= NOISY_MAX_OVER_MIN * min(last)
+
+
+def bench_figures(run: Phases, batch: int) -> dict:
+    """bench.json: timed batches without the profiler, and the profiled ones beside them.
+
+    The profiler's overhead counts only where the profiled median lies outside the range
+    of the unprofiled batches; inside it, it is indistinguishable from noise.
+    """
+    times, prof = run.times, run.prof_times
+    s = spread(times)
+    prof_median = statistics.median(prof)
     return {
-        "time_per_batch_s": {"median": median, "min": min(times), "max": max(times),
-                             "mean": statistics.fmean(times)},
+        "time_per_batch_s": s,
         "batches": len(times),
         "batch_times_s": times,
-        "elapsed_s": elapsed,
-        "sequences_per_s": batch / median,
-        "profiled_time_per_batch_s": statistics.median(prof_times),
-        "profiler_overhead": statistics.median(prof_times) / median,
-        "warmup_batches": warmup,
-        "profiled_batches": profiled,
+        "elapsed_s": run.elapsed,
+        "sequences_per_s": batch / s["median"],
+        "noisy": s["noisy"],
+        "profiled_time_per_batch_s": prof_median,
+        "profiler_overhead": prof_median / s["median"],
+        "profiler_overhead_significant": not s["min"] <= prof_median <= s["max"],
+        "warmup_batches": len(run.warmup_times),
+        "warmup_settled": run.warmup_settled,
+        "warmup_times_s": run.warmup_times,
+        "profiled_batches": len(prof),
     }
 
 
@@ -83,21 +117,38 @@ def timed_steps(step: Callable[[], None], n: int, label: str) -> list[float]:
     return times
 
 
+class Phases(NamedTuple):
+    times: list[float]          # timed batches, profiler off
+    elapsed: float              # wall time of the timed batches
+    prof_times: list[float]     # the profiled (marked) steps
+    warmup_times: list[float]
+    warmup_settled: bool
+
+
+def warm_up(step: Callable[[], None], least: int, most: int) -> tuple[list[float], bool]:
+    """At least ``least`` batches, then more until the last ones agree (``settled``), at
+    most ``most`` in all. Returns the warm-up times and whether they settled."""
+    emit("phase", phase="warmup", total=least)
+    times = timed_steps(step, least, "warmup")
+    while not settled(times) and len(times) < most:
+        times += timed_steps(step, 1, "warmup")
+    return times, settled(times) or most <= least
+
+
 def run_phases(step: Callable[[], None], cfg: dict, start: Callable[[], None],
                stop: Callable[[], None],
                around_step: Callable[[int], contextlib.AbstractContextManager],
                min_warmup: int = 0, after_step: Callable[[], None] = lambda: None,
-               profile_unmarked: bool = False) -> tuple[list[float], float, list[float]]:
-    """The phases every runner shares: warm-up, timed batches without the profiler, then
-    one unmarked and one warm-up step and the active steps (numbered from 2, as
-    torch.profiler numbers them), each active one inside ``around_step(i)``. The
-    profiler runs from ``start()`` (before the active steps, or with ``profile_unmarked``
-    before the unmarked ones, for a profiler with its own schedule) to ``stop()``;
-    ``after_step()`` follows every step of that phase. Returns (timed, elapsed of the
-    timed, profiled). ``min_warmup``: steps the first call needs whatever --warmup says
-    (tracing, jit)."""
-    emit("phase", phase="warmup", total=cfg["warmup"])
-    timed_steps(step, max(cfg["warmup"], min_warmup), "warmup")
+               profile_unmarked: bool = False) -> Phases:
+    """The phases every runner shares: warm-up (until settled, see ``warm_up``), timed
+    batches without the profiler, then one unmarked and one warm-up step and the active
+    steps (numbered from 2, as torch.profiler numbers them), each active one inside
+    ``around_step(i)``. The profiler runs from ``start()`` (before the active steps, or
+    with ``profile_unmarked`` before the unmarked ones, for a profiler with its own
+    schedule) to ``stop()``; ``after_step()`` follows every step of that phase.
+    ``min_warmup``: steps the first call needs whatever --warmup says (tracing, jit)."""
+    least = max(cfg["warmup"], min_warmup)
+    warm, ok = warm_up(step, least, max(least, max_warmup(cfg)))
     emit("phase", phase="timed", total=cfg["steps"])
     t0 = time.perf_counter()
     times = timed_steps(step, cfg["steps"], "timed")
@@ -122,4 +173,9 @@ def run_phases(step: Callable[[], None], cfg: dict, start: Callable[[], None],
     finally:
         if started:
             stop()
-    return times, elapsed, prof_times
+    return Phases(times, elapsed, prof_times, warm, ok)
+
+
+def max_warmup(cfg: dict) -> int:
+    """The warm-up bound: ``max_warmup`` of the config (older configs: --warmup + 10)."""
+    return int(cfg.get("max_warmup", cfg["warmup"] + 10))

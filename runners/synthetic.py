@@ -12,7 +12,9 @@ def samples_needed(w: dict, cfg: dict) -> int:
     """One fixed batch, or (``workers >= 0``) enough samples for every batch of the run."""
     if w.get("workers", -1) < 0:
         return w["batch"]
-    return w["batch"] * (cfg["warmup"] + cfg["steps"] + cfg["profile_steps"] + 3)
+    # the most warm-up batches the run may take (protocol.max_warmup: the same default)
+    most = max(cfg["warmup"], int(cfg.get("max_warmup", cfg["warmup"] + 10)))
+    return w["batch"] * (most + cfg["steps"] + cfg["profile_steps"] + 3)
 
 
 def synthetic_data(w: dict, n: int, seed: int) -> tuple:

@@ -142,7 +142,7 @@ def run(cfg: dict, out: Path) -> dict:
     logdir = out / "tfprofile"
     shutil.rmtree(logdir, ignore_errors=True)  # a reused (--force) run folder's old profile
     try:
-        times, elapsed, prof_times = run_phases(
+        phases = run_phases(
             step, cfg, lambda: tf.profiler.experimental.start(str(logdir)),
             tf.profiler.experimental.stop,
             lambda i: tf.profiler.experimental.Trace("step", step_num=i, _r=1),
@@ -156,8 +156,7 @@ def run(cfg: dict, out: Path) -> dict:
     if not files:
         raise RunnerError(f"the TensorFlow profiler wrote no .xplane.pb under {logdir}")
 
-    bench = bench_figures(times, prof_times, w["batch"], elapsed, cfg["warmup"],
-                          cfg["profile_steps"])
+    bench = bench_figures(phases, w["batch"])
     meta = {
         "framework": "tensorflow",
         "framework_version": tf.__version__,

@@ -270,10 +270,9 @@ def run(cfg: dict, out: Path) -> dict:
     if device.type == "cuda":
         torch.cuda.synchronize()  # model set-up's device work, before the first timed step
     start, stop, after_step, trace_path = _profiler_hooks(cfg, device, out)
-    times, elapsed, prof_times = run_phases(step, cfg, start, stop, active_step,
-                                            after_step=after_step, profile_unmarked=True)
-    bench = bench_figures(times, prof_times, w["batch"], elapsed, cfg["warmup"],
-                          cfg["profile_steps"])
+    phases = run_phases(step, cfg, start, stop, active_step, after_step=after_step,
+                        profile_unmarked=True)
+    bench = bench_figures(phases, w["batch"])
     meta = {
         "framework": "torch",
         "framework_version": torch.__version__,

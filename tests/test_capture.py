@@ -11,9 +11,10 @@ from tests.conftest import needs
 
 needs("torch")
 
+import traceviz  # noqa: E402
 from traceviz.analyses import summarize  # noqa: E402
 from traceviz.cli import main  # noqa: E402
-from traceviz.runners import VARIANTS, variants  # noqa: E402
+from traceviz.runners import VARIANTS, protocol, variants  # noqa: E402
 from traceviz.trace import Trace  # noqa: E402
 
 TINY = ["--preset", "ptb_lm", "--batch", "4", "--seq", "5", "--hidden", "16", "--layers", "2",
@@ -54,6 +55,12 @@ def test_capture_forward(tmp_path, model, capsys):
     assert bench["batches"] == 3
     assert bench["sequences_per_s"] == pytest.approx(4 / bench["time_per_batch_s"]["median"])
     assert bench["profiler_overhead"] > 0
+    # warm-up: at least --warmup 1, more until three batches agree, at most 15
+    warm = bench["warmup_times_s"]
+    assert bench["warmup_batches"] == len(warm) and 1 <= len(warm) <= 15
+    assert bench["warmup_settled"] == protocol.settled(warm) or len(warm) == 15
+    spread = protocol.spread(bench["batch_times_s"])
+    assert bench["noisy"] == spread["noisy"] == bench["time_per_batch_s"]["noisy"]
     s = summarize(trace)
     assert s.cpu_trace and s.steps == 2 and s.kernel_count > 0
     names = set(trace.events["name"].astype(str))
@@ -71,6 +78,15 @@ def test_capture_train_has_phases_and_gemm(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["kernels"]["count"] == summarize(trace).kernel_count
     names = set(trace.events["name"].astype(str))
     assert {"forward", "backward", "optimizer"} <= names
+    # the notebook API on a real CPU capture: leaf ops per phase add up to analyze's count
+    t = traceviz.load(tmp_path / "run")
+    phases = t.phases().set_index("phase")
+    assert {"forward", "backward", "optimizer"} <= set(phases.index)
+    assert phases["kernels"].sum() == len(t.kernels()) == summarize(trace).kernel_count
+    assert phases.loc["backward", "kernels"] > phases.loc["optimizer", "kernels"] > 0
+    ops = t.ops()
+    assert ops["self_ns"].sum() == ops.loc[ops["depth"] == 0, "dur_ns"].sum()
+    assert ops["is_work"].sum() == len(t.kernels())
     cats = summarize(trace).categories.set_index("category")
     assert cats.loc["gemm", "count"] > 0 and cats.loc["elementwise", "count"] > 0
 

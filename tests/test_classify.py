@@ -43,7 +43,7 @@ def test_names_said_to_come_from_shared_traces_are_in_them_with_that_category():
     assert len(from_shared) >= 25
     for source, rows in from_shared.groupby("source"):
         trace = load(SHARED_TRACES / source.removeprefix("shared "))
-        k = trace.kernels
+        k = trace.kernels()
         by_name = k.groupby(k["name"].astype(str), observed=True)["category"].agg(
             lambda c: set(c.astype(str)))
         for r in rows.itertuples():

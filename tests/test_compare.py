@@ -85,7 +85,8 @@ def test_compare_and_amp_cli(tmp_path, capsys):
     assert main(["compare", str(a), str(b), "--plot", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "Runs side by side" in out and "Biggest kernel differences" in out
-    assert "Mean percentage error" in out
+    # neither trace carries timed batches: no MPE table of dashes
+    assert "Mean percentage error" not in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["categories.png", "categories.svg"]
     assert main(["compare", str(a)]) == 2
     assert "at least two" in capsys.readouterr().err
@@ -100,7 +101,8 @@ def test_amp_cli(tmp_path, capsys):
     assert main(["amp", str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"),
                  "--plot", str(tmp_path / "p")]) == 0
     out = capsys.readouterr().out
-    assert "cast overhead added" in out and "50 ns" in out and "300 ns" in out
+    assert "+ casts added" in out and "50 ns" in out and "300 ns" in out
+    assert "− matrix time saved (gemm/attention/rnn)" in out
     assert (tmp_path / "p" / "amp_waterfall.png").exists()
     assert main(["amp", str(tmp_path / "b.parquet"), str(tmp_path / "a.parquet")]) == 2
     assert "give the FP32 run first" in capsys.readouterr().err

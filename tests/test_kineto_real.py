@@ -92,7 +92,7 @@ def test_launch_delay_matches_raw(pair):
             expected.setdefault(k["args"]["correlation"], []).append(
                 max(0, ns(k["ts"]) - (ns(la["ts"]) + ns(la["dur"])))
             )
-    kernels = trace.kernels
+    kernels = trace.kernels()
     linked = kernels[kernels["launch_delay_ns"].notna()]
     assert len(linked) == sum(len(v) for v in expected.values())
     got = linked.groupby("correlation")["launch_delay_ns"].apply(lambda s: sorted(s.astype(int)))
@@ -150,7 +150,7 @@ def test_op_of_kernel_agrees_with_kinetos_external_id(kineto_dir, name):
                  if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
     launch = ref.launch_of()
     trace = load(kineto_dir / name)
-    got = trace.kernels.set_index("correlation")["op"]
+    got = trace.kernels().set_index("correlation")["op"]
     compared = 0
     for k in ref.kernels:
         la = launch.get(k["args"].get("correlation"))
@@ -169,7 +169,7 @@ def test_nanosecond_fractions_are_exact(kineto_dir):
         raw = [e for e in json.load(f, parse_float=Decimal)["traceEvents"]
                if e.get("cat") == "kernel"]
     trace = load(path)
-    k = trace.kernels.sort_values(["ts_ns", "correlation"])
+    k = trace.kernels().sort_values(["ts_ns", "correlation"])
     origin = trace.meta["origin_ns"]
     expected = sorted((ns(e["ts"]) - origin, e["args"]["correlation"]) for e in raw)
     got = list(zip(k["ts_ns"].astype(int), k["correlation"].astype(int), strict=True))
@@ -192,15 +192,15 @@ def test_cpu_only_trace_uses_leaf_ops(kineto_dir):
 
 
 def test_hip_and_driver_launch_apis_are_linked(kineto_dir):
-    hip = load(kineto_dir / "mi250_rocm_train.json.gz").kernels
+    hip = load(kineto_dir / "mi250_rocm_train.json.gz").kernels()
     assert set(hip["launch_api"].dropna()) == {"hipLaunchKernel", "hipExtModuleLaunchKernel"}
-    triton = load(kineto_dir / "a100_triton_culaunchkernel.json.gz").kernels
+    triton = load(kineto_dir / "a100_triton_culaunchkernel.json.gz").kernels()
     assert list(triton["launch_api"]) == ["cuLaunchKernel"]
 
 
 def test_graph_launch_links_many_kernels(kineto_dir):
     trace = load(kineto_dir / "a100_80gb_queue.json.gz")
-    k = trace.kernels
+    k = trace.kernels()
     graph = k[k["launch_api"] == "cudaGraphLaunch"]
     ref = Reference(kineto_dir / "a100_80gb_queue.json.gz")
     graph_corr = {e["args"]["correlation"] for e in ref.launches if e["name"] == "cudaGraphLaunch"}

@@ -54,7 +54,7 @@ def test_two_streams_overlap_launch_delay_and_bound_fraction():
         row("kernel", "vectorized_elementwise_kernel", 250, 150, corr=2, stream=8),
         row("kernel", "orphan_kernel", 900, 100, corr=99, stream=7),  # no launch row
     )
-    k = t.kernels.set_index("name")
+    k = t.kernels().set_index("name")
     assert k.loc["volta_sgemm_128x64_nn", "launch_delay_ns"] == 40 - 15
     assert k.loc["vectorized_elementwise_kernel", "launch_delay_ns"] == 250 - 230
     assert k.loc["volta_sgemm_128x64_nn", "op"] == "aten::mm"
@@ -97,7 +97,7 @@ def test_steps_scope_busy_and_span_per_step():
         row("kernel", "k2", 95, 30, corr=2),   # launched in step 3, runs into step 4
         row("kernel", "k3", 160, 10, corr=3),
     )
-    k = t.kernels.set_index("name")
+    k = t.kernels().set_index("name")
     assert list(k["step"]) == [3, 3, 4]
     s = summarize(t)
     assert s.scope == "steps" and s.steps == 2
@@ -125,7 +125,7 @@ def test_short_kernels_and_graph_launch():
     # a (10 ns) is shorter than the 50 ns graph launch, but graph kernels share one
     # launch: they are kept out of the short-kernel and delay figures
     assert s.launches.short_kernels == 0 and s.launches.delay.count == 0
-    assert sorted(t.kernels["launch_delay_ns"].astype(int)) == [10, 20]
+    assert sorted(t.kernels()["launch_delay_ns"].astype(int)) == [10, 20]
 
 
 def test_nsys_style_suffixes_are_launches():
@@ -133,7 +133,7 @@ def test_nsys_style_suffixes_are_launches():
         row("runtime", "cudaLaunchKernel_ptsz_v7000", 0, 5, corr=1),
         row("kernel", "k", 10, 10, corr=1),
     )
-    assert list(t.kernels["launch_api"]) == ["cudaLaunchKernel"]
+    assert list(t.kernels()["launch_api"]) == ["cudaLaunchKernel"]
 
 
 def test_trivial_children_do_not_hide_work():

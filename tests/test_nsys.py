@@ -172,7 +172,7 @@ def test_before_after_shows_the_change(traces, capsys):
     diff = kernel_diff(before, after)  # kernels, memcpy and memset by name
     devb, deva = (sum(_one(_db(n), f"SELECT count(*) FROM {t}") for t in DEVICE_TABLES)
                   for n in ("h100_2gpu_mfu_before", "h100_2gpu_mfu_after"))
-    assert diff["count_a"].sum() == devb and diff["count_b"].sum() == deva
+    assert diff["calls_a"].sum() == devb and diff["calls_b"].sum() == deva
     code = main(["compare", str(NSYS / "h100_2gpu_mfu_before.sqlite"),
                  str(NSYS / "h100_2gpu_mfu_after.sqlite")])
     out = capsys.readouterr().out

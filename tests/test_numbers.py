@@ -128,7 +128,7 @@ def test_gpu_running_behind_its_host_is_queued_not_launch_bound():
     assert s.queued_idle_ns == 7_800_000 - 500
     assert s.launch_bound_fraction == pytest.approx(500 / 7_900_000)
     assert s.devices[0].queue_max == 5
-    assert list(t.kernels["launch_api"].astype(str)) == ["hipLaunchKernel"] * 5
+    assert list(t.kernels()["launch_api"].astype(str)) == ["hipLaunchKernel"] * 5
 
 
 def test_a_launch_bound_gpu_waits_for_its_host():
@@ -292,7 +292,7 @@ def test_pytorch_1_9_steps_are_operators(tmp_path):
     assert s.scope == "steps" and s.steps == 2
     assert list(t.events.loc[t.events["kind"] == "step", "name"].astype(str)) == [
         "ProfilerStep#7", "ProfilerStep#8"]
-    assert t.kernels["step"].tolist() == [7] and t.kernels["op"].astype(str).tolist() == [
+    assert t.kernels()["step"].tolist() == [7] and t.kernels()["op"].astype(str).tolist() == [
         "aten::mm"]
     assert s.span_ns == 150_000 and s.busy_ns == 30_000
 
@@ -337,7 +337,7 @@ def test_kernels_outside_op_ranges_take_the_innermost_nvtx_range(tmp_path):
                    (start, end, text, tid))
     db.commit()
     t = load(tmp_path / "rtx3080_tiny.sqlite")
-    k = t.kernels.sort_values("ts_ns")
+    k = t.kernels().sort_values("ts_ns")
     assert k["op"].astype(str).tolist() == ["(Unnamed Layer* 0) [Convolution]", "aten::conv2d"]
     ev = t.events
     # "ns::name" ranges that are not ATen ops stay annotations

@@ -29,6 +29,7 @@ class CaptureRequest:
     amp: str | None = None
     seed: int = 0
     warmup: int = 3
+    max_warmup: int = 15        # warm-up goes on until times settle, at most this many
     steps: int = 10
     profile_steps: int = 3
     profiler: str = "torch"
@@ -38,7 +39,8 @@ class CaptureRequest:
 
     def config(self) -> dict:
         return {"model": self.model, "workload": self.workload.to_dict(), "device": self.device,
-                "amp": self.amp, "seed": self.seed, "warmup": self.warmup, "steps": self.steps,
+                "amp": self.amp, "seed": self.seed, "warmup": self.warmup,
+                "max_warmup": max(self.warmup, self.max_warmup), "steps": self.steps,
                 "profile_steps": self.profile_steps, "profiler": self.profiler,
                 "exec": self.exec_mode}
 

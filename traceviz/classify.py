@@ -35,7 +35,10 @@ _CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
          r"im2col|^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_addmm_activation|addmv|mv|dot|"
          r"einsum|_?convolution|conv\w*|mkldnn_convolution|mkldnn_linear|mkldnn_matmul|"
          r"_scaled_mm|_grouped_mm)$|"
-         r"(?-i:^(MatMul|BatchMatMul\w*|_FusedMatMul|Conv\d\w*|Einsum|FullyConnected)$)|"
+         # TF ops; oneDNN builds of TF rename them _Mkl<Op> (_MklMatMul under bf16 on
+         # AVX512-BF16 CPUs)
+         r"(?-i:^(_Mkl(Native)?)?(MatMul|BatchMatMul\w*|_?FusedMatMul|Conv\d\w*|Einsum|"
+         r"FullyConnected)$)|"
          r"^(dot|dot_general|convolution)$|"
          # XLA:CPU hands dots to YNNPACK as "ynn_fusion" custom fusions
          r"^ynn_fusion$"),

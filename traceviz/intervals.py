@@ -140,3 +140,33 @@ def innermost_enclosing(
     found &= ke[idx] > key_q
     result[found] = order[idx[found]]
     return result
+
+
+def attribute_union(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, n: int,
+                    win_start: np.ndarray, win_end: np.ndarray) -> np.ndarray:
+    """Split the union of the intervals inside the windows among their labels: each
+    moment goes to the labels open then, in proportion to how many of each are open.
+    Returns n float totals (label ``codes`` in 0..n-1) summing to the union's length in
+    the windows, so stacked per-label bars never exceed the time they describe.
+
+    With w_i the weight of elementary segment i (its length in the windows / intervals
+    open), label c gets sum_i w_i * open_c(i) = sum over its boundaries j of
+    delta_j * (sum of w from j on): one sort and one reverse cumulative sum."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    keep = e > s
+    if not keep.any() or len(win_start) == 0:
+        return np.zeros(n)
+    s, e, c = s[keep], e[keep], np.asarray(codes, dtype=np.int64)[keep]
+    times = np.concatenate([s, e])
+    delta = np.concatenate([np.ones(len(s)), -np.ones(len(s))])
+    label = np.concatenate([c, c])
+    order = np.lexsort((delta, times))  # at equal times, closings first
+    times, delta, label = times[order], delta[order], label[order]
+    open_ = np.cumsum(delta)
+    seg = clipped_lengths(times[:-1], times[1:], win_start, win_end).astype(np.float64)
+    w = np.zeros(len(times))
+    live = open_[:-1] > 0
+    w[:-1][live] = seg[live] / open_[:-1][live]
+    suffix = np.cumsum(w[::-1])[::-1]
+    return np.bincount(label, weights=delta * suffix, minlength=n)[:n]

@@ -32,6 +32,7 @@ class SweepSpec:
     device: str = "cpu"
     layers: int | None = None
     warmup: int = 2
+    max_warmup: int = 15
     steps: int = 5
     profile_steps: int = 2
 
@@ -139,7 +140,8 @@ def run_sweep(
             workload, _ = make_workload(spec.preset, spec.mode, spec.device, batch=p["batch"],
                                         hidden=p["hidden"], seq=p["seq"], layers=spec.layers)
             req = CaptureRequest(p["model"], workload, spec.device, amp=p["amp"],
-                                 warmup=spec.warmup, steps=spec.steps,
+                                 warmup=spec.warmup, max_warmup=spec.max_warmup,
+                                 steps=spec.steps,
                                  profile_steps=spec.profile_steps)
             prepare_run_dir(run_dir, force=True)
             row = _row(p, spec, run_dir, run_capture(req, run_dir))

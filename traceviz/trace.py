@@ -41,13 +41,61 @@ class Trace:
         return self.events[self.events["kind"].isin(schema.DEVICE_KINDS)]
 
     @property
-    def kernels(self) -> pd.DataFrame:
+    def kernel_events(self) -> pd.DataFrame:
+        """The kernel rows of ``events`` as they are (``kernels()`` is the query table)."""
         return self.events[self.events["kind"] == "kernel"]
 
     @property
     def is_cpu(self) -> bool:
         """True when the trace has no device rows (leaf ops then play the kernels)."""
         return not self.events["kind"].isin(schema.DEVICE_KINDS).any()
+
+    # -- the notebook API: query tables (README "Python API") --------------------------
+    def kernels(self) -> pd.DataFrame:
+        """One row per kernel (on a CPU trace: per leaf op doing the work), with its
+        category, launch call, delay, cast flag and ``phase``."""
+        from traceviz.analyses.tables import kernel_rows
+
+        return kernel_rows(self)
+
+    def launches(self) -> pd.DataFrame:
+        """One row per launch call (kernel, graph, copy, set) with the work it launched."""
+        from traceviz.analyses.launch import launch_table
+
+        return launch_table(self)
+
+    def casts(self) -> pd.DataFrame:
+        """The rows of ``kernels()`` that convert between floating-point formats."""
+        from traceviz.analyses.tables import cast_table
+
+        return cast_table(self)
+
+    def ops(self) -> pd.DataFrame:
+        """Framework ops with ``depth``, ``is_leaf``, ``self_ns`` and ``parent``: sum
+        ``self_ns`` (not ``dur_ns``) to count nested ops once."""
+        from traceviz.analyses.tables import op_table
+
+        return op_table(self)
+
+    def phases(self) -> pd.DataFrame:
+        """Per marked phase (data, forward, backward, optimizer): wall time, device busy,
+        kernels, casts."""
+        from traceviz.analyses.tables import phases_of
+
+        return phases_of(self)
+
+    def summary(self, top: int = 20) -> dict[str, Any]:
+        """The figures of ``traceviz analyze --json`` (``top``: kernels listed)."""
+        from traceviz.analyses.summary import summarize
+
+        return summarize(self).to_dict(top=top)
+
+    def __repr__(self) -> str:
+        m = self.meta
+        kind = "CPU" if self.is_cpu else "GPU"
+        what = m.get("model") or m.get("source_file") or "?"
+        return (f"<Trace {what} · {m.get('source_format', '?')} · {kind} · "
+                f"{len(self.events):,} events>")
 
     # -- storage -----------------------------------------------------------------------
     def save(self, path: str | Path, force: bool = False) -> Path:

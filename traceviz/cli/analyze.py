@@ -19,7 +19,7 @@ from traceviz.cli.base import (
 from traceviz.errors import UsageError
 from traceviz.fileio import atomic_output
 
-EXPORTS = ("kernels", "launches", "casts")
+EXPORTS = ("kernels", "launches", "casts", "ops", "phases")  # = analyses.tables.export_tables
 
 
 class AnalyzeCommand(Command):
@@ -78,7 +78,9 @@ class AnalyzeCommand(Command):
                     table.to_parquet(tmp, index=False)
                 err.print(f"wrote {path} ({len(table):,} rows)")
         if args.plot:
+            from traceviz.cli.base import run_label
             from traceviz.render.charts import summary_charts
 
-            write_charts(args.plot, summary_charts(summary), args.force)
+            write_charts(args.plot, summary_charts(summary, run_label(args.trace, trace)),
+                         args.force)
         return 0

@@ -102,16 +102,27 @@ def write_charts(directory: Path, figs: dict, force: bool) -> None:
 
 
 def load_runs(paths: list[Path]) -> list[tuple[str, Trace]]:
-    """Several runs (folders, Parquet or raw traces), each with a distinct label."""
-    runs, seen = [], set()
+    """Several runs (folders, Parquet or raw traces), each with a distinct label: runs of
+    one model are told apart by mode and device, then by their order."""
+    traces = []
     for p in paths:
         with ExitStack() as stack:
-            trace = load_with_progress(p, stack)
-        label = run_label(p, trace)
-        while label in seen:  # two runs of one model: keep both columns apart
-            label += "'"
-        seen.add(label)
-        runs.append((label, trace))
+            traces.append((p, load_with_progress(p, stack)))
+    base = [run_label(p, t) for p, t in traces]
+    labels = list(base)
+    for i, (_, t) in enumerate(traces):
+        if base.count(base[i]) > 1:
+            where = [t.meta.get("mode"), t.meta.get("device_kind")]
+            if any(where):
+                labels[i] += " · " + " ".join(str(w) for w in where if w)
+    runs, seen = [], set()
+    for label, (_, trace) in zip(labels, traces, strict=True):
+        n, unique = 1, label
+        while unique in seen:
+            n += 1
+            unique = f"{label} #{n}"
+        seen.add(unique)
+        runs.append((unique, trace))
     return runs
 
 

@@ -48,7 +48,11 @@ class CaptureCommand(Command):
                        help="feed batches through a real DataLoader with N worker processes "
                             "(0: in the main process) over a synthetic dataset; default: one "
                             "fixed batch")
-        p.add_argument("--warmup", type=int, default=3, help="warm-up batches (default 3)")
+        p.add_argument("--warmup", type=int, default=3,
+                       help="warm-up batches at least (default 3); warm-up goes on until the "
+                            "last 3 batch times agree within 1.5x, up to --max-warmup")
+        p.add_argument("--max-warmup", type=int, default=15,
+                       help="warm-up batches at most (default 15)")
         p.add_argument("--steps", type=int, default=10,
                        help="timed batches without the profiler (default 10)")
         p.add_argument("--profile-steps", type=int, default=3,
@@ -87,9 +91,9 @@ class CaptureCommand(Command):
                              "one way", option="exec")
         workload, notes = make_workload(
             args.preset, args.mode, device, sparse_embedding=args.sparse_embedding,
-            workers=args.workers, **{k: getattr(args, k) for k in SIZES})
+            workers=args.workers, amp=args.amp, **{k: getattr(args, k) for k in SIZES})
         req = CaptureRequest(args.model, workload, device, amp=args.amp, seed=args.seed,
-                             warmup=args.warmup, steps=args.steps,
+                             warmup=args.warmup, max_warmup=args.max_warmup, steps=args.steps,
                              profile_steps=args.profile_steps, profiler=args.profiler,
                              python=args.python, exec_mode=args.exec_mode, notes=notes)
         run_dir = args.out or default_run_dir(req)
@@ -112,12 +116,8 @@ class CaptureCommand(Command):
         out = stdout()
         print_summary(out, summarize(result.trace), top=args.top)
         b = result.bench
-        t = b["time_per_batch_s"]
-        lines = [
-            f"\n[bold]bench[/] (no profiler): {t['median'] * 1e3:.3f} ms/batch median "
-            f"(min {t['min'] * 1e3:.3f}, max {t['max'] * 1e3:.3f}) · "
-            f"{b['sequences_per_s']:,.1f} sequences/s · {b['batches']} batches in "
-            f"{b['elapsed_s']:.3f} s · profiler overhead {b['profiler_overhead']:.2f}x",
+        lines = [  # the summary's "bench" line has the timings, spread and warm-up
+            f"throughput: {b['sequences_per_s']:,.1f} sequences/s (batch / median time)",
             f"\nrun folder: [bold]{run_dir}[/]  ({result.raw_trace.name}, "
             + ("report.nsys-rep, " if args.profiler == "nsys" else "")
             + "trace.parquet, bench.json, runner.log)",
@@ -127,16 +127,25 @@ class CaptureCommand(Command):
             _open_hint(args.profiler, result.raw_trace, run_dir),
         ]
         for line in lines:  # unwrapped: paths and commands stay copy-pasteable
-            out.print(line, soft_wrap=True)
+            if line:
+                out.print(line, soft_wrap=True)
         return 0
 
 
 def _open_hint(profiler: str, raw: Path, run_dir: Path) -> str:
+    """A viewer for the raw trace, named only when it is installed here (Perfetto is a
+    web page)."""
+    import shutil
+
     if profiler == "nsys":
-        return f"  nsys-ui {run_dir}/report.nsys-rep"
+        if shutil.which("nsys-ui"):
+            return f"  nsys-ui {run_dir}/report.nsys-rep"
+        return f"  nsys stats {run_dir}/report.nsys-rep"
     if raw.name.endswith(".xplane.pb"):
-        return f"  tensorboard --logdir {raw.parents[3]}  (Profile tab)"
-    return "  (the raw trace opens in Perfetto, TensorBoard and HTA too)"
+        if shutil.which("tensorboard"):
+            return f"  tensorboard --logdir {raw.parents[3]}  (Profile tab)"
+        return ""
+    return f"  open {raw} in https://ui.perfetto.dev (a web page; nothing to install)"
 
 
 def _with_phases(err: Console, job: Callable, notes: list[str]):

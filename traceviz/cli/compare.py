@@ -23,7 +23,12 @@ class CompareCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.analyses.amp import amp_breakdown, amp_pairs
-        from traceviz.analyses.compare import kernel_diff, mpe_table, run_figures
+        from traceviz.analyses.compare import (
+            kernel_diff,
+            mpe_table,
+            run_figures,
+            workload_differences,
+        )
         from traceviz.render.terminal import amp_render, diff_table, mpe_render, runs_table
 
         if len(args.runs) < 2:
@@ -34,9 +39,15 @@ class CompareCommand(Command):
         figs = [run_figures(t, label) for label, t in runs]
         out = stdout()
         out.print(runs_table(figs))
+        differ = workload_differences(figs)
+        if differ:
+            out.print(f"[yellow]note:[/] the runs differ in {'; '.join(differ)}: their "
+                      "figures are not like for like")
         for (la, ta), (lb, tb) in zip(runs, runs[1:], strict=False):
             out.print(diff_table(kernel_diff(ta, tb), la, lb, top=args.top))
-        out.print(mpe_render(mpe_table(figs)))
+        mpe = mpe_table(figs)
+        if len(mpe) > 1:  # MPE needs two runs with timed batches
+            out.print(mpe_render(mpe))
         pairs = [(a, b, amp_breakdown(a, b)) for a, b in amp_pairs(figs)]
         for a, b, br in pairs:
             out.print(amp_render(br, a.label, b.label))

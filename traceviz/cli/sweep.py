@@ -31,7 +31,10 @@ class SweepCommand(Command):
         p.add_argument("--amp", default="none", help="comma-separated: none, fp16, bf16")
         p.add_argument("--mode", choices=("forward", "train"))
         p.add_argument("--device", choices=DEVICES)
-        p.add_argument("--warmup", type=int, default=2)
+        p.add_argument("--warmup", type=int, default=2,
+                       help="warm-up batches at least (default 2; more until times settle)")
+        p.add_argument("--max-warmup", type=int, default=15,
+                       help="warm-up batches at most (default 15)")
         p.add_argument("--steps", type=int, default=5, help="timed batches per point")
         p.add_argument("--profile-steps", type=int, default=2)
         p.add_argument("--out", type=Path, metavar="DIR",
@@ -60,7 +63,8 @@ class SweepCommand(Command):
             batches=_ints(args.batch, "batch"), hiddens=_ints(args.hidden, "hidden"),
             seqs=_ints(args.seq, "seq"), amps=amps, preset=args.preset, mode=args.mode,
             device=args.device or default_device(), layers=args.layers,
-            warmup=args.warmup, steps=args.steps, profile_steps=args.profile_steps,
+            warmup=args.warmup, max_warmup=args.max_warmup, steps=args.steps,
+            profile_steps=args.profile_steps,
         )
         out = args.out or Path("sweeps") / f"{args.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
         if (out / SWEEP_FILE).exists() and not (args.resume or args.force):

@@ -29,7 +29,7 @@ class SweepPlotCommand(Command):
         df = load_sweep(path)
         if "status" not in df or not (df["status"] == "ok").any():
             raise InputError(f"{path}: no captured points to plot")
-        figs = sweep_plots(df)
+        figs = sweep_plots(df, path.parent.name or path.stem)
         if not figs:
             raise InputError(f"{path}: the sweep varies neither batch nor timesteps")
         out = args.out or path.parent / "plots"

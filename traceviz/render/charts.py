@@ -8,6 +8,7 @@ import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from traceviz.analyses.amp import AmpBreakdown  # noqa: E402
@@ -19,8 +20,9 @@ from traceviz.units import fmt_ns, short_name  # noqa: E402
 SUMMARY_CHARTS = ("kernels_pie", "launch_overhead")  # analyze --plot, by file stem
 
 
-def kernel_pie(summary: Summary, top: int = 8) -> plt.Figure:
-    """Top-N kernels by total time plus "others" (the seeds' Figure 5 layout)."""
+def kernel_pie(summary: Summary, label: str, top: int = 8) -> plt.Figure:
+    """Top-N kernels by total time plus "others" (the seeds' Figure 5 layout) of the run
+    named ``label``."""
     k = summary.kernels
     labels = [short_name(n, 40) for n in k["name"].head(top)]
     sizes = list(k["total_ns"].head(top))
@@ -38,16 +40,19 @@ def kernel_pie(summary: Summary, top: int = 8) -> plt.Figure:
     else:
         ax.text(0.5, 0.5, "no kernel time", ha="center", va="center")
     what = "leaf ops" if summary.cpu_trace else "kernels"
-    ax.set_title(f"Time by {what} (total {fmt_ns(summary.kernel_total_ns)})")
+    ax.set_title(f"{label}: time by {what} (total {fmt_ns(summary.kernel_total_ns)})")
     ax.axis("equal")
     fig.tight_layout()
     return fig
 
 
-def launch_chart(summary: Summary) -> plt.Figure:
-    """Busy, waiting for host and queued idle per step window and device; launch call,
-    delay and kernel times."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+def launch_chart(summary: Summary, label: str) -> plt.Figure:
+    """Busy, waiting for host and queued idle per step window and device; beside it, on a
+    GPU trace, launch call, delay and kernel times (a CPU trace has no launches)."""
+    if summary.cpu_trace:
+        fig, left = plt.subplots(figsize=(7, 4.5))
+    else:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     labels: list[str] = []
     parts: dict[str, list[float]] = {"busy": [], "wait": [], "queued": [], "idle": []}
     for d in summary.devices:
@@ -67,14 +72,17 @@ def launch_chart(summary: Summary) -> plt.Figure:
               ("queued", "idle, launched work queued", "#9a9a9a"),
               ("idle", "framework overhead" if summary.cpu_trace else "idle (cause unknown)",
                "#e8a33d" if summary.cpu_trace else "#cfcfcf")]
-    for key, label, color in styles:
+    for key, part, color in styles:
         if any(parts[key]):
-            left.bar(x, parts[key], bottom=bottom, label=label, color=color)
+            left.bar(x, parts[key], bottom=bottom, label=part, color=color)
             bottom = [b + v for b, v in zip(bottom, parts[key], strict=True)]
     left.set_xticks(list(x), labels, fontsize=7)
     left.set_ylabel("ms")
-    left.set_title("Where each window's time went")
+    left.set_title(f"{label}: where each window's time went")
     left.legend(fontsize=8)
+    if summary.cpu_trace:
+        fig.tight_layout()
+        return fig
 
     lo = summary.launches
     groups = [("launch call", lo.kernel.call), ("launch delay", lo.delay),
@@ -95,50 +103,80 @@ def launch_chart(summary: Summary) -> plt.Figure:
     return fig
 
 
-def summary_charts(summary: Summary) -> dict[str, plt.Figure]:
+def summary_charts(summary: Summary, label: str) -> dict[str, plt.Figure]:
     """The charts of ``traceviz analyze --plot``, by file stem (``SUMMARY_CHARTS``)."""
-    return dict(zip(SUMMARY_CHARTS, (kernel_pie(summary), launch_chart(summary)), strict=True))
+    return dict(zip(SUMMARY_CHARTS, (kernel_pie(summary, label), launch_chart(summary, label)),
+                    strict=True))
 
 
 
 def category_bars(runs: list[RunFigures]) -> plt.Figure:
-    """Stacked bars: device time per step by category, one bar per run."""
+    """Stacked bars per run: its span per step, split into busy time by category (shared
+    where categories overlap, so the bar never exceeds the span) and idle time (host
+    wait and queued idle on a GPU, framework overhead on a CPU)."""
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(runs) + 3), 4.5))
     bottom = [0.0] * len(runs)
     x = range(len(runs))
-    for cat in CATEGORIES:
-        vals = [r.category_ns[cat] / r.per_step / 1e6 for r in runs]
-        if any(vals):
-            ax.bar(x, vals, bottom=bottom, label=cat)
+
+    def stack(vals: list[float], label: str, **style) -> None:
+        nonlocal bottom
+        if any(v > 0 for v in vals):
+            ax.bar(x, vals, bottom=bottom, label=label, **style)
             bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+
+    for cat in CATEGORIES:
+        stack([r.category_busy_ns[cat] / r.per_step / 1e6 for r in runs], cat)
+    idle = [(r.span_ns - r.busy_ns) / r.per_step / 1e6 for r in runs]
+    wait = [(r.host_wait_ns or 0) / r.per_step / 1e6 for r in runs]
+    queued = [(r.queued_idle_ns or 0) / r.per_step / 1e6 for r in runs]
+    cpu = [r.cpu_trace for r in runs]
+    unknown = [0.0 if c or r.host_wait_ns is not None else i
+               for c, r, i in zip(cpu, runs, idle, strict=True)]
+    stack([i if c else 0.0 for c, i in zip(cpu, idle, strict=True)], "framework overhead",
+          color="#cdbfe3", hatch="//", edgecolor="#7b68a6")
+    stack(wait, "idle, waiting for host", color="#f0d9a8", hatch="..", edgecolor="#b08a3d")
+    stack(queued, "idle, work queued", color="#b9cfe0", hatch="xx", edgecolor="#5b7d99")
+    stack(unknown, "idle (cause unknown)", color="#f2f2f2", edgecolor="#9a9a9a")
+    for i, r in enumerate(runs):
+        span = r.span_ns / r.per_step / 1e6
+        ax.plot([i - 0.45, i + 0.45], [span, span], color="black", linewidth=1)
+        ax.annotate(f"span {fmt_ns(r.span_ns / r.per_step)}", (i, span), ha="center",
+                    va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
     ax.set_xticks(list(x), [r.label for r in runs], rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("ms per step")
-    ax.set_title("Time by category")
+    ax.set_ylabel("ms per step" if all(r.steps for r in runs) else "ms per step (or window)")
+    ax.set_title("Where each run's span goes, by category: " + ", ".join(r.label for r in runs))
+    ax.title.set_fontsize(9)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig
 
 
 def amp_waterfall(b: AmpBreakdown, fp32: str, amp: str) -> plt.Figure:
-    steps = [("cast added", b.cast_added_ns), ("matrix time saved", -b.matrix_saved_ns),
-             ("idle change", b.idle_change_ns), ("other", b.other_ns)]
+    steps = b.parts()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.bar(0, b.fp32_span_ns / 1e6, color="#2a7ab0")
     level = b.fp32_span_ns
     for i, (_, delta) in enumerate(steps, 1):
         ax.bar(i, delta / 1e6, bottom=level / 1e6, color="#b0412a" if delta > 0 else "#3f9b4f")
+        ax.annotate(("+" if delta > 0 else "−") + fmt_ns(abs(delta)),
+                    (i, max(level, level + delta) / 1e6), ha="center", va="bottom",
+                    fontsize=7, xytext=(0, 2), textcoords="offset points")
         level += delta
     ax.bar(len(steps) + 1, b.amp_span_ns / 1e6, color="#2a7ab0")
+    highest = max(b.fp32_span_ns, b.amp_span_ns, *np.cumsum([b.fp32_span_ns]
+                                                             + [d for _, d in steps]))
+    ax.set_ylim(0, 1.1 * highest / 1e6)  # room for the labels above the bars
     ax.set_xticks(range(len(steps) + 2), [fp32, *[s for s, _ in steps], amp], rotation=15,
                   fontsize=8)
     ax.set_ylabel("ms per step")
-    ax.set_title("AMP: where the time went")
+    ax.set_title(f"AMP: where the profiled step's time went, {fp32} → {amp}", fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def sweep_plots(df: pd.DataFrame) -> dict[str, plt.Figure]:
-    """Execution time vs batch size and vs timesteps, one line per variant (+amp)."""
+def sweep_plots(df: pd.DataFrame, label: str = "sweep") -> dict[str, plt.Figure]:
+    """Execution time vs batch size and vs timesteps, one line per variant (+amp); the
+    figure is titled with the sweep's ``label``."""
     ok = df[df["status"] == "ok"].copy()
     ok["series"] = ok["model"] + ok["amp"].map(lambda a: "" if a == "none" else f" ({a})")
     figs = {}
@@ -157,12 +195,16 @@ def sweep_plots(df: pd.DataFrame) -> dict[str, plt.Figure]:
             ax.set_xticks(sorted(sel[axis].unique()))
             ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%d"))
             ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            # labels at 1-2-5 only: every minor tick labelled "%g" overlapped
+            ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1, 2, 5)))
             ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-            ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             ax.set_xlabel("batch size" if axis == "batch" else "timesteps")
             ax.set_ylabel("time per batch (ms)")
             ax.set_title(f"hidden {hidden}, {other} {fixed}")
             ax.legend(fontsize=7)
+        fig.suptitle(f"{label}: time per batch vs "
+                     + ("batch size" if axis == "batch" else "timesteps"), fontsize=10)
         fig.tight_layout()
         figs[name] = fig
     return figs

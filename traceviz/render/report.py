@@ -10,12 +10,13 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from traceviz.analyses.amp import amp_breakdown, amp_pairs
-from traceviz.analyses.compare import RunFigures, mpe_table
+from traceviz.analyses.compare import RunFigures, mpe_table, workload_differences
 from traceviz.render.terminal import amp_rows, amp_verdict
 from traceviz.units import fmt_ns, fmt_pct
 
@@ -56,28 +57,52 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
             or ", ".join((f.meta.get("devices") or {}).values()) or "?",
             "source": f.meta.get("source_format", "?"),
         } for f in figs])
-        sections.append(Section("Environment", table=env))
+        differ = workload_differences(figs)
+        sections.append(Section("Environment", "The runs differ in " + "; ".join(differ)
+                                + ": their figures are not like for like." if differ else "",
+                                table=env))
         rows = []
         for f in figs:
             w = f.meta.get("workload") or {}
             bench = f.meta.get("bench") or {}
-            t = bench.get("time_per_batch_s") or {}
+            tm = f.timings
             rows.append({
                 "run": f.label, "model": f.meta.get("model", "–"),
                 "preset": f.meta.get("preset", "–"), "mode": w.get("mode", "–"),
                 "amp": f.meta.get("amp") or "none",
                 "shape": f"b{w.get('batch')} s{w.get('seq')} {w.get('layers')}x{w.get('hidden')}"
                 if w else "–",
-                "time/batch": "–" if not t else f"{t['median']:.4f} s",
-                "min": "–" if not t else f"{t['min']:.4f}",
-                "max": "–" if not t else f"{t['max']:.4f}",
+                "time/batch": "–" if not tm else fmt_ns(tm.median_s * 1e9),
+                "min - max": "–" if not tm else f"{fmt_ns(tm.min_s * 1e9)} - "
+                                                f"{fmt_ns(tm.max_s * 1e9)}",
+                "CV": "–" if not tm else fmt_pct(tm.cv) + (" NOISY" if tm.noisy else ""),
+                "warm-up": "–" if not tm or tm.warmup_batches is None else
+                str(tm.warmup_batches) + (" (not settled)" if tm.warmup_settled is False
+                                          else ""),
+                "profiler overhead": "–" if not tm or tm.profiler_overhead is None else
+                f"{tm.profiler_overhead:.2f}x" if tm.overhead_significant else "within noise",
                 "elapsed": "–" if not bench else f"{bench['elapsed_s']:.3f} s "
                                                   f"({bench['batches']} batches)",
                 "sequences/s": "–" if not bench else f"{bench['sequences_per_s']:,.1f}",
             })
-        sections.append(Section("Time per batch, elapsed and sequences/s",
-                                "Benchmark phase without the profiler (median of the timed "
-                                "batches, device synchronised).", pd.DataFrame(rows)))
+        sections.append(Section(
+            "Time per batch, elapsed and sequences/s",
+            "Benchmark phase without the profiler (median of the timed batches, device "
+            "synchronised). NOISY: the timed batches spread by CV > 10% or max/min > 1.5. "
+            "Profiler overhead is shown only where the profiled median lies outside the "
+            "unprofiled batches' range.", pd.DataFrame(rows)))
+        phase_rows = [{
+            "run": f.label, "phase": r.phase,
+            "wall/step": fmt_ns(r.wall_ns / f.per_step) if r.wall_ns else "–",
+            "busy/step": fmt_ns(r.busy_ns / f.per_step),
+            "kernels/step": f"{r.kernels / f.per_step:,.0f}",
+            "casts/step": f"{r.casts / f.per_step:,.0f}",
+            "cast time/step": fmt_ns(r.cast_ns / f.per_step),
+        } for f in figs for r in f.summary.phases.itertuples(index=False)]
+        if phase_rows:
+            sections.append(Section(
+                "Phases", "Per marked phase (data, forward, backward, optimizer); device work "
+                "belongs to the phase its launch was made in.", pd.DataFrame(phase_rows)))
         bound = pd.DataFrame([{
             "run": f.label, "trace": "CPU" if f.cpu_trace else "GPU",
             "busy/step": fmt_ns(f.busy_ns / f.per_step),
@@ -97,11 +122,11 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
         pies = Section("Where the time goes",
                        "Top kernels (leaf framework ops on a CPU trace) and others.")
         for f in figs:
-            pies.images.append((f"pie_{_safe(f.label)}.png", _png(kernel_pie(f.summary))))
+            pies.images.append((f"pie_{_safe(f.label)}.png", _png(kernel_pie(f.summary, f.label))))
         if len(figs) > 1:
             pies.images.append(("categories.png", _png(category_bars(figs))))
         sections.append(pies)
-        if len(figs) > 1:
+        if len(mpe_table(figs)) > 1:
             mpe = mpe_table(figs).map(lambda v: "–" if pd.isna(v) else f"{v:+.1f}%")
             sections.append(Section("Mean percentage error", "Time per batch, row vs "
                                     "column, over the timed batches paired in order; negative: "
@@ -117,12 +142,21 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                             "idle_fraction", "launch_bound_fraction", "cast_share",
                             "top_kernel", "error") if c in df]
         table = df[cols].copy()
-        for c in ("time_per_batch_s", "sequences_per_s", "idle_fraction",
-                  "launch_bound_fraction", "cast_share"):
+        human: dict[str, Callable[[float], str]] = {
+                 "time_per_batch_s": lambda v: fmt_ns(v * 1e9),
+                 "sequences_per_s": lambda v: f"{v:,.1f}",
+                 "idle_fraction": fmt_pct, "launch_bound_fraction": fmt_pct,
+                 "cast_share": fmt_pct}
+        for c, fmt in human.items():
             if c in table:
-                table[c] = table[c].map(lambda v: "–" if pd.isna(v) else f"{v:.4g}")
+                table[c] = table[c].map(lambda v, f=fmt: "–" if pd.isna(v) else f(v))
+        table = table.rename(columns={"time_per_batch_s": "time/batch",
+                                      "sequences_per_s": "sequences/s",
+                                      "idle_fraction": "idle (CPU: framework)",
+                                      "launch_bound_fraction": "launch-bound",
+                                      "cast_share": "cast share", "top_kernel": "top kernel"})
         images = [(f"{_safe(label)}_{name}.png", _png(fig))
-                  for name, fig in sweep_plots(df).items()]
+                  for name, fig in sweep_plots(df, label).items()]
         sections.append(Section(f"Sweep: {label}",
                                 f"{(df['status'] == 'ok').sum()} of {len(df)} points captured.",
                                 table, images))

@@ -12,6 +12,7 @@ from rich.text import Text
 from traceviz.analyses.amp import AmpBreakdown
 from traceviz.analyses.compare import RunFigures
 from traceviz.analyses.summary import Summary
+from traceviz.analyses.timings import Timings
 from traceviz.schema import CATEGORIES
 from traceviz.units import fmt_ns, fmt_pct, short_name
 
@@ -25,9 +26,14 @@ def render_summary(summary: Summary, top: int = 15, wide: bool = False,
     parts: list[RenderableType] = [_header(summary),
                                    _top_kernels(summary, top, wide, name_width, n_stats),
                                    _categories(summary)]
+    if len(summary.phases):
+        parts.append(phase_render(summary.phases, summary.steps, summary.cpu_trace))
     if not summary.cpu_trace:
         parts.append(_launches(summary))
     parts.append(_casts(summary, wide))
+    if summary.timings:
+        parts.append(Text.assemble(("bench", "bold"), " (no profiler): ",
+                                   timings_line(summary.timings)))
     for note in summary.notes:
         parts.append(Text(f"note: {note}", style="yellow"))
     return Group(*parts)
@@ -155,6 +161,42 @@ def _launches(s: Summary) -> Table:
     return t
 
 
+def phase_render(phases: pd.DataFrame, steps: int, cpu_trace: bool) -> Table:
+    """The per-phase table; times per step where the trace has steps."""
+    per = max(steps, 1)
+    unit = " per step" if steps else ""
+    what = "leaf ops" if cpu_trace else "kernels"
+    t = Table(title=f"Phases{unit} (work belongs to the phase its launch was made in)",
+              box=box.SIMPLE_HEAD, title_justify="left")
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("phase", "left"), ("wall", "right"), ("busy", "right"), ("busy/wall", "right"),
+        (what, "right"), (f"{what} time", "right"), ("casts", "right"), ("cast time", "right"))
+    for col, just in columns:
+        t.add_column(col, justify=just, no_wrap=True)
+    for r in phases.itertuples(index=False):
+        t.add_row(r.phase, fmt_ns(r.wall_ns / per) if r.wall_ns else "–",
+                  fmt_ns(r.busy_ns / per), fmt_pct(_share(r.busy_ns, r.wall_ns)),
+                  f"{r.kernels / per:,.0f}", fmt_ns(r.kernel_ns / per), f"{r.casts / per:,.0f}",
+                  fmt_ns(r.cast_ns / per))
+    return t
+
+
+def timings_line(t: Timings) -> str:
+    """Median, spread and the noise verdict of a benchmark; the profiler's overhead only
+    where it exceeds the spread; the warm-up it took."""
+    line = (f"{t.median_s * 1e3:,.3f} ms/batch median of {t.batches} (min "
+            f"{t.min_s * 1e3:,.3f}, max {t.max_s * 1e3:,.3f}, CV {100 * t.cv:.1f}%)")
+    if t.noisy:
+        line += " · NOISY (CV > 10% or max/min > 1.5: compare medians with care)"
+    if t.profiler_overhead is not None:
+        line += (f" · profiler overhead {t.profiler_overhead:.2f}x" if t.overhead_significant
+                 else " · profiler overhead within noise")
+    if t.warmup_batches is not None:
+        settled = {True: "settled", False: "NOT settled", None: "fixed"}[t.warmup_settled]
+        line += f" · warm-up {t.warmup_batches} batches ({settled})"
+    return line
+
+
 def _share(part: int | None, whole: int) -> float | None:
     return None if part is None or not whole else part / whole
 
@@ -190,19 +232,25 @@ def _secs(x: float | None) -> str:
 
 
 def runs_table(runs: list[RunFigures]) -> Table:
-    t = Table(title="Runs side by side (device times per profiled step)", box=box.SIMPLE_HEAD,
+    per = ("per profiled step" if all(r.steps for r in runs) else
+           "per profiled step; a run without steps: its whole window")
+    t = Table(title=f"Runs side by side (device times {per})", box=box.SIMPLE_HEAD,
               title_justify="left")
     t.add_column("metric", no_wrap=True)
     for r in runs:
-        t.add_column(r.label, justify="right", no_wrap=True)
-    busy = "busy (GPU, or leaf ops on CPU)"
+        t.add_column(r.label, justify="right")  # a long label wraps, figures stay whole
+    busy = "busy (GPU; CPU: leaf ops)"
     rows = [
         ("time per batch (median)", [_secs(r.time_per_batch_s) for r in runs]),
+        ("  min - max", [_range(r.timings) for r in runs]),
+        ("  spread (CV)", [_cv(r.timings) for r in runs]),
+        ("  profiler overhead", [_overhead(r.timings) for r in runs]),
+        ("  warm-up batches", [_warmup(r.timings) for r in runs]),
         ("sequences/s", ["–" if r.sequences_per_s is None else f"{r.sequences_per_s:,.1f}"
                          for r in runs]),
         (busy, [fmt_ns(r.busy_ns / r.per_step) for r in runs]),
         ("span", [fmt_ns(r.span_ns / r.per_step) for r in runs]),
-        ("idle (1 - busy/span; CPU: framework overhead)",
+        ("idle, 1 - busy/span (CPU: framework)",
          [fmt_pct(r.idle_fraction) for r in runs]),
         ("  waiting for host (launch-bound)",
          [fmt_pct(r.launch_bound_fraction) for r in runs]),
@@ -216,27 +264,89 @@ def runs_table(runs: list[RunFigures]) -> Table:
         ("cast time", [fmt_ns(r.cast_ns / r.per_step) for r in runs]),
         ("tensor-core share (half/bf16)", [fmt_pct(r.tensor_core_share) for r in runs]),
     ]
+    phases = [p for p in ("data", "forward", "backward", "optimizer", "(no phase)")
+              if any((r.summary.phases["phase"] == p).any() for r in runs)]
+    for p in phases:
+        for what in ("wall", "busy", "kernels"):
+            rows.append((f"phase {p}: {what}" if what == "wall" else f"  {what}",
+                         [_phase_cell(r.summary.phases, p, what, r.per_step) for r in runs]))
     for name, values in rows:
+        if name.startswith("  ") and all(v == "–" for v in values):
+            continue  # a timing detail no run has
         t.add_row(name, *values)
+    if any(r.timings and r.timings.noisy for r in runs):
+        t.caption = ("NOISY: a run whose timed batches spread by CV > 10% or max/min > 1.5; "
+                     "its median may not repeat")
     return t
+
+
+def _phase_cell(phases: pd.DataFrame, phase: str, what: str, per: int) -> str:
+    row = phases[phases["phase"] == phase]
+    if row.empty:
+        return "–"
+    r = row.iloc[0]
+    if what == "kernels":
+        return f"{r['kernels'] / per:,.0f}"
+    value = r[f"{what}_ns"]
+    return fmt_ns(value / per) if value or what == "busy" else "–"
+
+
+def _range(t: Timings | None) -> str:
+    return "–" if t is None else f"{t.min_s:.4f} - {t.max_s:.4f} s"
+
+
+def _cv(t: Timings | None) -> str:
+    return "–" if t is None else f"{100 * t.cv:.1f}%" + (" NOISY" if t.noisy else "")
+
+
+def _overhead(t: Timings | None) -> str:
+    if t is None or t.profiler_overhead is None:
+        return "–"
+    return f"{t.profiler_overhead:.2f}x" if t.overhead_significant else "within noise"
+
+
+def _warmup(t: Timings | None) -> str:
+    if t is None or t.warmup_batches is None:
+        return "–"
+    return f"{t.warmup_batches}" + (" (not settled)" if t.warmup_settled is False else "")
+
 
 
 def diff_table(diff: pd.DataFrame, a: str, b: str, top: int = 12) -> Table:
-    t = Table(title=f"Biggest kernel differences per step, A = {a} → B = {b}",
+    """Kernel differences: calls and time per call apart, so that a window holding fewer
+    calls is not read as faster kernels."""
+    per = "per step" if diff.attrs.get("unit") == "step" else "per second of window"
+    t = Table(title=f"Biggest kernel differences ({per}), A = {a} → B = {b}",
               box=box.SIMPLE_HEAD, title_justify="left")
-    t.add_column("kernel", no_wrap=True, max_width=48)
+    # calls and time per call A/B, and the change in time: time A/B themselves are
+    # calls x time per call, and all columns must fit 120 columns
+    t.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=18)
     columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("category", "left"), ("change", "left"), ("A", "right"), ("B", "right"),
-        ("B - A", "right"))
+        ("category", "left"), ("change", "left"), ("calls A", "right"), ("calls B", "right"),
+        ("/call A", "right"), ("/call B", "right"),
+        ("time B - A" + ("/step" if diff.attrs.get("unit") == "step" else "/s"), "right"))
     for col, just in columns:
-        t.add_column(col, justify=just, no_wrap=True, min_width=len(col))
+        t.add_column(col, justify=just, no_wrap=True,
+                     min_width=11 if col.startswith(("/", "time")) else len(col))
     for r in diff.head(top).itertuples(index=False):
-        t.add_row(short_name(r.name, 48), r.category, r.change, fmt_ns(r.ns_a), fmt_ns(r.ns_b),
+        t.add_row(short_name(r.name, 18), r.category, r.change, _calls(r.count_a),
+                  _calls(r.count_b), fmt_ns(_nan_none(r.per_call_a)),
+                  fmt_ns(_nan_none(r.per_call_b)),
                   ("+" if r.delta_ns > 0 else "") + fmt_ns(r.delta_ns))
-    counts = diff["change"].value_counts()
-    t.caption = ", ".join(f"{counts.get(k, 0)} {k}" for k in
-                          ("added", "removed", "faster", "slower", "same"))
+    from traceviz.analyses.compare import CHANGES
+
+    changes = diff["change"].astype(str)
+    # "same" is also inside no other label; "slower" may share a row with "fewer calls"
+    t.caption = ", ".join(f"{changes.str.contains(k, regex=False).sum()} {k}" for k in CHANGES)
     return t
+
+
+def _calls(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 or x == int(x) else f"{x:,.2f}"
+
+
+def _nan_none(x: float) -> float | None:
+    return None if pd.isna(x) else x
 
 
 def mpe_render(table: pd.DataFrame) -> Table:
@@ -252,20 +362,31 @@ def mpe_render(table: pd.DataFrame) -> Table:
 
 def amp_rows(b: AmpBreakdown) -> list[tuple[str, str]]:
     """The AMP breakdown as (part, time per step) rows, FP32 span to AMP span."""
-    return [
-        ("FP32 span", fmt_ns(b.fp32_span_ns)),
-        ("+ cast overhead added", fmt_ns(b.cast_added_ns)),
-        ("- matrix (gemm/attention/rnn) time saved", fmt_ns(b.matrix_saved_ns)),
-        ("+ idle change (host wait, queued; CPU: framework)", fmt_ns(b.idle_change_ns)),
-        ("+ other", fmt_ns(b.other_ns)),
-        ("AMP span", fmt_ns(b.amp_span_ns)),
-    ]
+    detail = {"matrix": " (gemm/attention/rnn)", "idle": " (host wait, queued; CPU: framework)"}
+    rows = [("FP32 span", fmt_ns(b.fp32_span_ns))]
+    for label, delta in b.parts():
+        what = label.split()[0]
+        rows.append((f"{'+' if delta > 0 else '−'} {label}{detail.get(what, '')}",
+                     fmt_ns(abs(delta))))
+    rows.append(("AMP span", fmt_ns(b.amp_span_ns)))
+    return rows
 
 
 def amp_verdict(b: AmpBreakdown) -> str:
+    """The profiled span's change and, where both runs were timed without the profiler,
+    the unprofiled change, which is the one to believe where the two disagree."""
     verdict = "faster" if b.span_delta_ns < 0 else "slower"
-    return (f"AMP is {fmt_ns(abs(b.span_delta_ns))} per step {verdict}; tensor-core share "
-            f"{fmt_pct(b.tensor_core_share_fp32)} → {fmt_pct(b.tensor_core_share_amp)}")
+    line = (f"Profiled span: AMP is {fmt_ns(abs(b.span_delta_ns))} per step {verdict}; "
+            f"tensor-core share {fmt_pct(b.tensor_core_share_fp32)} → "
+            f"{fmt_pct(b.tensor_core_share_amp)}.")
+    if b.fp32_time_s and b.amp_time_s:
+        change = b.amp_time_s / b.fp32_time_s - 1
+        line += (f" Without the profiler: {fmt_ns(b.fp32_time_s * 1e9)} → "
+                 f"{fmt_ns(b.amp_time_s * 1e9)} per batch ({100 * change:+.1f}%)")
+        if (change < 0) != (b.span_delta_ns < 0):
+            line += ", the other way: the profiler's overhead differs between the runs"
+        line += "."
+    return line
 
 
 def amp_render(b: AmpBreakdown, fp32: str, amp: str) -> Group:

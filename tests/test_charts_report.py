@@ -1,0 +1,169 @@
+"""Charts and reports as a user sees them (issue 15): bars within their span, runs named,
+no empty panels, AMP parts labelled by sign, human numbers, ticks apart, a terminal at a
+fixed width, PNGs opened, and the HTML report screenshotted by headless Chromium."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+from itertools import combinations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.image  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from rich.console import Console  # noqa: E402
+
+from tests.conftest import ROOT  # noqa: E402
+from tests.handmade import row, trace  # noqa: E402
+from traceviz.analyses import summarize  # noqa: E402
+from traceviz.analyses.amp import amp_breakdown  # noqa: E402
+from traceviz.analyses.compare import run_figures  # noqa: E402
+from traceviz.cli import main  # noqa: E402
+from traceviz.render import charts  # noqa: E402
+from traceviz.render.terminal import amp_rows, print_summary  # noqa: E402
+from traceviz.trace import Trace  # noqa: E402
+
+S = ROOT / "sample_traces"
+RUNS = {"cpu": S / "cpu" / "cudnn_torch", "gpu": S / "gpu" / "cudnn_torch" / "train",
+        "gpu-bf16": S / "gpu" / "cudnn_torch-bf16" / "train",
+        "tf-threads": S / "tf" / "generic_tf"}  # TF's CPU ops overlap on several threads
+
+
+def _figs():
+    return [run_figures(Trace.load(p / "trace.parquet"), label) for label, p in RUNS.items()]
+
+
+def test_category_bars_stay_within_the_span():
+    figs = _figs()
+    tf = figs[-1]
+    assert sum(tf.category_ns.values()) > tf.busy_ns  # summed kernel time overlaps itself
+    fig = charts.category_bars(figs)
+    ax = fig.axes[0]
+    tops: dict[int, float] = {}
+    for bar in ax.patches:
+        x = round(bar.get_x() + bar.get_width() / 2)
+        tops[x] = max(tops.get(x, 0.0), bar.get_y() + bar.get_height())
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    for i, f in enumerate(figs):
+        span = f.span_ns / f.per_step / 1e6
+        assert tops[i] == pytest.approx(span, rel=1e-6)
+        assert sum(f.category_busy_ns.values()) == pytest.approx(f.busy_ns, abs=len(
+            f.category_busy_ns))
+    assert "framework overhead" in legend and "idle, waiting for host" in legend
+    assert all(f.label in ax.get_title() for f in figs)
+
+
+def test_launch_chart_has_no_empty_panel_on_cpu_and_names_the_run():
+    cpu = summarize(Trace.load(RUNS["cpu"] / "trace.parquet"))
+    gpu = summarize(Trace.load(RUNS["gpu"] / "trace.parquet"))
+    assert len(charts.launch_chart(cpu, "cpu run").axes) == 1
+    g = charts.launch_chart(gpu, "gpu run")
+    assert len(g.axes) == 2 and "gpu run" in g.axes[0].get_title()
+    pie = charts.kernel_pie(gpu, "gpu run")
+    assert pie.axes[0].get_title().startswith("gpu run: ")
+
+
+def _step_trace(kernels, amp=None):
+    rows = [row("step", "ProfilerStep#1", 0, 1000, step=1)]
+    t0 = 0
+    for name, dur in kernels:
+        rows.append(row("kernel", name, t0, dur))
+        t0 += dur
+    t = trace(*rows)
+    t.meta.update({"model": "fine_torch", "workload": {"batch": 1}, "amp": amp})
+    return t
+
+
+def test_amp_part_that_grew_is_not_called_saved():
+    fp32 = run_figures(_step_trace([("volta_sgemm_128x64_nn", 300)]), "fp32")
+    amp = run_figures(_step_trace([("volta_h884gemm_128x64_nn", 500),
+                                   ("bfloat16_copy_kernel_cuda", 50)], amp="bf16"), "amp")
+    b = amp_breakdown(fp32, amp)
+    assert b.matrix_saved_ns == -200
+    labels = dict(amp_rows(b))
+    assert labels["+ matrix time grew (gemm/attention/rnn)"] == "200 ns"
+    assert not any("saved" in k for k in labels)
+    fig = charts.amp_waterfall(b, "fp32", "amp")
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert "matrix time grew" in ticks and "fp32 → amp" in fig.axes[0].get_title()
+
+
+def _overlaps(labels) -> list:
+    boxes = [t.get_window_extent() for t in labels if t.get_visible() and t.get_text()]
+    return [(a, b) for a, b in combinations(boxes, 2) if a.overlaps(b)]
+
+
+def test_sweep_log_ticks_do_not_overlap_and_name_the_sweep():
+    df = pd.read_parquet(S / "gpu" / "sweep-amp" / "sweep.parquet")
+    df = pd.concat([df, pd.read_parquet(S / "gpu" / "sweep-batch" / "sweep.parquet")])
+    figs = charts.sweep_plots(df, "h100 sweeps")
+    assert figs
+    for fig in figs.values():
+        fig.canvas.draw()
+        assert "h100 sweeps" in fig._suptitle.get_text()
+        for ax in fig.axes:
+            assert not _overlaps(ax.get_yticklabels())
+            assert not _overlaps(ax.get_xticklabels())
+            assert len([t for t in ax.get_yticklabels() if t.get_text()]) >= 2
+
+
+def test_terminal_at_fixed_width(capsys):
+    for label in ("gpu-bf16", "cpu"):
+        buf = io.StringIO()
+        s = summarize(Trace.load(RUNS[label] / "trace.parquet"))
+        print_summary(Console(file=buf, width=100, color_system=None), s, top=10)
+        lines = buf.getvalue().splitlines()
+        assert max(len(line) for line in lines) <= 100
+        text = buf.getvalue()
+        assert "Phases per step" in text and "bench (no profiler)" in text
+    assert "forward" in text
+
+
+def test_pngs_open_and_show_something(tmp_path):
+    assert main(["analyze", str(RUNS["gpu-bf16"]), "--plot", str(tmp_path)]) == 0
+    for name in ("kernels_pie", "launch_overhead"):
+        img = matplotlib.image.imread(tmp_path / f"{name}.png")
+        assert img.shape[0] > 300 and img.shape[1] > 500
+        assert float(np.std(img[..., :3])) > 0.05  # not a blank canvas
+
+
+def test_compare_shows_phases_timings_and_noise(capsys):
+    assert main(["compare", str(RUNS["gpu"]), str(RUNS["gpu-bf16"])]) == 0
+    out = capsys.readouterr().out
+    assert "phase forward: wall" in out and "  kernels" in out
+    assert "phase backward" in out and "spread (CV)" in out
+    assert "Mean percentage error" in out  # both runs have timed batches
+
+
+def test_sweep_report_prints_human_numbers(tmp_path):
+    md = tmp_path / "r.md"
+    assert main(["report", str(S / "gpu" / "sweep-batch"), "-o", str(md)]) == 0
+    text = md.read_text()
+    section = text.split("## Sweep", 1)[1]
+    assert "e+0" not in section and "ms" in section and "%" in section
+    ok = pd.read_parquet(S / "gpu" / "sweep-batch" / "sweep.parquet")
+    best = ok.loc[ok["sequences_per_s"].idxmax(), "sequences_per_s"]
+    assert f"{best:,.1f}" in section
+
+
+@pytest.mark.requires(shutil.which("chromium") is None,
+                      "needs headless Chromium (.ci/run installs Debian's chromium)")
+def test_html_report_screenshot(tmp_path):
+    html = tmp_path / "report.html"
+    assert main(["report", str(RUNS["gpu"]), str(RUNS["gpu-bf16"]), "-o", str(html)]) == 0
+    page = html.read_text()
+    for heading in ("Phases", "AMP breakdown", "Time per batch"):
+        assert heading in page
+    shot = tmp_path / "shot.png"
+    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                    "--hide-scrollbars", f"--screenshot={shot}", "--window-size=1200,3000",
+                    html.as_uri()], check=True, capture_output=True, timeout=120)
+    img = matplotlib.image.imread(shot)
+    assert img.shape[:2] == (3000, 1200)
+    rows = np.std(img[..., :3], axis=1).mean(axis=1)
+    assert (rows > 0.05).sum() > 1000  # text, tables and charts over much of the page
