@@ -23,3 +23,17 @@ def row(kind: str, name: str, ts: int, dur: int, corr: int = -1, step: int = -1,
 
 def trace(*rows: dict) -> Trace:
     return finish(pd.DataFrame(list(rows)), {"source_format": "handmade"})
+
+
+def step_trace(kernels: list[tuple[str, int]], amp: str | None = None) -> Trace:
+    """One 1000 ns step holding ``kernels`` (name, ns) back to back, with the metadata of a
+    fine_torch run (``amp`` its --amp): a run for compare/amp tests."""
+    rows = [row("step", "ProfilerStep#1", 0, 1000, step=1)]
+    t0 = 0
+    for name, dur in kernels:
+        rows.append(row("kernel", name, t0, dur))
+        t0 += dur
+    t = trace(*rows)
+    t.meta.update({"model": "fine_torch", "workload": {"batch": 1}, "amp": amp,
+                   "device_kind": "cuda"})
+    return t

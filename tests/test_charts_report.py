@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from tests.conftest import ROOT  # noqa: E402
-from tests.handmade import row, trace  # noqa: E402
+from tests.handmade import step_trace  # noqa: E402
 from traceviz.analyses import summarize  # noqa: E402
 from traceviz.analyses.amp import amp_breakdown  # noqa: E402
 from traceviz.analyses.compare import run_figures  # noqa: E402
@@ -68,20 +68,11 @@ def test_launch_chart_has_no_empty_panel_on_cpu_and_names_the_run():
     assert pie.axes[0].get_title().startswith("gpu run: ")
 
 
-def _step_trace(kernels, amp=None):
-    rows = [row("step", "ProfilerStep#1", 0, 1000, step=1)]
-    t0 = 0
-    for name, dur in kernels:
-        rows.append(row("kernel", name, t0, dur))
-        t0 += dur
-    t = trace(*rows)
-    t.meta.update({"model": "fine_torch", "workload": {"batch": 1}, "amp": amp})
-    return t
 
 
 def test_amp_part_that_grew_is_not_called_saved():
-    fp32 = run_figures(_step_trace([("volta_sgemm_128x64_nn", 300)]), "fp32")
-    amp = run_figures(_step_trace([("volta_h884gemm_128x64_nn", 500),
+    fp32 = run_figures(step_trace([("volta_sgemm_128x64_nn", 300)]), "fp32")
+    amp = run_figures(step_trace([("volta_h884gemm_128x64_nn", 500),
                                    ("bfloat16_copy_kernel_cuda", 50)], amp="bf16"), "amp")
     b = amp_breakdown(fp32, amp)
     assert b.matrix_saved_ns == -200

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.conftest import KINETO, ROOT
-from tests.handmade import row, trace
+from tests.handmade import step_trace
 from traceviz.analyses.amp import amp_breakdown
 from traceviz.analyses.compare import (
     kernel_diff,
@@ -43,22 +43,12 @@ def test_mean_percentage_error_sign_and_value():
     assert mean_percentage_error([], [1.0]) is None
 
 
-def _step_trace(kernels, amp=None):
-    rows = [row("step", "ProfilerStep#1", 0, 1000, step=1)]
-    t0 = 0
-    for name, dur in kernels:
-        rows.append(row("kernel", name, t0, dur))
-        t0 += dur
-    t = trace(*rows)
-    t.meta.update({"model": "fine_torch", "workload": {"batch": 1}, "amp": amp,
-                   "device_kind": "cuda"})
-    return t
 
 
 def test_amp_breakdown_parts_add_up():
-    fp32 = run_figures(_step_trace([("volta_sgemm_128x64_nn", 600),
+    fp32 = run_figures(step_trace([("volta_sgemm_128x64_nn", 600),
                                     ("vectorized_elementwise_kernel", 100)]), "fp32")
-    amp = run_figures(_step_trace([("volta_h884gemm_128x64_nn", 300),
+    amp = run_figures(step_trace([("volta_h884gemm_128x64_nn", 300),
                                    ("bfloat16_copy_kernel_cuda", 50),
                                    ("vectorized_elementwise_kernel", 100)], amp="fp16"), "amp")
     b = amp_breakdown(fp32, amp)
@@ -93,8 +83,8 @@ def test_compare_and_amp_cli(tmp_path, capsys):
 
 
 def test_amp_cli(tmp_path, capsys):
-    fp32 = _step_trace([("volta_sgemm_128x64_nn", 600)])
-    amp = _step_trace([("volta_h884gemm_128x64_nn", 300), ("bfloat16_copy_kernel_cuda", 50)],
+    fp32 = step_trace([("volta_sgemm_128x64_nn", 600)])
+    amp = step_trace([("volta_h884gemm_128x64_nn", 300), ("bfloat16_copy_kernel_cuda", 50)],
                       amp="fp16")
     fp32.save(tmp_path / "a.parquet")
     amp.save(tmp_path / "b.parquet")
