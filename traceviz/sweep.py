@@ -7,8 +7,13 @@ error and the sweep moves on.
 
 from __future__ import annotations
 
+import io
 import itertools
-from collections.abc import Callable
+import shutil
+import tarfile
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,6 +107,66 @@ def _row(point: dict, spec: SweepSpec, run_dir: Path, result=None, error: str = 
     return row
 
 
+MARKER = ".traceviz-sweep"  # its content tells a worker whether it sees the driver's folder
+
+
+def capture_point(point: dict, spec: SweepSpec, out_dir: str, marker: str) -> dict:
+    """Capture one point and return its sweep row; runs wherever it is scheduled (this
+    process, or a Ray worker on another node). A worker that sees the sweep folder (the
+    marker file holds ``marker``) writes the run folder there; one that does not writes it
+    to a temporary folder and ships it back in the row (``_archive``: tar.gz bytes)."""
+    from traceviz.capture import CaptureRequest, prepare_run_dir, run_capture
+    from traceviz.runners.presets import make_workload
+
+    out = Path(out_dir)
+    pid = point_id(point)
+    final = out / "points" / pid
+    try:
+        shared = (out / MARKER).read_text() == marker
+    except OSError:
+        shared = False
+    scratch = None if shared else Path(tempfile.mkdtemp(prefix="traceviz-point-"))
+    run_dir = final if scratch is None else scratch / pid
+    try:
+        workload, _ = make_workload(spec.preset, spec.mode, spec.device, batch=point["batch"],
+                                    hidden=point["hidden"], seq=point["seq"],
+                                    layers=spec.layers)
+        req = CaptureRequest(point["model"], workload, spec.device, amp=point["amp"],
+                             warmup=spec.warmup, max_warmup=spec.max_warmup,
+                             steps=spec.steps, profile_steps=spec.profile_steps)
+        prepare_run_dir(run_dir, force=True)
+        row = _row(point, spec, final, run_capture(req, run_dir))
+    except TraceVizError as e:
+        row = _row(point, spec, final, error=str(e))
+    if scratch is not None:
+        if run_dir.is_dir():
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+                tar.add(run_dir, arcname=pid)
+            row["_archive"] = buf.getvalue()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return row
+
+
+def unpack_point(row: dict, out_dir: Path) -> dict:
+    """Put a shipped run folder in place under ``out_dir/points`` (see ``capture_point``)."""
+    archive = row.pop("_archive", None)
+    if archive is None:
+        return row
+    points = out_dir / "points"
+    target = points / row["point"]
+    shutil.rmtree(target, ignore_errors=True)
+    points.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        tar.extractall(points, filter="data")
+    return row
+
+
+# runs capture_point over (point, spec, out_dir, marker) jobs, yielding (job index, row or
+# the exception that lost the point) as points finish: locally one by one, or on Ray
+PointMap = Callable[[list[tuple]], Iterator[tuple[int, "dict | BaseException"]]]
+
+
 def run_sweep(
     spec: SweepSpec,
     out_dir: Path,
@@ -109,11 +174,10 @@ def run_sweep(
     force: bool = False,
     on_start: Callable[[int, int, dict], None] | None = None,
     on_done: Callable[[int, int, dict], None] | None = None,
+    point_map: PointMap | None = None,
 ) -> pd.DataFrame:
-    """Capture every point not already done; return the sweep table."""
-    from traceviz.capture import CaptureRequest, prepare_run_dir, run_capture
-    from traceviz.runners.presets import make_workload
-
+    """Capture every point not already done (``point_map``: where; default here, one after
+    another); ``sweep.parquet`` is rewritten after every point. Returns the sweep table."""
     table_path = out_dir / SWEEP_FILE
     rows: dict[str, dict] = {}
     if table_path.exists():
@@ -129,28 +193,40 @@ def run_sweep(
     if unknown:  # a typo fails now; a variant that cannot run here fails as its point
         raise TraceVizError(f"unknown model {unknown[0]!r}; `traceviz models` lists them")
     points = spec.points()
-    for i, p in enumerate(points, 1):
-        pid = point_id(p)
-        if rows.get(pid, {}).get("status") == "ok":
-            continue
-        if on_start:
+    todo = [p for p in points if rows.get(point_id(p), {}).get("status") != "ok"]
+    done = len(points) - len(todo)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    marker = uuid.uuid4().hex
+    with atomic_output(out_dir / MARKER, force=True) as tmp:
+        tmp.write_text(marker)
+    first = done + 1
+
+    def local(jobs: list[tuple]) -> Iterator[tuple[int, dict | BaseException]]:
+        for k, job in enumerate(jobs):
+            if on_start:
+                on_start(first + k, len(points), todo[k])
+            yield k, capture_point(*job)
+
+    if point_map is not None and on_start:  # all submitted at once
+        for i, p in enumerate(todo, first):
             on_start(i, len(points), p)
-        run_dir = out_dir / "points" / pid
-        try:
-            workload, _ = make_workload(spec.preset, spec.mode, spec.device, batch=p["batch"],
-                                        hidden=p["hidden"], seq=p["seq"], layers=spec.layers)
-            req = CaptureRequest(p["model"], workload, spec.device, amp=p["amp"],
-                                 warmup=spec.warmup, max_warmup=spec.max_warmup,
-                                 steps=spec.steps,
-                                 profile_steps=spec.profile_steps)
-            prepare_run_dir(run_dir, force=True)
-            row = _row(p, spec, run_dir, run_capture(req, run_dir))
-        except TraceVizError as e:
-            row = _row(p, spec, run_dir, error=str(e))
-        rows[pid] = row
+    jobs = [(p, spec, str(out_dir), marker) for p in todo]
+    for k, result in (point_map or local)(jobs):
+        p = todo[k]
+        if isinstance(result, BaseException):  # the worker or its node died
+            line = (str(result).strip().splitlines() or [""])[0]
+            row = _row(p, spec, out_dir / "points" / point_id(p),
+                       error=f"{type(result).__name__}: {line}"[:500])
+        else:
+            row = unpack_point(result, out_dir)
+        rows[point_id(p)] = row
         _write(table_path, rows)
+        done += 1
         if on_done:
-            on_done(i, len(points), row)
+            on_done(done, len(points), row)
+    order = {point_id(p): i for i, p in enumerate(points)}  # the grid's order, not finishing
+    rows = dict(sorted(rows.items(), key=lambda kv: order.get(kv[0], len(order))))
+    _write(table_path, rows)
     return _frame(rows)
 
 

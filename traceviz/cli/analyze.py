@@ -11,6 +11,7 @@ from traceviz.cli.base import (
     Command,
     chart_paths,
     load_with_progress,
+    progress_bar,
     refuse_existing,
     stderr,
     stdout,
@@ -28,7 +29,8 @@ class AnalyzeCommand(Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("trace", type=Path,
-                       help="a traceviz .parquet, any raw trace, or a capture's run folder")
+                       help="a traceviz .parquet, any raw trace, a capture's run folder, a "
+                            "folder of rank traces, or a rank dataset (traceviz import DIR)")
         p.add_argument("--top", type=int, default=15, help="kernels to list (default 15)")
         p.add_argument("--wide", action="store_true", help="full kernel names, no shortening")
         p.add_argument("--by", choices=("name", "config"), default="name",
@@ -44,12 +46,19 @@ class AnalyzeCommand(Command):
         p.add_argument("--force", action="store_true",
                        help="replace existing files in --plot/--export folders")
         p.add_argument("--width", type=int, help="terminal width for the tables")
+        p.add_argument("--memory-limit", metavar="SIZE",
+                       help="DuckDB's memory limit for a rank dataset (e.g. 2GB; default a "
+                            "quarter of this machine's memory)")
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.analyses import summarize
 
         if args.top < 1:
             raise UsageError("must be at least 1", option="top")
+        from traceviz.rankdir import is_dataset, is_rank_folder
+
+        if is_dataset(args.trace) or is_rank_folder(args.trace):
+            return self.run_ranks(args)
         exports = plots = []
         if args.export:
             exports = [args.export / f"{n}.parquet" for n in EXPORTS]
@@ -83,4 +92,29 @@ class AnalyzeCommand(Command):
 
             write_charts(args.plot, summary_charts(summary, run_label(args.trace, trace)),
                          args.force)
+        return 0
+
+    def run_ranks(self, args: argparse.Namespace) -> int:
+        """A folder of rank traces, or the dataset ``traceviz import DIR`` made of one."""
+        from rich.progress import MofNCompleteColumn, TimeElapsedColumn
+
+        from traceviz.rankdir import analyze_dataset, analyze_folder, is_dataset
+
+        if args.plot or args.export:
+            raise UsageError("--plot and --export take one trace; for many ranks, "
+                             "`traceviz import DIR -o DATASET` writes them as Parquet")
+        with progress_bar(stderr(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          description="ranks") as bar:
+            task = bar.add_task("ranks", total=None)
+            tick = lambda done, total: bar.update(task, completed=done, total=total)  # noqa: E731
+            if is_dataset(args.trace):
+                summary = analyze_dataset(args.trace, args.memory_limit, tick)
+            else:
+                summary = analyze_folder(args.trace, tick)
+        if args.json:
+            print(json.dumps(summary.to_dict(top=args.top), indent=2))
+        else:
+            from traceviz.render.terminal import ranks_render
+
+            stdout(args.width).print(ranks_render(summary, top=args.top))
         return 0

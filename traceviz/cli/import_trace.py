@@ -8,7 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from traceviz.cli.base import Command, load_with_progress, refuse_existing, stderr
+from traceviz.cli.base import Command, load_with_progress, progress_bar, refuse_existing, stderr
+from traceviz.errors import UsageError
 
 RAW_SUFFIXES = (".gz", ".json", ".pt.trace", ".trace", ".sqlite", ".arrow", ".nsys-rep",
                 ".parquetdir", ".arrowdir")
@@ -21,12 +22,28 @@ class ImportCommand(Command):
             "into a traceviz .parquet table")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        p.add_argument("raw", type=Path, help="raw trace file; format detected from content")
+        p.add_argument("raw", type=Path,
+                       help="raw trace file (format detected from content), or a folder of "
+                            "rank traces (then -o names the dataset folder)")
         p.add_argument("-o", "--output", type=Path,
-                       help="output .parquet (default: <raw name>.parquet in the current folder)")
+                       help="output .parquet (default: <raw name>.parquet in the current "
+                            "folder); for a rank folder, the dataset folder (required)")
         p.add_argument("--force", action="store_true", help="replace an existing output file")
+        p.add_argument("--workers", type=int, metavar="N",
+                       help="rank folder: ranks imported at once (default: one per core)")
+        p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                       help="rank folder: import the ranks as Ray tasks on the cluster at "
+                            "ADDRESS (default $RAY_ADDRESS, else a local Ray); the folders "
+                            "must be on a path the workers see")
 
     def run(self, args: argparse.Namespace) -> int:
+        from traceviz.rankdir import is_rank_folder
+
+        if is_rank_folder(args.raw):
+            return self.run_folder(args)
+        if args.ray is not None or args.workers is not None:
+            raise UsageError("applies to a folder of rank traces", option="ray"
+                             if args.ray is not None else "workers")
         out = args.output or Path(default_stem(args.raw) + ".parquet")
         refuse_existing([out], args.force)
         with ExitStack() as stack:
@@ -40,6 +57,35 @@ class ImportCommand(Command):
         Console(soft_wrap=True).print(f"wrote [bold]{out}[/]: {len(ev):,} events ({parts})")
         for note in trace.meta.get("notes") or []:
             stderr().print(f"[yellow]note:[/] {note}", soft_wrap=True)
+        return 0
+
+
+    def run_folder(self, args: argparse.Namespace) -> int:
+        from rich.progress import MofNCompleteColumn, TimeElapsedColumn
+
+        from traceviz.rankdir import DATASET_META, import_folder, import_rank
+
+        if args.output is None:
+            raise UsageError("names the dataset folder to write for a rank folder",
+                             option="output")
+        refuse_existing([args.output / DATASET_META], args.force)
+        if args.workers is not None and args.workers < 1:
+            raise UsageError("must be at least 1", option="workers")
+        job_map = None
+        if args.ray is not None:
+            from traceviz.cluster import ray_map
+
+            job_map = ray_map(import_rank, args.ray or None)
+        with progress_bar(stderr(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          description="importing ranks") as bar:
+            task = bar.add_task("ranks", total=None)
+            meta = import_folder(args.raw, args.output, workers=args.workers,
+                                 job_map=job_map,
+                                 on_rank=lambda d, n: bar.update(task, completed=d, total=n))
+        events = sum(r["events"] for r in meta["ranks"].values())
+        Console(soft_wrap=True).print(
+            f"wrote [bold]{args.output}[/]: {len(meta['ranks'])} ranks (rank=N/part-0.parquet, "
+            f"{DATASET_META}), {events:,} events; ranks numbered {meta['numbered']}")
         return 0
 
 

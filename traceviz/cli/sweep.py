@@ -42,6 +42,11 @@ class SweepCommand(Command):
         p.add_argument("--resume", action="store_true",
                        help="skip the points already captured in DIR/sweep.parquet")
         p.add_argument("--force", action="store_true", help="start DIR's sweep again")
+        p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                       help="run the points as Ray tasks, several at once across the nodes of "
+                            "the cluster at ADDRESS (default $RAY_ADDRESS, else a local Ray): "
+                            "one GPU per CUDA point, else one CPU; run folders are shipped "
+                            "back when the workers do not see --out")
 
     def run(self, args: argparse.Namespace) -> int:
         from rich.progress import (
@@ -77,15 +82,22 @@ class SweepCommand(Command):
             task = progress.add_task("sweep", total=len(spec.points()))
 
             def on_start(i: int, n: int, point: dict) -> None:
-                progress.update(task, description=f"point {i}/{n} {point_id(point)}")
+                progress.update(task, description="points on Ray" if args.ray is not None
+                                else f"point {i}/{n} {point_id(point)}")
 
             def on_done(i: int, n: int, row: dict) -> None:
                 progress.update(task, completed=i)
                 if row["status"] != "ok":
                     failed.append(row)
 
+            point_map = None
+            if args.ray is not None:
+                from traceviz.cluster import point_resources, ray_map
+                from traceviz.sweep import capture_point
+
+                point_map = ray_map(capture_point, args.ray or None, point_resources)
             df = run_sweep(spec, out, resume=args.resume, force=args.force, on_start=on_start,
-                           on_done=on_done)
+                           on_done=on_done, point_map=point_map)
         for row in failed:
             err.print(f"[red]failed[/] {row['point']}: {row['error']}")
         ok = df[df["status"] == "ok"]

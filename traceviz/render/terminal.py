@@ -11,6 +11,7 @@ from rich.text import Text
 
 from traceviz.analyses.amp import AmpBreakdown
 from traceviz.analyses.compare import RunFigures
+from traceviz.analyses.ranks import RanksSummary
 from traceviz.analyses.summary import Summary
 from traceviz.analyses.timings import Timings
 from traceviz.schema import CATEGORIES
@@ -397,3 +398,51 @@ def amp_render(b: AmpBreakdown, fp32: str, amp: str) -> Group:
     for part, time in amp_rows(b):
         t.add_row(part, time)
     return Group(t, Text(amp_verdict(b)))
+
+
+def ranks_render(s: RanksSummary, top: int = 10) -> Group:
+    """``analyze`` of a rank folder or dataset: per rank, stragglers, top kernels."""
+    t = Table(title=f"Ranks ({len(s.ranks)})", box=box.SIMPLE_HEAD, title_justify="left")
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("rank", "right"), ("step (median)", "right"), ("busy", "right"),
+        ("launch-bound", "right"), ("comm", "right"), ("comm overlapped", "right"),
+        ("kernels", "right"), ("top kernel", "left"))
+    for col, just in columns:  # figures keep their width; the kernel name gives way
+        if col == "top kernel":
+            t.add_column(col, no_wrap=True, overflow="ellipsis", max_width=24)
+        else:
+            t.add_column(col, justify=just, no_wrap=True,
+                         min_width=max(len(col), 5 if col == "rank" else 8 if col ==
+                                       "kernels" else 10))
+    for r in s.ranks:
+        per = max(r.steps, 1)
+        t.add_row(str(r.rank), fmt_ns(r.step_ns), fmt_ns(r.busy_ns / per),
+                  fmt_pct(r.launch_bound_fraction), fmt_ns(r.comm_ns / per),
+                  fmt_pct(r.comm_overlap_fraction), f"{r.kernel_count / per:,.0f}",
+                  short_name(r.top_kernel, 24))
+    parts: list[RenderableType] = [t, Text(
+        "busy, comm, kernels: per step (whole trace without steps); comm overlapped: the share "
+        "of communication-kernel time a computation kernel overlaps (HTA's definition)",
+        style="dim")]
+    if len(s.stragglers):
+        st = Table(title="Stragglers: per step, the slowest rank", box=box.SIMPLE_HEAD,
+                   title_justify="left")
+        for col in ("step", "ranks", "slowest rank", "its step time", "median", "max/median"):
+            st.add_column(col, justify="right", no_wrap=True)
+        for r in s.stragglers.itertuples(index=False):
+            st.add_row(str(r.step), str(r.ranks), str(r.slowest_rank), fmt_ns(r.max_ns),
+                       fmt_ns(r.median_ns), "–" if pd.isna(r.spread) else f"{r.spread:.3f}")
+        parts.append(st)
+    k = Table(title="Top kernels across ranks", box=box.SIMPLE_HEAD, title_justify="left")
+    k.add_column("name", no_wrap=True, overflow="ellipsis", max_width=24)
+    for col in ("category", "ranks", "count", "total", "min rank", "max rank", "share"):
+        width = {"category": 13, "ranks": 5, "count": 7, "share": 6}.get(col, 10)
+        k.add_column(col, justify="left" if col == "category" else "right", no_wrap=True,
+                     min_width=width)
+    for r in s.top_kernels.head(top).itertuples(index=False):
+        k.add_row(short_name(r.name, 24), r.category, str(r.ranks), f"{r.count:,}",
+                  fmt_ns(r.total_ns), fmt_ns(r.min_rank_ns),
+                  fmt_ns(r.max_rank_ns), fmt_pct(r.share))
+    parts.append(k)
+    parts += [Text(f"note: {n}", style="yellow") for n in s.notes]
+    return Group(*parts)

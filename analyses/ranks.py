@@ -1,0 +1,198 @@
+"""Many ranks of one distributed job: a table per rank, stragglers per step, and the top
+kernels across ranks.
+
+A rank is analysed on its own (``summarize``) and kept as small figures (``RankFigures``),
+so memory holds one rank's events at a time, whatever the number of ranks.
+
+Communication/computation overlap follows HTA's ``get_comm_comp_overlap``: the share of
+the union of communication-kernel time during which a computation kernel runs. Here
+communication kernels are the ``communication`` category (NCCL, RCCL, gloo, c10d...;
+HTA: names containing "nccl"), computation kernels every other kernel (memcpy/memset rows
+are neither, as in HTA), per device and summed over a rank's devices (HTA mixes a rank's
+devices into one timeline), over the whole trace. Equal start and end times are handled
+as closed-open intervals; HTA's cumulative-status sweep depends on sort order at ties.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceviz.analyses.summary import Summary, summarize
+from traceviz.analyses.work import work_rows
+from traceviz.intervals import union_blocks
+from traceviz.trace import Trace
+
+_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_=]?(\d+)", re.IGNORECASE)
+
+
+def rank_from(path: Path, meta: dict[str, Any]) -> int | None:
+    """``distributedInfo.rank`` where the trace records it, else the number in the file
+    name (``rank-3``, ``rank_3``, ``worker3``, ``rank=3``), else None."""
+    info = meta.get("kineto_distributedInfo") or {}
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return int(info["rank"])
+    if isinstance(meta.get("rank"), int):
+        return int(meta["rank"])
+    m = _RANK_IN_NAME.search(path.name) or _RANK_IN_NAME.search(path.parent.name)
+    return int(m.group(1)) if m else None
+
+
+def overlap_ns(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray,
+               b_end: np.ndarray) -> int:
+    """Length of (union of a) ∩ (union of b)."""
+    from traceviz.intervals import covered_until
+
+    sa, ea = union_blocks(a_start, a_end)
+    sb, eb = union_blocks(b_start, b_end)
+    if not len(sa) or not len(sb):
+        return 0
+    # for each block of a: how much of b's union lies inside it
+    return int((covered_until(sb, eb, ea) - covered_until(sb, eb, sa)).sum())
+
+
+def comm_overlap(work: pd.DataFrame) -> tuple[int, int]:
+    """(union of communication-kernel time, the part of it a computation kernel overlaps),
+    per device, summed."""
+    kernels = work[work["kind"] == "kernel"]
+    comm_total = overlap = 0
+    for _, rows in kernels.groupby("device", observed=True):
+        is_comm = (rows["category"] == "communication").to_numpy()
+        start = rows["ts_ns"].to_numpy(np.int64)
+        end = start + rows["dur_ns"].to_numpy(np.int64)
+        cs, ce = union_blocks(start[is_comm], end[is_comm])
+        comm_total += int((ce - cs).sum())
+        overlap += overlap_ns(start[is_comm], end[is_comm], start[~is_comm], end[~is_comm])
+    return comm_total, overlap
+
+
+@dataclass
+class RankFigures:
+    rank: int
+    file: str
+    steps: int
+    step_ns: float | None          # median step window length (None without steps)
+    span_ns: int
+    busy_ns: int
+    host_wait_ns: int | None
+    launch_bound_fraction: float | None
+    comm_ns: int                   # union of communication-kernel time
+    comm_overlap_ns: int           # the part of it overlapped by computation kernels
+    kernel_count: int
+    kernel_total_ns: int
+    top_kernel: str
+    step_times: dict[int, int] = field(repr=False)   # step -> window length (max device)
+    kernels: pd.DataFrame = field(repr=False)        # name, category, count, total_ns
+
+    @property
+    def comm_overlap_fraction(self) -> float | None:
+        return self.comm_overlap_ns / self.comm_ns if self.comm_ns else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank, "file": self.file, "steps": self.steps,
+            "step_ns": None if self.step_ns is None else int(round(self.step_ns)),
+            "span_ns": self.span_ns, "busy_ns": self.busy_ns,
+            "host_wait_ns": self.host_wait_ns,
+            "launch_bound_fraction": self.launch_bound_fraction,
+            "kernels": {"count": self.kernel_count, "total_ns": self.kernel_total_ns},
+            "comm_ns": self.comm_ns, "comm_overlap_ns": self.comm_overlap_ns,
+            "comm_overlap_fraction": self.comm_overlap_fraction,
+            "top_kernel": self.top_kernel,
+        }
+
+
+def rank_figures(trace: Trace, rank: int, file: str, summary: Summary | None = None
+                 ) -> RankFigures:
+    s = summary if summary is not None else summarize(trace)
+    step_times: dict[int, int] = {}
+    for d in s.devices:
+        for r in d.per_step.itertuples(index=False):
+            if r.step >= 0:
+                step_times[int(r.step)] = max(step_times.get(int(r.step), 0), int(r.span_ns))
+    comm, overlap = comm_overlap(work_rows(trace))
+    k = s.kernels
+    per_name = (k.groupby(["name", "category"], observed=True, sort=False)
+                [["count", "total_ns"]].sum().reset_index()) if len(k) else \
+        pd.DataFrame({"name": [], "category": [], "count": [], "total_ns": []})
+    return RankFigures(
+        rank=rank, file=file, steps=s.steps,
+        step_ns=float(np.median(list(step_times.values()))) if step_times else None,
+        span_ns=s.span_ns, busy_ns=s.busy_ns, host_wait_ns=s.host_wait_ns,
+        launch_bound_fraction=s.launch_bound_fraction, comm_ns=comm, comm_overlap_ns=overlap,
+        kernel_count=s.kernel_count, kernel_total_ns=s.kernel_total_ns,
+        top_kernel=str(k["name"].iloc[0]) if len(k) else "",
+        step_times=step_times, kernels=per_name,
+    )
+
+
+@dataclass
+class RanksSummary:
+    ranks: list[RankFigures]
+    stragglers: pd.DataFrame   # step, ranks, slowest_rank, max_ns, median_ns, spread
+    top_kernels: pd.DataFrame  # name, category, ranks, count, total_ns, mean_per_rank_ns,
+    #                            min_rank_ns, max_rank_ns, share
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self, top: int = 20) -> dict[str, Any]:
+        return {
+            "ranks": [r.to_dict() for r in self.ranks],
+            "stragglers": [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+                           for row in self.stragglers.to_dict("records")],
+            "top_kernels": [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+                            for row in self.top_kernels.head(top).to_dict("records")],
+            "notes": self.notes,
+        }
+
+
+def summarize_ranks(ranks: list[RankFigures]) -> RanksSummary:
+    """The straggler view and the cross-rank kernel table of per-rank figures."""
+    ranks = sorted(ranks, key=lambda r: r.rank)
+    return RanksSummary(ranks, straggler_table(ranks), cross_rank_kernels(ranks))
+
+
+def straggler_table(ranks: list[RankFigures]) -> pd.DataFrame:
+    """Per step: how many ranks ran it, the slowest rank, its step time, the median, and
+    spread = max / median."""
+    rows = [(step, r.rank, ns) for r in ranks for step, ns in r.step_times.items()]
+    cols = ["step", "ranks", "slowest_rank", "max_ns", "median_ns", "spread"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    d = pd.DataFrame(rows, columns=["step", "rank", "ns"])
+    d = d.sort_values(["step", "ns", "rank"], ascending=[True, False, True], kind="stable")
+    g = d.groupby("step", sort=True)
+    out = pd.DataFrame({"ranks": g.size(), "slowest_rank": g["rank"].first(),
+                        "max_ns": g["ns"].max(), "median_ns": g["ns"].median()})
+    out["spread"] = out["max_ns"] / out["median_ns"].where(out["median_ns"] > 0)
+    out["median_ns"] = out["median_ns"].round().astype(np.int64)
+    return out.reset_index()[cols]
+
+
+def cross_rank_kernels(ranks: list[RankFigures]) -> pd.DataFrame:
+    """Kernel names over all ranks: total, per-rank mean, min and max rank totals."""
+    cols = ["name", "category", "ranks", "count", "total_ns", "mean_per_rank_ns",
+            "min_rank_ns", "max_rank_ns", "share"]
+    parts = [r.kernels.assign(rank=r.rank) for r in ranks if len(r.kernels)]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    d = pd.concat(parts, ignore_index=True)
+    d["name"] = d["name"].astype(str)
+    d["category"] = d["category"].astype(str)
+    per_rank = d.groupby(["name", "category", "rank"], sort=False)[["count", "total_ns"]].sum()
+    g = per_rank.groupby(level=["name", "category"], sort=False)
+    n = len(ranks)
+    out = pd.DataFrame({"ranks": g.size(), "count": g["count"].sum(),
+                        "total_ns": g["total_ns"].sum()})
+    out["mean_per_rank_ns"] = out["total_ns"] / n
+    # a rank without the kernel spent 0 on it
+    out["min_rank_ns"] = np.where(out["ranks"] < n, 0, g["total_ns"].min())
+    out["max_rank_ns"] = g["total_ns"].max()
+    total = out["total_ns"].sum()
+    out["share"] = out["total_ns"] / total if total else 0.0
+    out = out.reset_index().sort_values("total_ns", ascending=False, kind="stable")
+    return out[cols].reset_index(drop=True)

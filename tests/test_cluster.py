@@ -1,0 +1,145 @@
+"""A real two-node Ray cluster on loopback (issue 16): a 4-point CPU sweep and an 8-rank
+import as Ray tasks, and a node killed mid-sweep: its point is recorded failed with the
+reason, the rest done, and --resume completes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmarks.rankgen import make_ranks
+from tests.conftest import KINETO, missing, needs
+
+needs("torch")
+pytestmark = pytest.mark.capture  # real captures, on Ray
+
+RAY = Path(sys.executable).with_name("ray")
+SWEEP = ["sweep", "--models", "cudnn_torch,fine_torch", "--batch", "2,4", "--hidden", "8",
+         "--seq", "4", "--layers", "1", "--warmup", "1", "--max-warmup", "3", "--steps", "2",
+         "--profile-steps", "1", "--device", "cpu"]
+# node death noticed within about 2 s instead of the default 30
+HEALTH = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "500",
+          "RAY_health_check_failure_threshold": "3", "RAY_health_check_initial_delay_ms": "0"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ray(*args: str, env: dict | None = None) -> None:
+    r = subprocess.run([str(RAY), *args], capture_output=True, text=True, timeout=180,
+                       env={**os.environ, **(env or {})})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def _raylet_pid(node_manager_port: int) -> int:
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmd and cmd[0].endswith(b"raylet") and \
+                f"--node_manager_port={node_manager_port}".encode() in cmd:
+            return int(proc.name)
+    raise AssertionError(f"no raylet on port {node_manager_port}")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if not RAY.exists():
+        missing("Ray is not installed: pip install -e '.[dist]' (in .[test])")
+    port, worker_port = _free_port(), _free_port()
+    common = ["--num-cpus", "1", "--object-store-memory", str(80 << 20),
+              "--disable-usage-stats"]
+    _ray("stop", "--force")
+    _ray("start", "--head", "--port", str(port), "--include-dashboard", "false", *common,
+         env=HEALTH)
+    address = f"127.0.0.1:{port}"
+    _ray("start", "--address", address, "--node-manager-port", str(worker_port), *common)
+    yield address, worker_port
+    _ray("stop", "--force")
+
+
+def _nodes_alive(address: str) -> int:
+    code = (f"import ray; ray.init(address={address!r}, logging_level='ERROR', "
+            "log_to_driver=False); print(sum(n['Alive'] for n in ray.nodes()))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    return int(r.stdout.strip().splitlines()[-1])
+
+
+def test_sweep_on_two_nodes(cluster, tmp_path):
+    address, _ = cluster
+    assert _nodes_alive(address) == 2
+    out = tmp_path / "sweep"
+    r = subprocess.run([sys.executable, "-m", "traceviz", *SWEEP, "--out", str(out),
+                        "--ray", address], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    df = pd.read_parquet(out / "sweep.parquet")
+    assert list(df["point"]) == ["cudnn_torch-b2-h8-s4-fp32", "cudnn_torch-b4-h8-s4-fp32",
+                                 "fine_torch-b2-h8-s4-fp32", "fine_torch-b4-h8-s4-fp32"]
+    assert (df["status"] == "ok").all()
+    for row in df.itertuples():
+        bench = json.loads((Path(row.run_dir) / "bench.json").read_text())
+        assert bench["time_per_batch_s"]["median"] == row.time_per_batch_s
+        assert bench["batches"] == 2
+
+
+def test_rank_import_on_two_nodes(cluster, tmp_path, capsys):
+    from traceviz.cli import main
+
+    address, _ = cluster
+    folder = tmp_path / "ranks"
+    make_ranks([KINETO / "ampere_sampled_rank0.json.gz",
+                KINETO / "ampere_sampled_rank1.json.gz"], 8, folder)
+    ds = tmp_path / "ds"
+    r = subprocess.run([sys.executable, "-m", "traceviz", "import", str(folder), "-o", str(ds),
+                        "--ray", address], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(p.name for p in ds.glob("rank=*")) == sorted(f"rank={k}" for k in range(8))
+    assert main(["analyze", str(ds), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert main(["analyze", str(folder), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ranks"] == data["ranks"]
+
+
+def test_node_killed_mid_sweep_then_resume(cluster, tmp_path):
+    """The worker node dies while it captures a point: that point is failed with the
+    reason, the other three are done (the head takes them), and --resume completes it."""
+    address, worker_port = cluster
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen([sys.executable, "-m", "traceviz", *SWEEP, "--out", str(out),
+                             "--ray", address], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    table = out / "sweep.parquet"
+    deadline = time.time() + 300
+    while not (table.exists() and len(pd.read_parquet(table)) >= 1):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.1)
+    # with 4 points on 2 one-CPU nodes, the worker node is busy with a point right now
+    os.kill(_raylet_pid(worker_port), signal.SIGKILL)
+    _, err = proc.communicate(timeout=600)
+    df = pd.read_parquet(table).set_index("point")
+    failed = df[df["status"] == "failed"]
+    assert len(failed) == 1 and (df["status"] == "ok").sum() == 3, err[-3000:]
+    reason = failed["error"].iloc[0]
+    assert any(w in reason for w in ("Died", "died", "Crashed", "crashed", "Unavailable",
+                                     "Lost", "lost")), reason
+    assert proc.returncode == 0  # points were captured; the failure is in the table
+    r = subprocess.run([sys.executable, "-m", "traceviz", *SWEEP, "--out", str(out),
+                        "--ray", address, "--resume"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    df = pd.read_parquet(table)
+    assert len(df) == 4 and (df["status"] == "ok").all()

@@ -1,0 +1,163 @@
+"""Rank folders and datasets (issue 16): per-rank figures against the raw JSON, stragglers,
+top kernels across ranks, a dataset read by DuckDB/polars/pyarrow that answers as the
+folder does, also under a DuckDB memory limit smaller than the data."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from benchmarks.rankgen import make_ranks
+from tests.conftest import KINETO
+from tests.rawref import load as raw_events
+from tests.rawref import ns, union
+from traceviz.cli import main
+from traceviz.rankdir import analyze_dataset, analyze_folder, import_folder, rank_files
+
+PAIR = [KINETO / "ampere_sampled_rank0.json.gz", KINETO / "ampere_sampled_rank1.json.gz"]
+
+
+@pytest.fixture(scope="module")
+def pair_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pair")
+    for p in PAIR:
+        shutil.copy(p, d / p.name)
+    return d
+
+
+@pytest.fixture(scope="module")
+def eight(tmp_path_factory):
+    return make_ranks(PAIR, 8, tmp_path_factory.mktemp("eight"))[0].parent
+
+
+def _raw_comm(path: Path) -> tuple[int, int]:
+    """(union of NCCL kernel time, the part overlapped by other kernels), per device."""
+    comm_total = over = 0
+    kernels = [e for e in raw_events(path) if e.get("cat") == "kernel"]
+    for dev in {e["args"]["device"] for e in kernels}:
+        mine = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), "nccl" in e["name"].lower())
+                for e in kernels if e["args"]["device"] == dev]
+        comm = [(s, e) for s, e, c in mine if c]
+        comp = [(s, e) for s, e, c in mine if not c]
+        comm_total += union(comm)
+        # |A ∩ B| = |A| + |B| - |A ∪ B|
+        over += union(comm) + union(comp) - union(comm + comp)
+    return comm_total, over
+
+
+def test_folder_figures_match_raw(pair_dir, capsys):
+    assert main(["analyze", str(pair_dir), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]  # distributedInfo.rank
+    for r, path in zip(doc["ranks"], PAIR, strict=True):
+        raw = [e for e in raw_events(path) if e.get("cat") == "kernel"]
+        assert r["kernels"] == {"count": len(raw), "total_ns": sum(ns(e["dur"]) for e in raw)}
+        comm, over = _raw_comm(path)
+        assert (r["comm_ns"], r["comm_overlap_ns"]) == (comm, over) and comm > 0
+        assert r["comm_overlap_fraction"] == pytest.approx(over / comm)
+        steps = sorted((ns(e["ts"]), e["name"]) for e in raw_events(path)
+                       if e.get("cat") == "user_annotation"
+                       and e["name"].startswith("ProfilerStep#"))
+        assert r["steps"] == len(steps) == 2
+    # stragglers: per step, the rank whose window is longest
+    for st in doc["stragglers"]:
+        times = {r["rank"]: None for r in doc["ranks"]}
+        assert st["ranks"] == len(times) and st["max_ns"] >= st["median_ns"]
+        assert st["spread"] == pytest.approx(st["max_ns"] / st["median_ns"])
+    top = doc["top_kernels"][0]
+    assert top["name"].startswith("ncclKernel") and top["ranks"] == 2
+    per_rank = [sum(ns(e["dur"]) for e in raw_events(p)
+                    if e.get("cat") == "kernel" and e["name"] == top["name"]) for p in PAIR]
+    assert (top["total_ns"], top["min_rank_ns"], top["max_rank_ns"]) == (
+        sum(per_rank), min(per_rank), max(per_rank))
+
+
+def test_ranks_numbered_by_name_then_order(tmp_path):
+    from traceviz.rankdir import assign_ranks
+
+    files = [tmp_path / n for n in ("worker3.json", "worker1.json")]
+    ranks, _ = assign_ranks(files, [{}, {}])
+    assert [(r.rank, r.path.name) for r in ranks] == [(3, "worker3.json"), (1, "worker1.json")]
+    ranks, how = assign_ranks(files, [{"kineto_distributedInfo": {"rank": 1}}, {}])
+    assert [r.rank for r in ranks] == [0, 1] and "order" in how  # rank 1 claimed twice
+
+
+def test_dataset_answers_as_the_folder(eight, tmp_path, capsys):
+    ds = tmp_path / "ds"
+    assert main(["import", str(eight), "-o", str(ds), "--workers", "2"]) == 0
+    assert sorted(p.name for p in ds.iterdir()) == (
+        [".traceviz-import", "_traceviz.json"] + [f"rank={k}" for k in range(8)])
+    capsys.readouterr()
+    assert main(["analyze", str(eight), "--json", "--top", "50"]) == 0
+    folder = json.loads(capsys.readouterr().out)
+    assert main(["analyze", str(ds), "--json", "--top", "50", "--memory-limit", "256MB"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in folder["ranks"]] == list(range(8))
+    assert data["ranks"] == folder["ranks"] and data["stragglers"] == folder["stragglers"]
+    key = lambda k: (k["name"], k["count"], k["total_ns"], k["ranks"],  # noqa: E731
+                     k["min_rank_ns"], k["max_rank_ns"])
+    assert sorted(map(key, data["top_kernels"])) == sorted(map(key, folder["top_kernels"]))
+    # rank k is a copy of source k mod 2 with shifted times and ids: same figures
+    for r in folder["ranks"]:
+        twin = folder["ranks"][r["rank"] % 2]
+        assert (r["kernels"], r["comm_ns"]) == (twin["kernels"], twin["comm_ns"])
+    assert main(["import", str(eight), "-o", str(ds)]) == 2  # no overwrite without --force
+
+
+def test_dataset_read_by_duckdb_polars_and_pyarrow(eight, tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    pl = pytest.importorskip("polars")
+    import pyarrow.dataset as pads
+
+    ds = tmp_path / "ds"
+    meta = import_folder(eight, ds, workers=1)
+    events = sum(r["events"] for r in meta["ranks"].values())
+    glob = str(ds / "rank=*" / "*.parquet")
+    con = duckdb.connect()
+    rows = con.execute("SELECT rank, count(*) FROM read_parquet(?, hive_partitioning=true) "
+                       "GROUP BY rank ORDER BY rank", [glob]).fetchall()
+    assert [r for r, _ in rows] == list(range(8)) and sum(c for _, c in rows) == events
+    assert pl.scan_parquet(glob, hive_partitioning=True).select(pl.len()).collect().item() \
+        == events
+    d = pads.dataset(ds, format="parquet", partitioning="hive",
+                     exclude_invalid_files=True)
+    assert d.count_rows() == events and "rank" in d.schema.names
+
+
+def test_duckdb_under_a_memory_limit_smaller_than_the_data(tmp_path):
+    """6 ranks of the 19k-kernel V100 trace: over twice the event data DuckDB may hold; the
+    figures are computed under the limit and match the in-memory ones."""
+    folder = tmp_path / "v100"
+    make_ranks([KINETO / "v100_19k_kernels.json.gz"], 6, folder)
+    ds = tmp_path / "ds"
+    import_folder(folder, ds, workers=2)
+    size = sum(p.stat().st_size for p in ds.rglob("*.parquet"))
+    from traceviz.trace import Trace
+
+    one = Trace.load(next(ds.glob("rank=0/*.parquet")))
+    in_memory = int(one.events.memory_usage(deep=True).sum()) * 6
+    assert in_memory > 2 * (24 << 20)  # the events of all ranks exceed the limit below
+    limited = analyze_dataset(ds, memory_limit="24MB")
+    free = analyze_folder(folder)
+    assert [r.to_dict() for r in limited.ranks] == [r.to_dict() for r in free.ranks]
+    a = limited.top_kernels.set_index("name")[["count", "total_ns", "ranks"]]
+    b = free.top_kernels.set_index("name")[["count", "total_ns", "ranks"]]
+    assert a.sort_index().astype("int64").equals(b.sort_index().astype("int64"))
+    assert size > 0
+
+
+def test_rank_folder_errors(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["analyze", str(tmp_path / "empty")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert rank_files(tmp_path / "empty") == []
+    d = tmp_path / "bad"
+    d.mkdir()
+    (d / "rank-0.json").write_text('{"traceEvents": [')
+    assert main(["analyze", str(d)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "rank-0.json" in err
+    assert main(["analyze", str(d), "--plot", str(tmp_path / "p")]) == 2

@@ -1,0 +1,286 @@
+"""Folders of rank traces and the Parquet datasets made from them (``traceviz import DIR
+-o DATASET``): finding the ranks, importing them in parallel, and analysing either one
+rank at a time so that memory does not grow with the number of ranks.
+
+Dataset layout (hive-partitioned, readable by DuckDB, polars and pyarrow.dataset)::
+
+    DATASET/_traceviz.json          {"format": "traceviz-ranks", "schema_version", "ranks":
+                                     {"<rank>": {"file", "events", "meta"}}}
+    DATASET/rank=<N>/part-0.parquet the rank's events table (the `Trace` columns; the rank
+                                     is the partition key, not a column in the file)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from traceviz.errors import InputError, RunFailed, TraceVizError
+from traceviz.fileio import atomic_output
+
+DATASET_META = "_traceviz.json"
+MARKER = ".traceviz-import"  # its content tells a worker whether it sees the dataset folder
+DATASET_FORMAT = "traceviz-ranks"
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".parquet", ".nsys-rep", ".arrow",
+                  ".xplane.pb", ".xplane.pb.gz", ".qdrep")
+
+
+def is_dataset(path: Path) -> bool:
+    return path.is_dir() and (path / DATASET_META).is_file()
+
+
+def rank_files(directory: Path) -> list[Path]:
+    """The trace files directly in ``directory`` (by name), sorted."""
+    return sorted(p for p in directory.iterdir()
+                  if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+                  and not p.name.startswith("."))
+
+
+def is_rank_folder(path: Path) -> bool:
+    """A folder of trace files that is not itself one trace (a run folder, an nsys table
+    folder, a TensorBoard log directory) nor a dataset."""
+    if not path.is_dir() or is_dataset(path) or (path / "trace.parquet").is_file():
+        return False
+    from traceviz.parsers.detect import _is_nsys_folder
+    from traceviz.parsers.xplane import is_xplane_dir
+
+    if _is_nsys_folder(path) or is_xplane_dir(path):
+        return False
+    return bool(rank_files(path))
+
+
+@dataclass(frozen=True)
+class RankFile:
+    rank: int
+    path: Path
+
+
+def assign_ranks(files: list[Path], metas: list[dict[str, Any]]) -> tuple[list[RankFile], str]:
+    """Each file's rank: ``distributedInfo.rank``, else the number in its name; when that
+    leaves a file without a rank or two files with one, file order for all. Returns the
+    ranks and how they were found."""
+    from traceviz.analyses.ranks import rank_from
+
+    found = [rank_from(p, m) for p, m in zip(files, metas, strict=True)]
+    known = [r for r in found if r is not None]
+    if len(known) == len(found) and len(set(known)) == len(known):
+        return [RankFile(r, p) for r, p in zip(known, files, strict=True)], \
+            "from the traces (distributedInfo.rank) or their file names"
+    return [RankFile(i, p) for i, p in enumerate(files)], "by file order (file names sorted)"
+
+
+def _load(path: Path):
+    from traceviz.parsers import load
+
+    return load(path)
+
+
+def analyze_folder(directory: Path, on_rank: Callable[[int, int], None] | None = None):
+    """``RanksSummary`` of a rank folder, reading one rank at a time."""
+    from traceviz.analyses.ranks import rank_figures, summarize_ranks
+
+    files = rank_files(directory)
+    if not files:
+        raise InputError(f"{directory}: no trace files in this folder")
+    ranks, how = assign_ranks(files, [_probe_meta(f) for f in files])
+    figures = []
+    for i, rf in enumerate(ranks, 1):
+        trace = _load(rf.path)
+        figures.append(rank_figures(trace, rf.rank, rf.path.name))  # the events go
+        del trace
+        if on_rank:
+            on_rank(i, len(ranks))
+    summary = summarize_ranks(figures)
+    summary.notes.append(f"{len(files)} ranks, numbered {how}")
+    return summary
+
+
+# -- datasets ----------------------------------------------------------------------------
+def import_rank(rank: int, path: str, out: str, marker: str) -> dict[str, Any]:
+    """Parse one rank's trace and write its partition (runs in a worker process, or a Ray
+    task on another node: one that does not see ``out`` (its marker file) returns the
+    partition's bytes as ``_partition`` for the driver to write)."""
+    trace = _load(Path(path))
+    try:
+        shared = (Path(out) / MARKER).read_text() == marker
+    except OSError:
+        shared = False
+    result: dict[str, Any] = {"rank": rank, "file": Path(path).name,
+                              "events": len(trace.events), "meta": trace.meta}
+    part = Path(out) / f"rank={rank}" / "part-0.parquet"
+    if shared:
+        part.parent.mkdir(parents=True, exist_ok=True)
+        trace.save(part, force=True)
+        return result
+    with tempfile.TemporaryDirectory(prefix="traceviz-rank-") as tmp:
+        local = Path(tmp) / "part-0.parquet"
+        trace.save(local)
+        result["_partition"] = local.read_bytes()
+    return result
+
+
+_DIST_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)')
+PROBE_MAX = 8 << 20
+
+
+def _probe_meta(path: Path) -> dict[str, Any]:
+    """The metadata that numbers a rank, read before parsing (so a folder and its dataset
+    number ranks alike): a Kineto trace's ``distributedInfo``, which torch.profiler writes
+    ahead of ``traceEvents``; the head is read up to there (at most ``PROBE_MAX``)."""
+    from traceviz.fileio import open_input
+
+    if not path.name.endswith((".json", ".json.gz")):
+        return {}
+    head = b""
+    with open_input(path) as f:
+        while len(head) < PROBE_MAX:
+            block = f.read(1 << 16)
+            if not block:
+                break
+            head += block
+            m = _DIST_RANK.search(head)
+            if m:
+                return {"kineto_distributedInfo": {"rank": int(m.group(1))}}
+            if b'"traceEvents"' in head:
+                break
+    return {}
+
+
+JobMap = Callable[[list[tuple]], Iterator[tuple[int, Any]]]
+
+
+def import_folder(directory: Path, out: Path, workers: int | None = None,
+                  on_rank: Callable[[int, int], None] | None = None,
+                  job_map: JobMap | None = None) -> dict:
+    """Write the dataset of a rank folder: ranks in parallel (``workers`` processes, each
+    holding one rank at a time, so memory is bounded by workers x the largest rank), the
+    metadata file last (a dataset without it is incomplete and is not read). ``job_map``
+    runs ``import_rank`` over the jobs elsewhere (Ray tasks: ``cluster.ray_map``), yielding
+    (job index, result or the exception that lost it)."""
+    files = rank_files(directory)
+    if not files:
+        raise InputError(f"{directory}: no trace files in this folder")
+    ranks, how = assign_ranks(files, [_probe_meta(f) for f in files])
+    out.mkdir(parents=True, exist_ok=True)
+    marker = uuid.uuid4().hex
+    with atomic_output(out / MARKER, force=True) as tmp:
+        tmp.write_text(marker)
+    jobs = [(r.rank, str(r.path), str(out), marker) for r in ranks]
+    results: dict[int, dict[str, Any]] = {}
+    for i, (k, res) in enumerate((job_map or _pool_map(workers))(jobs), 1):
+        if isinstance(res, BaseException):
+            raise RunFailed(f"rank {ranks[k].rank} ({ranks[k].path.name}): "
+                            f"{type(res).__name__}: {str(res).splitlines()[0] if str(res) else ''}")
+        data = res.pop("_partition", None)
+        if data is not None:
+            part = out / f"rank={res['rank']}" / "part-0.parquet"
+            part.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_output(part, force=True) as tmp:
+                tmp.write_bytes(data)
+        results[res["rank"]] = res
+        if on_rank:
+            on_rank(i, len(jobs))
+    meta = {"format": DATASET_FORMAT, "schema_version": 2, "numbered": how,
+            "ranks": {str(r): {k: v for k, v in results[r].items() if k != "rank"}
+                      for r in sorted(results)}}
+    with atomic_output(out / DATASET_META, force=True) as tmp:
+        tmp.write_text(json.dumps(meta, default=str))
+    return meta
+
+
+def _pool_map(workers: int | None) -> JobMap:
+    """``import_rank`` over the jobs in ``workers`` local processes (default: one per core)."""
+    def run(jobs: list[tuple]) -> Iterator[tuple[int, Any]]:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        n = workers or min(len(jobs), os.cpu_count() or 1)
+        if n <= 1:
+            yield from ((i, import_rank(*j)) for i, j in enumerate(jobs))
+            return
+        with ProcessPoolExecutor(max_workers=n) as pool:
+            futures = {pool.submit(import_rank, *j): i for i, j in enumerate(jobs)}
+            for fut in as_completed(futures):
+                yield futures[fut], fut.result()
+    return run
+
+
+def dataset_meta(path: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((path / DATASET_META).read_text())
+    except (OSError, ValueError) as e:
+        raise TraceVizError(f"{path}: unreadable dataset metadata ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != DATASET_FORMAT:
+        raise TraceVizError(f"{path}: {DATASET_META} is not a traceviz rank dataset")
+    return meta
+
+
+def default_memory_limit() -> str:
+    """A quarter of this machine's memory, DuckDB's spelling."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return "1GB"
+    return f"{max(64, total // 4 // (1 << 20))}MB"
+
+
+def analyze_dataset(path: Path, memory_limit: str | None = None,
+                    on_rank: Callable[[int, int], None] | None = None):
+    """``RanksSummary`` of a dataset, computed with DuckDB under ``memory_limit``: DuckDB
+    reads one rank's partition at a time for the per-rank figures (interval algorithms),
+    and computes the cross-rank kernel table over all partitions in SQL (spilling to disk
+    past the limit), so analysis memory does not grow with the number of ranks."""
+    import duckdb
+
+    from traceviz.analyses.ranks import rank_figures, summarize_ranks
+    from traceviz.trace import Trace
+
+    meta = dataset_meta(path)
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = '{memory_limit or default_memory_limit()}'")
+    con.execute("SET preserve_insertion_order = false")
+    figures = []
+    ranks = sorted(int(r) for r in meta["ranks"])
+    for i, rank in enumerate(ranks, 1):
+        info = meta["ranks"][str(rank)]
+        part = path / f"rank={rank}"
+        table = con.read_parquet(str(part / "*.parquet")).to_arrow_table()
+        trace = Trace(events=table.to_pandas(), meta=info["meta"])
+        figures.append(rank_figures(trace, rank, info["file"]))
+        del trace, table
+        if on_rank:
+            on_rank(i, len(ranks))
+    summary = summarize_ranks(figures)
+    if not any(f.kernels.empty for f in figures):
+        summary.top_kernels = _sql_top_kernels(con, path, len(ranks), summary.top_kernels)
+    summary.notes.append(f"{len(ranks)} ranks from the dataset, numbered {meta.get('numbered')}")
+    return summary
+
+
+def _sql_top_kernels(con, path: Path, n_ranks: int, fallback):
+    """The cross-rank kernel table in SQL over every partition (GPU traces: kernel rows;
+    a CPU trace's leaf ops need the op tree, so the per-rank tables serve there)."""
+    glob = str(path / "rank=*" / "*.parquet")
+    has_kernels = con.execute("SELECT count(*) FROM read_parquet(?, hive_partitioning=true) "
+                              "WHERE kind = 'kernel'", [glob]).fetchone()[0]
+    if not has_kernels:
+        return fallback
+    return con.execute(f"""
+        WITH per_rank AS (
+            SELECT CAST(name AS VARCHAR) AS name, CAST(category AS VARCHAR) AS category, rank,
+                   count(*) AS count, sum(dur_ns) AS total_ns
+            FROM read_parquet(?, hive_partitioning=true)
+            WHERE kind = 'kernel' GROUP BY ALL)
+        SELECT name, category, count(*) AS ranks, sum(count) AS count,
+               sum(total_ns) AS total_ns, sum(total_ns) / {n_ranks} AS mean_per_rank_ns,
+               CASE WHEN count(*) < {n_ranks} THEN 0 ELSE min(total_ns) END AS min_rank_ns,
+               max(total_ns) AS max_rank_ns,
+               sum(total_ns) / sum(sum(total_ns)) OVER () AS share
+        FROM per_rank GROUP BY name, category
+        ORDER BY total_ns DESC, name""", [glob]).df()
