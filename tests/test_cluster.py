@@ -55,6 +55,21 @@ def _raylet_pid(node_manager_port: int) -> int:
     raise AssertionError(f"no raylet on port {node_manager_port}")
 
 
+def _running_point(raylet: int) -> bool:
+    """Whether a worker process of this raylet runs a sweep point: Ray titles a worker
+    process after the task it executes (``ray::capture_point``)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text()
+            cmd = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == raylet and \
+                cmd.startswith(b"ray::capture_point"):
+            return True
+    return False
+
+
 @pytest.fixture(scope="module")
 def cluster():
     if not RAY.exists():
@@ -123,12 +138,12 @@ def test_node_killed_mid_sweep_then_resume(cluster, tmp_path):
                              "--ray", address], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     table = out / "sweep.parquet"
+    raylet = _raylet_pid(worker_port)
     deadline = time.time() + 300
-    while not (table.exists() and len(pd.read_parquet(table)) >= 1):
+    while not _running_point(raylet):  # a worker of that node is inside capture_point
         assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
-        time.sleep(0.1)
-    # with 4 points on 2 one-CPU nodes, the worker node is busy with a point right now
-    os.kill(_raylet_pid(worker_port), signal.SIGKILL)
+        time.sleep(0.05)
+    os.kill(raylet, signal.SIGKILL)
     _, err = proc.communicate(timeout=600)
     df = pd.read_parquet(table).set_index("point")
     failed = df[df["status"] == "failed"]
