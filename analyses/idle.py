@@ -145,3 +145,16 @@ def idle_breakdown(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataF
 
 def _total(values: np.ndarray | None) -> int | None:
     return None if values is None else int(np.sum(values))
+
+
+def host_wait_total(devices: list[Idle]) -> int | None:
+    """Host wait summed over the devices whose launches are in the trace (None: none)."""
+    known = [d.host_wait_ns for d in devices if d.host_wait_ns is not None]
+    return sum(known) if known else None
+
+
+def launch_bound(devices: list[Idle]) -> float | None:
+    """Host wait / span over the devices whose launches are in the trace."""
+    wait = host_wait_total(devices)
+    known = sum(d.span_ns for d in devices if d.host_wait_ns is not None)
+    return wait / known if wait is not None and known else None

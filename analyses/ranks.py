@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.summary import Summary, summarize
-from traceviz.analyses.work import work_rows
+from traceviz.analyses.idle import host_wait_total, idle_breakdown, launch_bound
+from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.intervals import union_blocks
 from traceviz.trace import Trace
 
@@ -107,26 +107,33 @@ class RankFigures:
         }
 
 
-def rank_figures(trace: Trace, rank: int, file: str, summary: Summary | None = None
-                 ) -> RankFigures:
-    s = summary if summary is not None else summarize(trace)
+def rank_figures(trace: Trace, rank: int, file: str) -> RankFigures:
+    """The figures of one rank: the parts of ``summarize`` the rank table needs (windows,
+    busy and idle per device, kernels per name) and the communication overlap."""
+    work = work_rows(trace)
+    windows = analysis_windows(trace, work)
+    devices = idle_breakdown(trace, work, windows)
+    steps = max((int((w["step"] >= 0).sum()) for w in windows.values()), default=0)
     step_times: dict[int, int] = {}
-    for d in s.devices:
+    for d in devices:
         for r in d.per_step.itertuples(index=False):
             if r.step >= 0:
                 step_times[int(r.step)] = max(step_times.get(int(r.step), 0), int(r.span_ns))
-    comm, overlap = comm_overlap(work_rows(trace))
-    k = s.kernels
-    per_name = (k.groupby(["name", "category"], observed=True, sort=False)
-                [["count", "total_ns"]].sum().reset_index()) if len(k) else \
-        pd.DataFrame({"name": [], "category": [], "count": [], "total_ns": []})
+    comm, overlap = comm_overlap(work)
+    kernels = work if trace.is_cpu else work[work["kind"] == "kernel"]
+    g = kernels.groupby([kernels["name"].astype(str), kernels["category"].astype(str)],
+                        sort=False)
+    per_name = pd.DataFrame({"count": g.size(), "total_ns": g["dur_ns"].sum()})
+    per_name = per_name.sort_values("total_ns", ascending=False, kind="stable").reset_index()
     return RankFigures(
-        rank=rank, file=file, steps=s.steps,
+        rank=rank, file=file, steps=steps,
         step_ns=float(np.median(list(step_times.values()))) if step_times else None,
-        span_ns=s.span_ns, busy_ns=s.busy_ns, host_wait_ns=s.host_wait_ns,
-        launch_bound_fraction=s.launch_bound_fraction, comm_ns=comm, comm_overlap_ns=overlap,
-        kernel_count=s.kernel_count, kernel_total_ns=s.kernel_total_ns,
-        top_kernel=str(k["name"].iloc[0]) if len(k) else "",
+        span_ns=sum(d.span_ns for d in devices), busy_ns=sum(d.busy_ns for d in devices),
+        host_wait_ns=None if trace.is_cpu else host_wait_total(devices),
+        launch_bound_fraction=None if trace.is_cpu else launch_bound(devices),
+        comm_ns=comm, comm_overlap_ns=overlap,
+        kernel_count=len(kernels), kernel_total_ns=int(kernels["dur_ns"].sum()),
+        top_kernel=str(per_name["name"].iloc[0]) if len(per_name) else "",
         step_times=step_times, kernels=per_name,
     )
 

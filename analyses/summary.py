@@ -8,11 +8,11 @@ from typing import Any
 import pandas as pd
 
 from traceviz.analyses.casts import CastSummary, cast_summary
-from traceviz.analyses.idle import Idle, idle_breakdown
+from traceviz.analyses.idle import Idle, host_wait_total, idle_breakdown, launch_bound
 from traceviz.analyses.kernels import category_table, kernel_table
 from traceviz.analyses.launch import Launches, launch_figures, launch_table
 from traceviz.analyses.phases import phase_table
-from traceviz.analyses.stats import Distribution, share
+from traceviz.analyses.stats import Distribution
 from traceviz.analyses.timings import Timings, timings
 from traceviz.analyses.work import (
     analysis_windows,
@@ -56,10 +56,7 @@ class Summary:
     @property
     def launch_bound_fraction(self) -> float | None:
         """Host wait / span, over the devices whose launches are in the trace."""
-        if self.cpu_trace or self.host_wait_ns is None:
-            return None
-        known = sum(d.span_ns for d in self.devices if d.host_wait_ns is not None)
-        return share(self.host_wait_ns, known)
+        return None if self.cpu_trace else launch_bound(self.devices)
 
     @property
     def framework_overhead_fraction(self) -> float | None:
@@ -188,7 +185,7 @@ def summarize(trace: Trace, by_config: bool = False) -> Summary:
         span_ns=sum(d.span_ns for d in devices),
         busy_ns=sum(d.busy_ns for d in devices),
         trace_busy_ns=whole_busy,
-        host_wait_ns=None if trace.is_cpu else _sum_known([d.host_wait_ns for d in devices]),
+        host_wait_ns=None if trace.is_cpu else host_wait_total(devices),
         queued_idle_ns=None if trace.is_cpu
         else _sum_known([d.queued_idle_ns for d in devices]),
         devices=devices,

@@ -40,6 +40,6 @@ def make_ranks(sources: list[Path], n: int, out: Path, shift_us: float = 1000.0)
                         args[key] += step * 10_000_000
         path = out / f"rank-{k}.json.gz"
         # one write of the whole text: json.dump's many small writes into gzip are slow
-        path.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), 1))
+        path.write_bytes(gzip.compress(json.dumps(doc).encode(), 1))
         paths.append(path)
     return paths

@@ -158,3 +158,25 @@ def test_node_killed_mid_sweep_then_resume(cluster, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     df = pd.read_parquet(table)
     assert len(df) == 4 and (df["status"] == "ok").all()
+
+
+def test_run_folder_shipped_back_when_the_worker_does_not_see_it(tmp_path):
+    """A worker that does not see --out (its marker holds another token) captures into a
+    temporary folder and returns it in the row; the driver puts it in place."""
+    from traceviz.sweep import MARKER, SweepSpec, capture_point, unpack_point
+
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / MARKER).write_text("the driver's token")
+    spec = SweepSpec(models=["fine_torch"], batches=[2], hiddens=[8], seqs=[4], amps=[None],
+                     layers=1, warmup=1, max_warmup=3, steps=2, profile_steps=1)
+    point = spec.points()[0]
+    row = capture_point(point, spec, str(out), "a worker elsewhere")
+    assert row["status"] == "ok" and isinstance(row.get("_archive"), bytes)
+    assert not (out / "points").exists()  # nothing written where the worker cannot see
+    row = unpack_point(row, out)
+    run = Path(row["run_dir"])
+    assert "_archive" not in row and run == out / "points" / "fine_torch-b2-h8-s4-fp32"
+    bench = json.loads((run / "bench.json").read_text())
+    assert bench["time_per_batch_s"]["median"] == row["time_per_batch_s"]
+    assert (run / "trace.parquet").is_file()

@@ -4,6 +4,7 @@ folder does, also under a DuckDB memory limit smaller than the data."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -22,9 +23,10 @@ PAIR = [KINETO / "ampere_sampled_rank0.json.gz", KINETO / "ampere_sampled_rank1.
 
 @pytest.fixture(scope="module")
 def pair_dir(tmp_path_factory):
+    """The two ranks, one gzipped and one plain, as users' folders mix them."""
     d = tmp_path_factory.mktemp("pair")
-    for p in PAIR:
-        shutil.copy(p, d / p.name)
+    shutil.copy(PAIR[0], d / PAIR[0].name)
+    (d / PAIR[1].name.removesuffix(".gz")).write_bytes(gzip.decompress(PAIR[1].read_bytes()))
     return d
 
 

@@ -5,6 +5,7 @@ Patterns run once per distinct name (names are categorical), never per event.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -158,6 +159,9 @@ def category_codes(names: pd.Index) -> np.ndarray:
     return np.array([index[_category_of(str(n))] for n in names], dtype=np.int8)
 
 
+# Names repeat across the ranks of a job and the runs of a sweep, and the patterns are
+# the cost of a small trace's import: each distinct name is classified once per process.
+@functools.lru_cache(maxsize=1 << 16)
 def _category_of(name: str) -> str:
     text = _text(name)
     for cat, rx in _CATEGORY_PATTERNS:
@@ -168,7 +172,12 @@ def _category_of(name: str) -> str:
 
 def cast_kernel_flags(names: pd.Index) -> np.ndarray:
     """For each distinct name: does it look like a dtype-conversion kernel?"""
-    return np.array([bool(CAST_KERNEL.search(_text(str(n)))) for n in names], dtype=bool)
+    return np.array([_is_cast_kernel(str(n)) for n in names], dtype=bool)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _is_cast_kernel(name: str) -> bool:
+    return bool(CAST_KERNEL.search(_text(name)))
 
 
 def cast_op_flags(names: pd.Index) -> tuple[np.ndarray, np.ndarray]:

@@ -82,19 +82,28 @@ def _load(path: Path):
     return load(path)
 
 
-def analyze_folder(directory: Path, on_rank: Callable[[int, int], None] | None = None):
-    """``RanksSummary`` of a rank folder, reading one rank at a time."""
-    from traceviz.analyses.ranks import rank_figures, summarize_ranks
+def folder_rank(rank: int, path: str):
+    """One rank's figures from its trace file (runs in a worker process): the events are
+    dropped once the figures are made."""
+    from traceviz.analyses.ranks import rank_figures
+
+    return rank_figures(_load(Path(path)), rank, Path(path).name)
+
+
+def analyze_folder(directory: Path, on_rank: Callable[[int, int], None] | None = None,
+                   workers: int | None = None):
+    """``RanksSummary`` of a rank folder: ranks in ``workers`` processes (default one per
+    core), each holding one rank's events at a time."""
+    from traceviz.analyses.ranks import summarize_ranks
 
     files = rank_files(directory)
     if not files:
         raise InputError(f"{directory}: no trace files in this folder")
     ranks, how = assign_ranks(files, [_probe_meta(f) for f in files])
     figures = []
-    for i, rf in enumerate(ranks, 1):
-        trace = _load(rf.path)
-        figures.append(rank_figures(trace, rf.rank, rf.path.name))  # the events go
-        del trace
+    jobs = [(rf.rank, str(rf.path)) for rf in ranks]
+    for i, (_, fig) in enumerate(_pool_map(folder_rank, workers)(jobs), 1):
+        figures.append(fig)
         if on_rank:
             on_rank(i, len(ranks))
     summary = summarize_ranks(figures)
@@ -174,7 +183,7 @@ def import_folder(directory: Path, out: Path, workers: int | None = None,
         tmp.write_text(marker)
     jobs = [(r.rank, str(r.path), str(out), marker) for r in ranks]
     results: dict[int, dict[str, Any]] = {}
-    for i, (k, res) in enumerate((job_map or _pool_map(workers))(jobs), 1):
+    for i, (k, res) in enumerate((job_map or _pool_map(import_rank, workers))(jobs), 1):
         if isinstance(res, BaseException):
             raise RunFailed(f"rank {ranks[k].rank} ({ranks[k].path.name}): "
                             f"{type(res).__name__}: {str(res).splitlines()[0] if str(res) else ''}")
@@ -195,17 +204,18 @@ def import_folder(directory: Path, out: Path, workers: int | None = None,
     return meta
 
 
-def _pool_map(workers: int | None) -> JobMap:
-    """``import_rank`` over the jobs in ``workers`` local processes (default: one per core)."""
+def _pool_map(fn: Callable[..., Any], workers: int | None) -> JobMap:
+    """``fn`` over the jobs in ``workers`` local processes (default: one per core), yielding
+    (job index, result) as they finish; in this process when one worker would do."""
     def run(jobs: list[tuple]) -> Iterator[tuple[int, Any]]:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        n = workers or min(len(jobs), os.cpu_count() or 1)
+        n = min(workers or os.cpu_count() or 1, len(jobs))
         if n <= 1:
-            yield from ((i, import_rank(*j)) for i, j in enumerate(jobs))
+            yield from ((i, fn(*j)) for i, j in enumerate(jobs))
             return
         with ProcessPoolExecutor(max_workers=n) as pool:
-            futures = {pool.submit(import_rank, *j): i for i, j in enumerate(jobs)}
+            futures = {pool.submit(fn, *j): i for i, j in enumerate(jobs)}
             for fut in as_completed(futures):
                 yield futures[fut], fut.result()
     return run
@@ -230,32 +240,47 @@ def default_memory_limit() -> str:
     return f"{max(64, total // 4 // (1 << 20))}MB"
 
 
-def analyze_dataset(path: Path, memory_limit: str | None = None,
-                    on_rank: Callable[[int, int], None] | None = None):
-    """``RanksSummary`` of a dataset, computed with DuckDB under ``memory_limit``: DuckDB
-    reads one rank's partition at a time for the per-rank figures (interval algorithms),
-    and computes the cross-rank kernel table over all partitions in SQL (spilling to disk
-    past the limit), so analysis memory does not grow with the number of ranks."""
+def _duckdb(memory_limit: str):
     import duckdb
 
-    from traceviz.analyses.ranks import rank_figures, summarize_ranks
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = '{memory_limit}'")
+    con.execute("SET preserve_insertion_order = false")
+    return con
+
+
+def dataset_rank(path: str, rank: int, info: dict[str, Any], memory_limit: str):
+    """One rank's figures from its partition, read by DuckDB (runs in a worker process)."""
+    from traceviz.analyses.ranks import rank_figures
     from traceviz.trace import Trace
 
+    con = _duckdb(memory_limit)
+    table = con.read_parquet(str(Path(path) / f"rank={rank}" / "*.parquet")).to_arrow_table()
+    return rank_figures(Trace(events=table.to_pandas(), meta=info["meta"]), rank, info["file"])
+
+
+def analyze_dataset(path: Path, memory_limit: str | None = None,
+                    on_rank: Callable[[int, int], None] | None = None,
+                    workers: int | None = None):
+    """``RanksSummary`` of a dataset, computed with DuckDB under ``memory_limit``: each of
+    ``workers`` processes (default one per core) reads one rank's partition at a time for
+    the per-rank figures (interval algorithms), and DuckDB computes the cross-rank kernel
+    table over all partitions in SQL (spilling to disk past the limit), so analysis memory
+    does not grow with the number of ranks."""
+    from traceviz.analyses.ranks import summarize_ranks
+
     meta = dataset_meta(path)
-    con = duckdb.connect()
-    con.execute(f"SET memory_limit = '{memory_limit or default_memory_limit()}'")
-    con.execute("SET preserve_insertion_order = false")
+    limit = memory_limit or default_memory_limit()
+    con = _duckdb(limit)
     figures = []
     ranks = sorted(int(r) for r in meta["ranks"])
-    for i, rank in enumerate(ranks, 1):
-        info = meta["ranks"][str(rank)]
-        part = path / f"rank={rank}"
-        table = con.read_parquet(str(part / "*.parquet")).to_arrow_table()
-        trace = Trace(events=table.to_pandas(), meta=info["meta"])
-        figures.append(rank_figures(trace, rank, info["file"]))
-        del trace, table
+    # one rank per worker at a time, each worker's DuckDB under the same limit
+    jobs = [(str(path), r, meta["ranks"][str(r)], limit) for r in ranks]
+    for i, (_, fig) in enumerate(_pool_map(dataset_rank, workers)(jobs), 1):
+        figures.append(fig)
         if on_rank:
             on_rank(i, len(ranks))
+    figures.sort(key=lambda f: f.rank)
     summary = summarize_ranks(figures)
     if not any(f.kernels.empty for f in figures):
         summary.top_kernels = _sql_top_kernels(con, path, len(ranks), summary.top_kernels)
