@@ -91,7 +91,7 @@ def test_dataset_answers_as_the_folder(eight, tmp_path, capsys):
     ds = tmp_path / "ds"
     assert main(["import", str(eight), "-o", str(ds), "--workers", "2"]) == 0
     assert sorted(p.name for p in ds.iterdir()) == (
-        [".traceviz-import", "_traceviz.json"] + [f"rank={k}" for k in range(8)])
+        ["_traceviz.json"] + [f"rank={k}" for k in range(8)])
     capsys.readouterr()
     assert main(["analyze", str(eight), "--json", "--top", "50"]) == 0
     folder = json.loads(capsys.readouterr().out)
@@ -102,6 +102,8 @@ def test_dataset_answers_as_the_folder(eight, tmp_path, capsys):
     key = lambda k: (k["name"], k["count"], k["total_ns"], k["ranks"],  # noqa: E731
                      k["min_rank_ns"], k["max_rank_ns"])
     assert sorted(map(key, data["top_kernels"])) == sorted(map(key, folder["top_kernels"]))
+    for doc in (data, folder):  # integers from SQL as from pandas
+        assert all(type(v) is int for k in doc["top_kernels"] for v in key(k)[1:])
     # rank k is a copy of source k mod 2 with shifted times and ids: same figures
     for r in folder["ranks"]:
         twin = folder["ranks"][r["rank"] % 2]
@@ -154,7 +156,8 @@ def test_duckdb_under_a_memory_limit_smaller_than_the_data(tmp_path):
 def test_rank_folder_errors(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["analyze", str(tmp_path / "empty")]) == 2
-    assert capsys.readouterr().err.count("\n") == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no trace files in this folder" in err
     assert rank_files(tmp_path / "empty") == []
     d = tmp_path / "bad"
     d.mkdir()
@@ -163,3 +166,26 @@ def test_rank_folder_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "rank-0.json" in err
     assert main(["analyze", str(d), "--plot", str(tmp_path / "p")]) == 2
+
+
+def test_import_leaves_nothing_half_written(pair_dir, tmp_path, capsys):
+    """A failing rank: a new dataset folder is gone, an earlier dataset stays as it was;
+    the rank folder itself is refused as the output; an unfinished dataset is named so."""
+    ds = tmp_path / "ds"
+    assert main(["import", str(pair_dir), "-o", str(ds)]) == 0
+    before = {p.relative_to(ds): p.read_bytes() for p in ds.rglob("*") if p.is_file()}
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    shutil.copy(PAIR[0], bad / PAIR[0].name)
+    (bad / "rank-1.json").write_text('{"traceEvents": [')
+    capsys.readouterr()
+    assert main(["import", str(bad), "-o", str(tmp_path / "new")]) == 2
+    assert "rank-1.json" in capsys.readouterr().err and not (tmp_path / "new").exists()
+    assert main(["import", str(bad), "-o", str(ds), "--force"]) == 2
+    after = {p.relative_to(ds): p.read_bytes() for p in ds.rglob("*") if p.is_file()}
+    assert after == before
+    assert main(["import", str(pair_dir), "-o", str(pair_dir)]) == 2
+    assert "is the rank folder itself" in capsys.readouterr().err
+    (ds / "_traceviz.json").unlink()
+    assert main(["analyze", str(ds)]) == 2
+    assert "incomplete rank dataset" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,6 +31,16 @@ MARKER = ".traceviz-import"  # its content tells a worker whether it sees the da
 DATASET_FORMAT = "traceviz-ranks"
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".parquet", ".nsys-rep", ".arrow",
                   ".xplane.pb", ".xplane.pb.gz", ".qdrep")
+
+
+def describe_folder(path: Path) -> str:
+    """Why a folder is not something traceviz reads, in one line."""
+    if any(path.glob("rank=*/*.parquet")):
+        return (f"{path}: an incomplete rank dataset (no {DATASET_META}: its import did not "
+                "finish); import the rank folder again")
+    return (f"{path}: no trace files in this folder (expected a capture's run folder, a "
+            f"folder of rank traces named *{', *'.join(TRACE_SUFFIXES[:4])}..., an nsys "
+            "table folder or a TensorBoard log directory)")
 
 
 def is_dataset(path: Path) -> bool:
@@ -98,7 +109,7 @@ def analyze_folder(directory: Path, on_rank: Callable[[int, int], None] | None =
 
     files = rank_files(directory)
     if not files:
-        raise InputError(f"{directory}: no trace files in this folder")
+        raise InputError(describe_folder(directory))
     ranks, how = assign_ranks(files, [_probe_meta(f) for f in files])
     figures = []
     jobs = [(rf.rank, str(rf.path)) for rf in ranks]
@@ -175,13 +186,43 @@ def import_folder(directory: Path, out: Path, workers: int | None = None,
     (job index, result or the exception that lost it)."""
     files = rank_files(directory)
     if not files:
-        raise InputError(f"{directory}: no trace files in this folder")
+        raise InputError(describe_folder(directory))
+    if out.resolve() == directory.resolve():
+        raise InputError(f"{out}: is the rank folder itself; write the dataset elsewhere")
     ranks, how = assign_ranks(files, [_probe_meta(f) for f in files])
-    out.mkdir(parents=True, exist_ok=True)
-    marker = uuid.uuid4().hex
-    with atomic_output(out / MARKER, force=True) as tmp:
-        tmp.write_text(marker)
-    jobs = [(r.rank, str(r.path), str(out), marker) for r in ranks]
+    created = not out.exists()
+    # partitions go to a staging folder inside the dataset, moved into place when every rank
+    # is done: a failed import leaves an earlier dataset as it was
+    token = uuid.uuid4().hex
+    stage = out / f".import-{token}"
+    stage.mkdir(parents=True)
+    (stage / MARKER).write_text(token)
+    jobs = [(r.rank, str(r.path), str(stage), token) for r in ranks]
+    try:
+        results = _import_jobs(stage, ranks, jobs, workers, on_rank, job_map)
+        (out / DATASET_META).unlink(missing_ok=True)  # incomplete while partitions move
+        for old in out.glob("rank=*"):
+            shutil.rmtree(old)
+        for r in ranks:
+            (stage / f"rank={r.rank}").rename(out / f"rank={r.rank}")
+        meta = {"format": DATASET_FORMAT, "schema_version": 2, "numbered": how,
+                "ranks": {str(r): {k: v for k, v in results[r].items() if k != "rank"}
+                          for r in sorted(results)}}
+        with atomic_output(out / DATASET_META, force=True) as tmp:
+            tmp.write_text(json.dumps(meta, default=str))
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return meta
+
+
+def _import_jobs(out: Path, ranks: list[RankFile], jobs: list[tuple], workers: int | None,
+                 on_rank: Callable[[int, int], None] | None,
+                 job_map: JobMap | None) -> dict[int, dict[str, Any]]:
+    """Run the rank imports; each partition lands under ``out``. Returns the results."""
     results: dict[int, dict[str, Any]] = {}
     for i, (k, res) in enumerate((job_map or _pool_map(import_rank, workers))(jobs), 1):
         if isinstance(res, BaseException):
@@ -196,12 +237,7 @@ def import_folder(directory: Path, out: Path, workers: int | None = None,
         results[res["rank"]] = res
         if on_rank:
             on_rank(i, len(jobs))
-    meta = {"format": DATASET_FORMAT, "schema_version": 2, "numbered": how,
-            "ranks": {str(r): {k: v for k, v in results[r].items() if k != "rank"}
-                      for r in sorted(results)}}
-    with atomic_output(out / DATASET_META, force=True) as tmp:
-        tmp.write_text(json.dumps(meta, default=str))
-    return meta
+    return results
 
 
 def _pool_map(fn: Callable[..., Any], workers: int | None) -> JobMap:
@@ -302,10 +338,12 @@ def _sql_top_kernels(con, path: Path, n_ranks: int, fallback):
                    count(*) AS count, sum(dur_ns) AS total_ns
             FROM read_parquet(?, hive_partitioning=true)
             WHERE kind = 'kernel' GROUP BY ALL)
-        SELECT name, category, count(*) AS ranks, sum(count) AS count,
-               sum(total_ns) AS total_ns, sum(total_ns) / {n_ranks} AS mean_per_rank_ns,
-               CASE WHEN count(*) < {n_ranks} THEN 0 ELSE min(total_ns) END AS min_rank_ns,
-               max(total_ns) AS max_rank_ns,
+        SELECT name, category, count(*) AS ranks, CAST(sum(count) AS BIGINT) AS count,
+               CAST(sum(total_ns) AS BIGINT) AS total_ns,
+               sum(total_ns) / {n_ranks} AS mean_per_rank_ns,
+               CAST(CASE WHEN count(*) < {n_ranks} THEN 0 ELSE min(total_ns) END AS BIGINT)
+                   AS min_rank_ns,
+               CAST(max(total_ns) AS BIGINT) AS max_rank_ns,
                sum(total_ns) / sum(sum(total_ns)) OVER () AS share
         FROM per_rank GROUP BY name, category
         ORDER BY total_ns DESC, name""", [glob]).df()

@@ -66,8 +66,8 @@ class ImportCommand(Command):
         from traceviz.rankdir import DATASET_META, import_folder, import_rank
 
         if args.output is None:
-            raise UsageError("names the dataset folder to write for a rank folder",
-                             option="output")
+            raise UsageError("is required for a folder of rank traces: the dataset folder "
+                             "to write", option="output")
         refuse_existing([args.output / DATASET_META], args.force)
         if args.workers is not None and args.workers < 1:
             raise UsageError("must be at least 1", option="workers")

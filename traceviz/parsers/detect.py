@@ -47,6 +47,9 @@ def detect_format(path: Path) -> str:
 
         if is_xplane_dir(path):
             return "xplane"
+        from traceviz.rankdir import describe_folder
+
+        raise TraceVizError(describe_folder(path))
     check_readable(path)
     with open(path, "rb") as f:
         magic = f.read(32)
