@@ -60,7 +60,7 @@ def test_bad_files_fail_cleanly(tmp_path, capsys, command):
 
 def test_directory_missing_and_unreadable(tmp_path, capsys, monkeypatch):
     assert main(["analyze", str(tmp_path)]) == 2
-    assert "is a directory" in capsys.readouterr().err
+    assert "no trace files in this folder" in capsys.readouterr().err
     assert main(["analyze", str(tmp_path / "nope.json")]) == 2
     assert "no such file" in capsys.readouterr().err
     locked = tmp_path / "locked.json"
