@@ -156,8 +156,8 @@ def test_signal_at_any_moment_leaves_nothing_half_written(big_trace, tmp_path, d
     assert "Traceback" not in err
     if proc.returncode != 143:
         assert len(Trace.load(out).events) > 0
-    else:
-        assert not out.exists()
+    elif out.exists():  # the signal came between the rename into place and the exit
+        assert len(Trace.load(out).events) > 0
     assert _leftovers(tmp_path) == []
 
 
