@@ -37,9 +37,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# Ray reads ~/.ray (an auth token there turns token authentication on): the cluster and
+# its drivers get a HOME of their own, so the test does not depend on the user's
+RAY_ENV = dict(os.environ)
+
+
 def _ray(*args: str, env: dict | None = None) -> None:
     r = subprocess.run([str(RAY), *args], capture_output=True, text=True, timeout=180,
-                       env={**os.environ, **(env or {})})
+                       env={**RAY_ENV, **(env or {})})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
 
 
@@ -71,9 +76,10 @@ def _running_point(raylet: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(tmp_path_factory):
     if not RAY.exists():
         missing("Ray is not installed: pip install -e '.[dist]' (in .[test])")
+    RAY_ENV["HOME"] = str(tmp_path_factory.mktemp("home"))
     port, worker_port = _free_port(), _free_port()
     common = ["--num-cpus", "1", "--object-store-memory", str(80 << 20),
               "--disable-usage-stats"]
@@ -90,7 +96,7 @@ def _nodes_alive(address: str) -> int:
     code = (f"import ray; ray.init(address={address!r}, logging_level='ERROR', "
             "log_to_driver=False); print(sum(n['Alive'] for n in ray.nodes()))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=120)
+                       timeout=120, env=RAY_ENV)
     return int(r.stdout.strip().splitlines()[-1])
 
 
@@ -99,7 +105,7 @@ def test_sweep_on_two_nodes(cluster, tmp_path):
     assert _nodes_alive(address) == 2
     out = tmp_path / "sweep"
     r = subprocess.run([sys.executable, "-m", "traceviz", *SWEEP, "--out", str(out),
-                        "--ray", address], capture_output=True, text=True, timeout=600)
+                        "--ray", address], capture_output=True, text=True, timeout=600, env=RAY_ENV)
     assert r.returncode == 0, r.stderr[-3000:]
     df = pd.read_parquet(out / "sweep.parquet")
     assert list(df["point"]) == ["cudnn_torch-b2-h8-s4-fp32", "cudnn_torch-b4-h8-s4-fp32",
@@ -120,7 +126,7 @@ def test_rank_import_on_two_nodes(cluster, tmp_path, capsys):
                 KINETO / "ampere_sampled_rank1.json.gz"], 8, folder)
     ds = tmp_path / "ds"
     r = subprocess.run([sys.executable, "-m", "traceviz", "import", str(folder), "-o", str(ds),
-                        "--ray", address], capture_output=True, text=True, timeout=600)
+                        "--ray", address], capture_output=True, text=True, timeout=600, env=RAY_ENV)
     assert r.returncode == 0, r.stderr[-3000:]
     assert sorted(p.name for p in ds.glob("rank=*")) == sorted(f"rank={k}" for k in range(8))
     assert main(["analyze", str(ds), "--json"]) == 0
@@ -136,7 +142,7 @@ def test_node_killed_mid_sweep_then_resume(cluster, tmp_path):
     out = tmp_path / "sweep"
     proc = subprocess.Popen([sys.executable, "-m", "traceviz", *SWEEP, "--out", str(out),
                              "--ray", address], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env=RAY_ENV)
     table = out / "sweep.parquet"
     raylet = _raylet_pid(worker_port)
     deadline = time.time() + 300
@@ -154,7 +160,7 @@ def test_node_killed_mid_sweep_then_resume(cluster, tmp_path):
     assert proc.returncode == 0  # points were captured; the failure is in the table
     r = subprocess.run([sys.executable, "-m", "traceviz", *SWEEP, "--out", str(out),
                         "--ray", address, "--resume"], capture_output=True, text=True,
-                       timeout=600)
+                       timeout=600, env=RAY_ENV)
     assert r.returncode == 0, r.stderr[-3000:]
     df = pd.read_parquet(table)
     assert len(df) == 4 and (df["status"] == "ok").all()
