@@ -181,3 +181,19 @@ def test_debug_shows_the_cause_of_a_handled_error(tmp_path, capsys, monkeypatch)
     loud = capsys.readouterr().err
     assert "Traceback" in loud and loud.rstrip().endswith(quiet.strip())
     assert "DecodeError" in loud and "which was reported as" in loud
+
+
+def test_help_imports_no_pandas():
+    """`traceviz --help` and a usage error answer before pandas, pyarrow, matplotlib or a
+    framework is imported (issue 20's start-up: 0.1 s measured, not timed here)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom traceviz.cli import main\n"
+            "for argv in (['--help'], ['capture', '--help'], ['analyze', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "heavy = {'pandas', 'pyarrow', 'matplotlib', 'torch', 'tensorflow', 'duckdb'}\n"
+            "print(sorted(heavy & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"

@@ -14,11 +14,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from traceviz.errors import RunFailed, TraceVizError, UsageError
 from traceviz.runners import FRAMEWORKS, VARIANTS
 from traceviz.runners.presets import Workload
-from traceviz.trace import Trace
+
+if TYPE_CHECKING:  # pandas comes with Trace: `traceviz --help` must not import it
+    from traceviz.trace import Trace
 
 
 @dataclass

@@ -12,10 +12,13 @@ from typing import TYPE_CHECKING, Protocol
 from rich.console import Console
 
 from traceviz.fileio import atomic_output, check_output, is_gzip
-from traceviz.trace import Trace
 
 if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
+
+    # pandas and pyarrow come with Trace: imported where a command reads a trace, so that
+    # --help and usage errors answer without them
+    from traceviz.trace import Trace
 
 PROGRESS_MIN_BYTES = 16 << 20
 
