@@ -193,12 +193,12 @@ def kernel_diff(a: Trace, b: Trace, tolerance: float = 0.05) -> pd.DataFrame:
 def _change(d: pd.DataFrame, tolerance: float) -> np.ndarray:
     calls = d["count_b"] / d["count_a"].where(d["count_a"] > 0) - 1
     per_call = d["per_call_b"] / d["per_call_a"].where(d["per_call_a"] > 0) - 1
-    calls_part = np.where(calls > tolerance, "more calls",
-                          np.where(calls < -tolerance, "fewer calls", ""))
-    call_part = np.where(per_call > tolerance, "slower",
-                         np.where(per_call < -tolerance, "faster", ""))
-    joined = np.array([", ".join(p for p in pair if p) or "same"
-                       for pair in zip(calls_part, call_part, strict=True)], dtype=object)
+    calls_part = pd.Series(np.where(calls > tolerance, "more calls",
+                                    np.where(calls < -tolerance, "fewer calls", "")))
+    call_part = pd.Series(np.where(per_call > tolerance, "slower",
+                                   np.where(per_call < -tolerance, "faster", "")))
+    sep = np.where((calls_part != "") & (call_part != ""), ", ", "")
+    joined = (calls_part + sep + call_part).replace("", "same").to_numpy(object)
     return np.where(d["count_a"] == 0, "added", np.where(d["count_b"] == 0, "removed", joined))
 
 

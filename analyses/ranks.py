@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.idle import host_wait_total, idle_breakdown, launch_bound
+from traceviz.analyses.summary import plain_row
 from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.intervals import union_blocks
 from traceviz.trace import Trace
@@ -149,10 +150,8 @@ class RanksSummary:
     def to_dict(self, top: int = 20) -> dict[str, Any]:
         return {
             "ranks": [r.to_dict() for r in self.ranks],
-            "stragglers": [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
-                           for row in self.stragglers.to_dict("records")],
-            "top_kernels": [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
-                            for row in self.top_kernels.head(top).to_dict("records")],
+            "stragglers": [plain_row(r) for r in self.stragglers.to_dict("records")],
+            "top_kernels": [plain_row(r) for r in self.top_kernels.head(top).to_dict("records")],
             "notes": self.notes,
         }
 

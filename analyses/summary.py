@@ -91,7 +91,7 @@ class Summary:
                  "work_count": d.work_count}
                 for d in self.devices
             ],
-            "streams": [_plain_row(r) for d in self.devices
+            "streams": [plain_row(r) for d in self.devices
                         for r in d.streams.to_dict("records")],
             "kernels": {"count": self.kernel_count, "total_ns": self.kernel_total_ns,
                         "distinct": len(self.kernels), "device_total_ns": self.device_total_ns,
@@ -126,7 +126,7 @@ class Summary:
             "casts": {"count": self.casts.count, "total_ns": self.casts.total_ns,
                       "share_of_busy": self.casts.share_of_busy,
                       "cast_ops": self.casts.cast_ops},
-            "phases": [_plain_row(r) for r in self.phases.to_dict("records")],
+            "phases": [plain_row(r) for r in self.phases.to_dict("records")],
             "timings": self.timings.to_dict() if self.timings else None,
             "notes": self.notes,
         })
@@ -144,7 +144,8 @@ def _integer_ns(obj: Any, key: str = "") -> Any:
     return obj
 
 
-def _plain_row(r: dict) -> dict:
+def plain_row(r: dict) -> dict:
+    """A table row with numpy scalars as Python values and NaN as None (for JSON)."""
     return {k: (None if pd.isna(v) else v.item() if hasattr(v, "item") else v)
             for k, v in r.items()}
 

@@ -7,6 +7,7 @@ in README.md ("Exported tables").
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from traceviz.analyses.casts import cast_rows
@@ -27,10 +28,19 @@ OP_COLUMNS = [
 ]
 
 
-def kernel_rows(trace: Trace) -> pd.DataFrame:
-    """Kernels (GPU trace) or the leaf ops that play them (CPU trace), with their phase."""
+Work = tuple[pd.DataFrame, np.ndarray, np.ndarray]  # work rows, wall-window starts, ends
+
+
+def _work(trace: Trace) -> Work:
+    """What every table starts from, made once per export."""
     work = work_rows(trace)
     ws, we = wall_windows(analysis_windows(trace, work))
+    return work, ws, we
+
+
+def kernel_rows(trace: Trace, w: Work | None = None) -> pd.DataFrame:
+    """Kernels (GPU trace) or the leaf ops that play them (CPU trace), with their phase."""
+    work, ws, we = w or _work(trace)
     phase = assign_phases(work, phase_ranges(trace, ws, we))
     work = work.assign(phase=pd.Categorical(phase))
     kernels = work if trace.is_cpu else work[work["kind"] == "kernel"]
@@ -42,34 +52,34 @@ def cast_table(trace: Trace) -> pd.DataFrame:
     return cast_rows(kernel_rows(trace)).reset_index(drop=True)
 
 
-def op_table(trace: Trace) -> pd.DataFrame:
+def op_table(trace: Trace, w: Work | None = None) -> pd.DataFrame:
     """Framework op rows with their nesting: ``depth``, ``is_leaf``, ``self_ns``, ``parent``
     (row number of the enclosing op in this table, -1 at the top) and ``is_work`` (the
     op is a unit of work: on a CPU trace, one of the rows ``kernels()`` returns)."""
     ev = trace.events
     ops = ev[ev["kind"] == "op"]
     tree = op_tree(ops)
-    work = work_rows(trace)
-    out = ops.assign(**tree, is_work=ops.index.isin(work.index) if trace.is_cpu else False)
+    work = (w or _work(trace))[0] if trace.is_cpu else None
+    out = ops.assign(**tree, is_work=ops.index.isin(work.index) if work is not None else False)
     return _plain(out[OP_COLUMNS])
 
 
-def phases_of(trace: Trace) -> pd.DataFrame:
+def phases_of(trace: Trace, w: Work | None = None) -> pd.DataFrame:
     """The per-phase table of ``analyze`` (``phases.phase_table``) for a whole trace."""
-    work = work_rows(trace)
-    ws, we = wall_windows(analysis_windows(trace, work))
+    work, ws, we = w or _work(trace)
     return phase_table(trace, work, ws, we)
 
 
 def export_tables(trace: Trace) -> dict[str, pd.DataFrame]:
     """The tables by name (the CLI's ``analyze.EXPORTS``), ready to write as Parquet."""
-    kernels = kernel_rows(trace)
+    w = _work(trace)
+    kernels = kernel_rows(trace, w)
     return {
         "kernels": kernels,
         "launches": launch_table(trace),
         "casts": cast_rows(kernels).reset_index(drop=True),
-        "ops": op_table(trace),
-        "phases": phases_of(trace),
+        "ops": op_table(trace, w),
+        "phases": phases_of(trace, w),
     }
 
 

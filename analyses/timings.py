@@ -7,7 +7,6 @@ here a bench of an older run, without them, gets the same figures from its batch
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -43,7 +42,7 @@ def timings(bench: dict | None) -> Timings | None:
     overhead = prof / s["median"] if prof and s["median"] else None
     return Timings(
         batches=len(times), median_s=s["median"], min_s=s["min"], max_s=s["max"],
-        mean_s=statistics.fmean(times), cv=s["cv"], max_over_min=s["max_over_min"],
+        mean_s=s["mean"], cv=s["cv"], max_over_min=s["max_over_min"],
         noisy=s["noisy"], profiler_overhead=overhead,
         overhead_significant=prof is not None and not s["min"] <= prof <= s["max"],
         warmup_batches=bench.get("warmup_batches"),  # type: ignore[union-attr]
