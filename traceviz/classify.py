@@ -184,3 +184,9 @@ def cast_op_flags(names: pd.Index) -> tuple[np.ndarray, np.ndarray]:
     """For each distinct name: is it a cast op; is it the copy a cast op delegates to."""
     text = np.asarray([str(n) for n in names], dtype=object)
     return np.isin(text, list(CAST_OPS)), text == CAST_OP_CHILD
+
+
+# ATen matrix ops whose recorded shapes decide tensor-core eligibility (the Kineto parser
+# keeps their input dims and types in ``details``)
+MATRIX_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
+              "aten::linear", "aten::_cudnn_rnn", "aten::lstm", "aten::_thnn_fused_lstm_cell")

@@ -62,3 +62,20 @@ def launch_kind(name: str) -> str | None:
 def is_graph_launch(name: str) -> bool:
     """One call that runs a whole captured graph of kernels."""
     return base_api_name(name) in GRAPH_LAUNCH_APIS
+
+
+# Host calls that block their thread until device work ends (advise counts them inside
+# steps; whatif's replay ends them at the end of the work they waited for). A synchronous
+# copy (a non-Async memcpy call, or a device-to-pageable one) blocks too: the replay sees
+# that from the trace, the call ending after its copy.
+SYNC_APIS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+    "cudaThreadSynchronize", "cuCtxSynchronize", "cuStreamSynchronize",
+    "cuEventSynchronize", "hipDeviceSynchronize", "hipStreamSynchronize",
+    "hipEventSynchronize",
+})
+
+
+def is_sync_call(name: str) -> bool:
+    """A call that waits for device work (``cudaStreamSynchronize_v3020`` too)."""
+    return base_api_name(name) in SYNC_APIS

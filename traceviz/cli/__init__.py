@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Sequence
 
 from traceviz import __version__
+from traceviz.cli.advise import AdviseCommand
 from traceviz.cli.amp import AmpCommand
 from traceviz.cli.analyze import AnalyzeCommand
 from traceviz.cli.base import Command
@@ -25,11 +26,13 @@ from traceviz.cli.models import ModelsCommand
 from traceviz.cli.report import ReportCommand
 from traceviz.cli.sweep import SweepCommand
 from traceviz.cli.sweep_plot import SweepPlotCommand
+from traceviz.cli.whatif import WhatIfCommand
 from traceviz.errors import Terminated, TraceVizError
 
 COMMANDS: tuple[type[Command], ...] = (
     ImportCommand, AnalyzeCommand, CaptureCommand, ModelsCommand, EnvCommand,
     CompareCommand, AmpCommand, SweepCommand, SweepPlotCommand, ReportCommand,
+    WhatIfCommand, AdviseCommand,
 )
 
 INTERNAL_ERROR = 3

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from traceviz.categorical import per_distinct
-from traceviz.classify import SCALAR_TYPES, precision_change
+from traceviz.classify import MATRIX_OPS, SCALAR_TYPES, precision_change
 from traceviz.parsers.numbers import INT32, INT64, checked_ints
 from traceviz.schema import DEVICE_KINDS, KINDS
 from traceviz.steps import PROFILER_STEP, step_numbers
@@ -56,6 +56,7 @@ class _Args(msgspec.Struct, gc=False):
     shm: msgspec.Raw = msgspec.field(default=_NO_RAW, name="shared memory")
     input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")
+    input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -188,6 +189,26 @@ def _kernel_details(is_kernel: np.ndarray, args: list[_Args]) -> pd.Categorical:
     return pd.Categorical.from_codes(remap[codes], categories=cats)
 
 
+def _details(names: pd.Categorical, kind: np.ndarray, args: list[_Args]) -> pd.Categorical:
+    """Kernels: their launch configuration; matrix ops (``classify.MATRIX_OPS``): their
+    recorded input dims and types (record_shapes), for advise's tensor-core rule."""
+    details = _kernel_details(kind == "kernel", args)
+    wanted = np.flatnonzero(np.isin(np.asarray(names.categories, dtype=object), MATRIX_OPS))
+    rows = np.flatnonzero(np.isin(names.codes, wanted) & (kind == "op"))
+    if not len(rows):
+        return details
+    ra = _gather(args, rows)
+    inverse, combos = _distinct([list(map(attrgetter("input_dims"), ra)),
+                                 list(map(attrgetter("input_type"), ra))])
+    text = [f"dims:{d.decode()} types:{t.decode()}" if d else "" for d, t in combos]
+    codes = details.codes.astype(np.int64)
+    old = list(details.categories)
+    codes[rows] = len(old) + inverse
+    cats = pd.Index(old + text).unique()
+    remap = cats.get_indexer(old + text)
+    return pd.Categorical.from_codes(remap[codes], categories=cats)
+
+
 def _details_text(regs: bytes, shm: bytes, grid: bytes, block: bytes) -> str:
     if not grid or not block:
         return ""
@@ -310,7 +331,7 @@ def event_columns(events: list[_Event]) -> tuple[pd.DataFrame, Counter]:
         "correlation": _ints(list(map(attrgetter("correlation"), args)), bad),
         "step": step,
         "bytes": _ints(list(map(attrgetter("bytes"), args)), bad),
-        "details": _kernel_details(kind == "kernel", args),
+        "details": _details(names, kind, args),
         "dtype_change": _dtype_change(names, args),
     })
     drop = no_ts | bad

@@ -1,0 +1,415 @@
+"""Advice: findings with their evidence (figures from the trace), an estimated saving
+from ``whatif`` where a scenario models the fix, and an action. One small function per
+rule; ``RULES`` is the list ``traceviz advise`` runs, in order.
+
+Thresholds are stated in each rule (and in README "Advice"); a rule that cannot judge
+(no steps, no launches, nothing recorded) stays silent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceviz.analyses.replay import ReplayGraph, build
+from traceviz.analyses.summary import Summary, summarize
+from traceviz.analyses.whatif import WhatIf, whatif
+from traceviz.analyses.work import analysis_windows, work_rows
+from traceviz.categorical import each, per_distinct
+from traceviz.classify import MATRIX_OPS
+from traceviz.intervals import union_blocks
+from traceviz.launch_apis import is_sync_call
+from traceviz.trace import Trace
+from traceviz.units import fmt_ns, fmt_pct, short_name
+
+HOST_BOUND = 0.25          # launch-bound share of the span (GPU)
+FRAMEWORK_BOUND = 0.30     # framework overhead share (CPU)
+SEQUENCE_MIN_PER_STEP = 8  # a pattern repeated per timestep
+SEQUENCE_LENGTHS = range(3, 9)
+CAST_OF_MATRIX = 0.10      # cast time / matrix time
+LONG_GAP_NS = 1_000_000
+LONG_GAPS_SHARE = 0.10
+DATA_SHARE = 0.10
+TENSOR_CORE_MULTIPLE = 8
+POINTWISE = ("elementwise", "cast", "reduction")
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    title: str
+    evidence: list[str]
+    action: str
+    saving_ns: int | None = None       # from a whatif scenario, over the windows
+    saving_scenario: str | None = None
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Context:
+    """What rules share: the trace, its summary, the replay graph and scenarios, each
+    computed once, when a rule first asks."""
+
+    trace: Trace
+
+    @cached_property
+    def summary(self) -> Summary:
+        return summarize(self.trace)
+
+    @cached_property
+    def graph(self) -> ReplayGraph:
+        return build(self.trace)
+
+    @cached_property
+    def _whatif(self) -> WhatIf | None:
+        try:
+            return whatif(self.trace, ("cuda_graphs", "fuse_pointwise", "no_casts",
+                                       "host_speedup=2"))
+        except Exception:  # noqa: BLE001 - advice without a saving beats no advice
+            return None
+
+    def saving(self, scenario: str) -> int | None:
+        w = self._whatif
+        if w is None:
+            return None
+        s = w.scenario(scenario)
+        return s.saving_ns if s.applies else None
+
+    @property
+    def steps(self) -> int:
+        return self.summary.steps
+
+
+Rule = Callable[[Context], "Finding | None"]
+
+
+def host_bound(ctx: Context) -> Finding | None:
+    """GPU: the device waits for the host (nothing launched pending) >= 25% of the span.
+    CPU: framework overhead (time outside work ops) >= 30%."""
+    s = ctx.summary
+    if s.cpu_trace:
+        share = s.framework_overhead_fraction
+        if share is None or share < FRAMEWORK_BOUND:
+            return None
+        return Finding(
+            "host_bound", "Framework overhead dominates",
+            [f"{fmt_pct(share)} of the span ({fmt_ns(s.span_ns - s.busy_ns)} of "
+             f"{fmt_ns(s.span_ns)}) is outside the work ops",
+             f"{s.kernel_count:,} work ops, median {fmt_ns(s.kernel_dur.median_ns)}"],
+            "cut per-op overhead: TorchScript or torch.compile the step, fuse small ops, or "
+            "raise the batch size so each op does more",
+            ctx.saving("host_speedup=2"), "host_speedup=2", {"overhead_fraction": share})
+    share = s.launch_bound_fraction
+    if share is None or share < HOST_BOUND:
+        return None
+    per_step = s.kernel_count / s.steps if s.steps else None
+    lo = s.launches.kernel
+    evidence = [f"the device waits for the host {fmt_pct(share)} of the span "
+                f"({fmt_ns(s.host_wait_ns)} of {fmt_ns(s.span_ns)})",
+                f"median kernel {fmt_ns(s.kernel_dur.median_ns)} vs median launch call "
+                f"{fmt_ns(lo.call.median_ns)}"]
+    if per_step:
+        evidence.append(f"{per_step:,.0f} kernels per step")
+    graphs = ctx.saving("cuda_graphs")
+    return Finding(
+        "host_bound", "Host-bound: the GPU waits for launches", evidence,
+        "capture the step in a CUDA graph (torch.cuda.graph, torch.compile "
+        "mode='reduce-overhead'), fuse pointwise ops (torch.compile, a fused LSTM such as "
+        "cuDNN's), or raise the batch size so each kernel does more",
+        graphs, "cuda_graphs", {"launch_bound_fraction": share, "kernels_per_step": per_step})
+
+
+def kernel_sequences(ctx: Context) -> Finding | None:
+    """The most repeated sequence of 3-8 consecutive kernels (work ops on a CPU) on one
+    stream, HTA's "frequent CUDA kernel sequences": a pattern repeated >= 8 times per step
+    is a per-timestep pattern, a fusion candidate; fusing it saves (length - 1) launches
+    per repetition."""
+    if not ctx.steps:
+        return None
+    work = work_rows(ctx.trace)
+    work = work[work["step"] >= 0].sort_values(["device", "stream", "ts_ns"], kind="stable")
+    if len(work) < 2 * SEQUENCE_MIN_PER_STEP:
+        return None
+    codes = work["name"].cat.codes.to_numpy(np.int64) + 1
+    stream = work.groupby(["device", "stream"], sort=False, observed=True).ngroup().to_numpy()
+    pointwise = work["category"].isin(POINTWISE).to_numpy()
+    best = None
+    for n in SEQUENCE_LENGTHS:
+        found = _top_ngram(codes, stream, pointwise, n)
+        if found is None:
+            continue
+        start, count = found
+        saved = count * (n - 1)
+        if best is None or saved > best[2]:
+            best = (start, n, saved, count)
+    if best is None:
+        return None
+    start, n, saved, count = best
+    per_step = count / ctx.steps
+    if per_step < SEQUENCE_MIN_PER_STEP:
+        return None
+    names = [str(x) for x in work["name"].iloc[start:start + n]]
+    cats = [str(x) for x in work["category"].iloc[start:start + n]]
+    pointwise = all(c in POINTWISE for c in cats)
+    fuse = ctx.saving("fuse_pointwise") if not ctx.trace.is_cpu else None
+    what = "kernels" if not ctx.trace.is_cpu else "ops"
+    return Finding(
+        "kernel_sequences", f"A sequence of {n} {what} repeats {per_step:,.0f} times per step",
+        [" -> ".join(short_name(x, 40) for x in names),
+         f"{count:,} times in {ctx.steps} steps; categories: {', '.join(cats)}",
+         f"fused into one kernel: {(n - 1) * per_step:,.0f} launches fewer per step"],
+        "fuse the pattern into one kernel: torch.compile or TorchScript the cell, a fused "
+        "LSTM cell (cuDNN), or a custom (Triton) kernel" + ("" if pointwise else
+                                                              "; it holds non-pointwise "
+                                                              "kernels, so fusion needs a "
+                                                              "compiler or a fused cell"),
+        fuse if pointwise or fuse else None, "fuse_pointwise" if fuse is not None else None,
+        {"sequence": names, "per_step": per_step, "launches_saved_per_step":
+         (n - 1) * per_step})
+
+
+def _top_ngram(codes: np.ndarray, stream: np.ndarray, pointwise: np.ndarray, n: int
+               ) -> tuple[int, int] | None:
+    """First start and count of the most frequent n-gram on one stream holding at least
+    two pointwise kernels (what fusion can merge; cuDNN's own gemm/cell pattern is not a
+    candidate)."""
+    m = len(codes) - n + 1
+    if m <= 0:
+        return None
+    key = np.zeros(m, np.uint64)
+    same = np.ones(m, bool)
+    points = np.zeros(m, np.int64)
+    for j in range(n):  # per position in the n-gram, not per event
+        key = key * np.uint64(1_000_003) + codes[j:j + m].astype(np.uint64)
+        same &= stream[j:j + m] == stream[:m]
+        points += pointwise[j:j + m]
+    same &= points >= 2
+    key = key[same]
+    if len(key) == 0:
+        return None
+    uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
+    best = int(np.argmax(counts))
+    return int(np.flatnonzero(same)[first[best]]), int(counts[best])
+
+
+def casts(ctx: Context) -> Finding | None:
+    """Cast time >= 10% of matrix (gemm/attention/rnn) time: AMP's conversions eat into
+    what its faster matrices save."""
+    s = ctx.summary
+    c = s.casts
+    if not c.count:
+        return None
+    cats = s.categories.set_index("category")["total_ns"] if len(s.categories) else pd.Series()
+    matrix = int(sum(cats.get(k, 0) for k in ("gemm", "attention", "rnn")))
+    ratio = c.total_ns / matrix if matrix else None
+    if ratio is not None and ratio < CAST_OF_MATRIX:
+        return None
+    return Finding(
+        "casts", "Casts cost a large part of what mixed precision saves",
+        [f"cast time {fmt_ns(c.total_ns)} ({c.count:,} cast kernels) vs matrix time "
+         f"{fmt_ns(matrix)}" + (f": {fmt_pct(ratio)}" if ratio is not None else ""),
+         f"cast share of busy time {fmt_pct(c.share_of_busy)}"],
+        "check that AMP pays here (`traceviz amp FP32_RUN AMP_RUN`); keep weights in the "
+        "low precision (model.half()/bfloat16 parameters) or cast once outside the "
+        "timestep loop; larger matrices amortize the casts",
+        ctx.saving("no_casts"), "no_casts", {"cast_ns": c.total_ns, "matrix_ns": matrix})
+
+
+def _sync_calls(ctx: Context) -> pd.DataFrame:
+    ev = ctx.trace.events
+    rt = ev[(ev["kind"] == "runtime") & (ev["step"] >= 0)]
+    return rt[per_distinct(rt["name"], each(is_sync_call)).astype(bool)]
+
+
+def syncs_in_steps(ctx: Context) -> Finding | None:
+    """More than one synchronizing call per step (one at the step's end is how a
+    benchmark times a step; more stall the host mid-step)."""
+    if not ctx.steps or ctx.trace.is_cpu:
+        return None
+    calls = _sync_calls(ctx)
+    if calls.empty:
+        return None
+    per_step = calls.groupby("step").size()
+    extra = int((per_step - 1).clip(lower=0).sum())
+    if extra < ctx.steps:  # fewer than one extra per step
+        return None
+    blocked = int(calls["dur_ns"].sum())
+    names = ", ".join(f"{n} x{k}" for n, k in calls["name"].astype(str).value_counts()
+                      .head(3).items())
+    return Finding(
+        "syncs_in_steps", "The host synchronizes with the GPU inside steps",
+        [f"{len(calls):,} synchronizing calls in {ctx.steps} steps "
+         f"({len(calls) / ctx.steps:.1f} per step): {names}",
+         f"the host spent {fmt_ns(blocked)} in them"],
+        "move .item(), .cpu(), printing of tensors and explicit synchronize calls out of "
+        "the step (log every N steps), and copy with non_blocking=True",
+        None, None, {"per_step": len(calls) / ctx.steps, "blocked_ns": blocked})
+
+
+PAGEABLE = re.compile(r"pageable", re.IGNORECASE)
+
+
+def pageable_memcpy(ctx: Context) -> Finding | None:
+    """Copies from or to pageable host memory: synchronous, and slower than pinned."""
+    ev = ctx.trace.events
+    m = ev[ev["kind"] == "memcpy"]
+    if m.empty:
+        return None
+    pageable = per_distinct(m["name"], each(lambda x: bool(PAGEABLE.search(x)))).astype(bool)
+    p = m[pageable]
+    if p.empty:
+        return None
+    known = p["bytes"] >= 0
+    size = f", {int(p.loc[known, 'bytes'].sum()):,} bytes" if known.any() else ""
+    return Finding(
+        "pageable_memcpy", "Copies use pageable host memory",
+        [f"{len(p):,} of {len(m):,} copies are pageable ({fmt_ns(int(p['dur_ns'].sum()))} "
+         f"of copy time{size})",
+         ", ".join(f"{n} x{k}" for n, k in p["name"].astype(str).value_counts().head(2)
+                   .items())],
+        "pin host buffers (DataLoader(pin_memory=True), tensor.pin_memory()) and copy "
+        "with non_blocking=True",
+        None, None, {"count": len(p), "ns": int(p["dur_ns"].sum())})
+
+
+def long_gaps(ctx: Context) -> Finding | None:
+    """Idle stretches of >= 1 ms inside the windows, together >= 10% of the span."""
+    work = work_rows(ctx.trace)
+    windows = analysis_windows(ctx.trace, work)
+    total, count, longest = 0, 0, 0
+    for device, w in windows.items():
+        rows = work[work["device"] == device]
+        s = rows["ts_ns"].to_numpy(np.int64)
+        bs, be = union_blocks(s, s + rows["dur_ns"].to_numpy(np.int64))
+        ws, we = w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64)
+        gs, ge = _idle_in(bs, be, ws, we)
+        length = ge - gs
+        big = length >= LONG_GAP_NS
+        total += int(length[big].sum())
+        count += int(big.sum())
+        longest = max(longest, int(length.max()) if len(length) else 0)
+    span = ctx.summary.span_ns
+    if not span or total < LONG_GAPS_SHARE * span:
+        return None
+    s = ctx.summary
+    cause = "the host (nothing launched was pending)" if (s.host_wait_ns or 0) >= \
+        (s.queued_idle_ns or 0) else "dependencies or synchronization (launched work waited)"
+    return Finding(
+        "long_gaps", "Long idle gaps on the device",
+        [f"{count:,} gaps of >= {fmt_ns(LONG_GAP_NS)}, {fmt_ns(total)} in all "
+         f"({fmt_pct(total / span)} of the span), longest {fmt_ns(longest)}",
+         f"most idle time waits for {cause}"],
+        "look at what the host does in the gaps (traceviz analyze --plot, the phases): "
+        "data loading, logging, checkpointing or a synchronizing call; overlap it with "
+        "device work",
+        None, None, {"count": count, "total_ns": total, "longest_ns": longest})
+
+
+def _idle_in(bs: np.ndarray, be: np.ndarray, ws: np.ndarray, we: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The idle intervals (complement of the busy blocks) clipped to the windows."""
+    gap_s = np.concatenate([[np.iinfo(np.int64).min], be])
+    gap_e = np.concatenate([bs, [np.iinfo(np.int64).max]])
+    out_s, out_e = [], []
+    for a, b in zip(ws, we, strict=True):  # per window, few
+        s = np.maximum(gap_s, a)
+        e = np.minimum(gap_e, b)
+        keep = e > s
+        out_s.append(s[keep])
+        out_e.append(e[keep])
+    if not out_s:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(out_s), np.concatenate(out_e)
+
+
+def data_stalls(ctx: Context) -> Finding | None:
+    """The ``data`` phase takes >= 10% of the span: the step waits for its batch."""
+    p = ctx.summary.phases
+    if p.empty or "data" not in set(p["phase"]):
+        return None
+    data = p.set_index("phase").loc["data"]
+    wall = int(data["wall_ns"])
+    span = ctx.summary.span_ns
+    devices = max(len(ctx.summary.devices), 1)
+    share = wall / (span / devices) if span else 0
+    if share < DATA_SHARE:
+        return None
+    workers = ctx.trace.meta.get("workers")
+    return Finding(
+        "data_stalls", "Steps wait for data",
+        [f"the data phase takes {fmt_ns(wall)}, {fmt_pct(share)} of the step time",
+         f"data loader workers: {workers if workers is not None else 'not recorded'}"],
+        "load batches in parallel with the step: more DataLoader workers (`--workers N` "
+        "in traceviz capture), pin_memory=True, prefetching; as in the MXNet/PyTorch "
+        "comparison, workers hide loading behind compute",
+        None, None, {"data_ns": wall, "share": share})
+
+
+def tensor_core_shapes(ctx: Context) -> Finding | None:
+    """fp16/bf16 matrix ops with a dimension (> 1) that is not a multiple of 8: GPU tensor
+    cores cannot take them whole (from the shapes torch.profiler's record_shapes keeps,
+    which the Kineto parser stores in the ops' ``details``)."""
+    ev = ctx.trace.events
+    ops = ev[(ev["kind"] == "op") & ev["name"].isin(MATRIX_OPS)]
+    if ops.empty:
+        return None
+    misfit = per_distinct(ops["details"], each(_tensor_core_misfit), fill="").astype(str)
+    hit = misfit != ""
+    if not hit.any():
+        return None
+    rows = ops[hit]
+    examples = (rows["name"].astype(str) + " " + pd.Series(misfit[hit], index=rows.index)
+                ).value_counts()
+    return Finding(
+        "tensor_core_shapes", "Half-precision matrices that tensor cores cannot take whole",
+        [f"{len(rows):,} fp16/bf16 matrix ops have a dimension that is not a multiple of "
+         f"{TENSOR_CORE_MULTIPLE} ({fmt_ns(int(rows['dur_ns'].sum()))} of op time)",
+         "e.g. " + "; ".join(f"{d} x{k}" for d, k in examples.head(3).items())],
+        f"pad hidden size, embedding size, vocabulary and batch to multiples of "
+        f"{TENSOR_CORE_MULTIPLE} (16 for int8/fp8)",
+        None, None, {"ops": len(rows)})
+
+
+def _tensor_core_misfit(details: str) -> str:
+    """``dims:[[20, 100], [100, 400]] types:['c10::BFloat16', ...]`` -> the dims when a
+    half-precision op has one (> 1) off the multiple, else ""."""
+    dims_text, _, types = details.partition(" types:")
+    if not dims_text.startswith("dims:") or ("Half" not in types and "BFloat16" not in types):
+        return ""
+    dims = [int(x) for x in re.findall(r"\d+", dims_text)]
+    return dims_text[5:] if any(d > 1 and d % TENSOR_CORE_MULTIPLE for d in dims) else ""
+
+
+def noisy(ctx: Context) -> Finding | None:
+    """The run's timed batches are NOISY (CV > 10% or max/min > 1.5)."""
+    t = ctx.summary.timings
+    if t is None or not t.noisy:
+        return None
+    return Finding(
+        "noisy", "The benchmark is noisy",
+        [f"{t.batches} timed batches: CV {fmt_pct(t.cv)}, max/min {t.max_over_min:.2f}, "
+         f"median {fmt_ns(t.median_s * 1e9)}"],
+        "time more batches (--steps), raise --max-warmup, keep the machine otherwise idle "
+        "(CPU frequency pinned, no other jobs) before comparing variants",
+        None, None, {"cv": t.cv, "max_over_min": t.max_over_min})
+
+
+RULES: tuple[Rule, ...] = (host_bound, kernel_sequences, casts, syncs_in_steps,
+                           pageable_memcpy, long_gaps, data_stalls, tensor_core_shapes, noisy)
+
+
+def advise(trace: Trace) -> tuple[list[Finding], int]:
+    """Every rule's finding on ``trace``, biggest estimated saving first, and the number
+    of steps the savings are over."""
+    ctx = Context(trace)
+    found = [f for rule in RULES if (f := rule(ctx)) is not None]
+    return sorted(found, key=lambda f: -(f.saving_ns or 0)), ctx.steps

@@ -1,0 +1,352 @@
+"""What would an optimization buy: scenarios as transformations of the replay graph
+(``analyses/replay.py``), each replayed and measured over the same windows as the trace.
+
+A scenario's saving is against the identity replay (the graph unchanged), so the
+model's own error cancels; ``replay_error`` says how well the identity replay
+reproduces the measured window time. Each scenario states its assumptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceviz.analyses.replay import (
+    ReplayGraph,
+    Windows,
+    build,
+    replayed_trace,
+    solve,
+    window_time,
+)
+from traceviz.errors import UsageError
+from traceviz.trace import Trace
+from traceviz.units import fmt_ns
+
+MATRIX_CATEGORIES = ("gemm", "rnn")
+# host cost of a graph launch per kernel it holds, where the trace has no graph launch
+# to learn it from: cudaGraphLaunch under torch.profiler on an H100, median of 6 launches
+# of 614-1355 kernels (sample_traces/gpu/graph_torch/train)
+GRAPH_LAUNCH_PER_KERNEL_NS = 1_578
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    applies: bool
+    predicted_ns: int | None = None
+    saving_ns: int | None = None
+    assumptions: tuple[str, ...] = ()
+    reason: str = ""          # why it does not apply
+
+    @property
+    def saving_fraction(self) -> float | None:
+        return None if self.saving_ns is None or self.predicted_ns is None else \
+            self.saving_ns / (self.predicted_ns + self.saving_ns)
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    measured_ns: int
+    replayed_ns: int
+    measured_steps: pd.Series
+    replayed_steps: pd.Series
+    steps: int
+    is_cpu: bool
+    model: dict[str, Any]      # what the replay learnt from the trace
+    scenarios: list[Scenario] = field(default_factory=list)
+
+    @property
+    def replay_error(self) -> float | None:
+        return self.replayed_ns / self.measured_ns - 1 if self.measured_ns else None
+
+    @property
+    def step_error_max(self) -> float | None:
+        m, r = self.measured_steps, self.replayed_steps
+        if m.empty:
+            return None
+        both = m.index.intersection(r.index)
+        return float(((r[both] - m[both]).abs() / m[both]).max()) if len(both) else None
+
+    def scenario(self, name: str) -> Scenario:
+        return next(s for s in self.scenarios if s.name == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "measured_ns": self.measured_ns,
+            "replayed_ns": self.replayed_ns,
+            "replay_error": self.replay_error,
+            "step_error_max": self.step_error_max,
+            "steps": self.steps,
+            "model": self.model,
+            "scenarios": [
+                {"name": s.name, "applies": s.applies, "predicted_ns": s.predicted_ns,
+                 "saving_ns": s.saving_ns, "saving_fraction": s.saving_fraction,
+                 "assumptions": list(s.assumptions), **({"reason": s.reason}
+                                                        if s.reason else {})}
+                for s in self.scenarios
+            ],
+        }
+
+
+# -- scenarios: (graph, argument) -> (changed graph, assumptions) -------------------
+Transform = Callable[[ReplayGraph, float], tuple[ReplayGraph, list[str]]]
+
+
+def _gemm_speedup(g: ReplayGraph, x: float) -> tuple[ReplayGraph, list[str]]:
+    text = (f"gemm and rnn {'ops' if g.trace.is_cpu else 'kernels'} run {x:g}x faster "
+            "(what tensor cores or a better library would have to deliver); everything "
+            "else as recorded")
+    rows = g.h_rows if g.trace.is_cpu else g.d_rows
+    mat = np.isin(g.trace.events["category"].to_numpy()[rows].astype(object),
+                  MATRIX_CATEGORIES)
+    if not mat.any():
+        return g, []
+    if g.trace.is_cpu:
+        return g.with_changes(h_dur=np.where(mat, (g.h_dur / x).astype(np.int64),
+                                             g.h_dur)), [text]
+    return g.with_changes(d_dur=np.where(mat, (g.d_dur / x).astype(np.int64),
+                                         g.d_dur)), [text]
+
+
+def _host_speedup(g: ReplayGraph, x: float) -> tuple[ReplayGraph, list[str]]:
+    what = ("the host time between work ops (framework overhead)" if g.trace.is_cpu else
+            "the host time between runtime calls on every thread (Python, the framework's "
+            "dispatcher)")
+    if not (g.h_gap > 0).any():
+        return g, []
+    gap = np.where(g.h_gap > 0, (g.h_gap / x).astype(np.int64), g.h_gap)
+    return g.with_changes(h_gap=gap), [
+        f"{what} shrinks {x:g}x, as a compiled dispatcher would; the calls themselves and "
+        "the device work keep their time; a thread that waited on another thread between "
+        "calls is taken to be working"]
+
+
+def _no_casts(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
+    cast = g.trace.events["is_cast"].to_numpy()
+    if not cast[g.h_rows if g.trace.is_cpu else g.d_rows].any():
+        return g, []
+    if g.trace.is_cpu:
+        return g.with_changes(h_dur=np.where(cast[g.h_rows], 0, g.h_dur)), [
+            "cast ops take no time (the ceiling of what AMP's casts cost); the framework "
+            "time around them stays"]
+    removed = cast[g.d_rows]
+    calls = np.unique(g.d_launch[removed & (g.d_launch >= 0)])
+    h_dur = g.h_dur.copy()
+    h_dur[calls] = 0
+    return g.with_changes(d_removed=g.d_removed | removed, h_dur=h_dur), [
+        "cast kernels are removed with their launch calls (the ceiling of what AMP's casts "
+        "cost); the host time of the cast ops around the launches stays"]
+
+
+def _launch_order(g: ReplayGraph) -> np.ndarray:
+    """Per host node: its rank among the launch calls of its chain (-1: not a launch)."""
+    rank = np.full(len(g.h_ts), -1, np.int64)
+    idx = np.flatnonzero(g.h_launch)
+    if len(idx):
+        rank[idx] = pd.Series(g.h_chain[idx]).groupby(g.h_chain[idx]).cumcount().to_numpy()
+    return rank
+
+
+def _host_step(g: ReplayGraph) -> np.ndarray:
+    return g.trace.events["step"].to_numpy(np.int64)[g.h_rows]
+
+
+def _cuda_graphs(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
+    graph_calls = g.trace.launches()
+    graph_calls = graph_calls[(graph_calls["population"] == "graph")
+                              & (graph_calls["device_count"] > 0)]
+    if len(graph_calls):
+        per_kernel = int((graph_calls["host_ns"] / graph_calls["device_count"]).median())
+        cost_source = f"learnt from this trace's {len(graph_calls)} graph launches"
+    else:
+        per_kernel = GRAPH_LAUNCH_PER_KERNEL_NS
+        cost_source = "measured on an H100 (sample_traces/gpu/graph_torch), as this trace " \
+                      "has no graph launch"
+    # segments: per thread and step, the launch calls between synchronizing calls
+    step = _host_step(g)
+    sync = g.h_await >= 0
+    in_step = step >= 0
+    key = pd.DataFrame({"chain": g.h_chain, "step": step,
+                        "cut": pd.Series(sync).groupby(g.h_chain).cumsum().to_numpy()})
+    seg = key.groupby(["chain", "step", "cut"], sort=False).ngroup().to_numpy()
+    seg = np.where(in_step & ~sync, seg, -1)
+    launch = g.h_launch & (seg >= 0)
+    if not launch.any():
+        return g, []
+    # from the first to the last launch call of a segment, every call and the host time
+    # before it collapse into the first call: the graph launch
+    s = pd.Series(np.arange(len(seg)))[launch]
+    first = s.groupby(seg[launch]).min()
+    last = s.groupby(seg[launch]).max()
+    lo = np.full(len(seg), -1, np.int64)
+    hi = np.full(len(seg), -1, np.int64)
+    ok = seg >= 0
+    lo[ok] = pd.Series(seg[ok]).map(first).fillna(-1).to_numpy(np.int64)
+    hi[ok] = pd.Series(seg[ok]).map(last).fillna(-1).to_numpy(np.int64)
+    pos = np.arange(len(seg))
+    inside = (lo >= 0) & (pos > lo) & (pos <= hi)
+    head = (lo >= 0) & (pos == lo)
+    graph_of = np.where(inside | head, lo, -1)
+    # device rows launched from a segment follow its graph launch
+    launched = g.d_launch >= 0
+    owner = np.where(launched, graph_of[np.maximum(g.d_launch, 0)], -1)
+    in_graph = owner >= 0
+    kernels = np.bincount(owner[in_graph], minlength=len(seg))
+    h_dur = np.where(inside, 0, g.h_dur)
+    h_dur = np.where(head, kernels * per_kernel, h_dur)
+    h_gap = np.where(inside, 0, g.h_gap)
+    lat = np.array([g.latency_ns.get(int(d), 0) for d in g.d_device], np.int64)
+    d_launch = np.where(in_graph, owner, g.d_launch)
+    d_offset = np.where(in_graph, lat, g.d_offset)
+    d_from_start = np.where(in_graph, False, g.d_from_start)
+    n_graphs = int(head.sum())
+    per_step = n_graphs / max(len(np.unique(step[head])), 1)
+    gap_text = ", ".join(f"{fmt_ns(v)} on device {d}" for d, v in
+                         sorted(g.queue_gap_ns.items())) or "none learnt"
+    return g.with_changes(h_dur=h_dur, h_gap=h_gap, d_launch=d_launch, d_offset=d_offset,
+                          d_from_start=d_from_start), [
+        f"per thread and step, the launches between synchronizing calls become one graph "
+        f"launch ({n_graphs} graphs, {per_step:.1f} per step): the host time and calls "
+        "between its first and last launch go (the graph replays without Python or the "
+        "dispatcher)",
+        f"a graph launch costs {fmt_ns(per_kernel)} of host time per kernel it holds "
+        f"({cost_source})",
+        f"the graph's kernels run back to back with the device's gap between queued "
+        f"kernels ({gap_text}); host time before the step's first launch, after its last, "
+        "and synchronizing calls stay",
+    ]
+
+
+def _fuse_pointwise(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
+    ev = g.trace.events
+    cat = ev["category"].to_numpy()[g.d_rows].astype(object)
+    elem = (cat == "elementwise") & (g.d_launch >= 0) & ~g.d_from_start & ~g.d_removed
+    li = np.maximum(g.d_launch, 0)
+    chain = np.where(elem, g.h_chain[li], -1)
+    order = np.where(elem, _launch_order(g)[li], -1)
+    step = ev["step"].to_numpy(np.int64)[g.d_rows]
+    graph_launched = elem & (pd.Series(g.d_launch).duplicated(keep=False).to_numpy())
+    elem &= ~graph_launched
+    # a run: consecutive rows of one stream, elementwise, launched one right after the
+    # other by one thread in one step (nothing else launched between them)
+    prev_ok = np.zeros(len(elem), bool)
+    prev_ok[1:] = (elem[1:] & elem[:-1] & (g.d_stream[1:] == g.d_stream[:-1])
+                   & (chain[1:] == chain[:-1]) & (step[1:] == step[:-1])
+                   & (order[1:] == order[:-1] + 1))
+    run = np.cumsum(~prev_ok)
+    size = np.bincount(run)[run]
+    fused = elem & (size >= 2)
+    if not fused.any():
+        return g, []
+    k = pd.Series(size[fused])
+    dur = pd.Series(g.d_dur[fused]).groupby(run[fused])
+    total, longest, count = dur.transform("sum"), dur.transform("max"), k
+    rule = np.maximum(longest, total * (count + 2) / (3 * count)).to_numpy()
+    head = fused & ~prev_ok
+    tail = fused & prev_ok
+    d_dur = g.d_dur.copy()
+    d_dur[fused] = np.where(head[fused], rule.astype(np.int64), g.d_dur[fused])
+    calls = g.d_launch[tail]
+    h_dur = g.h_dur.copy()
+    h_gap = g.h_gap.copy()
+    h_dur[calls] = 0
+    h_gap[calls] = 0
+    runs = int(head.sum())
+    return g.with_changes(d_dur=d_dur, d_removed=g.d_removed | tail, h_dur=h_dur,
+                          h_gap=h_gap), [
+        f"{runs} runs of consecutive elementwise kernels ({int(fused.sum())} kernels: one "
+        "stream, launched one right after the other by one thread in one step) each "
+        "become one kernel with one launch; the other launch calls and the host time "
+        "before them go (one op dispatches)",
+        "memory-traffic rule: an elementwise kernel moves 3 tensors (2 read, 1 written) at "
+        "its recorded speed; a fused run of k moves k+2 (the intermediates stay in "
+        "registers), so it lasts max(its longest kernel, its total x (k+2)/3k)",
+    ]
+
+
+# name -> (transform, needs an argument, on a CPU trace: None or why it does not apply)
+SCENARIOS: dict[str, tuple[Transform, bool, str | None]] = {
+    "cuda_graphs": (_cuda_graphs, False, "a CPU trace has no launches to capture in a graph"),
+    "fuse_pointwise": (_fuse_pointwise, False,
+                       "a CPU trace has no kernel launches; its elementwise ops run inline, "
+                       "and their fusion is not modelled"),
+    "no_casts": (_no_casts, False, None),
+    "gemm_speedup": (_gemm_speedup, True, None),
+    "host_speedup": (_host_speedup, True, None),
+}
+DEFAULT_SCENARIOS = ("cuda_graphs", "fuse_pointwise", "no_casts", "gemm_speedup=2",
+                     "host_speedup=2")
+
+
+def parse_scenario(text: str) -> tuple[str, float]:
+    """``gemm_speedup=2`` -> ("gemm_speedup", 2.0); ``no_casts`` -> ("no_casts", 0)."""
+    name, _, arg = text.partition("=")
+    if name not in SCENARIOS:
+        raise UsageError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}",
+                         option="scenario")
+    needs = SCENARIOS[name][1]
+    if needs and not arg:
+        raise UsageError(f"{name} needs a factor, e.g. {name}=2", option="scenario")
+    if not needs and arg:
+        raise UsageError(f"{name} takes no value", option="scenario")
+    if not needs:
+        return name, 0.0
+    try:
+        x = float(arg)
+    except ValueError:
+        raise UsageError(f"{name}={arg}: the factor is not a number",
+                         option="scenario") from None
+    if not x > 0 or not np.isfinite(x):
+        raise UsageError(f"{name}={arg}: the factor must be a positive number",
+                         option="scenario")
+    return name, x
+
+
+def _replayed(g: ReplayGraph) -> Windows:
+    return window_time(replayed_trace(g, solve(g)), g.h_rows if g.trace.is_cpu else None)
+
+
+def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> WhatIf:
+    """Replay the trace as recorded and under each scenario."""
+    parsed = [(text, *parse_scenario(text)) for text in scenarios]
+    g = build(trace)
+    measured = window_time(trace)
+    identity = _replayed(g)
+    out = []
+    for text, name, x in parsed:
+        transform, _, cpu_reason = SCENARIOS[name]
+        if trace.is_cpu and cpu_reason:
+            out.append(Scenario(text, False, reason=cpu_reason))
+            continue
+        changed, assumptions = transform(g, x)
+        if not assumptions:
+            out.append(Scenario(text, False, reason=_nothing_to_change(name)))
+            continue
+        predicted = _replayed(changed).span_ns
+        out.append(Scenario(text, True, predicted, identity.span_ns - predicted,
+                            tuple(assumptions)))
+    model = {
+        "launch_latency_ns": g.latency_ns, "queue_gap_ns": g.queue_gap_ns,
+        "wait_latency_ns": g.wait_latency_ns,
+        "inferred_waits": int((g.d_dep >= 0).sum()),
+        "unexplained_waits": {"rows": g.unexplained_rows, "ns": g.unexplained_ns},
+        "synchronizing_calls": int((g.h_await >= 0).sum()),
+        "host_nodes": len(g.h_ts), "device_rows": len(g.d_ts),
+    }
+    return WhatIf(measured.span_ns, identity.span_ns, measured.per_step, identity.per_step,
+                  len(measured.per_step), trace.is_cpu, model, out)
+
+
+def _nothing_to_change(name: str) -> str:
+    return {
+        "cuda_graphs": "no launch call inside a step (graphs are built per step)",
+        "fuse_pointwise": "no two elementwise kernels launched one after the other",
+        "no_casts": "no cast in the trace",
+        "gemm_speedup": "no gemm or rnn work in the trace",
+        "host_speedup": "no host time between calls",
+    }[name]

@@ -1,0 +1,94 @@
+"""advise: each rule fires on a real trace where its finding is true and stays silent on
+one where it is not; the figures in the evidence come from the raw rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import ROOT, SHARED_TRACES
+from traceviz import load
+from traceviz.analyses import advice as A
+from traceviz.cli import main
+
+H100 = ROOT / "sample_traces" / "gpu"
+CPU = ROOT / "sample_traces" / "cpu"
+QUEUE = SHARED_TRACES / "kineto" / "a100_80gb_queue.json.gz"
+
+CASES = [  # rule, fires on, silent on
+    (A.host_bound, H100 / "fine_torch/train", H100 / "graph_torch/train"),
+    (A.host_bound, CPU / "fine_torch", CPU / "cudnn_torch"),
+    (A.kernel_sequences, H100 / "fine_torch/train", H100 / "cudnn_torch/train"),
+    (A.casts, H100 / "cudnn_torch-bf16/train", H100 / "cudnn_torch/train"),
+    (A.syncs_in_steps, QUEUE, H100 / "cudnn_torch/train"),
+    (A.pageable_memcpy, QUEUE, H100 / "fine_torch/train"),
+    (A.long_gaps, QUEUE, H100 / "fine_torch/train"),
+    (A.noisy, H100 / "fine_torch/train", H100 / "cudnn_torch-bf16/train"),
+    (A.tensor_core_shapes, None, H100 / "cudnn_torch-bf16/train"),
+    (A.data_stalls, None, H100 / "cudnn_torch-bf16/train"),
+]
+
+
+def _path(p):
+    return p / "trace.parquet" if p.is_dir() else p
+
+
+@pytest.mark.parametrize(("rule", "fires", "silent"), CASES,
+                         ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(CASES)])
+def test_rule_fires_and_stays_silent(rule, fires, silent):
+    if fires is not None:
+        assert rule(A.Context(load(_path(fires)))) is not None
+    assert rule(A.Context(load(_path(silent)))) is None
+
+
+def test_syncs_in_steps_evidence_from_raw_rows():
+    t = load(QUEUE)
+    ev = t.events
+    rt = ev[(ev["kind"] == "runtime") & (ev["step"] >= 0)]
+    calls = rt[rt["name"].astype(str).isin(["cudaStreamSynchronize", "cudaDeviceSynchronize"])]
+    f = A.syncs_in_steps(A.Context(t))
+    assert f.figures["per_step"] == len(calls) / 5 == 15.0
+    assert f.figures["blocked_ns"] == int(calls["dur_ns"].sum())
+
+
+def test_host_bound_saving_is_the_cuda_graphs_scenario():
+    f = A.host_bound(A.Context(load(_path(H100 / "fine_torch/train"))))
+    assert f.saving_scenario == "cuda_graphs" and f.saving_ns > 0
+    assert f.figures["kernels_per_step"] == pytest.approx(6564, abs=1)
+
+
+@pytest.mark.capture
+def test_capture_rules(tmp_path):
+    """tensor_core_shapes and data_stalls on real CPU captures: bf16 with hidden 100 and
+    batch 20 (not multiples of 8) vs all multiples of 8; a DataLoader worker."""
+    tiny = ["--model", "cell_torch", "--mode", "train", "--steps", "3", "--warmup", "1",
+            "--layers", "1"]
+    odd, even, data = tmp_path / "odd", tmp_path / "even", tmp_path / "data"
+    assert main(["capture", *tiny, "--amp", "bf16", "--seq", "5", "--batch", "20",
+                 "--hidden", "100", "--embed", "16", "--vocab", "64", "--out", str(odd)]) == 0
+    assert main(["capture", *tiny, "--amp", "bf16", "--seq", "8", "--batch", "16",
+                 "--hidden", "64", "--embed", "16", "--vocab", "64", "--out", str(even)]) == 0
+    assert main(["capture", *tiny, "--seq", "5", "--batch", "8", "--hidden", "32", "--embed", "32",
+                 "--vocab", "64", "--workers", "1", "--out", str(data)]) == 0
+    f = A.tensor_core_shapes(A.Context(load(odd)))
+    ev = load(odd).events
+    mm = ev[(ev["kind"] == "op") & ev["name"].isin(A.MATRIX_OPS)
+            & ev["details"].astype(str).str.contains("BFloat16")
+            & ev["details"].astype(str).str.contains(r"\b(?:20|100)\b")]
+    assert f is not None and f.figures["ops"] == len(mm) > 0
+    assert A.tensor_core_shapes(A.Context(load(even))) is None
+    d = A.data_stalls(A.Context(load(data)))
+    assert d is not None and d.figures["share"] >= A.DATA_SHARE
+
+
+def test_cli(capsys, tmp_path):
+    assert main(["advise", str(QUEUE), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {f["rule"] for f in out["findings"]} >= {"syncs_in_steps", "pageable_memcpy"}
+    assert main(["advise", str(_path(CPU / "fine_torch"))]) == 0
+    assert "Framework overhead" in capsys.readouterr().out
+    bad = tmp_path / "t.json.gz"
+    bad.write_bytes(b"\x1f\x8b\x08")
+    assert main(["advise", str(bad)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

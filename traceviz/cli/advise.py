@@ -1,0 +1,36 @@
+"""``traceviz advise``: findings with evidence, estimated saving and an action."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from contextlib import ExitStack
+from pathlib import Path
+
+from traceviz.cli.base import Command, load_with_progress, stdout
+
+
+class AdviseCommand(Command):
+    name = "advise"
+    help = "say what to do next: findings with evidence, an estimated saving and an action"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("trace", type=Path,
+                       help="a capture's run folder, a traceviz .parquet or any raw trace")
+        p.add_argument("--json", action="store_true", help="print the findings as JSON")
+        p.add_argument("--width", type=int, help="terminal width")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from traceviz.analyses.advice import advise
+
+        with ExitStack() as stack:
+            trace = load_with_progress(args.trace, stack)
+        findings, steps = advise(trace)
+        if args.json:
+            print(json.dumps({"steps": steps, "findings": [f.to_dict() for f in findings]},
+                             indent=2, default=int))
+            return 0
+        from traceviz.render.advice import advice_render
+
+        stdout(args.width).print(advice_render(findings, steps))
+        return 0

@@ -1,0 +1,41 @@
+"""``traceviz whatif``: replay a trace, then replay it changed by each scenario."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from contextlib import ExitStack
+from pathlib import Path
+
+from traceviz.cli.base import Command, load_with_progress, stdout
+
+
+class WhatIfCommand(Command):
+    name = "whatif"
+    help = "predict what an optimization buys: replay the trace as recorded and changed"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("trace", type=Path,
+                       help="a traceviz .parquet, any raw trace, or a capture's run folder")
+        p.add_argument("--scenario", action="append", metavar="NAME[=X]",
+                       help="cuda_graphs, fuse_pointwise, no_casts, gemm_speedup=X, "
+                            "host_speedup=X (repeatable; default: all, with X=2)")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        p.add_argument("--width", type=int, help="terminal width")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from traceviz.analyses.whatif import DEFAULT_SCENARIOS, parse_scenario, whatif
+
+        scenarios = tuple(args.scenario or DEFAULT_SCENARIOS)
+        for s in scenarios:  # usage errors before reading the trace
+            parse_scenario(s)
+        with ExitStack() as stack:
+            trace = load_with_progress(args.trace, stack)
+        result = whatif(trace, scenarios)
+        if args.json:
+            print(json.dumps(result.to_dict(), indent=2))
+            return 0
+        from traceviz.render.advice import whatif_render
+
+        stdout(args.width).print(whatif_render(result))
+        return 0

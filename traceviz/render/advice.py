@@ -1,0 +1,67 @@
+"""Terminal output of ``whatif`` (the replay and its scenarios) and ``advise``."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from traceviz.analyses.advice import Finding
+from traceviz.analyses.whatif import WhatIf
+from traceviz.units import fmt_ns, fmt_pct
+
+
+def _per_step(ns: int | None, steps: int) -> str:
+    if ns is None:
+        return "-"
+    return fmt_ns(ns / steps) + "/step" if steps else fmt_ns(ns)
+
+
+def whatif_render(w: WhatIf) -> RenderableType:
+    m = w.model
+    head = Table.grid(padding=(0, 2))
+    head.add_row("measured", _per_step(w.measured_ns, w.steps),
+                 f"over {w.steps} steps" if w.steps else "over the trace's windows")
+    head.add_row("replayed as recorded", _per_step(w.replayed_ns, w.steps),
+                 f"error {fmt_pct(w.replay_error)}" if w.replay_error is not None else "")
+    if not w.is_cpu:
+        lat = ", ".join(f"device {d}: {fmt_ns(v)}" for d, v in m["launch_latency_ns"].items())
+        head.add_row("learnt", f"launch latency {lat or '-'}",
+                     f"{m['inferred_waits']:,} cross-stream waits, "
+                     f"{m['synchronizing_calls']:,} synchronizing calls")
+        lost = m["unexplained_waits"]
+        if lost["rows"]:
+            head.add_row("", f"{lost['rows']:,} rows waited on something the trace does not "
+                             f"show ({fmt_ns(lost['ns'])}): kept as recorded", "")
+    t = Table(box=box.SIMPLE_HEAD, title="scenarios (saving against the replay as recorded)")
+    t.add_column("scenario")
+    t.add_column("predicted", justify="right")
+    t.add_column("saving", justify="right")
+    t.add_column("", justify="right")
+    t.add_column("assumptions")
+    for s in w.scenarios:
+        if not s.applies:
+            t.add_row(s.name, "-", "-", "", Text(f"does not apply: {s.reason}", style="dim"))
+            continue
+        t.add_row(s.name, _per_step(s.predicted_ns, w.steps), _per_step(s.saving_ns, w.steps),
+                  fmt_pct(s.saving_fraction), "\n".join(f"- {a}" for a in s.assumptions))
+    return Group(head, t)
+
+
+def advice_render(findings: list[Finding], steps: int) -> RenderableType:
+    if not findings:
+        return Text("No finding: no rule fired on this trace (see README \"Advice\" for "
+                    "what each rule looks for).")
+    parts: list[RenderableType] = []
+    for i, f in enumerate(findings, 1):
+        title = Text(f"{i}. {f.title}", style="bold")
+        if f.saving_ns is not None:
+            title.append(f"   est. saving {_per_step(f.saving_ns, steps)} ({f.saving_scenario})",
+                         style="green")
+        parts.append(title)
+        for e in f.evidence:
+            parts.append(Text(f"   {e}"))
+        parts.append(Text(f"   -> {f.action}", style="cyan"))
+        parts.append(Text(""))
+    return Group(*parts)
