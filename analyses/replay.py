@@ -28,6 +28,7 @@ recorded time, so the graph has no cycle and the passes stop.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -86,7 +87,7 @@ class ReplayGraph:
     unexplained_rows: int    # rows that started late with no wait found
     unexplained_ns: int
 
-    def with_changes(self, **arrays: np.ndarray) -> ReplayGraph:
+    def with_changes(self, **arrays: Any) -> ReplayGraph:
         return replace(self, **arrays)
 
 
