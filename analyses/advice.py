@@ -8,6 +8,8 @@ Thresholds are stated in each rule (and in README "Advice"); a rule that cannot 
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -38,6 +40,8 @@ LONG_GAPS_SHARE = 0.10
 DATA_SHARE = 0.10
 TENSOR_CORE_MULTIPLE = 8
 POINTWISE = ("elementwise", "cast", "reduction")
+PROFILED_OFF_HIGH = 2.5     # profiled / timed median step
+PROFILED_OFF_LOW = 0.4
 
 
 @dataclass(frozen=True)
@@ -193,12 +197,23 @@ def _top_ngram(codes: np.ndarray, stream: np.ndarray, pointwise: np.ndarray, n: 
         same &= stream[j:j + m] == stream[:m]
         points += pointwise[j:j + m]
     same &= points >= 2
+    starts = np.flatnonzero(same)
     key = key[same]
     if len(key) == 0:
         return None
-    uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
-    best = int(np.argmax(counts))
-    return int(np.flatnonzero(same)[first[best]]), int(counts[best])
+    uniq, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    best = None
+    # repetitions that overlap (abab matches "abab" twice in "ababab") cannot both be
+    # fused: count the non-overlapping ones of the few most frequent n-grams
+    for k in np.argsort(-counts, kind="stable")[:3]:
+        at = starts[inverse == k]
+        taken, last = 0, -n
+        for p in at:  # per occurrence of one n-gram
+            if p >= last + n:
+                taken, last = taken + 1, p
+        if best is None or taken > best[1]:
+            best = (int(at[0]), taken)
+    return best
 
 
 def casts(ctx: Context) -> Finding | None:
@@ -381,12 +396,25 @@ def tensor_core_shapes(ctx: Context) -> Finding | None:
 
 def _tensor_core_misfit(details: str) -> str:
     """``dims:[[20, 100], [100, 400]] types:['c10::BFloat16', ...]`` -> the dims when a
-    half-precision op has one (> 1) off the multiple, else ""."""
+    half-precision op has a matrix dimension (> 1) off the multiple, else "". Matrix
+    dimensions: the last two of each input of 2 or more dimensions (bias vectors aside);
+    the leading dimensions of the first input flatten into its rows (a linear over
+    [seq, batch, features] multiplies seq x batch rows; for bmm that is batch x rows)."""
     dims_text, _, types = details.partition(" types:")
     if not dims_text.startswith("dims:") or ("Half" not in types and "BFloat16" not in types):
         return ""
-    dims = [int(x) for x in re.findall(r"\d+", dims_text)]
-    return dims_text[5:] if any(d > 1 and d % TENSOR_CORE_MULTIPLE for d in dims) else ""
+    try:
+        inputs = json.loads(dims_text[5:])
+    except ValueError:
+        return ""
+    matrix = []
+    for shape in inputs:
+        if not isinstance(shape, list) or len(shape) < 2 or not all(
+                isinstance(d, int) for d in shape):
+            continue
+        matrix += [math.prod(shape[:-1]), shape[-1]] if len(shape) > 2 and not matrix \
+            else shape[-2:]
+    return dims_text[5:] if any(d > 1 and d % TENSOR_CORE_MULTIPLE for d in matrix) else ""
 
 
 def noisy(ctx: Context) -> Finding | None:
@@ -403,8 +431,28 @@ def noisy(ctx: Context) -> Finding | None:
         None, None, {"cv": t.cv, "max_over_min": t.max_over_min})
 
 
+def profiled_unlike_timed(ctx: Context) -> Finding | None:
+    """The profiled steps took >= 2.5x (or <= 0.4x) the timed median, outside the timed
+    batches' range: the trace's proportions may not be the timed run's."""
+    t = ctx.summary.timings
+    if t is None or t.profiler_overhead is None or not t.overhead_significant:
+        return None
+    x = t.profiler_overhead
+    if PROFILED_OFF_LOW < x < PROFILED_OFF_HIGH:
+        return None
+    return Finding(
+        "profiled_unlike_timed", "The profiled steps are not like the timed ones",
+        [f"a profiled step took {x:.2f}x the timed median ({fmt_ns(t.median_s * 1e9)}; "
+         f"timed range {fmt_ns(t.min_s * 1e9)}-{fmt_ns(t.max_s * 1e9)})"],
+        "judge speed by the timed figures; before acting on the trace's proportions, "
+        "capture again with a lighter profiler (--profiler nsys) or more --profile-steps "
+        "and see whether the same work dominates",
+        None, None, {"profiler_overhead": x})
+
+
 RULES: tuple[Rule, ...] = (host_bound, kernel_sequences, casts, syncs_in_steps,
-                           pageable_memcpy, long_gaps, data_stalls, tensor_core_shapes, noisy)
+                           pageable_memcpy, long_gaps, data_stalls, tensor_core_shapes, noisy,
+                           profiled_unlike_timed)
 
 
 def advise(trace: Trace) -> tuple[list[Finding], int]:

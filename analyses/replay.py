@@ -60,7 +60,8 @@ class ReplayGraph:
     h_rows: np.ndarray       # index into trace.events
     h_chain: np.ndarray      # chain id (contiguous)
     h_ts: np.ndarray
-    h_dur: np.ndarray
+    h_dur: np.ndarray        # the call's own time (a call that waited: its tail)
+    h_end_rec: np.ndarray    # recorded end
     h_gap: np.ndarray        # recorded start - previous end in the chain (first: 0)
     h_first: np.ndarray      # bool: first of its chain
     h_await: np.ndarray      # device row index the call waited for, -1
@@ -160,8 +161,9 @@ def build(trace: Trace) -> ReplayGraph:
     sync_launch = np.zeros(len(dev), bool)
     sync_launch[launched] = (h_ts[d_launch[launched]] + h_dur[d_launch[launched]]
                              >= d_end[launched]) & (d_dur[launched] > 0)
-    # a graph launch's kernels keep their recorded offsets from the call's start: the
-    # replay does not model a graph's inside
+    # a graph launch's kernels start while the call still enqueues them: from the call's
+    # start, by the delay of the graph's first kernel, then in stream order with the
+    # graph's own gap between kernels
     graph = launched & pd.Series(d_launch).duplicated(keep=False).to_numpy()
     sync_launch |= graph
     for i in np.flatnonzero(sync_launch & copy & ~graph):  # few: one per synchronous copy
@@ -175,6 +177,7 @@ def build(trace: Trace) -> ReplayGraph:
     h_after = _thread_waits(host["pid"].to_numpy(np.int64), h_chain, h_ts, h_dur, h_gap)
     h_after_lat = np.where(h_after >= 0, h_ts - (h_ts + h_dur)[np.maximum(h_after, 0)], 0)
     h_gap = np.where(h_after >= 0, 0, h_gap)
+    h_end_rec = h_ts + h_dur
     # a call that waited costs only its tail of its own: the rest was the wait
     h_dur = np.where(h_await >= 0, np.minimum(h_dur, h_tail), h_dur)
 
@@ -190,6 +193,9 @@ def build(trace: Trace) -> ReplayGraph:
     lat = np.array([latency.get(int(d), 0) for d in d_device], np.int64) if len(dev) else \
         np.zeros(0, np.int64)
     d_offset = np.where(sync_launch, d_ts - h_ts[np.maximum(d_launch, 0)], lat)
+    if graph.any():  # the delay of the graph's first kernel, for all of them
+        d_offset[graph] = (pd.Series(d_offset[graph]).groupby(d_launch[graph])
+                           .transform("min").to_numpy())
 
     # a device leaves a small gap between rows of a stream even when the next one was
     # already launched (its own per-row cost): learnt from rows that were queued
@@ -197,7 +203,11 @@ def build(trace: Trace) -> ReplayGraph:
     gaps = _typical_by(d_device[queued], (d_ts - prev_dev_end)[queued])
     gap = np.array([gaps.get(int(d), 0) for d in d_device], np.int64) if len(dev) else \
         np.zeros(0, np.int64)
-    gap = np.where(graph, 0, gap)
+    # a graph's kernels follow each other with the graph's own gap
+    inside = graph & ~d_first & (np.roll(d_launch, 1) == d_launch)
+    graph_gaps = _typical_by(d_device[inside], (d_ts - prev_dev_end)[inside])
+    gap = np.where(graph, [graph_gaps.get(int(d), 0) for d in d_device], gap) if len(dev) \
+        else gap
     explained = np.maximum(prev_dev_end + gap, np.where(launched, call_end + lat, NEVER))
     late = launched & ~sync_launch & (d_ts - explained > WAIT_SLACK_NS)
     d_dep = _inferred_waits(d_device, d_stream, d_ts, d_end, late, explained)
@@ -210,7 +220,8 @@ def build(trace: Trace) -> ReplayGraph:
     d_offset = np.where(lost, delay, d_offset)
     return ReplayGraph(
         trace=trace,
-        h_rows=host.index.to_numpy(), h_chain=h_chain, h_ts=h_ts, h_dur=h_dur, h_gap=h_gap,
+        h_rows=host.index.to_numpy(), h_chain=h_chain, h_ts=h_ts, h_dur=h_dur,
+        h_end_rec=h_end_rec, h_gap=h_gap,
         h_first=h_first, h_await=h_await, h_tail=h_tail, h_launch=h_launch,
         h_after=h_after, h_after_lat=h_after_lat,
         d_rows=dev.index.to_numpy(), d_stream=d_stream, d_device=d_device, d_ts=d_ts,
@@ -416,7 +427,7 @@ def _moved_marks(g: ReplayGraph, sol: Solution, marks: pd.DataFrame
                 if len(mine):
                     busiest = np.bincount(g.h_chain[mine]).argmax()
                     nodes = np.flatnonzero(g.h_chain == busiest)
-            old_s, old_e, s, e = g.h_ts, g.h_ts + g.h_dur, sol.h_start, sol.h_end
+            old_s, old_e, s, e = g.h_ts, g.h_end_rec, sol.h_start, sol.h_end
         if len(nodes) == 0:
             continue
         nodes = nodes[np.argsort(old_s[nodes], kind="stable")]

@@ -175,6 +175,11 @@ def _cuda_graphs(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
                         "cut": pd.Series(sync).groupby(g.h_chain).cumsum().to_numpy()})
     seg = key.groupby(["chain", "step", "cut"], sort=False).ngroup().to_numpy()
     seg = np.where(in_step & ~sync, seg, -1)
+    # a graph launch already replays its graph: it stays as it is, outside the segments
+    graph_call = np.zeros(len(seg), bool)
+    multi = pd.Series(g.d_launch[g.d_launch >= 0]).value_counts()
+    graph_call[multi.index[multi > 1].to_numpy(np.int64)] = True
+    seg = np.where(graph_call, -1, seg)
     launch = g.h_launch & (seg >= 0)
     if not launch.any():
         return g, []

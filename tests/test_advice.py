@@ -25,6 +25,7 @@ CASES = [  # rule, fires on, silent on
     (A.pageable_memcpy, QUEUE, H100 / "fine_torch/train"),
     (A.long_gaps, QUEUE, H100 / "fine_torch/train"),
     (A.noisy, H100 / "fine_torch/train", H100 / "cudnn_torch-bf16/train"),
+    (A.profiled_unlike_timed, CPU / "cudnn_torch", H100 / "cudnn_torch-bf16/train"),
     (A.tensor_core_shapes, None, H100 / "cudnn_torch-bf16/train"),
     (A.data_stalls, None, H100 / "cudnn_torch-bf16/train"),
 ]

@@ -36,16 +36,10 @@ def test_identity_replay_within_5_percent(path):
 
 
 def test_identity_replay_of_h100_captures():
-    """Our own H100 captures: 31 of 36 within 2%, cudnn_torch forward at +5.2%, graph_torch
-    +8-21% (a graph launch's kernels keep their offsets from the call, yet the replay
-    runs long: open, see README "What-if")."""
-    paths = sorted(H100.glob("*/*/trace.parquet"))
     errors = {p.parent.parent.name + "/" + p.parent.name: whatif(load(p), ()).replay_error
-              for p in paths}
+              for p in sorted(H100.glob("*/*/trace.parquet"))}
     assert len(errors) == 36
-    plain = {k: v for k, v in errors.items() if not k.startswith("graph_torch")}
-    assert sum(abs(v) < 0.02 for v in plain.values()) >= 31, plain
-    assert max(abs(v) for v in plain.values()) < 0.06, plain
+    assert max(abs(v) for v in errors.values()) < 0.01, errors
 
 
 def test_measured_is_the_summary_span():
@@ -147,7 +141,7 @@ def test_no_casts_removes_every_cast_kernel():
 
 @pytest.mark.parametrize(("before", "after", "scenario", "mode", "tolerance"), [
     ("fused_torch", "graph_torch", "cuda_graphs", "forward", 0.20),
-    ("fused_torch", "graph_torch", "cuda_graphs", "train", 0.70),
+    ("fused_torch", "graph_torch", "cuda_graphs", "train", 0.70),  # syncs stay: +54%
 ])
 def test_predicted_against_measured_on_h100(before, after, scenario, mode, tolerance):
     """The GPU evidence the README tables: a scenario on one variant's capture against

@@ -143,8 +143,11 @@ def precision_change(src: str, dst: str) -> int:
 TRIVIAL_OP = re.compile(
     r"^aten::(resolve_conj|resolve_neg|as_strided|view|view_as|_reshape_alias|reshape|t|"
     r"transpose|permute|expand|expand_as|slice|select|narrow|split|split_with_sizes|chunk|"
+    r"unsafe_split|unsafe_split_with_sizes|unsafe_chunk|"
     r"unsqueeze|squeeze|detach|alias|empty|empty_strided|empty_like|unbind|_unsafe_view|"
-    r"lift_fresh|result_type|size|stride|numel|is_nonzero|broadcast_tensors)$|^detach$"
+    r"lift_fresh|result_type|size|stride|numel|is_nonzero|broadcast_tensors)$|"
+    # TorchScript records its graph's chunk under the bare name
+    r"^(detach|chunk)$"
 )
 
 
