@@ -2,7 +2,7 @@
 from ``whatif`` where a scenario models the fix, and an action. One small function per
 rule; ``RULES`` is the list ``traceviz advise`` runs, in order.
 
-Thresholds are stated in each rule (and in README "Advice"); a rule that cannot judge
+Thresholds are stated in each rule (and in README "What-if and advice"); a rule that cannot judge
 (no steps, no launches, nothing recorded) stays silent.
 """
 
@@ -407,7 +407,7 @@ def _tensor_core_misfit(details: str) -> str:
         inputs = json.loads(dims_text[5:])
     except ValueError:
         return ""
-    matrix = []
+    matrix: list[int] = []
     for shape in inputs:
         if not isinstance(shape, list) or len(shape) < 2 or not all(
                 isinstance(d, int) for d in shape):

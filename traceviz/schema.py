@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 # 2: launch_id (the one launch link); category "attention"
@@ -43,8 +44,39 @@ COLUMNS = (
 OPTIONAL_COLUMNS: dict[str, str] = {"details": ""}
 
 
+_KIND_DTYPE = pd.CategoricalDtype(list(KINDS))
+_CATEGORY_DTYPE = pd.CategoricalDtype(list(CATEGORIES))
+
+
+def conforms(events: pd.DataFrame) -> bool:
+    """The table has exactly the schema's columns, in order, with their dtypes (a file
+    traceviz wrote): nothing to convert or check."""
+    if list(events.columns) != list(COLUMNS) or not isinstance(events.index, pd.RangeIndex) \
+            or events.index.start != 0 or events.index.step != 1:
+        return False
+    for col, dtype in events.dtypes.items():
+        if col in INT_COLUMNS:
+            ok = dtype == INT_COLUMNS[col]
+        elif col in NULLABLE_INT_COLUMNS:
+            ok = dtype == "Int64"
+        elif col in BOOL_COLUMNS:
+            ok = dtype == np.dtype(bool)
+        elif col == "kind":
+            ok = dtype == _KIND_DTYPE
+        elif col == "category":
+            ok = dtype == _CATEGORY_DTYPE
+        else:
+            ok = isinstance(dtype, pd.CategoricalDtype)
+        if not ok:
+            return False
+    return True
+
+
 def coerce(events: pd.DataFrame) -> pd.DataFrame:
-    """Return ``events`` with exactly the schema's columns and dtypes, in order."""
+    """Return ``events`` with exactly the schema's columns and dtypes, in order (itself,
+    uncopied, when it already conforms)."""
+    if conforms(events):
+        return events
     missing = [c for c in COLUMNS if c not in events.columns and c not in OPTIONAL_COLUMNS]
     if missing:
         raise ValueError(f"events table lacks columns: {', '.join(missing)}")

@@ -51,8 +51,8 @@ def whatif_render(w: WhatIf) -> RenderableType:
 
 def advice_render(findings: list[Finding], steps: int) -> RenderableType:
     if not findings:
-        return Text("No finding: no rule fired on this trace (see README \"Advice\" for "
-                    "what each rule looks for).")
+        return Text("No finding: no rule fired on this trace (README \"What-if and advice\" "
+                    "lists what each rule looks for).")
     parts: list[RenderableType] = []
     for i, f in enumerate(findings, 1):
         title = Text(f"{i}. {f.title}", style="bold")
