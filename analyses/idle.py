@@ -110,9 +110,10 @@ def _split(rows: pd.DataFrame, win: pd.DataFrame, know_launches: bool, trace_sta
     return out
 
 
-def idle_breakdown(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame]
-                   ) -> list[Idle]:
-    """One ``Idle`` per device that has windows."""
+def idle_breakdown(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame],
+                   streams: bool = True) -> list[Idle]:
+    """One ``Idle`` per device that has windows (``streams=False``: without the
+    per-stream table, which the rank figures do not need)."""
     out = []
     for device, rows in work.groupby("device", sort=True, observed=True):
         win = windows.get(int(device))
@@ -127,10 +128,11 @@ def idle_breakdown(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataF
             "host_wait_ns": parts["host_wait"] if know else pd.NA,
             "queued_idle_ns": parts["queued"] if know else pd.NA,
         }, columns=STEP_COLUMNS)
-        streams = []
-        for stream, srows in rows.groupby("stream", sort=True, observed=True):
+        per_stream = []
+        for stream, srows in (rows.groupby("stream", sort=True, observed=True) if streams
+                              else ()):
             sp = _split(srows, win, know, 0)
-            streams.append((int(device), int(stream), len(srows), int(sp["busy"].sum()),
+            per_stream.append((int(device), int(stream), len(srows), int(sp["busy"].sum()),
                             _total(sp["host_wait"]), _total(sp["queued"]),
                             sp["queue_mean"], sp["queue_max"]))
         out.append(Idle(
@@ -138,7 +140,7 @@ def idle_breakdown(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataF
             host_wait_ns=_total(parts["host_wait"]), queued_idle_ns=_total(parts["queued"]),
             queue_mean=parts["queue_mean"], queue_max=parts["queue_max"],
             work_count=len(rows), per_step=per_step,
-            streams=pd.DataFrame(streams, columns=STREAM_COLUMNS),
+            streams=pd.DataFrame(per_stream, columns=STREAM_COLUMNS),
         ))
     return out
 

@@ -113,7 +113,7 @@ def rank_figures(trace: Trace, rank: int, file: str) -> RankFigures:
     busy and idle per device, kernels per name) and the communication overlap."""
     work = work_rows(trace)
     windows = analysis_windows(trace, work)
-    devices = idle_breakdown(trace, work, windows)
+    devices = idle_breakdown(trace, work, windows, streams=False)
     steps = max((int((w["step"] >= 0).sum()) for w in windows.values()), default=0)
     step_times: dict[int, int] = {}
     for d in devices:

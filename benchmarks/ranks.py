@@ -8,6 +8,7 @@ processes (peak RSS of the whole process tree, import workers included):
 
   * ``traceviz import DIR -o DATASET`` (parallel, one rank per worker at a time),
   * ``traceviz analyze DATASET --json`` (DuckDB, one rank in memory at a time),
+  * ``traceviz analyze DIR --json`` (one shot: parse and reduce each rank in workers),
   * HTA: ``TraceAnalysis(trace_dir=DIR)`` (parses every rank into memory) and its
     ``get_comm_comp_overlap``, the closest HTA analysis to ``analyze DIR``.
 
@@ -89,8 +90,11 @@ def main() -> int:
             out = work / "analyze.json"
             t_an, rss_an, _ = child(sys.executable, CHILD_TRACEVIZ, "analyze", str(ds),
                                     "--json", "--memory-limit", "1GB")
+            t_dir, rss_dir, _ = child(sys.executable, CHILD_TRACEVIZ, "analyze", str(folder),
+                                      "--json")
             row = {"ranks": n, "gz": size, "import_s": t_imp, "import_rss": rss_imp,
-                   "analyze_s": t_an, "analyze_rss": rss_an}
+                   "analyze_s": t_an, "analyze_rss": rss_an, "dir_s": t_dir,
+                   "dir_rss": rss_dir}
             if hta:
                 t_h, rss_h, seen = child(args.hta_python, CHILD_HTA, str(folder), str(out))
                 row.update(hta_s=t_h, hta_rss=rss_h, hta_ranks=seen,
@@ -100,16 +104,19 @@ def main() -> int:
         finally:
             shutil.rmtree(work, ignore_errors=True)
     print("| ranks | traces (gz) | traceviz import | peak RSS | analyze (DuckDB) | peak RSS |"
+          " analyze DIR (one shot) | peak RSS |"
           + (" HTA TraceAnalysis + overlap | peak RSS | HTA / (import + analyze) |"
-             " HTA / analyze |" if hta else ""))
-    print("|---|---|---|---|---|---|" + ("---|---|---|---|" if hta else ""))
+             " HTA / analyze | HTA / analyze DIR |" if hta else ""))
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|---|---|---|" if hta else ""))
     for r in rows:
         ours = r["import_s"] + r["analyze_s"]
         line = (f"| {r['ranks']} | {mb(r['gz'])} | {r['import_s']:.1f} s | "
-                f"{mb(r['import_rss'])} | {r['analyze_s']:.1f} s | {mb(r['analyze_rss'])} |")
+                f"{mb(r['import_rss'])} | {r['analyze_s']:.1f} s | {mb(r['analyze_rss'])} | "
+                f"{r['dir_s']:.1f} s | {mb(r['dir_rss'])} |")
         if hta:
             line += (f" {r['hta_s']:.1f} s | {mb(r['hta_rss'])} | "
-                     f"{r['hta_s'] / ours:.1f}x | {r['hta_s'] / r['analyze_s']:.1f}x |")
+                     f"{r['hta_s'] / ours:.1f}x | {r['hta_s'] / r['analyze_s']:.1f}x | "
+                     f"{r['hta_s'] / r['dir_s']:.1f}x |")
         print(line)
     if hta and rows:
         print("\nHTA comm/comp overlap (%) of ranks 0 and 1:",

@@ -41,4 +41,5 @@ def per_distinct(values: pd.Series | pd.Categorical | pd.Index | np.ndarray,
 
 def each(fn: Callable[[str], Any]) -> Callable[[pd.Index], list]:
     """A function of one name, made a function of the distinct names (for per_distinct)."""
-    return lambda distinct: [fn(str(v)) for v in distinct]
+    # tolist: iterating an Arrow-backed string index value by value is slow
+    return lambda distinct: [fn(str(v)) for v in distinct.tolist()]

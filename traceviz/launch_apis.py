@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 # API name -> the kind of device row it launches.
@@ -49,16 +50,19 @@ _SUFFIX = re.compile(r"(_v\d+)?$")
 _PER_THREAD = re.compile(r"_pt(sz|ds)$")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def base_api_name(name: str) -> str:
     """``cudaLaunchKernel_ptsz_v7000`` -> ``cudaLaunchKernel``."""
     return _PER_THREAD.sub("", _SUFFIX.sub("", name, count=1), count=1)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def launch_kind(name: str) -> str | None:
     """The device-row kind a host call launches, or None if it launches nothing."""
     return LAUNCH_APIS.get(base_api_name(name))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def is_graph_launch(name: str) -> bool:
     """One call that runs a whole captured graph of kernels."""
     return base_api_name(name) in GRAPH_LAUNCH_APIS
@@ -76,6 +80,7 @@ SYNC_APIS = frozenset({
 })
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def is_sync_call(name: str) -> bool:
     """A call that waits for device work (``cudaStreamSynchronize_v3020`` too)."""
     return base_api_name(name) in SYNC_APIS

@@ -258,7 +258,8 @@ def _link_launches(r: _Rows, process: np.ndarray) -> _Links:
     """Launch calls -> device rows, by (process, correlation id): the key every analysis
     joins on."""
     # per distinct name (the last entry stands for rows without one)
-    base_names = np.array([base_api_name(str(c)) for c in r.categories] + [""], dtype=object)
+    base_names = np.array([base_api_name(str(c)) for c in r.categories.tolist()] + [""],
+                          dtype=object)
     api_names, api_of_name = np.unique(base_names, return_inverse=True)
     api_known = np.array([launch_kind(b) is not None for b in api_names], dtype=bool)
     api_of_row = api_of_name[r.name_codes]

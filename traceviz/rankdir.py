@@ -285,14 +285,57 @@ def _duckdb(memory_limit: str):
     return con
 
 
+_WORKER_CON: dict[str, Any] = {}
+
+
+def _worker_duckdb(memory_limit: str):
+    """One connection per worker process and limit: opening one costs more than reading
+    a small rank's partition."""
+    if memory_limit not in _WORKER_CON:
+        _WORKER_CON[memory_limit] = _duckdb(memory_limit)
+    return _WORKER_CON[memory_limit]
+
+
 def dataset_rank(path: str, rank: int, info: dict[str, Any], memory_limit: str):
     """One rank's figures from its partition, read by DuckDB (runs in a worker process)."""
     from traceviz.analyses.ranks import rank_figures
     from traceviz.trace import Trace
 
-    con = _duckdb(memory_limit)
+    con = _worker_duckdb(memory_limit)
     table = con.read_parquet(str(Path(path) / f"rank={rank}" / "*.parquet")).to_arrow_table()
-    return rank_figures(Trace(events=table.to_pandas(), meta=info["meta"]), rank, info["file"])
+    return rank_figures(Trace(events=_events_frame(table), meta=info["meta"]), rank,
+                        info["file"])
+
+
+def _events_frame(table):
+    """DuckDB's Arrow table of a partition as the events table, typed in Arrow (strings
+    dictionary-encoded, nullable integers kept integer): converting there costs less than
+    coercing the pandas frame."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from traceviz import schema
+
+    cols, nullable = {}, {}
+    for name in table.column_names:
+        col = table.column(name)
+        if name in ("kind", "category"):
+            vocab = pa.array(list(schema.KINDS if name == "kind" else schema.CATEGORIES))
+            col = pa.chunked_array(
+                [pa.DictionaryArray.from_arrays(pc.index_in(c, value_set=vocab), vocab)
+                 for c in col.chunks], type=pa.dictionary(pa.int32(), pa.string()))
+        elif pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            col = col.dictionary_encode()
+        elif name in schema.NULLABLE_INT_COLUMNS:
+            col = col.cast(pa.int64())
+            nullable[name] = pd.arrays.IntegerArray(
+                col.fill_null(0).to_numpy(), col.is_null().to_numpy(zero_copy_only=False))
+        cols[name] = col
+    df = pa.table(cols).to_pandas()
+    for name, values in nullable.items():
+        df[name] = values
+    return df
 
 
 def analyze_dataset(path: Path, memory_limit: str | None = None,

@@ -21,8 +21,9 @@ def step_numbers(names: pd.Index | pd.Series | np.ndarray,
                  pattern: re.Pattern = STEP_MARK) -> tuple[np.ndarray, np.ndarray]:
     """Per name: its step number (-1: not a step mark), and whether it is a mark whose
     number does not fit the step column."""
-    digits = pd.Series(np.asarray(names, dtype=object), dtype=object) \
-        .str.extract(pattern, expand=False)
-    fits = digits.str.len() <= MAX_DIGITS
-    number = pd.to_numeric(digits.where(fits)).fillna(-1).to_numpy(np.int64)
-    return number, (digits.notna() & ~fits).to_numpy(bool)
+    found = [pattern.match(str(n)) for n in np.asarray(names, dtype=object).tolist()]
+    digits = [m.group(1) if m else "" for m in found]
+    number = np.array([int(d) if d and len(d) <= MAX_DIGITS else -1 for d in digits],
+                      dtype=np.int64)
+    too_long = np.array([len(d) > MAX_DIGITS for d in digits], dtype=bool)
+    return number, too_long

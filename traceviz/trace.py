@@ -48,7 +48,13 @@ class Trace:
     @property
     def is_cpu(self) -> bool:
         """True when the trace has no device rows (leaf ops then play the kernels)."""
-        return not self.events["kind"].isin(schema.DEVICE_KINDS).any()
+        # asked by every analysis: kept for the events table it was computed on
+        cached = self.__dict__.get("_is_cpu")
+        if cached is not None and cached[0] is self.events:
+            return cached[1]
+        value = not self.events["kind"].isin(schema.DEVICE_KINDS).any()
+        self.__dict__["_is_cpu"] = (self.events, value)
+        return value
 
     # -- the notebook API: query tables (README "Python API") --------------------------
     def kernels(self) -> pd.DataFrame:

@@ -79,13 +79,15 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
 
     ``workers`` decode chunks in parallel (default: by file size, see ``_workers``);
     ``chunk_bytes`` is the piece decoded at once (default: a 16th of a file decoded
-    in-process, 1 to 16 MB: a whole piece's decoded events are held at once).
+    in-process, 4 to 16 MB: a whole piece's decoded events are held at once).
     """
     workers = _workers(path) if workers is None else workers
     if chunk_bytes is None:
         size = path.stat().st_size * (8 if is_gzip(path) else 1)
+        # at least 4 MB: each piece costs a fixed few ms of column building, which a
+        # small file (one rank of a job) would pay several times over
         chunk_bytes = CHUNK_BYTES if workers > 1 else int(min(CHUNK_BYTES,
-                                                             max(1 << 20, size // 16)))
+                                                             max(4 << 20, size // 16)))
     # a plain file is cut by offsets and each worker reads its own range; gzip streams
     ranges = None if is_gzip(path) else file_ranges(str(path), b"traceEvents", chunk_bytes,
                                                      name=str(path))

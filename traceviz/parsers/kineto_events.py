@@ -7,6 +7,7 @@ rows ``normalize.finish`` takes, and counts what it had to drop or alter.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from operator import attrgetter, itemgetter
 
@@ -202,13 +203,15 @@ def _details(names: pd.Categorical, kind: np.ndarray, args: list[_Args]) -> pd.C
                                  list(map(attrgetter("input_type"), ra))])
     text = [f"dims:{d.decode()} types:{t.decode()}" if d else "" for d, t in combos]
     codes = details.codes.astype(np.int64)
-    old = list(details.categories)
+    old = details.categories.tolist()
     codes[rows] = len(old) + inverse
     cats = pd.Index(old + text).unique()
     remap = cats.get_indexer(old + text)
     return pd.Categorical.from_codes(remap[codes], categories=cats)
 
 
+# launch configurations repeat across the ranks of a job: one decoding per process
+@functools.lru_cache(maxsize=1 << 16)
 def _details_text(regs: bytes, shm: bytes, grid: bytes, block: bytes) -> str:
     if not grid or not block:
         return ""
