@@ -1,0 +1,127 @@
+"""Every speed figure of the speed issue beside its peer, measured in one run.
+
+    python benchmarks/speed.py [--reps 3] [--sizes 200,1000] [--hta-python PATH]
+
+Each figure is the wall time of a fresh process (start-up included), repeated ``--reps``
+times (the imports of ``--sizes`` MB JSON once each: they take minutes), printed as min
+and median with the ratio peer / traceviz (> 1: traceviz is faster). Peers: HTA's default
+parser in its own interpreter (``python3 -m venv /tmp/hta && /tmp/hta/bin/pip install
+holistictraceanalysis``), ``nsys stats`` on the shared SQLite export, xprof's XSpace
+converter is not run (not installed here: the XSpace row has no peer); a missing peer is
+skipped with a note. Targets: ``--help`` < 0.15 s, analyze of a 2 MB trace < 0.5 s,
+import >= 10x HTA, analyze of >= 1M device rows < 0.5 s, nsys/XSpace within 2x the peer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.ingest import CHILD_HTA, CHILD_TRACEVIZ, DATA, build, child  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "traces"
+KINETO_2MB = SHARED / "kineto" / "a100_diff_control.json.gz"
+NSYS = SHARED / "nsys" / "h100_2gpu_window.sqlite"
+XSPACE = SHARED / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
+TRACEVIZ = [sys.executable, "-m", "traceviz"]
+
+
+def wall(cmd: list[str], reps: int) -> list[float]:
+    """Seconds of ``cmd`` (a fresh process each time), output discarded."""
+    out = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        out.append(time.perf_counter() - t)
+        if r.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+    return out
+
+
+def cell(times: list[float] | None) -> str:
+    if not times:
+        return "-"
+    return f"{min(times):.2f} / {statistics.median(times):.2f} s"
+
+
+def ratio(ours: list[float], peer: list[float] | None) -> str:
+    return f"{statistics.median(peer) / statistics.median(ours):.1f}x" if peer else "-"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--sizes", default="200,1000", help="import sizes in MB of JSON")
+    p.add_argument("--hta-python", default=os.environ.get("HTA_PYTHON", "/tmp/hta/bin/python"))
+    args = p.parse_args()
+    hta = Path(args.hta_python) if Path(args.hta_python).exists() else None
+    notes = []
+    if hta is None:
+        notes.append(f"no HTA interpreter at {args.hta_python}: import ratios skipped")
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        notes.append("nsys not installed: the nsys peer skipped")
+    notes.append("xprof's XSpace converter is not measured: the XSpace row has no peer")
+    rows = []
+
+    def row(figure: str, ours: list[float], peer_name: str = "", peer=None, target=""):
+        rows.append((figure, cell(ours), peer_name or "-", cell(peer), ratio(ours, peer),
+                     target))
+        print(rows[-1], file=sys.stderr)
+
+    row("`traceviz --help`", wall([*TRACEVIZ, "--help"], args.reps), target="< 0.15 s")
+    row(f"`analyze` {KINETO_2MB.name} ({KINETO_2MB.stat().st_size / 1e6:.1f} MB)",
+        wall([*TRACEVIZ, "analyze", str(KINETO_2MB)], args.reps), target="< 0.5 s")
+    nsys_peer = wall([nsys, "stats", "--report", "cuda_gpu_kern_sum", "--format", "csv",
+                      "--output", "-", str(NSYS)], args.reps) if nsys else None
+    row(f"`analyze` {NSYS.name}", wall([*TRACEVIZ, "analyze", str(NSYS)], args.reps),
+        "`nsys stats` kernel summary", nsys_peer, "within 2x")
+    row(f"`analyze` {XSPACE.name}", wall([*TRACEVIZ, "analyze", str(XSPACE)], args.reps),
+        target="within 2x of xprof")
+
+    big_parquet = None
+    for size_mb in (int(s) for s in args.sizes.split(",")):
+        src = build(size_mb)
+        gz = src.with_suffix(".json.gz")
+        if not gz.exists():
+            with open(src, "rb") as f, gzip.open(gz, "wb", compresslevel=6) as g:
+                shutil.copyfileobj(f, g, 16 << 20)
+        for path in (src, gz):
+            out = DATA / f"speed-{path.name}.parquet"
+            ours = [child(sys.executable, CHILD_TRACEVIZ, str(path), str(out))[0]]
+            peer = [child(str(hta), CHILD_HTA, str(path))[0]] if hta else None
+            label = f"import {src.stat().st_size / 1e6:,.0f} MB JSON" + \
+                (" (gzipped)" if path is gz else "")
+            row(label, ours, "HTA parse_trace_dataframe", peer, ">= 10x HTA")
+            big_parquet = out
+    if big_parquet is not None:
+        import pyarrow.parquet as pq
+
+        kinds = pq.read_table(big_parquet, columns=["kind"]).column("kind").to_pylist()
+        device = sum(k in ("kernel", "memcpy", "memset") for k in kinds)
+        row(f"`analyze` Parquet of {device / 1e6:.1f}M device rows ({len(kinds) / 1e6:.1f}M "
+            "rows)", wall([*TRACEVIZ, "analyze", str(big_parquet)], args.reps),
+            target="< 0.5 s")
+
+    print("| figure | traceviz (min / median) | peer | peer (min / median) | peer / traceviz"
+          " | target |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    for n in notes:
+        print(f"\nnote: {n}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
