@@ -183,8 +183,8 @@ def build(trace: Trace) -> ReplayGraph:
 
     d_first = _group_starts(d_stream)
     prev_dev_end = np.where(d_first, NEVER, np.roll(d_end, 1))
-    call_end = np.where(launched, h_ts[np.maximum(d_launch, 0)] + h_dur[np.maximum(d_launch, 0)],
-                        NEVER)
+    call_start = _of_launch(h_ts, d_launch)
+    call_end = np.where(launched, call_start + _of_launch(h_dur, d_launch), NEVER)
     delay = d_ts - call_end
     # the launch latency: rows launched onto an idle stream, one per launch call
     first_of_launch = launched & ~pd.Series(d_launch).duplicated().to_numpy()
@@ -192,7 +192,7 @@ def build(trace: Trace) -> ReplayGraph:
     latency = _typical_by(d_device[idle_at_launch], delay[idle_at_launch])
     lat = np.array([latency.get(int(d), 0) for d in d_device], np.int64) if len(dev) else \
         np.zeros(0, np.int64)
-    d_offset = np.where(sync_launch, d_ts - h_ts[np.maximum(d_launch, 0)], lat)
+    d_offset = np.where(sync_launch, d_ts - call_start, lat)
     if graph.any():  # the delay of the graph's first kernel, for all of them
         d_offset[graph] = (pd.Series(d_offset[graph]).groupby(d_launch[graph])
                            .transform("min").to_numpy())
@@ -231,6 +231,14 @@ def build(trace: Trace) -> ReplayGraph:
         unexplained_rows=int(lost.sum()),
         unexplained_ns=int((d_ts - explained)[lost].sum()),
     )
+
+
+def _of_launch(values: np.ndarray, launch: np.ndarray) -> np.ndarray:
+    """Per device row, the value of its launch call (0 where it has none; a trace may
+    hold device rows and no call at all)."""
+    if len(values) == 0:
+        return np.zeros(len(launch), np.int64)
+    return values[np.maximum(launch, 0)]
 
 
 def _outermost(rt: pd.DataFrame) -> pd.DataFrame:
@@ -365,7 +373,7 @@ def solve(g: ReplayGraph) -> Solution:
         h_end = big_b + y
         h_start = np.where(h_first, g.h_ts, np.roll(h_end, 1) + g.h_gap)
         ready = anchored.copy()
-        base = np.where(g.d_from_start, h_start[li], h_end[li])
+        base = np.where(g.d_from_start, _of_launch(h_start, li), _of_launch(h_end, li))
         ready = np.where(launched & ~g.d_removed, base + g.d_offset, ready)
         dep_ready = np.where(has_dep, d_end[np.maximum(g.d_dep, 0)] + g.d_dep_lat, NEVER)
         ready = np.maximum(ready, np.where(g.d_removed, NEVER, dep_ready))

@@ -284,6 +284,7 @@ SCENARIOS: dict[str, tuple[Transform, bool, str | None]] = {
     "gemm_speedup": (_gemm_speedup, True, None),
     "host_speedup": (_host_speedup, True, None),
 }
+LAUNCH_SCENARIOS = ("cuda_graphs", "fuse_pointwise")  # they rewrite launch calls
 DEFAULT_SCENARIOS = ("cuda_graphs", "fuse_pointwise", "no_casts", "gemm_speedup=2",
                      "host_speedup=2")
 
@@ -327,6 +328,10 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
         transform, _, cpu_reason = SCENARIOS[name]
         if trace.is_cpu and cpu_reason:
             out.append(Scenario(text, False, reason=cpu_reason))
+            continue
+        if name in LAUNCH_SCENARIOS and not g.h_launch.any():
+            out.append(Scenario(text, False, reason="no launch call in the trace (its "
+                                                    "device rows' launches were not recorded)"))
             continue
         changed, assumptions = transform(g, x)
         if not assumptions:

@@ -175,3 +175,13 @@ def test_cli_json_and_errors(tmp_path, capsys):
     empty.write_text("")
     assert main(["whatif", str(empty)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_device_rows_without_their_launch_calls():
+    t = load(SHARED_TRACES / "kineto" / "v100_diff_test.json.gz")
+    ev = t.events[t.events["kind"] != "runtime"].reset_index(drop=True)
+    w = whatif(Trace(ev, dict(t.meta)))
+    assert w.replay_error == 0  # every row starts where it was recorded
+    for name in ("cuda_graphs", "fuse_pointwise"):
+        assert "no launch call" in w.scenario(name).reason
+    assert w.scenario("gemm_speedup=2").applies

@@ -662,9 +662,24 @@ def regression_cases() -> list[Case]:
     return out
 
 
+def replay_cases(readers: list[Case]) -> list[Case]:
+    """``whatif`` and ``advise`` on every reader case's input: they read as analyze does,
+    then replay the trace and run the rules, which odd inputs (device rows without their
+    launch calls, no host rows at all) must not break (exit 0 or 2)."""
+    out = []
+    for case in readers:
+        if case.argv[:1] != ["analyze"] or "--json" not in case.argv:
+            continue
+        for command in ("whatif", "advise"):
+            argv = [command, case.argv[1], "--json"]
+            out.append(Case(f"{command}/{case.id}", argv, case.setup, -1))
+    return out
+
+
 def cases() -> list[Case]:
-    return (kineto_cases() + mxnet_cases() + nsys_cases() + xplane_cases()
-            + parquet_cases() + sweep_cases() + output_cases() + regression_cases())
+    readers = (kineto_cases() + mxnet_cases() + nsys_cases() + xplane_cases()
+               + parquet_cases() + regression_cases())
+    return readers + sweep_cases() + output_cases() + replay_cases(readers)
 
 
 if __name__ == "__main__":
