@@ -64,16 +64,23 @@ def _analyze(data: bytes, name: str, label: str) -> None:
 
 
 def _run(path: Path, label: str) -> None:
-    """Analyze ``path``; on an internal error keep the input as a regression case."""
+    """Analyze ``path`` (and, where analyze reads it, replay it and advise on it); on an
+    internal error keep the input as a regression case."""
     import io
     from contextlib import redirect_stderr, redirect_stdout
 
-    err = io.StringIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)
-        with redirect_stdout(io.StringIO()), redirect_stderr(err):
-            code = main(["analyze", str(path), "--json"])
-    text = err.getvalue()
+    for command in ("analyze", "whatif", "advise"):
+        err = io.StringIO()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            with redirect_stdout(io.StringIO()), redirect_stderr(err):
+                code = main([command, str(path), "--json"])
+        _check(path, label, code, err.getvalue())
+        if code != 0:
+            return
+
+
+def _check(path: Path, label: str, code: int, text: str) -> None:
     lines = [line for line in text.splitlines() if line.startswith("traceviz: error:")]
     ok = code == 0 and not lines or code == 2 and len(lines) == 1
     if not ok or "Traceback" in text:
