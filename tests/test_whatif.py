@@ -185,3 +185,13 @@ def test_device_rows_without_their_launch_calls():
     for name in ("cuda_graphs", "fuse_pointwise"):
         assert "no launch call" in w.scenario(name).reason
     assert w.scenario("gemm_speedup=2").applies
+
+
+def test_a_rank_folder_is_not_one_trace(tmp_path, capsys):
+    import shutil
+
+    for k in (0, 1):
+        shutil.copy(SHARED_TRACES / "kineto" / f"ampere_sampled_rank{k}.json.gz", tmp_path)
+    assert main(["whatif", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a folder of 2 rank traces, not one trace" in err

@@ -34,7 +34,14 @@ TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".parquet", ".nsys-rep", ".arr
 
 
 def describe_folder(path: Path) -> str:
-    """Why a folder is not something traceviz reads, in one line."""
+    """Why a folder is not something traceviz reads as one trace, in one line."""
+    if is_dataset(path):
+        return (f"{path}: a rank dataset, not one trace (`traceviz analyze {path}` reads "
+                "the dataset; give one rank's trace file here)")
+    ranks = rank_files(path)
+    if ranks:
+        return (f"{path}: a folder of {len(ranks)} rank traces, not one trace (`traceviz "
+                f"analyze {path}` reads them all; give one here, e.g. {path / ranks[0].name})")
     if any(path.glob("rank=*/*.parquet")):
         return (f"{path}: an incomplete rank dataset (no {DATASET_META}: its import did not "
                 "finish); import the rank folder again")
