@@ -26,7 +26,7 @@ from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.categorical import each, per_distinct
 from traceviz.classify import MATRIX_OPS
 from traceviz.intervals import union_blocks
-from traceviz.launch_apis import is_sync_call
+from traceviz.launch_apis import is_graph_launch, is_sync_call
 from traceviz.trace import Trace
 from traceviz.units import fmt_ns, fmt_pct, short_name
 
@@ -140,7 +140,10 @@ def kernel_sequences(ctx: Context) -> Finding | None:
     if not ctx.steps:
         return None
     work = work_rows(ctx.trace)
-    work = work[work["step"] >= 0].sort_values(["device", "stream", "ts_ns"], kind="stable")
+    # a graph launch already runs its kernels without one launch each
+    graph = per_distinct(work["launch_api"], each(is_graph_launch), fill=False).astype(bool)
+    work = work[(work["step"] >= 0) & ~graph].sort_values(["device", "stream", "ts_ns"],
+                                                          kind="stable")
     if len(work) < 2 * SEQUENCE_MIN_PER_STEP:
         return None
     codes = work["name"].cat.codes.to_numpy(np.int64) + 1
@@ -164,11 +167,13 @@ def kernel_sequences(ctx: Context) -> Finding | None:
     names = [str(x) for x in work["name"].iloc[start:start + n]]
     cats = [str(x) for x in work["category"].iloc[start:start + n]]
     pointwise = all(c in POINTWISE for c in cats)
-    fuse = ctx.saving("fuse_pointwise") if not ctx.trace.is_cpu else None
+    # fuse_pointwise models every pointwise run of the trace: its saving is this
+    # finding's only when the sequence is all pointwise
+    fuse = ctx.saving("fuse_pointwise") if pointwise and not ctx.trace.is_cpu else None
     what = "kernels" if not ctx.trace.is_cpu else "ops"
     return Finding(
         "kernel_sequences", f"A sequence of {n} {what} repeats {per_step:,.0f} times per step",
-        [" -> ".join(short_name(x, 40) for x in names),
+        [" -> ".join(short_name(x, 60) for x in names),
          f"{count:,} times in {ctx.steps} steps; categories: {', '.join(cats)}",
          f"fused into one kernel: {(n - 1) * per_step:,.0f} launches fewer per step"],
         "fuse the pattern into one kernel: torch.compile or TorchScript the cell, a fused "
@@ -176,7 +181,7 @@ def kernel_sequences(ctx: Context) -> Finding | None:
                                                               "; it holds non-pointwise "
                                                               "kernels, so fusion needs a "
                                                               "compiler or a fused cell"),
-        fuse if pointwise or fuse else None, "fuse_pointwise" if fuse is not None else None,
+        fuse, "fuse_pointwise (every pointwise run)" if fuse is not None else None,
         {"sequence": names, "per_step": per_step, "launches_saved_per_step":
          (n - 1) * per_step})
 
@@ -229,8 +234,10 @@ def casts(ctx: Context) -> Finding | None:
     if ratio is not None and ratio < CAST_OF_MATRIX:
         return None
     return Finding(
-        "casts", "Casts cost a large part of what mixed precision saves",
-        [f"cast time {fmt_ns(c.total_ns)} ({c.count:,} cast kernels) vs matrix time "
+        "casts", "Casts take " + (f"{fmt_pct(ratio)} of the matrix time" if ratio is not None
+                                  else "time and no matrix work is recorded"),
+        [f"in the trace: cast time {fmt_ns(c.total_ns)} ({c.count:,} cast kernels) vs matrix "
+         f"time "
          f"{fmt_ns(matrix)}" + (f": {fmt_pct(ratio)}" if ratio is not None else ""),
          f"cast share of busy time {fmt_pct(c.share_of_busy)}"],
         "check that AMP pays here (`traceviz amp FP32_RUN AMP_RUN`); keep weights in the "
@@ -441,9 +448,10 @@ def profiled_unlike_timed(ctx: Context) -> Finding | None:
     if PROFILED_OFF_LOW < x < PROFILED_OFF_HIGH:
         return None
     return Finding(
-        "profiled_unlike_timed", "The profiled steps are not like the timed ones",
-        [f"a profiled step took {x:.2f}x the timed median ({fmt_ns(t.median_s * 1e9)}; "
-         f"timed range {fmt_ns(t.min_s * 1e9)}-{fmt_ns(t.max_s * 1e9)})"],
+        "profiled_unlike_timed", f"The profiled steps took {x:.1f}x the timed ones",
+        [f"the profiled steps took {x:.2f}x the timed median (bench.json's profiled time per "
+         f"batch against {fmt_ns(t.median_s * 1e9)}; timed range {fmt_ns(t.min_s * 1e9)}-"
+         f"{fmt_ns(t.max_s * 1e9)})"],
         "judge speed by the timed figures; before acting on the trace's proportions, "
         "capture again with a lighter profiler (--profiler nsys) or more --profile-steps "
         "and see whether the same work dominates",

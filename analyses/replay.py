@@ -468,6 +468,7 @@ class Windows:
 
     span_ns: int
     per_step: pd.Series  # step -> ns; empty without steps
+    devices: int = 1     # devices whose windows are summed
 
 
 def window_time(trace: Trace, work_index: np.ndarray | None = None) -> Windows:
@@ -480,4 +481,4 @@ def window_time(trace: Trace, work_index: np.ndarray | None = None) -> Windows:
     w = pd.concat(windows.values())
     length = (w["end_ns"] - w["start_ns"]).clip(lower=0)
     per_step = length[w["step"] >= 0].groupby(w["step"][w["step"] >= 0]).sum()
-    return Windows(int(length.sum()), per_step.astype(np.int64))
+    return Windows(int(length.sum()), per_step.astype(np.int64), len(windows))

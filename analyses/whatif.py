@@ -56,6 +56,7 @@ class WhatIf:
     measured_steps: pd.Series
     replayed_steps: pd.Series
     steps: int
+    devices: int               # devices whose window time is summed
     is_cpu: bool
     model: dict[str, Any]      # what the replay learnt from the trace
     scenarios: list[Scenario] = field(default_factory=list)
@@ -82,6 +83,7 @@ class WhatIf:
             "replay_error": self.replay_error,
             "step_error_max": self.step_error_max,
             "steps": self.steps,
+            "devices": self.devices,
             "model": self.model,
             "scenarios": [
                 {"name": s.name, "applies": s.applies, "predicted_ns": s.predicted_ns,
@@ -114,15 +116,17 @@ def _gemm_speedup(g: ReplayGraph, x: float) -> tuple[ReplayGraph, list[str]]:
 
 
 def _host_speedup(g: ReplayGraph, x: float) -> tuple[ReplayGraph, list[str]]:
-    what = ("the host time between work ops (framework overhead)" if g.trace.is_cpu else
-            "the host time between runtime calls on every thread (Python, the framework's "
-            "dispatcher)")
     if not (g.h_gap > 0).any():
         return g, []
     gap = np.where(g.h_gap > 0, (g.h_gap / x).astype(np.int64), g.h_gap)
+    if g.trace.is_cpu:
+        return g.with_changes(h_gap=gap), [
+            f"the host time between work ops (framework overhead) shrinks {x:g}x, as a "
+            "compiled dispatcher would; the work ops keep their time"]
     return g.with_changes(h_gap=gap), [
-        f"{what} shrinks {x:g}x, as a compiled dispatcher would; the calls themselves and "
-        "the device work keep their time; a thread that waited on another thread between "
+        f"the host time between runtime calls on every thread (Python, the framework's "
+        f"dispatcher) shrinks {x:g}x, as a compiled dispatcher would; the calls themselves "
+        "and the device work keep their time; a thread that waited on another thread between "
         "calls is taken to be working"]
 
 
@@ -291,14 +295,14 @@ DEFAULT_SCENARIOS = ("cuda_graphs", "fuse_pointwise", "no_casts", "gemm_speedup=
 
 def parse_scenario(text: str) -> tuple[str, float]:
     """``gemm_speedup=2`` -> ("gemm_speedup", 2.0); ``no_casts`` -> ("no_casts", 0)."""
-    name, _, arg = text.partition("=")
+    name, eq, arg = text.partition("=")
     if name not in SCENARIOS:
         raise UsageError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}",
                          option="scenario")
     needs = SCENARIOS[name][1]
     if needs and not arg:
         raise UsageError(f"{name} needs a factor, e.g. {name}=2", option="scenario")
-    if not needs and arg:
+    if not needs and eq:
         raise UsageError(f"{name} takes no value", option="scenario")
     if not needs:
         return name, 0.0
@@ -329,6 +333,10 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
         if trace.is_cpu and cpu_reason:
             out.append(Scenario(text, False, reason=cpu_reason))
             continue
+        if name == "cuda_graphs" and not len(measured.per_step):
+            out.append(Scenario(text, False, reason="the trace marks no steps (graphs are "
+                                                    "built per step)"))
+            continue
         if name in LAUNCH_SCENARIOS and not g.h_launch.any():
             out.append(Scenario(text, False, reason="no launch call in the trace (its "
                                                     "device rows' launches were not recorded)"))
@@ -349,7 +357,7 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
         "host_nodes": len(g.h_ts), "device_rows": len(g.d_ts),
     }
     return WhatIf(measured.span_ns, identity.span_ns, measured.per_step, identity.per_step,
-                  len(measured.per_step), trace.is_cpu, model, out)
+                  len(measured.per_step), measured.devices, trace.is_cpu, model, out)
 
 
 def _nothing_to_change(name: str) -> str:

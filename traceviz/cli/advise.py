@@ -7,7 +7,7 @@ import json
 from contextlib import ExitStack
 from pathlib import Path
 
-from traceviz.cli.base import Command, load_with_progress, stdout
+from traceviz.cli.base import Command, load_with_progress, stdout, width_arg
 
 
 class AdviseCommand(Command):
@@ -18,7 +18,7 @@ class AdviseCommand(Command):
         p.add_argument("trace", type=Path,
                        help="a capture's run folder, a traceviz .parquet or any raw trace")
         p.add_argument("--json", action="store_true", help="print the findings as JSON")
-        p.add_argument("--width", type=int, help="terminal width")
+        p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.analyses.advice import advise

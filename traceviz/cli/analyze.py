@@ -15,6 +15,7 @@ from traceviz.cli.base import (
     refuse_existing,
     stderr,
     stdout,
+    width_arg,
     write_charts,
 )
 from traceviz.errors import UsageError
@@ -45,7 +46,8 @@ class AnalyzeCommand(Command):
                        help=f"write {', '.join(n + '.parquet' for n in EXPORTS)} to DIR")
         p.add_argument("--force", action="store_true",
                        help="replace existing files in --plot/--export folders")
-        p.add_argument("--width", type=int, help="terminal width for the tables")
+        p.add_argument("--width", type=width_arg,
+                       help="terminal width for the tables (at least 40 columns)")
         p.add_argument("--memory-limit", metavar="SIZE",
                        help="DuckDB's memory limit for a rank dataset (e.g. 2GB; default a "
                             "quarter of this machine's memory)")

@@ -39,6 +39,21 @@ def stderr() -> Console:
     return Console(stderr=True)
 
 
+MIN_WIDTH = 40
+
+
+def width_arg(text: str) -> int:
+    """``--width``: a whole number of columns, at least MIN_WIDTH (narrower tables are
+    unreadable, and rich prints nothing at all below 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < MIN_WIDTH:
+        raise argparse.ArgumentTypeError(f"at least {MIN_WIDTH} columns, not {value}")
+    return value
+
+
 def stdout(width: int | None = None) -> Console:
     """The console for results: the terminal's width, or 120 columns into pipes and logs."""
     console = Console(width=width)

@@ -7,7 +7,7 @@ import json
 from contextlib import ExitStack
 from pathlib import Path
 
-from traceviz.cli.base import Command, load_with_progress, stdout
+from traceviz.cli.base import Command, load_with_progress, stdout, width_arg
 
 
 class WhatIfCommand(Command):
@@ -21,7 +21,7 @@ class WhatIfCommand(Command):
                        help="cuda_graphs, fuse_pointwise, no_casts, gemm_speedup=X, "
                             "host_speedup=X (repeatable; default: all, with X=2)")
         p.add_argument("--json", action="store_true", help="print one JSON object")
-        p.add_argument("--width", type=int, help="terminal width")
+        p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.analyses.whatif import DEFAULT_SCENARIOS, parse_scenario, whatif

@@ -21,12 +21,17 @@ def _per_step(ns: int | None, steps: int) -> str:
 def whatif_render(w: WhatIf) -> RenderableType:
     m = w.model
     head = Table.grid(padding=(0, 2))
-    head.add_row("measured", _per_step(w.measured_ns, w.steps),
-                 f"over {w.steps} steps" if w.steps else "over the trace's windows")
+    where = f"over {w.steps} steps" if w.steps else "over the trace's windows"
+    if w.devices > 1:
+        where += f", {w.devices} devices summed"
+    head.add_row("measured", _per_step(w.measured_ns, w.steps), where)
     head.add_row("replayed as recorded", _per_step(w.replayed_ns, w.steps),
                  f"error {fmt_pct(w.replay_error)}" if w.replay_error is not None else "")
     if not w.is_cpu:
         lat = ", ".join(f"device {d}: {fmt_ns(v)}" for d, v in m["launch_latency_ns"].items())
+        if any(v < 0 for v in m["launch_latency_ns"].values()):
+            lat += " (below 0: kernels start before their launch call returns, or the GPU's "\
+                   "clock runs ahead of the host's)"
         head.add_row("learnt", f"launch latency {lat or '-'}",
                      f"{m['inferred_waits']:,} cross-stream waits, "
                      f"{m['synchronizing_calls']:,} synchronizing calls")
@@ -53,7 +58,9 @@ def advice_render(findings: list[Finding], steps: int) -> RenderableType:
     if not findings:
         return Text("No finding: no rule fired on this trace (README \"What-if and advice\" "
                     "lists what each rule looks for).")
-    parts: list[RenderableType] = []
+    parts: list[RenderableType] = [Text(
+        "Each saving is a whatif scenario against the replay as recorded; they overlap and "
+        "do not add up.", style="dim"), Text("")]
     for i, f in enumerate(findings, 1):
         title = Text(f"{i}. {f.title}", style="bold")
         if f.saving_ns is not None:
