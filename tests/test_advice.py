@@ -93,3 +93,13 @@ def test_cli(capsys, tmp_path):
     bad.write_bytes(b"\x1f\x8b\x08")
     assert main(["advise", str(bad)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_notebook_api_equals_the_commands(capsys):
+    t = load(QUEUE)
+    assert main(["advise", str(QUEUE), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == json.loads(
+        json.dumps(t.advise(), default=int))
+    assert main(["whatif", str(QUEUE), "--json", "--scenario", "no_casts"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(
+        json.dumps(t.whatif("no_casts")))

@@ -96,6 +96,19 @@ class Trace:
 
         return summarize(self).to_dict(top=top)
 
+    def whatif(self, *scenarios: str) -> dict[str, Any]:
+        """``traceviz whatif --json``: the replay and each scenario (default: all, e.g.
+        ``t.whatif("cuda_graphs", "gemm_speedup=4")``)."""
+        from traceviz.analyses.whatif import DEFAULT_SCENARIOS, whatif
+
+        return whatif(self, tuple(scenarios) or DEFAULT_SCENARIOS).to_dict()
+
+    def advise(self) -> list[dict[str, Any]]:
+        """``traceviz advise --json``'s findings: rule, title, evidence, action, saving."""
+        from traceviz.analyses.advice import advise
+
+        return [f.to_dict() for f in advise(self)[0]]
+
     def __repr__(self) -> str:
         m = self.meta
         kind = "CPU" if self.is_cpu else "GPU"
