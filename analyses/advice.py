@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.replay import ReplayGraph, build
 from traceviz.analyses.summary import Summary, summarize
 from traceviz.analyses.whatif import WhatIf, whatif
 from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.categorical import each, per_distinct
 from traceviz.classify import MATRIX_OPS
+from traceviz.errors import TraceVizError
 from traceviz.intervals import union_blocks
 from traceviz.launch_apis import is_graph_launch, is_sync_call
 from traceviz.trace import Trace
@@ -60,8 +60,8 @@ class Finding:
 
 @dataclass
 class Context:
-    """What rules share: the trace, its summary, the replay graph and scenarios, each
-    computed once, when a rule first asks."""
+    """What rules share: the trace, its summary and the whatif scenarios, each computed
+    once, when a rule first asks."""
 
     trace: Trace
 
@@ -70,15 +70,11 @@ class Context:
         return summarize(self.trace)
 
     @cached_property
-    def graph(self) -> ReplayGraph:
-        return build(self.trace)
-
-    @cached_property
     def _whatif(self) -> WhatIf | None:
         try:
             return whatif(self.trace, ("cuda_graphs", "fuse_pointwise", "no_casts",
                                        "host_speedup=2"))
-        except Exception:  # noqa: BLE001 - advice without a saving beats no advice
+        except TraceVizError:  # nothing to replay: advice without a saving
             return None
 
     def saving(self, scenario: str) -> int | None:

@@ -166,10 +166,10 @@ def build(trace: Trace) -> ReplayGraph:
     # graph's own gap between kernels
     graph = launched & pd.Series(d_launch).duplicated(keep=False).to_numpy()
     sync_launch |= graph
-    for i in np.flatnonzero(sync_launch & copy & ~graph):  # few: one per synchronous copy
-        call = d_launch[i]
-        if h_await[call] < 0 or d_end[i] > d_end[h_await[call]]:
-            h_await[call] = i
+    copies = np.flatnonzero(sync_launch & copy & ~graph)
+    if len(copies):  # per call, the copy that ended last
+        last = pd.Series(d_end[copies], index=copies).groupby(d_launch[copies]).idxmax()
+        h_await[last.index.to_numpy(np.int64)] = last.to_numpy(np.int64)
     has = h_await >= 0
     h_tail[has] = h_ts[has] + h_dur[has] - d_end[h_await[has]]
 
@@ -190,8 +190,7 @@ def build(trace: Trace) -> ReplayGraph:
     first_of_launch = launched & ~pd.Series(d_launch).duplicated().to_numpy()
     idle_at_launch = first_of_launch & ~sync_launch & (prev_dev_end <= call_end)
     latency = _typical_by(d_device[idle_at_launch], delay[idle_at_launch])
-    lat = np.array([latency.get(int(d), 0) for d in d_device], np.int64) if len(dev) else \
-        np.zeros(0, np.int64)
+    lat = per_device(latency, d_device)
     d_offset = np.where(sync_launch, d_ts - call_start, lat)
     if graph.any():  # the delay of the graph's first kernel, for all of them
         d_offset[graph] = (pd.Series(d_offset[graph]).groupby(d_launch[graph])
@@ -201,13 +200,11 @@ def build(trace: Trace) -> ReplayGraph:
     # already launched (its own per-row cost): learnt from rows that were queued
     queued = launched & ~sync_launch & ~d_first & (call_end + lat < prev_dev_end)
     gaps = _typical_by(d_device[queued], (d_ts - prev_dev_end)[queued])
-    gap = np.array([gaps.get(int(d), 0) for d in d_device], np.int64) if len(dev) else \
-        np.zeros(0, np.int64)
+    gap = per_device(gaps, d_device)
     # a graph's kernels follow each other with the graph's own gap
     inside = graph & ~d_first & (np.roll(d_launch, 1) == d_launch)
     graph_gaps = _typical_by(d_device[inside], (d_ts - prev_dev_end)[inside])
-    gap = np.where(graph, [graph_gaps.get(int(d), 0) for d in d_device], gap) if len(dev) \
-        else gap
+    gap = np.where(graph, per_device(graph_gaps, d_device), gap)
     explained = np.maximum(prev_dev_end + gap, np.where(launched, call_end + lat, NEVER))
     late = launched & ~sync_launch & (d_ts - explained > WAIT_SLACK_NS)
     d_dep = _inferred_waits(d_device, d_stream, d_ts, d_end, late, explained)
@@ -231,6 +228,14 @@ def build(trace: Trace) -> ReplayGraph:
         unexplained_rows=int(lost.sum()),
         unexplained_ns=int((d_ts - explained)[lost].sum()),
     )
+
+
+def per_device(values: dict[int, int], device: np.ndarray) -> np.ndarray:
+    """``values[device]`` for every row (0 for a device without a value)."""
+    out = np.zeros(len(device), np.int64)
+    for d, v in values.items():  # per device, few
+        out[device == d] = v
+    return out
 
 
 def _of_launch(values: np.ndarray, launch: np.ndarray) -> np.ndarray:

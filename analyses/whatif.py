@@ -19,6 +19,7 @@ from traceviz.analyses.replay import (
     ReplayGraph,
     Windows,
     build,
+    per_device,
     replayed_trace,
     solve,
     window_time,
@@ -209,7 +210,7 @@ def _cuda_graphs(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
     h_dur = np.where(inside, 0, g.h_dur)
     h_dur = np.where(head, kernels * per_kernel, h_dur)
     h_gap = np.where(inside, 0, g.h_gap)
-    lat = np.array([g.latency_ns.get(int(d), 0) for d in g.d_device], np.int64)
+    lat = per_device(g.latency_ns, g.d_device)
     d_launch = np.where(in_graph, owner, g.d_launch)
     d_offset = np.where(in_graph, lat, g.d_offset)
     d_from_start = np.where(in_graph, False, g.d_from_start)

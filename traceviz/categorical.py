@@ -39,7 +39,12 @@ def per_distinct(values: pd.Series | pd.Categorical | pd.Index | np.ndarray,
     return np.append(per_value, tail)[cat.codes]
 
 
+def as_list(values: pd.Index | np.ndarray | list) -> list:
+    """The values as a Python list: iterating an Arrow-backed string index one value at
+    a time is slow (pandas 3)."""
+    return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
 def each(fn: Callable[[str], Any]) -> Callable[[pd.Index], list]:
     """A function of one name, made a function of the distinct names (for per_distinct)."""
-    # tolist: iterating an Arrow-backed string index value by value is slow
-    return lambda distinct: [fn(str(v)) for v in distinct.tolist()]
+    return lambda distinct: [fn(str(v)) for v in as_list(distinct)]

@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from traceviz.categorical import as_list
 from traceviz.schema import CATEGORIES
 
 # Order matters: the first matching category wins. Attention comes first: a fused
@@ -153,19 +154,13 @@ TRIVIAL_OP = re.compile(
 
 def trivial_op_flags(names: pd.Index) -> np.ndarray:
     """For each distinct name: a view/metadata/allocation op (never work on a CPU trace)."""
-    return np.array([bool(TRIVIAL_OP.match(str(n))) for n in _strs(names)], dtype=bool)
-
-
-def _strs(names: pd.Index | np.ndarray | list) -> list:
-    """The names as a list: iterating an Arrow-backed string index one value at a time
-    is slow."""
-    return names.tolist() if hasattr(names, "tolist") else list(names)
+    return np.array([bool(TRIVIAL_OP.match(str(n))) for n in as_list(names)], dtype=bool)
 
 
 def category_codes(names: pd.Index) -> np.ndarray:
     """For each distinct name, the index into ``CATEGORIES`` of its name category."""
     index = {c: i for i, c in enumerate(CATEGORIES)}
-    return np.array([index[_category_of(str(n))] for n in _strs(names)], dtype=np.int8)
+    return np.array([index[_category_of(str(n))] for n in as_list(names)], dtype=np.int8)
 
 
 # Names repeat across the ranks of a job and the runs of a sweep, and the patterns are
@@ -181,7 +176,7 @@ def _category_of(name: str) -> str:
 
 def cast_kernel_flags(names: pd.Index) -> np.ndarray:
     """For each distinct name: does it look like a dtype-conversion kernel?"""
-    return np.array([_is_cast_kernel(str(n)) for n in _strs(names)], dtype=bool)
+    return np.array([_is_cast_kernel(str(n)) for n in as_list(names)], dtype=bool)
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -191,7 +186,7 @@ def _is_cast_kernel(name: str) -> bool:
 
 def cast_op_flags(names: pd.Index) -> tuple[np.ndarray, np.ndarray]:
     """For each distinct name: is it a cast op; is it the copy a cast op delegates to."""
-    text = np.asarray([str(n) for n in _strs(names)], dtype=object)
+    text = np.asarray([str(n) for n in as_list(names)], dtype=object)
     return np.isin(text, list(CAST_OPS)), text == CAST_OP_CHILD
 
 

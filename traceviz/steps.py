@@ -21,9 +21,12 @@ def step_numbers(names: pd.Index | pd.Series | np.ndarray,
                  pattern: re.Pattern = STEP_MARK) -> tuple[np.ndarray, np.ndarray]:
     """Per name: its step number (-1: not a step mark), and whether it is a mark whose
     number does not fit the step column."""
-    found = [pattern.match(str(n)) for n in np.asarray(names, dtype=object).tolist()]
+    # one match per distinct name (an nsys export repeats a few range texts many times)
+    cat = pd.Categorical(np.asarray(names, dtype=object))
+    found = [pattern.match(str(n)) for n in cat.categories.tolist()]
     digits = [m.group(1) if m else "" for m in found]
-    number = np.array([int(d) if d and len(d) <= MAX_DIGITS else -1 for d in digits],
+    number = np.array([int(d) if d and len(d) <= MAX_DIGITS else -1 for d in digits] + [-1],
                       dtype=np.int64)
-    too_long = np.array([len(d) > MAX_DIGITS for d in digits], dtype=bool)
-    return number, too_long
+    too_long = np.array([len(d) > MAX_DIGITS for d in digits] + [False], dtype=bool)
+    codes = cat.codes  # -1 (a missing name) picks the appended "not a step"
+    return number[codes], too_long[codes]
