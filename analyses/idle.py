@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from traceviz.categorical import groups
 from traceviz.intervals import (
     clipped_lengths,
     max_overlap_in_windows,
@@ -71,28 +72,51 @@ class Idle:
         return self.host_wait_ns / self.span_ns
 
 
-def _pending(rows: pd.DataFrame, trace_start: int) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class _Rows:
+    """The columns of work rows the split reads, as arrays (``take`` picks a subset)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    stream: np.ndarray
+    launched: np.ndarray     # the launch call is in the trace
+    call_end: np.ndarray     # its end (0 where not launched)
+
+    @classmethod
+    def of(cls, work: pd.DataFrame) -> _Rows:
+        start = work["ts_ns"].to_numpy(np.int64)
+        launch_ts = work["launch_ts_ns"]
+        launched = launch_ts.notna().to_numpy()
+        call_end = (launch_ts.fillna(0).to_numpy(np.int64)
+                    + work["launch_dur_ns"].fillna(0).to_numpy(np.int64))
+        return cls(start, start + work["dur_ns"].to_numpy(np.int64),
+                   work["stream"].to_numpy(np.int64), launched, call_end)
+
+    def take(self, idx: np.ndarray) -> _Rows:
+        return _Rows(self.start[idx], self.end[idx], self.stream[idx], self.launched[idx],
+                     self.call_end[idx])
+
+
+def _pending(rows: _Rows, trace_start: int) -> tuple[np.ndarray, np.ndarray]:
     """[launch end, start) of each row. A row without its launch that runs before the
     first launched row of its stream was launched before recording began: it pends from
     the trace start; later rows without a launch have no known pending time."""
-    start = rows["ts_ns"].to_numpy(np.int64)
-    launched = rows["launch_ts_ns"].notna().to_numpy()
-    call_end = (rows["launch_ts_ns"].fillna(trace_start).to_numpy(np.int64)
-                + rows["launch_dur_ns"].fillna(0).to_numpy(np.int64))
-    first_launched = (pd.Series(np.where(launched, start, np.iinfo(np.int64).max))
-                      .groupby(rows["stream"].to_numpy()).transform("min").to_numpy())
-    early = ~launched & (start < first_launched)
+    start, launched = rows.start, rows.launched
+    call_end = np.where(launched, rows.call_end, trace_start)
+    streams, stream_of = np.unique(rows.stream, return_inverse=True)
+    first = np.full(len(streams), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, stream_of[launched], start[launched])
+    early = ~launched & (start < first[stream_of])
     begin = np.where(launched, np.minimum(call_end, start), np.where(early, trace_start, start))
     return begin, start
 
 
-def _split(rows: pd.DataFrame, win: pd.DataFrame, know_launches: bool, trace_start: int
+def _split(rows: _Rows, win: pd.DataFrame, know_launches: bool, trace_start: int
            ) -> dict:
     """Per window busy/host-wait/queued for ``rows``, and the queue depth."""
     ws = win["start_ns"].to_numpy(np.int64)
     we = win["end_ns"].to_numpy(np.int64)
-    start = rows["ts_ns"].to_numpy(np.int64)
-    end = start + rows["dur_ns"].to_numpy(np.int64)
+    start, end = rows.start, rows.end
     busy = union_in_windows(start, end, ws, we)
     out: dict[str, Any] = {"busy": busy, "host_wait": None, "queued": None, "queue_mean": None,
            "queue_max": None}
@@ -115,11 +139,13 @@ def idle_breakdown(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataF
     """One ``Idle`` per device that has windows (``streams=False``: without the
     per-stream table, which the rank figures do not need)."""
     out = []
-    for device, rows in work.groupby("device", sort=True, observed=True):
-        win = windows.get(int(device))
+    every = _Rows.of(work)
+    for device, idx in groups(work["device"].to_numpy(np.int64)):
+        win = windows.get(device)
         if win is None:
             continue
-        know = not trace.is_cpu and bool(rows["launch_ts_ns"].notna().any())
+        rows = every.take(idx)
+        know = not trace.is_cpu and bool(rows.launched.any())
         parts = _split(rows, win, know, 0)
         span = (win["end_ns"] - win["start_ns"]).to_numpy(np.int64)
         per_step = pd.DataFrame({
@@ -129,17 +155,16 @@ def idle_breakdown(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataF
             "queued_idle_ns": parts["queued"] if know else pd.NA,
         }, columns=STEP_COLUMNS)
         per_stream = []
-        for stream, srows in (rows.groupby("stream", sort=True, observed=True) if streams
-                              else ()):
-            sp = _split(srows, win, know, 0)
-            per_stream.append((int(device), int(stream), len(srows), int(sp["busy"].sum()),
-                            _total(sp["host_wait"]), _total(sp["queued"]),
-                            sp["queue_mean"], sp["queue_max"]))
+        for stream, sidx in (groups(rows.stream) if streams else ()):
+            sp = _split(rows.take(sidx), win, know, 0)
+            per_stream.append((device, stream, len(sidx), int(sp["busy"].sum()),
+                               _total(sp["host_wait"]), _total(sp["queued"]),
+                               sp["queue_mean"], sp["queue_max"]))
         out.append(Idle(
-            device=int(device), span_ns=int(span.sum()), busy_ns=int(parts["busy"].sum()),
+            device=device, span_ns=int(span.sum()), busy_ns=int(parts["busy"].sum()),
             host_wait_ns=_total(parts["host_wait"]), queued_idle_ns=_total(parts["queued"]),
             queue_mean=parts["queue_mean"], queue_max=parts["queue_max"],
-            work_count=len(rows), per_step=per_step,
+            work_count=len(idx), per_step=per_step,
             streams=pd.DataFrame(per_stream, columns=STREAM_COLUMNS),
         ))
     return out

@@ -33,35 +33,59 @@ def launch_table(trace: Trace) -> pd.DataFrame:
     time, ``delay_ns`` to the first of them.
     """
     ev = trace.events
-    calls = ev[(ev["kind"] == "runtime") & (ev["launch_id"] >= 0)]
-    dev = ev[ev["kind"].isin(DEVICE_KINDS) & (ev["launch_id"] >= 0)]
-    g = dev.sort_values("ts_ns", kind="stable").groupby("launch_id")
-    agg = pd.DataFrame({
-        "device_count": g.size(),
-        "device_ns": g["dur_ns"].sum(),
-        "delay_ns": g["launch_delay_ns"].min(),
-        "first_kernel": g["name"].first().astype(str),
-        "device": g["device"].first(),
-    })
-    api = per_distinct(calls["name"], each(base_api_name))
-    population = np.where(per_distinct(calls["name"], each(is_graph_launch)).astype(bool), "graph",
-                          per_distinct(calls["name"], each(launch_kind)))
-    out = pd.DataFrame({
-        "launch_id": calls["launch_id"].to_numpy(),
+    kind = ev["kind"]
+    launch_id = ev["launch_id"].to_numpy(np.int64)
+    linked = launch_id >= 0
+    calls = np.flatnonzero((kind == "runtime").to_numpy() & linked)
+    dev = np.flatnonzero(kind.isin(DEVICE_KINDS).to_numpy() & linked)
+    # device rows by launch, then start: the first row of a launch's group ran first
+    dev = dev[np.lexsort((ev["ts_ns"].to_numpy(np.int64)[dev], launch_id[dev]))]
+    ids = launch_id[dev]
+    lead = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(dev) else dev
+    # each call's group (its launch id among the device rows'), where it has one
+    at = np.minimum(np.searchsorted(ids[lead], launch_id[calls]), max(len(lead) - 1, 0))
+    has = (ids[lead][at] == launch_id[calls]) if len(lead) else np.zeros(len(calls), bool)
+    no_delay = np.iinfo(np.int64).max
+    per_group = {
+        "count": np.diff(np.r_[lead, len(dev)]),
+        "device_ns": _reduce(np.add, ev["dur_ns"].to_numpy(np.int64)[dev], lead),
+        "delay_ns": _reduce(np.minimum, ev["launch_delay_ns"].fillna(no_delay)
+                            .to_numpy(np.int64)[dev], lead),
+        "first": dev[lead],
+    }
+    got = {k: np.where(has, v[at], 0) if len(lead) else np.zeros(len(calls), np.int64)
+           for k, v in per_group.items()}
+    names = ev["name"].array
+    call_names = names[calls]
+    api = per_distinct(call_names, each(base_api_name))
+    population = np.where(per_distinct(call_names, each(is_graph_launch)).astype(bool), "graph",
+                          per_distinct(call_names, each(launch_kind)))
+    first_kernel = np.asarray(names.take(got["first"]).astype(object))
+    first_kernel[~has] = np.nan
+    return pd.DataFrame({
+        "launch_id": launch_id[calls],
         "api": api,
         "population": population,
-        "ts_ns": calls["ts_ns"].to_numpy(),
-        "host_ns": calls["dur_ns"].to_numpy(),
-        "pid": calls["pid"].to_numpy(),
-        "tid": calls["tid"].to_numpy(),
-        "step": calls["step"].to_numpy(),
-        "correlation": calls["correlation"].to_numpy(),
+        "ts_ns": ev["ts_ns"].to_numpy()[calls],
+        "host_ns": ev["dur_ns"].to_numpy()[calls],
+        "pid": ev["pid"].to_numpy()[calls],
+        "tid": ev["tid"].to_numpy()[calls],
+        "step": ev["step"].to_numpy()[calls],
+        "correlation": ev["correlation"].to_numpy()[calls],
+        "device_count": got["count"].astype(np.int64),
+        "device_ns": got["device_ns"],
+        "delay_ns": pd.arrays.IntegerArray(got["delay_ns"],
+                                           ~has | (got["delay_ns"] == no_delay)),
+        "first_kernel": first_kernel,
+        # Int64: a call that reached no device row has no device
+        "device": pd.arrays.IntegerArray(ev["device"].to_numpy(np.int64)[got["first"]], ~has),
+        "matched": has,
     })
-    out = out.merge(agg, left_on="launch_id", right_index=True, how="left")
-    out["device_count"] = out["device_count"].fillna(0).astype(np.int64)
-    out["device_ns"] = out["device_ns"].fillna(0).astype(np.int64)
-    out["matched"] = out["device_count"] > 0
-    return out.reset_index(drop=True)
+
+
+def _reduce(op: np.ufunc, values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``op`` over each run of ``values`` beginning at ``starts`` (sorted, non-empty)."""
+    return op.reduceat(values, starts) if len(values) else values
 
 
 @dataclass(frozen=True)
@@ -111,21 +135,27 @@ def launch_figures(trace: Trace, table: pd.DataFrame, win_start: np.ndarray,
     win_start, win_end = union_blocks(win_start, win_end)
     pop = table["population"]
     graphs = table[pop == "graph"]
-    kernels = trace.kernel_events
-    graph_ids = graphs["launch_id"].to_numpy()
-    in_graph = kernels["launch_id"].isin(graph_ids).to_numpy()
-    single = kernels[~in_graph & kernels["launch_dur_ns"].notna().to_numpy()]
+    ev = trace.events
+    kernel = np.flatnonzero((ev["kind"] == "kernel").to_numpy())
+
+    def at_kernels(col: str) -> np.ndarray:  # taken before converting: a few rows of many
+        return ev[col].array.take(kernel).to_numpy(np.float64, na_value=np.nan)
+
+    dur = ev["dur_ns"].to_numpy(np.int64)[kernel]
+    launch_dur = at_kernels("launch_dur_ns")
+    in_graph = np.isin(ev["launch_id"].to_numpy(np.int64)[kernel], graphs["launch_id"].to_numpy())
+    single = ~in_graph & ~np.isnan(launch_dur)
+    single_delay = at_kernels("launch_delay_ns")[single]
     g_matched = graphs[graphs["matched"]]
     return Launches(
         kernel=_group(table[pop == "kernel"], win_start, win_end),
         copies=_group(table[pop.isin(["memcpy", "memset"])], win_start, win_end),
         graphs=GraphLaunches(
             count=len(graphs), kernels=int(in_graph.sum()),
-            kernel_ns=int(kernels["dur_ns"].to_numpy()[in_graph].sum()),
+            kernel_ns=int(dur[in_graph].sum()),
             host_ns=int(graphs["host_ns"].sum()),
             first_delay=Distribution.of(g_matched["delay_ns"].to_numpy(np.float64))),
-        delay=Distribution.of(single["launch_delay_ns"].to_numpy(np.float64)),
-        short_kernels=int((single["dur_ns"].to_numpy()
-                           < single["launch_dur_ns"].to_numpy(np.int64)).sum()),
-        unlaunched_kernels=int(kernels["launch_dur_ns"].isna().sum()),
+        delay=Distribution.of(single_delay),
+        short_kernels=int((dur[single] < launch_dur[single]).sum()),
+        unlaunched_kernels=int(np.isnan(launch_dur).sum()),
     )

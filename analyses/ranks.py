@@ -26,6 +26,7 @@ import pandas as pd
 from traceviz.analyses.idle import host_wait_total, idle_breakdown, launch_bound
 from traceviz.analyses.summary import plain_row
 from traceviz.analyses.work import analysis_windows, work_rows
+from traceviz.categorical import groups
 from traceviz.intervals import union_blocks
 from traceviz.trace import Trace
 
@@ -60,15 +61,19 @@ def overlap_ns(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray,
 def comm_overlap(work: pd.DataFrame) -> tuple[int, int]:
     """(union of communication-kernel time, the part of it a computation kernel overlaps),
     per device, summed."""
-    kernels = work[work["kind"] == "kernel"]
+    kernel = (work["kind"] == "kernel").to_numpy()
+    comm = (work["category"] == "communication").to_numpy() & kernel
+    start = work["ts_ns"].to_numpy(np.int64)
+    end = start + work["dur_ns"].to_numpy(np.int64)
     comm_total = overlap = 0
-    for _, rows in kernels.groupby("device", observed=True):
-        is_comm = (rows["category"] == "communication").to_numpy()
-        start = rows["ts_ns"].to_numpy(np.int64)
-        end = start + rows["dur_ns"].to_numpy(np.int64)
-        cs, ce = union_blocks(start[is_comm], end[is_comm])
+    if not comm.any():
+        return 0, 0
+    for _, idx in groups(work["device"].to_numpy(np.int64)):
+        c, k = comm[idx], kernel[idx] & ~comm[idx]
+        s, e = start[idx], end[idx]
+        cs, ce = union_blocks(s[c], e[c])
         comm_total += int((ce - cs).sum())
-        overlap += overlap_ns(start[is_comm], end[is_comm], start[~is_comm], end[~is_comm])
+        overlap += overlap_ns(s[c], e[c], s[k], e[k])
     return comm_total, overlap
 
 
@@ -122,10 +127,14 @@ def rank_figures(trace: Trace, rank: int, file: str) -> RankFigures:
                 step_times[int(r.step)] = max(step_times.get(int(r.step), 0), int(r.span_ns))
     comm, overlap = comm_overlap(work)
     kernels = work if trace.is_cpu else work[work["kind"] == "kernel"]
-    g = kernels.groupby([kernels["name"].astype(str), kernels["category"].astype(str)],
-                        sort=False)
-    per_name = pd.DataFrame({"count": g.size(), "total_ns": g["dur_ns"].sum()})
+    # grouped by the categorical columns themselves: grouping by derived Series made
+    # pandas format them for a failed column lookup, a millisecond a rank
+    g = kernels[["name", "category", "dur_ns"]].groupby(["name", "category"], observed=True,
+                                                        sort=False)["dur_ns"]
+    per_name = pd.DataFrame({"count": g.size(), "total_ns": g.sum()})
     per_name = per_name.sort_values("total_ns", ascending=False, kind="stable").reset_index()
+    per_name["name"] = per_name["name"].astype(str)
+    per_name["category"] = per_name["category"].astype(str)
     return RankFigures(
         rank=rank, file=file, steps=steps,
         step_ns=float(np.median(list(step_times.values()))) if step_times else None,

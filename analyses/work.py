@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceviz.categorical import per_distinct
+from traceviz.categorical import groups, per_distinct
 from traceviz.classify import trivial_op_flags
 from traceviz.intervals import union_length
 from traceviz.optree import work_op_mask
@@ -59,7 +59,9 @@ def step_count(trace: Trace) -> int:
     return int(marks["step"].nunique())
 
 
-def _step_windows(marks: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+def _step_windows(marks: pd.DataFrame, step: np.ndarray, work_end: np.ndarray
+                  ) -> pd.DataFrame:
+    """Windows from step marks; ``step`` and ``work_end`` are the device's work rows'."""
     s = marks.assign(end_ns=marks["ts_ns"] + marks["dur_ns"])
     g = s.groupby("step", sort=False)
     w = pd.DataFrame({"start_ns": g["ts_ns"].min(), "mark_end": g["end_ns"].max()})
@@ -67,8 +69,8 @@ def _step_windows(marks: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     start = w["start_ns"].to_numpy(np.int64)
     end = np.append(start[1:], 0)
     last = w["step"].iloc[-1]
-    mine = rows[rows["step"] == last]
-    tail = int((mine["ts_ns"] + mine["dur_ns"]).max()) if len(mine) else 0
+    mine = work_end[step == last]
+    tail = int(mine.max()) if len(mine) else 0
     end[-1] = max(int(w["mark_end"].iloc[-1]), tail)
     return pd.DataFrame({"step": w["step"].to_numpy(np.int64), "start_ns": start,
                          "end_ns": end})
@@ -82,23 +84,24 @@ def analysis_windows(trace: Trace, work: pd.DataFrame | None = None
     work = work_rows(trace) if work is None else work
     marks, per_device = step_marks(trace)
     out = {}
-    for device, rows in work.groupby("device", sort=True, observed=True):
+    ts = work["ts_ns"].to_numpy(np.int64)
+    end = ts + work["dur_ns"].to_numpy(np.int64)
+    step = work["step"].to_numpy(np.int64)
+    launch = work["launch_ts_ns"]
+    launch_ts = launch.fillna(np.iinfo(np.int64).max).to_numpy(np.int64)
+    for device, idx in groups(work["device"].to_numpy(np.int64)):
         mine = marks[marks["device"] == device] if per_device else marks
         if per_device and mine.empty:
             continue
         if len(mine):
-            out[int(device)] = _step_windows(mine, rows)
+            out[device] = _step_windows(mine, step[idx], end[idx])
             continue
-        start = rows["ts_ns"].to_numpy(np.int64)
-        first = int(start.min())
-        launches = rows["launch_ts_ns"].dropna()
-        if len(launches):
-            first = min(first, int(launches.min()))
+        first = min(int(ts[idx].min()), int(launch_ts[idx].min()))
         if trace.is_cpu:
             first = min(first, int(trace.events.loc[trace.events["kind"] == "op",
                                                     "ts_ns"].min()))
-        last = int((start + rows["dur_ns"].to_numpy(np.int64)).max())
-        out[int(device)] = pd.DataFrame({"step": [-1], "start_ns": [first], "end_ns": [last]})
+        out[device] = pd.DataFrame({"step": [-1], "start_ns": [first],
+                                    "end_ns": [int(end[idx].max())]})
     return out
 
 
@@ -114,8 +117,7 @@ def wall_windows(windows: dict[int, pd.DataFrame]) -> tuple[np.ndarray, np.ndarr
 
 def trace_busy_ns(work: pd.DataFrame) -> int:
     """Union of work intervals over the whole trace, summed over devices."""
-    total = 0
-    for _, rows in work.groupby("device", observed=True):
-        start = rows["ts_ns"].to_numpy(np.int64)
-        total += union_length(start, start + rows["dur_ns"].to_numpy(np.int64))
-    return total
+    start = work["ts_ns"].to_numpy(np.int64)
+    end = start + work["dur_ns"].to_numpy(np.int64)
+    return sum(union_length(start[idx], end[idx])
+               for _, idx in groups(work["device"].to_numpy(np.int64)))

@@ -4,7 +4,8 @@
 
 Rank folders of 8, 32 and 128 ranks are made from the shared two-rank traces
 (``benchmarks/rankgen.py``: ids and times shifted per rank). For each, in fresh
-processes (peak RSS of the whole process tree, import workers included):
+processes, ``--reps`` times each (median time, largest peak RSS of the whole process tree,
+import workers included):
 
   * ``traceviz import DIR -o DATASET`` (parallel, one rank per worker at a time),
   * ``traceviz analyze DATASET --json`` (DuckDB, one rank in memory at a time),
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -72,7 +74,15 @@ def main() -> int:
     p.add_argument("--ranks", default="8,32,128")
     p.add_argument("--hta-python", default=os.environ.get("HTA_PYTHON", "/tmp/hta/bin/python"))
     p.add_argument("--skip-hta", action="store_true")
+    p.add_argument("--reps", type=int, default=3,
+                   help="runs of each command: the median time and the largest peak RSS "
+                        "are reported (one run on this shared 2-core machine varies 2x)")
     args = p.parse_args()
+
+    def rep(python: str, code: str, *argv: str) -> tuple[float, int, int]:
+        runs = [child(python, code, *argv) for _ in range(max(1, args.reps))]
+        return (statistics.median(r[0] for r in runs), max(r[1] for r in runs), runs[-1][2])
+
     hta = not args.skip_hta and Path(args.hta_python).exists()
     if not args.skip_hta and not hta:
         print(f"note: no HTA interpreter at {args.hta_python}; HTA columns skipped",
@@ -85,18 +95,22 @@ def main() -> int:
             make_ranks(PAIR, n, folder)
             size = sum(f.stat().st_size for f in folder.iterdir())
             ds = work / "ds"
-            t_imp, rss_imp, _ = child(sys.executable, CHILD_TRACEVIZ, "import", str(folder),
-                                      "-o", str(ds))
+            # each import writes a fresh dataset (an existing one is not overwritten)
+            imports = [child(sys.executable, CHILD_TRACEVIZ, "import", str(folder), "-o",
+                             str(work / f"ds{k}")) for k in range(max(1, args.reps))]
+            t_imp = statistics.median(r[0] for r in imports)
+            rss_imp = max(r[1] for r in imports)
+            (work / "ds0").rename(ds)
             out = work / "analyze.json"
-            t_an, rss_an, _ = child(sys.executable, CHILD_TRACEVIZ, "analyze", str(ds),
-                                    "--json", "--memory-limit", "1GB")
-            t_dir, rss_dir, _ = child(sys.executable, CHILD_TRACEVIZ, "analyze", str(folder),
-                                      "--json")
+            t_an, rss_an, _ = rep(sys.executable, CHILD_TRACEVIZ, "analyze", str(ds),
+                                  "--json", "--memory-limit", "1GB")
+            t_dir, rss_dir, _ = rep(sys.executable, CHILD_TRACEVIZ, "analyze", str(folder),
+                                    "--json")
             row = {"ranks": n, "gz": size, "import_s": t_imp, "import_rss": rss_imp,
                    "analyze_s": t_an, "analyze_rss": rss_an, "dir_s": t_dir,
                    "dir_rss": rss_dir}
             if hta:
-                t_h, rss_h, seen = child(args.hta_python, CHILD_HTA, str(folder), str(out))
+                t_h, rss_h, seen = rep(args.hta_python, CHILD_HTA, str(folder), str(out))
                 row.update(hta_s=t_h, hta_rss=rss_h, hta_ranks=seen,
                            hta_overlap=json.loads(out.read_text())["overlap"])
             rows.append(row)

@@ -48,3 +48,12 @@ def as_list(values: pd.Index | np.ndarray | list) -> list:
 def each(fn: Callable[[str], Any]) -> Callable[[pd.Index], list]:
     """A function of one name, made a function of the distinct names (for per_distinct)."""
     return lambda distinct: [fn(str(v)) for v in as_list(distinct)]
+
+
+def groups(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(value, positions) per distinct integer value, values ascending, positions in row
+    order: a group's columns are then taken as arrays, not as a copy of a whole frame."""
+    order = np.argsort(values, kind="stable")
+    uniq, first = np.unique(values[order], return_index=True)
+    bounds = np.append(first, len(order))
+    return [(int(v), order[bounds[i]:bounds[i + 1]]) for i, v in enumerate(uniq.tolist())]

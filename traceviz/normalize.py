@@ -93,7 +93,7 @@ def category_codes(kind: np.ndarray, name_codes: np.ndarray, categories: pd.Inde
 
 
 def kind_codes(kinds: pd.Series) -> np.ndarray:
-    return kinds.astype(pd.CategoricalDtype(list(schema.KINDS))).cat.codes.to_numpy()
+    return kinds.astype(schema.KIND_DTYPE).cat.codes.to_numpy()
 
 
 def _launch_calls(calls: np.ndarray, process: np.ndarray, corr: np.ndarray, ts: np.ndarray,
@@ -110,8 +110,9 @@ def _launch_calls(calls: np.ndarray, process: np.ndarray, corr: np.ndarray, ts: 
     # outer first: by key, then start, then longest
     order = np.lexsort((-dur[rows], ts[rows], corr[rows], process[rows]))
     rows = rows[order]
-    key = pd.MultiIndex.from_arrays([process[rows], corr[rows]])
-    dup = key.duplicated(keep="first")
+    # sorted by key: a repeated key is equal to the one before it
+    dup = np.zeros(len(rows), dtype=bool)
+    dup[1:] = (process[rows][1:] == process[rows][:-1]) & (corr[rows][1:] == corr[rows][:-1])
     if dup.any():
         first = np.flatnonzero(~dup)
         owner = first[np.searchsorted(first, np.arange(len(rows)), side="right") - 1]
@@ -216,7 +217,7 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
     launch_dur[links.device] = r.dur[links.launch]
     launch_delay = np.maximum(0, r.ts - (launch_ts + launch_dur))
     out = pd.DataFrame({
-        "kind": pd.Categorical.from_codes(r.kind, categories=list(schema.KINDS)),
+        "kind": pd.Categorical.from_codes(r.kind, dtype=schema.KIND_DTYPE, validate=False),
         "name": r.names.array,
         "ts_ns": r.ts,
         "dur_ns": r.dur,
@@ -225,7 +226,7 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
         "device": ev["device"].to_numpy(np.int32),
         "stream": ev["stream"].to_numpy(np.int32),
         "correlation": r.corr,
-        "step": step,
+        "step": step.astype(np.int32),
         "bytes": ev["bytes"].to_numpy(np.int64),
         "launch_api": pd.Categorical.from_codes(links.api_codes, categories=links.api_names,
                                                 validate=False).remove_unused_categories(),
@@ -236,7 +237,7 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
         "op": ops.names.remove_unused_categories(),
         "category": pd.Categorical.from_codes(
             category_codes(r.kind, r.name_codes, r.categories, is_cast),
-            categories=list(schema.CATEGORIES)),
+            dtype=schema.CATEGORY_DTYPE, validate=False),
         "is_cast": is_cast,
         "details": _details(ev, r.n),
     })
@@ -268,15 +269,21 @@ def _link_launches(r: _Rows, process: np.ndarray) -> _Links:
     launch_id = np.full(r.n, -1, dtype=np.int64)
     launch_id[calls] = call_ids
     device_rows = np.flatnonzero(r.is_device & (r.corr >= 0))
-    launch_key = pd.MultiIndex.from_arrays([process[launch_rows], r.corr[launch_rows]])
-    device_key = pd.MultiIndex.from_arrays([process[device_rows], r.corr[device_rows]])
-    hit = launch_key.get_indexer(device_key)
+    hit = _pair_indexer(process[launch_rows], r.corr[launch_rows],
+                        process[device_rows], r.corr[device_rows])
     linked_dev = device_rows[hit >= 0]
     linked_launch = launch_rows[hit[hit >= 0]]
     launch_id[linked_dev] = launch_id[linked_launch]
     api_codes = np.full(r.n, -1, dtype=np.int32)
     api_codes[linked_dev] = api_of_row[linked_launch]
     return _Links(launch_id, linked_dev, linked_launch, api_codes, api_names)
+
+
+def _pair_indexer(a1: np.ndarray, b1: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> np.ndarray:
+    """Position of each (a2, b2) among the distinct pairs (a1, b1), -1 where absent."""
+    if len(a1) and (a1 == a1[0]).all() and (a2 == a1[0]).all():
+        return pd.Index(b1).get_indexer(b2)  # one process (Kineto, XSpace): no pairs needed
+    return pd.MultiIndex.from_arrays([a1, b1]).get_indexer(pd.MultiIndex.from_arrays([a2, b2]))
 
 
 def _launch_ops(r: _Rows, ev: pd.DataFrame, links: _Links) -> _Ops:
@@ -295,19 +302,16 @@ def _launch_ops(r: _Rows, ev: pd.DataFrame, links: _Links) -> _Ops:
     has_op = launch_op >= 0
     op_codes = np.full(r.n, -1, dtype=np.int32)
     op_codes[links.device[has_op]] = op_name_codes[launch_op[has_op]]
-    op_names = pd.Categorical.from_codes(op_codes, categories=r.categories, validate=False)
     hinted = np.zeros(r.n, dtype=bool)
     if "op_hint" in ev:
         hint = ev["op_hint"].astype(str).to_numpy()
         hinted = r.is_device & (op_codes < 0) & (hint != "")
-        if hinted.any():
-            op_names = pd.Categorical(np.where(hinted, hint, op_names.astype(object)))
     ranged = _enclosing_annotation(r, links.device[~has_op], links.launch[~has_op])
     ranged = ranged[~hinted[ranged[:, 0]]] if len(ranged) else ranged
-    if len(ranged):
-        text = np.asarray(op_names.astype(object))
-        text[ranged[:, 0]] = np.asarray(r.names.array.astype(object))[ranged[:, 1]]
-        op_names = pd.Categorical(text)
+    op_codes[ranged[:, 0]] = r.name_codes[ranged[:, 1]]  # range names are trace names too
+    op_names = pd.Categorical.from_codes(op_codes, categories=r.categories, validate=False)
+    if hinted.any():
+        op_names = pd.Categorical(np.where(hinted, hint, op_names.astype(object)))
     return _Ops(op_rows, op_is_cast, launch_op, op_names, hinted)
 
 

@@ -44,8 +44,8 @@ COLUMNS = (
 OPTIONAL_COLUMNS: dict[str, str] = {"details": ""}
 
 
-_KIND_DTYPE = pd.CategoricalDtype(list(KINDS))
-_CATEGORY_DTYPE = pd.CategoricalDtype(list(CATEGORIES))
+KIND_DTYPE = pd.CategoricalDtype(list(KINDS))
+CATEGORY_DTYPE = pd.CategoricalDtype(list(CATEGORIES))
 
 
 def conforms(events: pd.DataFrame) -> bool:
@@ -62,9 +62,9 @@ def conforms(events: pd.DataFrame) -> bool:
         elif col in BOOL_COLUMNS:
             ok = dtype == np.dtype(bool)
         elif col == "kind":
-            ok = dtype == _KIND_DTYPE
+            ok = dtype == KIND_DTYPE
         elif col == "category":
-            ok = dtype == _CATEGORY_DTYPE
+            ok = dtype == CATEGORY_DTYPE
         else:
             ok = isinstance(dtype, pd.CategoricalDtype)
         if not ok:

@@ -21,12 +21,16 @@ def step_numbers(names: pd.Index | pd.Series | np.ndarray,
                  pattern: re.Pattern = STEP_MARK) -> tuple[np.ndarray, np.ndarray]:
     """Per name: its step number (-1: not a step mark), and whether it is a mark whose
     number does not fit the step column."""
-    # one match per distinct name (an nsys export repeats a few range texts many times)
-    cat = pd.Categorical(np.asarray(names, dtype=object))
-    found = [pattern.match(str(n)) for n in cat.categories.tolist()]
+    if isinstance(names, pd.Index) and names.is_unique:  # distinct already (per_distinct)
+        distinct, codes = names.tolist(), np.arange(len(names))
+    else:
+        # one match per distinct name (an nsys export repeats a few range texts many times)
+        cat = pd.Categorical(np.asarray(names, dtype=object))
+        distinct, codes = cat.categories.tolist(), cat.codes
+    found = [pattern.match(str(n)) for n in distinct]
     digits = [m.group(1) if m else "" for m in found]
     number = np.array([int(d) if d and len(d) <= MAX_DIGITS else -1 for d in digits] + [-1],
                       dtype=np.int64)
     too_long = np.array([len(d) > MAX_DIGITS for d in digits] + [False], dtype=bool)
-    codes = cat.codes  # -1 (a missing name) picks the appended "not a step"
+    # -1 (a missing name) picks the appended "not a step"
     return number[codes], too_long[codes]

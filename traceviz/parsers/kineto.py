@@ -127,10 +127,14 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
             stream.close()
     if not frames:
         raise TraceVizError(f"{path}: the trace holds no profiler events")
-    cats = {c: union_categoricals([f.pop(c).array for f in frames]) for c in ("name", "details")}
-    base = pd.concat(frames, ignore_index=True)
-    for c, values in cats.items():
-        base[c] = values
+    if len(frames) == 1:  # a small file: one piece
+        base = frames[0].reset_index(drop=True)
+    else:
+        cats = {c: union_categoricals([f.pop(c).array for f in frames])
+                for c in ("name", "details")}
+        base = pd.concat(frames, ignore_index=True)
+        for c, values in cats.items():
+            base[c] = values
     meta = _meta(doc if isinstance(doc, dict) else {}, path)
     altered = {NEGATIVE, BIG_STEP}
     notes = dropped_note({r: n for r, n in dropped.items() if r not in altered})

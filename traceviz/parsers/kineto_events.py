@@ -17,10 +17,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from traceviz.categorical import per_distinct
 from traceviz.classify import MATRIX_OPS, SCALAR_TYPES, precision_change
 from traceviz.parsers.numbers import INT32, INT64, checked_ints
-from traceviz.schema import DEVICE_KINDS, KINDS
+from traceviz.schema import DEVICE_KINDS, KIND_DTYPE, KINDS
 from traceviz.steps import PROFILER_STEP, step_numbers
 
 # Kineto category (lower-cased; PyTorch 1.8 wrote "Kernel", "Runtime", ...) -> kind
@@ -40,6 +39,10 @@ CATEGORY_KIND = {
     "gpu_user_annotation": "annotation",
 }
 
+
+_K = {k: i for i, k in enumerate(KINDS)}
+_KIND_NAMES = pa.array(KINDS)
+_DEVICE_CODES = [_K[k] for k in DEVICE_KINDS]
 
 _NO_RAW = msgspec.Raw(b"")  # one shared default: an absent field allocates nothing
 
@@ -93,21 +96,49 @@ def _ints(values: list, bad: np.ndarray, fallback: np.ndarray | None = None,
 _MAX_US = 9_000_000_000_000_000
 
 
+def raw_array(raws: list) -> pa.Array:
+    """Raw JSON values (``msgspec.Raw``, bytes) -> one Arrow binary array, built from one
+    joined buffer and their lengths (no Python object per value)."""
+    n = len(raws)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, raws), dtype=np.int64, count=n), out=offsets[1:])
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [
+        None, pa.py_buffer(offsets), pa.py_buffer(b"".join(raws))])
+
+
+# ns as the unscaled value of a decimal with 3 fractional digits (µs.nnn)
+_NS_DECIMAL = pa.decimal128(38, 3)
+
+
+def _decimal_us_to_ns(text: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+    """int64 ns and the out-of-range mask when every value is a JSON number with at most
+    3 decimals (Kineto writes µs with ns fractions): one C++ cast to a decimal whose
+    unscaled value is the ns. None when any value is absent or spelled otherwise."""
+    try:
+        dec = pc.cast(text, _NS_DECIMAL)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if dec.null_count:
+        return None
+    words = np.frombuffer(dec.buffers()[1], dtype=np.int64,
+                          count=2 * len(dec), offset=16 * dec.offset).reshape(-1, 2)
+    ns, high = words[:, 0], words[:, 1]
+    # the 128-bit value is an int64 when its high word is the low word's sign
+    huge = (high != (ns >> 63)) | (np.abs(ns) >= _MAX_US * 1000)
+    return np.where(huge, 0, ns), huge
+
+
 def raw_us_to_ns(raws: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact int64 ns from raw JSON numbers in µs (``b"12.345"`` -> 12345).
 
     Returns the values, a mask of entries that were absent or not numbers, and a mask
     of numbers int64 ns cannot hold (``1e30``, 21 digits): never wrapped.
     """
-    text = pa.array(list(map(bytes, raws)), type=pa.binary()).cast(pa.string())
+    text = raw_array(raws).cast(pa.large_string())
     n = len(text)
-    plain = not pc.any(pc.match_substring_regex(text, r"[^0-9]|^$")).as_py()
-    if plain and not pc.any(pc.greater(pc.utf8_length(text), 16)).as_py():
-        # plain integers of at most 16 digits (most Kineto files): µs -> ns in one C++ cast
-        us = pc.cast(text, pa.int64())
-        if pc.max(us).as_py() is None or pc.max(us).as_py() < _MAX_US:
-            out = pc.multiply(us, 1000).to_numpy(zero_copy_only=False)
-            return out, np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    fast = _decimal_us_to_ns(text)
+    if fast is not None:
+        return fast[0], np.zeros(n, dtype=bool), fast[1]
     neg = pc.starts_with(text, "-")
     parts = pc.extract_regex(pc.replace_substring(text, "-", ""), r"^(?P<i>\d+)(?:\.(?P<f>\d*))?$")
     whole = pc.struct_field(parts, "i")
@@ -156,7 +187,7 @@ def _distinct(columns: list[list]) -> tuple[np.ndarray, list[tuple]]:
     """Rows of raw JSON fields -> (code per row, the distinct combinations), in C."""
     codes, uniques = [], []
     for raws in columns:
-        enc = pa.array(list(map(bytes, raws)), type=pa.binary()).dictionary_encode()
+        enc = raw_array(raws).dictionary_encode()
         codes.append(enc.indices.to_numpy(zero_copy_only=False).astype(np.int64))
         uniques.append(enc.dictionary.to_pylist())
     key = np.zeros(len(codes[0]), dtype=np.int64)
@@ -190,12 +221,13 @@ def _kernel_details(is_kernel: np.ndarray, args: list[_Args]) -> pd.Categorical:
     return pd.Categorical.from_codes(remap[codes], categories=cats)
 
 
-def _details(names: pd.Categorical, kind: np.ndarray, args: list[_Args]) -> pd.Categorical:
+def _details(names: pd.Categorical, is_kernel: np.ndarray, is_op: np.ndarray,
+             args: list[_Args]) -> pd.Categorical:
     """Kernels: their launch configuration; matrix ops (``classify.MATRIX_OPS``): their
     recorded input dims and types (record_shapes), for advise's tensor-core rule."""
-    details = _kernel_details(kind == "kernel", args)
+    details = _kernel_details(is_kernel, args)
     wanted = np.flatnonzero(np.isin(np.asarray(names.categories, dtype=object), MATRIX_OPS))
-    rows = np.flatnonzero(np.isin(names.codes, wanted) & (kind == "op"))
+    rows = np.flatnonzero(np.isin(names.codes, wanted) & is_op)
     if not len(rows):
         return details
     ra = _gather(args, rows)
@@ -295,7 +327,8 @@ def event_columns(events: list[_Event]) -> tuple[pd.DataFrame, Counter]:
     kept = _gather(events, idx)
     gpu_annotation = pc.take(pc.equal(cat, "gpu_user_annotation"), pa.array(idx))
     gpu_annotation = gpu_annotation.to_numpy(zero_copy_only=False)
-    kind = pc.take(kind, pa.array(idx)).to_numpy(zero_copy_only=False).astype(object)
+    kind = pc.index_in(pc.take(kind, pa.array(idx)), _KIND_NAMES).to_numpy(
+        zero_copy_only=False).astype(np.int8)
     names = _categorical(list(map(attrgetter("name"), kept)))
     args = list(map(attrgetter("args"), kept))
     empty = _Args()
@@ -307,15 +340,15 @@ def event_columns(events: list[_Event]) -> tuple[pd.DataFrame, Counter]:
     device = _ints(list(map(attrgetter("device"), args)), bad, fallback=pid)
     stream = _ints(list(map(attrgetter("stream"), args)), bad, fallback=tid)
     # gpu_user_annotation rows sit on a device timeline: pid = device, tid = stream
-    on_device = np.isin(kind, DEVICE_KINDS) | gpu_annotation
+    on_device = np.isin(kind, _DEVICE_CODES) | gpu_annotation
     bad |= on_device & ((device < INT32[0]) | (device > INT32[1])
                         | (stream < INT32[0]) | (stream > INT32[1]))
-    step = per_distinct(names, lambda u: step_numbers(u, PROFILER_STEP)[0], fill=-1)
-    counts[BIG_STEP] += int(per_distinct(names, lambda u: step_numbers(u, PROFILER_STEP)[1],
-                                         fill=False).sum())
+    number, too_long = step_numbers(names.categories, PROFILER_STEP)
+    step = np.append(number, -1)[names.codes]
+    counts[BIG_STEP] += int(too_long[names.codes[names.codes >= 0]].sum())
     # PyTorch <= 1.9 records ProfilerStep#N as an operator, later ones as a user annotation
-    is_step = (step >= 0) & ((kind == "annotation") | (kind == "op"))
-    kind[is_step] = "step"
+    is_step = (step >= 0) & ((kind == _K["annotation"]) | (kind == _K["op"]))
+    kind[is_step] = _K["step"]
     step = np.where(is_step, step, -1)
 
     ts, no_ts, ts_bad = raw_us_to_ns(list(map(attrgetter("ts"), kept)))
@@ -323,7 +356,7 @@ def event_columns(events: list[_Event]) -> tuple[pd.DataFrame, Counter]:
     bad |= ts_bad | dur_bad
     counts[NEGATIVE] += int((dur < 0).sum())
     frame = pd.DataFrame({
-        "kind": pd.Categorical(kind, categories=KINDS),
+        "kind": pd.Categorical.from_codes(kind, dtype=KIND_DTYPE, validate=False),
         "name": names,
         "ts_ns": ts,
         "dur_ns": np.maximum(dur, 0),
@@ -334,7 +367,7 @@ def event_columns(events: list[_Event]) -> tuple[pd.DataFrame, Counter]:
         "correlation": _ints(list(map(attrgetter("correlation"), args)), bad),
         "step": step,
         "bytes": _ints(list(map(attrgetter("bytes"), args)), bad),
-        "details": _details(names, kind, args),
+        "details": _details(names, kind == _K["kernel"], kind == _K["op"], args),
         "dtype_change": _dtype_change(names, args),
     })
     drop = no_ts | bad
