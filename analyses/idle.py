@@ -103,7 +103,7 @@ def _pending(rows: _Rows, trace_start: int) -> tuple[np.ndarray, np.ndarray]:
     the trace start; later rows without a launch have no known pending time."""
     start, launched = rows.start, rows.launched
     call_end = np.where(launched, rows.call_end, trace_start)
-    streams, stream_of = np.unique(rows.stream, return_inverse=True)
+    stream_of, streams = pd.factorize(rows.stream)  # hashed: a few streams, many rows
     first = np.full(len(streams), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, stream_of[launched], start[launched])
     early = ~launched & (start < first[stream_of])

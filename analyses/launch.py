@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.stats import Distribution
-from traceviz.categorical import each, per_distinct
+from traceviz.categorical import each, per_distinct_categorical
 from traceviz.intervals import union_blocks, union_in_windows
 from traceviz.launch_apis import base_api_name, is_graph_launch, launch_kind
 from traceviz.schema import DEVICE_KINDS
@@ -57,11 +57,13 @@ def launch_table(trace: Trace) -> pd.DataFrame:
            for k, v in per_group.items()}
     names = ev["name"].array
     call_names = names[calls]
-    api = per_distinct(call_names, each(base_api_name))
-    population = np.where(per_distinct(call_names, each(is_graph_launch)).astype(bool), "graph",
-                          per_distinct(call_names, each(launch_kind)))
-    first_kernel = np.asarray(names.take(got["first"]).astype(object))
-    first_kernel[~has] = np.nan
+    # text columns as categoricals: one string per distinct value, not one per call
+    api = per_distinct_categorical(call_names, each(base_api_name))
+    population = per_distinct_categorical(call_names, each(
+        lambda n: "graph" if is_graph_launch(n) else launch_kind(n)))
+    first_kernel = pd.Categorical.from_codes(
+        np.where(has, names.codes[got["first"]], -1), dtype=names.dtype, validate=False
+    ).remove_unused_categories()
     return pd.DataFrame({
         "launch_id": launch_id[calls],
         "api": api,

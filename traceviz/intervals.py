@@ -69,9 +69,11 @@ def max_overlap_in_windows(starts: np.ndarray, ends: np.ndarray, win_start: np.n
     keep = e > s
     if not keep.any() or len(win_start) == 0:
         return 0
-    times = np.concatenate([s[keep], e[keep]])
-    delta = np.concatenate([np.ones(keep.sum(), np.int64), -np.ones(keep.sum(), np.int64)])
-    order = np.lexsort((delta, times))  # at equal times, closings first
+    # closings first at equal times: they come first and the sort is stable (a merge of
+    # the mostly ordered runs, cheaper than a lexsort)
+    times = np.concatenate([e[keep], s[keep]])
+    delta = np.concatenate([-np.ones(keep.sum(), np.int64), np.ones(keep.sum(), np.int64)])
+    order = np.argsort(times, kind="stable")
     times, depth = times[order], np.cumsum(delta[order])
     # depth holds on [times[i], times[i+1]): keep the pieces that overlap a window
     nxt = np.append(times[1:], times[-1])
