@@ -23,11 +23,6 @@ INTERRUPTED = (130, 143)
 
 def entry() -> None:
     signal.signal(signal.SIGTERM, _terminate)
-    # Before numpy is imported: its huge-page advice on large arrays makes the kernel
-    # compact memory on first touch where transparent huge pages are "madvise" (a common
-    # default): analyze of a 1M-device-row Parquet spent 4.1 s in the kernel with it,
-    # 1.3 s without (benchmarks/speed.py). NUMPY_MADVISE_HUGEPAGE=1 turns it back on.
-    os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
     try:
         from traceviz.cli import main
 
