@@ -73,3 +73,23 @@ def test_gemm_is_not_a_substring_match(name, category):
 ])
 def test_precision_change(src, dst, change):
     assert precision_change(src, dst) == change
+
+
+def test_groups_and_per_distinct_categorical_follow_the_rows():
+    """The column helpers the analyses use in place of per-group frame copies."""
+    import numpy as np
+    import pandas as pd
+
+    from traceviz.categorical import groups, per_distinct_categorical
+
+    values = np.array([3, 1, 3, -1, 1, 3])
+    assert [(v, idx.tolist()) for v, idx in groups(values)] == [
+        (-1, [3]), (1, [1, 4]), (3, [0, 2, 5])]
+    assert groups(np.zeros(0, np.int64)) == []
+    names = pd.Series(["cudaLaunchKernel", None, "cudaMemcpyAsync", "cudaLaunchKernel"],
+                      dtype="category")
+    out = per_distinct_categorical(names, lambda u: [n[4:] if "Launch" in n else None
+                                                    for n in u.tolist()])
+    assert out.tolist()[0] == "LaunchKernel" and out.tolist()[3] == "LaunchKernel"
+    assert pd.isna(out.tolist()[1]) and pd.isna(out.tolist()[2])
+    assert list(out.categories) == ["LaunchKernel"]

@@ -8,6 +8,8 @@ import json
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import KINETO
 from traceviz.errors import TraceVizError
@@ -101,3 +103,45 @@ def test_raw_us_to_ns_exact():
     values, missing, bad = kineto_events.raw_us_to_ns([msgspec.Raw(r) for r in
                                                 (b"7", b"9223372036854775807", b"12")])
     assert list(bad) == [False, True, False] and list(values[[0, 2]]) == [7000, 12000]
+
+
+# forces the general (regex) path: 4 decimals are not a whole ns
+_SLOW = b"0.0004"
+
+
+def _both_paths(raws: list[bytes]):
+    import msgspec
+
+    fast = kineto_events.raw_us_to_ns([msgspec.Raw(r) for r in raws])
+    slow = kineto_events.raw_us_to_ns([msgspec.Raw(r) for r in raws + [_SLOW]])
+    return fast, tuple(a[:-1] for a in slow)
+
+
+def test_raw_us_to_ns_decimal_path_exact_at_the_edges():
+    """Values of at most 3 decimals take one decimal cast: exact to the ns, the int64
+    limit flagged (never wrapped), and the same answers as the general path."""
+    raws = [b"1712195495505543.217", b"8999999999999999.999", b"-4611686018427387.904",
+            b"9000000000000000", b"-9000000000000000.001", b"0.001", b"-0", b"5.", b"2.50"]
+    (values, missing, bad), (s_values, s_missing, s_bad) = _both_paths(raws)
+    assert list(values[:3]) == [1712195495505543217, 8999999999999999999,
+                                -4611686018427387904]
+    assert list(bad) == [False, False, False, True, True, False, False, False, False]
+    assert list(values[5:]) == [1, 0, 5000, 2500] and not missing.any()
+    # a flagged value's number is never used (its event is dropped)
+    assert list(bad) == list(s_bad) and list(values[~bad]) == list(s_values[~s_bad])
+    assert list(missing) == list(s_missing)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(-(10 ** 17), 10 ** 17), st.integers(0, 999),
+                          st.integers(0, 3)), min_size=1, max_size=30))
+def test_raw_us_to_ns_decimal_path_equals_general_path(parts):
+    raws = []
+    for whole, frac, digits in parts:
+        text = str(whole)
+        if digits:
+            text += "." + str(frac).zfill(3)[:digits]
+        raws.append(text.encode())
+    (values, missing, bad), (s_values, s_missing, s_bad) = _both_paths(raws)
+    assert list(bad) == list(s_bad) and list(missing) == list(s_missing)
+    assert list(values[~bad]) == list(s_values[~s_bad])
