@@ -94,18 +94,23 @@ def assign_ranks(files: list[Path], metas: list[dict[str, Any]]) -> tuple[list[R
     return [RankFile(i, p) for i, p in enumerate(files)], "by file order (file names sorted)"
 
 
-def _load(path: Path):
+def _load(path: Path, details: bool = True):
     from traceviz.parsers import load
+    from traceviz.parsers.detect import detect_format
 
+    if not details and detect_format(path) == "kineto":
+        from traceviz.parsers import kineto
+
+        return kineto.parse(path, details=False)
     return load(path)
 
 
 def folder_rank(rank: int, path: str):
     """One rank's figures from its trace file (runs in a worker process): the events are
-    dropped once the figures are made."""
+    dropped once the figures are made (they never read the kernels' launch details)."""
     from traceviz.analyses.ranks import rank_figures
 
-    return rank_figures(_load(Path(path)), rank, Path(path).name)
+    return rank_figures(_load(Path(path), details=False), rank, Path(path).name)
 
 
 def analyze_folder(directory: Path, on_rank: Callable[[int, int], None] | None = None,

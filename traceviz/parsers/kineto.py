@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import cast
 
@@ -29,9 +30,9 @@ from traceviz.trace import Trace
 CHUNK_BYTES = 16 << 20
 
 
-def decode_piece(piece: Piece | Range) -> tuple[str, object]:
+def decode_piece(piece: Piece | Range, details: bool = True) -> tuple[str, object]:
     """Decode one piece of the event array into base columns and drop counts (runs in a
-    worker)."""
+    worker); ``details=False`` leaves the details column empty."""
     data = piece.read()
     if not data.isascii():  # JSON is UTF-8; msgspec skips unused fields unchecked
         try:
@@ -40,7 +41,7 @@ def decode_piece(piece: Piece | Range) -> tuple[str, object]:
             return "invalid", (f"not valid UTF-8 text (byte 0x{data[e.start]:02x} in "
                                f"{data[max(0, e.start - 20):e.start + 20]!r})")
     try:
-        return "ok", event_columns(EVENTS.decode(b"[" + data + b"]"))
+        return "ok", event_columns(EVENTS.decode(b"[" + data + b"]"), details=details)
     except msgspec.ValidationError as e:
         return "invalid", f"unexpected event layout ({e})"
     except msgspec.DecodeError as e:
@@ -74,7 +75,8 @@ WORKER_MB_EACH = 256
 
 
 def parse(path: Path, progress: Callable[[int], None] | None = None,
-          workers: int | None = None, chunk_bytes: int | None = None) -> Trace:
+          workers: int | None = None, chunk_bytes: int | None = None,
+          details: bool = True) -> Trace:
     """Read a Kineto trace (plain or gzipped) into a ``Trace``.
 
     ``workers`` decode chunks in parallel (default: by file size, see ``_workers``);
@@ -104,7 +106,8 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
             pieces, metadata = iter(chunks), chunks.metadata_document
         frames = []
         dropped: Counter = Counter()
-        for piece, decoded in decode_in_order(pieces, decode_piece, workers=workers,
+        decode = decode_piece if details else partial(decode_piece, details=False)
+        for piece, decoded in decode_in_order(pieces, decode, workers=workers,
                                               name=str(path)):
             frame, counts = cast(tuple[pd.DataFrame, Counter], decoded)
             if progress:

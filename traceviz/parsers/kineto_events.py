@@ -305,9 +305,10 @@ NEGATIVE = "a negative duration (read as 0)"
 BIG_STEP = "a ProfilerStep number beyond 32 bits (kept as an annotation)"
 
 
-def event_columns(events: list[_Event]) -> tuple[pd.DataFrame, Counter]:
+def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFrame, Counter]:
     """Base columns (see ``traceviz.normalize``) for the kept events of one chunk, and
-    counts of what was dropped or altered and why."""
+    counts of what was dropped or altered and why. ``details=False``: the details column
+    is left empty (figures that never read it, such as a rank folder's, skip its cost)."""
     counts: Counter = Counter()
     if not events:
         return pd.DataFrame(), counts
@@ -367,7 +368,8 @@ def event_columns(events: list[_Event]) -> tuple[pd.DataFrame, Counter]:
         "correlation": _ints(list(map(attrgetter("correlation"), args)), bad),
         "step": step,
         "bytes": _ints(list(map(attrgetter("bytes"), args)), bad),
-        "details": _details(names, kind == _K["kernel"], kind == _K["op"], args),
+        "details": _details(names, kind == _K["kernel"], kind == _K["op"], args) if details
+        else pd.Categorical.from_codes(np.zeros(len(kept), np.int8), categories=[""]),
         "dtype_change": _dtype_change(names, args),
     })
     drop = no_ts | bad
