@@ -155,6 +155,23 @@ def _sum_known(values: list[int | None]) -> int | None:
     return sum(known) if known else None
 
 
+# on a trace with device rows, the rows summarize reads (a GPU trace's ops and other
+# runtime calls are most of its rows): device rows, steps, ranges (phases), the launch
+# calls that reached the device, and cast ops (their outermost count)
+SUMMARY_KINDS = ("kernel", "memcpy", "memset", "step", "annotation")
+
+
+def summary_rows() -> Any:
+    """The rows ``summarize`` reads from a trace with device rows, as a filter for
+    ``Trace.load(path, rows=...)`` (a test checks the summaries are equal)."""
+    import pyarrow.compute as pc
+
+    kind = pc.field("kind")
+    return (kind.isin(SUMMARY_KINDS)
+            | ((kind == "runtime") & (pc.field("launch_id") >= 0))
+            | ((kind == "op") & pc.field("is_cast")))
+
+
 def summarize(trace: Trace, by_config: bool = False) -> Summary:
     """Run every analysis of ``traceviz analyze`` on ``trace``; ``by_config`` splits the
     kernel table by launch configuration."""

@@ -208,3 +208,38 @@ def test_export_names_are_the_tables():
     from traceviz.cli.analyze import EXPORTS
 
     assert tuple(export_tables(traceviz.load(CPU_RUN))) == EXPORTS
+
+
+def _summaries_of_both_reads(parquet) -> tuple[str, str, int, int]:
+    from traceviz.analyses.summary import summary_rows
+    from traceviz.trace import Trace
+
+    full, part = Trace.load(parquet), Trace.load(parquet, rows=summary_rows())
+    return (json.dumps(summarize(full).to_dict(top=10 ** 6), default=str, sort_keys=True),
+            json.dumps(summarize(part).to_dict(top=10 ** 6), default=str, sort_keys=True),
+            len(full.events), len(part.events))
+
+
+@pytest.mark.parametrize("name", ["a100_80gb_queue.json.gz", "a100_nccl.json.gz",
+                                  "mi250_rocm_train.json.gz", "cpu_only.json.gz",
+                                  "../nsys/h100_2gpu_window.sqlite",
+                                  "../xplane/tf24_bert_amp_gpu.xplane.pb.gz"])
+def test_analyze_reads_only_the_rows_the_summary_reads(name, tmp_path):
+    """analyze of a traceviz Parquet reads device rows, steps, ranges, linked launch calls
+    and cast ops only (summary_rows); every figure equals the whole read's."""
+    parquet = tmp_path / "t.parquet"
+    assert main(["import", str(KINETO / name), "-o", str(parquet)]) == 0
+    full, part, n_full, n_part = _summaries_of_both_reads(parquet)
+    assert full == part
+    if name == "cpu_only.json.gz":
+        assert n_part == n_full  # a CPU trace's ops are its work: read whole
+    else:
+        assert n_part < n_full
+
+
+def test_row_filtered_summary_equals_full_on_every_gpu_capture():
+    captures = sorted((ROOT / "sample_traces" / "gpu").glob("*/*/trace.parquet"))
+    assert len(captures) >= 20
+    for parquet in captures:
+        full, part, _, _ = _summaries_of_both_reads(parquet)
+        assert full == part, parquet

@@ -21,6 +21,18 @@ META_KEY = b"traceviz"
 SMALL_ROWS = 100_000
 
 
+def _has_device_rows(path: Path) -> bool:
+    """A current-schema traceviz table with device rows (a filter on its columns is then
+    safe to apply; anything else is read whole and judged by the full read)."""
+    import pyarrow.compute as pc
+
+    f = pq.ParquetFile(path)
+    if not set(schema.COLUMNS) <= set(f.schema_arrow.names):
+        return False
+    kinds = f.read(columns=["kind"]).column("kind")
+    return bool(pc.any(pc.is_in(kinds, pa.array(schema.DEVICE_KINDS))).as_py())
+
+
 @dataclass
 class Trace:
     """One events table (see ``traceviz.schema``) and its metadata.
@@ -135,11 +147,16 @@ class Trace:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> Trace:
+    def load(cls, path: str | Path, rows: Any = None) -> Trace:
+        """Read a traceviz Parquet file. ``rows`` (a ``pyarrow.compute`` expression): on a
+        trace with device rows, read only the rows it keeps, for an analysis that reads no
+        others (``analyses.summary.summary_rows``); a CPU trace is read whole."""
         path = Path(path)
         check_readable(path)
         try:
-            table = pq.read_table(path)
+            if rows is not None and not _has_device_rows(path):
+                rows = None
+            table = pq.read_table(path, filters=rows)
         except (pa.ArrowInvalid, OSError) as e:
             raise TraceVizError(f"{path}: not a readable Parquet file ({e})") from None
         raw_meta = (table.schema.metadata or {}).get(META_KEY)

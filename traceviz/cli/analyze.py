@@ -54,6 +54,7 @@ class AnalyzeCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.analyses import summarize
+        from traceviz.analyses.summary import summary_rows
 
         if args.top < 1:
             raise UsageError("must be at least 1", option="top")
@@ -71,7 +72,9 @@ class AnalyzeCommand(Command):
         refuse_existing([*exports, *plots], args.force)
 
         with ExitStack() as stack:
-            trace = load_with_progress(args.trace, stack)
+            # a traceviz Parquet: only the rows the summary reads, unless exporting
+            trace = load_with_progress(args.trace, stack,
+                                       rows=None if args.export else summary_rows())
         summary = summarize(trace, by_config=args.by == "config")
         if args.json:
             print(json.dumps(summary.to_dict(top=args.top), indent=2))

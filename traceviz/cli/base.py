@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 
@@ -72,8 +72,9 @@ def progress_bar(console: Console, *columns: ProgressColumn,
                     transient=not keep, disable=not console.is_terminal)
 
 
-def load_with_progress(path: Path, stack: ExitStack) -> Trace:
-    """Load any trace, with a progress bar on stderr for big raw files on a terminal."""
+def load_with_progress(path: Path, stack: ExitStack, rows: Any = None) -> Trace:
+    """Load any trace, with a progress bar on stderr for big raw files on a terminal
+    (``rows``: see ``Trace.load``)."""
     from traceviz.parsers import load
 
     err = stderr()
@@ -88,7 +89,7 @@ def load_with_progress(path: Path, stack: ExitStack) -> Trace:
         # gzip: the decompressed size is unknown, so show bytes read without a total
         task = progress.add_task(path.name, total=None if is_gzip(path) else size)
         progress_cb = lambda n: progress.advance(task, n)  # noqa: E731
-    return load(path, progress=progress_cb)
+    return load(path, progress=progress_cb, rows=rows)
 
 
 def refuse_existing(paths: Sequence[Path], force: bool) -> None:

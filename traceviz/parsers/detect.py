@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from traceviz.errors import TraceVizError
 from traceviz.fileio import check_readable
@@ -76,14 +77,16 @@ def detect_format(path: Path) -> str:
     )
 
 
-def load(path: str | Path, progress: Callable[[int], None] | None = None) -> Trace:
-    """Read any supported trace file (or a capture's run folder) into a ``Trace``."""
+def load(path: str | Path, progress: Callable[[int], None] | None = None,
+         rows: Any = None) -> Trace:
+    """Read any supported trace file (or a capture's run folder) into a ``Trace``.
+    ``rows``: see ``Trace.load`` (applies to traceviz Parquet; a raw trace is parsed whole)."""
     path = Path(path)
     if path.is_dir() and (path / "trace.parquet").is_file():
-        return Trace.load(path / "trace.parquet")
+        return Trace.load(path / "trace.parquet", rows=rows)
     fmt = detect_format(path)
     if fmt == "parquet":
-        return Trace.load(path)
+        return Trace.load(path, rows=rows)
     if fmt == "kineto":
         from traceviz.parsers import kineto
 
