@@ -63,11 +63,11 @@ def comm_overlap(work: pd.DataFrame) -> tuple[int, int]:
     per device, summed."""
     kernel = (work["kind"] == "kernel").to_numpy()
     comm = (work["category"] == "communication").to_numpy() & kernel
+    if not comm.any():
+        return 0, 0
     start = work["ts_ns"].to_numpy(np.int64)
     end = start + work["dur_ns"].to_numpy(np.int64)
     comm_total = overlap = 0
-    if not comm.any():
-        return 0, 0
     for _, idx in groups(work["device"].to_numpy(np.int64)):
         c, k = comm[idx], kernel[idx] & ~comm[idx]
         s, e = start[idx], end[idx]

@@ -87,8 +87,7 @@ def analysis_windows(trace: Trace, work: pd.DataFrame | None = None
     ts = work["ts_ns"].to_numpy(np.int64)
     end = ts + work["dur_ns"].to_numpy(np.int64)
     step = work["step"].to_numpy(np.int64)
-    launch = work["launch_ts_ns"]
-    launch_ts = launch.fillna(np.iinfo(np.int64).max).to_numpy(np.int64)
+    launch_ts = work["launch_ts_ns"].fillna(np.iinfo(np.int64).max).to_numpy(np.int64)
     for device, idx in groups(work["device"].to_numpy(np.int64)):
         mine = marks[marks["device"] == device] if per_device else marks
         if per_device and mine.empty:

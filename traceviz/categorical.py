@@ -21,12 +21,7 @@ def per_distinct(values: pd.Series | pd.Categorical | pd.Index | np.ndarray,
     ``fn`` returns one value per distinct value, in order. Rows whose value is missing
     get ``fill`` (default: NaN for objects, else the dtype's zero/False).
     """
-    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
-        cat = values.array
-    elif isinstance(values, pd.Categorical):
-        cat = values
-    else:
-        cat = pd.Categorical(values)
+    cat = _categorical_of(values)
     per_value = np.asarray(fn(cat.categories))
     if per_value.dtype.kind in "US":  # numpy strings would turn the fill into text
         per_value = per_value.astype(object)
@@ -39,11 +34,20 @@ def per_distinct(values: pd.Series | pd.Categorical | pd.Index | np.ndarray,
     return np.append(per_value, tail)[cat.codes]
 
 
-def per_distinct_categorical(values: pd.Series | pd.Categorical,
+def _categorical_of(values: pd.Series | pd.Categorical | pd.Index | np.ndarray
+                    ) -> pd.Categorical:
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
+        return values.array
+    if isinstance(values, pd.Categorical):
+        return values
+    return pd.Categorical(values)
+
+
+def per_distinct_categorical(values: pd.Series | pd.Categorical | pd.Index | np.ndarray,
                              fn: Callable[[pd.Index], Any]) -> pd.Categorical:
     """``per_distinct`` for text results, as a Categorical: built from codes, so a
     million rows cost no string each (missing values and None results are missing)."""
-    cat = values.array if isinstance(values, pd.Series) else values
+    cat = _categorical_of(values)
     codes, uniques = pd.factorize(pd.Series(list(fn(cat.categories)), dtype=object))
     codes = np.append(codes, -1)[cat.codes]
     return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object),
