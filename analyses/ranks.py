@@ -77,6 +77,34 @@ def comm_overlap(work: pd.DataFrame) -> tuple[int, int]:
     return comm_total, overlap
 
 
+def kernels_per_name(kernels: pd.DataFrame) -> pd.DataFrame:
+    """name, category, count, total_ns per (name, category), largest total first (ties:
+    the first seen first). Summed on the categorical codes: a pandas groupby cost several
+    milliseconds a rank, more than the sums."""
+    name = pd.Categorical(kernels["name"]) if not isinstance(
+        kernels["name"].dtype, pd.CategoricalDtype) else kernels["name"].array
+    category = pd.Categorical(kernels["category"]) if not isinstance(
+        kernels["category"].dtype, pd.CategoricalDtype) else kernels["category"].array
+    named = (name.codes >= 0) & (category.codes >= 0)  # as groupby: no group for a gap
+    name, category = name[named], category[named]
+    dur = kernels["dur_ns"].to_numpy(np.int64)[named]
+    key = name.codes.astype(np.int64) * len(category.categories) + category.codes
+    order = np.argsort(key, kind="stable")
+    key_sorted = key[order]
+    starts = np.flatnonzero(np.r_[True, key_sorted[1:] != key_sorted[:-1]]) if len(key) \
+        else np.zeros(0, np.int64)
+    first = order[starts]  # each group's first row
+    count = np.diff(np.append(starts, len(key)))
+    total = np.add.reduceat(dur[order], starts) if len(key) else np.zeros(0, np.int64)
+    seen = np.argsort(first, kind="stable")
+    rank = seen[np.argsort(-total[seen], kind="stable")]
+    rows = first[rank]
+    return pd.DataFrame({
+        "name": np.asarray(name[rows], dtype=object).astype(str),
+        "category": np.asarray(category[rows], dtype=object).astype(str),
+        "count": count[rank].astype(np.int64), "total_ns": total[rank].astype(np.int64)})
+
+
 @dataclass
 class RankFigures:
     rank: int
@@ -127,14 +155,7 @@ def rank_figures(trace: Trace, rank: int, file: str) -> RankFigures:
                 step_times[int(r.step)] = max(step_times.get(int(r.step), 0), int(r.span_ns))
     comm, overlap = comm_overlap(work)
     kernels = work if trace.is_cpu else work[work["kind"] == "kernel"]
-    # grouped by the categorical columns themselves: grouping by derived Series made
-    # pandas format them for a failed column lookup, a millisecond a rank
-    g = kernels[["name", "category", "dur_ns"]].groupby(["name", "category"], observed=True,
-                                                        sort=False)["dur_ns"]
-    per_name = pd.DataFrame({"count": g.size(), "total_ns": g.sum()})
-    per_name = per_name.sort_values("total_ns", ascending=False, kind="stable").reset_index()
-    per_name["name"] = per_name["name"].astype(str)
-    per_name["category"] = per_name["category"].astype(str)
+    per_name = kernels_per_name(kernels)
     return RankFigures(
         rank=rank, file=file, steps=steps,
         step_ns=float(np.median(list(step_times.values()))) if step_times else None,
@@ -192,10 +213,11 @@ def cross_rank_kernels(ranks: list[RankFigures]) -> pd.DataFrame:
     """Kernel names over all ranks: total, per-rank mean, min and max rank totals."""
     cols = ["name", "category", "ranks", "count", "total_ns", "mean_per_rank_ns",
             "min_rank_ns", "max_rank_ns", "share"]
-    parts = [r.kernels.assign(rank=r.rank) for r in ranks if len(r.kernels)]
-    if not parts:
+    having = [r for r in ranks if len(r.kernels)]
+    if not having:
         return pd.DataFrame(columns=cols)
-    d = pd.concat(parts, ignore_index=True)
+    d = pd.concat([r.kernels for r in having], ignore_index=True)
+    d["rank"] = np.repeat([r.rank for r in having], [len(r.kernels) for r in having])
     d["name"] = d["name"].astype(str)
     d["category"] = d["category"].astype(str)
     per_rank = d.groupby(["name", "category", "rank"], sort=False)[["count", "total_ns"]].sum()

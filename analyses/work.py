@@ -34,6 +34,11 @@ def work_rows(trace: Trace) -> pd.DataFrame:
     return ops[work_op_mask(ops)]
 
 
+# what windows and step counts read of a step row (a copy of every column cost more than
+# the windows themselves on a small rank)
+_MARK_COLUMNS = ["ts_ns", "dur_ns", "step", "device"]
+
+
 def step_marks(trace: Trace) -> tuple[pd.DataFrame, bool]:
     """The step rows that define windows, and whether they are per device.
 
@@ -42,7 +47,7 @@ def step_marks(trace: Trace) -> tuple[pd.DataFrame, bool]:
     (XSpace's per-GPU ``Steps`` lines), each scopes only its own device.
     """
     ev = trace.events
-    steps = ev[ev["kind"] == "step"]
+    steps = ev.loc[(ev["kind"] == "step").to_numpy(), _MARK_COLUMNS]
     host = steps[steps["device"] < 0]
     if len(host):
         return host, False
@@ -61,19 +66,24 @@ def step_count(trace: Trace) -> int:
 
 def _step_windows(marks: pd.DataFrame, step: np.ndarray, work_end: np.ndarray
                   ) -> pd.DataFrame:
-    """Windows from step marks; ``step`` and ``work_end`` are the device's work rows'."""
-    s = marks.assign(end_ns=marks["ts_ns"] + marks["dur_ns"])
-    g = s.groupby("step", sort=False)
-    w = pd.DataFrame({"start_ns": g["ts_ns"].min(), "mark_end": g["end_ns"].max()})
-    w = w.sort_values("start_ns", kind="stable").reset_index()
-    start = w["start_ns"].to_numpy(np.int64)
+    """Windows from step marks; ``step`` and ``work_end`` are the device's work rows'.
+    A step marked more than once runs from its first mark's start to its last mark's end;
+    steps in start order (ties: the step marked first)."""
+    mark_step = marks["step"].to_numpy(np.int64)
+    mark_ts = marks["ts_ns"].to_numpy(np.int64)
+    mark_end = mark_ts + marks["dur_ns"].to_numpy(np.int64)
+    steps, first, inverse = np.unique(mark_step, return_index=True, return_inverse=True)
+    start = np.full(len(steps), np.iinfo(np.int64).max)
+    np.minimum.at(start, inverse, mark_ts)
+    last_end = np.full(len(steps), np.iinfo(np.int64).min)
+    np.maximum.at(last_end, inverse, mark_end)
+    by_mark = np.argsort(first, kind="stable")
+    order = by_mark[np.argsort(start[by_mark], kind="stable")]
+    steps, start, last_end = steps[order], start[order], last_end[order]
     end = np.append(start[1:], 0)
-    last = w["step"].iloc[-1]
-    mine = work_end[step == last]
-    tail = int(mine.max()) if len(mine) else 0
-    end[-1] = max(int(w["mark_end"].iloc[-1]), tail)
-    return pd.DataFrame({"step": w["step"].to_numpy(np.int64), "start_ns": start,
-                         "end_ns": end})
+    mine = work_end[step == steps[-1]]
+    end[-1] = max(int(last_end[-1]), int(mine.max()) if len(mine) else 0)
+    return pd.DataFrame({"step": steps, "start_ns": start, "end_ns": end})
 
 
 def analysis_windows(trace: Trace, work: pd.DataFrame | None = None

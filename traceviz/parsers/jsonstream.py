@@ -24,6 +24,13 @@ from traceviz.errors import TraceVizError
 _SEP = re.compile(rb"\}\s*,\s*\{")
 _CLOSE = re.compile(rb"\}\s*\]")
 _WS = b" \t\r\n"
+_LEADING_WS = re.compile(rb"[ \t\r\n]*")
+
+
+def _leading_ws(buf: bytes | bytearray) -> int:
+    """Length of the whitespace ``buf`` starts with (lstrip would copy all of ``buf``)."""
+    m = _LEADING_WS.match(buf)
+    return m.end() if m else 0
 
 
 @dataclass
@@ -110,13 +117,14 @@ class ArrayChunks:
     def _find_start(self) -> None:
         scanned = 0
         while True:
-            stripped = self._buf.lstrip(_WS)
-            if stripped[:1] == b"[":
+            lead = _leading_ws(self._buf)
+            first = bytes(self._buf[lead:lead + 1])
+            if first == b"[":
                 self.bare_array = True
-                cut = len(self._buf) - len(stripped) + 1
+                cut = lead + 1
                 break
-            if stripped[:1] not in (b"{", b""):
-                start = bytes(stripped[:16])
+            if first not in (b"{", b""):
+                start = bytes(self._buf[lead:lead + 16])
                 raise TraceVizError(f"{self._name}: not JSON (starts with {start!r})")
             m = self._key.search(self._buf, max(0, scanned - 64))
             if m:
@@ -162,7 +170,7 @@ class ArrayChunks:
 
     def _final(self) -> Iterator[Piece]:
         buf = bytes(self._buf)
-        body_start = len(buf) - len(buf.lstrip(_WS))
+        body_start = _leading_ws(buf)
         if buf[body_start : body_start + 1] == b"]" and self._tail_ok(buf[body_start + 1 :]):
             self.tail = buf[body_start + 1 :]
             return

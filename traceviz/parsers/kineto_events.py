@@ -41,10 +41,24 @@ CATEGORY_KIND = {
 
 
 _K = {k: i for i, k in enumerate(KINDS)}
-_KIND_NAMES = pa.array(KINDS)
 _DEVICE_CODES = [_K[k] for k in DEVICE_KINDS]
 
-_NO_RAW = msgspec.Raw(b"")  # one shared default: an absent field allocates nothing
+# a category -> its kind's code; -1: not kept; gpu_user_annotation (an annotation on a
+# device timeline) has a code of its own
+_GPU_ANNOTATION = len(KINDS)
+
+
+def _cat_code(cat: str | None) -> int:
+    if cat is None:
+        return -1
+    low = cat.lower()  # PyTorch 1.8 wrote "Kernel", "Runtime", ...
+    if low == "gpu_user_annotation":
+        return _GPU_ANNOTATION
+    return _K[CATEGORY_KIND[low]] if low in CATEGORY_KIND else -1
+
+
+_NO_RAW = msgspec.Raw(b"")
+_NO_DETAILS = pd.CategoricalDtype([""])  # one shared default: an absent field allocates nothing
 
 
 # gc=False: millions of small structs, no cycles; the GC need not track them
@@ -75,10 +89,6 @@ class _Event(msgspec.Struct, gc=False):
 
 
 EVENTS = msgspec.json.Decoder(list[_Event])
-
-
-def _strings(values: list) -> pa.Array:
-    return pa.array(values, type=pa.string())
 
 
 def _ints(values: list, bad: np.ndarray, fallback: np.ndarray | None = None,
@@ -184,24 +194,16 @@ def _gather(seq: list, idx: np.ndarray) -> list:
 
 
 def _distinct(columns: list[list]) -> tuple[np.ndarray, list[tuple]]:
-    """Rows of raw JSON fields -> (code per row, the distinct combinations), in C."""
-    codes, uniques = [], []
-    for raws in columns:
-        enc = raw_array(raws).dictionary_encode()
-        codes.append(enc.indices.to_numpy(zero_copy_only=False).astype(np.int64))
-        uniques.append(enc.dictionary.to_pylist())
-    key = np.zeros(len(codes[0]), dtype=np.int64)
-    for c, u in zip(codes, uniques, strict=True):
-        key = key * len(u) + c
-    keys, inverse = np.unique(key, return_inverse=True)
-    combos = []
-    for k in keys.tolist():  # once per distinct combination
-        parts = []
-        for u in reversed(uniques):
-            k, i = divmod(k, len(u))
-            parts.append(u[i])
-        combos.append(tuple(reversed(parts)))
-    return inverse, combos
+    """Rows of raw JSON fields -> (code per row, the distinct combinations in order of
+    first appearance): rows are keyed by their fields joined with NUL (JSON text holds
+    none), in C; Python work is once per distinct combination."""
+    keys = list(map(_NUL.join, zip(*columns, strict=True)))
+    position = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    inverse = np.fromiter(map(position.__getitem__, keys), dtype=np.int64, count=len(keys))
+    return inverse, [tuple(k.split(_NUL)) for k in position]
+
+
+_NUL = b"\0"
 
 
 def _kernel_details(is_kernel: np.ndarray, args: list[_Args]) -> pd.Categorical:
@@ -216,9 +218,8 @@ def _kernel_details(is_kernel: np.ndarray, args: list[_Args]) -> pd.Categorical:
                                      for f in ("regs", "shm", "grid", "block")])
         text = [_details_text(*c) for c in combos]
         codes[rows] = inverse
-    cats = pd.Index(text + [""]).unique()
-    remap = cats.get_indexer(text + [""])
-    return pd.Categorical.from_codes(remap[codes], categories=cats)
+    cats, remap = _first_seen(text + [""])
+    return pd.Categorical.from_codes(remap[codes], categories=cats, validate=False)
 
 
 def _details(names: pd.Categorical, is_kernel: np.ndarray, is_op: np.ndarray,
@@ -237,9 +238,17 @@ def _details(names: pd.Categorical, is_kernel: np.ndarray, is_op: np.ndarray,
     codes = details.codes.astype(np.int64)
     old = details.categories.tolist()
     codes[rows] = len(old) + inverse
-    cats = pd.Index(old + text).unique()
-    remap = cats.get_indexer(old + text)
-    return pd.Categorical.from_codes(remap[codes], categories=cats)
+    cats, remap = _first_seen(old + text)
+    return pd.Categorical.from_codes(remap[codes], categories=cats, validate=False)
+
+
+def _first_seen(texts: list[str]) -> tuple[pd.Index, np.ndarray]:
+    """The distinct texts in order of first appearance, and each text's position among
+    them (a few texts: a dict beats building and probing an Index)."""
+    position: dict[str, int] = {}
+    remap = np.fromiter((position.setdefault(t, len(position)) for t in texts),
+                        dtype=np.int64, count=len(texts))
+    return pd.Index(list(position)), remap
 
 
 # launch configurations repeat across the ranks of a job: one decoding per process
@@ -268,7 +277,8 @@ def _dtype_change(names: pd.Categorical, args: list[_Args]) -> np.ndarray:
     if not len(rows):
         return out
     ra = _gather(args, rows)
-    row_names = [str(v).encode() for v in np.asarray(names)[rows]]
+    categories = names.categories.tolist()
+    row_names = [str(categories[c]).encode() for c in names.codes[rows].tolist()]
     inverse, combos = _distinct([row_names, list(map(attrgetter("input_type"), ra)),
                                  list(map(attrgetter("concrete"), ra))])
     per_key = np.array([dtype_change_of(n.decode(), t, c) for n, t, c in combos],
@@ -312,24 +322,17 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
     counts: Counter = Counter()
     if not events:
         return pd.DataFrame(), counts
-    ph = _strings(list(map(attrgetter("ph"), events)))
-    cat = pc.utf8_lower(_strings(list(map(attrgetter("cat"), events))))
-    kind = pc.fill_null(
-        pc.take(
-            pa.array(list(CATEGORY_KIND.values()) + [None]),
-            pc.fill_null(pc.index_in(cat, pa.array(list(CATEGORY_KIND))), len(CATEGORY_KIND)),
-        ),
-        "",
-    )
-    keep = pc.and_(pc.equal(ph, "X"), pc.not_equal(kind, "")).to_numpy(zero_copy_only=False)
-    idx = np.flatnonzero(keep)
+    ph_cat = list(map(attrgetter("ph", "cat"), events))
+    # kind code per distinct (ph, cat): a few of them; -1: an event not kept
+    code_of = {pc_: _cat_code(pc_[1]) if pc_[0] == "X" else -1 for pc_ in set(ph_cat)}
+    code = np.fromiter(map(code_of.__getitem__, ph_cat), dtype=np.int8, count=len(events))
+    idx = np.flatnonzero(code >= 0)
     if len(idx) == 0:
         return pd.DataFrame(), counts
     kept = _gather(events, idx)
-    gpu_annotation = pc.take(pc.equal(cat, "gpu_user_annotation"), pa.array(idx))
-    gpu_annotation = gpu_annotation.to_numpy(zero_copy_only=False)
-    kind = pc.index_in(pc.take(kind, pa.array(idx)), _KIND_NAMES).to_numpy(
-        zero_copy_only=False).astype(np.int8)
+    code = code[idx]
+    gpu_annotation = code == _GPU_ANNOTATION
+    kind = np.where(gpu_annotation, _K["annotation"], code).astype(np.int8)
     names = _categorical(list(map(attrgetter("name"), kept)))
     args = list(map(attrgetter("args"), kept))
     empty = _Args()
@@ -369,7 +372,8 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
         "step": step,
         "bytes": _ints(list(map(attrgetter("bytes"), args)), bad),
         "details": _details(names, kind == _K["kernel"], kind == _K["op"], args) if details
-        else pd.Categorical.from_codes(np.zeros(len(kept), np.int8), categories=[""]),
+        else pd.Categorical.from_codes(np.zeros(len(kept), np.int8), dtype=_NO_DETAILS,
+                                       validate=False),
         "dtype_change": _dtype_change(names, args),
     })
     drop = no_ts | bad
