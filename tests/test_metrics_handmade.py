@@ -7,7 +7,12 @@ import pytest
 
 from tests.handmade import row, trace
 from traceviz.analyses import summarize
-from traceviz.intervals import innermost_enclosing, union_length
+from traceviz.intervals import (
+    innermost_enclosing,
+    max_overlap_in_windows,
+    overlaps_windows,
+    union_length,
+)
 
 
 def test_union_overlapping_nested_and_disjoint():
@@ -27,6 +32,28 @@ def test_union_is_order_independent():
     assert union_length(s, e) == covered.sum()
     perm = rng.permutation(200)
     assert union_length(s[perm], e[perm]) == covered.sum()
+
+
+def test_window_overlap_and_depth_against_a_time_grid():
+    # every nanosecond of a small timeline counted by hand: which intervals overlap the
+    # windows, and the most intervals open at once inside them
+    rng = np.random.default_rng(1)
+    for _ in range(400):
+        bounds = np.sort(rng.choice(np.arange(0, 100), 2 * rng.integers(0, 5), replace=False))
+        ws, we = bounds[0::2], bounds[1::2]
+        in_window = np.zeros(120, bool)
+        for a, b in zip(ws, we, strict=True):
+            in_window[a:b] = True
+        n = int(rng.integers(0, 25))
+        s = rng.integers(0, 110, n)
+        e = s + rng.integers(-3, 20, n)
+        expect = np.array([in_window[a:max(a, b)].any() for a, b in zip(s, e, strict=True)],
+                          bool)
+        assert np.array_equal(overlaps_windows(s, e, ws, we), expect)
+        depth = np.zeros(120, np.int64)
+        for a, b in zip(s, e, strict=True):
+            depth[max(a, 0):max(b, 0)] += 1
+        assert max_overlap_in_windows(s, e, ws, we) == int(depth[in_window].max(initial=0))
 
 
 def test_innermost_enclosing_per_thread():

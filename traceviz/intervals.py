@@ -77,8 +77,22 @@ def max_overlap_in_windows(starts: np.ndarray, ends: np.ndarray, win_start: np.n
     times, depth = times[order], np.cumsum(delta[order])
     # depth holds on [times[i], times[i+1]): keep the pieces that overlap a window
     nxt = np.append(times[1:], times[-1])
-    inside = clipped_lengths(times, nxt, win_start, win_end) > 0
+    inside = overlaps_windows(times, nxt, win_start, win_end)
     return int(depth[inside].max()) if inside.any() else 0
+
+
+def overlaps_windows(starts: np.ndarray, ends: np.ndarray, win_start: np.ndarray,
+                     win_end: np.ndarray) -> np.ndarray:
+    """Per interval [start, end): does it overlap one of the sorted, disjoint windows by
+    more than nothing. Only the first window ending after its start can be the one: any
+    later window it overlaps begins after that window's start."""
+    ws = np.asarray(win_start, dtype=np.int64)
+    we = np.asarray(win_end, dtype=np.int64)
+    ws, we = ws[we > ws], we[we > ws]
+    if len(ws) == 0:
+        return np.zeros(len(starts), dtype=bool)
+    k = np.searchsorted(we, starts, side="right")
+    return (starts < ends) & (k < len(ws)) & (ws[np.minimum(k, len(ws) - 1)] < ends)
 
 
 def innermost_enclosing(
