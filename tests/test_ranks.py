@@ -77,6 +77,27 @@ def test_folder_figures_match_raw(pair_dir, capsys):
         sum(per_rank), min(per_rank), max(per_rank))
 
 
+def test_rank_kernels_per_name_match_raw():
+    from traceviz.rankdir import folder_rank
+
+    for rank, path in enumerate(PAIR):
+        raw: dict[str, list[int]] = {}
+        for e in raw_events(path):
+            if e.get("cat") == "kernel":
+                count_total = raw.setdefault(e["name"], [0, 0])
+                count_total[0] += 1
+                count_total[1] += ns(e["dur"])
+        table = folder_rank(rank, str(path)).kernels
+        got: dict[str, list[int]] = {}
+        for name, count, total in zip(table["name"], table["count"], table["total_ns"],
+                                      strict=True):
+            got.setdefault(name, [0, 0])
+            got[name][0] += int(count)
+            got[name][1] += int(total)
+        assert got == raw and len(raw) > 10
+        assert list(table["total_ns"]) == sorted(table["total_ns"], reverse=True)
+
+
 def test_ranks_numbered_by_name_then_order(tmp_path):
     from traceviz.rankdir import assign_ranks
 

@@ -57,8 +57,10 @@ def _cat_code(cat: str | None) -> int:
     return _K[CATEGORY_KIND[low]] if low in CATEGORY_KIND else -1
 
 
-_NO_RAW = msgspec.Raw(b"")
-_NO_DETAILS = pd.CategoricalDtype([""])  # one shared default: an absent field allocates nothing
+_NO_RAW = msgspec.Raw(b"")  # one shared default: an absent field allocates nothing
+_NO_DETAILS = pd.CategoricalDtype([""])  # the details column of a parse that skips them
+# joins a row's raw fields into one key: JSON text holds no NUL byte
+_NUL = b"\0"
 
 
 # gc=False: millions of small structs, no cycles; the GC need not track them
@@ -203,9 +205,6 @@ def _distinct(columns: list[list]) -> tuple[np.ndarray, list[tuple]]:
     return inverse, [tuple(k.split(_NUL)) for k in position]
 
 
-_NUL = b"\0"
-
-
 def _kernel_details(is_kernel: np.ndarray, args: list[_Args]) -> pd.Categorical:
     """``regs:R shm:S grid:X,Y,Z block:X,Y,Z`` for kernels whose args give a launch
     configuration; decoded once per distinct configuration."""
@@ -324,7 +323,7 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
         return pd.DataFrame(), counts
     ph_cat = list(map(attrgetter("ph", "cat"), events))
     # kind code per distinct (ph, cat): a few of them; -1: an event not kept
-    code_of = {pc_: _cat_code(pc_[1]) if pc_[0] == "X" else -1 for pc_ in set(ph_cat)}
+    code_of = {key: _cat_code(key[1]) if key[0] == "X" else -1 for key in set(ph_cat)}
     code = np.fromiter(map(code_of.__getitem__, ph_cat), dtype=np.int8, count=len(events))
     idx = np.flatnonzero(code >= 0)
     if len(idx) == 0:
