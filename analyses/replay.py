@@ -368,7 +368,11 @@ def solve(g: ReplayGraph) -> Solution:
     has_dep = g.d_dep >= 0
     anchored = np.where(launched | g.d_removed, NEVER, g.d_ts)
     prev = None
-    for passes in range(1, MAX_PASSES + 1):
+    # each pass fixes at least one more node of every dependency path, and a path visits a
+    # node once: without a cycle the values settle within a pass per node (plus one to see
+    # it); with one they grow for ever, and a small input says so at once
+    limit = min(MAX_PASSES, len(b) + len(d_dur) + 2)
+    for passes in range(1, limit + 1):
         a = np.full(len(b), NEVER)
         a[has_await] = d_end[g.h_await[has_await]] + g.h_tail[has_await]
         if has_after.any():  # start no earlier than the other thread's call allows
@@ -389,7 +393,7 @@ def solve(g: ReplayGraph) -> Solution:
             return Solution(h_start, h_end, new_end - d_dur, new_end, passes)
         prev = (h_end, new_end)
         d_end = new_end
-    raise InputError(f"the replay did not settle in {MAX_PASSES:,} passes (a dependency cycle?)")
+    raise InputError(f"the replay did not settle in {limit:,} passes (a dependency cycle?)")
 
 
 def replayed_trace(g: ReplayGraph, sol: Solution) -> Trace:

@@ -108,6 +108,30 @@ def test_replay_by_hand():
     assert "k+2" in notes[1]
 
 
+def test_a_dependency_cycle_is_reported_within_a_pass_per_node():
+    # the hand trace above, with k1 made to wait for k3, which its stream runs after k1:
+    # every pass pushes the three kernels later; no replay settles
+    import dataclasses
+    import re
+
+    from traceviz.errors import InputError
+
+    us = 1000
+    calls = [("cudaLaunchKernel", 0, 2 * us, 1, 1), ("cudaLaunchKernel", 10 * us, 2 * us, 1, 2),
+             ("cudaLaunchKernel", 20 * us, 2 * us, 1, 3)]
+    rows = [("k1", 3 * us, 30 * us, 7, 1, "elementwise"),
+            ("k2", 34 * us, 30 * us, 7, 2, "elementwise"),
+            ("k3", 65 * us, 30 * us, 7, 3, "gemm")]
+    g = R.build(_kernel_trace(rows, calls))
+    assert R.solve(g).passes <= len(g.h_ts) + len(g.d_ts) + 2
+    cyclic = dataclasses.replace(g, d_dep=np.array([2, -1, -1]),
+                                 d_dep_lat=np.array([1 * us, 0, 0]))
+    with pytest.raises(InputError, match="did not settle") as e:
+        R.solve(cyclic)
+    passes = int(re.search(r"in ([\d,]+) passes", str(e.value)).group(1).replace(",", ""))
+    assert passes == len(g.h_ts) + len(g.d_ts) + 2  # not the 20,000 of a large trace
+
+
 def test_gemm_speedup_on_a_cpu_trace_saves_half_the_gemm_time():
     t = load(ROOT / "sample_traces" / "cpu" / "naive8_torch" / "trace.parquet")
     w = whatif(t, ("gemm_speedup=2", "cuda_graphs", "fuse_pointwise"))
