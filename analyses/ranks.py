@@ -26,7 +26,7 @@ import pandas as pd
 from traceviz.analyses.idle import host_wait_total, idle_breakdown, launch_bound
 from traceviz.analyses.summary import plain_row
 from traceviz.analyses.work import analysis_windows, work_rows
-from traceviz.categorical import groups
+from traceviz.categorical import categorical_of, groups
 from traceviz.intervals import union_blocks
 from traceviz.trace import Trace
 
@@ -81,10 +81,7 @@ def kernels_per_name(kernels: pd.DataFrame) -> pd.DataFrame:
     """name, category, count, total_ns per (name, category), largest total first (ties:
     the first seen first). Summed on the categorical codes: a pandas groupby cost several
     milliseconds a rank, more than the sums."""
-    name = pd.Categorical(kernels["name"]) if not isinstance(
-        kernels["name"].dtype, pd.CategoricalDtype) else kernels["name"].array
-    category = pd.Categorical(kernels["category"]) if not isinstance(
-        kernels["category"].dtype, pd.CategoricalDtype) else kernels["category"].array
+    name, category = categorical_of(kernels["name"]), categorical_of(kernels["category"])
     named = (name.codes >= 0) & (category.codes >= 0)  # as groupby: no group for a gap
     name, category = name[named], category[named]
     dur = kernels["dur_ns"].to_numpy(np.int64)[named]

@@ -4,10 +4,10 @@
 
 Times ``rankdir.folder_rank`` (read, normalize, rank figures: what each worker does per
 rank file) on time slices of one rank trace (default: the shared ``ampere_sampled_rank0``):
-its first N complete events by start time, metadata kept, for several N. A straight line
-through (events, median ms) splits the cost into a fixed part per file and a part per
-event: when the fixed part dominates, many small ranks gain more from parsing several
-files in one pass than from faster per-event code.
+its first N complete events by start time, metadata kept, for several N. A least-squares
+line through (events, ms), of the minima and of the medians, splits the cost into a
+fixed part per file and a part per event: when the fixed part dominates, many small ranks
+gain more from parsing several files in one pass than from faster per-event code.
 """
 
 from __future__ import annotations
@@ -63,18 +63,11 @@ def main() -> int:
             print(f"{n:>6} events: median {points[-1][1]:.1f} ms, min {points[-1][2]:.1f} ms")
     # the minimum is the steadier figure on a shared machine; the median is shown too
     for label, col in (("min", 2), ("median", 1)):
-        slope, fixed = _line([pt[0] for pt in points], [pt[col] for pt in points])
+        slope, fixed = statistics.linear_regression([pt[0] for pt in points],
+                                                    [pt[col] for pt in points])
         print(f"fit of the {label}s: {fixed:.1f} ms per file + {slope * 1e3:.2f} µs per event"
               f" (the whole trace: {fixed / (fixed + slope * total):.0%} fixed)")
     return 0
-
-
-def _line(x: list[float], y: list[float]) -> tuple[float, float]:
-    """Least-squares slope and intercept."""
-    mx, my = statistics.fmean(x), statistics.fmean(y)
-    slope = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / \
-        sum((a - mx) ** 2 for a in x)
-    return slope, my - slope * mx
 
 
 if __name__ == "__main__":

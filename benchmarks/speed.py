@@ -111,10 +111,11 @@ def main() -> int:
                       "--output", "-", str(NSYS)], args.reps) if nsys else None
     row(f"`analyze` {NSYS.name}", wall([*TRACEVIZ, "analyze", str(NSYS)], args.reps),
         "`nsys stats` kernel summary", nsys_peer, "within 2x")
-    # xprof converts an uncompressed .xplane.pb: both read the same inflated copy
-    xspace = DATA / XSPACE.name.removesuffix(".gz")
+    # xprof converts an uncompressed .xplane.pb: both read the same inflated copy, in a
+    # folder of its own (xprof's saved op stats land beside it and are removed each run)
+    xspace = DATA / "xspace" / XSPACE.name.removesuffix(".gz")
     if not xspace.exists():
-        DATA.mkdir(parents=True, exist_ok=True)
+        xspace.parent.mkdir(parents=True, exist_ok=True)
         with gzip.open(XSPACE, "rb") as f, open(xspace, "wb") as g:
             shutil.copyfileobj(f, g)
     xprof_peer = wall([str(xprof), "-c", CHILD_XPROF, str(xspace)], args.reps) if xprof \

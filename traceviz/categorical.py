@@ -21,7 +21,7 @@ def per_distinct(values: pd.Series | pd.Categorical | pd.Index | np.ndarray,
     ``fn`` returns one value per distinct value, in order. Rows whose value is missing
     get ``fill`` (default: NaN for objects, else the dtype's zero/False).
     """
-    cat = _categorical_of(values)
+    cat = categorical_of(values)
     per_value = np.asarray(fn(cat.categories))
     if per_value.dtype.kind in "US":  # numpy strings would turn the fill into text
         per_value = per_value.astype(object)
@@ -34,8 +34,9 @@ def per_distinct(values: pd.Series | pd.Categorical | pd.Index | np.ndarray,
     return np.append(per_value, tail)[cat.codes]
 
 
-def _categorical_of(values: pd.Series | pd.Categorical | pd.Index | np.ndarray
-                    ) -> pd.Categorical:
+def categorical_of(values: pd.Series | pd.Categorical | pd.Index | np.ndarray
+                   ) -> pd.Categorical:
+    """The values as a Categorical: a categorical column's own (no copy), else encoded."""
     if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
         return values.array
     if isinstance(values, pd.Categorical):
@@ -47,7 +48,7 @@ def per_distinct_categorical(values: pd.Series | pd.Categorical | pd.Index | np.
                              fn: Callable[[pd.Index], Any]) -> pd.Categorical:
     """``per_distinct`` for text results, as a Categorical: built from codes, so a
     million rows cost no string each (missing values and None results are missing)."""
-    cat = _categorical_of(values)
+    cat = categorical_of(values)
     codes, uniques = pd.factorize(pd.Series(list(fn(cat.categories)), dtype=object))
     codes = np.append(codes, -1)[cat.codes]
     return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object),
