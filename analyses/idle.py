@@ -41,6 +41,8 @@ STEP_COLUMNS = ["step", "start_ns", "end_ns", "span_ns", "busy_ns", "host_wait_n
 STREAM_COLUMNS = ["device", "stream", "work_count", "busy_ns", "host_wait_ns",
                   "queued_idle_ns", "queue_mean", "queue_max"]
 
+_NO_STREAMS = pd.DataFrame([], columns=STREAM_COLUMNS)  # copied: a new one costs 15x more
+
 
 @dataclass(frozen=True)
 class Idle:
@@ -111,11 +113,9 @@ def _pending(rows: _Rows, trace_start: int) -> tuple[np.ndarray, np.ndarray]:
     return begin, start
 
 
-def _split(rows: _Rows, win: pd.DataFrame, know_launches: bool, trace_start: int
-           ) -> dict:
-    """Per window busy/host-wait/queued for ``rows``, and the queue depth."""
-    ws = win["start_ns"].to_numpy(np.int64)
-    we = win["end_ns"].to_numpy(np.int64)
+def _split(rows: _Rows, ws: np.ndarray, we: np.ndarray, know_launches: bool,
+           trace_start: int) -> dict:
+    """Per window [ws, we): busy/host-wait/queued for ``rows``, and the queue depth."""
     start, end = rows.start, rows.end
     busy = union_in_windows(start, end, ws, we)
     out: dict[str, Any] = {"busy": busy, "host_wait": None, "queued": None, "queue_mean": None,
@@ -146,17 +146,18 @@ def idle_breakdown(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataF
             continue
         rows = every.take(idx)
         know = not trace.is_cpu and bool(rows.launched.any())
-        parts = _split(rows, win, know, 0)
-        span = (win["end_ns"] - win["start_ns"]).to_numpy(np.int64)
+        ws, we = win["start_ns"].to_numpy(np.int64), win["end_ns"].to_numpy(np.int64)
+        parts = _split(rows, ws, we, know, 0)
+        span = we - ws
         per_step = pd.DataFrame({
-            "step": win["step"].to_numpy(np.int64), "start_ns": win["start_ns"].to_numpy(),
-            "end_ns": win["end_ns"].to_numpy(), "span_ns": span, "busy_ns": parts["busy"],
+            "step": win["step"].to_numpy(np.int64), "start_ns": ws, "end_ns": we,
+            "span_ns": span, "busy_ns": parts["busy"],
             "host_wait_ns": parts["host_wait"] if know else pd.NA,
             "queued_idle_ns": parts["queued"] if know else pd.NA,
-        }, columns=STEP_COLUMNS)
+        })  # in STEP_COLUMNS order (columns= would cost more than the frame)
         per_stream = []
         for stream, sidx in (groups(rows.stream) if streams else ()):
-            sp = _split(rows.take(sidx), win, know, 0)
+            sp = _split(rows.take(sidx), ws, we, know, 0)
             per_stream.append((device, stream, len(sidx), int(sp["busy"].sum()),
                                _total(sp["host_wait"]), _total(sp["queued"]),
                                sp["queue_mean"], sp["queue_max"]))
@@ -165,7 +166,8 @@ def idle_breakdown(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataF
             host_wait_ns=_total(parts["host_wait"]), queued_idle_ns=_total(parts["queued"]),
             queue_mean=parts["queue_mean"], queue_max=parts["queue_max"],
             work_count=len(idx), per_step=per_step,
-            streams=pd.DataFrame(per_stream, columns=STREAM_COLUMNS),
+            streams=pd.DataFrame(per_stream, columns=STREAM_COLUMNS) if per_stream
+            else _NO_STREAMS.copy(),
         ))
     return out
 

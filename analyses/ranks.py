@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.idle import host_wait_total, idle_breakdown, launch_bound
+from traceviz.analyses.idle import Idle, host_wait_total, idle_breakdown, launch_bound
 from traceviz.analyses.summary import plain_row
 from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.categorical import categorical_of, groups
 from traceviz.intervals import union_blocks
+from traceviz.schema import is_in
 from traceviz.trace import Trace
 
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_=]?(\d+)", re.IGNORECASE)
@@ -61,8 +62,8 @@ def overlap_ns(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray,
 def comm_overlap(work: pd.DataFrame) -> tuple[int, int]:
     """(union of communication-kernel time, the part of it a computation kernel overlaps),
     per device, summed."""
-    kernel = (work["kind"] == "kernel").to_numpy()
-    comm = (work["category"] == "communication").to_numpy() & kernel
+    kernel = is_in(work["kind"], "kernel")
+    comm = is_in(work["category"], "communication") & kernel
     if not comm.any():
         return 0, 0
     start = work["ts_ns"].to_numpy(np.int64)
@@ -77,12 +78,15 @@ def comm_overlap(work: pd.DataFrame) -> tuple[int, int]:
     return comm_total, overlap
 
 
-def kernels_per_name(kernels: pd.DataFrame) -> pd.DataFrame:
-    """name, category, count, total_ns per (name, category), largest total first (ties:
-    the first seen first). Summed on the categorical codes: a pandas groupby cost several
-    milliseconds a rank, more than the sums."""
+def kernels_per_name(kernels: pd.DataFrame, rows: np.ndarray | None = None) -> pd.DataFrame:
+    """name, category, count, total_ns per (name, category) of ``kernels`` (of its
+    ``rows``, a mask, when given), largest total first (ties: the first seen first).
+    Summed on the categorical codes: a pandas groupby cost several milliseconds a rank,
+    more than the sums."""
     name, category = categorical_of(kernels["name"]), categorical_of(kernels["category"])
     named = (name.codes >= 0) & (category.codes >= 0)  # as groupby: no group for a gap
+    if rows is not None:
+        named &= rows
     name, category = name[named], category[named]
     dur = kernels["dur_ns"].to_numpy(np.int64)[named]
     key = name.codes.astype(np.int64) * len(category.categories) + category.codes
@@ -97,8 +101,9 @@ def kernels_per_name(kernels: pd.DataFrame) -> pd.DataFrame:
     rank = seen[np.argsort(-total[seen], kind="stable")]
     rows = first[rank]
     return pd.DataFrame({
-        "name": np.asarray(name[rows], dtype=object).astype(str),
-        "category": np.asarray(category[rows], dtype=object).astype(str),
+        "name": pd.array(name.categories.take(name.codes[rows]).astype(str), dtype="str"),
+        "category": pd.array(category.categories.take(category.codes[rows]).astype(str),
+                             dtype="str"),
         "count": count[rank].astype(np.int64), "total_ns": total[rank].astype(np.int64)})
 
 
@@ -145,14 +150,10 @@ def rank_figures(trace: Trace, rank: int, file: str) -> RankFigures:
     windows = analysis_windows(trace, work)
     devices = idle_breakdown(trace, work, windows, streams=False)
     steps = max((int((w["step"] >= 0).sum()) for w in windows.values()), default=0)
-    step_times: dict[int, int] = {}
-    for d in devices:
-        for r in d.per_step.itertuples(index=False):
-            if r.step >= 0:
-                step_times[int(r.step)] = max(step_times.get(int(r.step), 0), int(r.span_ns))
+    step_times = _step_times(devices)
     comm, overlap = comm_overlap(work)
-    kernels = work if trace.is_cpu else work[work["kind"] == "kernel"]
-    per_name = kernels_per_name(kernels)
+    kernel = np.ones(len(work), bool) if trace.is_cpu else is_in(work["kind"], "kernel")
+    per_name = kernels_per_name(work, kernel)
     return RankFigures(
         rank=rank, file=file, steps=steps,
         step_ns=float(np.median(list(step_times.values()))) if step_times else None,
@@ -160,10 +161,24 @@ def rank_figures(trace: Trace, rank: int, file: str) -> RankFigures:
         host_wait_ns=None if trace.is_cpu else host_wait_total(devices),
         launch_bound_fraction=None if trace.is_cpu else launch_bound(devices),
         comm_ns=comm, comm_overlap_ns=overlap,
-        kernel_count=len(kernels), kernel_total_ns=int(kernels["dur_ns"].sum()),
+        kernel_count=int(kernel.sum()),
+        kernel_total_ns=int(work["dur_ns"].to_numpy(np.int64)[kernel].sum()),
         top_kernel=str(per_name["name"].iloc[0]) if len(per_name) else "",
         step_times=step_times, kernels=per_name,
     )
+
+
+def _step_times(devices: list[Idle]) -> dict[int, int]:
+    """Step -> its longest window over the devices."""
+    per_step = [d.per_step for d in devices]
+    if not per_step:
+        return {}
+    step = np.concatenate([p["step"].to_numpy(np.int64) for p in per_step])
+    span = np.concatenate([p["span_ns"].to_numpy(np.int64) for p in per_step])
+    steps, inverse = np.unique(step[step >= 0], return_inverse=True)
+    longest = np.zeros(len(steps), np.int64)
+    np.maximum.at(longest, inverse, span[step >= 0])
+    return dict(zip(steps.tolist(), longest.tolist(), strict=True))
 
 
 @dataclass

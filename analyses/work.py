@@ -19,7 +19,7 @@ from traceviz.categorical import groups, per_distinct
 from traceviz.classify import trivial_op_flags
 from traceviz.intervals import union_length
 from traceviz.optree import work_op_mask
-from traceviz.schema import DEVICE_KINDS
+from traceviz.schema import is_in
 from traceviz.trace import Trace
 
 
@@ -27,8 +27,8 @@ def work_rows(trace: Trace) -> pd.DataFrame:
     """Rows that occupy the device: device rows, or leaf ops on a CPU trace."""
     ev = trace.events
     if not trace.is_cpu:
-        return ev[ev["kind"].isin(DEVICE_KINDS)]
-    ops = ev[ev["kind"] == "op"]
+        return trace.device_rows
+    ops = ev.take(np.flatnonzero(is_in(ev["kind"], "op")))
     trivial = per_distinct(ops["name"], trivial_op_flags, fill=False)
     ops = ops[~trivial]
     return ops[work_op_mask(ops)]
@@ -47,11 +47,12 @@ def step_marks(trace: Trace) -> tuple[pd.DataFrame, bool]:
     (XSpace's per-GPU ``Steps`` lines), each scopes only its own device.
     """
     ev = trace.events
-    steps = ev.loc[(ev["kind"] == "step").to_numpy(), _MARK_COLUMNS]
-    host = steps[steps["device"] < 0]
-    if len(host):
-        return host, False
-    return steps, len(steps) > 0
+    rows = np.flatnonzero(is_in(ev["kind"], "step"))
+    host = rows[ev["device"].to_numpy()[rows] < 0]
+    per_device = not len(host) and len(rows) > 0
+    rows = rows if per_device else host
+    return pd.DataFrame({c: ev[c].to_numpy()[rows] for c in _MARK_COLUMNS},
+                        index=ev.index[rows]), per_device
 
 
 def step_count(trace: Trace) -> int:

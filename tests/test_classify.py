@@ -93,3 +93,30 @@ def test_groups_and_per_distinct_categorical_follow_the_rows():
     assert out.tolist()[0] == "LaunchKernel" and out.tolist()[3] == "LaunchKernel"
     assert pd.isna(out.tolist()[1]) and pd.isna(out.tolist()[2])
     assert list(out.categories) == ["LaunchKernel"]
+
+
+def test_codes_helpers_agree_with_text_on_real_tables():
+    """``schema.is_in`` reads the kind/category codes; ``from_used_codes`` builds a
+    categorical of the categories in use: both equal their pandas spellings."""
+    import numpy as np
+
+    from traceviz.categorical import from_used_codes
+    from traceviz.schema import DEVICE_KINDS, is_in
+
+    ev = load(SHARED_TRACES / "kineto" / "a100_nccl.json.gz").events
+    for kinds in (("kernel",), DEVICE_KINDS, ("step", "op"), ("nope",)):
+        want = ev["kind"].astype(str).isin(kinds).to_numpy()
+        assert (is_in(ev["kind"], *kinds) == want).all(), kinds
+        assert (is_in(ev["kind"].astype(str), *kinds) == want).all()  # a text column
+    comm = ev["category"].astype(object).eq("communication").to_numpy()
+    assert comm.sum() > 0 and (is_in(ev["category"], "communication") == comm).all()
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 7, 50):
+        categories = np.array([f"c{i}" for i in range(n)] + ["z"], dtype=object)
+        codes = rng.integers(-1, len(categories), 300).astype(np.int32)
+        codes[rng.random(300) < 0.5] = -1
+        for c in (codes, np.full(300, -1, np.int32)):  # some categories used, or none
+            want = pd.Categorical.from_codes(c, categories=categories).remove_unused_categories()
+            got = from_used_codes(c, categories)
+            assert got.equals(want) and list(got.categories) == list(want.categories)
+            assert got.dtype == want.dtype

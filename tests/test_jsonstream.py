@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -145,3 +146,128 @@ def test_raw_us_to_ns_decimal_path_equals_general_path(parts):
     (values, missing, bad), (s_values, s_missing, s_bad) = _both_paths(raws)
     assert list(bad) == list(s_bad) and list(missing) == list(s_missing)
     assert list(values[~bad]) == list(s_values[~s_bad])
+
+
+def _parse_both_ways(path, monkeypatch) -> tuple[object, object, bool]:
+    """``kineto.parse`` of ``path`` decoding a small file whole and streaming it in pieces
+    (the whole-document path switched off): each a (events, meta) pair or the error text;
+    and whether the whole-document path took the file."""
+    def run() -> object:
+        try:
+            t = kineto.parse(path)
+        except TraceVizError as e:
+            return str(e)
+        return t.events, t.meta
+
+    whole = run()
+    used = kineto._whole_document(path, 4 << 20, None, True) is not None
+    with monkeypatch.context() as m:
+        m.setattr(kineto, "_whole_document", lambda *a, **k: None)
+        streamed = run()
+    return whole, streamed, used
+
+
+def _assert_same(a: object, b: object) -> None:
+    if isinstance(a, str) or isinstance(b, str):
+        assert a == b
+        return
+    pd.testing.assert_frame_equal(a[0], b[0])
+    assert a[1] == b[1]
+
+
+def test_a_small_file_decoded_whole_equals_its_streamed_pieces(tmp_path, monkeypatch):
+    src = KINETO / "ampere_sampled_rank0.json.gz"
+    text = gzip.decompress(src.read_bytes())
+    doc = json.loads(text)
+    events = doc["traceEvents"][:400]
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(text)
+    cases = {
+        "real.json.gz": (src.read_bytes(), True),
+        "plain.json": (text, True),
+        "null-name.json": (json.dumps({"traceName": None, "traceEvents": events}).encode(),
+                           True),
+        # the streaming reader takes the first "traceEvents" it meets, wherever it is
+        "nested-key.json": (json.dumps({"x": {"traceEvents": events[:5]},
+                                        "traceEvents": events}).encode(), False),
+        "non-ascii.json": (json.dumps({"traceEvents": [dict(e, name=e.get("name", "") + "é")
+                                                       for e in events]},
+                                      ensure_ascii=False).encode(), False),
+        "bare-array.json": (json.dumps(events).encode(), False),
+        "trailing.json": (json.dumps({"traceEvents": events}).encode() + b" x", False),
+        "two-members.json.gz": (gzip.compress(text[:1000]) + gzip.compress(text[1000:]),
+                                False),
+        "truncated.json.gz": (src.read_bytes()[:50_000], False),
+        "no-events.json": (b'{"traceEvents": [], "traceName": "t"}', True),
+        "no-key.json": (b'{"events": []}', False),
+    }
+    for name, (data, whole_expected) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        whole, streamed, used = _parse_both_ways(path, monkeypatch)
+        assert used == whole_expected, name
+        _assert_same(whole, streamed)
+    # the real trace: events and meta as the streaming reader makes them
+    whole, _, _ = _parse_both_ways(tmp_path / "real.json.gz", monkeypatch)
+    assert len(whole[0]) == 4810 and whole[1]["kineto_distributedInfo"]["rank"] == 0
+
+
+def test_read_whole_within_its_limit_with_either_inflater(tmp_path, monkeypatch):
+    import zlib
+
+    from traceviz import fileio
+
+    text = b'{"traceEvents": []}' * 1000
+    gz, plain = tmp_path / "a.json.gz", tmp_path / "a.json"
+    gz.write_bytes(gzip.compress(text))
+    plain.write_bytes(text)
+    for inflater in (fileio._zlib, zlib):  # ISA-L's where installed, and zlib's
+        monkeypatch.setattr(fileio, "_zlib", inflater)
+        assert fileio.read_whole(gz, len(text)) == text
+        assert fileio.read_whole(plain, len(text)) == text
+        assert fileio.read_whole(gz, len(text) - 1) is None
+        assert fileio.read_whole(plain, len(text) - 1) is None
+        cut = tmp_path / "cut.json.gz"
+        cut.write_bytes(gz.read_bytes()[:-10])
+        assert fileio.read_whole(cut, len(text)) is None
+        corrupt = bytearray(gz.read_bytes())
+        corrupt[-6] ^= 1  # the CRC
+        cut.write_bytes(bytes(corrupt))
+        assert fileio.read_whole(cut, len(text)) is None
+    assert fileio.read_whole(tmp_path, 10) is None  # a folder
+
+
+def test_streamed_gzip_with_the_standard_librarys_inflater(monkeypatch):
+    from traceviz import fileio
+
+    path = KINETO / "ampere_sampled_rank1.json.gz"
+    fast = kineto.parse(path, chunk_bytes=1 << 20)  # 1 MB pieces: streamed
+    monkeypatch.setattr(fileio, "_gzip", gzip)
+    slow = kineto.parse(path, chunk_bytes=1 << 20)
+    pd.testing.assert_frame_equal(fast.events, slow.events)
+
+
+def test_escaped_names_and_names_that_are_not_text(tmp_path):
+    """An escaped spelling of a name is the same name (whole or in pieces); a name that is
+    not text is the event layout's fault, reported at the first event at fault."""
+    def doc(names: list[str]) -> bytes:
+        events = ",".join(f'{{"ph": "X", "cat": "cpu_op", "name": {n}, "pid": 1, "tid": 1, '
+                          f'"ts": {i}, "dur": 1}}' for i, n in enumerate(names))
+        return f'{{"traceEvents": [{events}]}}'.encode()
+
+    path = tmp_path / "names.json"
+    path.write_bytes(doc(['"ab"', '"a\\u0062"', 'null', '"caf\\u00e9"', '"ab"']))
+    for chunk in (None, 64):  # whole, and in pieces
+        names = kineto.parse(path, chunk_bytes=chunk).events["name"]
+        assert names.cat.codes.tolist() == [0, 0, -1, 1, 0]
+        assert list(names.cat.categories) == ["ab", "café"]
+    for bad, where in (('5', "$[1].name"), ('{"x": 1}', "$[1].name"), ('["a"]', "$[1].name")):
+        path.write_bytes(doc(['"ok"', bad, '"ok"']))
+        with pytest.raises(TraceVizError, match=r"unexpected event layout \(Expected `str \| "
+                           rf"null`, got `\w+` - at `{re.escape(where)}`\)"):
+            kineto.parse(path)
+    # a bad pid after a bad name: the name, the first fault, is the one reported
+    path.write_bytes(doc(['5', '"ok"']).replace(b'"pid": 1, "tid": 1, "ts": 1',
+                                                 b'"pid": [], "tid": 1, "ts": 1'))
+    with pytest.raises(TraceVizError, match=r"at `\$\[0\]\.name`"):
+        kineto.parse(path)

@@ -44,6 +44,17 @@ def categorical_of(values: pd.Series | pd.Categorical | pd.Index | np.ndarray
     return pd.Categorical(values)
 
 
+def from_used_codes(codes: np.ndarray, categories: np.ndarray) -> pd.Categorical:
+    """``Categorical.from_codes(codes, categories).remove_unused_categories()`` (-1:
+    missing), without first building the categorical of every category."""
+    used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(categories)))
+    position = np.full(len(categories) + 1, -1, dtype=np.int32)  # the last: code -1
+    position[used] = np.arange(len(used))
+    # the categories' dtype as pandas infers it from all of them, even when none is used
+    kept = pd.Index(categories[used], dtype=pd.Index(categories[:1]).dtype)
+    return pd.Categorical.from_codes(position[codes], categories=kept, validate=False)
+
+
 def per_distinct_categorical(values: pd.Series | pd.Categorical | pd.Index | np.ndarray,
                              fn: Callable[[pd.Index], Any]) -> pd.Categorical:
     """``per_distinct`` for text results, as a Categorical: built from codes, so a

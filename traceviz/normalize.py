@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz import classify, schema
-from traceviz.categorical import per_distinct
+from traceviz.categorical import from_used_codes, per_distinct
 from traceviz.intervals import innermost_enclosing
 from traceviz.launch_apis import base_api_name, launch_kind
 from traceviz.optree import parents_and_enclosing, thread_key
@@ -228,8 +228,7 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
         "correlation": r.corr,
         "step": step.astype(np.int32),
         "bytes": ev["bytes"].to_numpy(np.int64),
-        "launch_api": pd.Categorical.from_codes(links.api_codes, categories=links.api_names,
-                                                validate=False).remove_unused_categories(),
+        "launch_api": from_used_codes(links.api_codes, links.api_names),
         "launch_ts_ns": _nullable(launch_ts, linked),
         "launch_dur_ns": _nullable(launch_dur, linked),
         "launch_delay_ns": _nullable(launch_delay, linked),
@@ -291,11 +290,10 @@ def _launch_ops(r: _Rows, ev: pd.DataFrame, links: _Links) -> _Ops:
     the innermost user range (NVTX ranges of TensorRT layers, record_function / user
     ranges without ATen ops inside)."""
     op_rows = np.flatnonzero(r.kind == _K["op"])
-    ops = pd.DataFrame({"pid": r.pid[op_rows], "tid": r.tid[op_rows], "ts_ns": r.ts[op_rows],
-                        "dur_ns": r.dur[op_rows]})
     op_name_codes = r.name_codes[op_rows]
-    parent, launch_op = parents_and_enclosing(ops, r.pid[links.launch], r.tid[links.launch],
-                                              r.ts[links.launch])
+    parent, launch_op = parents_and_enclosing(
+        r.pid[op_rows], r.tid[op_rows], r.ts[op_rows], r.dur[op_rows],
+        r.pid[links.launch], r.tid[links.launch], r.ts[links.launch])
     op_is_cast = _cast_ops(r.categories, op_name_codes, parent,
                            ev["dtype_change"].to_numpy(np.int8)[op_rows]
                            if "dtype_change" in ev else np.full(len(op_rows), -1, np.int8))

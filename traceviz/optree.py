@@ -47,18 +47,20 @@ def work_op_mask(ops: pd.DataFrame) -> np.ndarray:
     return unit & ~inside_unit
 
 
-def parents_and_enclosing(ops: pd.DataFrame, pid: np.ndarray, tid: np.ndarray,
-                          t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``op_parents(ops)`` and the innermost op around each (pid, tid, t), in one pass."""
-    key = thread_key(ops["pid"].to_numpy(), ops["tid"].to_numpy())
-    start = ops["ts_ns"].to_numpy()
-    end = start + ops["dur_ns"].to_numpy()
-    n = len(ops)
+def parents_and_enclosing(pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, dur: np.ndarray,
+                          q_pid: np.ndarray, q_tid: np.ndarray, q_t: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """For ops given as columns (pid, tid, ts, dur): ``op_parents`` and the innermost op
+    around each query (q_pid, q_tid, q_t), in one pass."""
+    key = thread_key(pid, tid)
+    start = np.asarray(ts, dtype=np.int64)
+    end = start + np.asarray(dur, dtype=np.int64)
+    n = len(start)
     found = innermost_enclosing(
         key, start, end,
-        np.concatenate([key, thread_key(pid, tid)]),
-        np.concatenate([start, np.asarray(t, dtype=np.int64)]),
-        q_exclude=np.concatenate([np.arange(n), np.full(len(t), -1)]),
+        np.concatenate([key, thread_key(q_pid, q_tid)]),
+        np.concatenate([start, np.asarray(q_t, dtype=np.int64)]),
+        q_exclude=np.concatenate([np.arange(n), np.full(len(q_t), -1)]),
     )
     return found[:n], found[n:]
 

@@ -48,6 +48,19 @@ KIND_DTYPE = pd.CategoricalDtype(list(KINDS))
 CATEGORY_DTYPE = pd.CategoricalDtype(list(CATEGORIES))
 
 
+def is_in(column: pd.Series, *values: str) -> np.ndarray:
+    """Rows of a ``kind`` or ``category`` column whose value is one of ``values``, read
+    from the codes when the column has the schema's dtype (as every events table has):
+    comparing text costs several times more, and a small rank asks this a dozen times."""
+    vocab = KINDS if column.dtype == KIND_DTYPE else \
+        CATEGORIES if column.dtype == CATEGORY_DTYPE else None
+    if vocab is None:
+        return column.isin(values).to_numpy()
+    wanted = np.zeros(len(vocab) + 1, dtype=bool)  # the last entry: a missing value (-1)
+    wanted[[vocab.index(v) for v in values if v in vocab]] = True
+    return wanted[column.array.codes]
+
+
 def conforms(events: pd.DataFrame) -> bool:
     """The table has exactly the schema's columns, in order, with their dtypes (a file
     traceviz wrote): nothing to convert or check."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -53,12 +54,13 @@ class Trace:
     @property
     def device_rows(self) -> pd.DataFrame:
         """Kernel, memcpy and memset rows."""
-        return self.events[self.events["kind"].isin(schema.DEVICE_KINDS)]
+        return self.events.take(np.flatnonzero(schema.is_in(self.events["kind"],
+                                                              *schema.DEVICE_KINDS)))
 
     @property
     def kernel_events(self) -> pd.DataFrame:
         """The kernel rows of ``events`` as they are (``kernels()`` is the query table)."""
-        return self.events[self.events["kind"] == "kernel"]
+        return self.events.take(np.flatnonzero(schema.is_in(self.events["kind"], "kernel")))
 
     @property
     def is_cpu(self) -> bool:
@@ -67,7 +69,7 @@ class Trace:
         cached = self.__dict__.get("_is_cpu")
         if cached is not None and cached[0] is self.events:
             return cached[1]
-        value = not self.events["kind"].isin(schema.DEVICE_KINDS).any()
+        value = not schema.is_in(self.events["kind"], *schema.DEVICE_KINDS).any()
         self.__dict__["_is_cpu"] = (self.events, value)
         return value
 

@@ -20,10 +20,10 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from traceviz.errors import TraceVizError
-from traceviz.fileio import is_gzip, open_input
+from traceviz.fileio import is_gzip, open_input, read_whole
 from traceviz.normalize import finish
 from traceviz.parsers.jsonstream import ArrayChunks, Piece, Range, decode_in_order, file_ranges
-from traceviz.parsers.kineto_events import BIG_STEP, EVENTS, NEGATIVE, event_columns
+from traceviz.parsers.kineto_events import BIG_STEP, DOCUMENT, EVENTS, NEGATIVE, event_columns
 from traceviz.parsers.numbers import dropped_note
 from traceviz.trace import Trace
 
@@ -90,6 +90,62 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
         # small file (one rank of a job) would pay several times over
         chunk_bytes = CHUNK_BYTES if workers > 1 else int(min(CHUNK_BYTES,
                                                              max(4 << 20, size // 16)))
+    whole = _whole_document(path, chunk_bytes, progress, details) if workers <= 1 else None
+    if whole is not None:
+        frames, dropped, doc = whole
+    else:
+        frames, dropped, doc = _streamed(path, progress, workers, chunk_bytes, details)
+    if not frames:
+        raise TraceVizError(f"{path}: the trace holds no profiler events")
+    if len(frames) == 1:  # a small file: one piece
+        base = frames[0].reset_index(drop=True)
+    else:
+        cats = {c: union_categoricals([f.pop(c).array for f in frames])
+                for c in ("name", "details")}
+        base = pd.concat(frames, ignore_index=True)
+        for c, values in cats.items():
+            base[c] = values
+    meta = _meta(doc if isinstance(doc, dict) else {}, path)
+    altered = {NEGATIVE, BIG_STEP}
+    notes = dropped_note({r: n for r, n in dropped.items() if r not in altered})
+    notes += [f"{n:,} event{'s' * (n != 1)} with {r}" for r, n in dropped.items()
+              if r in altered and n]
+    if notes:
+        meta["notes"] = notes
+    return finish(base, meta)
+
+
+_TRACE_EVENTS = b'"traceEvents"'
+
+
+def _whole_document(path: Path, limit: int, progress: Callable[[int], None] | None,
+                    details: bool) -> tuple[list[pd.DataFrame], Counter, object] | None:
+    """A file that fits in one piece (``limit`` bytes of JSON), decoded in one pass over
+    one buffer: no cutting, copying or searching for the array's end. None when anything
+    is unusual (not ASCII, not valid JSON, no or several ``traceEvents``, an event that is
+    not an object...): the streaming path then decodes it, or says precisely why not."""
+    data = read_whole(path, limit)
+    # the streaming path checks UTF-8 and takes the first "traceEvents" key it meets
+    if data is None or not data.isascii() or data.count(_TRACE_EVENTS) != 1:
+        return None
+    try:
+        doc = DOCUMENT.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if doc.traceEvents is msgspec.UNSET:
+        return None
+    frame, dropped = event_columns(doc.traceEvents, details=details)
+    if progress:
+        progress(len(data))
+    meta = {f: getattr(doc, f) for f in doc.__struct_fields__
+            if f != "traceEvents" and getattr(doc, f) is not msgspec.UNSET}
+    return ([frame] if len(frame) else []), dropped, meta
+
+
+def _streamed(path: Path, progress: Callable[[int], None] | None, workers: int,
+              chunk_bytes: int, details: bool) -> tuple[list[pd.DataFrame], Counter, object]:
+    """The event array decoded piece by piece (in ``workers`` processes when more than
+    one), and the rest of the document."""
     # a plain file is cut by offsets and each worker reads its own range; gzip streams
     ranges = None if is_gzip(path) else file_ranges(str(path), b"traceEvents", chunk_bytes,
                                                      name=str(path))
@@ -128,24 +184,7 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
     finally:
         if stream is not None:
             stream.close()
-    if not frames:
-        raise TraceVizError(f"{path}: the trace holds no profiler events")
-    if len(frames) == 1:  # a small file: one piece
-        base = frames[0].reset_index(drop=True)
-    else:
-        cats = {c: union_categoricals([f.pop(c).array for f in frames])
-                for c in ("name", "details")}
-        base = pd.concat(frames, ignore_index=True)
-        for c, values in cats.items():
-            base[c] = values
-    meta = _meta(doc if isinstance(doc, dict) else {}, path)
-    altered = {NEGATIVE, BIG_STEP}
-    notes = dropped_note({r: n for r, n in dropped.items() if r not in altered})
-    notes += [f"{n:,} event{'s' * (n != 1)} with {r}" for r, n in dropped.items()
-              if r in altered and n]
-    if notes:
-        meta["notes"] = notes
-    return finish(base, meta)
+    return frames, dropped, doc
 
 
 def _meta(doc: dict, path: Path) -> dict:

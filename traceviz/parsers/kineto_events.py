@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from operator import attrgetter, itemgetter
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -91,6 +92,22 @@ class _Event(msgspec.Struct, gc=False):
 
 
 EVENTS = msgspec.json.Decoder(list[_Event])
+
+
+class _Document(msgspec.Struct, gc=False):
+    """A whole Kineto document, for a file small enough to decode at once: the event
+    array and the metadata the parser keeps (UNSET: the key is absent); other keys are
+    skipped."""
+
+    traceEvents: list[_Event] | msgspec.UnsetType = msgspec.UNSET
+    deviceProperties: Any = msgspec.UNSET
+    schemaVersion: Any = msgspec.UNSET
+    distributedInfo: Any = msgspec.UNSET
+    baseTimeNanoseconds: Any = msgspec.UNSET
+    traceName: Any = msgspec.UNSET
+
+
+DOCUMENT = msgspec.json.Decoder(_Document)
 
 
 def _ints(values: list, bad: np.ndarray, fallback: np.ndarray | None = None,
