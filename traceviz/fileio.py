@@ -72,6 +72,15 @@ def read_whole(path: Path, limit: int) -> bytes | None:
     corrupt, several gzip members): the streaming reader then reads it, or says why not."""
     try:
         with open(path, "rb") as f:
+            head = f.read(2)
+            size = os.fstat(f.fileno()).st_size
+            if head == GZIP_MAGIC and size >= 18:
+                f.seek(-4, os.SEEK_END)  # the inflated size (mod 2**32): too large, no try
+                if int.from_bytes(f.read(4), "little") > limit:
+                    return None
+            elif size > limit:
+                return None
+            f.seek(0)
             raw = f.read(limit + 1)
     except OSError:
         return None
