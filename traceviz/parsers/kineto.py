@@ -137,8 +137,8 @@ def _whole_document(path: Path, limit: int, progress: Callable[[int], None] | No
     frame, dropped = event_columns(doc.traceEvents, details=details)
     if progress:
         progress(len(data))
-    meta = {f: getattr(doc, f) for f in doc.__struct_fields__
-            if f != "traceEvents" and getattr(doc, f) is not msgspec.UNSET}
+    meta = {k: v for k, v in msgspec.structs.asdict(doc).items()
+            if k != "traceEvents" and v is not msgspec.UNSET}
     return ([frame] if len(frame) else []), dropped, meta
 
 
