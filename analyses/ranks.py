@@ -204,6 +204,26 @@ def summarize_ranks(ranks: list[RankFigures]) -> RanksSummary:
     return RanksSummary(ranks, straggler_table(ranks), cross_rank_kernels(ranks))
 
 
+def rank_time(r: RankFigures) -> float:
+    """What ranks are compared by: the median step, or the span of a rank without steps."""
+    return float(r.span_ns if r.step_ns is None else r.step_ns)
+
+
+def slowest_ranks(ranks: list[RankFigures], n: int) -> list[RankFigures]:
+    """The ``n`` ranks of the longest median step (span without steps), slowest first;
+    equal times in rank order."""
+    return sorted(ranks, key=lambda r: (-rank_time(r), r.rank))[:n]
+
+
+def widest_steps(stragglers: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The ``n`` rows of the straggler table with the largest max/median, in step order
+    (a step whose median is 0 has no spread and comes last)."""
+    spread = stragglers["spread"].astype(float).fillna(-1.0).to_numpy()
+    # a stable sort of the negated spreads: equal spreads keep their step order
+    keep = np.sort(np.argsort(-spread, kind="stable")[:n])
+    return stragglers.iloc[keep].reset_index(drop=True)
+
+
 def straggler_table(ranks: list[RankFigures]) -> pd.DataFrame:
     """Per step: how many ranks ran it, the slowest rank, its step time, the median, and
     spread = max / median."""

@@ -4,8 +4,10 @@ folder does, also under a DuckDB memory limit smaller than the data."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -210,3 +212,66 @@ def test_import_leaves_nothing_half_written(pair_dir, tmp_path, capsys):
     (ds / "_traceviz.json").unlink()
     assert main(["analyze", str(ds)]) == 2
     assert "incomplete rank dataset" in capsys.readouterr().err
+
+
+def _rendered(renderable) -> str:
+    from rich.console import Console
+
+    console = Console(width=160, record=True, color_system=None, force_terminal=False,
+                      file=open(os.devnull, "w"))  # noqa: SIM115 (closed with the console)
+    console.print(renderable)
+    console.file.close()
+    return console.export_text()
+
+
+def test_many_ranks_list_the_slowest_ranks_and_the_widest_steps():
+    """Over 32 ranks the terminal lists the --top slowest ranks and the --top steps of
+    widest max/median, plus one line of fastest/median/slowest; --json keeps every rank.
+    Ranks are the real rank 0's figures with known, distinct step times."""
+    from traceviz.analyses.ranks import summarize_ranks
+    from traceviz.rankdir import folder_rank
+    from traceviz.render.terminal import ranks_render
+    from traceviz.units import fmt_ns
+
+    base = folder_rank(0, str(PAIR[0]))
+    assert base.step_ns and base.steps == 2
+    n, steps, top = 40, 36, 5
+    slow = {k: 1 + (k * 7 % n) / 1000 for k in range(n)}  # distinct: 7 is prime to 40
+    # step s: ranks within 0.4% of each other but one, rank 3s mod n, slower by a distinct
+    # amount ((11 s mod 36) / 2 %: 11 is prime to 36), not growing with s
+    times = {k: {s: int(base.step_ns * (1 + (k + s) % 5 / 1000)
+                        * (1 + (11 * s % steps) / 200 if k == 3 * s % n else 1))
+                 for s in range(steps)} for k in range(n)}
+    ranks = [dataclasses.replace(base, rank=k, step_ns=base.step_ns * slow[k],
+                                 step_times=times[k]) for k in range(n)]
+    summary = summarize_ranks(ranks)
+    text = _rendered(ranks_render(summary, top=top))
+    lines = [x.rstrip() for x in text.splitlines()]
+    want = sorted(range(n), key=lambda k: -slow[k])[:top]
+    title = lines.index(f"Ranks ({n}): the {top} slowest by median step")
+    rows = [int(x.split()[0]) for x in lines[title + 4:title + 4 + top]]
+    assert rows == want and lines[title + 4 + top].strip() == ""
+    spread = next(x for x in lines if x.startswith("median step over all"))
+    fast = min(range(n), key=lambda k: slow[k])
+    assert f"fastest {fmt_ns(base.step_ns * slow[fast])} (rank {fast})" in spread
+    assert f"slowest {fmt_ns(base.step_ns * slow[want[0]])} (rank {want[0]})" in spread
+    # the steps of widest spread, from the step times themselves
+    per_step = {s: sorted(times[k][s] for k in range(n)) for s in range(steps)}
+    spread_of = {s: v[-1] / ((v[n // 2 - 1] + v[n // 2]) / 2) for s, v in per_step.items()}
+    widest = sorted(sorted(spread_of, key=lambda s: -spread_of[s])[:top])
+    title = next(i for i, x in enumerate(lines) if x.startswith("Stragglers: the"))
+    assert lines[title] == f"Stragglers: the {top} of {steps} steps with the widest max/median"
+    got = [[float(c) if "." in c else int(c) for c in x.split()[:3]]
+           for x in lines[title + 4:title + 4 + top]]
+    assert [g[0] for g in got] == widest and lines[title + 4 + top].strip() == ""
+    for s, count, slowest in got:
+        assert count == n and slowest == 3 * s % n and times[slowest][s] == per_step[s][-1]
+    # 32 ranks (steps) or fewer: every rank (step), in order
+    few = [dataclasses.replace(r, step_times={s: t for s, t in r.step_times.items() if s < 32})
+           for r in ranks[:8]]
+    lines = [x.rstrip() for x in _rendered(ranks_render(summarize_ranks(few), top=3)).splitlines()]
+    title = lines.index("Ranks (8)")
+    assert [int(x.split()[0]) for x in lines[title + 4:title + 12]] == list(range(8))
+    assert not any(x.startswith("median step over all") for x in lines)
+    title = lines.index("Stragglers: per step, the slowest rank")
+    assert [int(x.split()[0]) for x in lines[title + 4:title + 36]] == list(range(32))

@@ -32,7 +32,9 @@ class AnalyzeCommand(Command):
         p.add_argument("trace", type=Path,
                        help="a traceviz .parquet, any raw trace, a capture's run folder, a "
                             "folder of rank traces, or a rank dataset (traceviz import DIR)")
-        p.add_argument("--top", type=int, default=15, help="kernels to list (default 15)")
+        p.add_argument("--top", type=int, default=15,
+                       help="kernels to list (default 15); over 32 ranks (steps) of a rank "
+                            "folder, also the slowest ranks (the widest steps) to list")
         p.add_argument("--wide", action="store_true", help="full kernel names, no shortening")
         p.add_argument("--by", choices=("name", "config"), default="name",
                        help="kernel table rows: per name (default), or per name and launch "

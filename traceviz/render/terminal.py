@@ -3,6 +3,8 @@ and ``amp``."""
 
 from __future__ import annotations
 
+import statistics
+
 import pandas as pd
 from rich import box
 from rich.console import Console, Group, JustifyMethod, RenderableType
@@ -11,7 +13,7 @@ from rich.text import Text
 
 from traceviz.analyses.amp import AmpBreakdown
 from traceviz.analyses.compare import RunFigures
-from traceviz.analyses.ranks import RanksSummary
+from traceviz.analyses.ranks import RanksSummary, rank_time, slowest_ranks, widest_steps
 from traceviz.analyses.summary import Summary
 from traceviz.analyses.timings import Timings
 from traceviz.schema import CATEGORIES
@@ -400,9 +402,20 @@ def amp_render(b: AmpBreakdown, fp32: str, amp: str) -> Group:
     return Group(t, Text(amp_verdict(b)))
 
 
+# up to this many ranks (steps) a table lists each; a job of hundreds lists its slowest
+# ranks (its steps of widest spread)
+LIST_ROWS = 32
+
+
 def ranks_render(s: RanksSummary, top: int = 10) -> Group:
-    """``analyze`` of a rank folder or dataset: per rank, stragglers, top kernels."""
-    t = Table(title=f"Ranks ({len(s.ranks)})", box=box.SIMPLE_HEAD, title_justify="left")
+    """``analyze`` of a rank folder or dataset: per rank, stragglers, top kernels. Over
+    ``LIST_ROWS`` ranks (steps): the ``top`` slowest ranks (the ``top`` steps of widest
+    spread); ``--json`` keeps every one."""
+    listed = s.ranks if len(s.ranks) <= LIST_ROWS else slowest_ranks(s.ranks, top)
+    what = "median step" if any(r.step_ns is not None for r in s.ranks) else "span"
+    title = f"Ranks ({len(s.ranks):,})" if listed is s.ranks else (
+        f"Ranks ({len(s.ranks):,}): the {len(listed)} slowest by {what}")
+    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("rank", "right"), ("step (median)", "right"), ("busy", "right"),
         ("launch-bound", "right"), ("comm", "right"), ("comm overlapped", "right"),
@@ -414,7 +427,7 @@ def ranks_render(s: RanksSummary, top: int = 10) -> Group:
             t.add_column(col, justify=just, no_wrap=True,
                          min_width=max(len(col), 5 if col == "rank" else 8 if col ==
                                        "kernels" else 10))
-    for r in s.ranks:
+    for r in listed:
         per = max(r.steps, 1)
         t.add_row(str(r.rank), fmt_ns(r.step_ns), fmt_ns(r.busy_ns / per),
                   fmt_pct(r.launch_bound_fraction), fmt_ns(r.comm_ns / per),
@@ -424,12 +437,18 @@ def ranks_render(s: RanksSummary, top: int = 10) -> Group:
         "busy, comm, kernels: per step (whole trace without steps); comm overlapped: the share "
         "of communication-kernel time a computation kernel overlaps (HTA's definition)",
         style="dim")]
+    if listed is not s.ranks:
+        parts.append(Text(_rank_spread(s, what), style="dim"))
     if len(s.stragglers):
-        st = Table(title="Stragglers: per step, the slowest rank", box=box.SIMPLE_HEAD,
-                   title_justify="left")
+        steps = (s.stragglers if len(s.stragglers) <= LIST_ROWS
+                 else widest_steps(s.stragglers, top))
+        st = Table(title="Stragglers: per step, the slowest rank" if steps is s.stragglers
+                   else f"Stragglers: the {len(steps)} of {len(s.stragglers):,} steps with "
+                        "the widest max/median",
+                   box=box.SIMPLE_HEAD, title_justify="left")
         for col in ("step", "ranks", "slowest rank", "its step time", "median", "max/median"):
             st.add_column(col, justify="right", no_wrap=True)
-        for r in s.stragglers.itertuples(index=False):
+        for r in steps.itertuples(index=False):
             st.add_row(str(r.step), str(r.ranks), str(r.slowest_rank), fmt_ns(r.max_ns),
                        fmt_ns(r.median_ns), "–" if pd.isna(r.spread) else f"{r.spread:.3f}")
         parts.append(st)
@@ -446,3 +465,13 @@ def ranks_render(s: RanksSummary, top: int = 10) -> Group:
     parts.append(k)
     parts += [Text(f"note: {n}", style="yellow") for n in s.notes]
     return Group(*parts)
+
+
+def _rank_spread(s: RanksSummary, what: str) -> str:
+    """One line for the ranks a long table leaves out: fastest, median and slowest."""
+    slow = slowest_ranks(s.ranks, 1)[0]
+    fast = min(s.ranks, key=lambda r: (rank_time(r), r.rank))
+    median = statistics.median(rank_time(r) for r in s.ranks)
+    return (f"{what} over all {len(s.ranks):,} ranks: fastest {fmt_ns(rank_time(fast))} "
+            f"(rank {fast.rank}), median {fmt_ns(median)}, slowest {fmt_ns(rank_time(slow))} "
+            f"(rank {slow.rank}); --json lists every rank")
