@@ -123,7 +123,9 @@ class RankFigures:
     kernel_total_ns: int
     top_kernel: str
     step_times: dict[int, int] = field(repr=False)   # step -> window length (max device)
-    kernels: pd.DataFrame = field(repr=False)        # name, category, count, total_ns
+    # name, category, count, total_ns; a rank folder's analysis empties it once it is
+    # folded into the cross-rank table (KernelTotals), so thousands of ranks fit
+    kernels: pd.DataFrame = field(repr=False)
 
     @property
     def comm_overlap_fraction(self) -> float | None:
@@ -198,10 +200,13 @@ class RanksSummary:
         }
 
 
-def summarize_ranks(ranks: list[RankFigures]) -> RanksSummary:
-    """The straggler view and the cross-rank kernel table of per-rank figures."""
+def summarize_ranks(ranks: list[RankFigures],
+                    top_kernels: pd.DataFrame | None = None) -> RanksSummary:
+    """The straggler view and the cross-rank kernel table of per-rank figures (or
+    ``top_kernels``, that table built as the ranks came: ``KernelTotals``)."""
     ranks = sorted(ranks, key=lambda r: r.rank)
-    return RanksSummary(ranks, straggler_table(ranks), cross_rank_kernels(ranks))
+    return RanksSummary(ranks, straggler_table(ranks),
+                        cross_rank_kernels(ranks) if top_kernels is None else top_kernels)
 
 
 def rank_time(r: RankFigures) -> float:
@@ -241,27 +246,72 @@ def straggler_table(ranks: list[RankFigures]) -> pd.DataFrame:
     return out.reset_index()[cols]
 
 
+KERNEL_COLUMNS = ["name", "category", "ranks", "count", "total_ns", "mean_per_rank_ns",
+                  "min_rank_ns", "max_rank_ns", "share"]
+
+
 def cross_rank_kernels(ranks: list[RankFigures]) -> pd.DataFrame:
     """Kernel names over all ranks: total, per-rank mean, min and max rank totals."""
-    cols = ["name", "category", "ranks", "count", "total_ns", "mean_per_rank_ns",
-            "min_rank_ns", "max_rank_ns", "share"]
-    having = [r for r in ranks if len(r.kernels)]
-    if not having:
-        return pd.DataFrame(columns=cols)
-    d = pd.concat([r.kernels for r in having], ignore_index=True)
-    d["rank"] = np.repeat([r.rank for r in having], [len(r.kernels) for r in having])
-    d["name"] = d["name"].astype(str)
-    d["category"] = d["category"].astype(str)
-    per_rank = d.groupby(["name", "category", "rank"], sort=False)[["count", "total_ns"]].sum()
-    g = per_rank.groupby(level=["name", "category"], sort=False)
-    n = len(ranks)
-    out = pd.DataFrame({"ranks": g.size(), "count": g["count"].sum(),
-                        "total_ns": g["total_ns"].sum()})
-    out["mean_per_rank_ns"] = out["total_ns"] / n
-    # a rank without the kernel spent 0 on it
-    out["min_rank_ns"] = np.where(out["ranks"] < n, 0, g["total_ns"].min())
-    out["max_rank_ns"] = g["total_ns"].max()
-    total = out["total_ns"].sum()
-    out["share"] = out["total_ns"] / total if total else 0.0
-    out = out.reset_index().sort_values("total_ns", ascending=False, kind="stable")
-    return out[cols].reset_index(drop=True)
+    totals = KernelTotals()
+    for r in ranks:
+        totals.add(r.kernels)
+    return totals.table()
+
+
+class KernelTotals:
+    """The cross-rank kernel table built one rank at a time, so that a folder of thousands
+    of ranks holds one row per (name, category), not one per rank and name (a rank's
+    kernel table is ~80 KB). Ranks are folded in batches: a groupby per rank would cost
+    more than the rank's own figures."""
+
+    BATCH = 64
+
+    def __init__(self) -> None:
+        self.ranks = 0               # ranks added, with kernels or not
+        self.ranks_without = 0       # ranks whose table was empty
+        self._sums: pd.DataFrame | None = None  # (name, category) -> ranks, count, ...
+        self._pending: list[pd.DataFrame] = []
+
+    def add(self, kernels: pd.DataFrame) -> None:
+        """One rank's ``kernels_per_name`` table (one row per name and category)."""
+        self.ranks += 1
+        if not len(kernels):
+            self.ranks_without += 1
+            return
+        self._pending.append(kernels)
+        if len(self._pending) >= self.BATCH:
+            self._fold()
+
+    def _fold(self) -> None:
+        if not self._pending:
+            return
+        d = pd.concat(self._pending, ignore_index=True)
+        self._pending = []
+        part = pd.DataFrame({"name": d["name"].astype(str), "category": d["category"].astype(str),
+                             "ranks": np.ones(len(d), np.int64), "count": d["count"],
+                             "total_ns": d["total_ns"], "min_ns": d["total_ns"],
+                             "max_ns": d["total_ns"]})
+        if self._sums is not None:
+            part = pd.concat([self._sums, part], ignore_index=True)
+        g = part.groupby(["name", "category"], sort=False)
+        self._sums = g.agg(ranks=("ranks", "sum"), count=("count", "sum"),
+                           total_ns=("total_ns", "sum"), min_ns=("min_ns", "min"),
+                           max_ns=("max_ns", "max")).reset_index()
+
+    def table(self) -> pd.DataFrame:
+        """name, category, ranks, count, total_ns, mean_per_rank_ns, min_rank_ns (0 where a
+        rank lacks the kernel), max_rank_ns, share; largest total first, ties by name."""
+        self._fold()
+        if self._sums is None:
+            return pd.DataFrame(columns=KERNEL_COLUMNS)
+        out = self._sums.copy()
+        n = self.ranks
+        out["mean_per_rank_ns"] = out["total_ns"] / n
+        out["min_rank_ns"] = np.where(out["ranks"] < n, 0, out["min_ns"])
+        out["max_rank_ns"] = out["max_ns"]
+        total = out["total_ns"].sum()
+        out["share"] = out["total_ns"] / total if total else 0.0
+        # the order DuckDB's table of a dataset has: the same answer from a folder
+        out = out.sort_values(["total_ns", "name", "category"], ascending=[False, True, True],
+                              kind="stable")
+        return out[KERNEL_COLUMNS].reset_index(drop=True)

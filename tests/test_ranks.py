@@ -100,6 +100,43 @@ def test_rank_kernels_per_name_match_raw():
         assert list(table["total_ns"]) == sorted(table["total_ns"], reverse=True)
 
 
+def test_kernel_totals_folded_in_batches_match_raw(monkeypatch):
+    """The cross-rank kernel table, folded a few ranks at a time (so a folder of thousands
+    of ranks keeps one row per kernel name), equals per-name tallies of the raw JSON:
+    ranks having it, count, total, least rank total (0 where a rank lacks it), most."""
+    from traceviz.analyses.ranks import KernelTotals
+    from traceviz.rankdir import folder_rank
+
+    monkeypatch.setattr(KernelTotals, "BATCH", 2)
+    tables = [folder_rank(k, str(p)).kernels for k, p in enumerate(PAIR)]
+    raw = []
+    for path in PAIR:
+        per: dict[str, tuple[int, int]] = {}
+        for e in raw_events(path):
+            if e.get("cat") == "kernel":
+                c, t = per.get(e["name"], (0, 0))
+                per[e["name"]] = (c + 1, t + ns(e["dur"]))
+        raw.append(per)
+    order = [0, 1, 0, None, 1, 0, 1]  # None: a rank without kernels
+    totals = KernelTotals()
+    for k in order:
+        totals.add(tables[0].iloc[:0] if k is None else tables[k])
+    got = totals.table()
+    assert totals.ranks == 7 and totals.ranks_without == 1
+    names = set(raw[0]) | set(raw[1])
+    assert sorted(got["name"]) == sorted(names)
+    for row in got.itertuples(index=False):
+        per_rank = [0 if k is None else raw[k].get(row.name, (0, 0))[1] for k in order]
+        having = [k for k in order if k is not None and row.name in raw[k]]
+        assert (row.ranks, row.count, row.total_ns, row.min_rank_ns, row.max_rank_ns) == (
+            len(having), sum(raw[k][row.name][0] for k in having), sum(per_rank),
+            min(per_rank), max(per_rank))
+        assert row.mean_per_rank_ns == pytest.approx(sum(per_rank) / 7)
+    assert got["share"].sum() == pytest.approx(1.0)
+    key = list(zip(-got["total_ns"], got["name"], strict=True))
+    assert key == sorted(key)  # largest total first, equal totals by name
+
+
 def test_ranks_numbered_by_name_then_order(tmp_path):
     from traceviz.rankdir import assign_ranks
 
@@ -124,7 +161,8 @@ def test_dataset_answers_as_the_folder(eight, tmp_path, capsys):
     assert data["ranks"] == folder["ranks"] and data["stragglers"] == folder["stragglers"]
     key = lambda k: (k["name"], k["count"], k["total_ns"], k["ranks"],  # noqa: E731
                      k["min_rank_ns"], k["max_rank_ns"])
-    assert sorted(map(key, data["top_kernels"])) == sorted(map(key, folder["top_kernels"]))
+    # the same rows in the same order (equal totals by name), from SQL as from the folder
+    assert list(map(key, data["top_kernels"])) == list(map(key, folder["top_kernels"]))
     for doc in (data, folder):  # integers from SQL as from pandas
         assert all(type(v) is int for k in doc["top_kernels"] for v in key(k)[1:])
     # rank k is a copy of source k mod 2 with shifted times and ids: same figures
@@ -189,6 +227,13 @@ def test_rank_folder_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "rank-0.json" in err
     assert main(["analyze", str(d), "--plot", str(tmp_path / "p")]) == 2
+    assert "--plot and --export take one trace" in capsys.readouterr().err
+    # an input that holds no trace is named as the fault, before an existing output
+    (tmp_path / "out").mkdir()
+    assert main(["import", str(tmp_path / "empty"), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "empty: no trace files in this folder" in err
+    assert list((tmp_path / "out").iterdir()) == []
 
 
 def test_import_leaves_nothing_half_written(pair_dir, tmp_path, capsys):

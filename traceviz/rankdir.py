@@ -21,10 +21,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traceviz.errors import InputError, RunFailed, TraceVizError
 from traceviz.fileio import atomic_output
+
+if TYPE_CHECKING:
+    from traceviz.analyses.ranks import KernelTotals, RankFigures
 
 DATASET_META = "_traceviz.json"
 MARKER = ".traceviz-import"  # its content tells a worker whether it sees the dataset folder
@@ -123,15 +126,32 @@ def analyze_folder(directory: Path, on_rank: Callable[[int, int], None] | None =
     if not files:
         raise InputError(describe_folder(directory))
     ranks, how = assign_ranks(files, [_probe_meta(f) for f in files])
-    figures = []
     jobs = [(rf.rank, str(rf.path)) for rf in ranks]
-    for i, (_, fig) in enumerate(_pool_map(folder_rank, workers)(jobs), 1):
-        figures.append(fig)
-        if on_rank:
-            on_rank(i, len(ranks))
-    summary = summarize_ranks(figures)
+    figures, totals = _gather(_pool_map(folder_rank, workers)(jobs), len(jobs), on_rank)
+    summary = summarize_ranks(figures, totals.table())
     summary.notes.append(f"{len(files)} ranks, numbered {how}")
     return summary
+
+
+def _gather(results: Iterator[tuple[int, Any]], n: int,
+            on_rank: Callable[[int, int], None] | None
+            ) -> tuple[list[RankFigures], KernelTotals]:
+    """The ranks' figures as they come, each rank's kernel table folded into the cross-rank
+    one and dropped: what stays per rank is its row of figures (~1.5 KB)."""
+    import pandas as pd
+
+    from traceviz.analyses.ranks import KernelTotals
+
+    figures: list[RankFigures] = []
+    totals = KernelTotals()
+    folded = pd.DataFrame({"name": [], "category": [], "count": [], "total_ns": []})
+    for i, (_, fig) in enumerate(results, 1):
+        totals.add(fig.kernels)
+        fig.kernels = folded
+        figures.append(fig)
+        if on_rank:
+            on_rank(i, n)
+    return figures, totals
 
 
 # -- datasets ----------------------------------------------------------------------------
@@ -363,17 +383,12 @@ def analyze_dataset(path: Path, memory_limit: str | None = None,
     meta = dataset_meta(path)
     limit = memory_limit or default_memory_limit()
     con = _duckdb(limit)
-    figures = []
     ranks = sorted(int(r) for r in meta["ranks"])
     # one rank per worker at a time, each worker's DuckDB under the same limit
     jobs = [(str(path), r, meta["ranks"][str(r)], limit) for r in ranks]
-    for i, (_, fig) in enumerate(_pool_map(dataset_rank, workers)(jobs), 1):
-        figures.append(fig)
-        if on_rank:
-            on_rank(i, len(ranks))
-    figures.sort(key=lambda f: f.rank)
-    summary = summarize_ranks(figures)
-    if not any(f.kernels.empty for f in figures):
+    figures, totals = _gather(_pool_map(dataset_rank, workers)(jobs), len(jobs), on_rank)
+    summary = summarize_ranks(figures, totals.table())
+    if not totals.ranks_without:
         summary.top_kernels = _sql_top_kernels(con, path, len(ranks), summary.top_kernels)
     summary.notes.append(f"{len(ranks)} ranks from the dataset, numbered {meta.get('numbered')}")
     return summary
@@ -401,4 +416,4 @@ def _sql_top_kernels(con, path: Path, n_ranks: int, fallback):
                CAST(max(total_ns) AS BIGINT) AS max_rank_ns,
                sum(total_ns) / sum(sum(total_ns)) OVER () AS share
         FROM per_rank GROUP BY name, category
-        ORDER BY total_ns DESC, name""", [glob]).df()
+        ORDER BY total_ns DESC, name, category""", [glob]).df()

@@ -44,6 +44,9 @@ class ImportCommand(Command):
         if args.ray is not None or args.workers is not None:
             raise UsageError("applies to a folder of rank traces", option="ray"
                              if args.ray is not None else "workers")
+        from traceviz.parsers.detect import check_loadable
+
+        check_loadable(args.raw)  # an empty folder: say so, not that the output exists
         out = args.output or Path(default_stem(args.raw) + ".parquet")
         refuse_existing([out], args.force)
         with ExitStack() as stack:

@@ -77,6 +77,15 @@ def detect_format(path: Path) -> str:
     )
 
 
+def check_loadable(path: str | Path) -> None:
+    """Raise what ``load`` would for an input it cannot read at all (missing, unreadable,
+    empty, of no known format, a folder holding no trace), from a look at its first bytes:
+    a command checks its input before refusing an existing output."""
+    path = Path(path)
+    if not (path.is_dir() and (path / "trace.parquet").is_file()):
+        detect_format(path)
+
+
 def load(path: str | Path, progress: Callable[[int], None] | None = None,
          rows: Any = None) -> Trace:
     """Read any supported trace file (or a capture's run folder) into a ``Trace``.
