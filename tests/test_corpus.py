@@ -21,7 +21,8 @@ pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_corpus_is_large_enough():
     assert len(CASES) >= 250
     readers = {c.id.split("/")[0] for c in CASES}
-    assert readers >= {"kineto", "mxnet", "nsys", "xplane", "parquet", "sweep", "output"}
+    assert readers >= {"kineto", "mxnet", "nsys", "xplane", "parquet", "sweep", "output",
+                       "ranks"}
 
 
 def _files(d: Path) -> dict[str, bytes]:

@@ -170,6 +170,11 @@ def test_dataset_answers_as_the_folder(eight, tmp_path, capsys):
         twin = folder["ranks"][r["rank"] % 2]
         assert (r["kernels"], r["comm_ns"]) == (twin["kernels"], twin["comm_ns"])
     assert main(["import", str(eight), "-o", str(ds)]) == 2  # no overwrite without --force
+    # a partition the metadata does not list (left by hand) is not read
+    shutil.copytree(ds / "rank=7", ds / "rank=99")
+    capsys.readouterr()
+    assert main(["analyze", str(ds), "--json", "--top", "50"]) == 0
+    assert json.loads(capsys.readouterr().out)["top_kernels"] == data["top_kernels"]
 
 
 def test_dataset_read_by_duckdb_polars_and_pyarrow(eight, tmp_path):

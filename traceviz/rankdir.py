@@ -296,7 +296,32 @@ def dataset_meta(path: Path) -> dict[str, Any]:
         raise TraceVizError(f"{path}: unreadable dataset metadata ({e})") from None
     if not isinstance(meta, dict) or meta.get("format") != DATASET_FORMAT:
         raise TraceVizError(f"{path}: {DATASET_META} is not a traceviz rank dataset")
+    ranks = meta.get("ranks")
+    bad = ("no ranks" if not isinstance(ranks, dict) or not ranks else next(
+        (f"rank {k!r}" for k, v in ranks.items() if not k.isdigit() or not isinstance(v, dict)
+         or not isinstance(v.get("file"), str) or not isinstance(v.get("meta"), dict)), None))
+    if bad:
+        raise TraceVizError(f"{path / DATASET_META}: malformed ({bad}: each rank needs its "
+                            "file and meta); import the rank folder again")
     return meta
+
+
+def _partition(path: str | Path, rank: int) -> str:
+    """A rank's partition files, as DuckDB globs them; a missing one is an incomplete
+    dataset, not an internal error."""
+    folder = Path(path) / f"rank={rank}"
+    if not any(folder.glob("*.parquet")):
+        raise TraceVizError(f"{folder}: rank {rank}'s partition is missing (the dataset is "
+                            "incomplete); import the rank folder again")
+    return str(folder / "*.parquet")
+
+
+def _duckdb_errors():
+    """What reading a damaged partition raises: DuckDB's errors, or Arrow's."""
+    import duckdb
+    import pyarrow as pa
+
+    return (duckdb.Error, pa.ArrowException)
 
 
 def default_memory_limit() -> str:
@@ -330,13 +355,27 @@ def _worker_duckdb(memory_limit: str):
 
 def dataset_rank(path: str, rank: int, info: dict[str, Any], memory_limit: str):
     """One rank's figures from its partition, read by DuckDB (runs in a worker process)."""
+    from traceviz import schema
     from traceviz.analyses.ranks import rank_figures
     from traceviz.trace import Trace
 
     con = _worker_duckdb(memory_limit)
-    table = con.read_parquet(str(Path(path) / f"rank={rank}" / "*.parquet")).to_arrow_table()
+    files = _partition(path, rank)
+    try:
+        table = con.read_parquet(files).to_arrow_table()
+    except _duckdb_errors() as e:
+        raise TraceVizError(f"{files}: rank {rank}'s partition is unreadable "
+                            f"({_first_line(e)}); import the rank folder again") from None
+    missing = [c for c in schema.COLUMNS if c not in table.column_names]
+    if missing:
+        raise TraceVizError(f"{files}: rank {rank}'s partition is not a traceviz events "
+                            f"table (no {', '.join(missing[:3])}{'...' * (len(missing) > 3)})")
     return rank_figures(Trace(events=_events_frame(table), meta=info["meta"]), rank,
                         info["file"])
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
 def _events_frame(table):
@@ -389,17 +428,26 @@ def analyze_dataset(path: Path, memory_limit: str | None = None,
     figures, totals = _gather(_pool_map(dataset_rank, workers)(jobs), len(jobs), on_rank)
     summary = summarize_ranks(figures, totals.table())
     if not totals.ranks_without:
-        summary.top_kernels = _sql_top_kernels(con, path, len(ranks), summary.top_kernels)
+        summary.top_kernels = _sql_top_kernels(con, path, ranks, summary.top_kernels)
     summary.notes.append(f"{len(ranks)} ranks from the dataset, numbered {meta.get('numbered')}")
     return summary
 
 
-def _sql_top_kernels(con, path: Path, n_ranks: int, fallback):
-    """The cross-rank kernel table in SQL over every partition (GPU traces: kernel rows;
-    a CPU trace's leaf ops need the op tree, so the per-rank tables serve there)."""
-    glob = str(path / "rank=*" / "*.parquet")
+def _sql_top_kernels(con, path: Path, ranks: list[int], fallback):
+    """The cross-rank kernel table in SQL over the partitions of the dataset's ranks (GPU
+    traces: kernel rows; a CPU trace's leaf ops need the op tree, so the per-rank tables
+    serve there). A stray ``rank=N`` folder the metadata does not list is not read."""
+    try:
+        return _sql_kernel_table(con, [_partition(path, r) for r in ranks], len(ranks),
+                                 fallback)
+    except _duckdb_errors() as e:
+        raise TraceVizError(f"{path}: a partition is unreadable ({_first_line(e)}); import "
+                            "the rank folder again") from None
+
+
+def _sql_kernel_table(con, files: list[str], n_ranks: int, fallback):
     has_kernels = con.execute("SELECT count(*) FROM read_parquet(?, hive_partitioning=true) "
-                              "WHERE kind = 'kernel'", [glob]).fetchone()[0]
+                              "WHERE kind = 'kernel'", [files]).fetchone()[0]
     if not has_kernels:
         return fallback
     return con.execute(f"""
@@ -416,4 +464,4 @@ def _sql_top_kernels(con, path: Path, n_ranks: int, fallback):
                CAST(max(total_ns) AS BIGINT) AS max_rank_ns,
                sum(total_ns) / sum(sum(total_ns)) OVER () AS share
         FROM per_rank GROUP BY name, category
-        ORDER BY total_ns DESC, name, category""", [glob]).df()
+        ORDER BY total_ns DESC, name, category""", [files]).df()

@@ -650,6 +650,108 @@ def output_cases() -> list[Case]:
     return out
 
 
+# --- rank folders and datasets ------------------------------------------------------------
+
+def _ranks(*broken: tuple[str, bytes]) -> Callable[[Path], None]:
+    """A folder ``ranks`` of two real rank traces, then ``broken`` files written into it."""
+    trace = (ROOT / "sample_traces" / "kineto" / "mi250_rocm_train.json.gz").read_bytes()
+
+    def setup(d: Path) -> None:
+        (d / "ranks").mkdir()
+        for k in (0, 1):
+            (d / "ranks" / f"rank-{k}.json.gz").write_bytes(trace)
+        for name, data in broken:
+            (d / "ranks" / name).write_bytes(data)
+    return setup
+
+
+def _dataset(edit: Callable[[Path], None] = lambda ds: None) -> Callable[[Path], None]:
+    """The two ranks imported into a dataset ``ds`` (by traceviz itself), then ``edit``ed."""
+    def setup(d: Path) -> None:
+        from traceviz.rankdir import import_folder
+
+        _ranks()(d)
+        import_folder(d / "ranks", d / "ds", workers=1)
+        edit(d / "ds")
+    return setup
+
+
+def _set_meta(change: Callable[[dict], object]) -> Callable[[Path], None]:
+    def edit(ds: Path) -> None:
+        meta = json.loads((ds / "_traceviz.json").read_text())
+        (ds / "_traceviz.json").write_text(json.dumps(change(meta)))
+    return edit
+
+
+def rank_cases() -> list[Case]:
+    """``analyze DIR``, ``import DIR`` and ``analyze DATASET`` on damaged folders and
+    datasets: a bad rank is named, a damaged dataset says to import again, and an earlier
+    dataset survives a failed import."""
+    gz = (ROOT / "sample_traces" / "kineto" / "mi250_rocm_train.json.gz").read_bytes()
+    out = []
+
+    def add(id_: str, setup, argv: list[str], expect: int, says: str = "",
+            outputs: tuple[str, ...] = (), keep: tuple[str, ...] = ()) -> None:
+        out.append(Case(f"ranks/{id_}", argv, setup, expect, says, outputs, keep))
+
+    folder = ["analyze", "{d}/ranks", "--json"]
+    add("dir-valid", _ranks(), folder, OK)
+    add("dir-truncated-rank", _ranks(("rank-1.json.gz", gz[: len(gz) // 2])), folder, ERR,
+        "rank-1.json.gz: truncated gzip")
+    add("dir-empty-rank", _ranks(("rank-2.json", b"")), folder, ERR, "rank-2.json: file is empty")
+    add("dir-not-a-trace-rank", _ranks(("rank-2.json", b'{"a": 1}')), folder, ERR,
+        "traceEvents")
+    add("dir-junk-rank", _ranks(("rank-2.json.gz", _junk(3000))), folder, ERR, "rank-2.json.gz")
+    add("dir-no-events-rank", _ranks(("rank-2.json", b'{"traceEvents": []}')), folder, ERR,
+        "no profiler events")
+    add("dir-empty", lambda d: (d / "ranks").mkdir(), folder, ERR, "no trace files")
+    imp = ["import", "{d}/ranks", "-o", "{d}/ds"]
+    add("import-new", _ranks(), imp, OK, outputs=("ds/*",))
+    add("import-bad-rank", _ranks(("rank-1.json.gz", gz[:999])), imp, ERR, "rank-1.json.gz")
+    add("import-existing", _dataset(), imp, ERR, "already exists",
+        keep=("ds/_traceviz.json", "ds/rank=0/part-0.parquet"))
+    add("import-bad-rank-keeps-dataset",
+        _both(_dataset(), lambda d: (d / "ranks" / "rank-1.json.gz").write_bytes(gz[:999])),
+        [*imp, "--force"], ERR, "rank-1.json.gz",
+        keep=("ds/_traceviz.json", "ds/rank=0/part-0.parquet", "ds/rank=1/part-0.parquet"))
+    add("import-workers-0", _ranks(), [*imp, "--workers", "0"], ERR, "--workers")
+    add("import-empty-folder-onto-dataset",
+        _both(_dataset(), lambda d: (d / "none").mkdir()),
+        ["import", "{d}/none", "-o", "{d}/ds"], ERR, "no trace files",
+        keep=("ds/_traceviz.json",))
+    ds = ["analyze", "{d}/ds", "--json"]
+    add("dataset-valid", _dataset(), ds, OK)
+    add("dataset-stray-partition", _dataset(lambda p: shutil.copytree(p / "rank=1",
+                                                                      p / "rank=7")), ds, OK)
+    add("dataset-missing-partition", _dataset(lambda p: shutil.rmtree(p / "rank=1")), ds, ERR,
+        "rank 1's partition is missing")
+    add("dataset-truncated-partition", _dataset(lambda p: (p / "rank=0" / "part-0.parquet")
+                                                .write_bytes(b"PAR1" + _junk(500))), ds, ERR,
+        "rank 0's partition is unreadable")
+    add("dataset-foreign-partition", _dataset(_foreign_parquet), ds, ERR,
+        "not a traceviz events table")
+    add("dataset-meta-bad-json", _dataset(lambda p: (p / "_traceviz.json").write_text("{x")),
+        ds, ERR, "unreadable dataset metadata")
+    add("dataset-meta-list", _dataset(lambda p: (p / "_traceviz.json").write_text("[1]")),
+        ds, ERR, "not a traceviz rank dataset")
+    add("dataset-meta-no-ranks", _dataset(_set_meta(lambda m: {**m, "ranks": {}})), ds, ERR,
+        "malformed")
+    add("dataset-meta-rank-not-a-number",
+        _dataset(_set_meta(lambda m: {**m, "ranks": {"x": m["ranks"]["0"]}})), ds, ERR,
+        "malformed (rank 'x'")
+    add("dataset-meta-rank-without-meta",
+        _dataset(_set_meta(lambda m: {**m, "ranks": {"0": {"file": "a"}}})), ds, ERR,
+        "malformed (rank '0'")
+    return out
+
+
+def _foreign_parquet(ds: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"a": [1, 2]}), ds / "rank=1" / "part-0.parquet")
+
+
 def regression_cases() -> list[Case]:
     """Inputs the fuzzer once broke traceviz with, kept as cases (exit 0 or 2)."""
     out = []
@@ -679,7 +781,8 @@ def replay_cases(readers: list[Case]) -> list[Case]:
 def cases() -> list[Case]:
     readers = (kineto_cases() + mxnet_cases() + nsys_cases() + xplane_cases()
                + parquet_cases() + regression_cases())
-    return readers + sweep_cases() + output_cases() + replay_cases(readers)
+    return (readers + sweep_cases() + output_cases() + rank_cases()
+            + replay_cases(readers))
 
 
 if __name__ == "__main__":
