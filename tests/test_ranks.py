@@ -79,6 +79,28 @@ def test_folder_figures_match_raw(pair_dir, capsys):
         sum(per_rank), min(per_rank), max(per_rank))
 
 
+def test_notebook_ranks_is_analyze_json(pair_dir, tmp_path, capsys):
+    """``traceviz.ranks(DIR)`` and ``traceviz.ranks(DATASET)`` are what ``analyze --json``
+    prints; anything else is one TraceVizError line."""
+    import traceviz
+
+    assert main(["analyze", str(pair_dir), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    summary = traceviz.ranks(pair_dir)
+    assert json.loads(json.dumps(summary.to_dict(top=15))) == printed  # analyze's --top
+    assert [r.rank for r in summary.ranks] == [0, 1] and len(summary.top_kernels) > 10
+    ds = tmp_path / "ds"
+    assert main(["import", str(pair_dir), "-o", str(ds)]) == 0
+    data = traceviz.ranks(ds, memory_limit="128MB").to_dict(top=15)
+    assert data["ranks"] == printed["ranks"]
+    key = lambda k: (k["name"], k["count"], k["total_ns"], k["min_rank_ns"])  # noqa: E731
+    assert list(map(key, data["top_kernels"])) == list(map(key, printed["top_kernels"]))
+    for bad, says in ((tmp_path / "none", "no such file"), (PAIR[0], "one trace"),
+                      (tmp_path, "no trace files")):
+        with pytest.raises(traceviz.TraceVizError, match=says):
+            traceviz.ranks(bad)
+
+
 def test_rank_kernels_per_name_match_raw():
     from traceviz.rankdir import folder_rank
 

@@ -6,6 +6,7 @@ In a notebook::
     t = traceviz.load("runs/cudnn_torch-ptb_lm-20261122-101500")  # or any trace file
     t.kernels()      # one row per kernel (leaf op on a CPU trace)
     t.summary()      # the figures of `traceviz analyze --json`
+    r = traceviz.ranks("ranks/")   # a folder of rank traces, or its dataset
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from typing import TYPE_CHECKING
 from traceviz.errors import TraceVizError
 
 if TYPE_CHECKING:
+    from traceviz.analyses.ranks import RanksSummary
     from traceviz.trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Trace", "TraceVizError", "__version__", "load"]
+__all__ = ["Trace", "TraceVizError", "__version__", "load", "ranks"]
 
 
 def load(path: str | Path) -> Trace:
@@ -30,6 +32,25 @@ def load(path: str | Path) -> Trace:
     from traceviz.parsers import load as load_any
 
     return load_any(Path(path))
+
+
+def ranks(path: str | Path, memory_limit: str | None = None) -> RanksSummary:
+    """What ``traceviz analyze`` says of a folder of rank traces or of the dataset
+    ``traceviz import DIR`` made of one: ``.ranks`` (per-rank figures), ``.stragglers``
+    and ``.top_kernels`` (pandas), ``.to_dict(top)`` (exactly ``analyze --json``).
+    ``memory_limit``: DuckDB's, for a dataset (default a quarter of RAM). Raises
+    ``TraceVizError`` with one line when it cannot."""
+    from traceviz.parsers.detect import check_loadable
+    from traceviz.rankdir import analyze_dataset, analyze_folder, is_dataset, is_rank_folder
+
+    path = Path(path)
+    if is_dataset(path):
+        return analyze_dataset(path, memory_limit)
+    if is_rank_folder(path):
+        return analyze_folder(path)
+    check_loadable(path)  # missing, empty, unknown: says why
+    raise TraceVizError(f"{path}: one trace, not a folder of rank traces or a rank dataset "
+                        "(traceviz.load reads it)")
 
 
 def __getattr__(name: str):
