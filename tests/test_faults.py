@@ -141,6 +141,34 @@ def test_early_ctrl_c_is_one_line(tmp_path, delay):
         assert err.strip().splitlines()[-1] == "traceviz: interrupted"
 
 
+# entry() around a command that has done its work, with a signal sent to itself while the
+# interpreter shuts down (an atexit callback, as late as a user's Ctrl-C can land)
+_LATE_SIGNAL = """
+import atexit, os, signal, sys, time
+import traceviz.cli
+
+def main(argv=None):
+    print("the work's output")
+    return 0
+
+traceviz.cli.main = main
+atexit.register(lambda: (os.kill(os.getpid(), signal.{sig}), time.sleep(0.5)))
+from traceviz.entry import entry
+entry()
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_signal_during_shutdown_keeps_the_work_s_status(sig):
+    """A Ctrl-C or SIGTERM after the work is done has nothing to stop: the work's exit
+    status and output, no traceback (it printed KeyboardInterrupt from the shutdown, or
+    died by the signal, and once hung CI's interpreter)."""
+    r = subprocess.run([sys.executable, "-c", _LATE_SIGNAL.format(sig=sig)],
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout) == (0, "the work's output\n"), r.stderr
+    assert "Traceback" not in r.stderr and "Exception" not in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("delay", [1.0, 3.0, 5.0, 7.0])
 def test_signal_at_any_moment_leaves_nothing_half_written(big_trace, tmp_path, delay):
     """Interrupt at several moments (decode, normalize, write): either the output is

@@ -1,7 +1,8 @@
 """The ``traceviz`` console script: signals handled before anything heavy is imported.
 
 Ctrl-C (SIGINT) and SIGTERM end the run with one line and exit status 130 / 143; both
-unwind the stack first, so every temporary output is removed on the way out.
+unwind the stack first, so every temporary output is removed on the way out. Once the
+command has returned, they no longer interrupt: the exit status is the command's.
 """
 
 from __future__ import annotations
@@ -27,6 +28,14 @@ def entry() -> None:
         from traceviz.cli import main
 
         code = main()
+        # the work is done and its outputs are in place: a signal from here on has nothing
+        # to stop. One landing in the interpreter's shutdown printed a KeyboardInterrupt
+        # from threading._shutdown, killed the process by SIGINT (status -2), or, once in
+        # CI, hung it. SIGINT is ignored (the one handler the shutdown does not reset to
+        # the default); SIGTERM ends the shutdown at once, with the work's own status. Set
+        # here, so that a signal before they are set still unwinds as an interruption.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, lambda signum, frame: _leave(code))
     except KeyboardInterrupt:
         print("traceviz: interrupted", file=sys.stderr)
         code = 130
@@ -40,8 +49,13 @@ def entry() -> None:
         if mp_util is not None:  # release the decode pool's semaphores first, or the
             with contextlib.suppress(Exception):  # resource tracker reports them leaked
                 mp_util._exit_function()
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(code)
+        _leave(code)
     sys.exit(code)
+
+
+def _leave(code: int) -> None:
+    """Exit now with ``code``, the output streams flushed, past the interpreter's shutdown."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
