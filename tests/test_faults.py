@@ -169,6 +169,55 @@ def test_signal_during_shutdown_keeps_the_work_s_status(sig):
     assert "Traceback" not in r.stderr and "Exception" not in r.stderr, r.stderr
 
 
+_STUCK_QUEUE = """
+import multiprocessing
+import traceviz.cli
+
+def main(argv=None):
+    q = multiprocessing.Queue()
+    q.put(b"x" * (8 << 20))  # no reader: its feeder thread blocks in the pipe for good
+    raise KeyboardInterrupt
+
+traceviz.cli.main = main
+from traceviz.entry import entry
+entry()
+"""
+
+
+def test_interrupt_leaves_even_with_a_stuck_queue():
+    """Ctrl-C's exit releases multiprocessing's resources, whose finalizers join each
+    queue's feeder thread; one stuck writing into a killed worker's pipe hung the CLI after
+    "traceviz: interrupted" (CI, test_early_ctrl_c_is_one_line). The wait is bounded."""
+    started = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", _STUCK_QUEUE], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 130 and r.stderr == "traceviz: interrupted\n", r.stderr
+    assert time.perf_counter() - started < 30
+
+
+def _slow_rank(i: int) -> int:
+    time.sleep(0.5)
+    return i
+
+
+def test_rank_pool_stops_at_once():
+    """Ctrl-C, a failed rank or an abandoned analysis stops the rank workers at once: the
+    pool's own exit waited for every queued rank (40 x 0.5 s over 2 workers: 10 s)."""
+    import multiprocessing
+
+    from traceviz.rankdir import _pool_map
+
+    results = _pool_map(_slow_rank, 2)([(i,) for i in range(40)])
+    assert next(results)[1] in range(40)
+    started = time.perf_counter()
+    results.close()  # what an exception propagating through the consumer does
+    assert time.perf_counter() - started < 3
+    deadline = time.time() + 5
+    while multiprocessing.active_children() and time.time() < deadline:
+        time.sleep(0.1)
+    assert multiprocessing.active_children() == []
+
+
 @pytest.mark.parametrize("delay", [1.0, 3.0, 5.0, 7.0])
 def test_signal_at_any_moment_leaves_nothing_half_written(big_trace, tmp_path, delay):
     """Interrupt at several moments (decode, normalize, write): either the output is

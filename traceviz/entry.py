@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 from traceviz.errors import Terminated
 
@@ -47,10 +48,28 @@ def entry() -> None:
         # interpreter's shutdown cannot turn the exit status into a death by SIGINT
         mp_util = sys.modules.get("multiprocessing.util")
         if mp_util is not None:  # release the decode pool's semaphores first, or the
-            with contextlib.suppress(Exception):  # resource tracker reports them leaked
-                mp_util._exit_function()
-        _leave(code)
+            _bounded(mp_util._exit_function, EXIT_WAIT_S)  # resource tracker reports them
+        _leave(code)  # leaked; bounded: its finalizers can wait for good (below)
     sys.exit(code)
+
+
+# multiprocessing's exit joins each queue's feeder thread; one left writing a piece into
+# the pipe of a killed decode worker never returns (seen in CI: a Ctrl-C hung the CLI
+# after "interrupted"), so the clean-up gets this long, then the process leaves anyway
+EXIT_WAIT_S = 3.0
+
+
+def _bounded(fn: Callable[[], object], seconds: float) -> None:
+    """``fn()`` in a daemon thread, waited for at most ``seconds``; its errors ignored."""
+    import threading
+
+    def run() -> None:
+        with contextlib.suppress(BaseException):
+            fn()
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
 
 
 def _leave(code: int) -> None:

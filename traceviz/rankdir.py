@@ -282,10 +282,19 @@ def _pool_map(fn: Callable[..., Any], workers: int | None) -> JobMap:
         if n <= 1:
             yield from ((i, fn(*j)) for i, j in enumerate(jobs))
             return
-        with ProcessPoolExecutor(max_workers=n) as pool:
+        from traceviz.parsers.jsonstream import kill_pool
+
+        pool = ProcessPoolExecutor(max_workers=n)
+        try:
             futures = {pool.submit(fn, *j): i for i, j in enumerate(jobs)}
             for fut in as_completed(futures):
                 yield futures[fut], fut.result()
+        except BaseException:
+            # Ctrl-C, a failed rank or an abandoned generator: the queued ranks are not
+            # worth finishing (a pool's own exit waits for every one: 10 s at 512 ranks)
+            kill_pool(pool)
+            raise
+        pool.shutdown()
     return run
 
 

@@ -274,7 +274,7 @@ def decode_in_order(
         except BaseException:
             # an error, Ctrl-C, SIGTERM or an abandoned generator: stop the decoding now
             # rather than waiting for the pieces in flight
-            _kill(pool)
+            kill_pool(pool)
             raise
         pool.shutdown()
     if carry is not None:
@@ -300,7 +300,12 @@ def worker_init() -> None:
     die_with_parent()
 
 
-def _kill(pool) -> None:
+def kill_pool(pool) -> None:
+    """Stop a ProcessPoolExecutor now: its workers killed, queued work cancelled."""
+    # the call queue's feeder thread may be writing a piece into a killed worker's pipe,
+    # where it stays: exit must not wait for it
+    with contextlib.suppress(Exception):
+        pool._call_queue.cancel_join_thread()
     for proc in list((getattr(pool, "_processes", None) or {}).values()):
         with contextlib.suppress(Exception):
             proc.kill()
