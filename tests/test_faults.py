@@ -170,12 +170,14 @@ def test_signal_during_shutdown_keeps_the_work_s_status(sig):
 
 
 _STUCK_QUEUE = """
-import multiprocessing
+import multiprocessing, os, signal, threading
 import traceviz.cli
 
 def main(argv=None):
     q = multiprocessing.Queue()
     q.put(b"x" * (8 << 20))  # no reader: its feeder thread blocks in the pipe for good
+    # a second Ctrl-C, while the clean-up waits
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
     raise KeyboardInterrupt
 
 traceviz.cli.main = main
@@ -187,7 +189,8 @@ entry()
 def test_interrupt_leaves_even_with_a_stuck_queue():
     """Ctrl-C's exit releases multiprocessing's resources, whose finalizers join each
     queue's feeder thread; one stuck writing into a killed worker's pipe hung the CLI after
-    "traceviz: interrupted" (CI, test_early_ctrl_c_is_one_line). The wait is bounded."""
+    "traceviz: interrupted" (CI, test_early_ctrl_c_is_one_line). The wait is bounded, and a
+    second Ctrl-C meanwhile prints nothing more."""
     started = time.perf_counter()
     r = subprocess.run([sys.executable, "-c", _STUCK_QUEUE], capture_output=True, text=True,
                        timeout=60)

@@ -31,12 +31,9 @@ def entry() -> None:
         code = main()
         # the work is done and its outputs are in place: a signal from here on has nothing
         # to stop. One landing in the interpreter's shutdown printed a KeyboardInterrupt
-        # from threading._shutdown, killed the process by SIGINT (status -2), or, once in
-        # CI, hung it. SIGINT is ignored (the one handler the shutdown does not reset to
-        # the default); SIGTERM ends the shutdown at once, with the work's own status. Set
-        # here, so that a signal before they are set still unwinds as an interruption.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, lambda signum, frame: _leave(code))
+        # from threading._shutdown or killed the process by SIGINT (status -2). Set here,
+        # so that a signal before this still unwinds as an interruption.
+        _settle(code)
     except KeyboardInterrupt:
         print("traceviz: interrupted", file=sys.stderr)
         code = 130
@@ -45,7 +42,9 @@ def entry() -> None:
         code = 143
     if code in INTERRUPTED:
         # the stack is unwound and temporary outputs are gone; leave now, so that the
-        # interpreter's shutdown cannot turn the exit status into a death by SIGINT
+        # interpreter's shutdown cannot turn the exit status into a death by SIGINT (and
+        # a second Ctrl-C during the clean-up prints no traceback)
+        _settle(code)
         mp_util = sys.modules.get("multiprocessing.util")
         if mp_util is not None:  # release the decode pool's semaphores first, or the
             _bounded(mp_util._exit_function, EXIT_WAIT_S)  # resource tracker reports them
@@ -57,6 +56,13 @@ def entry() -> None:
 # the pipe of a killed decode worker never returns (seen in CI: a Ctrl-C hung the CLI
 # after "interrupted"), so the clean-up gets this long, then the process leaves anyway
 EXIT_WAIT_S = 3.0
+
+
+def _settle(code: int) -> None:
+    """From now on SIGINT is ignored (the one handler the interpreter's shutdown does not
+    reset to the default) and SIGTERM exits at once with ``code``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda signum, frame: _leave(code))
 
 
 def _bounded(fn: Callable[[], object], seconds: float) -> None:
