@@ -4,6 +4,7 @@ reason, the rest done, and --resume completes it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -58,6 +59,34 @@ def _raylet_pid(node_manager_port: int) -> int:
                 f"--node_manager_port={node_manager_port}".encode() in cmd:
             return int(proc.name)
     raise AssertionError(f"no raylet on port {node_manager_port}")
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        kids.setdefault(ppid, []).append(int(proc.name))
+    return kids
+
+
+def _kill_node(raylet: int) -> None:
+    """A node dies with all its processes: the raylet, its workers and their runner
+    subprocesses. Killing the raylet alone left a race: a worker notices its raylet's death
+    only on its next check (about a second), and a point that finished meanwhile reached
+    the driver as done (CI, once, under load)."""
+    kids, tree, todo = _children(), [], [raylet]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(kids.get(pid, []))
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _running_point(raylet: int) -> bool:
@@ -149,7 +178,7 @@ def test_node_killed_mid_sweep_then_resume(cluster, tmp_path):
     while not _running_point(raylet):  # a worker of that node is inside capture_point
         assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
         time.sleep(0.05)
-    os.kill(raylet, signal.SIGKILL)
+    _kill_node(raylet)
     _, err = proc.communicate(timeout=600)
     df = pd.read_parquet(table).set_index("point")
     failed = df[df["status"] == "failed"]
