@@ -9,6 +9,8 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -347,3 +349,59 @@ def test_many_ranks_list_the_slowest_ranks_and_the_widest_steps():
     assert not any(x.startswith("median step over all") for x in lines)
     title = lines.index("Stragglers: per step, the slowest rank")
     assert [int(x.split()[0]) for x in lines[title + 4:title + 36]] == list(range(32))
+
+
+@pytest.mark.parametrize(("text", "limit"), [("2GB", "2GB"), ("512mib", "512MiB"),
+                                             (" 1.5 GiB ", "1.5GiB"), ("64kb", "64KB")])
+def test_memory_limit_spellings(text, limit):
+    from traceviz.rankdir import parse_memory_limit
+
+    assert parse_memory_limit(text) == limit
+
+
+@pytest.mark.parametrize("text", ["foo", "1GB'", "0", "0GB", "100", "-5GB", "2 GBs", ""])
+def test_a_bad_memory_limit_is_a_usage_error(eight, tmp_path, capsys, text):
+    """DuckDB words these as SQL parser errors (an internal error before): argparse's one
+    line and exit 2, and a TraceVizError from the notebook API."""
+    import traceviz
+
+    ds = tmp_path / "ds"
+    assert main(["import", str(eight), "-o", str(ds)]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["analyze", str(ds), f"--memory-limit={text}"])
+    assert e.value.code == 2
+    assert "is not a memory size" in capsys.readouterr().err
+    with pytest.raises(traceviz.TraceVizError, match="is not a memory size"):
+        traceviz.ranks(ds, memory_limit=text)
+
+
+def test_a_memory_limit_too_small_is_named_not_blamed_on_the_dataset(eight, tmp_path, capsys):
+    """DuckDB running out of memory under the limit says so and names --memory-limit (it
+    called the partition unreadable and asked to import again); the dataset is intact."""
+    ds = tmp_path / "ds"
+    assert main(["import", str(eight), "-o", str(ds)]) == 0
+    capsys.readouterr()
+    assert main(["analyze", str(ds), "--memory-limit", "1KB", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "ran out of memory under the 1KB limit" in err and "--memory-limit" in err
+    assert "import the rank folder again" not in err
+    assert main(["analyze", str(ds), "--memory-limit", "256MB", "--json"]) == 0
+
+
+def test_a_dataset_without_duckdb_installed_is_one_line(eight, tmp_path):
+    """`analyze DATASET` needs the .[dist] extra; without DuckDB it says so (it was an
+    internal error, exit 3), and the rank folder itself still needs no DuckDB."""
+    ds = tmp_path / "ds"
+    assert main(["import", str(eight), "-o", str(ds)]) == 0
+    code = ("import sys\n"
+            "sys.modules['duckdb'] = None  # any import of it now fails\n"
+            "from traceviz.cli import main\n"
+            "sys.exit(main(['analyze', sys.argv[1], '--json']))\n")
+    r = subprocess.run([sys.executable, "-c", code, str(ds)], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "needs DuckDB" in r.stderr and ".[dist]" in r.stderr
+    r = subprocess.run([sys.executable, "-c", code, str(eight)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["ranks"]) == 8

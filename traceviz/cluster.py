@@ -21,7 +21,11 @@ def connect(address: str | None) -> Any:
     try:
         import ray
     except ImportError:
-        raise TraceVizError("--ray needs Ray: pip install -e '.[dist]'") from None
+        ray = None
+    # a folder named ray (Ray's own /tmp/ray, beside `python -m`) imports as an empty
+    # namespace package
+    if not hasattr(ray, "init"):
+        raise TraceVizError("--ray needs Ray: pip install -e '.[dist]'")
     if not ray.is_initialized():
         # a local cluster started for this run needs no dashboard; a running one has its own
         local: dict[str, Any] = {"include_dashboard": False} if address is None else {}

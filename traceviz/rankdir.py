@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from traceviz.errors import InputError, RunFailed, TraceVizError
+from traceviz.errors import InputError, RunFailed, TraceVizError, UsageError
 from traceviz.fileio import atomic_output
 
 if TYPE_CHECKING:
@@ -325,12 +325,44 @@ def _partition(path: str | Path, rank: int) -> str:
     return str(folder / "*.parquet")
 
 
+def _duckdb_module():
+    try:
+        import duckdb
+    except ImportError:
+        raise TraceVizError("analyzing a rank dataset needs DuckDB: pip install -e '.[dist]' "
+                            "(or analyze the rank folder itself)") from None
+    return duckdb
+
+
 def _duckdb_errors():
     """What reading a damaged partition raises: DuckDB's errors, or Arrow's."""
-    import duckdb
     import pyarrow as pa
 
-    return (duckdb.Error, pa.ArrowException)
+    return (_duckdb_module().Error, pa.ArrowException)
+
+
+def _read_failure(e: BaseException, what: str, memory_limit: str) -> TraceVizError:
+    """A DuckDB or Arrow error reading ``what`` (partitions), worded: running out of
+    memory is the limit's fault, not the dataset's."""
+    if isinstance(e, _duckdb_module().OutOfMemoryException):
+        return TraceVizError(f"{what} could not be read: DuckDB ran out of memory under the "
+                             f"{memory_limit} limit; give it more with --memory-limit")
+    return TraceVizError(f"{what} is unreadable ({_first_line(e)}); import the rank folder "
+                         "again")
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", re.IGNORECASE)
+_UNITS = {u.lower(): u for u in ("B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB")}
+
+
+def parse_memory_limit(text: str) -> str:
+    """A memory limit as DuckDB spells it (``2GB``, ``512MiB``, ``1.5GB``), checked here:
+    DuckDB words a bad one as an SQL parser error."""
+    m = _SIZE.fullmatch(text)
+    if not m or float(m.group(1)) <= 0:
+        raise UsageError(f"{text!r} is not a memory size (e.g. 2GB, 512MB, 1.5GiB)",
+                         option="memory_limit")
+    return f"{m.group(1)}{_UNITS[m.group(2).lower()]}"
 
 
 def default_memory_limit() -> str:
@@ -343,9 +375,7 @@ def default_memory_limit() -> str:
 
 
 def _duckdb(memory_limit: str):
-    import duckdb
-
-    con = duckdb.connect()
+    con = _duckdb_module().connect()
     con.execute(f"SET memory_limit = '{memory_limit}'")
     con.execute("SET preserve_insertion_order = false")
     return con
@@ -373,8 +403,7 @@ def dataset_rank(path: str, rank: int, info: dict[str, Any], memory_limit: str):
     try:
         table = con.read_parquet(files).to_arrow_table()
     except _duckdb_errors() as e:
-        raise TraceVizError(f"{files}: rank {rank}'s partition is unreadable "
-                            f"({_first_line(e)}); import the rank folder again") from None
+        raise _read_failure(e, f"{files}: rank {rank}'s partition", memory_limit) from None
     missing = [c for c in schema.COLUMNS if c not in table.column_names]
     if missing:
         raise TraceVizError(f"{files}: rank {rank}'s partition is not a traceviz events "
@@ -429,7 +458,7 @@ def analyze_dataset(path: Path, memory_limit: str | None = None,
     from traceviz.analyses.ranks import summarize_ranks
 
     meta = dataset_meta(path)
-    limit = memory_limit or default_memory_limit()
+    limit = default_memory_limit() if memory_limit is None else parse_memory_limit(memory_limit)
     con = _duckdb(limit)
     ranks = sorted(int(r) for r in meta["ranks"])
     # one rank per worker at a time, each worker's DuckDB under the same limit
@@ -437,12 +466,12 @@ def analyze_dataset(path: Path, memory_limit: str | None = None,
     figures, totals = _gather(_pool_map(dataset_rank, workers)(jobs), len(jobs), on_rank)
     summary = summarize_ranks(figures, totals.table())
     if not totals.ranks_without:
-        summary.top_kernels = _sql_top_kernels(con, path, ranks, summary.top_kernels)
+        summary.top_kernels = _sql_top_kernels(con, path, ranks, summary.top_kernels, limit)
     summary.notes.append(f"{len(ranks)} ranks from the dataset, numbered {meta.get('numbered')}")
     return summary
 
 
-def _sql_top_kernels(con, path: Path, ranks: list[int], fallback):
+def _sql_top_kernels(con, path: Path, ranks: list[int], fallback, memory_limit: str):
     """The cross-rank kernel table in SQL over the partitions of the dataset's ranks (GPU
     traces: kernel rows; a CPU trace's leaf ops need the op tree, so the per-rank tables
     serve there). A stray ``rank=N`` folder the metadata does not list is not read."""
@@ -450,8 +479,7 @@ def _sql_top_kernels(con, path: Path, ranks: list[int], fallback):
         return _sql_kernel_table(con, [_partition(path, r) for r in ranks], len(ranks),
                                  fallback)
     except _duckdb_errors() as e:
-        raise TraceVizError(f"{path}: a partition is unreadable ({_first_line(e)}); import "
-                            "the rank folder again") from None
+        raise _read_failure(e, f"{path}: a partition", memory_limit) from None
 
 
 def _sql_kernel_table(con, files: list[str], n_ranks: int, fallback):

@@ -11,6 +11,7 @@ from traceviz.cli.base import (
     Command,
     chart_paths,
     load_with_progress,
+    memory_limit_arg,
     progress_bar,
     refuse_existing,
     stderr,
@@ -50,7 +51,7 @@ class AnalyzeCommand(Command):
                        help="replace existing files in --plot/--export folders")
         p.add_argument("--width", type=width_arg,
                        help="terminal width for the tables (at least 40 columns)")
-        p.add_argument("--memory-limit", metavar="SIZE",
+        p.add_argument("--memory-limit", metavar="SIZE", type=memory_limit_arg,
                        help="DuckDB's memory limit for a rank dataset (e.g. 2GB; default a "
                             "quarter of this machine's memory)")
 

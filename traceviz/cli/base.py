@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 
+from traceviz.errors import UsageError
 from traceviz.fileio import atomic_output, check_output, is_gzip
 
 if TYPE_CHECKING:
@@ -52,6 +53,16 @@ def width_arg(text: str) -> int:
     if value < MIN_WIDTH:
         raise argparse.ArgumentTypeError(f"at least {MIN_WIDTH} columns, not {value}")
     return value
+
+
+def memory_limit_arg(text: str) -> str:
+    """``--memory-limit``: a size DuckDB understands (``2GB``, ``512MiB``)."""
+    from traceviz.rankdir import parse_memory_limit
+
+    try:
+        return parse_memory_limit(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
 
 
 def stdout(width: int | None = None) -> Console:
