@@ -405,3 +405,40 @@ def test_a_dataset_without_duckdb_installed_is_one_line(eight, tmp_path):
     r = subprocess.run([sys.executable, "-c", code, str(eight)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert len(json.loads(r.stdout)["ranks"]) == 8
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 100, 120, 160])
+def test_rank_tables_fit_the_width_without_cutting_a_figure(eight, capsys, width):
+    """Narrow terminals: every line fits, every figure shown is whole (at 80 columns rich
+    cropped the table mid-value, `14.` for 14.9%), and what is left out is named."""
+    from traceviz.units import fmt_ns, fmt_pct, short_name
+
+    assert main(["analyze", str(eight), "--json", "--top", "5"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert main(["analyze", str(eight), "--width", str(width), "--top", "5"]) == 0
+    lines = [x.rstrip() for x in capsys.readouterr().out.splitlines()]
+    assert max(len(x) for x in lines) <= width
+    title = lines.index("Ranks (8)")
+    header_rows = 1 if not lines[title + 3].strip("─ ") else 2  # the rule under the header
+    rows = lines[title + 3 + header_rows:title + 11 + header_rows]
+    text = " ".join(lines)
+    left = text[text.index("left out at"):].split(" (")[0] if "left out at" in text else ""
+    named = left.split(": ", 1)[1].split(", ") if left else []
+    assert left.startswith(f"left out at {width} columns: ") or not left
+    assert bool(left) == (width <= 80)  # 100 columns hold every column of these ranks
+    for line, r in zip(rows, data["ranks"], strict=True):
+        per = r["steps"]
+        # each column's figure is in the row, whole, unless the note names the column
+        cells = {"rank": str(r["rank"]), "step (median)": fmt_ns(r["step_ns"]),
+                 "busy": fmt_ns(r["busy_ns"] / per),
+                 "launch-bound": fmt_pct(r["launch_bound_fraction"]),
+                 "comm": fmt_ns(r["comm_ns"] / per),
+                 "comm overlapped": fmt_pct(r["comm_overlap_fraction"]),
+                 "kernels": f"{r['kernels']['count'] / per:,.0f}",
+                 "top kernel": short_name(r["top_kernel"], 12)[:11]}
+        assert line.split()[0] == str(r["rank"])
+        for col, cell in cells.items():
+            assert (f" {cell}" in f" {line}") != (col in named), (col, line, named)
+    assert "step (median)" not in named and "comm overlapped" not in named
+    if not left:
+        assert all(fmt_ns(k["max_rank_ns"]) in text for k in data["top_kernels"])

@@ -124,5 +124,6 @@ class AnalyzeCommand(Command):
         else:
             from traceviz.render.terminal import ranks_render
 
-            stdout(args.width).print(ranks_render(summary, top=args.top))
+            console = stdout(args.width)
+            console.print(ranks_render(summary, top=args.top, width=console.width))
         return 0

@@ -16,6 +16,7 @@ from traceviz.analyses.compare import RunFigures
 from traceviz.analyses.ranks import RanksSummary, rank_time, slowest_ranks, widest_steps
 from traceviz.analyses.summary import Summary
 from traceviz.analyses.timings import Timings
+from traceviz.render.fit import Col, fitted_table
 from traceviz.schema import CATEGORIES
 from traceviz.units import fmt_ns, fmt_pct, short_name
 
@@ -407,32 +408,29 @@ def amp_render(b: AmpBreakdown, fp32: str, amp: str) -> Group:
 LIST_ROWS = 32
 
 
-def ranks_render(s: RanksSummary, top: int = 10) -> Group:
-    """``analyze`` of a rank folder or dataset: per rank, stragglers, top kernels. Over
-    ``LIST_ROWS`` ranks (steps): the ``top`` slowest ranks (the ``top`` steps of widest
-    spread); ``--json`` keeps every one."""
+_RANK_COLS = (Col("rank"), Col("step\n(median)"), Col("busy", drop=4),
+              Col("launch-\nbound", drop=5), Col("comm", drop=3), Col("comm\noverlapped"),
+              Col("kernels", drop=2), Col("top\nkernel", "left", drop=1, name=True))
+_STRAGGLER_COLS = (Col("step"), Col("ranks", drop=1), Col("slowest\nrank"),
+                   Col("its step\ntime"), Col("median", drop=2), Col("max/\nmedian"))
+_KERNEL_COLS = (Col("name", "left", name=True), Col("category", "left", drop=5),
+                Col("ranks", drop=4), Col("count", drop=3), Col("total"),
+                Col("min\nrank", drop=1), Col("max\nrank", drop=2), Col("share", drop=6))
+
+
+def ranks_render(s: RanksSummary, top: int = 10, width: int = 120) -> Group:
+    """``analyze`` of a rank folder or dataset: per rank, stragglers, top kernels, for
+    ``width`` columns. Over ``LIST_ROWS`` ranks (steps): the ``top`` slowest ranks (the
+    ``top`` steps of widest spread); ``--json`` keeps every one."""
     listed = s.ranks if len(s.ranks) <= LIST_ROWS else slowest_ranks(s.ranks, top)
     what = "median step" if any(r.step_ns is not None for r in s.ranks) else "span"
     title = f"Ranks ({len(s.ranks):,})" if listed is s.ranks else (
         f"Ranks ({len(s.ranks):,}): the {len(listed)} slowest by {what}")
-    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("rank", "right"), ("step (median)", "right"), ("busy", "right"),
-        ("launch-bound", "right"), ("comm", "right"), ("comm overlapped", "right"),
-        ("kernels", "right"), ("top kernel", "left"))
-    for col, just in columns:  # figures keep their width; the kernel name gives way
-        if col == "top kernel":
-            t.add_column(col, no_wrap=True, overflow="ellipsis", max_width=24)
-        else:
-            t.add_column(col, justify=just, no_wrap=True,
-                         min_width=max(len(col), 5 if col == "rank" else 8 if col ==
-                                       "kernels" else 10))
-    for r in listed:
-        per = max(r.steps, 1)
-        t.add_row(str(r.rank), fmt_ns(r.step_ns), fmt_ns(r.busy_ns / per),
-                  fmt_pct(r.launch_bound_fraction), fmt_ns(r.comm_ns / per),
-                  fmt_pct(r.comm_overlap_fraction), f"{r.kernel_count / per:,.0f}",
-                  short_name(r.top_kernel, 24))
+    rows = [[str(r.rank), fmt_ns(r.step_ns), fmt_ns(r.busy_ns / max(r.steps, 1)),
+             fmt_pct(r.launch_bound_fraction), fmt_ns(r.comm_ns / max(r.steps, 1)),
+             fmt_pct(r.comm_overlap_fraction), f"{r.kernel_count / max(r.steps, 1):,.0f}",
+             r.top_kernel or ""] for r in listed]
+    t, left = fitted_table(title, _RANK_COLS, rows, width)
     parts: list[RenderableType] = [t, Text(
         "busy, comm, kernels: per step (whole trace without steps); comm overlapped: the share "
         "of communication-kernel time a computation kernel overlaps (HTA's definition)",
@@ -442,27 +440,25 @@ def ranks_render(s: RanksSummary, top: int = 10) -> Group:
     if len(s.stragglers):
         steps = (s.stragglers if len(s.stragglers) <= LIST_ROWS
                  else widest_steps(s.stragglers, top))
-        st = Table(title="Stragglers: per step, the slowest rank" if steps is s.stragglers
-                   else f"Stragglers: the {len(steps)} of {len(s.stragglers):,} steps with "
-                        "the widest max/median",
-                   box=box.SIMPLE_HEAD, title_justify="left")
-        for col in ("step", "ranks", "slowest rank", "its step time", "median", "max/median"):
-            st.add_column(col, justify="right", no_wrap=True)
-        for r in steps.itertuples(index=False):
-            st.add_row(str(r.step), str(r.ranks), str(r.slowest_rank), fmt_ns(r.max_ns),
-                       fmt_ns(r.median_ns), "–" if pd.isna(r.spread) else f"{r.spread:.3f}")
+        rows = [[str(r.step), str(r.ranks), str(r.slowest_rank), fmt_ns(r.max_ns),
+                 fmt_ns(r.median_ns), "–" if pd.isna(r.spread) else f"{r.spread:.3f}"]
+                for r in steps.itertuples(index=False)]
+        st, more = fitted_table(
+            "Stragglers: per step, the slowest rank" if steps is s.stragglers
+            else f"Stragglers: the {len(steps)} of {len(s.stragglers):,} steps with the "
+                 "widest max/median", _STRAGGLER_COLS, rows, width)
         parts.append(st)
-    k = Table(title="Top kernels across ranks", box=box.SIMPLE_HEAD, title_justify="left")
-    k.add_column("name", no_wrap=True, overflow="ellipsis", max_width=24)
-    for col in ("category", "ranks", "count", "total", "min rank", "max rank", "share"):
-        width = {"category": 13, "ranks": 5, "count": 7, "share": 6}.get(col, 10)
-        k.add_column(col, justify="left" if col == "category" else "right", no_wrap=True,
-                     min_width=width)
-    for r in s.top_kernels.head(top).itertuples(index=False):
-        k.add_row(short_name(r.name, 24), r.category, str(r.ranks), f"{r.count:,}",
-                  fmt_ns(r.total_ns), fmt_ns(r.min_rank_ns),
-                  fmt_ns(r.max_rank_ns), fmt_pct(r.share))
+        left += more
+    rows = [[r.name, r.category, str(r.ranks), f"{r.count:,}", fmt_ns(r.total_ns),
+             fmt_ns(r.min_rank_ns), fmt_ns(r.max_rank_ns), fmt_pct(r.share)]
+            for r in s.top_kernels.head(top).itertuples(index=False)]
+    k, more = fitted_table("Top kernels across ranks", _KERNEL_COLS, rows, width)
     parts.append(k)
+    left += more
+    if left:
+        parts.append(Text(f"left out at {width} columns: {', '.join(dict.fromkeys(left))} "
+                          "(a wider terminal, --width, or --json has every figure)",
+                          style="dim"))
     parts += [Text(f"note: {n}", style="yellow") for n in s.notes]
     return Group(*parts)
 
