@@ -4,12 +4,16 @@ Rank k is a copy of source k mod len(sources) with ``distributedInfo.rank = k``,
 timestamps shifted by k x ``shift_us`` and its correlation and external ids offset by
 k x 10^7, so no two ranks share an id or a time origin (as in a real job) while each
 rank's figures equal its source's.
+
+    python benchmarks/rankgen.py N OUT [SOURCE ...]   # default: the shared two-rank traces
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
+import sys
 from pathlib import Path
 
 ID_KEYS = ("correlation", "External id", "Ev Idx")
@@ -43,3 +47,28 @@ def make_ranks(sources: list[Path], n: int, out: Path, shift_us: float = 1000.0)
         path.write_bytes(gzip.compress(json.dumps(doc).encode(), 1))
         paths.append(path)
     return paths
+
+
+PAIR = [Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto"
+        / f"ampere_sampled_rank{k}.json.gz" for k in (0, 1)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="Make a folder of N rank traces from real ones.")
+    p.add_argument("n", type=int, help="number of ranks")
+    p.add_argument("out", type=Path, help="folder to write rank-<k>.json.gz into")
+    p.add_argument("sources", type=Path, nargs="*", default=PAIR,
+                   help="rank traces to copy (default: ../shared's two-rank trace)")
+    args = p.parse_args(argv)
+    missing = [s for s in args.sources if not s.is_file()]
+    if args.n < 1 or missing:
+        print(f"rankgen: {'no such file: ' + str(missing[0]) if missing else 'N must be >= 1'}",
+              file=sys.stderr)
+        return 2
+    paths = make_ranks(args.sources, args.n, args.out)
+    print(f"wrote {len(paths)} ranks to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -33,10 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.ingest import HWM, child  # noqa: E402
-from benchmarks.rankgen import make_ranks  # noqa: E402
-
-PAIR = [ROOT.parent / "shared" / "traces" / "kineto" / f"ampere_sampled_rank{k}.json.gz"
-        for k in (0, 1)]
+from benchmarks.rankgen import PAIR, make_ranks  # noqa: E402
 
 # the command's own output goes to /dev/null: a large --json would otherwise fill the pipe
 # the parent reads only at the end
