@@ -442,3 +442,32 @@ def test_rank_tables_fit_the_width_without_cutting_a_figure(eight, capsys, width
     assert "step (median)" not in named and "comm overlapped" not in named
     if not left:
         assert all(fmt_ns(k["max_rank_ns"]) in text for k in data["top_kernels"])
+
+
+def test_xplane_files_beside_other_traces_make_a_rank_folder(tmp_path, capsys):
+    """A folder of only .xplane.pb host files is one profile run (one trace, its hosts
+    merged); with traces of other formats beside them it is a folder of ranks: read as a
+    profile run, the other files were left out without a word."""
+    import traceviz
+    from traceviz.rankdir import is_rank_folder
+
+    xplane = KINETO.parent / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(xplane, run / "host0.xplane.pb.gz")
+    assert not is_rank_folder(run)
+    assert traceviz.load(run).meta["source_format"] == "xplane"
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    shutil.copy(xplane, mixed / "rank-0.xplane.pb.gz")
+    shutil.copy(PAIR[1], mixed / "rank-1.json.gz")
+    assert is_rank_folder(mixed)
+    with pytest.raises(traceviz.TraceVizError, match="a folder of 2 rank traces"):
+        traceviz.load(mixed)
+    assert main(["analyze", str(mixed), "--json"]) == 0
+    ranks = json.loads(capsys.readouterr().out)["ranks"]
+    one = traceviz.load(xplane).summary()
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert ranks[0]["kernels"]["count"] == one["kernels"]["count"] == 1330
+    raw = [e for e in raw_events(PAIR[1]) if e.get("cat") == "kernel"]
+    assert ranks[1]["kernels"] == {"count": len(raw), "total_ns": sum(ns(e["dur"]) for e in raw)}

@@ -66,15 +66,20 @@ def rank_files(directory: Path) -> list[Path]:
 
 def is_rank_folder(path: Path) -> bool:
     """A folder of trace files that is not itself one trace (a run folder, an nsys table
-    folder, a TensorBoard log directory) nor a dataset."""
+    folder, a TensorBoard log directory or profile run of ``.xplane.pb`` host files) nor a
+    dataset. Trace files of other formats beside ``.xplane.pb`` ones make it a rank folder:
+    read as a profile run, everything but the XSpace files was left out without a word."""
     if not path.is_dir() or is_dataset(path) or (path / "trace.parquet").is_file():
         return False
     from traceviz.parsers.detect import _is_nsys_folder
     from traceviz.parsers.xplane import is_xplane_dir
 
-    if _is_nsys_folder(path) or is_xplane_dir(path):
+    if _is_nsys_folder(path):
         return False
-    return bool(rank_files(path))
+    files = rank_files(path)
+    if is_xplane_dir(path) and all(".xplane.pb" in f.name for f in files):
+        return False
+    return bool(files)
 
 
 @dataclass(frozen=True)

@@ -45,10 +45,10 @@ def detect_format(path: Path) -> str:
         return "nsys-dir"
     if path.is_dir():
         from traceviz.parsers.xplane import is_xplane_dir
+        from traceviz.rankdir import describe_folder, is_rank_folder
 
-        if is_xplane_dir(path):
+        if is_xplane_dir(path) and not is_rank_folder(path):
             return "xplane"
-        from traceviz.rankdir import describe_folder
 
         raise TraceVizError(describe_folder(path))
     check_readable(path)
