@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import sys
 from pathlib import Path
 
 ID_KEYS = ("correlation", "External id", "Ev Idx")
@@ -60,11 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("sources", type=Path, nargs="*", default=PAIR,
                    help="rank traces to copy (default: ../shared's two-rank trace)")
     args = p.parse_args(argv)
-    missing = [s for s in args.sources if not s.is_file()]
-    if args.n < 1 or missing:
-        print(f"rankgen: {'no such file: ' + str(missing[0]) if missing else 'N must be >= 1'}",
-              file=sys.stderr)
-        return 2
+    if args.n < 1:
+        p.error("N must be at least 1")
+    for src in args.sources:
+        if not src.is_file():
+            p.error(f"no such trace: {src}")
+    if args.out.exists() and any(args.out.iterdir()):
+        # ranks left from a larger N would join the folder with another world size
+        p.error(f"{args.out} is not empty; give a new folder")
     paths = make_ranks(args.sources, args.n, args.out)
     print(f"wrote {len(paths)} ranks to {args.out}")
     return 0

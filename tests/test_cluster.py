@@ -78,13 +78,23 @@ def _kill_node(raylet: int) -> None:
     """A node dies with all its processes: the raylet, its workers and their runner
     subprocesses. Killing the raylet alone left a race: a worker notices its raylet's death
     only on its next check (about a second), and a point that finished meanwhile reached
-    the driver as done (CI, once, under load)."""
-    kids, tree, todo = _children(), [], [raylet]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo.extend(kids.get(pid, []))
-    for pid in tree:
+    the driver as done (CI, once, under load). The tree is stopped first, until no new
+    process appears in it, so that none started meanwhile is left running."""
+    stopped: set[int] = set()
+    while True:
+        kids, todo, tree = _children(), [raylet], []
+        while todo:
+            pid = todo.pop()
+            tree.append(pid)
+            todo.extend(kids.get(pid, []))
+        new = [pid for pid in tree if pid not in stopped]
+        if not new:
+            break
+        for pid in new:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped.update(new)
+    for pid in stopped:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 

@@ -15,14 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.rankgen import make_ranks
+from benchmarks.rankgen import PAIR, make_ranks
 from tests.conftest import KINETO
 from tests.rawref import load as raw_events
 from tests.rawref import ns, union
 from traceviz.cli import main
 from traceviz.rankdir import analyze_dataset, analyze_folder, import_folder, rank_files
-
-PAIR = [KINETO / "ampere_sampled_rank0.json.gz", KINETO / "ampere_sampled_rank1.json.gz"]
 
 
 @pytest.fixture(scope="module")
@@ -352,14 +350,20 @@ def test_many_ranks_list_the_slowest_ranks_and_the_widest_steps():
 
 
 @pytest.mark.parametrize(("text", "limit"), [("2GB", "2GB"), ("512mib", "512MiB"),
-                                             (" 1.5 GiB ", "1.5GiB"), ("64kb", "64KB")])
+                                             (" 1.5 GiB ", "1.5GiB"), ("64kb", "64KB"),
+                                             ("1024TiB", "1024TiB"), ("1b", "1B")])
 def test_memory_limit_spellings(text, limit):
+    """Each spelling traceviz passes on is one DuckDB takes."""
+    import duckdb
+
     from traceviz.rankdir import parse_memory_limit
 
     assert parse_memory_limit(text) == limit
+    duckdb.connect().execute(f"SET memory_limit = '{limit}'")
 
 
-@pytest.mark.parametrize("text", ["foo", "1GB'", "0", "0GB", "100", "-5GB", "2 GBs", ""])
+@pytest.mark.parametrize("text", ["foo", "1GB'", "0", "0GB", "100", "-5GB", "2 GBs", "",
+                                  "\uff12GB", "1.GB", "0.4B", "1025TiB", "2G"])
 def test_a_bad_memory_limit_is_a_usage_error(eight, tmp_path, capsys, text):
     """DuckDB words these as SQL parser errors (an internal error before): argparse's one
     line and exit 2, and a TraceVizError from the notebook API."""
@@ -386,6 +390,10 @@ def test_a_memory_limit_too_small_is_named_not_blamed_on_the_dataset(eight, tmp_
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
     assert "ran out of memory under the 1KB limit" in err and "--memory-limit" in err
+    import traceviz
+
+    with pytest.raises(traceviz.TraceVizError, match="memory_limit= in Python"):
+        traceviz.ranks(ds, memory_limit="1KB")
     assert "import the rank folder again" not in err
     assert main(["analyze", str(ds), "--memory-limit", "256MB", "--json"]) == 0
 
@@ -423,7 +431,9 @@ def test_rank_tables_fit_the_width_without_cutting_a_figure(eight, capsys, width
     rows = lines[title + 3 + header_rows:title + 11 + header_rows]
     text = " ".join(lines)
     left = text[text.index("left out at"):].split(" (")[0] if "left out at" in text else ""
-    named = left.split(": ", 1)[1].split(", ") if left else []
+    tables = dict(x.split(": ") for x in left.split(": ", 1)[1].split("; ")) if left else {}
+    assert set(tables) <= {"ranks", "stragglers", "top kernels"}
+    named = tables.get("ranks", "").split(", ")
     assert left.startswith(f"left out at {width} columns: ") or not left
     assert bool(left) == (width <= 80)  # 100 columns hold every column of these ranks
     for line, r in zip(rows, data["ranks"], strict=True):
@@ -471,3 +481,54 @@ def test_xplane_files_beside_other_traces_make_a_rank_folder(tmp_path, capsys):
     assert ranks[0]["kernels"]["count"] == one["kernels"]["count"] == 1330
     raw = [e for e in raw_events(PAIR[1]) if e.get("cat") == "kernel"]
     assert ranks[1]["kernels"] == {"count": len(raw), "total_ns": sum(ns(e["dur"]) for e in raw)}
+
+
+def test_xplane_run_folders_and_log_directories_stay_one_trace(tmp_path):
+    """A profile run's companions (TF's trace viewer JSON, JAX's Perfetto trace, memory
+    profiles) do not make it a rank folder, and a log directory with a stray file at its top
+    stays a log directory; a PyTorch trace beside an XSpace file is a rank."""
+    from traceviz.rankdir import is_rank_folder
+
+    xplane = KINETO.parent / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(xplane, run / "host.xplane.pb.gz")
+    for companion in ("perfetto_trace.json.gz", "host.trace.json.gz",
+                      "host.memory_profile.json.gz"):
+        (run / companion).write_bytes(gzip.compress(b"{}"))
+    assert not is_rank_folder(run)
+    logdir = tmp_path / "logdir"
+    (logdir / "plugins" / "profile" / "2026_11_24").mkdir(parents=True)
+    shutil.copy(xplane, logdir / "plugins" / "profile" / "2026_11_24" / "host.xplane.pb.gz")
+    (logdir / "config.json").write_text("{}")
+    assert not is_rank_folder(logdir)
+    shutil.copy(PAIR[0], run / "worker0.pt.trace.json.gz")
+    assert is_rank_folder(run)
+
+
+def test_fitted_table_edge_cases():
+    """No rows, short names, and a width nothing fits: the narrowest form, names at their
+    minimum; the columns that leave are named in their drop order."""
+    from traceviz.render.fit import NAME_MIN, Col, fitted_table
+    from traceviz.render.terminal import _KERNEL_COLS
+
+    def width(table) -> int:
+        return max(len(x.rstrip()) for x in _rendered(table).splitlines())
+
+    table, left = fitted_table("t", _KERNEL_COLS, [], 30)
+    assert table.row_count == 0 and width(table) <= 30
+    row = ["k" * 40, "gemm", "8", "1,024", "1.000 s", "1.000 ms", "2.000 ms", "61.6%"]
+    for w in (200, 100, 60, 44):
+        table, left = fitted_table("t", _KERNEL_COLS, [row], w)
+        assert width(table) <= w, w
+        text = _rendered(table)
+        assert all(cell in text for cell, c in zip(row[1:], _KERNEL_COLS[1:], strict=True)
+                   if c.one_line not in left)
+        order = sorted((c for c in _KERNEL_COLS if c.drop), key=lambda c: c.drop)
+        assert left == [c.one_line for c in _KERNEL_COLS if c in order[:len(left)]]
+    table, left = fitted_table("t", _KERNEL_COLS, [row], 10)  # below name + total
+    assert set(left) == {c.one_line for c in _KERNEL_COLS if c.drop}
+    assert "k" * (NAME_MIN - 1) + "…" in _rendered(table)
+    short = [Col("name", "left", name=True), Col("n")]
+    table, left = fitted_table("t", short, [["ab", "1"]], 40)
+    assert left == [] and "ab" in _rendered(table)

@@ -18,14 +18,15 @@ from traceviz.errors import RunFailed, TraceVizError
 def connect(address: str | None) -> Any:
     """Join the cluster at ``address`` (``auto``: the one this machine belongs to; none:
     $RAY_ADDRESS, else a local one started for this run)."""
+    missing = TraceVizError("--ray needs Ray: pip install -e '.[dist]'")
     try:
         import ray
     except ImportError:
-        ray = None
+        raise missing from None
     # a folder named ray (Ray's own /tmp/ray, beside `python -m`) imports as an empty
     # namespace package
     if not hasattr(ray, "init"):
-        raise TraceVizError("--ray needs Ray: pip install -e '.[dist]'")
+        raise missing
     if not ray.is_initialized():
         # a local cluster started for this run needs no dashboard; a running one has its own
         local: dict[str, Any] = {"include_dashboard": False} if address is None else {}

@@ -64,11 +64,20 @@ def rank_files(directory: Path) -> list[Path]:
                   and not p.name.startswith("."))
 
 
+def _xspace_companion(name: str) -> bool:
+    """Files TF/JAX write beside a host's ``.xplane.pb`` in a profile run (trace viewer and
+    Perfetto exports, memory profiles): part of that run, not ranks. PyTorch's
+    ``*.pt.trace.json`` are not among them."""
+    return name.startswith("perfetto_trace.json") or name.endswith(
+        (".memory_profile.json.gz", ".memory_profile.json")) or (
+        name.endswith((".trace.json.gz", ".trace.json")) and ".pt.trace.json" not in name)
+
+
 def is_rank_folder(path: Path) -> bool:
     """A folder of trace files that is not itself one trace (a run folder, an nsys table
-    folder, a TensorBoard log directory or profile run of ``.xplane.pb`` host files) nor a
-    dataset. Trace files of other formats beside ``.xplane.pb`` ones make it a rank folder:
-    read as a profile run, everything but the XSpace files was left out without a word."""
+    folder, a TensorBoard log directory, a profile run of ``.xplane.pb`` host files and
+    their companions) nor a dataset. ``.xplane.pb`` files beside traces of other formats
+    are ranks like the others."""
     if not path.is_dir() or is_dataset(path) or (path / "trace.parquet").is_file():
         return False
     from traceviz.parsers.detect import _is_nsys_folder
@@ -77,8 +86,12 @@ def is_rank_folder(path: Path) -> bool:
     if _is_nsys_folder(path):
         return False
     files = rank_files(path)
-    if is_xplane_dir(path) and all(".xplane.pb" in f.name for f in files):
-        return False
+    if is_xplane_dir(path):
+        xspace = [f for f in files if ".xplane.pb" in f.name]
+        # a log directory (its runs in folders below) or a run folder is one trace
+        if not xspace or all(".xplane.pb" in f.name or _xspace_companion(f.name)
+                             for f in files):
+            return False
     return bool(files)
 
 
@@ -330,7 +343,7 @@ def _partition(path: str | Path, rank: int) -> str:
     return str(folder / "*.parquet")
 
 
-def _duckdb_module():
+def _duckdb_module() -> Any:
     try:
         import duckdb
     except ImportError:
@@ -351,23 +364,28 @@ def _read_failure(e: BaseException, what: str, memory_limit: str) -> TraceVizErr
     memory is the limit's fault, not the dataset's."""
     if isinstance(e, _duckdb_module().OutOfMemoryException):
         return TraceVizError(f"{what} could not be read: DuckDB ran out of memory under the "
-                             f"{memory_limit} limit; give it more with --memory-limit")
+                             f"{memory_limit} limit; give it more (--memory-limit, or "
+                             "memory_limit= in Python)")
     return TraceVizError(f"{what} is unreadable ({_first_line(e)}); import the rank folder "
                          "again")
 
 
-_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", re.IGNORECASE)
-_UNITS = {u.lower(): u for u in ("B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB")}
+_SIZE = re.compile(r" *([0-9]+(?:\.[0-9]+)?) *([a-z]+) *", re.IGNORECASE | re.ASCII)
+_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_UNIT_OF = {u.lower(): u for u in _UNITS}
+MAX_MEMORY_LIMIT = 2**50  # DuckDB's own ceiling is near here; more is a typo
 
 
 def parse_memory_limit(text: str) -> str:
-    """A memory limit as DuckDB spells it (``2GB``, ``512MiB``, ``1.5GB``), checked here:
-    DuckDB words a bad one as an SQL parser error."""
+    """A memory limit (``2GB``, ``512MiB``, ``1.5GB``: a number and one of B to TiB), in
+    DuckDB's spelling; checked here, as DuckDB words a bad one as an SQL parser error."""
     m = _SIZE.fullmatch(text)
-    if not m or float(m.group(1)) <= 0:
-        raise UsageError(f"{text!r} is not a memory size (e.g. 2GB, 512MB, 1.5GiB)",
-                         option="memory_limit")
-    return f"{m.group(1)}{_UNITS[m.group(2).lower()]}"
+    unit = _UNIT_OF.get(m.group(2).lower()) if m else None
+    if m is None or unit is None or not 1 <= float(m.group(1)) * _UNITS[unit] <= MAX_MEMORY_LIMIT:
+        raise UsageError(f"{text!r} is not a memory size from 1B to 1024TiB (e.g. 2GB, 512MB, "
+                         "1.5GiB)", option="memory_limit")
+    return f"{m.group(1)}{unit}"
 
 
 def default_memory_limit() -> str:

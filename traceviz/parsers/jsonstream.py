@@ -257,6 +257,7 @@ def decode_in_order(
 
         # the fork server checks that its parent still is this process (worker_preload)
         os.environ["TRACEVIZ_POOL_PARENT"] = str(os.getpid())
+        quiet_resource_tracker()
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["traceviz.parsers.worker_preload", decode.__module__])
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
@@ -279,6 +280,29 @@ def decode_in_order(
         pool.shutdown()
     if carry is not None:
         raise TraceVizError(f"{name}: malformed JSON ({last_error})")
+
+
+def quiet_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker with its stderr on /dev/null (once per
+    process). After Ctrl-C kills the decode pool, the tracker outlives the CLI by a moment,
+    unlinks the pool's semaphores itself and warns about each ("leaked semaphore objects",
+    "No such file or directory"): lines after "traceviz: interrupted" on the user's
+    terminal (CI, once), about a clean-up that happens anyway."""
+    from multiprocessing import resource_tracker
+
+    if getattr(resource_tracker._resource_tracker, "_fd", None) is not None:
+        return  # running already, with whatever stderr it was started with
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)  # the tracker inherits fd 2 when it starts
+        resource_tracker.ensure_running()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 def die_with_parent() -> None:

@@ -56,25 +56,26 @@ def _width(table: Table) -> int:
 def fitted_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]],
                  width: int) -> tuple[Table, list[str]]:
     """The table of ``rows`` (one string per column) that fits ``width`` columns, and the
-    headers of the columns it leaves out. Where nothing fits, the narrowest form."""
-    leaving = sorted((c for c in cols if c.drop), key=lambda c: c.drop)
-    kept = list(cols)
+    headers of the columns it leaves out. Where nothing fits, the narrowest form (rich then
+    crops it: only below the width of the columns that never leave)."""
+    leaving = sorted((i for i, c in enumerate(cols) if c.drop), key=lambda i: cols[i].drop)
+    kept = list(range(len(cols)))
 
     def left_out() -> list[str]:
-        return [c.one_line for c in cols if c not in kept]
+        return [c.one_line for i, c in enumerate(cols) if i not in kept]
 
     while True:
-        index = [cols.index(c) for c in kept]
-        cells = [[(c, row[i]) for c, i in zip(kept, index, strict=True)] for row in rows]
+        shown = [cols[i] for i in kept]
+        cells = [[(cols[i], row[i]) for i in kept] for row in rows]
         for two_lines in (False, True):
-            table = _build(title, kept, cells, two_lines, NAME_MAX)
+            table = _build(title, shown, cells, two_lines, NAME_MAX)
             over = _width(table) - width
             if over <= 0:
                 return table, left_out()
         names = max((len(short_name(v, NAME_MAX)) for row in cells for c, v in row if c.name),
                     default=0)
         if names and names - over >= NAME_MIN:
-            return _build(title, kept, cells, True, names - over), left_out()
+            return _build(title, shown, cells, True, names - over), left_out()
         if not leaving:
-            return table, left_out()
+            return _build(title, shown, cells, True, NAME_MIN), left_out()
         kept.remove(leaving.pop(0))

@@ -430,7 +430,8 @@ def ranks_render(s: RanksSummary, top: int = 10, width: int = 120) -> Group:
              fmt_pct(r.launch_bound_fraction), fmt_ns(r.comm_ns / max(r.steps, 1)),
              fmt_pct(r.comm_overlap_fraction), f"{r.kernel_count / max(r.steps, 1):,.0f}",
              r.top_kernel or ""] for r in listed]
-    t, left = fitted_table(title, _RANK_COLS, rows, width)
+    left: dict[str, list[str]] = {}  # per table, the columns the width left out
+    t, left["ranks"] = fitted_table(title, _RANK_COLS, rows, width)
     parts: list[RenderableType] = [t, Text(
         "busy, comm, kernels: per step (whole trace without steps); comm overlapped: the share "
         "of communication-kernel time a computation kernel overlaps (HTA's definition)",
@@ -443,22 +444,20 @@ def ranks_render(s: RanksSummary, top: int = 10, width: int = 120) -> Group:
         rows = [[str(r.step), str(r.ranks), str(r.slowest_rank), fmt_ns(r.max_ns),
                  fmt_ns(r.median_ns), "–" if pd.isna(r.spread) else f"{r.spread:.3f}"]
                 for r in steps.itertuples(index=False)]
-        st, more = fitted_table(
+        st, left["stragglers"] = fitted_table(
             "Stragglers: per step, the slowest rank" if steps is s.stragglers
             else f"Stragglers: the {len(steps)} of {len(s.stragglers):,} steps with the "
                  "widest max/median", _STRAGGLER_COLS, rows, width)
         parts.append(st)
-        left += more
     rows = [[r.name, r.category, str(r.ranks), f"{r.count:,}", fmt_ns(r.total_ns),
              fmt_ns(r.min_rank_ns), fmt_ns(r.max_rank_ns), fmt_pct(r.share)]
             for r in s.top_kernels.head(top).itertuples(index=False)]
-    k, more = fitted_table("Top kernels across ranks", _KERNEL_COLS, rows, width)
+    k, left["top kernels"] = fitted_table("Top kernels across ranks", _KERNEL_COLS, rows, width)
     parts.append(k)
-    left += more
-    if left:
-        parts.append(Text(f"left out at {width} columns: {', '.join(dict.fromkeys(left))} "
-                          "(a wider terminal, --width, or --json has every figure)",
-                          style="dim"))
+    if any(left.values()):
+        what = "; ".join(f"{table}: {', '.join(cols)}" for table, cols in left.items() if cols)
+        parts.append(Text(f"left out at {width} columns: {what} (a wider terminal, --width, "
+                          "or --json has every figure)", style="dim"))
     parts += [Text(f"note: {n}", style="yellow") for n in s.notes]
     return Group(*parts)
 
