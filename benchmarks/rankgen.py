@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 ID_KEYS = ("correlation", "External id", "Ev Idx")
@@ -67,7 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists() and any(args.out.iterdir()):
         # ranks left from a larger N would join the folder with another world size
         p.error(f"{args.out} is not empty; give a new folder")
-    paths = make_ranks(args.sources, args.n, args.out)
+    created = not args.out.exists()
+    try:
+        paths = make_ranks(args.sources, args.n, args.out)
+    except (OSError, EOFError, ValueError) as e:  # a truncated or non-JSON source
+        if created:
+            shutil.rmtree(args.out, ignore_errors=True)
+        p.exit(2, f"rankgen: error: {type(e).__name__}: {e}\n")
     print(f"wrote {len(paths)} ranks to {args.out}")
     return 0
 

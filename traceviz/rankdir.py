@@ -86,12 +86,11 @@ def is_rank_folder(path: Path) -> bool:
     if _is_nsys_folder(path):
         return False
     files = rank_files(path)
-    if is_xplane_dir(path):
-        xspace = [f for f in files if ".xplane.pb" in f.name]
-        # a log directory (its runs in folders below) or a run folder is one trace
-        if not xspace or all(".xplane.pb" in f.name or _xspace_companion(f.name)
-                             for f in files):
-            return False
+    # a log directory (its runs in folders below) or a run folder is one trace
+    if is_xplane_dir(path) and (
+            not any(".xplane.pb" in f.name for f in files)
+            or all(".xplane.pb" in f.name or _xspace_companion(f.name) for f in files)):
+        return False
     return bool(files)
 
 

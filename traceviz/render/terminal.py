@@ -13,7 +13,13 @@ from rich.text import Text
 
 from traceviz.analyses.amp import AmpBreakdown
 from traceviz.analyses.compare import RunFigures
-from traceviz.analyses.ranks import RanksSummary, rank_time, slowest_ranks, widest_steps
+from traceviz.analyses.ranks import (
+    RankFigures,
+    RanksSummary,
+    rank_time,
+    slowest_ranks,
+    widest_steps,
+)
 from traceviz.analyses.summary import Summary
 from traceviz.analyses.timings import Timings
 from traceviz.render.fit import Col, fitted_table
@@ -426,10 +432,7 @@ def ranks_render(s: RanksSummary, top: int = 10, width: int = 120) -> Group:
     what = "median step" if any(r.step_ns is not None for r in s.ranks) else "span"
     title = f"Ranks ({len(s.ranks):,})" if listed is s.ranks else (
         f"Ranks ({len(s.ranks):,}): the {len(listed)} slowest by {what}")
-    rows = [[str(r.rank), fmt_ns(r.step_ns), fmt_ns(r.busy_ns / max(r.steps, 1)),
-             fmt_pct(r.launch_bound_fraction), fmt_ns(r.comm_ns / max(r.steps, 1)),
-             fmt_pct(r.comm_overlap_fraction), f"{r.kernel_count / max(r.steps, 1):,.0f}",
-             r.top_kernel or ""] for r in listed]
+    rows = [_rank_row(r) for r in listed]
     left: dict[str, list[str]] = {}  # per table, the columns the width left out
     t, left["ranks"] = fitted_table(title, _RANK_COLS, rows, width)
     parts: list[RenderableType] = [t, Text(
@@ -460,6 +463,15 @@ def ranks_render(s: RanksSummary, top: int = 10, width: int = 120) -> Group:
                           "or --json has every figure)", style="dim"))
     parts += [Text(f"note: {n}", style="yellow") for n in s.notes]
     return Group(*parts)
+
+
+def _rank_row(r: RankFigures) -> list[str]:
+    """A rank's cells in ``_RANK_COLS`` order: busy, comm and kernels per step."""
+    per = max(r.steps, 1)
+    return [str(r.rank), fmt_ns(r.step_ns), fmt_ns(r.busy_ns / per),
+            fmt_pct(r.launch_bound_fraction), fmt_ns(r.comm_ns / per),
+            fmt_pct(r.comm_overlap_fraction), f"{r.kernel_count / per:,.0f}",
+            r.top_kernel or ""]
 
 
 def _rank_spread(s: RanksSummary, what: str) -> str:
