@@ -8,9 +8,11 @@ from typing import Any
 import pandas as pd
 
 from traceviz.analyses.casts import CastSummary, cast_summary
+from traceviz.analyses.efficiency import Efficiency, efficiency
 from traceviz.analyses.idle import Idle, host_wait_total, idle_breakdown, launch_bound
 from traceviz.analyses.kernels import category_table, kernel_table
 from traceviz.analyses.launch import Launches, launch_figures, launch_table
+from traceviz.analyses.memory import Memory, memory
 from traceviz.analyses.phases import phase_table
 from traceviz.analyses.stats import Distribution
 from traceviz.analyses.timings import Timings, timings
@@ -47,6 +49,8 @@ class Summary:
     timings: Timings | None          # the run's benchmark, when the trace carries one
     by_config: bool = False
     notes: list[str] = field(default_factory=list)
+    efficiency: Efficiency | None = None  # analyze's Efficiency section (opt-in: ranks skip it)
+    memory: Memory | None = None
 
     @property
     def idle_fraction(self) -> float | None:
@@ -128,6 +132,8 @@ class Summary:
                       "cast_ops": self.casts.cast_ops},
             "phases": [plain_row(r) for r in self.phases.to_dict("records")],
             "timings": self.timings.to_dict() if self.timings else None,
+            **({"efficiency": self.efficiency.to_dict(top=top)} if self.efficiency else {}),
+            **({"memory": self.memory.to_dict()} if self.memory else {}),
             "notes": self.notes,
         })
 
@@ -155,10 +161,11 @@ def _sum_known(values: list[int | None]) -> int | None:
     return sum(known) if known else None
 
 
-# on a trace with device rows, the rows summarize reads (a GPU trace's ops and other
-# runtime calls are most of its rows): device rows, steps, ranges (phases), the launch
-# calls that reached the device, and cast ops (their outermost count)
-SUMMARY_KINDS = ("kernel", "memcpy", "memset", "step", "annotation")
+# on a trace with device rows, the rows summarize reads (its other runtime calls are
+# many of its rows): device rows, steps, ranges (phases), the launch calls that reached
+# the device, ops (the efficiency figures' shapes; cast ops' outermost count) and
+# allocator events
+SUMMARY_KINDS = ("kernel", "memcpy", "memset", "step", "annotation", "op", "memory")
 
 
 def summary_rows() -> Any:
@@ -168,13 +175,14 @@ def summary_rows() -> Any:
 
     kind = pc.field("kind")
     return (kind.isin(SUMMARY_KINDS)
-            | ((kind == "runtime") & (pc.field("launch_id") >= 0))
-            | ((kind == "op") & pc.field("is_cast")))
+            | ((kind == "runtime") & (pc.field("launch_id") >= 0)))
 
 
-def summarize(trace: Trace, by_config: bool = False) -> Summary:
+def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = False,
+              peak: Any = None) -> Summary:
     """Run every analysis of ``traceviz analyze`` on ``trace``; ``by_config`` splits the
-    kernel table by launch configuration."""
+    kernel table by launch configuration; ``with_efficiency`` adds the efficiency and
+    memory figures (``peak``: a ``peaks.Peak`` overriding the device's row)."""
     work = work_rows(trace)
     windows = analysis_windows(trace, work)
     devices = idle_breakdown(trace, work, windows)
@@ -195,13 +203,17 @@ def summarize(trace: Trace, by_config: bool = False) -> Summary:
                      "and queued idle.")
     whole_busy = trace_busy_ns(work)
     ws, we = wall_windows(windows)
+    span_ns = sum(d.span_ns for d in devices)
+    busy_ns = sum(d.busy_ns for d in devices)
+    eff = efficiency(trace, peak, busy_ns, span_ns, steps) if with_efficiency else None
+    mem = memory(trace, ws, we) if with_efficiency else None
     return Summary(
         meta=trace.meta,
         cpu_trace=trace.is_cpu,
         scope="steps" if steps else "trace",
         steps=steps,
-        span_ns=sum(d.span_ns for d in devices),
-        busy_ns=sum(d.busy_ns for d in devices),
+        span_ns=span_ns,
+        busy_ns=busy_ns,
         trace_busy_ns=whole_busy,
         host_wait_ns=None if trace.is_cpu else host_wait_total(devices),
         queued_idle_ns=None if trace.is_cpu
@@ -219,4 +231,6 @@ def summarize(trace: Trace, by_config: bool = False) -> Summary:
         timings=timings(trace.meta.get("bench")),
         by_config=by_config,
         notes=notes,
+        efficiency=eff,
+        memory=mem,
     )

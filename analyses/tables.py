@@ -7,6 +7,8 @@ in README.md ("Exported tables").
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -70,16 +72,25 @@ def phases_of(trace: Trace, w: Work | None = None) -> pd.DataFrame:
     return phase_table(trace, work, ws, we)
 
 
-def export_tables(trace: Trace) -> dict[str, pd.DataFrame]:
-    """The tables by name (the CLI's ``analyze.EXPORTS``), ready to write as Parquet."""
+def export_tables(trace: Trace, peak: Any = None) -> dict[str, pd.DataFrame]:
+    """The tables by name (the CLI's ``analyze.EXPORTS``), ready to write as Parquet
+    (``peak``: a ``peaks.Peak`` for the efficiency table's % of peak)."""
+    from traceviz.analyses.efficiency import efficiency
+    from traceviz.analyses.memory import memory
+
     w = _work(trace)
     kernels = kernel_rows(trace, w)
+    eff = efficiency(trace, peak).groups
     return {
+
         "kernels": kernels,
         "launches": launch_table(trace),
         "casts": cast_rows(kernels).reset_index(drop=True),
         "ops": op_table(trace, w),
         "phases": phases_of(trace, w),
+        "efficiency": eff.astype({c: "float64" for c in ("tflops", "gbps", "intensity",
+                                                         "pct_peak", "pct_bw")}),
+        "memory": memory(trace).series.astype("int64"),
     }
 
 

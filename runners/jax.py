@@ -17,7 +17,14 @@ import shutil
 import sys
 from pathlib import Path
 
-from traceviz.runners.protocol import RunnerError, bench_figures, run_phases, run_result, serve
+from traceviz.runners.protocol import (
+    RunnerError,
+    bench_figures,
+    rss_probe,
+    run_phases,
+    run_result,
+    serve,
+)
 from traceviz.runners.synthetic import samples_needed, synthetic_data
 
 
@@ -170,11 +177,12 @@ def run(cfg: dict, out: Path) -> dict:
         phases = run_phases(
             step, cfg, lambda: jax.profiler.start_trace(str(logdir)), jax.profiler.stop_trace,
             lambda i: jax.profiler.StepTraceAnnotation("step", step_num=i),
-            min_warmup=1)  # the first call compiles
+            min_warmup=1,  # the first call compiles
+            memory=_memory_probe(device))
     files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
     if not files:
         raise RunnerError(f"jax.profiler wrote no .xplane.pb under {logdir}")
-    bench = bench_figures(phases, batch)
+    bench = bench_figures(phases, batch, w)
     meta = {
         "framework": "jax",
         "framework_version": jax.__version__,
@@ -185,6 +193,23 @@ def run(cfg: dict, out: Path) -> dict:
         "logdir": str(logdir),
     }
     return run_result(out, bench, meta, files[-1])
+
+
+def _memory_probe(device) -> tuple:
+    """(reset, read) of the timed phase's peak memory: the device allocator's
+    ``peak_bytes_in_use`` (``memory_stats``; it cannot be reset, so it is the run's peak
+    so far), else (a CPU device has no stats) the growth of the peak resident set."""
+    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+    if not stats or "peak_bytes_in_use" not in stats:
+        return rss_probe()
+
+    def read() -> dict:
+        s = device.memory_stats() or {}
+        return {"device": device.platform, "peak_allocated_bytes":
+                int(s.get("peak_bytes_in_use", 0)),
+                "total_bytes": int(s.get("bytes_limit", 0)) or None}
+
+    return (lambda: None), read
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,14 @@ from pathlib import Path
 
 # protocol.py (stdlib) and synthetic.py (numpy): nothing else from traceviz
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from protocol import RunnerError, bench_figures, run_phases, run_result, serve  # noqa: E402
+from protocol import (  # noqa: E402
+    RunnerError,
+    bench_figures,
+    rss_probe,
+    run_phases,
+    run_result,
+    serve,
+)
 from synthetic import samples_needed, synthetic_data  # noqa: E402
 
 # operators one by one in the profile, not fused into "ImperativeBulk" segments
@@ -137,9 +144,10 @@ def run(cfg: dict, out: Path) -> dict:
 
     phases = run_phases(
         step, cfg, lambda: mx.profiler.set_state("run"),
-        lambda: (mx.profiler.set_state("stop"), mx.profiler.dump()), task)
+        lambda: (mx.profiler.set_state("stop"), mx.profiler.dump()), task,
+        memory=rss_probe())
 
-    bench = bench_figures(phases, batch)
+    bench = bench_figures(phases, batch, w)
     meta = {
         "framework": "mxnet",
         "framework_version": mx.__version__,

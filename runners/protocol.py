@@ -73,8 +73,60 @@ def settled(times: list[float]) -> bool:
     return len(last) == SETTLE_WINDOW and max(last) <= NOISY_MAX_OVER_MIN * min(last)
 
 
-def bench_figures(run: Phases, batch: int) -> dict:
-    """bench.json: timed batches without the profiler, and the profiled ones beside them.
+def workload_flops(w: dict) -> dict:
+    """FLOPs of one batch of a workload (multiply and add counted apart), by part.
+
+    LSTM layer l: 2 * T * B * 4H * (I_l + H) per direction (the input and recurrent
+    products of the four gates; I_0 = the input width, then H), the count
+    ``traceviz.opcost`` gives aten::_cudnn_rnn. Embedding: 0 (a lookup). Decoder ("lm"):
+    2 * T * B * H * V + T * B * V (bias); classifier: 2 * B * H * C + B * C. Softmax and
+    loss: 5 FLOPs per logit forward, 3 backward. Training: the matrix products three
+    times (forward, data gradient, weight gradient), the bias twice; the optimizer's
+    update is left out. Gate pointwise arithmetic is not counted (as in opcost)."""
+    t, b, h, layers = (int(w[k]) for k in ("seq", "batch", "hidden", "layers"))
+    lstm = sum(2 * t * b * 4 * h * ((int(w["input"]) if i == 0 else h) + h)
+               for i in range(layers))
+    head, bias, logits = 0, 0, 0
+    if w.get("head") == "lm":
+        v = int(w["vocab"])
+        head, bias, logits = 2 * t * b * h * v, t * b * v, t * b * v
+    elif w.get("head") == "classify":
+        c = int(w["classes"])
+        head, bias, logits = 2 * b * h * c, b * c, b * c
+    train = w.get("mode") == "train"
+    parts = {"lstm": lstm * (3 if train else 1), "head": head * (3 if train else 1)
+             + bias * (2 if train else 1), "softmax": logits * (8 if train else 5)}
+    return {"total": sum(parts.values()), "parts": parts}
+
+
+def rss_peak_bytes() -> int:
+    """The process's peak resident set so far (Linux reports KiB, macOS bytes)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) * (1 if sys.platform == "darwin" else 1024)
+
+
+def rss_probe() -> tuple[Callable[[], None], Callable[[], dict]]:
+    """(reset, read) for a CPU run: the growth of the process's peak resident set over
+    the timed batches (the peak cannot be reset: what the warm-up reached is the floor)."""
+    start = [0]
+
+    def reset() -> None:
+        start[0] = rss_peak_bytes()
+
+    def read() -> dict:
+        peak = rss_peak_bytes()
+        return {"device": "cpu", "peak_rss_bytes": peak,
+                "peak_rss_growth_bytes": peak - start[0]}
+
+    return reset, read
+
+
+def bench_figures(run: Phases, batch: int, workload: dict | None = None) -> dict:
+    """bench.json: timed batches without the profiler, and the profiled ones beside them,
+    the workload's FLOPs per batch (and the model TFLOP/s they give at the median batch)
+    and the timed phase's peak memory.
 
     The profiler's overhead counts only where the profiled median lies outside the range
     of the unprofiled batches; inside it, it is indistinguishable from noise.
@@ -82,6 +134,12 @@ def bench_figures(run: Phases, batch: int) -> dict:
     times, prof = run.times, run.prof_times
     s = spread(times)
     prof_median = statistics.median(prof)
+    extra: dict = {"memory": run.memory} if run.memory else {}
+    if workload is not None:
+        flops = workload_flops(workload)
+        extra.update({"workload_flops": flops["total"],
+                      "workload_flops_parts": flops["parts"],
+                      "model_tflops": flops["total"] / s["median"] / 1e12})
     return {
         "time_per_batch_s": s,
         "batches": len(times),
@@ -96,7 +154,7 @@ def bench_figures(run: Phases, batch: int) -> dict:
         "warmup_settled": run.warmup_settled,
         "warmup_times_s": run.warmup_times,
         "profiled_batches": len(prof),
-    }
+    } | extra
 
 
 def run_result(out: Path, bench: dict, meta: dict, trace: str | Path | None) -> dict:
@@ -123,6 +181,7 @@ class Phases(NamedTuple):
     prof_times: list[float]     # the profiled (marked) steps
     warmup_times: list[float]
     warmup_settled: bool
+    memory: dict | None = None  # the timed phase's peak memory (the runner's probe)
 
 
 def warm_up(step: Callable[[], None], least: int, most: int) -> tuple[list[float], bool]:
@@ -139,20 +198,26 @@ def run_phases(step: Callable[[], None], cfg: dict, start: Callable[[], None],
                stop: Callable[[], None],
                around_step: Callable[[int], contextlib.AbstractContextManager],
                min_warmup: int = 0, after_step: Callable[[], None] = lambda: None,
-               profile_unmarked: bool = False) -> Phases:
+               profile_unmarked: bool = False,
+               memory: tuple[Callable[[], None], Callable[[], dict]] | None = None) -> Phases:
     """The phases every runner shares: warm-up (until settled, see ``warm_up``), timed
     batches without the profiler, then one unmarked and one warm-up step and the active
     steps (numbered from 2, as torch.profiler numbers them), each active one inside
     ``around_step(i)``. The profiler runs from ``start()`` (before the active steps, or
     with ``profile_unmarked`` before the unmarked ones, for a profiler with its own
     schedule) to ``stop()``; ``after_step()`` follows every step of that phase.
-    ``min_warmup``: steps the first call needs whatever --warmup says (tracing, jit)."""
+    ``min_warmup``: steps the first call needs whatever --warmup says (tracing, jit).
+    ``memory``: (reset, read) of the runner's peak-memory probe, around the timed
+    batches."""
     least = max(cfg["warmup"], min_warmup)
     warm, ok = warm_up(step, least, max(least, max_warmup(cfg)))
     emit("phase", phase="timed", total=cfg["steps"])
+    if memory:
+        memory[0]()
     t0 = time.perf_counter()
     times = timed_steps(step, cfg["steps"], "timed")
     elapsed = time.perf_counter() - t0
+    peak = memory[1]() if memory else None
     active = cfg["profile_steps"]
     emit("phase", phase="profiled", total=active + 2)
     prof_times: list[float] = []
@@ -173,7 +238,7 @@ def run_phases(step: Callable[[], None], cfg: dict, start: Callable[[], None],
     finally:
         if started:
             stop()
-    return Phases(times, elapsed, prof_times, warm, ok)
+    return Phases(times, elapsed, prof_times, warm, ok, peak)
 
 
 def max_warmup(cfg: dict) -> int:

@@ -21,7 +21,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from traceviz.runners.protocol import RunnerError, bench_figures, run_phases, run_result, serve
+from traceviz.runners.protocol import (
+    RunnerError,
+    bench_figures,
+    rss_probe,
+    run_phases,
+    run_result,
+    serve,
+)
 from traceviz.runners.synthetic import samples_needed, synthetic_data
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # C++ INFO/WARNING lines: to the log
@@ -146,7 +153,8 @@ def run(cfg: dict, out: Path) -> dict:
             step, cfg, lambda: tf.profiler.experimental.start(str(logdir)),
             tf.profiler.experimental.stop,
             lambda i: tf.profiler.experimental.Trace("step", step_num=i, _r=1),
-            min_warmup=1)  # the first call traces (and compiles)
+            min_warmup=1,  # the first call traces (and compiles)
+            memory=_memory_probe(tf, cfg["device"]))
     except tf.errors.InvalidArgumentError as e:
         if exec_mode != "xla":
             raise
@@ -156,7 +164,7 @@ def run(cfg: dict, out: Path) -> dict:
     if not files:
         raise RunnerError(f"the TensorFlow profiler wrote no .xplane.pb under {logdir}")
 
-    bench = bench_figures(phases, w["batch"])
+    bench = bench_figures(phases, w["batch"], w)
     meta = {
         "framework": "tensorflow",
         "framework_version": tf.__version__,
@@ -172,6 +180,19 @@ def run(cfg: dict, out: Path) -> dict:
         "logdir": str(logdir),
     }
     return run_result(out, bench, meta, files[-1])
+
+
+def _memory_probe(tf, device: str) -> tuple:
+    """(reset, read) of the timed phase's peak memory: TensorFlow's GPU allocator peak
+    (``get_memory_info``); on a CPU the growth of the peak resident set."""
+    if device != "cuda":
+        return rss_probe()
+
+    def read() -> dict:
+        info = tf.config.experimental.get_memory_info("GPU:0")
+        return {"device": "cuda", "peak_allocated_bytes": int(info["peak"])}
+
+    return (lambda: tf.config.experimental.reset_memory_stats("GPU:0")), read
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ from traceviz.runners.protocol import (
     RunnerError,
     bench_figures,
     emit,
+    rss_probe,
     run_phases,
     run_result,
     serve,
@@ -165,8 +166,10 @@ def _profiler_hooks(cfg: dict, device, out: Path):
     sched = torch.profiler.schedule(wait=1, warmup=1, active=cfg["profile_steps"], repeat=1)
     # record_shapes writes each op's input dtypes: a copy that changes the
     # floating-point format (an AMP cast) is then told from a device or layout copy
+    # profile_memory: the allocator's events (analyze's memory figures and chart)
     prof = torch.profiler.profile(activities=activities, schedule=sched,
-                                  record_shapes=cfg.get("record_shapes", True))
+                                  record_shapes=cfg.get("record_shapes", True),
+                                  profile_memory=cfg.get("profile_memory", True))
     trace_path = out / "trace.pt.trace.json.gz"
 
     def stop() -> None:
@@ -174,6 +177,23 @@ def _profiler_hooks(cfg: dict, device, out: Path):
         prof.export_chrome_trace(str(trace_path))
 
     return prof.__enter__, stop, prof.step, trace_path
+
+
+def _memory_probe(device) -> tuple[Callable[[], None], Callable[[], dict]]:
+    """(reset, read) of the timed phase's peak memory: the CUDA caching allocator's
+    peak allocated and reserved bytes; on a CPU the growth of the peak resident set."""
+    import torch
+
+    if device.type != "cuda":
+        return rss_probe()
+
+    def read() -> dict:
+        return {"device": "cuda",
+                "peak_allocated_bytes": int(torch.cuda.max_memory_allocated(device)),
+                "peak_reserved_bytes": int(torch.cuda.max_memory_reserved(device)),
+                "total_bytes": int(torch.cuda.get_device_properties(device).total_memory)}
+
+    return (lambda: torch.cuda.reset_peak_memory_stats(device)), read
 
 
 def run(cfg: dict, out: Path) -> dict:
@@ -271,8 +291,8 @@ def run(cfg: dict, out: Path) -> dict:
         torch.cuda.synchronize()  # model set-up's device work, before the first timed step
     start, stop, after_step, trace_path = _profiler_hooks(cfg, device, out)
     phases = run_phases(step, cfg, start, stop, active_step, after_step=after_step,
-                        profile_unmarked=True)
-    bench = bench_figures(phases, w["batch"])
+                        profile_unmarked=True, memory=_memory_probe(device))
+    bench = bench_figures(phases, w["batch"], w)
     meta = {
         "framework": "torch",
         "framework_version": torch.__version__,

@@ -26,7 +26,9 @@ CASES = [  # rule, fires on, silent on
     (A.long_gaps, QUEUE, H100 / "fine_torch/train"),
     (A.noisy, H100 / "fine_torch/train", H100 / "cudnn_torch-bf16/train"),
     (A.profiled_unlike_timed, CPU / "cudnn_torch", H100 / "cudnn_torch-bf16/train"),
-    (A.tensor_core_shapes, None, H100 / "cudnn_torch-bf16/train"),
+    # the bf16 decoder's vocabulary of 10001 is off the multiple of 8; FP32 matrices
+    # are not the rule's
+    (A.tensor_core_shapes, H100 / "cudnn_torch-bf16/train", H100 / "cudnn_torch/train"),
     (A.data_stalls, None, H100 / "cudnn_torch-bf16/train"),
 ]
 

@@ -17,6 +17,7 @@ from tests.rawref import load as raw_events
 from tests.rawref import ns
 from traceviz.analyses import summarize
 from traceviz.cli import main
+from traceviz.trace import Trace
 
 CPU_RUN = ROOT / "sample_traces" / "cpu" / "cudnn_torch"
 GPU_TRAIN = ROOT / "sample_traces" / "gpu" / "cudnn_torch" / "train"
@@ -51,7 +52,7 @@ def test_load_takes_what_analyze_takes(path):
     s = t.summary()
     assert len(k) == s["kernels"]["count"] > 0
     assert int(k["dur_ns"].sum()) == s["kernels"]["total_ns"]
-    assert s == json.loads(json.dumps(summarize(t).to_dict()))
+    assert s == json.loads(json.dumps(summarize(t, with_efficiency=True).to_dict()))
 
 
 def test_kernels_on_a_cpu_capture_are_the_work_ops():
@@ -215,8 +216,11 @@ def _summaries_of_both_reads(parquet) -> tuple[str, str, int, int]:
     from traceviz.trace import Trace
 
     full, part = Trace.load(parquet), Trace.load(parquet, rows=summary_rows())
-    return (json.dumps(summarize(full).to_dict(top=10 ** 6), default=str, sort_keys=True),
-            json.dumps(summarize(part).to_dict(top=10 ** 6), default=str, sort_keys=True),
+    def text(t: Trace) -> str:
+        return json.dumps(summarize(t, with_efficiency=True).to_dict(top=10 ** 6), default=str,
+                          sort_keys=True)
+
+    return (text(full), text(part),
             len(full.events), len(part.events))
 
 
@@ -231,10 +235,14 @@ def test_analyze_reads_only_the_rows_the_summary_reads(name, tmp_path):
     assert main(["import", str(KINETO / name), "-o", str(parquet)]) == 0
     full, part, n_full, n_part = _summaries_of_both_reads(parquet)
     assert full == part
+    ev = Trace.load(parquet).events
+    from traceviz.analyses.summary import SUMMARY_KINDS
+
+    kept = ev["kind"].isin(SUMMARY_KINDS) | ((ev["kind"] == "runtime") & (ev["launch_id"] >= 0))
     if name == "cpu_only.json.gz":
         assert n_part == n_full  # a CPU trace's ops are its work: read whole
-    else:
-        assert n_part < n_full
+    else:  # exactly the rows the filter names: unlinked runtime calls are left out
+        assert n_part == int(kept.sum()) <= n_full
 
 
 def test_row_filtered_summary_equals_full_on_every_gpu_capture():

@@ -127,7 +127,8 @@ def test_plot_writes_png_and_svg(tmp_path):
                  "--plot", str(tmp_path)]) == 0
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["kernels_pie.png", "kernels_pie.svg", "launch_overhead.png",
-                     "launch_overhead.svg"]
+                     "launch_overhead.svg", "memory.png", "memory.svg", "roofline.png",
+                     "roofline.svg"]
     assert (tmp_path / "kernels_pie.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in (tmp_path / "launch_overhead.svg").read_bytes()[:2000]
 

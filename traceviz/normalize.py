@@ -201,6 +201,8 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
     meta = {**meta, "origin_ns": int(meta.get("origin_ns", 0)) + origin}
     if "dtype_change" in ev:  # the source recorded dtypes: casts are told from copies
         meta["dtypes_recorded"] = bool((ev["dtype_change"].to_numpy() >= 0).any())
+    if "mem_total" in ev:
+        meta.update(memory_base(ev))
     r = _rows(ev, origin)
     process = ev[link_pid].to_numpy(np.int64) if link_pid is not None \
         else np.zeros(r.n, np.int64)
@@ -241,6 +243,18 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
         "details": _details(ev, r.n),
     })
     return Trace(events=out, meta=meta)
+
+
+def memory_base(ev: pd.DataFrame) -> dict:
+    """``{"memory_base": {device: bytes}}``: what each device's allocator held before the
+    trace's first memory event (its total after the event less the event's size), so
+    that base + the running sum of sizes is the allocator's total at every event."""
+    mem = ev[(ev["kind"] == "memory").to_numpy() & (ev["mem_total"].to_numpy() >= 0)]
+    if not len(mem):
+        return {}
+    first = mem.drop_duplicates("device")
+    return {"memory_base": {str(int(d)): int(t - b) for d, t, b in zip(
+        first["device"], first["mem_total"], first["bytes"], strict=True)}}
 
 
 def _rows(ev: pd.DataFrame, origin: int) -> _Rows:

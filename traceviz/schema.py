@@ -8,7 +8,10 @@ import pandas as pd
 # 2: launch_id (the one launch link); category "attention"
 SCHEMA_VERSION = 2
 
-KINDS = ("kernel", "memcpy", "memset", "runtime", "op", "annotation", "step")
+# memory: an allocator event (torch.profiler's profile_memory): ``bytes`` its signed size
+# (negative: a free), ``device`` where (-1: host memory); the totals follow from
+# ``meta["memory_base"]`` (README "Memory")
+KINDS = ("kernel", "memcpy", "memset", "runtime", "op", "annotation", "step", "memory")
 DEVICE_KINDS = ("kernel", "memcpy", "memset")
 CATEGORIES = (
     "gemm", "attention", "rnn", "elementwise", "reduction", "cast",

@@ -111,7 +111,24 @@ class Trace:
         """The figures of ``traceviz analyze --json`` (``top``: kernels listed)."""
         from traceviz.analyses.summary import summarize
 
-        return summarize(self).to_dict(top=top)
+        return summarize(self, with_efficiency=True).to_dict(top=top)
+
+    def efficiency(self, peak: str | None = None) -> dict[str, Any]:
+        """``analyze --json``'s ``efficiency``: FLOPs, bytes, TFLOP/s, GB/s, % of peak and
+        bound per op group and kernel, the run's totals and MFU (``peak``: as --peak)."""
+        return self._with_efficiency(peak)["efficiency"]
+
+    def memory(self) -> dict[str, Any]:
+        """``analyze --json``'s ``memory``: peak allocated, allocated and freed bytes per
+        device and phase, and the timed batches' peak (bench.json)."""
+        return self._with_efficiency(None)["memory"]
+
+    def _with_efficiency(self, peak: str | None) -> dict[str, Any]:
+        from traceviz.analyses.summary import summarize
+        from traceviz.peaks import parse_peak
+
+        return summarize(self, with_efficiency=True,
+                         peak=parse_peak(peak) if peak else None).to_dict(top=1 << 30)
 
     def whatif(self, *scenarios: str) -> dict[str, Any]:
         """``traceviz whatif --json``: the replay and each scenario (default: all, e.g.

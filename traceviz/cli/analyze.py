@@ -22,7 +22,8 @@ from traceviz.cli.base import (
 from traceviz.errors import UsageError
 from traceviz.fileio import atomic_output
 
-EXPORTS = ("kernels", "launches", "casts", "ops", "phases")  # = analyses.tables.export_tables
+# = analyses.tables.export_tables
+EXPORTS = ("kernels", "launches", "casts", "ops", "phases", "efficiency", "memory")
 
 
 class AnalyzeCommand(Command):
@@ -51,6 +52,11 @@ class AnalyzeCommand(Command):
                        help="replace existing files in --plot/--export folders")
         p.add_argument("--width", type=width_arg,
                        help="terminal width for the tables (at least 40 columns)")
+        p.add_argument("--peak", metavar="SPEC",
+                       help="the device's peaks for %% of peak: a device of the table "
+                            "('h100 pcie'), KEY=VALUE,... (TFLOP/s: fp64, fp32, tf32, fp16, "
+                            "bf16, fp8, fp64_matrix, fp32_matrix; bw in GB/s) or a JSON file "
+                            "of those keys (default: matched from the trace's device name)")
         p.add_argument("--memory-limit", metavar="SIZE", type=memory_limit_arg,
                        help="DuckDB's memory limit for a rank dataset (e.g. 2GB; default a "
                             "quarter of this machine's memory)")
@@ -78,7 +84,13 @@ class AnalyzeCommand(Command):
             # a traceviz Parquet: only the rows the summary reads, unless exporting
             trace = load_with_progress(args.trace, stack,
                                        rows=None if args.export else summary_rows())
-        summary = summarize(trace, by_config=args.by == "config")
+        peak = None
+        if args.peak:
+            from traceviz.peaks import parse_peak
+
+            peak = parse_peak(args.peak)
+        summary = summarize(trace, by_config=args.by == "config", with_efficiency=True,
+                            peak=peak)
         if args.json:
             print(json.dumps(summary.to_dict(top=args.top), indent=2))
         else:
@@ -89,7 +101,7 @@ class AnalyzeCommand(Command):
         if args.export:
             from traceviz.analyses.tables import export_tables
 
-            for name, table in export_tables(trace).items():
+            for name, table in export_tables(trace, peak).items():
                 path = args.export / f"{name}.parquet"
                 with atomic_output(path, force=args.force) as tmp:
                     table.to_parquet(tmp, index=False)

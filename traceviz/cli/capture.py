@@ -114,7 +114,7 @@ class CaptureCommand(Command):
         from traceviz.render.terminal import print_summary
 
         out = stdout()
-        print_summary(out, summarize(result.trace), top=args.top)
+        print_summary(out, summarize(result.trace, with_efficiency=True), top=args.top)
         b = result.bench
         lines = [  # the summary's "bench" line has the timings, spread and warm-up
             f"throughput: {b['sequences_per_s']:,.1f} sequences/s (batch / median time)",

@@ -7,9 +7,8 @@ rows ``normalize.finish`` takes, and counts what it had to drop or alter.
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -18,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from traceviz.classify import MATRIX_OPS, SCALAR_TYPES, precision_change
+from traceviz.parsers.kineto_args import _NO_RAW, _details, _dtype_change, _gather
 from traceviz.parsers.numbers import INT32, INT64, checked_ints
 from traceviz.schema import DEVICE_KINDS, KIND_DTYPE, KINDS
 from traceviz.steps import PROFILER_STEP, step_numbers
@@ -42,6 +41,9 @@ CATEGORY_KIND = {
 
 
 _K = {k: i for i, k in enumerate(KINDS)}
+# torch.profiler(profile_memory=True)'s allocator events: instants of this category
+MEMORY_EVENT = ("i", "cpu_instant_event")
+MEMORY_NAME = "[memory]"
 _DEVICE_CODES = [_K[k] for k in DEVICE_KINDS]
 
 # a category -> its kind's code; -1: not kept; gpu_user_annotation (an annotation on a
@@ -58,10 +60,7 @@ def _cat_code(cat: str | None) -> int:
     return _K[CATEGORY_KIND[low]] if low in CATEGORY_KIND else -1
 
 
-_NO_RAW = msgspec.Raw(b"")  # one shared default: an absent field allocates nothing
 _NO_DETAILS = pd.CategoricalDtype([""])  # the details column of a parse that skips them
-# joins a row's raw fields into one key: JSON text holds no NUL byte
-_NUL = b"\0"
 
 
 # gc=False: millions of small structs, no cycles; the GC need not track them
@@ -78,6 +77,12 @@ class _Args(msgspec.Struct, gc=False):
     input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")
     input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    # a [memory] instant event (profile_memory=True): the allocation's size (negative: a
+    # free), the allocator's total after it, and where
+    mem_bytes: int | float | str | bool | None = msgspec.field(default=None, name="Bytes")
+    mem_total: int | float | str | bool | None = msgspec.field(default=None,
+                                                               name="Total Allocated")
+    mem_device: int | float | str | bool | None = msgspec.field(default=None, name="Device Id")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -206,123 +211,6 @@ def _categorical(values: list) -> pd.Categorical:
         enc.dictionary.to_numpy(zero_copy_only=False), dtype=object), validate=False)
 
 
-def _gather(seq: list, idx: np.ndarray) -> list:
-    if len(idx) == 1:
-        return [seq[int(idx[0])]]
-    return list(itemgetter(*idx)(seq))
-
-
-def _distinct(columns: list[list]) -> tuple[np.ndarray, list[tuple]]:
-    """Rows of raw JSON fields -> (code per row, the distinct combinations in order of
-    first appearance): rows are keyed by their fields joined with NUL (JSON text holds
-    none), in C; Python work is once per distinct combination."""
-    keys = list(map(_NUL.join, zip(*columns, strict=True)))
-    position = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    inverse = np.fromiter(map(position.__getitem__, keys), dtype=np.int64, count=len(keys))
-    return inverse, [tuple(k.split(_NUL)) for k in position]
-
-
-def _kernel_details(is_kernel: np.ndarray, args: list[_Args]) -> pd.Categorical:
-    """``regs:R shm:S grid:X,Y,Z block:X,Y,Z`` for kernels whose args give a launch
-    configuration; decoded once per distinct configuration."""
-    rows = np.flatnonzero(is_kernel)
-    codes = np.full(len(args), -1, dtype=np.int64)
-    text = [""]
-    if len(rows):
-        ka = _gather(args, rows)
-        inverse, combos = _distinct([list(map(attrgetter(f), ka))
-                                     for f in ("regs", "shm", "grid", "block")])
-        text = [_details_text(*c) for c in combos]
-        codes[rows] = inverse
-    cats, remap = _first_seen(text + [""])
-    return pd.Categorical.from_codes(remap[codes], categories=cats, validate=False)
-
-
-def _details(names: pd.Categorical, is_kernel: np.ndarray, is_op: np.ndarray,
-             args: list[_Args]) -> pd.Categorical:
-    """Kernels: their launch configuration; matrix ops (``classify.MATRIX_OPS``): their
-    recorded input dims and types (record_shapes), for advise's tensor-core rule."""
-    details = _kernel_details(is_kernel, args)
-    wanted = np.flatnonzero(np.isin(np.asarray(names.categories, dtype=object), MATRIX_OPS))
-    rows = np.flatnonzero(np.isin(names.codes, wanted) & is_op)
-    if not len(rows):
-        return details
-    ra = _gather(args, rows)
-    inverse, combos = _distinct([list(map(attrgetter("input_dims"), ra)),
-                                 list(map(attrgetter("input_type"), ra))])
-    text = [f"dims:{d.decode()} types:{t.decode()}" if d else "" for d, t in combos]
-    codes = details.codes.astype(np.int64)
-    old = details.categories.tolist()
-    codes[rows] = len(old) + inverse
-    cats, remap = _first_seen(old + text)
-    return pd.Categorical.from_codes(remap[codes], categories=cats, validate=False)
-
-
-def _first_seen(texts: list[str]) -> tuple[pd.Index, np.ndarray]:
-    """The distinct texts in order of first appearance, and each text's position among
-    them (a few texts: a dict beats building and probing an Index)."""
-    position: dict[str, int] = {}
-    remap = np.fromiter((position.setdefault(t, len(position)) for t in texts),
-                        dtype=np.int64, count=len(texts))
-    return pd.Index(list(position)), remap
-
-
-# launch configurations repeat across the ranks of a job: one decoding per process
-@functools.lru_cache(maxsize=1 << 16)
-def _details_text(regs: bytes, shm: bytes, grid: bytes, block: bytes) -> str:
-    if not grid or not block:
-        return ""
-    try:
-        g, b = msgspec.json.decode(grid), msgspec.json.decode(block)
-        dims = f"grid:{','.join(str(int(v)) for v in g)} block:{','.join(str(int(v)) for v in b)}"
-    except (msgspec.DecodeError, TypeError, ValueError):
-        return ""
-    return f"regs:{regs.decode() or '?'} shm:{shm.decode() or '?'} {dims}"
-
-
-# ATen ops whose recorded input types tell whether they convert between dtypes
-_DTYPE_OPS = ("aten::_to_copy", "aten::to", "aten::copy_")
-
-
-def _dtype_change(names: pd.Categorical, args: list[_Args]) -> np.ndarray:
-    """Per row: 1 when an ATen copy/conversion changes the floating-point precision,
-    0 when its recorded dtypes show it does not, -1 when unknown (no record_shapes)."""
-    out = np.full(len(args), -1, dtype=np.int8)
-    wanted = np.flatnonzero(np.isin(np.asarray(names.categories, dtype=object), _DTYPE_OPS))
-    rows = np.flatnonzero(np.isin(names.codes, wanted))
-    if not len(rows):
-        return out
-    ra = _gather(args, rows)
-    categories = names.categories.tolist()
-    row_names = [str(categories[c]).encode() for c in names.codes[rows].tolist()]
-    inverse, combos = _distinct([row_names, list(map(attrgetter("input_type"), ra)),
-                                 list(map(attrgetter("concrete"), ra))])
-    per_key = np.array([dtype_change_of(n.decode(), t, c) for n, t, c in combos],
-                       dtype=np.int8)
-    out[rows] = per_key[inverse]
-    return out
-
-
-def dtype_change_of(name: str, input_type: bytes, concrete: bytes) -> int:
-    """See ``_dtype_change``: copy_'s types are [dst, src]; _to_copy/to name the target
-    dtype by its ScalarType code in the second concrete input."""
-    try:
-        types = msgspec.json.decode(input_type) if input_type else None
-        values = msgspec.json.decode(concrete) if concrete else None
-    except msgspec.DecodeError:
-        return -1
-    if not isinstance(types, list) or len(types) < 1:
-        return -1
-    if name == "aten::copy_":
-        if len(types) < 2:
-            return -1
-        return precision_change(str(types[1]), str(types[0]))
-    if not isinstance(values, list) or len(values) < 2 or not str(values[1]).isdigit():
-        return -1
-    target = SCALAR_TYPES.get(int(values[1]))
-    return -1 if target is None else precision_change(str(types[0]), target)
-
-
 # why _columns drops or alters an event, as parse's notes say it
 OUT_OF_RANGE = ("a number out of range (an id beyond 64 bits, a device or stream beyond 32, "
                 "a time beyond 64-bit nanoseconds)")
@@ -340,13 +228,24 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
         return pd.DataFrame(), counts
     ph_cat = list(map(attrgetter("ph", "cat"), events))
     # kind code per distinct (ph, cat): a few of them; -1: an event not kept
-    code_of = {key: _cat_code(key[1]) if key[0] == "X" else -1 for key in set(ph_cat)}
+    code_of = {key: _cat_code(key[1]) if key[0] == "X" else
+               _K["memory"] if key == MEMORY_EVENT else -1 for key in set(ph_cat)}
     code = np.fromiter(map(code_of.__getitem__, ph_cat), dtype=np.int8, count=len(events))
     idx = np.flatnonzero(code >= 0)
     if len(idx) == 0:
         return pd.DataFrame(), counts
     kept = _gather(events, idx)
     code = code[idx]
+    memory = code == _K["memory"]
+    if memory.any():  # instant events of that category other than [memory]: not kept
+        other = memory & (np.asarray(list(map(attrgetter("name"), kept)), dtype=object)
+                          != MEMORY_NAME)
+        if other.any():
+            kept = _gather(kept, np.flatnonzero(~other))
+            code = code[~other]
+            memory = memory[~other]
+        if not len(kept):
+            return pd.DataFrame(), counts
     gpu_annotation = code == _GPU_ANNOTATION
     kind = np.where(gpu_annotation, _K["annotation"], code).astype(np.int8)
     names = _categorical(list(map(attrgetter("name"), kept)))
@@ -372,8 +271,22 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
     step = np.where(is_step, step, -1)
 
     ts, no_ts, ts_bad = raw_us_to_ns(list(map(attrgetter("ts"), kept)))
-    dur, _, dur_bad = raw_us_to_ns(list(map(attrgetter("dur"), kept)))
-    bad |= ts_bad | dur_bad
+    dur, no_dur, dur_bad = raw_us_to_ns(list(map(attrgetter("dur"), kept)))
+    bad |= ts_bad | (dur_bad & ~memory)
+    dur[memory] = 0  # an instant
+    nbytes = _ints(list(map(attrgetter("bytes"), args)), bad)
+    mem_total = np.full(len(kept), -1, dtype=np.int64)
+    if memory.any():
+        rows = np.flatnonzero(memory)
+        margs = _gather(args, rows)
+        mbad = np.zeros(len(rows), dtype=bool)
+        size, size_bad = checked_ints(list(map(attrgetter("mem_bytes"), margs)), default=0)
+        nbytes[rows] = size
+        mbad |= size_bad
+        mem_total[rows] = _ints(list(map(attrgetter("mem_total"), margs)), mbad)
+        device[rows] = _ints(list(map(attrgetter("mem_device"), margs)), mbad)
+        bad[rows] |= mbad
+        on_device[rows] = False
     counts[NEGATIVE] += int((dur < 0).sum())
     frame = pd.DataFrame({
         "kind": pd.Categorical.from_codes(kind, dtype=KIND_DTYPE, validate=False),
@@ -382,15 +295,16 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
         "dur_ns": np.maximum(dur, 0),
         "pid": np.where(on_device, -1, pid),
         "tid": np.where(on_device, -1, tid),
-        "device": np.where(on_device, device, -1).astype(np.int32),
+        "device": np.where(on_device | memory, device, -1).astype(np.int32),
         "stream": np.where(on_device, stream, -1).astype(np.int32),
         "correlation": _ints(list(map(attrgetter("correlation"), args)), bad),
         "step": step,
-        "bytes": _ints(list(map(attrgetter("bytes"), args)), bad),
+        "bytes": nbytes,
         "details": _details(names, kind == _K["kernel"], kind == _K["op"], args) if details
         else pd.Categorical.from_codes(np.zeros(len(kept), np.int8), dtype=_NO_DETAILS,
                                        validate=False),
         "dtype_change": _dtype_change(names, args),
+        "mem_total": mem_total,
     })
     drop = no_ts | bad
     counts[NO_TIME] += int((no_ts & ~bad).sum())

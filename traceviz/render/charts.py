@@ -17,7 +17,8 @@ from traceviz.analyses.summary import Summary  # noqa: E402
 from traceviz.schema import CATEGORIES  # noqa: E402
 from traceviz.units import fmt_ns, short_name  # noqa: E402
 
-SUMMARY_CHARTS = ("kernels_pie", "launch_overhead")  # analyze --plot, by file stem
+# analyze --plot, by file stem
+SUMMARY_CHARTS = ("kernels_pie", "launch_overhead", "roofline", "memory")
 
 
 def kernel_pie(summary: Summary, label: str, top: int = 8) -> plt.Figure:
@@ -104,10 +105,17 @@ def launch_chart(summary: Summary, label: str) -> plt.Figure:
 
 
 def summary_charts(summary: Summary, label: str) -> dict[str, plt.Figure]:
-    """The charts of ``traceviz analyze --plot``, by file stem (``SUMMARY_CHARTS``)."""
-    return dict(zip(SUMMARY_CHARTS, (kernel_pie(summary, label), launch_chart(summary, label)),
-                    strict=True))
+    """The charts of ``traceviz analyze --plot``, by file stem (``SUMMARY_CHARTS``); the
+    roofline and memory charts need a summary made ``with_efficiency``."""
+    from traceviz.render.roofline import memory_chart, roofline_chart
 
+    figs = {"kernels_pie": kernel_pie(summary, label),
+            "launch_overhead": launch_chart(summary, label)}
+    if summary.efficiency is not None:
+        figs["roofline"] = roofline_chart(summary.efficiency, label)
+    if summary.memory is not None:
+        figs["memory"] = memory_chart(summary.memory, label)
+    return figs
 
 
 def category_bars(runs: list[RunFigures]) -> plt.Figure:

@@ -41,6 +41,12 @@ def render_summary(summary: Summary, top: int = 15, wide: bool = False,
     if not summary.cpu_trace:
         parts.append(_launches(summary))
     parts.append(_casts(summary, wide))
+    if summary.efficiency is not None:
+        from traceviz.render.efficiency import efficiency_render, memory_render
+
+        parts.append(efficiency_render(summary.efficiency, top=top, width=width))
+        if summary.memory is not None and (mem := memory_render(summary.memory)):
+            parts.append(mem)
     if summary.timings:
         parts.append(Text.assemble(("bench", "bold"), " (no profiler): ",
                                    timings_line(summary.timings)))

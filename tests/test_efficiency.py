@@ -1,0 +1,322 @@
+"""FLOPs, bytes, peaks, roofline and memory: formulas against hand computations, the
+committed H100 captures against their raw JSON, a real CPU capture's allocator events
+against Kineto's own totals, bad shapes and devices."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import traceviz
+from traceviz.analyses.efficiency import efficiency
+from traceviz.analyses.summary import summarize
+from traceviz.errors import UsageError
+from traceviz.opcost import op_cost
+from traceviz.peaks import PEAKS, find, parse_peak
+from traceviz.runners.protocol import workload_flops
+
+ROOT = Path(__file__).resolve().parents[1]
+GPU = ROOT / "sample_traces" / "gpu"
+CUDNN = GPU / "cudnn_torch" / "train" / "trace.pt.trace.json.gz"
+CUDNN_BF16 = GPU / "cudnn_torch-bf16" / "train" / "trace.pt.trace.json.gz"
+FINE = GPU / "fine_torch" / "train" / "trace.pt.trace.json.gz"
+
+
+def d(dims: list, types: list, concrete: list | None = None) -> str:
+    text = f"dims:{json.dumps(dims)} types:{json.dumps(types)}"
+    return text + (f" concrete:{json.dumps(concrete)}" if concrete is not None else "")
+
+
+# -- formulas against hand computations --------------------------------------------
+def test_mm_and_addmm_by_hand():
+    c = op_cost("aten::mm", d([[64, 32], [32, 16]], ["float", "float"]))
+    assert c.flops == 2 * 64 * 32 * 16
+    assert c.bytes == 4 * (64 * 32 + 32 * 16 + 64 * 16)
+    assert (c.precision, c.unit) == ("fp32", "matrix")
+    # TraceLens (PerfModel aten_addmm) on the H100 cudnn_torch capture's decoder addmm:
+    # 32.835283 GFLOP and 260.2198 MiB per call; the same by hand here
+    c = op_cost("aten::addmm", d([[10001], [6400, 256], [256, 10001], [], []],
+                                 ["float", "float", "float", "Scalar", "Scalar"]))
+    m, k, n = 6400, 256, 10001
+    assert c.flops == 2 * m * n * k + m * n == 32_835_283_200
+    assert c.bytes == 4 * (m * k + k * n + m * n + n)
+    assert round(c.bytes / 2**20, 4) == 260.2198
+
+
+def test_bmm_matmul_linear_half():
+    c = op_cost("aten::bmm", d([[8, 4, 5], [8, 5, 6]], ["c10::BFloat16"] * 2))
+    assert c.flops == 8 * 2 * 4 * 5 * 6 and c.bytes == 2 * 8 * (20 + 30 + 24)
+    assert c.precision == "bf16"
+    c = op_cost("aten::matmul", d([[3, 1, 4, 5], [2, 5, 6]], ["c10::Half"] * 2))
+    assert c.flops == 3 * 2 * 2 * 4 * 5 * 6  # batch dims broadcast to 3 x 2
+    c = op_cost("aten::linear", d([[10, 7, 5], [6, 5], [6]], ["float"] * 3))
+    assert c.flops == 2 * 70 * 6 * 5 + 70 * 6
+
+
+def test_convolution_forward_and_backward():
+    # AlexNet conv1: 3x224x224 input, 64 filters 11x11, stride 4, padding 2 -> 55x55
+    x, w = [128, 3, 224, 224], [64, 3, 11, 11]
+    c = op_cost("aten::convolution", d([x, w, [64], [], [], [], [], [], []],
+                                       ["float"] * 3 + ["ScalarList"] * 3 + ["Scalar"] * 3,
+                                       ["", "", "", "[4, 4]", "[2, 2]", "[1, 1]", "False",
+                                        "[0, 0]", "1"]))
+    out = 128 * 64 * 55 * 55
+    assert c.flops == 2 * out * 3 * 11 * 11 + out
+    b = op_cost("aten::convolution_backward",
+                d([[128, 64, 55, 55], x, w], ["float"] * 3,
+                  ["", "", "", "[64]", "[4, 4]", "[2, 2]", "[1, 1]", "False", "[0, 0]", "1",
+                   "[True, True, True]"]))
+    assert b.flops == 2 * (2 * out * 3 * 11 * 11)
+
+
+def test_cudnn_rnn_counts_every_weight_matrix():
+    """3-layer LSTM, input 128, hidden 256, T=50, B=128: the studies' 2 x 4H x (I + H)
+    per step and layer; backward with weight gradient twice that."""
+    wl = [[1024, 128], [1024, 256], [1024], [1024]] + [[1024, 256], [1024, 256], [1024],
+                                                        [1024]] * 2
+    dims = [[50, 128, 128], wl, [], [1447936], [3, 128, 256], [3, 128, 256]] + [[]] * 10
+    types = ["float", "TensorList", "Scalar", "float", "float", "float"] + ["Scalar"] * 10
+    conc = ["", "", "4", "", "", "", "2", "256", "0", "3", "False", "0.", "True", "False",
+            "[]", ""]
+    fwd = op_cost("aten::_cudnn_rnn", d(dims, types, conc))
+    by_hand = sum(2 * 50 * 128 * 4 * 256 * (i + 256) for i in (128, 256, 256))
+    assert fwd.flops == by_hand == 18_454_937_600
+    assert fwd.flops == workload_flops({"seq": 50, "batch": 128, "hidden": 256, "layers": 3,
+                                        "input": 128, "head": "none",
+                                        "mode": "forward"})["parts"]["lstm"]
+    # under autocast the weights are recorded as [N, 1] views: the same count
+    flat = [[n * k, 1] if k else [n, 1] for n, k in
+            [(1024, 128), (1024, 256), (1024, 0), (1024, 0)] + [(1024, 256), (1024, 256),
+                                                                (1024, 0), (1024, 0)] * 2]
+    half = op_cost("aten::_cudnn_rnn", d([[50, 128, 128], flat, *dims[2:]],
+                                         ["c10::Half", *types[1:]], conc))
+    assert half.flops == by_hand and half.precision == "fp16"
+
+
+def test_attention_and_elementwise():
+    q = [2, 8, 128, 64]
+    c = op_cost("aten::_scaled_dot_product_flash_attention", d([q, q, q], ["c10::BFloat16"] * 3))
+    assert c.flops == 4 * 2 * 8 * 128 * 128 * 64
+    c = op_cost("aten::add", d([[128, 1024], [1024], []], ["float", "float", "Scalar"]))
+    assert c.flops == 128 * 1024
+    assert c.bytes == 4 * (128 * 1024 + 1024 + 128 * 1024)  # in1 + in2 + broadcast output
+    c = op_cost("aten::copy_", d([[4, 5], [4, 5], []], ["c10::BFloat16", "float", "Scalar"]))
+    assert (c.flops, c.bytes) == (0, 20 * 2 + 20 * 4)
+    c = op_cost("aten::_to_copy", d([[10], [], []], ["float", "Scalar", "Scalar"],
+                                    ["", "15", ""]))
+    assert c.bytes == 10 * 4 + 10 * 2  # to bfloat16 (ScalarType 15)
+
+
+@pytest.mark.parametrize("details,why", [
+    ("", "no shapes"),
+    (d([[-3, 4], [4, 5]], ["float", "float"]), "negative dimension"),
+    (d([[2**40, 2**40], [2**40, 2**40]], ["float", "float"]), "past int64"),
+    (d([[2, 3], [3, 4]], ["c10::Mystery", "c10::Mystery"]), "unknown dtype"),
+    ("dims:[[2, 3] types:[", "no shapes"),
+])
+def test_bad_shapes_give_no_figure_and_a_note(details, why):
+    c = op_cost("aten::mm", details)
+    assert c.flops is None and c.bytes is None and why in c.note
+
+
+def test_unmodelled_op():
+    assert op_cost("aten::nll_loss_forward", d([[4, 5], [4]], ["float", "long int"])) is None
+
+
+# -- peaks --------------------------------------------------------------------------
+@pytest.mark.parametrize("name,device", [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"),
+    ("NVIDIA H200", "H200 SXM"), ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
+    ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM"), ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
+    ("Tesla V100-SXM2-16GB", "Tesla V100 SXM2"), ("NVIDIA GeForce GTX 1080", "GeForce GTX 1080"),
+    ("NVIDIA TITAN V", "NVIDIA TITAN V"), ("Tesla M40 24GB", "Tesla M40"),
+    ("NVIDIA GeForce RTX 2080 Ti", "GeForce RTX 2080 Ti"), ("NVIDIA B200", "B200"),
+    ("AMD Instinct MI250X", "AMD Instinct MI250X (one GCD)"),
+    ("AMD Instinct MI300X", "AMD Instinct MI300X"),
+])
+def test_device_names_match_their_row(name, device):
+    p = find(name)
+    assert p is not None and p.device == device and p.source and p.bandwidth
+
+
+def test_peak_table_and_override():
+    for p in PEAKS:
+        assert p.figures["fp32"] > 0 and p.figures["bw"] > 0
+        if "tf32" in p.figures:  # dense tensor figures above the vector ones
+            assert p.figures["fp16"] > p.figures["tf32"] > p.figures["fp32"]
+    h100 = find("NVIDIA H100 80GB HBM3")
+    assert h100.applicable("fp32", "matrix", tf32=True) == ("tf32", 494.7)
+    assert h100.applicable("fp32", "matrix") == ("fp32", 66.9)
+    assert h100.applicable("bf16", "matrix") == ("bf16", 989.4)
+    assert find("NVIDIA GeForce GTX 1080").applicable("fp16", "matrix") == ("fp32", 8.873)
+    assert find("Some Future GPU") is None
+    user = parse_peak("fp32=10,bw=100")
+    assert user.figures == {"fp32": 10.0, "bw": 100.0}
+    assert parse_peak("h100 pcie").device == "H100 PCIe"
+    for bad in ("fp32=-1", "warp=3", "fp32=x", "nonsense device"):
+        with pytest.raises(UsageError):
+            parse_peak(bad)
+
+
+# -- the committed H100 captures ------------------------------------------------------
+def _raw_ops(path: Path, name: str) -> list[dict]:
+    with gzip.open(path) as f:
+        doc = json.load(f)
+    return [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] == name]
+
+
+def test_h100_cudnn_capture_against_its_raw_json():
+    t = traceviz.load(CUDNN)
+    s = summarize(t, with_efficiency=True)
+    e = s.efficiency
+    assert e.peak.device == "H100 SXM"
+    g = e.groups.set_index("op")
+    # the recurrent ops: one group each, FLOPs = calls x the formula on the raw shapes
+    raw = _raw_ops(CUDNN, "aten::_cudnn_rnn")
+    wl = raw[0]["args"]["Input Dims"][1]
+    tb = np.prod(raw[0]["args"]["Input Dims"][0][:-1])
+    per_call = sum(2 * int(tb) * a * b for a, b in (w for w in wl if len(w) == 2))
+    assert g.loc["aten::_cudnn_rnn", "flops"] == len(raw) * per_call
+    assert g.loc["aten::_cudnn_rnn_backward", "flops"] == 2 * len(raw) * per_call
+    # cuDNN ran TF32 tensor-core GEMMs for the FP32 LSTM: held against the TF32 peak;
+    # the decoder's addmm ran FP32 SIMT/xmma kernels: the FP32 peak
+    assert g.loc["aten::_cudnn_rnn", "peak_key"] == "tf32"
+    assert g.loc["aten::addmm", "peak_key"] == "fp32"
+    # kernel time per group = the raw kernels of those launches
+    kernels = t.kernels()
+    assert g.loc["aten::_cudnn_rnn", "time_ns"] == int(
+        kernels.loc[kernels["op"] == "aten::_cudnn_rnn", "dur_ns"].sum())
+    tf = g.loc["aten::addmm"]
+    assert tf["tflops"] == pytest.approx(tf["flops"] / tf["time_ns"] / 1e3)
+    assert tf["pct_peak"] == pytest.approx(tf["tflops"] / 66.9)
+    assert tf["bound"] == "compute"
+    assert g.loc["aten::_log_softmax", "bound"] == "memory"
+    # the trace's FLOPs per step: the workload's matrix FLOPs per batch (LSTM and
+    # decoder, forward and backward) within what the formulas model differently
+    per_step = e.flops / s.steps
+    w = workload_flops(t.meta.get("workload") or json.loads(
+        (CUDNN.parent / "config.json").read_text())["workload"])
+    assert per_step == pytest.approx(w["total"], rel=0.02)
+    assert e.coverage > 0.98
+    assert set(e.uncovered["op"]) >= {"aten::nll_loss_forward"}
+
+
+def test_bf16_capture_splits_precisions():
+    e = summarize(traceviz.load(CUDNN_BF16), with_efficiency=True).efficiency
+    g = e.groups.set_index("op")
+    # autocast ran cuDNN's LSTM in half precision and the decoder in bfloat16
+    assert g.loc["aten::_cudnn_rnn", "peak_key"] == "fp16"
+    assert g.loc["aten::addmm", "peak_key"] == "bf16"
+    fp32 = summarize(traceviz.load(CUDNN), with_efficiency=True).efficiency
+    assert e.flops == pytest.approx(fp32.flops, rel=0.001)  # same work, other precision
+
+
+def test_fine_grained_capture_elementwise_bytes():
+    e = summarize(traceviz.load(FINE), with_efficiency=True).efficiency
+    g = e.groups
+    mul = g[(g["op"] == "aten::mul") & (g["dims"] == "[[128, 256], [128, 256]]")]
+    assert len(mul) == 1
+    r = mul.iloc[0]
+    assert r["flops"] == r["calls"] * 128 * 256
+    assert r["bytes"] == r["calls"] * 3 * 128 * 256 * 4
+    assert r["bound"] == "memory"
+
+
+def test_unknown_device_and_user_peak(tmp_path):
+    t = traceviz.load(CUDNN)
+    t.meta["devices"] = {"0": "Imaginary Accelerator 9000"}
+    e = efficiency(t)
+    assert e.peak is None and e.groups["pct_peak"].isna().all()
+    assert e.groups["tflops"].notna().any()
+    assert any("No peak figures" in n for n in e.notes)
+    spec = tmp_path / "peak.json"
+    spec.write_text(json.dumps({"device": "mine", "fp32": 10, "tf32": 100, "bw": 1000}))
+    e = efficiency(t, parse_peak(str(spec)))
+    row = e.groups.set_index("op").loc["aten::addmm"]
+    assert row["pct_peak"] == pytest.approx(row["tflops"] / 10)
+
+
+def test_analyze_json_plot_export(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "traceviz", "analyze", str(CUDNN), "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    doc = json.loads(out)
+    eff = doc["efficiency"]
+    assert eff["device"] == "NVIDIA H100 80GB HBM3" and eff["peak"]["device"] == "H100 SXM"
+    assert eff["groups"][0]["op"] == "aten::_cudnn_rnn_backward"
+    assert eff["run"]["flops"] == sum(g["flops"] for g in summarize(
+        traceviz.load(CUDNN), with_efficiency=True).efficiency.groups.to_dict("records"))
+    assert "memory" in doc
+    r = subprocess.run([sys.executable, "-m", "traceviz", "analyze", str(CUDNN), "--plot",
+                        str(tmp_path / "p"), "--export", str(tmp_path / "x")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for stem in ("roofline", "memory"):
+        assert (tmp_path / "p" / f"{stem}.png").stat().st_size > 10_000
+    import pandas as pd
+
+    table = pd.read_parquet(tmp_path / "x" / "efficiency.parquet")
+    assert int(table["flops"].sum()) == eff["run"]["flops"]
+    r = subprocess.run([sys.executable, "-m", "traceviz", "analyze", str(CUDNN), "--peak",
+                        "fp32=abc"], capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) <= 3
+    assert "Traceback" not in r.stderr
+
+
+# -- memory: a real CPU capture ---------------------------------------------------------
+_CAPTURE = """
+import sys, torch
+from torch.profiler import profile, ProfilerActivity, record_function
+m = torch.nn.LSTM(16, 32, 2); x = torch.randn(6, 3, 16)
+with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True) as p:
+    for _ in range(2):
+        with record_function("forward"):
+            y, _ = m(x)
+        with record_function("backward"):
+            y.sum().backward()
+p.export_chrome_trace(sys.argv[1])
+"""
+
+
+@pytest.mark.capture
+def test_memory_events_against_kineto_totals(tmp_path):
+    pytest.importorskip("torch")
+    path = tmp_path / "mem.json"
+    subprocess.run([sys.executable, "-c", _CAPTURE, str(path)], check=True,
+                   capture_output=True)
+    raw = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("name") == "[memory]"]
+    raw.sort(key=lambda e: e["ts"])
+    t = traceviz.load(path)
+    m = traceviz.Trace.memory(t)
+    host = next(r for r in m["devices"] if r["device"] == -1)
+    totals = [e["args"]["Total Allocated"] for e in raw]
+    sizes = [e["args"]["Bytes"] for e in raw]
+    assert host["events"] == len(raw)
+    assert host["peak_allocated"] == max(totals)
+    assert host["allocated"] == sum(b for b in sizes if b > 0)
+    assert host["freed"] == -sum(b for b in sizes if b < 0)
+    phases = {r["phase"]: r for r in m["phases"]}
+    assert {"forward", "backward"} <= set(phases)
+    assert sum(r["allocated"] for r in m["phases"]) == host["allocated"]
+    # the running total from the stored sizes is Kineto's own at every event
+    from traceviz.analyses.memory import memory
+
+    series = memory(t).series
+    assert series["total"].tolist() == totals
+
+
+def test_workload_flops_by_hand():
+    w = {"seq": 50, "batch": 128, "hidden": 256, "layers": 3, "input": 128, "vocab": 10001,
+         "head": "lm", "classes": 0, "mode": "train"}
+    f = workload_flops(w)
+    lstm = sum(2 * 50 * 128 * 1024 * (i + 256) for i in (128, 256, 256))
+    head = 2 * 6400 * 256 * 10001
+    assert f["parts"] == {"lstm": 3 * lstm, "head": 3 * head + 2 * 6400 * 10001,
+                          "softmax": 8 * 6400 * 10001}
+    assert workload_flops({**w, "mode": "forward"})["total"] == lstm + head + 6400 * 10001 \
+        + 5 * 6400 * 10001

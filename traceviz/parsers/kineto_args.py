@@ -1,0 +1,148 @@
+"""Kineto op and kernel args -> the ``details`` and ``dtype_change`` columns: launch
+configurations, recorded shapes and dtypes, decoded once per distinct value."""
+
+from __future__ import annotations
+
+import functools
+from operator import attrgetter, itemgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from traceviz.classify import SCALAR_TYPES, precision_change
+from traceviz.opcost import CONCRETE_OPS
+
+_NO_RAW = msgspec.Raw(b"")  # one shared default: an absent field allocates nothing
+# joins a row's raw fields into one key: JSON text holds no NUL byte
+_NUL = b"\0"
+_Args = Any  # kineto_events._Args (a msgspec struct with raw JSON fields)
+
+
+def _gather(seq: list, idx: np.ndarray) -> list:
+    if len(idx) == 1:
+        return [seq[int(idx[0])]]
+    return list(itemgetter(*idx)(seq))
+
+
+def _distinct(columns: list[list]) -> tuple[np.ndarray, list[tuple]]:
+    """Rows of raw JSON fields -> (code per row, the distinct combinations in order of
+    first appearance): rows are keyed by their fields joined with NUL (JSON text holds
+    none), in C; Python work is once per distinct combination."""
+    keys = list(map(_NUL.join, zip(*columns, strict=True)))
+    position = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    inverse = np.fromiter(map(position.__getitem__, keys), dtype=np.int64, count=len(keys))
+    return inverse, [tuple(k.split(_NUL)) for k in position]
+
+
+def _kernel_details(is_kernel: np.ndarray, args: list[_Args]) -> pd.Categorical:
+    """``regs:R shm:S grid:X,Y,Z block:X,Y,Z`` for kernels whose args give a launch
+    configuration; decoded once per distinct configuration."""
+    rows = np.flatnonzero(is_kernel)
+    codes = np.full(len(args), -1, dtype=np.int64)
+    text = [""]
+    if len(rows):
+        ka = _gather(args, rows)
+        inverse, combos = _distinct([list(map(attrgetter(f), ka))
+                                     for f in ("regs", "shm", "grid", "block")])
+        text = [_details_text(*c) for c in combos]
+        codes[rows] = inverse
+    cats, remap = _first_seen(text + [""])
+    return pd.Categorical.from_codes(remap[codes], categories=cats, validate=False)
+
+
+def _details(names: pd.Categorical, is_kernel: np.ndarray, is_op: np.ndarray,
+             args: list[_Args]) -> pd.Categorical:
+    """Kernels: their launch configuration; ops: their recorded input dims and types
+    (record_shapes), and for the ops whose formula reads scalar arguments
+    (``opcost.CONCRETE_OPS``) their Concrete Inputs: the efficiency figures' FLOPs and
+    bytes, advise's tensor-core rule."""
+    details = _kernel_details(is_kernel, args)
+    rows = np.flatnonzero(is_op)
+    if not len(rows):
+        return details
+    ra = _gather(args, rows)
+    dims = list(map(attrgetter("input_dims"), ra))
+    if not any(dims):
+        return details
+    categories = names.categories.tolist()
+    keeps = np.isin(np.asarray(categories, dtype=object), CONCRETE_OPS)
+    wanted = keeps[names.codes[rows]] & (names.codes[rows] >= 0)
+    concrete = [c if w else _NO_RAW for c, w in zip(map(attrgetter("concrete"), ra),
+                                                     wanted.tolist(), strict=True)]
+    inverse, combos = _distinct([dims, list(map(attrgetter("input_type"), ra)), concrete])
+    text = [(f"dims:{d.decode()} types:{t.decode()}"
+             + (f" concrete:{c.decode()}" if c else "")) if d else "" for d, t, c in combos]
+    codes = details.codes.astype(np.int64)
+    old = details.categories.tolist()
+    codes[rows] = len(old) + inverse
+    cats, remap = _first_seen(old + text)
+    return pd.Categorical.from_codes(remap[codes], categories=cats, validate=False)
+
+
+def _first_seen(texts: list[str]) -> tuple[pd.Index, np.ndarray]:
+    """The distinct texts in order of first appearance, and each text's position among
+    them (a few texts: a dict beats building and probing an Index)."""
+    position: dict[str, int] = {}
+    remap = np.fromiter((position.setdefault(t, len(position)) for t in texts),
+                        dtype=np.int64, count=len(texts))
+    return pd.Index(list(position)), remap
+
+
+# launch configurations repeat across the ranks of a job: one decoding per process
+@functools.lru_cache(maxsize=1 << 16)
+def _details_text(regs: bytes, shm: bytes, grid: bytes, block: bytes) -> str:
+    if not grid or not block:
+        return ""
+    try:
+        g, b = msgspec.json.decode(grid), msgspec.json.decode(block)
+        dims = f"grid:{','.join(str(int(v)) for v in g)} block:{','.join(str(int(v)) for v in b)}"
+    except (msgspec.DecodeError, TypeError, ValueError):
+        return ""
+    return f"regs:{regs.decode() or '?'} shm:{shm.decode() or '?'} {dims}"
+
+
+# ATen ops whose recorded input types tell whether they convert between dtypes
+_DTYPE_OPS = ("aten::_to_copy", "aten::to", "aten::copy_")
+
+
+def _dtype_change(names: pd.Categorical, args: list[_Args]) -> np.ndarray:
+    """Per row: 1 when an ATen copy/conversion changes the floating-point precision,
+    0 when its recorded dtypes show it does not, -1 when unknown (no record_shapes)."""
+    out = np.full(len(args), -1, dtype=np.int8)
+    wanted = np.flatnonzero(np.isin(np.asarray(names.categories, dtype=object), _DTYPE_OPS))
+    rows = np.flatnonzero(np.isin(names.codes, wanted))
+    if not len(rows):
+        return out
+    ra = _gather(args, rows)
+    categories = names.categories.tolist()
+    row_names = [str(categories[c]).encode() for c in names.codes[rows].tolist()]
+    inverse, combos = _distinct([row_names, list(map(attrgetter("input_type"), ra)),
+                                 list(map(attrgetter("concrete"), ra))])
+    per_key = np.array([dtype_change_of(n.decode(), t, c) for n, t, c in combos],
+                       dtype=np.int8)
+    out[rows] = per_key[inverse]
+    return out
+
+
+def dtype_change_of(name: str, input_type: bytes, concrete: bytes) -> int:
+    """See ``_dtype_change``: copy_'s types are [dst, src]; _to_copy/to name the target
+    dtype by its ScalarType code in the second concrete input."""
+    try:
+        types = msgspec.json.decode(input_type) if input_type else None
+        values = msgspec.json.decode(concrete) if concrete else None
+    except msgspec.DecodeError:
+        return -1
+    if not isinstance(types, list) or len(types) < 1:
+        return -1
+    if name == "aten::copy_":
+        if len(types) < 2:
+            return -1
+        return precision_change(str(types[1]), str(types[0]))
+    if not isinstance(values, list) or len(values) < 2 or not str(values[1]).isdigit():
+        return -1
+    target = SCALAR_TYPES.get(int(values[1]))
+    return -1 if target is None else precision_change(str(types[0]), target)
+
+

@@ -1,0 +1,187 @@
+"""The peak throughput of a device, per precision and unit, and its memory bandwidth.
+
+Each row is the vendor's published figure for one device as the trace names it (dense
+math, no structured sparsity; boost clock where the vendor gives one), with its source.
+``find(name)`` matches a trace's device name (Kineto ``deviceProperties``, nsys
+``TARGET_INFO_GPU``, XSpace device planes); ``parse_peak`` reads a user's override
+(``--peak``). Peaks in TFLOP/s, bandwidth in GB/s (10^9 bytes).
+
+Keys: ``fp64``, ``fp32`` (vector/CUDA cores), ``tf32``, ``fp16``, ``bf16``, ``fp8``
+(tensor/matrix cores, dense), ``fp64_matrix``, ``fp32_matrix`` (AMD matrix cores),
+``bw`` (GB/s). A key a device lacks (no tensor cores, no FP8) is absent: work of that
+precision is held against the vector peak (``applicable``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from traceviz.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Peak:
+    device: str                     # the name this row stands for
+    figures: dict[str, float]       # key -> TFLOP/s (bw: GB/s)
+    source: str
+    note: str = ""
+    pattern: str = field(default="", compare=False)
+
+    @property
+    def bandwidth(self) -> float | None:
+        return self.figures.get("bw")
+
+    def applicable(self, precision: str | None, unit: str, tf32: bool = False
+                   ) -> tuple[str, float] | None:
+        """(key, TFLOP/s) of the peak that work of ``precision`` on ``unit`` ("matrix"
+        or "vector") is held against: an FP32 matrix op that ran TF32 tensor-core
+        kernels against TF32; FP16/BF16/FP8 matrix ops against the tensor-core peak; a
+        precision the device has no tensor path for against its vector peak."""
+        if precision is None:
+            return None
+        f = self.figures
+        if unit == "matrix":
+            if precision == "fp32":
+                key = "tf32" if tf32 and "tf32" in f else \
+                    "fp32_matrix" if "fp32_matrix" in f else "fp32"
+            elif precision == "fp64":
+                key = "fp64_matrix" if "fp64_matrix" in f else "fp64"
+            else:
+                key = precision if precision in f else "fp16" if "fp16" in f else "fp32"
+        else:
+            key = "fp64" if precision == "fp64" else "fp32"
+        return (key, f[key]) if key in f else None
+
+
+_NV = "NVIDIA datasheet"
+# (pattern on the lower-cased device name, device, figures, source, note); first match
+# wins, so the more specific name comes first
+_TABLE: list[tuple[str, str, dict[str, float], str, str]] = [
+    (r"gtx 1080(?! ti)", "GeForce GTX 1080",
+     {"fp64": 0.277, "fp32": 8.873, "bw": 320.0},
+     "NVIDIA GeForce GTX 1080 whitepaper (2016), 1733 MHz boost", "no tensor cores"),
+    (r"titan v\b", "NVIDIA TITAN V",
+     {"fp64": 7.45, "fp32": 14.9, "fp16": 110.0, "bw": 652.8},
+     "NVIDIA TITAN V specifications (2017)", ""),
+    (r"\bm40\b", "Tesla M40",
+     {"fp64": 0.213, "fp32": 6.84, "bw": 288.0},
+     "NVIDIA Tesla M40 datasheet (2015), 1114 MHz boost", "no tensor cores"),
+    (r"2080 ti", "GeForce RTX 2080 Ti",
+     {"fp64": 0.42, "fp32": 13.45, "fp16": 53.8, "bw": 616.0},
+     "NVIDIA Turing architecture whitepaper (2018), reference 1545 MHz boost",
+     "fp16: tensor cores with FP32 accumulate (GeForce runs it at half the FP16-accumulate "
+     "rate of 107.6)"),
+    (r"\bt4\b", "Tesla T4", {"fp64": 0.25, "fp32": 8.1, "fp16": 65.0, "bw": 320.0},
+     "NVIDIA T4 datasheet (2019)", ""),
+    (r"v100s", "Tesla V100S PCIe",
+     {"fp64": 8.2, "fp32": 16.4, "fp16": 130.0, "bw": 1134.0},
+     "NVIDIA V100S datasheet (2019)", ""),
+    (r"v100.*pcie", "Tesla V100 PCIe",
+     {"fp64": 7.0, "fp32": 14.0, "fp16": 112.0, "bw": 900.0},
+     "NVIDIA V100 datasheet (2020), PCIe", ""),
+    (r"v100", "Tesla V100 SXM2",
+     {"fp64": 7.8, "fp32": 15.7, "fp16": 125.0, "bw": 900.0},
+     "NVIDIA V100 datasheet (2020), SXM2", ""),
+    (r"a100.*(80gb|80 gb).*pcie|a100.*pcie.*80", "A100 80GB PCIe",
+     {"fp64": 9.7, "fp64_matrix": 19.5, "fp32": 19.5, "tf32": 156.0, "fp16": 312.0,
+      "bf16": 312.0, "bw": 1935.0}, "NVIDIA A100 datasheet (2021), 80GB PCIe", ""),
+    (r"a100.*(80gb|80 gb)", "A100 80GB SXM",
+     {"fp64": 9.7, "fp64_matrix": 19.5, "fp32": 19.5, "tf32": 156.0, "fp16": 312.0,
+      "bf16": 312.0, "bw": 2039.0}, "NVIDIA A100 datasheet (2021), 80GB SXM", ""),
+    (r"a100", "A100 40GB",
+     {"fp64": 9.7, "fp64_matrix": 19.5, "fp32": 19.5, "tf32": 156.0, "fp16": 312.0,
+      "bf16": 312.0, "bw": 1555.0}, "NVIDIA A100 datasheet (2021), 40GB", ""),
+    (r"h100.*pcie", "H100 PCIe",
+     {"fp64": 25.6, "fp64_matrix": 51.2, "fp32": 51.2, "tf32": 378.0, "fp16": 756.0,
+      "bf16": 756.0, "fp8": 1513.0, "bw": 2000.0},
+     "NVIDIA H100 datasheet (2023), PCIe; tensor figures halved from the sparse ones", ""),
+    (r"h100 nvl", "H100 NVL",
+     {"fp64": 30.0, "fp64_matrix": 60.0, "fp32": 60.0, "tf32": 417.5, "fp16": 835.5,
+      "bf16": 835.5, "fp8": 1670.5, "bw": 3900.0},
+     "NVIDIA H100 datasheet (2023), NVL; tensor figures halved from the sparse ones", ""),
+    (r"h100", "H100 SXM",
+     {"fp64": 33.5, "fp64_matrix": 66.9, "fp32": 66.9, "tf32": 494.7, "fp16": 989.4,
+      "bf16": 989.4, "fp8": 1978.9, "bw": 3350.0},
+     "NVIDIA H100 datasheet (2023), SXM5; tensor figures halved from the sparse ones", ""),
+    (r"h200", "H200 SXM",
+     {"fp64": 33.5, "fp64_matrix": 66.9, "fp32": 66.9, "tf32": 494.7, "fp16": 989.4,
+      "bf16": 989.4, "fp8": 1978.9, "bw": 4800.0},
+     "NVIDIA H200 datasheet (2024), SXM; tensor figures halved from the sparse ones", ""),
+    (r"\bb200\b", "B200",
+     {"fp64": 40.0, "fp64_matrix": 40.0, "fp32": 80.0, "tf32": 1100.0, "fp16": 2250.0,
+      "bf16": 2250.0, "fp8": 4500.0, "bw": 8000.0},
+     "NVIDIA HGX B200 datasheet (2024), per GPU; tensor figures halved from the sparse "
+     "ones", ""),
+    (r"mi250x", "AMD Instinct MI250X (one GCD)",
+     {"fp64": 23.95, "fp64_matrix": 47.85, "fp32": 23.95, "fp32_matrix": 47.85,
+      "fp16": 191.5, "bf16": 191.5, "bw": 1638.4},
+     "AMD Instinct MI250X data sheet (2021), halved: a trace's device is one of its two "
+     "GCDs", ""),
+    (r"mi250", "AMD Instinct MI250 (one GCD)",
+     {"fp64": 22.65, "fp64_matrix": 45.25, "fp32": 22.65, "fp32_matrix": 45.25,
+      "fp16": 181.0, "bf16": 181.0, "bw": 1638.4},
+     "AMD Instinct MI250 data sheet (2021), halved: a trace's device is one of its two "
+     "GCDs", ""),
+    (r"mi300x", "AMD Instinct MI300X",
+     {"fp64": 81.7, "fp64_matrix": 163.4, "fp32": 163.4, "fp32_matrix": 163.4,
+      "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4, "fp8": 2614.9, "bw": 5300.0},
+     "AMD Instinct MI300X data sheet (2023), dense", ""),
+]
+PEAKS = [Peak(dev, fig, src, note, pat) for pat, dev, fig, src, note in _TABLE]
+KEYS = ("fp64", "fp64_matrix", "fp32", "fp32_matrix", "tf32", "fp16", "bf16", "fp8", "bw")
+
+
+def find(device_name: str | None) -> Peak | None:
+    """The table's row for a device name as a trace spells it, or None."""
+    if not device_name:
+        return None
+    text = device_name.lower()
+    for p in PEAKS:
+        if re.search(p.pattern, text):
+            return p
+    return None
+
+
+def parse_peak(spec: str) -> Peak:
+    """``--peak``: ``KEY=VALUE,...`` (TFLOP/s; bw in GB/s), a JSON file of the same keys
+    (optionally with "device"), or the name of a device in the table (``h100 pcie``)."""
+    path = Path(spec)
+    if path.suffix == ".json" or path.is_file():
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise UsageError(f"{spec}: not a readable JSON peak file ({e})",
+                             option="peak") from None
+        if not isinstance(data, dict):
+            raise UsageError(f"{spec}: a peak file holds one JSON object", option="peak")
+        device = str(data.pop("device", path.stem))
+        return Peak(device, _figures(data, spec), f"user file {path.name}")
+    if "=" not in spec:
+        found = find(spec)
+        if found is None:
+            raise UsageError(f"{spec!r} is no device of the peak table and no KEY=VALUE "
+                             "list", option="peak")
+        return found
+    pairs = dict(p.split("=", 1) for p in spec.split(",") if "=" in p)
+    return Peak("user", _figures(pairs, spec), "--peak")
+
+
+def _figures(data: dict, spec: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in data.items():
+        if key not in KEYS:
+            raise UsageError(f"{spec}: unknown key {key!r} (keys: {', '.join(KEYS)})",
+                             option="peak")
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"{spec}: {key} is not a number", option="peak") from None
+        if not 0 < v < 1e9:
+            raise UsageError(f"{spec}: {key} must be a positive figure", option="peak")
+        out[key] = v
+    if not out:
+        raise UsageError(f"{spec}: no figures", option="peak")
+    return out

@@ -1,0 +1,132 @@
+"""The Efficiency and Memory sections of ``traceviz analyze`` (rich renderables)."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from traceviz.analyses.efficiency import Efficiency
+from traceviz.analyses.memory import Memory
+from traceviz.render.fit import Col, fitted_table
+from traceviz.units import fmt_ns, fmt_pct
+
+_GROUP_COLS = [Col("op", "left", name=True), Col("shapes", "left", drop=3),
+               Col("prec", "left", drop=5), Col("calls", drop=6), Col("time"),
+               Col("GFLOP", drop=2), Col("GB", drop=1), Col("TFLOP/s"), Col("GB/s"),
+               Col("FLOP/\nbyte", drop=4), Col("% of\npeak"), Col("% of\nBW", drop=7),
+               Col("bound")]
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Bytes in binary units (B, KiB, MiB, GiB), as allocators report them."""
+    if n is None or n != n:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None or x != x else fmt_pct(x)
+
+
+def _num(x: float | None, digits: int = 2) -> str:
+    return "-" if x is None or x != x else f"{x:,.{digits}f}"
+
+
+def _shapes(dims: str) -> str:
+    """The tensor shapes of a dims record on one line, scalars left out."""
+    try:
+        d = json.loads(dims)
+    except ValueError:
+        return dims
+    shown = [s for s in d if isinstance(s, list) and s]
+    text = " ".join("x".join(map(str, s)) if all(isinstance(v, int) for v in s)
+                    else f"[{len(s)} tensors]" for s in shown)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _peak_text(e: Efficiency) -> str | None:
+    if e.peak is None:
+        return None  # a note says so
+    fig = e.peak.figures
+    parts = [f"{k} {v:g}" for k, v in fig.items() if k != "bw"]
+    bw = f", memory {fig['bw']:g} GB/s" if "bw" in fig else ""
+    return (f"peak of {e.peak.device} (TFLOP/s): {', '.join(parts)}{bw}; "
+            f"source: {e.peak.source}")
+
+
+def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
+    """Op groups by device time with their rates against the peak, the run's totals,
+    the time no formula covers, and the peak's source."""
+    parts: list[RenderableType] = []
+    rows = []
+    for r in e.groups.head(top).itertuples(index=False):
+        key = f" ({r.peak_key})" if r.peak_key and r.peak_key != r.precision else ""
+        rows.append([str(r.op), _shapes(r.dims), f"{r.precision or '?'}{key}",
+                     f"{int(r.calls):,}", fmt_ns(int(r.time_ns)), _num(r.flops / 1e9),
+                     _num(r.bytes / 1e9, 3), _num(r.tflops), _num(r.gbps, 0),
+                     _num(r.intensity, 1), _pct(r.pct_peak), _pct(r.pct_bw),
+                     r.bound or "-"])
+    if rows:
+        table, left = fitted_table("Efficiency: op groups (name and shapes) by device time",
+                                   _GROUP_COLS, rows, width)
+        parts.append(table)
+        if left:
+            parts.append(Text(f"(narrow terminal: {', '.join(left)} left out; --json has "
+                              "them)", style="dim"))
+    run = [f"FLOPs {e.flops / 1e9:,.1f} G, bytes {e.bytes / 1e9:,.2f} GB over "
+           f"{fmt_ns(e.time_ns)} of kernel time ({fmt_pct(e.coverage)} covered by a formula)"]
+    if e.tflops_busy is not None:
+        run.append(f"{_num(e.tflops_busy)} TFLOP/s over busy time, {_num(e.tflops_span)} "
+                   "over the span"
+                   + (f" = {fmt_pct(e.mfu_trace)} of the {e.run_key} peak" if e.mfu_trace
+                      is not None else ""))
+    m = e.model or {}
+    if m.get("model_flops_per_batch"):
+        line = f"model: {m['model_flops_per_batch'] / 1e9:,.2f} GFLOP per batch"
+        if m.get("model_tflops") is not None:
+            line += f", {_num(m['model_tflops'])} TFLOP/s at the median timed batch"
+        if m.get("mfu") is not None:
+            line += f", MFU {fmt_pct(m['mfu'])} of the {e.run_key} peak"
+        run.append(line)
+    parts.append(Text.assemble(("efficiency", "bold"), ": ", "; ".join(run)))
+    if len(e.uncovered):
+        u = e.uncovered.head(5)
+        text = ", ".join(f"{r.op} {fmt_pct(r.share)} ({r.note})"
+                         for r in u.itertuples(index=False))
+        more = len(e.uncovered) - len(u)
+        parts.append(Text(f"no figures for: {text}" + (f" and {more} more" if more > 0
+                                                        else ""), style="dim"))
+    if (peak := _peak_text(e)) is not None:
+        parts.append(Text(peak, style="dim"))
+    for note in e.notes:
+        parts.append(Text(f"note: {note}", style="yellow"))
+    return Group(*parts)
+
+
+def memory_render(m: Memory) -> Group | None:
+    """Peak allocated and the bytes allocated and freed per device and phase."""
+    parts: list[RenderableType] = []
+    b = m.bench or {}
+    if b:
+        items = [f"{k.removesuffix('_bytes').replace('_', ' ')} {fmt_bytes(v)}"
+                 for k, v in b.items() if k.endswith("_bytes") and v is not None]
+        parts.append(Text.assemble(("memory", "bold"), " (timed batches, no profiler): ",
+                                   ", ".join(items)))
+    for r in m.devices.itertuples(index=False):
+        where = "host" if r.device < 0 else f"device {r.device}"
+        ph = m.phases[m.phases["device"] == r.device]
+        per = "; ".join(f"{p.phase} +{fmt_bytes(p.allocated)} -{fmt_bytes(p.freed)}"
+                        for p in ph.itertuples(index=False))
+        parts.append(Text.assemble(
+            ("memory", "bold"), f" (profiled steps, {where}): peak allocated "
+            f"{fmt_bytes(r.peak_allocated)}, {int(r.events):,} allocator events, "
+            f"allocated {fmt_bytes(r.allocated)}, freed {fmt_bytes(r.freed)}"
+            + (f" — {per}" if per else "")))
+    for note in m.notes:
+        parts.append(Text(f"note: {note}", style="yellow"))
+    return Group(*parts) if parts else None

@@ -1,0 +1,81 @@
+"""The roofline and memory-over-time charts of ``traceviz analyze --plot``."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from traceviz.analyses.efficiency import Efficiency  # noqa: E402
+from traceviz.analyses.memory import Memory  # noqa: E402
+from traceviz.units import short_name  # noqa: E402
+
+
+def roofline_chart(e: Efficiency, label: str, top: int = 12) -> plt.Figure:
+    """Op groups as points (FLOP/byte, achieved TFLOP/s), sized by device time; the
+    device's bandwidth roof and a compute roof per precision the groups use, labelled
+    with the device and precision. Without peaks: the points alone."""
+    fig, ax = plt.subplots(figsize=(10, 6.5))
+    g = e.groups[e.groups["intensity"].notna() & (e.groups["flops"] > 0)
+                 & e.groups["tflops"].notna()]
+    if not len(g):
+        ax.text(0.5, 0.5, "no op with FLOPs and bytes in this trace", ha="center",
+                va="center", transform=ax.transAxes)
+        ax.set_title(f"{label}: roofline")
+        return fig
+    x = g["intensity"].to_numpy(float)
+    y = g["tflops"].to_numpy(float)
+    size = 30 + 600 * g["time_ns"].to_numpy(float) / max(float(g["time_ns"].max()), 1.0)
+    lo, hi = min(x.min(), 0.1) / 2, max(x.max(), 10.0) * 4
+    peak = e.peak
+    if peak is not None and peak.bandwidth:
+        xs = np.geomspace(lo, hi, 200)
+        for key in sorted(set(g["peak_key"].dropna())):
+            roof = peak.figures[key]
+            ax.plot(xs, np.minimum(roof, xs * peak.bandwidth / 1e3), lw=1.2,
+                    label=f"{key} roof {roof:g} TFLOP/s")
+        ax.plot(xs, xs * peak.bandwidth / 1e3, ls=":", color="grey", lw=0.8,
+                label=f"memory {peak.bandwidth:g} GB/s")
+    colors = {"compute": "tab:red", "memory": "tab:blue"}
+    for r, xi, yi, si in zip(g.itertuples(index=False), x, y, size, strict=True):
+        ax.scatter([xi], [yi], s=si, alpha=0.6, color=colors.get(r.bound, "tab:grey"),
+                   edgecolor="black", linewidth=0.5)
+    for r, xi, yi in list(zip(g.itertuples(index=False), x, y, strict=True))[:top]:
+        ax.annotate(short_name(str(r.op).removeprefix("aten::"), 24), (xi, yi), fontsize=7,
+                    xytext=(4, 4), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.set_ylabel("achieved TFLOP/s")
+    device = peak.device if peak else (e.device or "unknown device")
+    ax.set_title(f"{label}: roofline on {device} (points: op groups, area ~ device time)")
+    if peak is not None and peak.bandwidth:
+        ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def memory_chart(m: Memory, label: str) -> plt.Figure:
+    """The allocator's total over the profiled steps, per device (bytes allocated)."""
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    s = m.series
+    if not len(s):
+        ax.text(0.5, 0.5, "no allocator events in this trace\n(torch.profiler "
+                "profile_memory=True records them)", ha="center", va="center",
+                transform=ax.transAxes)
+    for dev, rows in s.groupby("device"):
+        where = "host" if int(dev) < 0 else f"GPU {int(dev)}"
+        ax.step(rows["ts_ns"].to_numpy() / 1e6, rows["total"].to_numpy() / 2**20,
+                where="post", label=where)
+    if len(s):
+        ax.legend(fontsize=8)
+    ax.set_xlabel("time (ms from the trace's start)")
+    ax.set_ylabel("allocated (MiB)")
+    ax.set_title(f"{label}: memory allocated over time")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    return fig
