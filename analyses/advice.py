@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from traceviz.analyses.advice_efficiency import memory_bound_gemms, memory_headroom, tf32_off
 from traceviz.analyses.summary import Summary, summarize
 from traceviz.analyses.whatif import WhatIf, whatif
 from traceviz.analyses.work import analysis_windows, work_rows
@@ -67,7 +68,7 @@ class Context:
 
     @cached_property
     def summary(self) -> Summary:
-        return summarize(self.trace)
+        return summarize(self.trace, with_efficiency=True)
 
     @cached_property
     def _whatif(self) -> WhatIf | None:
@@ -82,6 +83,14 @@ class Context:
         if w is None:
             return None
         s = w.scenario(scenario)
+        return s.saving_ns if s.applies else None
+
+    def saving_of(self, scenario: str) -> int | None:
+        """A scenario outside the shared set (a factor a rule computed), replayed alone."""
+        try:
+            s = whatif(self.trace, (scenario,)).scenario(scenario)
+        except TraceVizError:
+            return None
         return s.saving_ns if s.applies else None
 
     @property
@@ -455,7 +464,8 @@ def profiled_unlike_timed(ctx: Context) -> Finding | None:
 
 
 RULES: tuple[Rule, ...] = (host_bound, kernel_sequences, casts, syncs_in_steps,
-                           pageable_memcpy, long_gaps, data_stalls, tensor_core_shapes, noisy,
+                           pageable_memcpy, long_gaps, data_stalls, tensor_core_shapes,
+                           tf32_off, memory_bound_gemms, memory_headroom, noisy,
                            profiled_unlike_timed)
 
 

@@ -43,6 +43,11 @@ class RunFigures:
     top_kernel_share: float              # its share of kernel time
     timings: Timings | None              # spread, noise, warm-up (None without a bench)
     summary: Summary = field(repr=False)  # the analysis the figures come from
+    model_tflops: float | None = None    # workload FLOPs per batch / median timed batch
+    mfu: float | None = None             # model TFLOP/s / the run's peak (mfu_key)
+    mfu_key: str | None = None
+    peak_memory_bytes: int | None = None  # the timed batches' peak (bench.json memory)
+    peak_memory_what: str = ""           # "allocated" (a device allocator) or "RSS growth"
 
     @property
     def per_step(self) -> int:
@@ -64,9 +69,24 @@ def tensor_core_share(work: pd.DataFrame) -> float | None:
     return float(mat["dur_ns"].to_numpy()[flags].sum()) / total
 
 
+def peak_memory(bench: dict) -> tuple[int | None, str]:
+    """The timed batches' peak memory a runner measured: a device allocator's peak
+    allocated bytes, else (a CPU run) the growth of the process's peak resident set."""
+    mem = bench.get("memory") or {}
+    if mem.get("peak_allocated_bytes") is not None:
+        return int(mem["peak_allocated_bytes"]), "allocated"
+    if mem.get("peak_rss_growth_bytes") is not None:
+        return int(mem["peak_rss_growth_bytes"]), "RSS growth"
+    return None, ""
+
+
 def run_figures(trace: Trace, label: str, summary: Summary | None = None) -> RunFigures:
-    """One run's figures; ``summary``: the trace's ``summarize`` result if already made."""
-    s = summary if summary is not None else summarize(trace)
+    """One run's figures; ``summary``: the trace's ``summarize`` result (with efficiency)
+    if already made."""
+    s = summary if summary is not None and summary.efficiency is not None \
+        else summarize(trace, with_efficiency=True)
+    eff = s.efficiency
+    model = (eff.model if eff else None) or {}
     work = work_rows(trace)
     bench = trace.meta.get("bench") or {}
     tpb = (bench.get("time_per_batch_s") or {}).get("median")
@@ -94,6 +114,11 @@ def run_figures(trace: Trace, label: str, summary: Summary | None = None) -> Run
         top_kernel_share=float(s.kernels["share"].iloc[0]) if len(s.kernels) else 0.0,
         timings=s.timings,
         summary=s,
+        model_tflops=model.get("model_tflops"),
+        mfu=model.get("mfu"),
+        mfu_key=eff.run_key if eff else None,
+        peak_memory_bytes=peak_memory(bench)[0],
+        peak_memory_what=peak_memory(bench)[1],
     )
 
 

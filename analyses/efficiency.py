@@ -147,19 +147,16 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
                steps: int = 0) -> Efficiency:
     """The efficiency figures of ``trace``; ``peak`` overrides the table's row for its
     device; busy, span and steps are the summary's (for the run-level rates)."""
-    devices = trace.meta.get("devices") or {}
-    device = next(iter(devices.values()), None) if isinstance(devices, dict) else None
-    if trace.is_cpu:
-        device = (trace.meta.get("runner") or {}).get("device_name") or "CPU"
-    notes: list[str] = []
-    if peak is None:
-        peak = None if trace.is_cpu else find(device)
-        if peak is None:
-            notes.append(f"No peak figures for device {device!r}: rates are shown without "
-                         "% of peak (give them with --peak).")
     work = work_rows(trace)
     if not trace.is_cpu:
         work = work[is_in(work["kind"], "kernel")]
+    device = _device_name(trace, work)
+    notes: list[str] = []
+    if peak is None:
+        peak = None if trace.is_cpu else find(device)
+        if peak is None and not trace.is_cpu:
+            notes.append(f"No peak figures for device {device or '(unnamed)'!r}: rates are "
+                         "shown without % of peak (give them with --peak).")
     ev = trace.events
     op_row = _op_of_kernels(trace, work)
     has_op = op_row >= 0
@@ -196,6 +193,19 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
         eff.notes.append("No op shapes in the trace (torch.profiler record_shapes=True, or "
                          "nsys --pytorch=autograd-shapes-nvtx): no FLOPs or bytes per op.")
     return eff
+
+
+def _device_name(trace: Trace, work: pd.DataFrame) -> str | None:
+    """The name of the device with the most kernel time (the CPU's on a CPU trace)."""
+    if trace.is_cpu:
+        return (trace.meta.get("runner") or {}).get("device_name") or "CPU"
+    devices = trace.meta.get("devices") or {}
+    if not isinstance(devices, dict) or not devices:
+        return None
+    busiest = work.groupby("device")["dur_ns"].sum()
+    if len(busiest) and str(int(busiest.idxmax())) in devices:
+        return str(devices[str(int(busiest.idxmax()))])
+    return str(next(iter(devices.values())))
 
 
 def _share(k: pd.DataFrame) -> None:

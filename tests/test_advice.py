@@ -29,6 +29,10 @@ CASES = [  # rule, fires on, silent on
     # the bf16 decoder's vocabulary of 10001 is off the multiple of 8; FP32 matrices
     # are not the rule's
     (A.tensor_core_shapes, H100 / "cudnn_torch-bf16/train", H100 / "cudnn_torch/train"),
+    # the FP32 decoder GEMMs ran FP32 kernels on an H100; the bf16 run has none
+    (A.tf32_off, H100 / "cudnn_torch/train", H100 / "cudnn_torch-bf16/train"),
+    # fp16 per-step GEMMs of 128 x 256 x 1024: 79 FLOP/byte under the fp16 ridge of 295
+    (A.memory_bound_gemms, H100 / "fine_torch-fp16/train", H100 / "cudnn_torch/train"),
     (A.data_stalls, None, H100 / "cudnn_torch-bf16/train"),
 ]
 
@@ -105,3 +109,27 @@ def test_notebook_api_equals_the_commands(capsys):
     assert main(["whatif", str(QUEUE), "--json", "--scenario", "no_casts"]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(
         json.dumps(t.whatif("no_casts")))
+
+
+def test_tf32_off_figures_from_the_efficiency_table():
+    t = load(_path(H100 / "cudnn_torch/train"))
+    f = A.tf32_off(A.Context(t))
+    from traceviz.analyses.summary import summarize
+
+    g = summarize(t, with_efficiency=True).efficiency.groups
+    fp32 = g[(g["unit"] == "matrix") & (g["peak_key"] == "fp32")]
+    assert set(fp32["op"]) == {"aten::addmm", "aten::mm"}
+    assert f.figures["fp32_matrix_ns"] == int(fp32["time_ns"].sum())
+    assert f.saving_scenario.startswith("gemm_speedup=") and f.figures["speedup"] > 1
+    assert f.saving_ns is not None and f.saving_ns >= 0
+
+
+def test_memory_headroom_from_bench_memory():
+    t = load(_path(H100 / "cudnn_torch/train"))
+    assert A.memory_headroom(A.Context(t)) is None  # no memory figures in this capture
+    t.meta["bench"] = {**t.meta["bench"], "memory": {
+        "device": "cuda", "peak_allocated_bytes": 3 * 2**30, "total_bytes": 80 * 2**30}}
+    f = A.memory_headroom(A.Context(t))
+    assert f.figures["times"] == 26 and "26x" in f.action
+    t.meta["bench"]["memory"]["peak_allocated_bytes"] = 50 * 2**30
+    assert A.memory_headroom(A.Context(t)) is None

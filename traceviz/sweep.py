@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from traceviz.errors import TraceVizError
@@ -73,6 +74,35 @@ def load_sweep(path: Path) -> pd.DataFrame:
     if missing:
         raise TraceVizError(f"{path}: not a traceviz sweep table (no column "
                             f"{', '.join(missing)})")
+    return with_model_tflops(df)
+
+
+def with_model_tflops(df: pd.DataFrame) -> pd.DataFrame:
+    """The table with ``workload_flops`` and ``model_tflops`` on every captured point: a
+    sweep written before the runners recorded them gets them from its preset and sizes
+    (the workload the point ran, ``make_workload``) and its median time per batch."""
+    from traceviz.runners.presets import make_workload
+    from traceviz.runners.protocol import workload_flops
+
+    df = df.copy()
+    for col in ("workload_flops", "model_tflops"):
+        if col not in df:
+            df[col] = np.nan
+    need = (df["status"] == "ok") & df["workload_flops"].isna() if "status" in df else \
+        df["workload_flops"].isna()
+    for i in np.flatnonzero(need.to_numpy()):
+        r = df.iloc[i]
+        try:
+            w, _ = make_workload(str(r["preset"]), str(r.get("mode") or "") or None,
+                                 str(r.get("device") or "cpu"), batch=int(r["batch"]),
+                                 seq=int(r["seq"]), hidden=int(r["hidden"]),
+                                 layers=int(r["layers"]) if "layers" in r and
+                                 r["layers"] == r["layers"] else None)
+        except (TraceVizError, KeyError, TypeError, ValueError):
+            continue
+        df.iat[i, df.columns.get_loc("workload_flops")] = workload_flops(w.to_dict())["total"]
+    t = df.get("time_per_batch_s", np.nan)
+    df["model_tflops"] = df["model_tflops"].fillna(df["workload_flops"] / t / 1e12)
     return df
 
 
@@ -103,6 +133,8 @@ def _row(point: dict, spec: SweepSpec, run_dir: Path, result=None, error: str = 
         "cast_share": fig.cast_ns / fig.busy_ns if fig.busy_ns else None,
         "kernel_count": fig.kernel_count,
         "top_kernel": fig.top_kernel, "top_kernel_share": fig.top_kernel_share,
+        "workload_flops": bench.get("workload_flops"), "model_tflops": fig.model_tflops,
+        "mfu": fig.mfu, "peak_memory_bytes": fig.peak_memory_bytes,
     })
     return row
 

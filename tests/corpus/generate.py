@@ -219,7 +219,48 @@ def kineto_cases() -> list[Case]:
         "no profiler events")
     big_ids = {"traceEvents": [dict(e, pid=2 ** 64, tid=2 ** 64) for e in doc["traceEvents"]]}
     add("every-id-out-of-range", _dump(big_ids), ERR, "no")
+    out += _shape_cases(doc, add)
     return out
+
+
+def _shape_cases(doc: dict, add: Callable) -> list[Case]:
+    """The efficiency figures' inputs: recorded shapes and dtypes of every op, the device
+    name, allocator events. A figure that cannot be computed is absent, never a crash."""
+    shapes = {"negative": [[-4, 5], [5, 6]], "past-int64": [[2 ** 40, 2 ** 40],
+                                                            [2 ** 40, 2 ** 40]],
+              "beyond-64-bits": [[2 ** 70, 3], [3, 4]], "floats": [[1.5, 2], [2, 3]],
+              "nested-deep": json.loads("[" * 40 + "]" * 40), "text": "not dims",
+              "empty": [], "null": None, "scalars": [5, 6], "mismatched": [[2, 3], [4, 5]]}
+    for label, dims in shapes.items():
+        add(f"op-dims-{label}", _with(doc, _is("cpu_op"), args={
+            "Input Dims": dims, "Input type": ["float", "float"]}), OK)
+    for label, types in (("unknown", ["c10::Mystery", "c10::Mystery"]), ("ints", [1, 2]),
+                         ("short", ["float"]), ("null", None), ("nested", [["float"]])):
+        add(f"op-types-{label}", _with(doc, _is("cpu_op"), args={
+            "Input Dims": [[2, 3], [3, 4]], "Input type": types}), OK)
+    add("op-concrete-odd", _with(doc, _is("cpu_op"), name="aten::_cudnn_rnn", args={
+        "Input Dims": [[5, 2, 3], [[8, 3], [8, 2]], [], [], [1, 2, 2], [1, 2, 2]],
+        "Input type": ["float", "TensorList", "Scalar", "", "float", "float"],
+        "Concrete Inputs": ["", "", "x", "", "", "", "many", "-1"]}), OK)
+    for label, name in (("unknown", "Imaginary Accelerator 9000"), ("empty", ""),
+                        ("number", 7), ("huge", "H100" * 10_000)):
+        d = copy.deepcopy(doc)
+        d["deviceProperties"] = [{"id": 0, "name": name}]
+        add(f"device-name-{label}", _dump(d), OK)
+    for label, margs in (("valid", {"Bytes": 512, "Total Allocated": 512, "Device Id": 0}),
+                         ("free-first", {"Bytes": -512, "Total Allocated": 0,
+                                         "Device Id": 0}),
+                         ("no-total", {"Bytes": 512, "Device Id": -1}),
+                         ("text-bytes", {"Bytes": "lots", "Total Allocated": 1}),
+                         ("huge", {"Bytes": 2 ** 70, "Total Allocated": 2 ** 70}),
+                         ("no-args", None)):
+        d = copy.deepcopy(doc)
+        first = min(e["ts"] for e in d["traceEvents"] if "ts" in e)
+        d["traceEvents"].append({"ph": "i", "cat": "cpu_instant_event", "s": "t",
+                                 "name": "[memory]", "pid": 1, "tid": 1, "ts": first + 1,
+                                 **({"args": margs} if margs is not None else {})})
+        add(f"memory-event-{label}", _dump(d), OK)
+    return []
 
 
 # --- MXNet JSON -------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from traceviz.errors import InputError
 
 class SweepPlotCommand(Command):
     name = "sweep-plot"
-    help = "plot a sweep: time per batch vs batch size and vs timesteps per variant"
+    help = ("plot a sweep: time per batch vs batch size and vs timesteps per variant, and "
+            "model TFLOP/s vs batch size")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("sweep", type=Path, help="a sweep.parquet (or its folder)")

@@ -215,4 +215,32 @@ def sweep_plots(df: pd.DataFrame, label: str = "sweep") -> dict[str, plt.Figure]
                      + ("batch size" if axis == "batch" else "timesteps"), fontsize=10)
         fig.tight_layout()
         figs[name] = fig
+    if "model_tflops" in ok and ok["batch"].nunique() >= 2 and ok["model_tflops"].notna().any():
+        figs["tflops_vs_batch"] = _tflops_vs_batch(ok, label)
     return figs
+
+
+def _tflops_vs_batch(ok: pd.DataFrame, label: str) -> plt.Figure:
+    """Model TFLOP/s (the workload's FLOPs per batch / median time per batch) against
+    batch size, one line per variant, a panel per hidden size and sequence length: the
+    LSTM studies' "performance against batch size" figure."""
+    groups = sorted(ok[["hidden", "seq"]].drop_duplicates().itertuples(index=False))
+    fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4), squeeze=False)
+    for ax, (hidden, seq) in zip(axes[0], groups, strict=True):
+        sel = ok[(ok["hidden"] == hidden) & (ok["seq"] == seq)]
+        for series, part in sel.groupby("series"):
+            part = part.sort_values("batch")
+            ax.plot(part["batch"], part["model_tflops"], marker="o", label=series)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(sel["batch"].unique()))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%d"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("model TFLOP/s")
+        ax.set_title(f"hidden {hidden}, seq {seq}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{label}: model TFLOP/s vs batch size (workload FLOPs / median time)",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -17,6 +17,7 @@ import pandas as pd
 
 from traceviz.analyses.amp import amp_breakdown, amp_pairs
 from traceviz.analyses.compare import RunFigures, mpe_table, workload_differences
+from traceviz.render.efficiency import fmt_bytes
 from traceviz.render.terminal import amp_rows, amp_verdict
 from traceviz.units import fmt_ns, fmt_pct
 
@@ -84,6 +85,10 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                 "elapsed": "–" if not bench else f"{bench['elapsed_s']:.3f} s "
                                                   f"({bench['batches']} batches)",
                 "sequences/s": "–" if not bench else f"{bench['sequences_per_s']:,.1f}",
+                "model TFLOP/s": "–" if f.model_tflops is None else f"{f.model_tflops:,.2f}",
+                "MFU": "–" if f.mfu is None else f"{fmt_pct(f.mfu)} of {f.mfu_key}",
+                "peak memory": "–" if f.peak_memory_bytes is None else
+                f"{fmt_bytes(f.peak_memory_bytes)} {f.peak_memory_what}",
             })
         sections.append(Section(
             "Time per batch, elapsed and sequences/s",
@@ -139,12 +144,15 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                 [(f"amp_{_safe(b.label)}.png", _png(amp_waterfall(br, a.label, b.label)))]))
     for label, df in sweeps:
         cols = [c for c in ("point", "status", "time_per_batch_s", "sequences_per_s",
+                            "model_tflops", "mfu", "peak_memory_bytes",
                             "idle_fraction", "launch_bound_fraction", "cast_share",
                             "top_kernel", "error") if c in df]
         table = df[cols].copy()
         human: dict[str, Callable[[float], str]] = {
                  "time_per_batch_s": lambda v: fmt_ns(v * 1e9),
                  "sequences_per_s": lambda v: f"{v:,.1f}",
+                 "model_tflops": lambda v: f"{v:,.2f}", "mfu": fmt_pct,
+                 "peak_memory_bytes": fmt_bytes,
                  "idle_fraction": fmt_pct, "launch_bound_fraction": fmt_pct,
                  "cast_share": fmt_pct}
         for c, fmt in human.items():
@@ -152,6 +160,8 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                 table[c] = table[c].map(lambda v, f=fmt: "–" if pd.isna(v) else f(v))
         table = table.rename(columns={"time_per_batch_s": "time/batch",
                                       "sequences_per_s": "sequences/s",
+                                      "model_tflops": "model TFLOP/s",
+                                      "peak_memory_bytes": "peak memory",
                                       "idle_fraction": "idle (CPU: framework)",
                                       "launch_bound_fraction": "launch-bound",
                                       "cast_share": "cast share", "top_kernel": "top kernel"})

@@ -264,6 +264,10 @@ def runs_table(runs: list[RunFigures]) -> Table:
         ("  warm-up batches", [_warmup(r.timings) for r in runs]),
         ("sequences/s", ["–" if r.sequences_per_s is None else f"{r.sequences_per_s:,.1f}"
                          for r in runs]),
+        ("model TFLOP/s (workload FLOPs / median)",
+         ["–" if r.model_tflops is None else f"{r.model_tflops:,.2f}" for r in runs]),
+        ("  MFU (of the run's peak)", [_mfu(r) for r in runs]),
+        ("peak memory (timed batches)", [_memory(r) for r in runs]),
         (busy, [fmt_ns(r.busy_ns / r.per_step) for r in runs]),
         ("span", [fmt_ns(r.span_ns / r.per_step) for r in runs]),
         ("idle, 1 - busy/span (CPU: framework)",
@@ -294,6 +298,17 @@ def runs_table(runs: list[RunFigures]) -> Table:
         t.caption = ("NOISY: a run whose timed batches spread by CV > 10% or max/min > 1.5; "
                      "its median may not repeat")
     return t
+
+
+def _mfu(r: RunFigures) -> str:
+    return "–" if r.mfu is None else f"{fmt_pct(r.mfu)} of {r.mfu_key}"
+
+
+def _memory(r: RunFigures) -> str:
+    from traceviz.render.efficiency import fmt_bytes
+
+    return "–" if r.peak_memory_bytes is None else \
+        f"{fmt_bytes(r.peak_memory_bytes)} {r.peak_memory_what}"
 
 
 def _phase_cell(phases: pd.DataFrame, phase: str, what: str, per: int) -> str:

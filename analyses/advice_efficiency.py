@@ -1,0 +1,115 @@
+"""Advice rules that read the efficiency and memory figures (``analyses/efficiency.py``):
+FP32 GEMMs left off TF32 tensor cores, memory-bound GEMMs, memory headroom.
+
+Kept apart from ``advice.py`` (the other rules); ``advice.RULES`` runs these too.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from traceviz.units import fmt_ns, fmt_pct
+
+if TYPE_CHECKING:
+    from traceviz.analyses.advice import Context, Finding
+
+TF32_SHARE = 0.10        # FP32 GEMM time on FP32 kernels / kernel time, with TF32 available
+MEMORY_BOUND_SHARE = 0.10  # memory-bound matrix time / kernel time
+HEADROOM = 2.0           # device memory / peak allocated, for the headroom finding
+
+
+def _finding(*args, **kwargs) -> Finding:
+    from traceviz.analyses.advice import Finding
+
+    return Finding(*args, **kwargs)
+
+
+def tf32_off(ctx: Context) -> Finding | None:
+    """FP32 matrix ops that ran on FP32 (non-tensor-core) kernels on a device with TF32
+    tensor cores, >= 10% of kernel time. Saving: the replay with the matrix time shortened
+    as these groups would run at TF32 (each sped up to the lower of its roof at the TF32
+    peak and the TF32/FP32 peak ratio), applied as one factor to all matrix kernels."""
+    e = ctx.summary.efficiency
+    if e is None or e.peak is None or "tf32" not in e.peak.figures or not e.time_ns:
+        return None
+    g = e.groups
+    fp32 = g[(g["unit"] == "matrix") & (g["precision"] == "fp32") & (g["peak_key"] == "fp32")
+             & g["tflops"].notna()]
+    share = float(fp32["time_ns"].sum()) / e.time_ns
+    if share < TF32_SHARE:
+        return None
+    tf32, bw = e.peak.figures["tf32"], e.peak.bandwidth or np.inf
+    roof = np.minimum(tf32, fp32["intensity"].fillna(np.inf).to_numpy(float) * bw / 1e3)
+    speedup = np.clip(roof / fp32["tflops"].to_numpy(float), 1.0,
+                      tf32 / e.peak.figures["fp32"])
+    before = float(fp32["time_ns"].sum())
+    after = float((fp32["time_ns"].to_numpy(float) / speedup).sum())
+    matrix = float(ctx.summary.categories.set_index("category")["total_ns"].reindex(
+        ["gemm", "rnn", "attention"]).fillna(0).sum())
+    factor = matrix / (matrix - before + after) if matrix > before - after > 0 else 1.0
+    scenario = f"gemm_speedup={factor:.3g}"
+    top = fp32.iloc[0]
+    saving = ctx.saving_of(scenario)
+    why_not = [] if saving is None or saving > 0 else [
+        "the replay finds no saving per step: the device time saved does not shorten the "
+        "step while it waits for the host or other work (see the findings above)"]
+    return _finding(
+        "tf32_off", "FP32 matrix ops run without the TF32 tensor cores",
+        [f"{len(fp32)} FP32 matrix op groups ran FP32 kernels: {fmt_ns(before)} = "
+         f"{fmt_pct(share)} of kernel time, at up to {fp32['tflops'].max():.1f} TFLOP/s "
+         f"against the {e.peak.device}'s {e.peak.figures['fp32']:g} TFLOP/s FP32 and "
+         f"{tf32:g} TFLOP/s TF32 peaks",
+         f"largest: {top['op']} {top['dims']} ({fmt_ns(int(top['time_ns']))}, "
+         f"{fmt_pct(top['pct_peak'])} of the FP32 peak)",
+         f"at TF32 they would take about {fmt_ns(after)} (each held to its roofline); "
+         f"replayed as {scenario} on all matrix kernels", *why_not],
+        "allow TF32 for matmuls where FP32's 23-bit mantissa is not needed: "
+        "torch.backends.cuda.matmul.allow_tf32 = True (or "
+        "torch.set_float32_matmul_precision('high')); or train in bf16 (--amp bf16)",
+        saving, scenario,
+        {"fp32_matrix_ns": int(before), "share": share, "speedup": factor})
+
+
+def memory_bound_gemms(ctx: Context) -> Finding | None:
+    """Matrix op groups below the roofline's ridge point (memory-bound), >= 10% of kernel
+    time: their operands are too small to keep the math units busy."""
+    e = ctx.summary.efficiency
+    if e is None or e.peak is None or not e.time_ns:
+        return None
+    g = e.groups
+    mem = g[(g["unit"] == "matrix") & (g["bound"] == "memory")]
+    share = float(mem["time_ns"].sum()) / e.time_ns
+    if share < MEMORY_BOUND_SHARE:
+        return None
+    top = mem.iloc[0]
+    ridge = e.peak.figures.get(str(top["peak_key"]), np.nan) * 1e3 / (e.peak.bandwidth or
+                                                                      np.nan)
+    return _finding(
+        "memory_bound_gemms", "Matrix ops are memory-bound: the operands are too small",
+        [f"{len(mem)} matrix op groups below the ridge point take {fmt_pct(share)} of "
+         f"kernel time ({fmt_ns(int(mem['time_ns'].sum()))})",
+         f"largest: {top['op']} {top['dims']}: {top['intensity']:.1f} FLOP/byte against "
+         f"the {top['peak_key']} ridge of {ridge:.0f} on the {e.peak.device}"],
+        "give each matrix op more work: a larger batch (FLOP per byte grows with it), "
+        "fused gates (one GEMM for the four LSTM gates and all time steps' input "
+        "projection, as fused_torch and cuDNN do), or fewer, larger layers",
+        None, None, {"share": share, "groups": len(mem)})
+
+
+def memory_headroom(ctx: Context) -> Finding | None:
+    """The timed batches' peak allocated memory is under half of the device's memory:
+    the batch could grow (about device memory / peak, if memory grows with the batch)."""
+    mem = (ctx.trace.meta.get("bench") or {}).get("memory") or {}
+    peak, total = mem.get("peak_allocated_bytes"), mem.get("total_bytes")
+    if not peak or not total or total / peak < HEADROOM:
+        return None
+    times = int(total // peak)
+    return _finding(
+        "memory_headroom", f"The run uses 1/{times} of the device's memory",
+        [f"peak allocated {peak / 2**30:.2f} GiB of {total / 2**30:.1f} GiB "
+         f"({fmt_pct(peak / total)}) during the timed batches"],
+        f"the batch could grow up to about {times}x (less: weights and workspaces do not "
+        "grow with it); a larger batch raises every matrix op's FLOP per byte",
+        None, None, {"peak_allocated_bytes": peak, "total_bytes": total, "times": times})
