@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -40,6 +43,14 @@ def test_sweep_table(sweep_dir):
         assert col in df
     assert ok["cpu_trace"].all() and ok["launch_bound_fraction"].isna().all()
     assert (ok["framework_overhead_fraction"] == ok["idle_fraction"]).all()
+    # the workload's FLOPs per batch, the model's TFLOP/s at the median and the peak
+    # memory, as each point's runner wrote them into its bench.json
+    for r in ok.itertuples(index=False):
+        bench = json.loads((Path(r.run_dir) / "bench.json").read_text())
+        assert r.workload_flops == bench["workload_flops"] > 0
+        assert r.model_tflops == pytest.approx(bench["workload_flops"]
+                                               / bench["time_per_batch_s"]["median"] / 1e12)
+        assert r.peak_memory_bytes == bench["memory"]["peak_rss_growth_bytes"]
 
 
 def test_sweep_resume_and_refusal(sweep_dir, capsys):
@@ -54,8 +65,8 @@ def test_sweep_resume_and_refusal(sweep_dir, capsys):
 
 def test_sweep_plot_and_reports(sweep_dir, tmp_path):
     assert main(["sweep-plot", str(sweep_dir), "--out", str(tmp_path / "plots")]) == 0
-    assert {p.name for p in (tmp_path / "plots").iterdir()} == {"time_vs_batch.png",
-                                                                "time_vs_batch.svg"}
+    assert {p.name for p in (tmp_path / "plots").iterdir()} == {
+        "time_vs_batch.png", "time_vs_batch.svg", "tflops_vs_batch.png", "tflops_vs_batch.svg"}
     run = sweep_dir / "points" / "fine_torch-b8-h8-s4-fp32"
     md = tmp_path / "report.md"
     assert main(["report", str(sweep_dir), str(run), "-o", str(md)]) == 0
