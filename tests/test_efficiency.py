@@ -320,3 +320,20 @@ def test_workload_flops_by_hand():
                           "softmax": 8 * 6400 * 10001}
     assert workload_flops({**w, "mode": "forward"})["total"] == lstm + head + 6400 * 10001 \
         + 5 * 6400 * 10001
+
+
+def test_out_variants_promotion_and_torchscript_records():
+    """Found by checking against TraceLens on real traces: DDP's mul_out into a given
+    tensor by a 0-dim double reads the gradient and writes the out tensor once, in float;
+    TorchScript's aten::mm records two Scalars before its matrices."""
+    n = 8192 * 11192
+    c = op_cost("aten::mul", d([[8192, 11192], [], [8192, 11192]], ["float", "double", "float"]))
+    assert (c.flops, c.bytes) == (n, 4 * n + 8 + 4 * n)
+    c = op_cost("aten::mul", d([[4096], []], ["float", "double"]))
+    assert c.bytes == 4096 * 4 + 8 + 4096 * 4
+    c = op_cost("aten::add", d([[4, 5], [4, 5], []], ["float", "long int", "Scalar"]))
+    assert c.bytes == 20 * 4 + 20 * 8 + 20 * 4  # float + long -> float
+    c = op_cost("aten::mm", d([[], [], [128, 256], [256, 1024]],
+                              ["Scalar", "Scalar", "float", "float"]))
+    assert c.flops == 2 * 128 * 256 * 1024
+    assert op_cost("aten::copy_", d([[3], [3], []], ["long", "float", "Scalar"])).bytes == 36

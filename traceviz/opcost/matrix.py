@@ -22,8 +22,19 @@ def _gemm(m: int, n: int, k: int, batch: int = 1) -> int:
     return 2 * batch * m * n * k
 
 
+def _plain_tensors(a: _Args) -> list:
+    """The tensor arguments in order, scalars skipped (TorchScript records aten::mm with
+    two leading Scalar arguments)."""
+    return [t for i in range(len(a.dims)) if (t := a.tensor(i))]
+
+
+def _nth(a: _Args, n: int):
+    ts = _plain_tensors(a)
+    return ts[n] if n < len(ts) else None
+
+
 def _mm(a: _Args, first: int) -> tuple[int, list]:
-    x, y = a.tensor(first), a.tensor(first + 1)
+    x, y = _nth(a, first), _nth(a, first + 1)
     if not x or not y or len(x[0]) != 2 or len(y[0]) != 2:
         raise _Bad("mm needs two matrices")
     (m, k), (_, n) = x[0], y[0]
@@ -31,7 +42,7 @@ def _mm(a: _Args, first: int) -> tuple[int, list]:
 
 
 def _bmm(a: _Args, first: int) -> tuple[int, list]:
-    x, y = a.tensor(first), a.tensor(first + 1)
+    x, y = _nth(a, first), _nth(a, first + 1)
     if not x or not y or len(x[0]) != 3 or len(y[0]) != 3:
         raise _Bad("bmm needs two batches of matrices")
     (b, m, k), (_, _, n) = x[0], y[0]
@@ -242,7 +253,7 @@ CONCRETE_OPS = ("aten::embedding_dense_backward", "aten::_cudnn_rnn",
 def _with_first(r: tuple[int, list], a: _Args) -> tuple[int, list]:
     """addmm/baddbmm: the bias (or C) argument is read too, and added to each output
     element (one FLOP each)."""
-    c = a.tensor(0)
+    c = _nth(a, 0)
     out = r[1][-1]
     return r[0] + (_numel(out[0]) if c else 0), ([c] if c else []) + r[1]
 

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from traceviz.opcost.shapes import SCALAR_TYPE, _Args, _Bad, _broadcast, _numel, _size
+from traceviz.opcost.shapes import (
+    DTYPE_PRECISION,
+    SCALAR_TYPE,
+    _Args,
+    _Bad,
+    _broadcast,
+    _numel,
+    _size,
+)
 
 # -- elementwise, reductions, copies ------------------------------------------------
 # One FLOP per output element per arithmetic op; copies, casts, fills and gathers none.
@@ -72,10 +80,38 @@ def _pointwise(base: str, a: _Args) -> tuple[int, list]:
         return 3 * _numel(ts[0][0]), [*ts[:2], ts[0]]
     if base in _REDUCE:
         return _numel(ts[0][0]), ts[:1]  # the (smaller) output is not counted
-    out = (_broadcast([s for s, _ in ts]), max(ts, key=lambda t: _size(t[1]))[1])
-    if inplace:
-        return _numel(out[0]) if plain in _ARITH else 0, [*ts, ts[0]]
-    return (_numel(out[0]) if plain in _ARITH else 0), [*ts, out]
+    inputs, given_out = _split_out(plain, ts, inplace)
+    out = (_broadcast([s for s, _ in inputs]), _result_type(inputs))
+    if given_out is not None:  # an out= variant (DDP's mul_out): the result lands there
+        out = given_out
+    elif inplace:
+        out = ts[0]
+    return (_numel(out[0]) if plain in _ARITH else 0), [*inputs, out]
+
+
+# tensor operands of the elementwise ops that take more than one (the rest take one); a
+# recorded tensor beyond these is the out= argument
+_ARITY = {"add": 2, "sub": 2, "rsub": 2, "mul": 2, "div": 2, "pow": 2, "where": 3,
+          "masked_fill": 3, "threshold_backward": 2, "sigmoid_backward": 2,
+          "tanh_backward": 2, "gelu_backward": 2, "silu_backward": 2, "addcmul": 3,
+          "addcdiv": 3, "lerp": 3, "clamp": 3}
+
+
+def _split_out(plain: str, ts: list, inplace: bool) -> tuple[list, tuple | None]:
+    """(the operands read, the out= tensor written or None)."""
+    arity = _ARITY.get(plain, 1)
+    if not inplace and len(ts) > arity:
+        return ts[:arity], ts[arity]
+    return ts, None
+
+
+def _result_type(ts: list) -> str:
+    """PyTorch's type promotion, as far as the record tells: a 0-dim tensor does not
+    promote tensors with dimensions of its kind (float * 0-dim double stays float), a
+    floating-point type wins over an integer one, else the widest."""
+    dimmed = [t for t in ts if t[0]] or ts
+    floats = [t for t in dimmed if t[1] in DTYPE_PRECISION or "complex" in t[1]]
+    return max(floats or dimmed, key=lambda t: _size(t[1]))[1]
 
 
 def _modelled_pointwise(base: str) -> bool:

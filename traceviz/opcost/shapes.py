@@ -15,7 +15,8 @@ DTYPE_BYTES = {
     "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1,
     "c10::Float8_e5m2fnuz": 1, "c10::Float8_e8m0fnu": 1,
     "c10::complex<float>": 8, "c10::complex<double>": 16, "c10::complex<c10::Half>": 4,
-    "long int": 8, "int": 4, "short int": 2, "signed char": 1, "unsigned char": 1,
+    "long int": 8, "long": 8, "int": 4, "short int": 2, "short": 2, "signed char": 1,
+    "unsigned char": 1,
     "bool": 1, "c10::quint8": 1, "c10::qint8": 1, "c10::qint32": 4,
 }
 # the precision a peak is looked up by (peaks.py); integer types have no FLOP peak here
