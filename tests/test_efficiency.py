@@ -337,3 +337,36 @@ def test_out_variants_promotion_and_torchscript_records():
                               ["Scalar", "Scalar", "float", "float"]))
     assert c.flops == 2 * 128 * 256 * 1024
     assert op_cost("aten::copy_", d([[3], [3], []], ["long", "float", "Scalar"])).bytes == 36
+
+
+def test_xspace_allocator_events_against_the_protobuf():
+    """TF's MemoryAllocation/MemoryDeallocation events (shared BERT AMP trace, 3 GPUs):
+    per allocator the total after each event is the protobuf's own bytes_allocated."""
+    xplane_pb2 = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")
+    path = ROOT.parent / "shared" / "traces" / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(gzip.decompress(path.read_bytes()))
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    names = {k: m.name for k, m in host.event_metadata.items()}
+    stat = {k: m.name for k, m in host.stat_metadata.items()}
+    raw: dict[int, list] = {}
+    for line in host.lines:
+        for e in line.events:
+            if names[e.metadata_id] not in ("MemoryAllocation", "MemoryDeallocation"):
+                continue
+            s = {stat[x.metadata_id]: x.int64_value or x.uint64_value or x.str_value
+                 for x in e.stats}
+            alloc = str(s["allocator_name"])
+            dev = int(alloc.split("_")[1]) if alloc.startswith("GPU_") else -1
+            raw.setdefault(dev, []).append((line.timestamp_ns * 1000 + e.offset_ps,
+                                            int(s["bytes_allocated"])))
+    from traceviz.analyses.memory import memory
+
+    t = traceviz.load(path)
+    series = memory(t).series
+    for dev, events in raw.items():
+        got = series[series["device"] == dev]["total"].tolist()
+        assert got == [b for _, b in sorted(events, key=lambda x: x[0])], dev
+    m = t.memory()
+    assert {r["device"]: r["peak_allocated"] for r in m["devices"]} == {
+        d: max(b for _, b in ev) for d, ev in raw.items()}

@@ -40,18 +40,17 @@ from traceviz.errors import TraceVizError
 from traceviz.fileio import open_input
 from traceviz.normalize import finish
 from traceviz.parsers.numbers import dropped_note
-from traceviz.parsers.xplane_rows import Rows, to_base
+from traceviz.parsers.xplane_rows import HOST_DEVICE_STRIDE, Rows, to_base
 from traceviz.trace import Trace
 
 _STREAM = re.compile(r"^Stream #(\d+)")
 _DEVICE_PLANE = re.compile(r"^/device:(GPU|TPU):(\d+)$")
 _TPU_OPS_LINE = "XLA Ops"  # a TPU's executed HLO ops; its other lines are derived
 _HOST_PLANE = "/host:CPU"
-HOST_DEVICE_STRIDE = 1000
 # the stats read per event; everything else is left in the protobuf
 _WANTED = ("correlation_id", "kernel_details", "tf_op", "annotation", "memcpy_details",
            "memset_details", "group_id", "step_num", "step_name", "eager_op", "is_func",
-           "hlo_op")
+           "hlo_op", "allocator_name", "allocation_bytes", "bytes_allocated")
 
 
 def resolve(path: Path, run: str | None = None) -> list[Path]:

@@ -79,15 +79,19 @@ def to_base(rows: Rows) -> pd.DataFrame:
     kind[is_op & ~is_step] = "op"
     other_host = is_host & ~launch & ~other_api & ~is_op & ~is_step
     kind[other_host] = "annotation"
-    keep = ~(other_host & (ev["dur_ns"].to_numpy() <= 0))  # instants: allocations, marks
+    memory, mem_device, mem_size, mem_total = _memory_events(rows, name, is_host, ev)
+    kind[memory] = "memory"
+    keep = ~(other_host & ~memory & (ev["dur_ns"].to_numpy() <= 0))  # instants: marks
     keep &= ~np.asarray(rows.bad, dtype=bool)
 
     base = pd.DataFrame({
         "kind": kind, "name": name, "ts_ns": ev["ts_ns"], "dur_ns": ev["dur_ns"],
         "pid": ev["pid"], "tid": ev["tid"], "device": ev["device"], "stream": ev["stream"],
         "correlation": np.where(launch | is_dev, corr, -1), "step": step,
-        "bytes": work.nbytes,
+        "bytes": np.where(memory, mem_size, work.nbytes),
     })[list(BASE_COLUMNS)]
+    base["device"] = np.where(memory, mem_device, base["device"])
+    base["mem_total"] = np.where(memory, mem_total, -1)
     # a kernel's op from its own stats: TF's op type, else (JAX, XLA) its HLO instruction
     op_label = pd.Series(rows.stat("tf_op", ""), dtype=object)
     op_label = op_label.where(op_label != "", pd.Series(rows.stat("annotation", "")))
@@ -96,6 +100,30 @@ def to_base(rows: Rows) -> pd.DataFrame:
     base["op_hint"] = np.where(is_dev, hint, "")
     base["details"] = np.where(is_dev & (kind == "kernel"), rows.stat("kernel_details", ""), "")
     return base[keep].reset_index(drop=True)
+
+
+HOST_DEVICE_STRIDE = 1000  # a second host's GPU N is device 1000 + N
+# TF's allocator events on the host plane: a signed size, the allocator's total after it
+_MEMORY = {"MemoryAllocation": 1, "MemoryDeallocation": -1}
+_GPU_ALLOCATOR = re.compile(r"^GPU_(\d+)_bfc$")
+
+
+def _memory_events(rows: Rows, name: np.ndarray, is_host: np.ndarray, ev: pd.DataFrame
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: whether it is an allocator event, its device (a ``GPU_N_bfc`` allocator
+    is GPU N of its host, any other allocator the host's memory, -1), signed size and the
+    allocator's total after it (``bytes_allocated``)."""
+    sign = np.array([_MEMORY.get(n, 0) for n in name], dtype=np.int64) if len(name) else \
+        np.zeros(0, np.int64)
+    size = rows.stat("allocation_bytes", -1, np.int64)
+    memory = is_host & (sign != 0) & (size >= 0)
+    allocator = rows.stat("allocator_name", "")
+    gpu = np.array([int(m.group(1)) if (m := _GPU_ALLOCATOR.match(a)) else -1
+                    for a in allocator], dtype=np.int64) if memory.any() else \
+        np.full(len(name), -1, np.int64)
+    host = ev["pid"].to_numpy(np.int64)
+    device = np.where(gpu >= 0, gpu + HOST_DEVICE_STRIDE * np.maximum(host, 0), -1)
+    return memory, device, sign * size, rows.stat("bytes_allocated", -1, np.int64)
 
 
 def _timed_rows(rows: Rows) -> pd.DataFrame:
