@@ -152,6 +152,35 @@ def test_the_resource_tracker_adds_no_lines_after_interrupted():
     assert runs["quiet"].stderr == "traceviz: interrupted\n"
 
 
+# entry() around a command interrupted while a worker thread is still running; the
+# thread then fails as the decode pool's management thread did in CI ("Exception in
+# thread Thread-1: ... OSError: [Errno 9] Bad file descriptor" after "interrupted")
+_THREAD_FAILS_AFTER_INTERRUPT = """
+import threading, time
+import traceviz.cli
+
+def main(argv=None):
+    def manager():
+        time.sleep(0.3)
+        raise OSError(9, "Bad file descriptor")
+    threading.Thread(target=manager).start()
+    raise KeyboardInterrupt
+
+traceviz.cli.main = main
+from traceviz.entry import _leave
+import traceviz.entry as e
+e._leave = lambda code: (time.sleep(0.6), _leave(code))  # the thread fails before the exit
+e.entry()
+"""
+
+
+def test_a_thread_failing_after_interrupted_adds_no_lines():
+    r = subprocess.run([sys.executable, "-c", _THREAD_FAILS_AFTER_INTERRUPT],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 130
+    assert r.stderr == "traceviz: interrupted\n", r.stderr
+
+
 @pytest.mark.parametrize("delay", [0.25, 0.4, 0.7, 1.0])
 def test_early_ctrl_c_is_one_line(tmp_path, delay):
     """Ctrl-C while Python is still importing pandas and friends: no traceback. (Before
