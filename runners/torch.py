@@ -60,26 +60,32 @@ def _batches(w: dict, cfg: dict, gen) -> Iterator[tuple]:
 
 
 def _op_ranges(device, push_pop) -> contextlib.AbstractContextManager:
-    """NVTX ranges named after each ATen op, for Nsight Systems captures.
+    """NVTX ranges named after each ATen op with its input shapes, for Nsight Systems
+    captures (the efficiency figures' FLOPs).
 
-    On CUDA this is torch's own ``emit_nvtx``; a CPU build of torch has no NVTX, so a
-    dispatch mode pushes one range per op (``aten::mm``), the same names nsys gets from
-    emit_nvtx, so the op and cast columns work on a CPU nsys capture too.
+    On CUDA this is torch's own ``emit_nvtx(record_shapes=True)`` (what nsys'
+    ``--pytorch=autograd-shapes-nvtx`` turns on); a CPU build of torch has no NVTX, so a
+    dispatch mode pushes one range per op in the same form (``aten::mm, sizes = [[2, 3],
+    [3, 4]]``), so the op, cast and efficiency columns work on a CPU nsys capture too.
     """
     import torch
 
     if device.type == "cuda":
-        return torch.autograd.profiler.emit_nvtx()
+        return torch.autograd.profiler.emit_nvtx(record_shapes=True)
     from torch.utils._python_dispatch import TorchDispatchMode
 
     push, pop = push_pop
+
+    def sizes(args: tuple) -> str:
+        # emit_nvtx's form: a tensor's shape, [] for any other argument
+        return str([list(a.shape) if isinstance(a, torch.Tensor) else [] for a in args])
 
     class OpRanges(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             name = func._schema.name
             if name.startswith("profiler::"):  # record_function's own bookkeeping ops
                 return func(*args, **(kwargs or {}))
-            push(name)
+            push(f"{name}, sizes = {sizes(args)}")
             try:
                 return func(*args, **(kwargs or {}))
             finally:

@@ -49,7 +49,10 @@ def test_capture_keeps_report_and_export(nsys_run):
 
 def test_runner_ranges_are_in_the_export(nsys_run):
     db = sqlite3.connect(nsys_run / "report.sqlite")
-    ranges = dict(db.execute(RANGES).fetchall())
+    ranges: dict[str, int] = {}
+    for text, count in db.execute(RANGES).fetchall():  # an op range: "aten::mm, sizes = .."
+        name = text.split(", sizes = ")[0]
+        ranges[name] = ranges.get(name, 0) + count
     # NVTX step markers around the profiled steps only (numbered like ProfilerStep#)
     assert {k: v for k, v in ranges.items() if k.startswith("step ")} == {"step 2": 1,
                                                                          "step 3": 1}
@@ -107,3 +110,21 @@ def test_package_bindings_are_recorded(tmp_path):
     db = sqlite3.connect(export_sqlite(report, tmp_path / "r.sqlite"))
     ranges = dict(db.execute(RANGES).fetchall())
     assert ranges == {**{f"step {i}": 1 for i in range(5)}, "inner": 5}
+
+
+def test_op_ranges_carry_shapes_for_the_flops(nsys_run):
+    """The runner's op ranges carry their input shapes as emit_nvtx(record_shapes=True)
+    writes them: FLOPs per op from the NVTX text, no bytes (NVTX records no dtypes)."""
+    db = sqlite3.connect(nsys_run / "report.sqlite")
+    texts = [t for t, _ in db.execute(RANGES).fetchall()
+             if t.startswith("aten::mkldnn_rnn_layer,")]
+    assert texts
+    dims = json.loads(texts[0].split(", sizes = ")[1])
+    x, w_ih, w_hh = dims[0], dims[1], dims[2]
+    per_call = 2 * x[0] * x[1] * (w_ih[0] * w_ih[1] + w_hh[0] * w_hh[1])
+    assert per_call == 2 * 5 * 4 * 64 * (8 + 16)  # T=5, B=4, 4H=64, I=8, H=16
+    e = summarize(Trace.load(nsys_run / "trace.parquet"), with_efficiency=True).efficiency
+    rnn = e.groups[e.groups["op"] == "aten::mkldnn_rnn_layer"]
+    assert int(rnn["flops"].sum()) == per_call * int(rnn["calls"].sum())
+    assert rnn["gbps"].isna().all() and rnn["bound"].isna().all()
+    assert e.bytes == 0 and e.flops > 0

@@ -29,6 +29,7 @@ from traceviz.opcost.shapes import (
     INT64_MAX,
     _Bad,
     _bytes_of,
+    _NoDtype,
     parse_details,
 )
 
@@ -75,11 +76,16 @@ def op_cost(name: str, details: str) -> Cost | None:
             flops, tensors = _pointwise(base, a)
         float_types = [t for _, t in tensors if t in DTYPE_PRECISION]
         precision = DTYPE_PRECISION.get(float_types[0]) if float_types else None
-        nbytes = _bytes_of(tensors)
+        note = ""
+        try:
+            nbytes: int | None = _bytes_of(tensors)
+        except _NoDtype as e:  # shapes without dtypes: FLOPs, no bytes
+            nbytes, note = None, str(e)
     except _Bad as e:
         return Cost(None, None, None, unit, name, str(e))
     except (TypeError, ValueError, IndexError, OverflowError) as e:
         return Cost(None, None, None, unit, name, f"unreadable shapes ({e})")
-    if flops > INT64_MAX or nbytes > INT64_MAX:
+    if flops > INT64_MAX or (nbytes or 0) > INT64_MAX:
         return Cost(None, None, precision, unit, name, "FLOPs or bytes past int64")
-    return Cost(int(flops), int(nbytes), precision, unit, name)
+    return Cost(int(flops), None if nbytes is None else int(nbytes), precision, unit, name,
+                note)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from traceviz.opcost.shapes import (
     DTYPE_PRECISION,
+    NO_DTYPE,
     SCALAR_TYPE,
     _Args,
     _Bad,
@@ -109,6 +110,8 @@ def _result_type(ts: list) -> str:
     """PyTorch's type promotion, as far as the record tells: a 0-dim tensor does not
     promote tensors with dimensions of its kind (float * 0-dim double stays float), a
     floating-point type wins over an integer one, else the widest."""
+    if any(t[1] == NO_DTYPE for t in ts):
+        return NO_DTYPE
     dimmed = [t for t in ts if t[0]] or ts
     floats = [t for t in dimmed if t[1] in DTYPE_PRECISION or "complex" in t[1]]
     return max(floats or dimmed, key=lambda t: _size(t[1]))[1]

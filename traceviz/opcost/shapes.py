@@ -36,6 +36,13 @@ class _Bad(ValueError):
     """A shape or dtype the formulas cannot use (the message is the note)."""
 
 
+class _NoDtype(_Bad):
+    """The record has shapes but no dtypes: FLOPs can be counted, bytes cannot."""
+
+
+NO_DTYPE = "?"
+
+
 def _numel(shape: object) -> int:
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool)
                                               for d in shape):
@@ -46,6 +53,8 @@ def _numel(shape: object) -> int:
 
 
 def _size(dtype: str) -> int:
+    if dtype == NO_DTYPE:
+        raise _NoDtype("no dtypes recorded (NVTX sizes carry none): no bytes")
     try:
         return DTYPE_BYTES[dtype]
     except KeyError:
@@ -60,7 +69,12 @@ class _Args:
 
     def tensor(self, i: int) -> tuple[list[int], str] | None:
         """Argument i as (shape, dtype) when it is a tensor (a recorded dtype with a
-        shape); None for scalars, lists and absent arguments."""
+        shape); None for scalars, lists and absent arguments. A record without dtypes
+        (NVTX sizes): every non-empty shape is a tensor of dtype ``NO_DTYPE``."""
+        if not self.types and i < len(self.dims):
+            shape = self.dims[i]
+            return (shape, NO_DTYPE) if isinstance(shape, list) and shape and all(
+                isinstance(d, int) for d in shape) else None
         if i >= len(self.dims) or i >= len(self.types):
             return None
         shape, dtype = self.dims[i], self.types[i]

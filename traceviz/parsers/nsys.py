@@ -307,7 +307,21 @@ def _nvtx(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
     pid, tid, key = _host_ids(b.ints(df, "globalTid", bad=bad))
     return b.rows(kind, name, df, pid=pid, tid=tid, device=np.full(n, -1),
                   stream=np.full(n, -1), link_pid=key, bad=bad,
-                  step=step_no)
+                  step=step_no, details=_sizes_details(text, is_op))
+
+
+# emit_nvtx(record_shapes=True) (nsys --pytorch=autograd-shapes-nvtx) appends the input
+# shapes: "aten::mm, seq = 4, op_id = 7, sizes = [[2, 3], [3, 4]], input_op_ids = [...]"
+NVTX_SIZES = re.compile(r", sizes = (\[(?:\[[-\d, ]*\](?:, )?)*\])")
+
+
+def _sizes_details(text: pd.Series, is_op: np.ndarray) -> np.ndarray:
+    """An op range's recorded input shapes as ``details`` (``dims:[...] types:[]``: NVTX
+    carries no dtypes, so the efficiency figures get FLOPs but no bytes)."""
+    sizes = text.str.extract(NVTX_SIZES, expand=False)
+    out = np.where(is_op & sizes.notna().to_numpy(), "dims:" + sizes.fillna("") + " types:[]",
+                   "")
+    return out.astype(object)
 
 
 def _meta(tables: ExportTables, path: Path, fmt: str) -> dict:

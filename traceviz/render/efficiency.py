@@ -78,8 +78,10 @@ def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
         if left:
             parts.append(Text(f"(narrow terminal: {', '.join(left)} left out; --json has "
                               "them)", style="dim"))
-    run = [f"FLOPs {e.flops / 1e9:,.1f} G, bytes {e.bytes / 1e9:,.2f} GB over "
-           f"{fmt_ns(e.time_ns)} of kernel time ({fmt_pct(e.coverage)} covered by a formula)"]
+    moved = f"bytes {e.bytes / 1e9:,.2f} GB" if e.bytes or e.groups["gbps"].notna().any() \
+        else "bytes unknown (no dtypes recorded)"
+    run = [f"FLOPs {e.flops / 1e9:,.1f} G, {moved} over {fmt_ns(e.time_ns)} of kernel time "
+           f"({fmt_pct(e.coverage)} covered by a formula)"]
     if e.tflops_busy is not None:
         run.append(f"{_num(e.tflops_busy)} TFLOP/s over busy time, {_num(e.tflops_span)} "
                    "over the span"
