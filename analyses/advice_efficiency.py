@@ -63,8 +63,9 @@ def tf32_off(ctx: Context) -> Finding | None:
          f"{tf32:g} TFLOP/s TF32 peaks",
          f"largest: {top['op']} {top['dims']} ({fmt_ns(int(top['time_ns']))}, "
          f"{fmt_pct(top['pct_peak'])} of the FP32 peak)",
-         f"at TF32 they would take about {fmt_ns(after)} (each held to its roofline); "
-         f"replayed as {scenario} on all matrix kernels", *why_not],
+         f"at TF32 they would take about {fmt_ns(after)} (each sped up by the TF32/FP32 "
+         "peak ratio, or less where its roofline at the TF32 peak allows less); the replay "
+         f"applies that as {scenario} to all matrix kernels", *why_not],
         "allow TF32 for matmuls where FP32's 23-bit mantissa is not needed: "
         "torch.backends.cuda.matmul.allow_tf32 = True (or "
         "torch.set_float32_matmul_precision('high')); or train in bf16 (--amp bf16)",

@@ -28,6 +28,7 @@ from traceviz.schema import is_in
 from traceviz.trace import Trace
 
 MATRIX_CATEGORIES = ("gemm", "rnn", "attention")
+OVER_PEAK = 1.05  # an achieved rate above its peak by more than timing noise
 # an FP32 matrix kernel on TF32 tensor cores (cuBLAS/cuDNN xmma and nvjet names, CUTLASS
 # tensorop SGEMM): held against the TF32 peak
 TF32_KERNEL = re.compile(r"tf32|tensorop_s1688gemm|tensorop_s16816gemm|_tst_", re.I)
@@ -154,9 +155,10 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
     notes: list[str] = []
     if peak is None:
         peak = None if trace.is_cpu else find(device)
-        if peak is None and not trace.is_cpu:
-            notes.append(f"No peak figures for device {device or '(unnamed)'!r}: rates are "
-                         "shown without % of peak (give them with --peak).")
+        if peak is None:
+            what = "CPUs" if trace.is_cpu else f"device {device or '(unnamed)'!r}"
+            notes.append(f"No peak figures for {what}: rates are shown without % of peak "
+                         "(give them with --peak).")
     ev = trace.events
     op_row = _op_of_kernels(trace, work)
     has_op = op_row >= 0
@@ -188,6 +190,12 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
         flops=int(k["flops"].sum()), bytes=int(k["bytes"].sum()), busy_ns=busy_ns,
         span_ns=span_ns, steps=steps, run_key=run_key, notes=notes)
     eff.model = model_figures(trace.meta, eff.run_peak)
+    over = [f"{r.op} {100 * max(r.pct_peak, r.pct_bw):.0f}%" for r in groups.itertuples()
+            if max(np.nan_to_num(r.pct_peak), np.nan_to_num(r.pct_bw)) > OVER_PEAK]
+    if over:
+        eff.notes.append(f"Achieved above the peak ({', '.join(over[:3])}): the peak figures "
+                         f"({peak.device if peak else '?'}) are below this device's; check "
+                         "--peak.")
     if not (ev["kind"] == "op").any() or not (ev["details"].astype(str).str.startswith(
             "dims:")).any():
         eff.notes.append("No op shapes in the trace (torch.profiler record_shapes=True, or "

@@ -114,3 +114,26 @@ def test_fmt_ns():
     assert fmt_ns(2_500_000) == "2.500 ms"
     assert fmt_ns(3e9) == "3.000 s"
     assert fmt_ns(None) == "–"
+
+
+def test_names_with_brackets_print_as_they_are(tmp_path, capsys):
+    """Names from traces are text, not rich markup: `k[/cfg]` crashed analyze (exit 3),
+    `f(T) [with T = float]` lost its bracket."""
+    import gzip
+    import json
+
+    from traceviz.cli import main
+
+    with gzip.open(KINETO / "mi250_rocm_train.json.gz") as f:
+        doc = json.load(f)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    first = kernels[0]["name"]
+    for e in kernels:
+        if e["name"] == first:
+            e["name"] = "k[/cfg] [with T = float]"
+    path = tmp_path / "brackets.json"
+    path.write_text(json.dumps(doc))
+    assert main(["analyze", str(path), "--width", "200", "--wide"]) == 0
+    out = capsys.readouterr().out
+    assert "k[/cfg] [with T = float]" in out
+    assert main(["compare", str(path), str(path)]) == 0

@@ -162,8 +162,9 @@ def parse_peak(spec: str) -> Peak:
     if "=" not in spec:
         found = find(spec)
         if found is None:
-            raise UsageError(f"{spec!r} is no device of the peak table and no KEY=VALUE "
-                             "list", option="peak")
+            raise UsageError(f"{spec!r} is no device of the peak table ("
+                             + ", ".join(p.device for p in PEAKS) + ") and no KEY=VALUE list",
+                             option="peak")
         return found
     pairs = dict(p.split("=", 1) for p in spec.split(",") if "=" in p)
     return Peak("user", _figures(pairs, spec), "--peak")
@@ -180,7 +181,8 @@ def _figures(data: dict, spec: str) -> dict[str, float]:
         except (TypeError, ValueError):
             raise UsageError(f"{spec}: {key} is not a number", option="peak") from None
         if not 0 < v < 1e9:
-            raise UsageError(f"{spec}: {key} must be a positive figure", option="peak")
+            raise UsageError(f"{spec}: {key} must be a positive figure below 10^9",
+                             option="peak")
         out[key] = v
     if not out:
         raise UsageError(f"{spec}: no figures", option="peak")

@@ -66,10 +66,13 @@ def memory_limit_arg(text: str) -> str:
 
 
 def stdout(width: int | None = None) -> Console:
-    """The console for results: the terminal's width, or 120 columns into pipes and logs."""
-    console = Console(width=width)
+    """The console for results: the terminal's width, or 120 columns into pipes and logs.
+    No markup: results hold names from traces (``kernel[/cfg]``, ``f(T) [with T =
+    float]``) that rich would read as style tags (a crash, or text lost); styles come
+    as ``Text`` objects."""
+    console = Console(width=width, markup=False)
     if width is None and not console.is_terminal:
-        console = Console(width=120)
+        console = Console(width=120, markup=False)
     return console
 
 

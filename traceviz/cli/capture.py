@@ -118,7 +118,7 @@ class CaptureCommand(Command):
         b = result.bench
         lines = [  # the summary's "bench" line has the timings, spread and warm-up
             f"throughput: {b['sequences_per_s']:,.1f} sequences/s (batch / median time)",
-            f"\nrun folder: [bold]{run_dir}[/]  ({result.raw_trace.name}, "
+            f"\nrun folder: {run_dir}  ({result.raw_trace.name}, "
             + ("report.nsys-rep, " if args.profiler == "nsys" else "")
             + "trace.parquet, bench.json, runner.log)",
             "next:",

@@ -22,6 +22,8 @@ class CompareCommand(Command):
         p.add_argument("--force", action="store_true", help="replace existing chart files")
 
     def run(self, args: argparse.Namespace) -> int:
+        from rich.text import Text
+
         from traceviz.analyses.amp import amp_breakdown, amp_pairs
         from traceviz.analyses.compare import (
             kernel_diff,
@@ -41,8 +43,9 @@ class CompareCommand(Command):
         out.print(runs_table(figs))
         differ = workload_differences(figs)
         if differ:
-            out.print(f"[yellow]note:[/] the runs differ in {'; '.join(differ)}: their "
-                      "figures are not like for like")
+            out.print(Text.assemble(("note:", "yellow"), f" the runs differ in "
+                                    f"{'; '.join(differ)}: their figures are not like for "
+                                    "like"))
         for (la, ta), (lb, tb) in zip(runs, runs[1:], strict=False):
             out.print(diff_table(kernel_diff(ta, tb), la, lb, top=args.top))
         mpe = mpe_table(figs)

@@ -27,7 +27,7 @@ class EnvCommand(Command):
         with stderr().status("...") as status:
             interp = make_mxnet_env(args.path, args.python,
                                     lambda label: status.update(label + " ..."))
-        stdout().print(f"MXNet environment ready: [bold]{interp}[/]\n"
+        stdout().print(f"MXNet environment ready: {interp}\n"
                        f"  traceviz capture --model gluon_mxnet"
                        + ("" if args.path == MXNET_ENV else f" --python {interp}"),
                        soft_wrap=True)

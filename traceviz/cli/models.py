@@ -47,13 +47,15 @@ class ModelsCommand(Command):
             print(json.dumps(rows, indent=2))
             return 0
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(title="LSTM variants", title_justify="left")
         for col in ("name", "framework", "runs here", "what it is"):
             table.add_column(col, no_wrap=col != "what it is")
         for r in rows:
             table.add_row(str(r["name"]), str(r["framework"]),
-                          "[green]yes[/]" if r["available"] else f"[red]no[/]: {r['why_not']}",
+                          Text("yes", style="green") if r["available"] else
+                          Text.assemble(("no", "red"), f": {r['why_not']}"),
                           str(r["description"]))
         stdout().print(table)
         return 0

@@ -68,7 +68,9 @@ def op_cost(name: str, details: str) -> Cost | None:
     unit = "matrix" if matrix else "vector"
     a = parse_details(details)
     if a is None:
-        return Cost(None, None, None, unit, name, "no shapes recorded")
+        why = "an unreadable shape record" if details.startswith("dims:") else \
+            "no shapes recorded"
+        return Cost(None, None, None, unit, name, why)
     try:
         if matrix is not None:
             flops, tensors = matrix(a)

@@ -30,7 +30,10 @@ def fmt_bytes(n: float | None) -> str:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None or x != x else fmt_pct(x)
+    """A share of a peak; below 1% with two significant digits (0.043%, not 0.0%)."""
+    if x is None or x != x:
+        return "-"
+    return f"{100 * x:.2g}%" if 0 < x < 0.01 else fmt_pct(x)
 
 
 def _num(x: float | None, digits: int = 2) -> str:
@@ -66,7 +69,8 @@ def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
     rows = []
     for r in e.groups.head(top).itertuples(index=False):
         key = f" ({r.peak_key})" if r.peak_key and r.peak_key != r.precision else ""
-        rows.append([str(r.op), _shapes(r.dims), f"{r.precision or '?'}{key}",
+        rows.append([str(r.op).removeprefix("aten::"), _shapes(r.dims),
+                     f"{r.precision or '?'}{key}",
                      f"{int(r.calls):,}", fmt_ns(int(r.time_ns)), _num(r.flops / 1e9),
                      _num(r.bytes / 1e9, 3), _num(r.tflops), _num(r.gbps, 0),
                      _num(r.intensity, 1), _pct(r.pct_peak), _pct(r.pct_bw),
@@ -75,6 +79,11 @@ def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
         table, left = fitted_table("Efficiency: op groups (name and shapes) by device time",
                                    _GROUP_COLS, rows, width)
         parts.append(table)
+        parts.append(Text("prec: the op's precision, in parentheses the peak it is held "
+                          "against where that differs (FP32 matrix ops on TF32 kernels: "
+                          "tf32). bound: the side of the roofline's ridge point; low % of "
+                          "peak and of bandwidth together mean latency or launches bound it.",
+                          style="dim"))
         if left:
             parts.append(Text(f"(narrow terminal: {', '.join(left)} left out; --json has "
                               "them)", style="dim"))
@@ -83,9 +92,9 @@ def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
     run = [f"FLOPs {e.flops / 1e9:,.1f} G, {moved} over {fmt_ns(e.time_ns)} of kernel time "
            f"({fmt_pct(e.coverage)} covered by a formula)"]
     if e.tflops_busy is not None:
-        run.append(f"{_num(e.tflops_busy)} TFLOP/s over busy time, {_num(e.tflops_span)} "
-                   "over the span"
-                   + (f" = {fmt_pct(e.mfu_trace)} of the {e.run_key} peak" if e.mfu_trace
+        run.append(f"{_num(e.tflops_busy)} TFLOP/s over busy time; {_num(e.tflops_span)} "
+                   "TFLOP/s over the span"
+                   + (f" ({_pct(e.mfu_trace)} of the {e.run_key} peak)" if e.mfu_trace
                       is not None else ""))
     m = e.model or {}
     if m.get("model_flops_per_batch"):
@@ -93,7 +102,7 @@ def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
         if m.get("model_tflops") is not None:
             line += f", {_num(m['model_tflops'])} TFLOP/s at the median timed batch"
         if m.get("mfu") is not None:
-            line += f", MFU {fmt_pct(m['mfu'])} of the {e.run_key} peak"
+            line += f", MFU {_pct(m['mfu'])} of the {e.run_key} peak"
         run.append(line)
     parts.append(Text.assemble(("efficiency", "bold"), ": ", "; ".join(run)))
     if len(e.uncovered):
