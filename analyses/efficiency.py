@@ -161,10 +161,18 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
                          "(give them with --peak).")
     ev = trace.events
     op_row = _op_of_kernels(trace, work)
+    # an XSpace op with XLA's cost analysis is its own op: its row carries the figures
+    own = work["details"].astype(str).str.extract(r"(xla_flops:-?\d+ xla_bytes:-?\d+)",
+                                                  expand=False)
+    xla = own.notna().to_numpy()
+    op_row = np.where(xla, work.index.to_numpy(), op_row)
     has_op = op_row >= 0
     names = np.where(has_op, ev["name"].astype(object).to_numpy()[np.maximum(op_row, 0)], "")
+    label = work["op"].astype(object).where(work["op"].notna(), work["name"].astype(object))
+    names = np.where(xla, label.astype(str).to_numpy(), names)
     details = np.where(has_op, ev["details"].astype(object).to_numpy()[np.maximum(op_row, 0)],
                        "")
+    details = np.where(xla, own.fillna("").to_numpy(), details)
     details = np.array([str(d) for d in details], dtype=object)
     cost = _cost_columns(names.astype(object), details)
     dur = work["dur_ns"].to_numpy(np.float64)
@@ -182,7 +190,9 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
     _share(k)
     groups = _groups(k, peak)
     kernels = _kernel_groups(k, peak)
-    uncovered = _uncovered(k)
+    uncovered = _uncovered(k, "XLA gave no cost for this op" if
+                           trace.meta.get("source_format") == "xplane" else
+                           "no framework op around the launch")
     run_key = _run_key(groups, peak)
     eff = Efficiency(
         device=device, peak=peak, groups=groups, kernels=kernels, uncovered=uncovered,
@@ -314,11 +324,11 @@ def _kernel_groups(k: pd.DataFrame, peak: Peak | None) -> pd.DataFrame:
     return g[["kernel", "category", *GROUP_COLUMNS[3:]]].reset_index(drop=True)
 
 
-def _uncovered(k: pd.DataFrame) -> pd.DataFrame:
+def _uncovered(k: pd.DataFrame, no_op: str) -> pd.DataFrame:
     u = k[~k["covered"]].copy()
     total = float(k["dur"].sum()) or 1.0
     u["op"] = np.where(u["op"] == "", "(no op)", u["op"])
-    u["note"] = np.where(u["op"] == "(no op)", "no framework op around the launch",
+    u["note"] = np.where(u["op"] == "(no op)", no_op,
                          u["note"].fillna("no model for this op"))
     g = u.groupby(["op", "note"], sort=False).agg(kernels=("dur", "size"),
                                                   time_ns=("dur", "sum")).reset_index()

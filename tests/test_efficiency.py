@@ -372,3 +372,78 @@ def test_xspace_allocator_events_against_the_protobuf():
     m = t.memory()
     assert {r["device"]: r["peak_allocated"] for r in m["devices"]} == {
         d: max(b for _, b in ev) for d, ev in raw.items()}
+
+
+def test_nsys_cuda_memory_usage_events(tmp_path):
+    """nsys --cuda-memory-usage=true: CUDA_GPU_MEMORY_USAGE_EVENTS (the table as the
+    installed Nsight Systems' User Guide defines it) added to a real export."""
+    import shutil
+    import sqlite3
+
+    db = tmp_path / "mem.sqlite"
+    shutil.copy(ROOT.parent / "shared" / "traces" / "nsys" / "rtx3080_tiny.sqlite", db)
+    con = sqlite3.connect(db)
+    start = con.execute("SELECT min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    gpid = con.execute("SELECT globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    con.execute("CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INTEGER NOT NULL, "
+                "globalPid INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER "
+                "NOT NULL, address INTEGER NOT NULL, pc INTEGER NOT NULL, bytes INTEGER NOT "
+                "NULL, memKind INTEGER NOT NULL, memoryOperationType INTEGER NOT NULL, name "
+                "TEXT, correlationId INTEGER)")
+    mib = 1 << 20
+    events = [(1, 0, 3, 0, mib), (2, 0, 3, 0, 2 * mib), (3, 0, 3, 1, mib),
+              (4, 0, 2, 0, 4 * mib), (5, 0, 3, 0, 8 * mib), (6, 0, 3, 1, 8 * mib)]
+    con.executemany("INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES "
+                    "(?, ?, ?, 1, ?, 0, ?, ?, ?, NULL, 0)",
+                    [(start + t, gpid, dev, 4096 * t, size, kind, op)
+                     for t, dev, kind, op, size in events])
+    con.commit()
+    con.close()
+    m = traceviz.load(db).memory()
+    by_device = {r["device"]: r for r in m["devices"]}
+    assert by_device[0]["peak_allocated"] == 10 * mib  # 1 + 2 - 1 + 8
+    assert (by_device[0]["allocated"], by_device[0]["freed"]) == (11 * mib, 9 * mib)
+    assert by_device[-1]["allocated"] == 4 * mib  # pinned host memory
+    assert any("peaks count from the first event" in n for n in m["notes"])
+
+
+def test_xspace_xla_cost_analysis(tmp_path):
+    """A TPU's "XLA Ops" line whose events carry XLA's cost analysis (flops and
+    bytes_accessed, on the event metadata as TPU profiles hold them, or on the event):
+    each op's own figures. No trace with them is to be had here, so the XSpace is built
+    with the real protobuf schema, in the layout xprof's own tests use."""
+    xplane_pb2 = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")
+    xs = xplane_pb2.XSpace()
+    host = xs.planes.add()
+    host.id, host.name = 0, "/host:CPU"
+    dev = xs.planes.add()
+    dev.id, dev.name = 1, "/device:TPU:0"
+    for sid, name in ((1, "flops"), (2, "bytes_accessed")):
+        dev.stat_metadata[sid].id, dev.stat_metadata[sid].name = sid, name
+    dot_flops, dot_bytes = 2 * 128 * 256 * 512, 4 * (128 * 256 + 256 * 512 + 128 * 512)
+    for mid, name, stats in ((10, "dot.1", ((1, dot_flops), (2, dot_bytes))),
+                             (11, "fusion.2", ()), (12, "copy.3", ())):
+        md = dev.event_metadata[mid]
+        md.id, md.name = mid, name
+        for sid, value in stats:
+            s = md.stats.add()
+            s.metadata_id, s.int64_value = sid, value
+    line = dev.lines.add()
+    line.id, line.name, line.timestamp_ns = 1, "XLA Ops", 1_000_000
+    for mid, off_us, dur_us in ((10, 0, 4000), (11, 5000, 1000), (12, 7000, 500),
+                                (10, 8000, 4000)):
+        e = line.events.add()
+        e.metadata_id, e.offset_ps, e.duration_ps = mid, off_us * 10**6, dur_us * 10**6
+        if mid == 11:  # the event's own stats
+            for sid, value in ((1, 1000), (2, 4000)):
+                s = e.stats.add()
+                s.metadata_id, s.uint64_value = sid, value
+    path = tmp_path / "tpu.xplane.pb"
+    path.write_bytes(xs.SerializeToString())
+    e = summarize(traceviz.load(path), with_efficiency=True).efficiency
+    g = e.groups.set_index("op")
+    assert g.loc["dot.1", "flops"] == 2 * dot_flops and g.loc["dot.1", "calls"] == 2
+    assert g.loc["dot.1", "bytes"] == 2 * dot_bytes
+    assert g.loc["dot.1", "tflops"] == pytest.approx(2 * dot_flops / 8_000_000 / 1e3)
+    assert (g.loc["fusion.2", "flops"], g.loc["fusion.2", "bytes"]) == (1000, 4000)
+    assert "copy.3" not in g.index and e.uncovered["time_ns"].sum() == 500_000

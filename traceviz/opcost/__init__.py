@@ -61,6 +61,8 @@ def op_cost(name: str, details: str) -> Cost | None:
     """The work of one call of op ``name`` with recorded ``details``; None when no
     formula covers the op; a Cost with None figures and a note when one does but the
     record cannot feed it (no shapes, unknown dtype, absurd sizes)."""
+    if details.startswith("xla_flops:"):
+        return _xla_cost(name, details)
     matrix = _MATRIX.get(name)
     base = _base(name)
     if matrix is None and not _modelled_pointwise(base):
@@ -91,3 +93,14 @@ def op_cost(name: str, details: str) -> Cost | None:
         return Cost(None, None, precision, unit, name, "FLOPs or bytes past int64")
     return Cost(int(flops), None if nbytes is None else int(nbytes), precision, unit, name,
                 note)
+
+
+def _xla_cost(name: str, details: str) -> Cost:
+    """An XSpace op's own figures (XLA's cost analysis: ``xla_flops:F xla_bytes:B``, -1
+    where absent); its precision is not recorded."""
+    f_text, b_text = (part.split(":", 1)[1] for part in details.split()[:2])
+    flops, nbytes = int(f_text), int(b_text)
+    if flops > INT64_MAX or nbytes > INT64_MAX:
+        return Cost(None, None, None, "xla", name, "FLOPs or bytes past int64")
+    return Cost(flops if flops >= 0 else None, nbytes if nbytes >= 0 else None, None, "xla",
+                name, "XLA's cost analysis (the trace's own figures)")

@@ -72,7 +72,8 @@ def parse(path: Path, fmt: str) -> Trace:
         strings = _strings(tables)
         b = _Rows()
         frames = [_kernels(tables, strings, b), _memcpy(tables, b), _memset(tables, b),
-                  _runtime(tables, strings, b), _nvtx(tables, strings, b)]
+                  _runtime(tables, strings, b), _nvtx(tables, strings, b),
+                  _gpu_memory(tables, b)]
         meta = _meta(tables, path, fmt)
     notes = dropped_note({"a value out of range (a time or id beyond 64 bits, a device or "
                           "stream beyond 32)": b.dropped}, "rows")
@@ -255,6 +256,34 @@ def _memset(tables: ExportTables, b: _Rows) -> pd.DataFrame:
     if df.empty:
         return df
     return b.device_rows("memset", np.full(len(df), "Memset", dtype=object), df, "bytes")
+
+
+# nsys --cuda-memory-usage=true: CUDA allocations and frees (schema: the User Guide's
+# CUDA_GPU_MEMORY_USAGE_EVENTS; memoryOperationType 0 allocates, 1 frees; memKind 1 and 2
+# are pageable and pinned host memory)
+GPU_MEMORY = "CUDA_GPU_MEMORY_USAGE_EVENTS"
+_HOST_MEMORY_KINDS = (1, 2)
+
+
+def _gpu_memory(tables: ExportTables, b: _Rows) -> pd.DataFrame:
+    """Allocator events as ``memory`` rows: signed sizes; the export gives no running
+    total, so peaks count from the first event."""
+    df = tables.read(GPU_MEMORY, ["start", "globalPid", "deviceId", "bytes", "memKind",
+                                  "memoryOperationType"])
+    if df.empty:
+        return df
+    df = df.assign(end=df["start"])
+    n = len(df)
+    bad = np.zeros(n, dtype=bool)
+    gpid = b.ints(df, "globalPid", bad=bad)
+    size = b.ints(df, "bytes", 0, bad=bad)
+    sign = np.where(b.ints(df, "memoryOperationType", 0) == 1, -1, 1)
+    host = np.isin(b.ints(df, "memKind", 0), _HOST_MEMORY_KINDS)
+    device = np.where(host, -1, b.ints(df, "deviceId", -1, bad=bad))
+    pid = (gpid >> 24) & 0xFFFFFF
+    return b.rows("memory", np.full(n, "[memory]", dtype=object), df, pid=pid,
+                  tid=np.full(n, -1), device=device, stream=np.full(n, -1),
+                  link_pid=gpid & PROCESS_BITS, bad=bad, bytes_=sign * size)
 
 
 def _host_ids(gtid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

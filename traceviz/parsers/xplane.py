@@ -50,7 +50,10 @@ _HOST_PLANE = "/host:CPU"
 # the stats read per event; everything else is left in the protobuf
 _WANTED = ("correlation_id", "kernel_details", "tf_op", "annotation", "memcpy_details",
            "memset_details", "group_id", "step_num", "step_name", "eager_op", "is_func",
-           "hlo_op", "allocator_name", "allocation_bytes", "bytes_allocated")
+           "hlo_op", "allocator_name", "allocation_bytes", "bytes_allocated", "flops",
+           "bytes_accessed")
+# read from an event's metadata too (XLA's cost analysis on a TPU's "XLA Ops" line)
+_METADATA_STATS = ("flops", "bytes_accessed")
 
 
 def resolve(path: Path, run: str | None = None) -> list[Path]:
@@ -145,11 +148,23 @@ def _space_frame(space, host: int, devices: dict) -> tuple[pd.DataFrame, int]:
     return base, int(rows.bad.sum()) if rows.bad is not None else 0
 
 
+def _value(s, stat_names: dict) -> object:
+    """An XStat's value: its oneof field, a reference resolved to its name."""
+    which = s.WhichOneof("value")
+    return stat_names.get(s.ref_value, "") if which == "ref_value" \
+        else getattr(s, which) if which else None
+
+
 def _add_plane(rows: Rows, plane, device: int, pid: int) -> None:
     names = {k: md.name for k, md in plane.event_metadata.items()}
     stat_names = {k: sm.name for k, sm in plane.stat_metadata.items()}
     wanted = {k: n for k, n in stat_names.items() if n in _WANTED}
     cols, stats = rows.cols, rows.stats
+    # per event metadata: the cost stats it carries (an event's own stats override them)
+    metadata_stats = {
+        k: [(stat_names[s.metadata_id], _value(s, stat_names)) for s in md.stats
+            if stat_names.get(s.metadata_id) in _METADATA_STATS]
+        for k, md in plane.event_metadata.items()} if device >= 0 else {}
     for line in plane.lines:
         if device >= 0:
             m = _STREAM.match(line.name)
@@ -179,11 +194,10 @@ def _add_plane(rows: Rows, plane, device: int, pid: int) -> None:
         cols["stream"].extend([stream] * n)
         cols["line"].extend([line.name] * n)
         for i, e in enumerate(events, start):
+            for name, value in metadata_stats.get(e.metadata_id, ()):
+                stats.setdefault(name, {})[i] = value
             for s in e.stats:
                 name = wanted.get(s.metadata_id)
                 if name is None:
                     continue
-                which = s.WhichOneof("value")
-                value = stat_names.get(s.ref_value, "") if which == "ref_value" \
-                    else getattr(s, which) if which else None
-                stats.setdefault(name, {})[i] = value
+                stats.setdefault(name, {})[i] = _value(s, stat_names)

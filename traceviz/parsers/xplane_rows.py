@@ -98,7 +98,11 @@ def to_base(rows: Rows) -> pd.DataFrame:
     hint = per_distinct(op_label, _label_type, fill="")
     hint = np.where(hint == "", hlo_name, hint)
     base["op_hint"] = np.where(is_dev, hint, "")
-    base["details"] = np.where(is_dev & (kind == "kernel"), rows.stat("kernel_details", ""), "")
+    details = rows.stat("kernel_details", "")
+    cost = _xla_cost(rows)
+    details = np.where(cost == "", details, np.where(details == "", cost,
+                                                     details + " " + cost))
+    base["details"] = np.where(is_dev & (kind == "kernel"), details, "")
     return base[keep].reset_index(drop=True)
 
 
@@ -124,6 +128,19 @@ def _memory_events(rows: Rows, name: np.ndarray, is_host: np.ndarray, ev: pd.Dat
     host = ev["pid"].to_numpy(np.int64)
     device = np.where(gpu >= 0, gpu + HOST_DEVICE_STRIDE * np.maximum(host, 0), -1)
     return memory, device, sign * size, rows.stat("bytes_allocated", -1, np.int64)
+
+
+def _xla_cost(rows: Rows) -> np.ndarray:
+    """``xla_flops:F xla_bytes:B`` for device ops whose XSpace carries XLA's cost analysis
+    (``flops``, ``bytes_accessed``; -1 where one is absent), else ""."""
+    flops = rows.stat("flops", -1, np.int64)
+    nbytes = rows.stat("bytes_accessed", -1, np.int64)
+    has = (flops >= 0) | (nbytes >= 0)
+    out = np.full(len(flops), "", dtype=object)
+    if has.any():
+        out[has] = [f"xla_flops:{f} xla_bytes:{b}" for f, b in zip(flops[has], nbytes[has],
+                                                                   strict=True)]
+    return out
 
 
 def _timed_rows(rows: Rows) -> pd.DataFrame:
