@@ -173,7 +173,7 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
     details = np.where(has_op, ev["details"].astype(object).to_numpy()[np.maximum(op_row, 0)],
                        "")
     details = np.where(xla, own.fillna("").to_numpy(), details)
-    details = np.array([str(d) for d in details], dtype=object)
+    details = pd.Series(details, dtype=object).fillna("").astype(str).to_numpy(object)
     cost = _cost_columns(names.astype(object), details)
     dur = work["dur_ns"].to_numpy(np.float64)
     k = pd.DataFrame({
@@ -200,14 +200,15 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
         flops=int(k["flops"].sum()), bytes=int(k["bytes"].sum()), busy_ns=busy_ns,
         span_ns=span_ns, steps=steps, run_key=run_key, notes=notes)
     eff.model = model_figures(trace.meta, eff.run_peak)
-    over = [f"{r.op} {100 * max(r.pct_peak, r.pct_bw):.0f}%" for r in groups.itertuples()
-            if max(np.nan_to_num(r.pct_peak), np.nan_to_num(r.pct_bw)) > OVER_PEAK]
+    worst = np.fmax(groups["pct_peak"].to_numpy(float), groups["pct_bw"].to_numpy(float))
+    over = [f"{op} {100 * x:.0f}%" for op, x in zip(groups["op"], worst, strict=True)
+            if x > OVER_PEAK]
     if over:
         eff.notes.append(f"Achieved above the peak ({', '.join(over[:3])}): the peak figures "
                          f"({peak.device if peak else '?'}) are below this device's; check "
                          "--peak.")
-    if not (ev["kind"] == "op").any() or not (ev["details"].astype(str).str.startswith(
-            "dims:")).any():
+    if not xla.any() and (not (ev["kind"] == "op").any() or not (
+            ev["details"].astype(str).str.startswith("dims:")).any()):
         eff.notes.append("No op shapes in the trace (torch.profiler record_shapes=True, or "
                          "nsys --pytorch=autograd-shapes-nvtx): no FLOPs or bytes per op.")
     return eff

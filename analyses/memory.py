@@ -41,6 +41,22 @@ class Memory:
                 "bench": self.bench, "notes": self.notes}
 
 
+def _bases(given: object) -> dict[int, int]:
+    """``meta["memory_base"]`` as {device: bytes}; entries that are not integers of sane
+    size (a damaged or hand-edited file) are left out."""
+    if not isinstance(given, dict):
+        return {}
+    out = {}
+    for k, v in given.items():
+        try:
+            dev, val = int(k), int(v)
+        except (TypeError, ValueError):
+            continue
+        if abs(val) < 2**60:
+            out[dev] = val
+    return out
+
+
 def memory(trace: Trace, wall_start: np.ndarray | None = None,
            wall_end: np.ndarray | None = None) -> Memory:
     """The memory figures of ``trace`` (phases are those that start inside the given
@@ -49,7 +65,13 @@ def memory(trace: Trace, wall_start: np.ndarray | None = None,
     rows = ev.take(np.flatnonzero(is_in(ev["kind"], "memory")))
     bench = (trace.meta.get("bench") or {}).get("memory")
     notes: list[str] = []
-    base = trace.meta.get("memory_base") or {}
+    base = _bases(trace.meta.get("memory_base"))
+    limit = float(2**62)  # totals and sums must stay inside int64
+    if len(rows) and float(np.abs(rows["bytes"].to_numpy(np.float64)).sum()) + max(
+            (abs(v) for v in base.values()), default=0) >= limit:
+        notes.append("The allocator events' sizes add up past 64-bit integers: no memory "
+                     "figures.")
+        rows = rows.iloc[:0]
     if not len(rows):
         if trace.meta.get("source_format") == "kineto":
             notes.append("No allocator events in the trace (torch.profiler "
@@ -62,7 +84,7 @@ def memory(trace: Trace, wall_start: np.ndarray | None = None,
     rows = rows.sort_values("ts_ns", kind="stable")
     dev = rows["device"].to_numpy(np.int64)
     size = rows["bytes"].to_numpy(np.int64)
-    start = np.array([int(base.get(str(d), 0)) for d in dev], dtype=np.int64)
+    start = pd.Series(dev).map(base).fillna(0).to_numpy(np.int64)
     total = start + pd.Series(size).groupby(dev).cumsum().to_numpy(np.int64)
     series = pd.DataFrame({"ts_ns": rows["ts_ns"].to_numpy(np.int64), "device": dev,
                            "total": total})
@@ -71,7 +93,7 @@ def memory(trace: Trace, wall_start: np.ndarray | None = None,
     devices = f.groupby("device").agg(events=("alloc", "size"), peak_allocated=("total", "max"),
                                       allocated=("alloc", "sum"),
                                       freed=("free", "sum")).reset_index()
-    devices.insert(2, "base", [int(base.get(str(d), 0)) for d in devices["device"]])
+    devices.insert(2, "base", devices["device"].map(base).fillna(0).astype(np.int64))
     if wall_start is None or wall_end is None:
         wall_start = np.array([np.iinfo(np.int64).min])
         wall_end = np.array([np.iinfo(np.int64).max])

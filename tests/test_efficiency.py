@@ -139,10 +139,29 @@ def test_unmodelled_op():
     ("NVIDIA GeForce RTX 2080 Ti", "GeForce RTX 2080 Ti"), ("NVIDIA B200", "B200"),
     ("AMD Instinct MI250X", "AMD Instinct MI250X (one GCD)"),
     ("AMD Instinct MI300X", "AMD Instinct MI300X"),
+    ("AMD Instinct MI250X / MI250", "AMD Instinct MI250 (one GCD)"),
+    ("NVIDIA GH200 480GB", "GH200 (HBM3)"), ("NVIDIA H200 NVL", "H200 NVL"),
+    ("NVIDIA H100 NVL", "H100 NVL"), ("Tesla V100-PCIE-32GB", "Tesla V100 PCIe"),
+    ("Tesla V100S-PCIE-32GB", "Tesla V100S PCIe"), ("NVIDIA A100-PCIE-40GB", "A100 40GB"),
+    ("NVIDIA L4", "NVIDIA L4"), ("NVIDIA A10G", "NVIDIA A10"), ("NVIDIA L40S", "NVIDIA L40S"),
 ])
 def test_device_names_match_their_row(name, device):
     p = find(name)
     assert p is not None and p.device == device and p.source and p.bandwidth
+
+
+@pytest.mark.parametrize("device,figures", [
+    # dense figures of the vendors' datasheets (sparse tensor figures halved)
+    ("NVIDIA H100 80GB HBM3", {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp8": 1978.9,
+                               "bw": 3350.0}),
+    ("NVIDIA A100-SXM4-40GB", {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bw": 1555.0}),
+    ("Tesla V100-SXM2-16GB", {"fp32": 15.7, "fp16": 125.0, "bw": 900.0}),
+    ("NVIDIA GeForce GTX 1080", {"fp32": 8.873, "bw": 320.0}),
+    ("AMD Instinct MI300X", {"fp32": 163.4, "bf16": 1307.4, "fp8": 2614.9, "bw": 5300.0}),
+])
+def test_peak_figures(device, figures):
+    p = find(device)
+    assert {k: p.figures[k] for k in figures} == figures
 
 
 def test_peak_table_and_override():
@@ -159,7 +178,8 @@ def test_peak_table_and_override():
     user = parse_peak("fp32=10,bw=100")
     assert user.figures == {"fp32": 10.0, "bw": 100.0}
     assert parse_peak("h100 pcie").device == "H100 PCIe"
-    for bad in ("fp32=-1", "warp=3", "fp32=x", "nonsense device"):
+    for bad in ("fp32=-1", "warp=3", "fp32=x", "nonsense device", "fp32=5,junk",
+                "fp32=5,fp32=6", "fp32=1e400"):
         with pytest.raises(UsageError):
             parse_peak(bad)
 
@@ -391,8 +411,10 @@ def test_nsys_cuda_memory_usage_events(tmp_path):
                 "NULL, memKind INTEGER NOT NULL, memoryOperationType INTEGER NOT NULL, name "
                 "TEXT, correlationId INTEGER)")
     mib = 1 << 20
-    events = [(1, 0, 3, 0, mib), (2, 0, 3, 0, 2 * mib), (3, 0, 3, 1, mib),
-              (4, 0, 2, 0, 4 * mib), (5, 0, 3, 0, 8 * mib), (6, 0, 3, 1, 8 * mib)]
+    kinds = dict(con.execute("SELECT name, id FROM ENUM_CUDA_MEM_KIND").fetchall())
+    dev, pinned = kinds["CUDA_MEMOPR_MEMORY_KIND_DEVICE"], kinds["CUDA_MEMOPR_MEMORY_KIND_PINNED"]
+    events = [(1, 0, dev, 0, mib), (2, 0, dev, 0, 2 * mib), (3, 0, dev, 1, mib),
+              (4, 0, pinned, 0, 4 * mib), (5, 0, dev, 0, 8 * mib), (6, 0, dev, 1, 8 * mib)]
     con.executemany("INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES "
                     "(?, ?, ?, 1, ?, 0, ?, ?, ?, NULL, 0)",
                     [(start + t, gpid, dev, 4096 * t, size, kind, op)
@@ -447,3 +469,64 @@ def test_xspace_xla_cost_analysis(tmp_path):
     assert g.loc["dot.1", "tflops"] == pytest.approx(2 * dot_flops / 8_000_000 / 1e3)
     assert (g.loc["fusion.2", "flops"], g.loc["fusion.2", "bytes"]) == (1000, 4000)
     assert "copy.3" not in g.index and e.uncovered["time_ns"].sum() == 500_000
+
+
+_CONV_ATTENTION = """
+import sys, torch
+import torch.nn.functional as F
+from torch.profiler import profile, ProfilerActivity
+conv = torch.nn.Conv2d(3, 16, 7, stride=2, padding=3)
+x = torch.randn(2, 3, 64, 64, requires_grad=True)
+q = torch.randn(2, 4, 32, 16, requires_grad=True)
+with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as p:
+    conv(x).sum().backward()
+    F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+    F.scaled_dot_product_attention(q, q, q).sum().backward()
+p.export_chrome_trace(sys.argv[1])
+"""
+
+
+@pytest.mark.capture
+def test_convolution_and_attention_ops_that_run(tmp_path):
+    """The ops that do the work on a CPU (oneDNN's mkldnn_convolution, its backward, the
+    CPU flash attention and its backward) read their own argument positions: stride 2,
+    padding 3 and the causal flag from a real capture."""
+    pytest.importorskip("torch")
+    path = tmp_path / "t.json"
+    subprocess.run([sys.executable, "-c", _CONV_ATTENTION, str(path)], check=True,
+                   capture_output=True)
+    e = summarize(traceviz.load(path), with_efficiency=True).efficiency
+    g = e.groups.groupby("op")["flops"].sum()
+    out = 2 * 16 * 32 * 32  # N, C_out, (64 + 6 - 6 - 1) // 2 + 1 = 32
+    per = 2 * out * 3 * 7 * 7
+    assert g["aten::mkldnn_convolution"] == per + out  # with its bias
+    assert g["aten::convolution_backward"] == 2 * per  # input and weight gradients
+    full = 2 * (2 * 4) * 32 * 32 * (16 + 16)  # B*H, Lq, Lk, d + dv
+    assert g["aten::_scaled_dot_product_flash_attention_for_cpu"] == full // 2 + full
+    assert g["aten::_scaled_dot_product_flash_attention_for_cpu_backward"] == \
+        (full // 2) * 5 // 2 + full * 5 // 2
+
+
+def test_convolution_argument_positions_of_each_op():
+    """cudnn_convolution(self, weight, padding, stride, dilation, ...) and
+    mkldnn_convolution(self, weight, bias, padding, stride, ...): padding 0, stride 1,
+    a 1x1 kernel keeps 56x56; under cudnn.benchmark its 'True' is not 'transposed'."""
+    x, w = [8, 64, 56, 56], [256, 64, 1, 1]
+    by_hand = 2 * 8 * 256 * 56 * 56 * 64
+    c = op_cost("aten::cudnn_convolution", d(
+        [x, w, [], [], [], [], [], [], []], ["float", "float"] + ["ScalarList"] * 3
+        + ["Scalar"] * 4, ["", "", "[0, 0]", "[1, 1]", "[1, 1]", "1", "True", "False",
+                           "True"]))
+    assert c.flops == by_hand
+    c = op_cost("aten::conv2d", d([x, w, [], [], [], [], []], ["float"] * 2 + [""] * 5,
+                                  ["", "", "", "[1, 1]", "'same'", "[1, 1]", "1"]))
+    assert c.flops == by_hand
+    for name, fields in (("aten::_flash_attention_forward", 8),
+                         ("aten::_efficient_attention_forward", 9)):
+        q = [2, 1024, 16, 64]  # [B, L, H, d]
+        conc = [""] * 12
+        conc[fields] = "0"  # not causal (False / mask type 0)
+        if fields == 8:
+            conc[fields] = "False"
+        c = op_cost(name, d([q, q, q] + [[]] * 9, ["c10::BFloat16"] * 3 + [""] * 9, conc))
+        assert c.flops == 4 * 2 * 16 * 1024 * 1024 * 64, name

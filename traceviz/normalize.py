@@ -249,11 +249,12 @@ def memory_base(ev: pd.DataFrame) -> dict:
     """``{"memory_base": {device: bytes}}``: what each device's allocator held before the
     trace's first memory event (its total after the event less the event's size), so
     that base + the running sum of sizes is the allocator's total at every event."""
-    mem = ev[(ev["kind"] == "memory").to_numpy() & (ev["mem_total"].to_numpy() >= 0)]
-    if not len(mem):
+    mem = ev[(ev["kind"] == "memory").to_numpy()]
+    first = mem.drop_duplicates("device")  # each device's first event, total or not
+    first = first[first["mem_total"].to_numpy() >= 0]
+    if not len(first):
         return {}
-    first = mem.drop_duplicates("device")
-    return {"memory_base": {str(int(d)): int(t - b) for d, t, b in zip(
+    return {"memory_base": {str(int(d)): int(t) - int(b) for d, t, b in zip(
         first["device"], first["mem_total"], first["bytes"], strict=True)}}
 
 

@@ -40,7 +40,7 @@ class Peak:
         or "vector") is held against: an FP32 matrix op that ran TF32 tensor-core
         kernels against TF32; FP16/BF16/FP8 matrix ops against the tensor-core peak; a
         precision the device has no tensor path for against its vector peak."""
-        if precision is None:
+        if not isinstance(precision, str):  # None, or NaN from a table
             return None
         f = self.figures
         if unit == "matrix":
@@ -76,13 +76,24 @@ _TABLE: list[tuple[str, str, dict[str, float], str, str]] = [
      "rate of 107.6)"),
     (r"\bt4\b", "Tesla T4", {"fp64": 0.25, "fp32": 8.1, "fp16": 65.0, "bw": 320.0},
      "NVIDIA T4 datasheet (2019)", ""),
-    (r"v100s", "Tesla V100S PCIe",
+    (r"\bl4\b", "NVIDIA L4",
+     {"fp32": 30.3, "tf32": 60.0, "fp16": 121.0, "bf16": 121.0, "fp8": 242.5, "bw": 300.0},
+     "NVIDIA L4 datasheet (2023); tensor figures halved from the sparse ones", ""),
+    (r"\ba10g?\b", "NVIDIA A10",
+     {"fp32": 31.2, "tf32": 62.5, "fp16": 125.0, "bf16": 125.0, "bw": 600.0},
+     "NVIDIA A10 datasheet (2021); tensor figures halved from the sparse ones",
+     "A10G (AWS) is matched to the A10's figures"),
+    (r"\bl40s\b", "NVIDIA L40S",
+     {"fp32": 91.6, "tf32": 183.0, "fp16": 362.05, "bf16": 362.05, "fp8": 733.0,
+      "bw": 864.0},
+     "NVIDIA L40S datasheet (2023); tensor figures halved from the sparse ones", ""),
+    (r"\bv100s", "Tesla V100S PCIe",
      {"fp64": 8.2, "fp32": 16.4, "fp16": 130.0, "bw": 1134.0},
      "NVIDIA V100S datasheet (2019)", ""),
-    (r"v100.*pcie", "Tesla V100 PCIe",
+    (r"\bv100.*pcie", "Tesla V100 PCIe",
      {"fp64": 7.0, "fp32": 14.0, "fp16": 112.0, "bw": 900.0},
      "NVIDIA V100 datasheet (2020), PCIe", ""),
-    (r"v100", "Tesla V100 SXM2",
+    (r"\bv100", "Tesla V100 SXM2",
      {"fp64": 7.8, "fp32": 15.7, "fp16": 125.0, "bw": 900.0},
      "NVIDIA V100 datasheet (2020), SXM2", ""),
     (r"a100.*(80gb|80 gb).*pcie|a100.*pcie.*80", "A100 80GB PCIe",
@@ -106,16 +117,30 @@ _TABLE: list[tuple[str, str, dict[str, float], str, str]] = [
      {"fp64": 33.5, "fp64_matrix": 66.9, "fp32": 66.9, "tf32": 494.7, "fp16": 989.4,
       "bf16": 989.4, "fp8": 1978.9, "bw": 3350.0},
      "NVIDIA H100 datasheet (2023), SXM5; tensor figures halved from the sparse ones", ""),
+    (r"gh200.*(141|144)\s?gb", "GH200 (HBM3e)",
+     {"fp64": 33.5, "fp64_matrix": 66.9, "fp32": 66.9, "tf32": 494.7, "fp16": 989.4,
+      "bf16": 989.4, "fp8": 1978.9, "bw": 4900.0},
+     "NVIDIA GH200 Grace Hopper datasheet (2024), 144GB HBM3e; tensor figures halved from "
+     "the sparse ones", ""),
+    (r"gh200", "GH200 (HBM3)",
+     {"fp64": 33.5, "fp64_matrix": 66.9, "fp32": 66.9, "tf32": 494.7, "fp16": 989.4,
+      "bf16": 989.4, "fp8": 1978.9, "bw": 4000.0},
+     "NVIDIA GH200 Grace Hopper datasheet (2024), 96GB HBM3; tensor figures halved from the "
+     "sparse ones", ""),
+    (r"h200 nvl", "H200 NVL",
+     {"fp64": 30.0, "fp64_matrix": 60.0, "fp32": 60.0, "tf32": 417.5, "fp16": 835.5,
+      "bf16": 835.5, "fp8": 1670.5, "bw": 4800.0},
+     "NVIDIA H200 datasheet (2024), NVL; tensor figures halved from the sparse ones", ""),
     (r"h200", "H200 SXM",
      {"fp64": 33.5, "fp64_matrix": 66.9, "fp32": 66.9, "tf32": 494.7, "fp16": 989.4,
       "bf16": 989.4, "fp8": 1978.9, "bw": 4800.0},
      "NVIDIA H200 datasheet (2024), SXM; tensor figures halved from the sparse ones", ""),
     (r"\bb200\b", "B200",
-     {"fp64": 40.0, "fp64_matrix": 40.0, "fp32": 80.0, "tf32": 1100.0, "fp16": 2250.0,
-      "bf16": 2250.0, "fp8": 4500.0, "bw": 8000.0},
-     "NVIDIA HGX B200 datasheet (2024), per GPU; tensor figures halved from the sparse "
+     {"fp64": 37.0, "fp64_matrix": 37.0, "fp32": 75.0, "tf32": 1100.0, "fp16": 2250.0,
+      "bf16": 2250.0, "fp8": 4500.0, "bw": 7700.0},
+     "NVIDIA HGX B200 datasheet (2025), per GPU; tensor figures halved from the sparse "
      "ones", ""),
-    (r"mi250x", "AMD Instinct MI250X (one GCD)",
+    (r"mi250x(?!\s*/)", "AMD Instinct MI250X (one GCD)",
      {"fp64": 23.95, "fp64_matrix": 47.85, "fp32": 23.95, "fp32_matrix": 47.85,
       "fp16": 191.5, "bf16": 191.5, "bw": 1638.4},
      "AMD Instinct MI250X data sheet (2021), halved: a trace's device is one of its two "
@@ -124,7 +149,8 @@ _TABLE: list[tuple[str, str, dict[str, float], str, str]] = [
      {"fp64": 22.65, "fp64_matrix": 45.25, "fp32": 22.65, "fp32_matrix": 45.25,
       "fp16": 181.0, "bf16": 181.0, "bw": 1638.4},
      "AMD Instinct MI250 data sheet (2021), halved: a trace's device is one of its two "
-     "GCDs", ""),
+     "GCDs", "ROCm names both cards 'AMD Instinct MI250X / MI250': the lower (MI250) "
+     "figures are used; give the MI250X's with --peak"),
     (r"mi300x", "AMD Instinct MI300X",
      {"fp64": 81.7, "fp64_matrix": 163.4, "fp32": 163.4, "fp32_matrix": 163.4,
       "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4, "fp8": 2614.9, "bw": 5300.0},
@@ -166,8 +192,11 @@ def parse_peak(spec: str) -> Peak:
                              + ", ".join(p.device for p in PEAKS) + ") and no KEY=VALUE list",
                              option="peak")
         return found
-    pairs = dict(p.split("=", 1) for p in spec.split(",") if "=" in p)
-    return Peak("user", _figures(pairs, spec), "--peak")
+    parts = [p.strip() for p in spec.split(",")]
+    keys = [p.split("=", 1)[0] for p in parts]
+    if any("=" not in p for p in parts) or len(set(keys)) != len(keys):
+        raise UsageError(f"{spec}: expected KEY=VALUE pairs, each key once", option="peak")
+    return Peak("user", _figures(dict(p.split("=", 1) for p in parts), spec), "--peak")
 
 
 def _figures(data: dict, spec: str) -> dict[str, float]:

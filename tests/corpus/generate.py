@@ -260,6 +260,13 @@ def _shape_cases(doc: dict, add: Callable) -> list[Case]:
                                  "name": "[memory]", "pid": 1, "tid": 1, "ts": first + 1,
                                  **({"args": margs} if margs is not None else {})})
         add(f"memory-event-{label}", _dump(d), OK)
+    d = copy.deepcopy(doc)
+    first = min(e["ts"] for e in d["traceEvents"] if "ts" in e)
+    d["traceEvents"] += [{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",
+                          "pid": 1, "tid": 1, "ts": first + 1 + i / 1000,
+                          "args": {"Bytes": 2 ** 52, "Total Allocated": 2 ** 52,
+                                   "Device Id": 0}} for i in range(1100)]
+    add("memory-events-sum-past-int64", _dump(d), OK)
     return []
 
 

@@ -19,6 +19,7 @@ Rules that hold for every op:
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from traceviz.opcost.matrix import _MATRIX, CONCRETE_OPS, MODELLED_MATRIX_OPS
@@ -32,6 +33,9 @@ from traceviz.opcost.shapes import (
     _NoDtype,
     parse_details,
 )
+
+# an XSpace op's own figures (parsers/xplane_rows.py writes them into details)
+XLA_COST = re.compile(r"xla_flops:(-?\d+) xla_bytes:(-?\d+)")
 
 __all__ = ["CONCRETE_OPS", "DTYPE_BYTES", "DTYPE_PRECISION", "MODELLED_MATRIX_OPS", "Cost",
            "has_model", "op_cost", "parse_details"]
@@ -98,8 +102,10 @@ def op_cost(name: str, details: str) -> Cost | None:
 def _xla_cost(name: str, details: str) -> Cost:
     """An XSpace op's own figures (XLA's cost analysis: ``xla_flops:F xla_bytes:B``, -1
     where absent); its precision is not recorded."""
-    f_text, b_text = (part.split(":", 1)[1] for part in details.split()[:2])
-    flops, nbytes = int(f_text), int(b_text)
+    m = XLA_COST.match(details)
+    if m is None:
+        return Cost(None, None, None, "xla", name, "an unreadable XLA cost record")
+    flops, nbytes = int(m.group(1)), int(m.group(2))
     if flops > INT64_MAX or nbytes > INT64_MAX:
         return Cost(None, None, None, "xla", name, "FLOPs or bytes past int64")
     return Cost(flops if flops >= 0 else None, nbytes if nbytes >= 0 else None, None, "xla",

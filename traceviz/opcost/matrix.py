@@ -72,38 +72,61 @@ def _linear(a: _Args) -> tuple[int, list]:
     return _gemm(m, n, k) + (m * n if bias else 0), [x, w, *bias, ([*x[0][:-1], n], x[1])]
 
 
-def _conv(a: _Args, backward: bool) -> tuple[int, list]:
+# argument positions of (stride, padding, dilation, transposed) per convolution op, from
+# ATen's schemas (native_functions.yaml): the ops that launch kernels (cudnn_, mkldnn_)
+# order them differently from the ones users call
+CONV_ARGS: dict[str, tuple[int, int, int, int | None]] = {
+    "aten::convolution": (3, 4, 5, 6), "aten::_convolution": (3, 4, 5, 6),
+    "aten::conv1d": (3, 4, 5, None), "aten::conv2d": (3, 4, 5, None),
+    "aten::conv3d": (3, 4, 5, None), "aten::cudnn_convolution": (3, 2, 4, None),
+    "aten::mkldnn_convolution": (4, 3, 5, None),
+}
+
+
+def _conv(a: _Args, name: str) -> tuple[int, list]:
     """Convolution: 2 * N * C_out * prod(output spatial) * C_in/groups * prod(kernel)
-    (the direct-convolution count of cuDNN's documentation). Forward ops take stride,
-    padding and dilation from Concrete Inputs; convolution_backward reads the output
-    shape from its grad_output and doubles per gradient asked (output_mask)."""
-    if backward:  # (grad_output, input, weight, bias_sizes, stride, padding, dilation,
-        # transposed, output_padding, groups, output_mask)
-        go, x, w = a.tensor(0), a.tensor(1), a.tensor(2)
-        if not go or not x or not w:
-            raise _Bad("convolution_backward needs grad_output, input and weight")
-        mask = _bool_list(a.scalar(10)) or [True, True, False]
-        per = 2 * _numel(go[0]) * _numel(w[0][1:])
-        out = [x] * mask[0] + [w] * mask[1]
-        return per * (int(mask[0]) + int(mask[1])), [go, x, w, *out]
+    (the direct-convolution count of cuDNN's documentation), plus one per output element
+    for a bias. Stride, padding and dilation from Concrete Inputs at the op's positions
+    (``CONV_ARGS``); a transposed convolution counts 2 * numel(input) * prod(weight[1:])."""
     x, w = a.tensor(0), a.tensor(1)
     if not x or not w or len(x[0]) < 3 or len(x[0]) != len(w[0]):
         raise _Bad("convolution needs an input and a weight of the same rank")
     spatial = len(x[0]) - 2
-    stride = _int_list(a.scalar(3)) or [1] * spatial
-    pad = _int_list(a.scalar(4)) or [0] * spatial
-    dil = _int_list(a.scalar(5)) or [1] * spatial
-    if str(a.scalar(6)) == "True":
-        raise _Bad("transposed convolution has no model")
-    stride, pad, dil = (v * spatial if len(v) == 1 else v for v in (stride, pad, dil))
-    out_sp = [(x[0][2 + i] + 2 * pad[i] - dil[i] * (w[0][2 + i] - 1) - 1) // stride[i] + 1
-              for i in range(spatial)]
+    s_at, p_at, d_at, t_at = CONV_ARGS[name]
+    bias = [b] if name != "aten::cudnn_convolution" and (b := a.tensor(2)) else []
+    if t_at is not None and str(a.scalar(t_at)) == "True":
+        return 2 * _numel(x[0]) * _numel(w[0][1:]), [x, w, *bias]
+    stride = _int_list(a.scalar(s_at)) or [1] * spatial
+    dil = _int_list(a.scalar(d_at)) or [1] * spatial
+    pad_text = str(a.scalar(p_at)).strip("'\"")
+    stride, dil = (v * spatial if len(v) == 1 else v for v in (stride, dil))
+    if pad_text == "same":  # conv*d(padding="same"): the output keeps the input's size
+        out_sp = list(x[0][2:])
+    else:
+        pad = [0] * spatial if pad_text == "valid" else \
+            (_int_list(pad_text) or [0] * spatial)
+        pad = pad * spatial if len(pad) == 1 else pad
+        out_sp = [(x[0][2 + i] + 2 * pad[i] - dil[i] * (w[0][2 + i] - 1) - 1) // stride[i]
+                  + 1 for i in range(spatial)]
     if any(d <= 0 for d in out_sp):
         raise _Bad(f"convolution output {out_sp} is empty")
     out = [x[0][0], w[0][0], *out_sp]
-    bias = [b] if (b := a.tensor(2)) else []
     flops = 2 * _numel(out) * _numel(w[0][1:]) + (_numel(out) if bias else 0)
     return flops, [x, w, *bias, (out, x[1])]
+
+
+def _conv_backward(a: _Args) -> tuple[int, list]:
+    """convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,
+    dilation, transposed, output_padding, groups, output_mask): the forward count (from
+    grad_output's shape; a transposed one's from the input's) per gradient asked."""
+    go, x, w = a.tensor(0), a.tensor(1), a.tensor(2)
+    if not go or not x or not w:
+        raise _Bad("convolution_backward needs grad_output, input and weight")
+    mask = _bool_list(a.scalar(10)) or [True, True, False]
+    small = x if str(a.scalar(7)) == "True" else go
+    per = 2 * _numel(small[0]) * _numel(w[0][1:])
+    out = [x] * mask[0] + [w] * mask[1]
+    return per * (int(mask[0]) + int(mask[1])), [go, x, w, *out]
 
 
 # -- recurrent ops -----------------------------------------------------------------
@@ -187,16 +210,42 @@ def _mkldnn_rnn_layer(a: _Args, backward: bool) -> tuple[int, list]:
 # Source: FlashAttention (Dao et al. 2022), section 3: forward 4 * B * H * Lq * Lk * d
 # FLOPs (QK^T and PV), halved with a causal mask; backward 2.5x forward (five matrix
 # products against two).
-def _attention(a: _Args, backward: bool) -> tuple[int, list]:
+# per op: (position of is_causal, or of custom_mask_type (nonzero: causal); whether the
+# tensors are [B, L, H, d] rather than [B, H, L, d]), from ATen's schemas
+ATTENTION_ARGS: dict[str, tuple[int, bool, bool]] = {
+    "aten::scaled_dot_product_attention": (5, False, False),
+    "aten::_scaled_dot_product_flash_attention": (4, False, False),
+    "aten::_scaled_dot_product_efficient_attention": (6, False, False),
+    "aten::_scaled_dot_product_cudnn_attention": (6, False, False),
+    "aten::_flash_attention_forward": (8, False, True),
+    "aten::_efficient_attention_forward": (9, True, True),
+    "aten::_scaled_dot_product_flash_attention_backward": (11, False, False),
+    "aten::_scaled_dot_product_efficient_attention_backward": (11, False, False),
+    "aten::_scaled_dot_product_cudnn_attention_backward": (14, False, False),
+    "aten::_flash_attention_backward": (11, False, True),
+    "aten::_efficient_attention_backward": (14, True, True),
+    "aten::_scaled_dot_product_flash_attention_for_cpu": (4, False, False),
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward": (7, False, False),
+}
+
+
+def _attention(a: _Args, name: str) -> tuple[int, list]:
+    backward = name.endswith("_backward")
+    causal_at, mask_type, blhd = ATTENTION_ARGS[name]
     first = 1 if backward else 0  # backward ops start with grad_out
     q, k, v = a.tensor(first), a.tensor(first + 1), a.tensor(first + 2)
-    if not q or not k or not v or len(q[0]) < 3:
+    if not q or not k or not v or len(q[0]) < 3 or len(k[0]) < 3:
         raise _Bad("attention needs query, key and value")
-    lq, d = q[0][-2], q[0][-1]
-    lk, dv = k[0][-2], v[0][-1]
-    heads = _numel(q[0][:-2])
+    if blhd:  # [B, L, H, d]
+        lq, lk = q[0][-3], k[0][-3]
+        heads = _numel(q[0][:-3]) * q[0][-2]
+    else:  # [B, H, L, d]
+        lq, lk = q[0][-2], k[0][-2]
+        heads = _numel(q[0][:-2])
+    d, dv = q[0][-1], v[0][-1]
     flops = 2 * heads * lq * lk * (d + dv)
-    if any(s == "True" for s in a.concrete[3:6]):  # is_causal among the flags
+    flag = str(a.scalar(causal_at))
+    if (flag.isdigit() and int(flag) != 0) if mask_type else flag == "True":
         flops //= 2
     out = (list(q[0][:-1]) + [dv], q[1])
     if backward:
@@ -213,41 +262,20 @@ _MATRIX = {
     "aten::matmul": _matmul,
     "aten::linear": _linear,
     "aten::_scaled_mm": lambda a: _mm(a, 0),
-    "aten::convolution": lambda a: _conv(a, False),
-    "aten::_convolution": lambda a: _conv(a, False),
-    "aten::cudnn_convolution": lambda a: _conv(a, False),
-    "aten::mkldnn_convolution": lambda a: _conv(a, False),
-    "aten::conv1d": lambda a: _conv(a, False),
-    "aten::conv2d": lambda a: _conv(a, False),
-    "aten::conv3d": lambda a: _conv(a, False),
-    "aten::convolution_backward": lambda a: _conv(a, True),
+    **{name: (lambda a, n=name: _conv(a, n)) for name in CONV_ARGS},
+    "aten::convolution_backward": _conv_backward,
+    **{name: (lambda a, n=name: _attention(a, n)) for name in ATTENTION_ARGS},
     "aten::_cudnn_rnn": lambda a: _cudnn_rnn(a, False),
     "aten::_cudnn_rnn_backward": lambda a: _cudnn_rnn(a, True),
     "aten::lstm": lambda a: _with_input(_rnn(a, 2, 1), a),
     "aten::mkldnn_rnn_layer": lambda a: _mkldnn_rnn_layer(a, False),
     "aten::mkldnn_rnn_layer_backward": lambda a: _mkldnn_rnn_layer(a, True),
-    "aten::scaled_dot_product_attention": lambda a: _attention(a, False),
-    "aten::_scaled_dot_product_flash_attention": lambda a: _attention(a, False),
-    "aten::_scaled_dot_product_efficient_attention": lambda a: _attention(a, False),
-    "aten::_scaled_dot_product_cudnn_attention": lambda a: _attention(a, False),
-    "aten::_flash_attention_forward": lambda a: _attention(a, False),
-    "aten::_efficient_attention_forward": lambda a: _attention(a, False),
-    "aten::_scaled_dot_product_flash_attention_backward": lambda a: _attention(a, True),
-    "aten::_scaled_dot_product_efficient_attention_backward": lambda a: _attention(a, True),
-    "aten::_scaled_dot_product_cudnn_attention_backward": lambda a: _attention(a, True),
-    "aten::_flash_attention_backward": lambda a: _attention(a, True),
-    "aten::_efficient_attention_backward": lambda a: _attention(a, True),
 }
 MODELLED_MATRIX_OPS = tuple(_MATRIX)
 # ops whose scalar arguments (Concrete Inputs) a formula reads: the parser keeps them
 CONCRETE_OPS = ("aten::embedding_dense_backward", "aten::_cudnn_rnn",
-                "aten::_cudnn_rnn_backward", "aten::convolution",
-                "aten::_convolution", "aten::cudnn_convolution", "aten::mkldnn_convolution",
-                "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution_backward",
-                "aten::_to_copy", "aten::to", "aten::scaled_dot_product_attention",
-                "aten::_scaled_dot_product_flash_attention",
-                "aten::_scaled_dot_product_efficient_attention",
-                "aten::_scaled_dot_product_cudnn_attention")
+                "aten::_cudnn_rnn_backward", "aten::convolution_backward", "aten::_to_copy",
+                "aten::to", *CONV_ARGS, *ATTENTION_ARGS)
 
 
 def _with_first(r: tuple[int, list], a: _Args) -> tuple[int, list]:

@@ -44,6 +44,9 @@ _K = {k: i for i, k in enumerate(KINDS)}
 # torch.profiler(profile_memory=True)'s allocator events: instants of this category
 MEMORY_EVENT = ("i", "cpu_instant_event")
 MEMORY_NAME = "[memory]"
+# an allocation's size or an allocator's total beyond 4 PiB is no real one: the event is
+# dropped (and counted) so that running totals stay within int64
+MEMORY_BOUNDS = (-(2**52), 2**52)
 _DEVICE_CODES = [_K[k] for k in DEVICE_KINDS]
 
 # a category -> its kind's code; -1: not kept; gpu_user_annotation (an annotation on a
@@ -280,10 +283,12 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
         rows = np.flatnonzero(memory)
         margs = _gather(args, rows)
         mbad = np.zeros(len(rows), dtype=bool)
-        size, size_bad = checked_ints(list(map(attrgetter("mem_bytes"), margs)), default=0)
+        size, size_bad = checked_ints(list(map(attrgetter("mem_bytes"), margs)), default=0,
+                                      bounds=MEMORY_BOUNDS)
         nbytes[rows] = size
         mbad |= size_bad
-        mem_total[rows] = _ints(list(map(attrgetter("mem_total"), margs)), mbad)
+        mem_total[rows] = _ints(list(map(attrgetter("mem_total"), margs)), mbad,
+                                bounds=MEMORY_BOUNDS)
         device[rows] = _ints(list(map(attrgetter("mem_device"), margs)), mbad)
         bad[rows] |= mbad
         on_device[rows] = False

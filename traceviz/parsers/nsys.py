@@ -259,10 +259,10 @@ def _memset(tables: ExportTables, b: _Rows) -> pd.DataFrame:
 
 
 # nsys --cuda-memory-usage=true: CUDA allocations and frees (schema: the User Guide's
-# CUDA_GPU_MEMORY_USAGE_EVENTS; memoryOperationType 0 allocates, 1 frees; memKind 1 and 2
-# are pageable and pinned host memory)
+# CUDA_GPU_MEMORY_USAGE_EVENTS; memoryOperationType 0 allocates, 1 frees; memKind 0 and 1
+# are pageable and pinned host memory, as the export's own ENUM_CUDA_MEM_KIND says)
 GPU_MEMORY = "CUDA_GPU_MEMORY_USAGE_EVENTS"
-_HOST_MEMORY_KINDS = (1, 2)
+_HOST_MEMORY_KINDS = (0, 1)
 
 
 def _gpu_memory(tables: ExportTables, b: _Rows) -> pd.DataFrame:

@@ -117,17 +117,20 @@ def _memory_events(rows: Rows, name: np.ndarray, is_host: np.ndarray, ev: pd.Dat
     """Per row: whether it is an allocator event, its device (a ``GPU_N_bfc`` allocator
     is GPU N of its host, any other allocator the host's memory, -1), signed size and the
     allocator's total after it (``bytes_allocated``)."""
-    sign = np.array([_MEMORY.get(n, 0) for n in name], dtype=np.int64) if len(name) else \
-        np.zeros(0, np.int64)
+    # per distinct name and allocator, not per row
+    sign = pd.Series(name, dtype=object).map(_MEMORY).fillna(0).to_numpy(np.int64)
     size = rows.stat("allocation_bytes", -1, np.int64)
     memory = is_host & (sign != 0) & (size >= 0)
-    allocator = rows.stat("allocator_name", "")
-    gpu = np.array([int(m.group(1)) if (m := _GPU_ALLOCATOR.match(a)) else -1
-                    for a in allocator], dtype=np.int64) if memory.any() else \
-        np.full(len(name), -1, np.int64)
+    allocator = pd.Series(rows.stat("allocator_name", ""), dtype="category")
+    gpu = per_distinct(allocator, each(_gpu_of_allocator), fill=-1).astype(np.int64)
     host = ev["pid"].to_numpy(np.int64)
     device = np.where(gpu >= 0, gpu + HOST_DEVICE_STRIDE * np.maximum(host, 0), -1)
     return memory, device, sign * size, rows.stat("bytes_allocated", -1, np.int64)
+
+
+def _gpu_of_allocator(name: str) -> int:
+    m = _GPU_ALLOCATOR.match(name)
+    return int(m.group(1)) if m else -1
 
 
 def _xla_cost(rows: Rows) -> np.ndarray:
@@ -138,8 +141,8 @@ def _xla_cost(rows: Rows) -> np.ndarray:
     has = (flops >= 0) | (nbytes >= 0)
     out = np.full(len(flops), "", dtype=object)
     if has.any():
-        out[has] = [f"xla_flops:{f} xla_bytes:{b}" for f, b in zip(flops[has], nbytes[has],
-                                                                   strict=True)]
+        out[has] = ("xla_flops:" + pd.Series(flops[has]).astype(str) + " xla_bytes:"
+                    + pd.Series(nbytes[has]).astype(str)).to_numpy(object)
     return out
 
 

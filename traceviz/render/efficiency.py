@@ -68,9 +68,10 @@ def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
     parts: list[RenderableType] = []
     rows = []
     for r in e.groups.head(top).itertuples(index=False):
-        key = f" ({r.peak_key})" if r.peak_key and r.peak_key != r.precision else ""
+        prec = r.precision if isinstance(r.precision, str) else "?"
+        key = f" ({r.peak_key})" if isinstance(r.peak_key, str) and r.peak_key != prec else ""
         rows.append([str(r.op).removeprefix("aten::"), _shapes(r.dims),
-                     f"{r.precision or '?'}{key}",
+                     f"{prec}{key}",
                      f"{int(r.calls):,}", fmt_ns(int(r.time_ns)), _num(r.flops / 1e9),
                      _num(r.bytes / 1e9, 3), _num(r.tflops), _num(r.gbps, 0),
                      _num(r.intensity, 1), _pct(r.pct_peak), _pct(r.pct_bw),
@@ -87,7 +88,7 @@ def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
         if left:
             parts.append(Text(f"(narrow terminal: {', '.join(left)} left out; --json has "
                               "them)", style="dim"))
-    moved = f"bytes {e.bytes / 1e9:,.2f} GB" if e.bytes or e.groups["gbps"].notna().any() \
+    moved = f"bytes {e.bytes / 1e9:,.2f} GB" if e.bytes or not e.flops \
         else "bytes unknown (no dtypes recorded)"
     run = [f"FLOPs {e.flops / 1e9:,.1f} G, {moved} over {fmt_ns(e.time_ns)} of kernel time "
            f"({fmt_pct(e.coverage)} covered by a formula)"]
