@@ -8,24 +8,21 @@ Thresholds are stated in each rule (and in README "What-if and advice"); a rule 
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from functools import cached_property
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.advice_efficiency import memory_bound_gemms, memory_headroom, tf32_off
-from traceviz.analyses.summary import Summary, summarize
-from traceviz.analyses.whatif import WhatIf, whatif
+from traceviz.analyses.advice_base import Context, Finding, Rule
+from traceviz.analyses.advice_efficiency import (
+    memory_bound_gemms,
+    memory_headroom,
+    tensor_core_shapes,
+    tf32_off,
+)
+from traceviz.analyses.advice_timing import noisy, profiled_unlike_timed
 from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.categorical import each, per_distinct
-from traceviz.classify import MATRIX_OPS
-from traceviz.errors import TraceVizError
 from traceviz.intervals import union_blocks
 from traceviz.launch_apis import is_graph_launch, is_sync_call
 from traceviz.trace import Trace
@@ -39,66 +36,7 @@ CAST_OF_MATRIX = 0.10      # cast time / matrix time
 LONG_GAP_NS = 1_000_000
 LONG_GAPS_SHARE = 0.10
 DATA_SHARE = 0.10
-TENSOR_CORE_MULTIPLE = 8
 POINTWISE = ("elementwise", "cast", "reduction")
-PROFILED_OFF_HIGH = 2.5     # profiled / timed median step
-PROFILED_OFF_LOW = 0.4
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str
-    title: str
-    evidence: list[str]
-    action: str
-    saving_ns: int | None = None       # from a whatif scenario, over the windows
-    saving_scenario: str | None = None
-    figures: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class Context:
-    """What rules share: the trace, its summary and the whatif scenarios, each computed
-    once, when a rule first asks."""
-
-    trace: Trace
-
-    @cached_property
-    def summary(self) -> Summary:
-        return summarize(self.trace, with_efficiency=True)
-
-    @cached_property
-    def _whatif(self) -> WhatIf | None:
-        try:
-            return whatif(self.trace, ("cuda_graphs", "fuse_pointwise", "no_casts",
-                                       "host_speedup=2"))
-        except TraceVizError:  # nothing to replay: advice without a saving
-            return None
-
-    def saving(self, scenario: str) -> int | None:
-        w = self._whatif
-        if w is None:
-            return None
-        s = w.scenario(scenario)
-        return s.saving_ns if s.applies else None
-
-    def saving_of(self, scenario: str) -> int | None:
-        """A scenario outside the shared set (a factor a rule computed), replayed alone."""
-        try:
-            s = whatif(self.trace, (scenario,)).scenario(scenario)
-        except TraceVizError:
-            return None
-        return s.saving_ns if s.applies else None
-
-    @property
-    def steps(self) -> int:
-        return self.summary.steps
-
-
-Rule = Callable[[Context], "Finding | None"]
 
 
 def host_bound(ctx: Context) -> Finding | None:
@@ -379,88 +317,6 @@ def data_stalls(ctx: Context) -> Finding | None:
         "in traceviz capture), pin_memory=True, prefetching; as in the MXNet/PyTorch "
         "comparison, workers hide loading behind compute",
         None, None, {"data_ns": wall, "share": share})
-
-
-def tensor_core_shapes(ctx: Context) -> Finding | None:
-    """fp16/bf16 matrix ops with a dimension (> 1) that is not a multiple of 8: GPU tensor
-    cores cannot take them whole (from the shapes torch.profiler's record_shapes keeps,
-    which the Kineto parser stores in the ops' ``details``)."""
-    ev = ctx.trace.events
-    ops = ev[(ev["kind"] == "op") & ev["name"].isin(MATRIX_OPS)]
-    if ops.empty:
-        return None
-    misfit = per_distinct(ops["details"], each(_tensor_core_misfit), fill="").astype(str)
-    hit = misfit != ""
-    if not hit.any():
-        return None
-    rows = ops[hit]
-    examples = (rows["name"].astype(str) + " " + pd.Series(misfit[hit], index=rows.index)
-                ).value_counts()
-    return Finding(
-        "tensor_core_shapes", "Half-precision matrices that tensor cores cannot take whole",
-        [f"{len(rows):,} fp16/bf16 matrix ops have a dimension that is not a multiple of "
-         f"{TENSOR_CORE_MULTIPLE} ({fmt_ns(int(rows['dur_ns'].sum()))} of op time)",
-         "e.g. " + "; ".join(f"{d} x{k}" for d, k in examples.head(3).items())],
-        f"pad hidden size, embedding size, vocabulary and batch to multiples of "
-        f"{TENSOR_CORE_MULTIPLE} (16 for int8/fp8)",
-        None, None, {"ops": len(rows)})
-
-
-def _tensor_core_misfit(details: str) -> str:
-    """``dims:[[20, 100], [100, 400]] types:['c10::BFloat16', ...]`` -> the dims when a
-    half-precision op has a matrix dimension (> 1) off the multiple, else "". Matrix
-    dimensions: the last two of each input of 2 or more dimensions (bias vectors aside);
-    the leading dimensions of the first input flatten into its rows (a linear over
-    [seq, batch, features] multiplies seq x batch rows; for bmm that is batch x rows)."""
-    dims_text, _, types = details.partition(" types:")
-    if not dims_text.startswith("dims:") or ("Half" not in types and "BFloat16" not in types):
-        return ""
-    try:
-        inputs = json.loads(dims_text[5:])
-    except ValueError:
-        return ""
-    matrix: list[int] = []
-    for shape in inputs:
-        if not isinstance(shape, list) or len(shape) < 2 or not all(
-                isinstance(d, int) for d in shape):
-            continue
-        matrix += [math.prod(shape[:-1]), shape[-1]] if len(shape) > 2 and not matrix \
-            else shape[-2:]
-    return dims_text[5:] if any(d > 1 and d % TENSOR_CORE_MULTIPLE for d in matrix) else ""
-
-
-def noisy(ctx: Context) -> Finding | None:
-    """The run's timed batches are NOISY (CV > 10% or max/min > 1.5)."""
-    t = ctx.summary.timings
-    if t is None or not t.noisy:
-        return None
-    return Finding(
-        "noisy", "The benchmark is noisy",
-        [f"{t.batches} timed batches: CV {fmt_pct(t.cv)}, max/min {t.max_over_min:.2f}, "
-         f"median {fmt_ns(t.median_s * 1e9)}"],
-        "time more batches (--steps), raise --max-warmup, keep the machine otherwise idle "
-        "(CPU frequency pinned, no other jobs) before comparing variants",
-        None, None, {"cv": t.cv, "max_over_min": t.max_over_min})
-
-
-def profiled_unlike_timed(ctx: Context) -> Finding | None:
-    """The profiled steps took >= 2.5x (or <= 0.4x) the timed median, outside the timed
-    batches' range: the trace's proportions may not be the timed run's."""
-    t = ctx.summary.timings
-    if t is None or t.profiler_overhead is None or not t.overhead_significant:
-        return None
-    x = t.profiler_overhead
-    if PROFILED_OFF_LOW < x < PROFILED_OFF_HIGH:
-        return None
-    return Finding(
-        "profiled_unlike_timed", f"The profiled steps took {x:.1f}x the timed ones",
-        [f"the profiled steps took {x:.2f}x the timed median (bench.json's profiled time per "
-         f"batch against {fmt_ns(t.median_s * 1e9)}; timed range {fmt_ns(t.min_s * 1e9)}-"
-         f"{fmt_ns(t.max_s * 1e9)})"],
-        "judge speed by the timed figures; before acting on the trace's proportions, "
-        "capture again with a lighter profiler (--profiler nsys) or more --profile-steps "
-        "and see whether the same work dominates",
-        None, None, {"profiler_overhead": x})
 
 
 RULES: tuple[Rule, ...] = (host_bound, kernel_sequences, casts, syncs_in_steps,

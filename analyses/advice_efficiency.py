@@ -1,29 +1,25 @@
-"""Advice rules that read the efficiency and memory figures (``analyses/efficiency.py``):
-FP32 GEMMs left off TF32 tensor cores, memory-bound GEMMs, memory headroom.
-
-Kept apart from ``advice.py`` (the other rules); ``advice.RULES`` runs these too.
-"""
+"""Advice rules about how matrix work uses the hardware: half-precision shapes tensor cores
+cannot take whole, FP32 GEMMs left off TF32 tensor cores, memory-bound GEMMs (from the
+efficiency figures, ``analyses/efficiency.py``), memory headroom. ``advice.RULES`` runs
+them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+import math
 
 import numpy as np
+import pandas as pd
 
+from traceviz.analyses.advice_base import Context, Finding
+from traceviz.categorical import each, per_distinct
+from traceviz.classify import MATRIX_OPS
 from traceviz.units import fmt_ns, fmt_pct
-
-if TYPE_CHECKING:
-    from traceviz.analyses.advice import Context, Finding
 
 TF32_SHARE = 0.10        # FP32 GEMM time on FP32 kernels / kernel time, with TF32 available
 MEMORY_BOUND_SHARE = 0.10  # memory-bound matrix time / kernel time
 HEADROOM = 2.0           # device memory / peak allocated, for the headroom finding
-
-
-def _finding(*args, **kwargs) -> Finding:
-    from traceviz.analyses.advice import Finding
-
-    return Finding(*args, **kwargs)
+TENSOR_CORE_MULTIPLE = 8
 
 
 def tf32_off(ctx: Context) -> Finding | None:
@@ -55,7 +51,7 @@ def tf32_off(ctx: Context) -> Finding | None:
     why_not = [] if saving is None or saving > 0 else [
         "the replay finds no saving per step: the device time saved does not shorten the "
         "step while it waits for the host or other work (see the findings above)"]
-    return _finding(
+    return Finding(
         "tf32_off", "FP32 matrix ops run without the TF32 tensor cores",
         [f"{len(fp32)} FP32 matrix op groups ran FP32 kernels: {fmt_ns(before)} = "
          f"{fmt_pct(share)} of kernel time, at up to {fp32['tflops'].max():.1f} TFLOP/s "
@@ -87,7 +83,7 @@ def memory_bound_gemms(ctx: Context) -> Finding | None:
     top = mem.iloc[0]
     ridge = e.peak.figures.get(str(top["peak_key"]), np.nan) * 1e3 / (e.peak.bandwidth or
                                                                       np.nan)
-    return _finding(
+    return Finding(
         "memory_bound_gemms", "Matrix ops are memory-bound: the operands are too small",
         [f"{len(mem)} matrix op groups below the ridge point take {fmt_pct(share)} of "
          f"kernel time ({fmt_ns(int(mem['time_ns'].sum()))})",
@@ -107,10 +103,58 @@ def memory_headroom(ctx: Context) -> Finding | None:
     if not peak or not total or total / peak < HEADROOM:
         return None
     times = int(total // peak)
-    return _finding(
+    return Finding(
         "memory_headroom", f"The run uses 1/{times} of the device's memory",
         [f"peak allocated {peak / 2**30:.2f} GiB of {total / 2**30:.1f} GiB "
          f"({fmt_pct(peak / total)}) during the timed batches"],
         f"the batch could grow up to about {times}x (less: weights and workspaces do not "
         "grow with it); a larger batch raises every matrix op's FLOP per byte",
         None, None, {"peak_allocated_bytes": peak, "total_bytes": total, "times": times})
+
+
+def tensor_core_shapes(ctx: Context) -> Finding | None:
+    """fp16/bf16 matrix ops with a dimension (> 1) that is not a multiple of 8: GPU tensor
+    cores cannot take them whole (from the shapes torch.profiler's record_shapes keeps,
+    which the Kineto parser stores in the ops' ``details``)."""
+    ev = ctx.trace.events
+    ops = ev[(ev["kind"] == "op") & ev["name"].isin(MATRIX_OPS)]
+    if ops.empty:
+        return None
+    misfit = per_distinct(ops["details"], each(_tensor_core_misfit), fill="").astype(str)
+    hit = misfit != ""
+    if not hit.any():
+        return None
+    rows = ops[hit]
+    examples = (rows["name"].astype(str) + " " + pd.Series(misfit[hit], index=rows.index)
+                ).value_counts()
+    return Finding(
+        "tensor_core_shapes", "Half-precision matrices that tensor cores cannot take whole",
+        [f"{len(rows):,} fp16/bf16 matrix ops have a dimension that is not a multiple of "
+         f"{TENSOR_CORE_MULTIPLE} ({fmt_ns(int(rows['dur_ns'].sum()))} of op time)",
+         "e.g. " + "; ".join(f"{d} x{k}" for d, k in examples.head(3).items())],
+        f"pad hidden size, embedding size, vocabulary and batch to multiples of "
+        f"{TENSOR_CORE_MULTIPLE} (16 for int8/fp8)",
+        None, None, {"ops": len(rows)})
+
+
+def _tensor_core_misfit(details: str) -> str:
+    """``dims:[[20, 100], [100, 400]] types:['c10::BFloat16', ...]`` -> the dims when a
+    half-precision op has a matrix dimension (> 1) off the multiple, else "". Matrix
+    dimensions: the last two of each input of 2 or more dimensions (bias vectors aside);
+    the leading dimensions of the first input flatten into its rows (a linear over
+    [seq, batch, features] multiplies seq x batch rows; for bmm that is batch x rows)."""
+    dims_text, _, types = details.partition(" types:")
+    if not dims_text.startswith("dims:") or ("Half" not in types and "BFloat16" not in types):
+        return ""
+    try:
+        inputs = json.loads(dims_text[5:])
+    except ValueError:
+        return ""
+    matrix: list[int] = []
+    for shape in inputs:
+        if not isinstance(shape, list) or len(shape) < 2 or not all(
+                isinstance(d, int) for d in shape):
+            continue
+        matrix += [math.prod(shape[:-1]), shape[-1]] if len(shape) > 2 and not matrix \
+            else shape[-2:]
+    return dims_text[5:] if any(d > 1 and d % TENSOR_CORE_MULTIPLE for d in matrix) else ""

@@ -25,7 +25,8 @@ from traceviz.analyses.amp import amp_breakdown  # noqa: E402
 from traceviz.analyses.compare import run_figures  # noqa: E402
 from traceviz.cli import main  # noqa: E402
 from traceviz.render import charts  # noqa: E402
-from traceviz.render.terminal import amp_rows, print_summary  # noqa: E402
+from traceviz.render.runs import amp_rows  # noqa: E402
+from traceviz.render.terminal import print_summary  # noqa: E402
 from traceviz.trace import Trace  # noqa: E402
 
 S = ROOT / "sample_traces"

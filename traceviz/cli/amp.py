@@ -30,7 +30,7 @@ class AmpCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.analyses.amp import amp_breakdown, differs_only_in_amp
         from traceviz.analyses.compare import run_figures
-        from traceviz.render.terminal import amp_render
+        from traceviz.render.runs import amp_render
 
         if args.plot:
             refuse_existing(chart_paths(args.plot, ["amp_waterfall"]), args.force)

@@ -31,7 +31,7 @@ class CompareCommand(Command):
             run_figures,
             workload_differences,
         )
-        from traceviz.render.terminal import amp_render, diff_table, mpe_render, runs_table
+        from traceviz.render.runs import amp_render, diff_table, mpe_render, runs_table
 
         if len(args.runs) < 2:
             raise UsageError("compare needs at least two runs")

@@ -7,7 +7,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from traceviz.analyses.advice import Finding
+from traceviz.analyses.advice_base import Finding
 from traceviz.analyses.whatif import WhatIf
 from traceviz.units import fmt_ns, fmt_pct
 

@@ -1,0 +1,70 @@
+"""What every advice rule shares: the ``Finding`` it returns and the ``Context`` it reads
+(the trace, its summary and whatif scenarios, each computed once)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import Any
+
+from traceviz.analyses.summary import Summary, summarize
+from traceviz.analyses.whatif import WhatIf, whatif
+from traceviz.errors import TraceVizError
+from traceviz.trace import Trace
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    title: str
+    evidence: list[str]
+    action: str
+    saving_ns: int | None = None       # from a whatif scenario, over the windows
+    saving_scenario: str | None = None
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Context:
+    """What rules share: the trace, its summary and the whatif scenarios, each computed
+    once, when a rule first asks."""
+
+    trace: Trace
+
+    @cached_property
+    def summary(self) -> Summary:
+        return summarize(self.trace, with_efficiency=True)
+
+    @cached_property
+    def _whatif(self) -> WhatIf | None:
+        try:
+            return whatif(self.trace, ("cuda_graphs", "fuse_pointwise", "no_casts",
+                                       "host_speedup=2"))
+        except TraceVizError:  # nothing to replay: advice without a saving
+            return None
+
+    def saving(self, scenario: str) -> int | None:
+        w = self._whatif
+        if w is None:
+            return None
+        s = w.scenario(scenario)
+        return s.saving_ns if s.applies else None
+
+    def saving_of(self, scenario: str) -> int | None:
+        """A scenario outside the shared set (a factor a rule computed), replayed alone."""
+        try:
+            s = whatif(self.trace, (scenario,)).scenario(scenario)
+        except TraceVizError:
+            return None
+        return s.saving_ns if s.applies else None
+
+    @property
+    def steps(self) -> int:
+        return self.summary.steps
+
+
+Rule = Callable[[Context], "Finding | None"]

@@ -1,0 +1,207 @@
+"""Rich renderings of ``compare`` and ``amp``: runs side by side, kernel differences,
+mean percentage error, the AMP breakdown."""
+
+from __future__ import annotations
+
+import pandas as pd
+from rich import box
+from rich.console import Group, JustifyMethod
+from rich.table import Table
+from rich.text import Text
+
+from traceviz.analyses.amp import AmpBreakdown
+from traceviz.analyses.compare import RunFigures
+from traceviz.analyses.timings import Timings
+from traceviz.schema import CATEGORIES
+from traceviz.units import fmt_ns, fmt_pct, short_name
+
+
+def _secs(x: float | None) -> str:
+    return "–" if x is None else f"{x:.4f} s"
+
+
+def runs_table(runs: list[RunFigures]) -> Table:
+    per = ("per profiled step" if all(r.steps for r in runs) else
+           "per profiled step; a run without steps: its whole window")
+    t = Table(title=f"Runs side by side (device times {per})", box=box.SIMPLE_HEAD,
+              title_justify="left")
+    t.add_column("metric", no_wrap=True)
+    for r in runs:
+        t.add_column(r.label, justify="right")  # a long label wraps, figures stay whole
+    busy = "busy (GPU; CPU: leaf ops)"
+    rows = [
+        ("time per batch (median)", [_secs(r.time_per_batch_s) for r in runs]),
+        ("  min - max", [_range(r.timings) for r in runs]),
+        ("  spread (CV)", [_cv(r.timings) for r in runs]),
+        ("  profiler overhead", [_overhead(r.timings) for r in runs]),
+        ("  warm-up batches", [_warmup(r.timings) for r in runs]),
+        ("sequences/s", ["–" if r.sequences_per_s is None else f"{r.sequences_per_s:,.1f}"
+                         for r in runs]),
+        ("model TFLOP/s (workload FLOPs / median)",
+         ["–" if r.model_tflops is None else f"{r.model_tflops:,.2f}" for r in runs]),
+        ("  MFU (of the run's peak)", [_mfu(r) for r in runs]),
+        ("peak memory (timed batches)", [_memory(r) for r in runs]),
+        (busy, [fmt_ns(r.busy_ns / r.per_step) for r in runs]),
+        ("span", [fmt_ns(r.span_ns / r.per_step) for r in runs]),
+        ("idle, 1 - busy/span (CPU: framework)",
+         [fmt_pct(r.idle_fraction) for r in runs]),
+        ("  waiting for host (launch-bound)",
+         [fmt_pct(r.launch_bound_fraction) for r in runs]),
+        ("  work queued", [fmt_ns(None if r.queued_idle_ns is None
+                                  else r.queued_idle_ns / r.per_step) for r in runs]),
+        ("kernels (leaf ops on CPU)", [f"{r.kernel_count / r.per_step:,.0f}" for r in runs]),
+    ]
+    rows += [(f"  {c}", [fmt_ns(r.category_ns[c] / r.per_step) for r in runs])
+             for c in CATEGORIES if any(r.category_ns[c] for r in runs)]
+    rows += [
+        ("cast time", [fmt_ns(r.cast_ns / r.per_step) for r in runs]),
+        ("tensor-core share (half/bf16)", [fmt_pct(r.tensor_core_share) for r in runs]),
+    ]
+    phases = [p for p in ("data", "forward", "backward", "optimizer", "(no phase)")
+              if any((r.summary.phases["phase"] == p).any() for r in runs)]
+    for p in phases:
+        for what in ("wall", "busy", "kernels"):
+            rows.append((f"phase {p}: {what}" if what == "wall" else f"  {what}",
+                         [_phase_cell(r.summary.phases, p, what, r.per_step) for r in runs]))
+    for name, values in rows:
+        if name.startswith("  ") and all(v == "–" for v in values):
+            continue  # a timing detail no run has
+        t.add_row(name, *values)
+    if any(r.timings and r.timings.noisy for r in runs):
+        t.caption = ("NOISY: a run whose timed batches spread by CV > 10% or max/min > 1.5; "
+                     "its median may not repeat")
+    return t
+
+
+def _mfu(r: RunFigures) -> str:
+    return "–" if r.mfu is None else f"{fmt_pct(r.mfu)} of {r.mfu_key}"
+
+
+def _memory(r: RunFigures) -> str:
+    from traceviz.render.efficiency import fmt_bytes
+
+    return "–" if r.peak_memory_bytes is None else \
+        f"{fmt_bytes(r.peak_memory_bytes)} {r.peak_memory_what}"
+
+
+def _phase_cell(phases: pd.DataFrame, phase: str, what: str, per: int) -> str:
+    row = phases[phases["phase"] == phase]
+    if row.empty:
+        return "–"
+    r = row.iloc[0]
+    if what == "kernels":
+        return f"{r['kernels'] / per:,.0f}"
+    value = r[f"{what}_ns"]
+    return fmt_ns(value / per) if value or what == "busy" else "–"
+
+
+def _range(t: Timings | None) -> str:
+    return "–" if t is None else f"{t.min_s:.4f} - {t.max_s:.4f} s"
+
+
+def _cv(t: Timings | None) -> str:
+    return "–" if t is None else f"{100 * t.cv:.1f}%" + (" NOISY" if t.noisy else "")
+
+
+def _overhead(t: Timings | None) -> str:
+    if t is None or t.profiler_overhead is None:
+        return "–"
+    return f"{t.profiler_overhead:.2f}x" if t.overhead_significant else "within noise"
+
+
+def _warmup(t: Timings | None) -> str:
+    if t is None or t.warmup_batches is None:
+        return "–"
+    return f"{t.warmup_batches}" + (" (not settled)" if t.warmup_settled is False else "")
+
+
+
+def diff_table(diff: pd.DataFrame, a: str, b: str, top: int = 12) -> Table:
+    """Kernel differences: calls and time per call apart, so that a window holding fewer
+    calls is not read as faster kernels."""
+    per = "per step" if diff.attrs.get("unit") == "step" else "per second of window"
+    t = Table(title=f"Biggest kernel differences ({per}), A = {a} → B = {b}",
+              box=box.SIMPLE_HEAD, title_justify="left")
+    # calls and time per call A/B, and the change in time: time A/B themselves are
+    # calls x time per call, and all columns must fit 120 columns
+    t.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=18)
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("category", "left"), ("change", "left"), ("calls A", "right"), ("calls B", "right"),
+        ("/call A", "right"), ("/call B", "right"),
+        ("time B - A" + ("/step" if diff.attrs.get("unit") == "step" else "/s"), "right"))
+    for col, just in columns:
+        t.add_column(col, justify=just, no_wrap=True,
+                     min_width=11 if col.startswith(("/", "time")) else len(col))
+    for r in diff.head(top).itertuples(index=False):
+        t.add_row(short_name(r.name, 18), r.category, r.change, _calls(r.count_a),
+                  _calls(r.count_b), fmt_ns(_nan_none(r.per_call_a)),
+                  fmt_ns(_nan_none(r.per_call_b)),
+                  ("+" if r.delta_ns > 0 else "") + fmt_ns(r.delta_ns))
+    from traceviz.analyses.compare import CHANGES
+
+    changes = diff["change"].astype(str)
+    # "same" is also inside no other label; "slower" may share a row with "fewer calls"
+    t.caption = ", ".join(f"{changes.str.contains(k, regex=False).sum()} {k}" for k in CHANGES)
+    return t
+
+
+def _calls(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 or x == int(x) else f"{x:,.2f}"
+
+
+def _nan_none(x: float) -> float | None:
+    return None if pd.isna(x) else x
+
+
+def mpe_render(table: pd.DataFrame) -> Table:
+    t = Table(title="Mean percentage error of time per batch (row vs column; negative = the "
+                    "column is slower)", box=box.SIMPLE_HEAD, title_justify="left")
+    t.add_column("")
+    for c in table.columns:
+        t.add_column(str(c), justify="right", no_wrap=True)
+    for label, row in table.iterrows():
+        t.add_row(str(label), *("–" if pd.isna(v) else f"{v:+.1f}%" for v in row))
+    return t
+
+
+def amp_rows(b: AmpBreakdown) -> list[tuple[str, str]]:
+    """The AMP breakdown as (part, time per step) rows, FP32 span to AMP span."""
+    detail = {"matrix": " (gemm/attention/rnn)", "idle": " (host wait, queued; CPU: framework)"}
+    rows = [("FP32 span", fmt_ns(b.fp32_span_ns))]
+    for label, delta in b.parts():
+        what = label.split()[0]
+        rows.append((f"{'+' if delta > 0 else '−'} {label}{detail.get(what, '')}",
+                     fmt_ns(abs(delta))))
+    rows.append(("AMP span", fmt_ns(b.amp_span_ns)))
+    return rows
+
+
+def amp_verdict(b: AmpBreakdown) -> str:
+    """The profiled span's change and, where both runs were timed without the profiler,
+    the unprofiled change, which is the one to believe where the two disagree."""
+    verdict = "faster" if b.span_delta_ns < 0 else "slower"
+    line = (f"Profiled span: AMP is {fmt_ns(abs(b.span_delta_ns))} per step {verdict}; "
+            f"tensor-core share {fmt_pct(b.tensor_core_share_fp32)} → "
+            f"{fmt_pct(b.tensor_core_share_amp)}.")
+    if b.fp32_time_s and b.amp_time_s:
+        change = b.amp_time_s / b.fp32_time_s - 1
+        line += (f" Without the profiler: {fmt_ns(b.fp32_time_s * 1e9)} → "
+                 f"{fmt_ns(b.amp_time_s * 1e9)} per batch ({100 * change:+.1f}%)")
+        if (change < 0) != (b.span_delta_ns < 0):
+            line += ", the other way: the profiler's overhead differs between the runs"
+        line += "."
+    return line
+
+
+def amp_render(b: AmpBreakdown, fp32: str, amp: str) -> Group:
+    t = Table(title=f"AMP breakdown per step: {fp32} → {amp}", box=box.SIMPLE_HEAD,
+              title_justify="left")
+    t.add_column("part")
+    t.add_column("time", justify="right")
+    for part, time in amp_rows(b):
+        t.add_row(part, time)
+    return Group(t, Text(amp_verdict(b)))
+
+
+# up to this many ranks (steps) a table lists each; a job of hundreds lists its slowest
+# ranks (its steps of widest spread)
