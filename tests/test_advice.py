@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import ROOT, SHARED_TRACES
 from traceviz import load
 from traceviz.analyses import advice as A
+from traceviz.classify import MATRIX_OPS
 from traceviz.cli import main
 
 H100 = ROOT / "sample_traces" / "gpu"
@@ -80,7 +81,7 @@ def test_capture_rules(tmp_path):
                  "--vocab", "64", "--workers", "1", "--out", str(data)]) == 0
     f = A.tensor_core_shapes(A.Context(load(odd)))
     ev = load(odd).events
-    mm = ev[(ev["kind"] == "op") & ev["name"].isin(A.MATRIX_OPS)
+    mm = ev[(ev["kind"] == "op") & ev["name"].isin(MATRIX_OPS)
             & ev["details"].astype(str).str.contains("BFloat16")
             & ev["details"].astype(str).str.contains(r"\b(?:20|100)\b")]
     assert f is not None and f.figures["ops"] == len(mm) > 0
