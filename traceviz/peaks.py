@@ -56,7 +56,12 @@ class Peak:
         return (key, f[key]) if key in f else None
 
 
-_NV = "NVIDIA datasheet"
+# Hopper's compute figures (dense) are the same across the SXM parts (H100, H200, GH200)
+# and across the NVL parts: they differ in memory bandwidth
+_HOPPER_SXM = {"fp64": 33.5, "fp64_matrix": 66.9, "fp32": 66.9, "tf32": 494.7,
+               "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9}
+_HOPPER_NVL = {"fp64": 30.0, "fp64_matrix": 60.0, "fp32": 60.0, "tf32": 417.5,
+               "fp16": 835.5, "bf16": 835.5, "fp8": 1670.5}
 # (pattern on the lower-cased device name, device, figures, source, note); first match
 # wins, so the more specific name comes first
 _TABLE: list[tuple[str, str, dict[str, float], str, str]] = [
@@ -110,30 +115,24 @@ _TABLE: list[tuple[str, str, dict[str, float], str, str]] = [
       "bf16": 756.0, "fp8": 1513.0, "bw": 2000.0},
      "NVIDIA H100 datasheet (2023), PCIe; tensor figures halved from the sparse ones", ""),
     (r"h100 nvl", "H100 NVL",
-     {"fp64": 30.0, "fp64_matrix": 60.0, "fp32": 60.0, "tf32": 417.5, "fp16": 835.5,
-      "bf16": 835.5, "fp8": 1670.5, "bw": 3900.0},
+     {**_HOPPER_NVL, "bw": 3900.0},
      "NVIDIA H100 datasheet (2023), NVL; tensor figures halved from the sparse ones", ""),
     (r"h100", "H100 SXM",
-     {"fp64": 33.5, "fp64_matrix": 66.9, "fp32": 66.9, "tf32": 494.7, "fp16": 989.4,
-      "bf16": 989.4, "fp8": 1978.9, "bw": 3350.0},
+     {**_HOPPER_SXM, "bw": 3350.0},
      "NVIDIA H100 datasheet (2023), SXM5; tensor figures halved from the sparse ones", ""),
     (r"gh200.*(141|144)\s?gb", "GH200 (HBM3e)",
-     {"fp64": 33.5, "fp64_matrix": 66.9, "fp32": 66.9, "tf32": 494.7, "fp16": 989.4,
-      "bf16": 989.4, "fp8": 1978.9, "bw": 4900.0},
+     {**_HOPPER_SXM, "bw": 4900.0},
      "NVIDIA GH200 Grace Hopper datasheet (2024), 144GB HBM3e; tensor figures halved from "
      "the sparse ones", ""),
     (r"gh200", "GH200 (HBM3)",
-     {"fp64": 33.5, "fp64_matrix": 66.9, "fp32": 66.9, "tf32": 494.7, "fp16": 989.4,
-      "bf16": 989.4, "fp8": 1978.9, "bw": 4000.0},
+     {**_HOPPER_SXM, "bw": 4000.0},
      "NVIDIA GH200 Grace Hopper datasheet (2024), 96GB HBM3; tensor figures halved from the "
      "sparse ones", ""),
     (r"h200 nvl", "H200 NVL",
-     {"fp64": 30.0, "fp64_matrix": 60.0, "fp32": 60.0, "tf32": 417.5, "fp16": 835.5,
-      "bf16": 835.5, "fp8": 1670.5, "bw": 4800.0},
+     {**_HOPPER_NVL, "bw": 4800.0},
      "NVIDIA H200 datasheet (2024), NVL; tensor figures halved from the sparse ones", ""),
     (r"h200", "H200 SXM",
-     {"fp64": 33.5, "fp64_matrix": 66.9, "fp32": 66.9, "tf32": 494.7, "fp16": 989.4,
-      "bf16": 989.4, "fp8": 1978.9, "bw": 4800.0},
+     {**_HOPPER_SXM, "bw": 4800.0},
      "NVIDIA H200 datasheet (2024), SXM; tensor figures halved from the sparse ones", ""),
     (r"\bb200\b", "B200",
      {"fp64": 37.0, "fp64_matrix": 37.0, "fp32": 75.0, "tf32": 1100.0, "fp16": 2250.0,
