@@ -59,8 +59,8 @@ MATRIX_CATEGORIES = ("gemm", "attention", "rnn")
 
 
 def tensor_core_share(work: pd.DataFrame) -> float | None:
-    """Share of matrix (gemm/attention/rnn) time in kernels on half/bf16/fp8 tensor-core
-    paths (None on CPU or without matrix kernels)."""
+    """Share of matrix (gemm/attention/rnn) time in kernels on tensor cores: TF32,
+    half, bf16 or fp8 paths (None on CPU or without matrix kernels)."""
     mat = work[work["category"].isin(MATRIX_CATEGORIES)]
     total = int(mat["dur_ns"].sum())
     if not total:

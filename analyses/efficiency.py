@@ -11,7 +11,6 @@ kernels, in proportion to their device time. Peaks come from ``traceviz.peaks``.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +19,7 @@ import pandas as pd
 
 from traceviz.analyses.work import work_rows
 from traceviz.categorical import per_distinct
+from traceviz.classify import TF32_KERNEL
 from traceviz.opcost import op_cost
 from traceviz.optree import parents_and_enclosing
 from traceviz.peaks import Peak, find
@@ -29,9 +29,6 @@ from traceviz.trace import Trace
 
 MATRIX_CATEGORIES = ("gemm", "rnn", "attention")
 OVER_PEAK = 1.05  # an achieved rate above its peak by more than timing noise
-# an FP32 matrix kernel on TF32 tensor cores (cuBLAS/cuDNN xmma and nvjet names, CUTLASS
-# tensorop SGEMM): held against the TF32 peak
-TF32_KERNEL = re.compile(r"tf32|tensorop_s1688gemm|tensorop_s16816gemm|_tst_", re.I)
 GROUP_COLUMNS = ["op", "dims", "types", "precision", "unit", "peak_key", "calls", "kernels",
                  "time_ns", "flops", "bytes", "tflops", "gbps", "intensity", "pct_peak",
                  "pct_bw", "bound"]
@@ -184,9 +181,10 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
         "unit": cost["unit"].to_numpy(dtype=object), "note": cost["note"].to_numpy(dtype=object)})
     k["covered"] = has_op & (pd.notna(k["op_flops"]) | pd.notna(k["op_bytes"])).to_numpy()
     k["matrix"] = np.isin(k["category"].to_numpy(), MATRIX_CATEGORIES)
-    k["tf32"] = (k["precision"] == "fp32").to_numpy() & k["matrix"].to_numpy() & \
-        per_distinct(work["name"], lambda n: np.array([bool(TF32_KERNEL.search(str(x)))
-                                                       for x in n]), fill=False)
+    tf32_name = per_distinct(work["name"], lambda n: np.array(
+        [bool(TF32_KERNEL.search(str(x))) for x in n], dtype=bool), fill=False)
+    k["tf32"] = (k["precision"] == "fp32").to_numpy(bool) & k["matrix"].to_numpy(bool) & \
+        np.asarray(tf32_name, dtype=bool)
     _share(k)
     groups = _groups(k, peak)
     kernels = _kernel_groups(k, peak)

@@ -109,8 +109,15 @@ TENSOR_CORE_HALF = re.compile(
 )
 
 
+# FP32 matrix kernels on TF32 tensor cores (cuBLAS/cuDNN xmma "tf32" names, CUTLASS's
+# tensorop SGEMM "tensorop_s1688gemm"/"s16816gemm")
+TF32_KERNEL = re.compile(r"tf32|tensorop_s1688gemm|tensorop_s16816gemm", re.IGNORECASE)
+
+
 def tensor_core_flags(names: pd.Index) -> np.ndarray:
-    return np.array([bool(TENSOR_CORE_HALF.search(str(n))) for n in names], dtype=bool)
+    """Matrix kernels on tensor cores: half, bf16 or fp8 paths, and TF32."""
+    return np.array([bool(TENSOR_CORE_HALF.search(str(n)) or TF32_KERNEL.search(str(n)))
+                     for n in names], dtype=bool)
 
 
 # Framework ops that change a tensor's dtype. aten::to only dispatches to _to_copy

@@ -203,6 +203,8 @@ class Trace:
 
             events = from_v1(events)
             meta["schema_version"] = schema.SCHEMA_VERSION
+        if not len(events):
+            raise TraceVizError(f"{path}: the trace table has no rows")
         missing = [c for c in schema.COLUMNS
                    if c not in events.columns and c not in schema.OPTIONAL_COLUMNS]
         if missing:

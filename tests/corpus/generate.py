@@ -574,6 +574,10 @@ def parquet_cases() -> list[Case]:
     add("missing-column", _parquet_case(lambda t: t.drop(["kind"])), ERR, "lacks columns")
     add("kind-unknown", _parquet_case(col("kind", lambda n: pa.array(["zzz"] * n))), ERR,
         "unknown values")
+    add("zero-rows", _parquet_case(lambda t: t.slice(0, 0)), ERR, "no rows")
+    add("details-junk", _parquet_case(col("details", lambda n: pa.array(
+        ["dims:[[", "xla_flops:abc", "dims:[[1e999]] types:[]", "\x00"] * (n // 4)
+        + ["dims:[[2]]"] * (n % 4)))), OK)
     return out
 
 

@@ -117,7 +117,7 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
             "queued idle/step": "–" if f.queued_idle_ns is None
             else fmt_ns(f.queued_idle_ns / f.per_step),
             "cast time/step": fmt_ns(f.cast_ns / f.per_step),
-            "tensor-core share": fmt_pct(f.tensor_core_share),
+            "tensor-core share (TF32/half/bf16/fp8)": fmt_pct(f.tensor_core_share),
         } for f in figs])
         sections.append(Section(
             "Idle and launch-bound fractions",

@@ -55,7 +55,8 @@ def runs_table(runs: list[RunFigures]) -> Table:
              for c in CATEGORIES if any(r.category_ns[c] for r in runs)]
     rows += [
         ("cast time", [fmt_ns(r.cast_ns / r.per_step) for r in runs]),
-        ("tensor-core share (half/bf16)", [fmt_pct(r.tensor_core_share) for r in runs]),
+        ("tensor-core share (TF32/half/bf16/fp8)",
+         [fmt_pct(r.tensor_core_share) for r in runs]),
     ]
     phases = [p for p in ("data", "forward", "backward", "optimizer", "(no phase)")
               if any((r.summary.phases["phase"] == p).any() for r in runs)]
