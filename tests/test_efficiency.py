@@ -530,3 +530,29 @@ def test_convolution_argument_positions_of_each_op():
             conc[fields] = "False"
         c = op_cost(name, d([q, q, q] + [[]] * 9, ["c10::BFloat16"] * 3 + [""] * 9, conc))
         assert c.flops == 4 * 2 * 16 * 1024 * 1024 * 64, name
+
+
+def test_integer_copies_are_not_casts(tmp_path):
+    """A copy kernel named ...WithCast launched by an aten::copy_ whose recorded dtypes
+    keep the floating-point format (here the H100 bf16 capture's float <-> bf16/fp16
+    copies relabelled long -> int, as a DLRM's index copies are) is no cast; the rest
+    stay."""
+    with gzip.open(CUDNN_BF16) as f:
+        doc = json.load(f)
+    before = traceviz.load(CUDNN_BF16).kernels()
+    edited = 0
+    for e in doc["traceEvents"]:
+        types = e.get("args", {}).get("Input type", [])[:2] if e.get("cat") == "cpu_op" \
+            else []
+        if e.get("name") == "aten::copy_" and len(types) == 2 and types[0] != types[1] and \
+                set(types) <= {"float", "c10::BFloat16", "c10::Half"}:
+            e["args"]["Input type"][:2] = ["long int", "int"]
+            edited += 1
+    assert edited
+    path = tmp_path / "int_copies.json"
+    path.write_text(json.dumps(doc))
+    after = traceviz.load(path).kernels()
+    copies = before["is_cast"] & (before["op"] == "aten::copy_")
+    assert copies.sum() > 0 and (after["is_cast"] & (after["op"] == "aten::copy_")).sum() == 0
+    others = before["is_cast"] & (before["op"] != "aten::copy_")
+    assert (after["is_cast"] & (after["op"] != "aten::copy_")).sum() == others.sum()

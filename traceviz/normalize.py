@@ -187,6 +187,7 @@ class _Ops:
     enclosing: np.ndarray      # per linked launch: index into rows (-1: none)
     names: pd.Categorical      # per row: the op (or hint, or user range) name
     hinted: np.ndarray         # per row: named by the parser's op_hint
+    same_format: np.ndarray    # per op row: its recorded dtypes show no float change
 
 
 def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace:
@@ -309,9 +310,9 @@ def _launch_ops(r: _Rows, ev: pd.DataFrame, links: _Links) -> _Ops:
     parent, launch_op = parents_and_enclosing(
         r.pid[op_rows], r.tid[op_rows], r.ts[op_rows], r.dur[op_rows],
         r.pid[links.launch], r.tid[links.launch], r.ts[links.launch])
-    op_is_cast = _cast_ops(r.categories, op_name_codes, parent,
-                           ev["dtype_change"].to_numpy(np.int8)[op_rows]
-                           if "dtype_change" in ev else np.full(len(op_rows), -1, np.int8))
+    change = ev["dtype_change"].to_numpy(np.int8)[op_rows] if "dtype_change" in ev \
+        else np.full(len(op_rows), -1, np.int8)
+    op_is_cast = _cast_ops(r.categories, op_name_codes, parent, change)
     has_op = launch_op >= 0
     op_codes = np.full(r.n, -1, dtype=np.int32)
     op_codes[links.device[has_op]] = op_name_codes[launch_op[has_op]]
@@ -325,7 +326,7 @@ def _launch_ops(r: _Rows, ev: pd.DataFrame, links: _Links) -> _Ops:
     op_names = pd.Categorical.from_codes(op_codes, categories=r.categories, validate=False)
     if hinted.any():
         op_names = pd.Categorical(np.where(hinted, hint, op_names.astype(object)))
-    return _Ops(op_rows, op_is_cast, launch_op, op_names, hinted)
+    return _Ops(op_rows, op_is_cast, launch_op, op_names, hinted, change == 0)
 
 
 def _steps(r: _Rows, given_step: np.ndarray, links: _Links) -> np.ndarray:
@@ -357,6 +358,11 @@ def _casts(r: _Rows, links: _Links, ops: _Ops) -> np.ndarray:
     is_kernel = r.kind == _K["kernel"]
     is_cast = is_kernel & per_distinct(r.names, classify.cast_kernel_flags, fill=False)
     has_op = ops.enclosing >= 0
+    # a copy kernel named "...WithCast" that an op launched whose recorded dtypes keep the
+    # floating-point format (int -> long, float -> float) converts no precision
+    same = np.zeros(r.n, dtype=bool)
+    same[links.device[has_op]] = ops.same_format[ops.enclosing[has_op]]
+    is_cast &= ~same
     cast_launch = np.zeros(r.n, dtype=bool)
     cast_launch[links.device[has_op]] = ops.is_cast[ops.enclosing[has_op]]
     is_cast |= cast_launch & is_kernel
