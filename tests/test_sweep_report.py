@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import needs
+from tests.conftest import ROOT, needs
 
 needs("torch")
 pytestmark = pytest.mark.capture  # every test here runs real captures
@@ -51,6 +51,11 @@ def test_sweep_table(sweep_dir):
         assert r.model_tflops == pytest.approx(bench["workload_flops"]
                                                / bench["time_per_batch_s"]["median"] / 1e12)
         assert r.peak_memory_bytes == bench["memory"]["peak_rss_growth_bytes"]
+        # the spread and the NOISY verdict travel with the median
+        t = bench["time_per_batch_s"]
+        assert (r.time_min_s, r.time_max_s, r.time_cv, r.noisy) == (
+            t["min"], t["max"], t["cv"], t["noisy"])
+        assert r.cpu_threads >= 1
 
 
 def test_sweep_resume_and_refusal(sweep_dir, capsys):
@@ -81,3 +86,16 @@ def test_sweep_plot_and_reports(sweep_dir, tmp_path):
     page = html.read_text()
     assert page.count("data:image/png;base64,") >= 1 and "<table" in page
     assert main(["report", str(sweep_dir), "-o", str(html)]) == 2  # no overwrite without --force
+
+
+def test_an_older_sweep_gets_flops_and_the_noisy_verdict():
+    """The committed H100 batch sweep predates both columns: workload FLOPs from its
+    preset and sizes (deepbench forward: 2 x seq x batch x 4H x (I + H)), NOISY from its
+    min and max (bench.json's max/min > 1.5 rule)."""
+    from traceviz.sweep import load_sweep
+
+    df = load_sweep(ROOT / "sample_traces" / "gpu" / "sweep-batch" / "sweep.parquet")
+    ok = df[df["status"] == "ok"]
+    assert (ok["workload_flops"] == 2 * 100 * ok["batch"] * 4 * 512 * (512 + 512)).all()
+    assert (ok["model_tflops"] == ok["workload_flops"] / ok["time_per_batch_s"] / 1e12).all()
+    assert (ok["noisy"] == (ok["time_max_s"] / ok["time_min_s"] > 1.5)).all()

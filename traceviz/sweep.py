@@ -22,6 +22,7 @@ import pandas as pd
 
 from traceviz.errors import TraceVizError
 from traceviz.fileio import atomic_output
+from traceviz.runners.protocol import NOISY_MAX_OVER_MIN
 
 SWEEP_FILE = "sweep.parquet"
 
@@ -103,6 +104,13 @@ def with_model_tflops(df: pd.DataFrame) -> pd.DataFrame:
         df.iat[i, df.columns.get_loc("workload_flops")] = workload_flops(w.to_dict())["total"]
     t = df.get("time_per_batch_s", np.nan)
     df["model_tflops"] = df["model_tflops"].fillna(df["workload_flops"] / t / 1e12)
+    # the NOISY verdict (bench.json's rule); a sweep written before has min and max only
+    if "time_min_s" in df and "time_max_s" in df:
+        spread = df["time_max_s"] / df["time_min_s"] > NOISY_MAX_OVER_MIN
+        if "noisy" not in df:
+            df["noisy"] = spread.where(df["time_min_s"].notna())
+        else:
+            df["noisy"] = df["noisy"].where(df["noisy"].notna(), spread)
     return df
 
 
@@ -123,6 +131,9 @@ def _row(point: dict, spec: SweepSpec, run_dir: Path, result=None, error: str = 
         "time_per_batch_s": bench["time_per_batch_s"]["median"],
         "time_min_s": bench["time_per_batch_s"]["min"],
         "time_max_s": bench["time_per_batch_s"]["max"],
+        "time_cv": bench["time_per_batch_s"].get("cv"),
+        "noisy": bench["time_per_batch_s"].get("noisy"),
+        "cpu_threads": (result.trace.meta.get("runner") or {}).get("cpu_threads"),
         "sequences_per_s": bench["sequences_per_s"],
         "elapsed_s": bench["elapsed_s"],
         "busy_ns": fig.busy_ns, "span_ns": fig.span_ns, "idle_fraction": fig.idle_fraction,

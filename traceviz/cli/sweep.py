@@ -104,12 +104,15 @@ class SweepCommand(Command):
         from rich.table import Table
 
         t = Table(title=f"Sweep {out} ({len(ok)} of {len(df)} points ok)", title_justify="left")
-        for col in ("point", "time/batch", "sequences/s", "TFLOP/s", "MFU", "idle",
-                    "top kernel"):
+        for col in ("point", "time/batch", "min - max", "sequences/s", "TFLOP/s", "MFU",
+                    "idle", "top kernel"):
             t.add_column(col, no_wrap=col != "top kernel")
         for r in ok.itertuples(index=False):
             tflops, mfu = getattr(r, "model_tflops", None), getattr(r, "mfu", None)
-            t.add_row(r.point, f"{r.time_per_batch_s * 1e3:.3f} ms", f"{r.sequences_per_s:,.1f}",
+            noisy = " NOISY" if getattr(r, "noisy", False) is True else ""
+            t.add_row(r.point, f"{r.time_per_batch_s * 1e3:.3f} ms{noisy}",
+                      f"{r.time_min_s * 1e3:.3f}-{r.time_max_s * 1e3:.3f}",
+                      f"{r.sequences_per_s:,.1f}",
                       "–" if tflops is None or tflops != tflops else f"{tflops:,.2f}",
                       "–" if mfu is None or mfu != mfu else f"{mfu:.1%}",
                       "–" if r.idle_fraction != r.idle_fraction else f"{r.idle_fraction:.1%}",

@@ -197,7 +197,17 @@ def sweep_plots(df: pd.DataFrame, label: str = "sweep") -> dict[str, plt.Figure]
             sel = ok[(ok["hidden"] == hidden) & (ok[other] == fixed)]
             for series, part in sel.groupby("series"):
                 part = part.sort_values(axis)
-                ax.plot(part[axis], part["time_per_batch_s"] * 1e3, marker="o", label=series)
+                med = part["time_per_batch_s"].to_numpy(float) * 1e3
+                # the timed batches' min-max as bars: a noisy median is not a clean point
+                lo = part.get("time_min_s", part["time_per_batch_s"]).to_numpy(float) * 1e3
+                hi = part.get("time_max_s", part["time_per_batch_s"]).to_numpy(float) * 1e3
+                ax.errorbar(part[axis], med, yerr=[np.nan_to_num(med - lo),
+                                                   np.nan_to_num(hi - med)],
+                            marker="o", capsize=3, label=series)
+                noisy = part.get("noisy", pd.Series(False, index=part.index)).fillna(False)
+                if noisy.any():
+                    ax.scatter(part[axis][noisy.to_numpy(bool)], med[noisy.to_numpy(bool)],
+                               s=90, facecolors="none", edgecolors="red", zorder=3)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.set_xticks(sorted(sel[axis].unique()))
@@ -212,7 +222,9 @@ def sweep_plots(df: pd.DataFrame, label: str = "sweep") -> dict[str, plt.Figure]
             ax.set_title(f"hidden {hidden}, {other} {fixed}")
             ax.legend(fontsize=7)
         fig.suptitle(f"{label}: time per batch vs "
-                     + ("batch size" if axis == "batch" else "timesteps"), fontsize=10)
+                     + ("batch size" if axis == "batch" else "timesteps")
+                     + " (median; bars: the timed batches' min-max; red ring: NOISY)",
+                     fontsize=10)
         fig.tight_layout()
         figs[name] = fig
     if "model_tflops" in ok and ok["batch"].nunique() >= 2 and ok["model_tflops"].notna().any():

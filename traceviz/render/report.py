@@ -143,13 +143,17 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                 pd.DataFrame(amp_rows(br), columns=["part", "time per step"]),
                 [(f"amp_{_safe(b.label)}.png", _png(amp_waterfall(br, a.label, b.label)))]))
     for label, df in sweeps:
-        cols = [c for c in ("point", "status", "time_per_batch_s", "sequences_per_s",
+        cols = [c for c in ("point", "status", "time_per_batch_s", "time_min_s", "time_max_s",
+                            "time_cv", "noisy", "cpu_threads", "sequences_per_s",
                             "model_tflops", "mfu", "peak_memory_bytes",
                             "idle_fraction", "launch_bound_fraction", "cast_share",
                             "top_kernel", "error") if c in df]
         table = df[cols].copy()
         human: dict[str, Callable[[float], str]] = {
                  "time_per_batch_s": lambda v: fmt_ns(v * 1e9),
+                 "time_min_s": lambda v: fmt_ns(v * 1e9),
+                 "time_max_s": lambda v: fmt_ns(v * 1e9), "time_cv": fmt_pct,
+                 "noisy": lambda v: "NOISY" if v else "",
                  "sequences_per_s": lambda v: f"{v:,.1f}",
                  "model_tflops": lambda v: f"{v:,.2f}", "mfu": fmt_pct,
                  "peak_memory_bytes": fmt_bytes,
@@ -158,7 +162,9 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
         for c, fmt in human.items():
             if c in table:
                 table[c] = table[c].map(lambda v, f=fmt: "–" if pd.isna(v) else f(v))
-        table = table.rename(columns={"time_per_batch_s": "time/batch",
+        table = table.rename(columns={"time_per_batch_s": "time/batch", "time_min_s": "min",
+                                      "time_max_s": "max", "time_cv": "CV",
+                                      "cpu_threads": "CPU threads",
                                       "sequences_per_s": "sequences/s",
                                       "model_tflops": "model TFLOP/s",
                                       "peak_memory_bytes": "peak memory",
