@@ -9,6 +9,7 @@ Thresholds are stated in each rule (and in README "What-if and advice"); a rule 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -26,7 +27,7 @@ from traceviz.categorical import each, per_distinct
 from traceviz.intervals import union_blocks
 from traceviz.launch_apis import is_graph_launch, is_sync_call
 from traceviz.trace import Trace
-from traceviz.units import fmt_ns, fmt_pct, short_name
+from traceviz.units import fmt_ns, fmt_pct, plural, short_name
 
 HOST_BOUND = 0.25          # launch-bound share of the span (GPU)
 FRAMEWORK_BOUND = 0.30     # framework overhead share (CPU)
@@ -117,7 +118,7 @@ def kernel_sequences(ctx: Context) -> Finding | None:
     return Finding(
         "kernel_sequences", f"A sequence of {n} {what} repeats {per_step:,.0f} times per step",
         [" -> ".join(short_name(x, 60) for x in names),
-         f"{count:,} times in {ctx.steps} steps; categories: {', '.join(cats)}",
+         f"{count:,} times in {plural(ctx.steps, 'step')}; categories: {', '.join(cats)}",
          f"fused into one kernel: {(n - 1) * per_step:,.0f} launches fewer per step"],
         "fuse the pattern into one kernel: torch.compile or TorchScript the cell, a fused "
         "LSTM cell (cuDNN), or a custom (Triton) kernel" + ("" if pointwise else
@@ -212,7 +213,7 @@ def syncs_in_steps(ctx: Context) -> Finding | None:
                       .head(3).items())
     return Finding(
         "syncs_in_steps", "The host synchronizes with the GPU inside steps",
-        [f"{len(calls):,} synchronizing calls in {ctx.steps} steps "
+        [f"{plural(len(calls), 'synchronizing call')} in {plural(ctx.steps, 'step')} "
          f"({len(calls) / ctx.steps:.1f} per step): {names}",
          f"the host spent {fmt_ns(blocked)} in them"],
         "move .item(), .cpu(), printing of tensors and explicit synchronize calls out of "
@@ -270,7 +271,7 @@ def long_gaps(ctx: Context) -> Finding | None:
         (s.queued_idle_ns or 0) else "dependencies or synchronization (launched work waited)"
     return Finding(
         "long_gaps", "Long idle gaps on the device",
-        [f"{count:,} gaps of >= {fmt_ns(LONG_GAP_NS)}, {fmt_ns(total)} in all "
+        [f"{plural(count, 'gap')} of >= {fmt_ns(LONG_GAP_NS)}, {fmt_ns(total)} in all "
          f"({fmt_pct(total / span)} of the span), longest {fmt_ns(longest)}",
          f"most idle time waits for {cause}"],
         "look at what the host does in the gaps (traceviz analyze --plot, the phases): "
@@ -329,5 +330,17 @@ def advise(trace: Trace) -> tuple[list[Finding], int]:
     """Every rule's finding on ``trace``, biggest estimated saving first, and the number
     of steps the savings are over."""
     ctx = Context(trace)
-    found = [f for rule in RULES if (f := rule(ctx)) is not None]
+    found = [no_loss(f) for rule in RULES if (f := rule(ctx)) is not None]
     return sorted(found, key=lambda f: -(f.saving_ns or 0)), ctx.steps
+
+
+def no_loss(f: Finding) -> Finding:
+    """A finding whose scenario replays slower than the trace claims no saving: it says
+    so instead of recommending an action by its own estimate a loss (a vision model whose
+    kernels already fill the device: CUDA graphs replayed 1.7 ms/step slower)."""
+    if f.saving_ns is None or f.saving_ns >= 0:
+        return f
+    return replace(f, saving_ns=None, evidence=[
+        *f.evidence, f"the {f.saving_scenario} replay predicts no gain here "
+        f"({fmt_ns(-f.saving_ns)} slower over the replayed windows): the device, not the "
+        "host or launches, sets the pace; the action may not pay"])

@@ -45,6 +45,9 @@ def union(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
+FLOATS = {"float", "double", "c10::Half", "c10::BFloat16"}
+
+
 class Reference:
     def __init__(self, path: Path):
         self.events = load(path)
@@ -77,6 +80,32 @@ class Reference:
 
     def launch_of(self) -> dict:
         return {e["args"]["correlation"]: e for e in self.launches}
+
+    def cast_kernels(self) -> list[dict]:
+        """Copy kernels named ...WithCast, but not those launched by an aten::copy_ whose
+        recorded dtypes keep the floating-point format (an integer copy): the launch
+        found by correlation id, its op by walking the launching thread's cpu_ops."""
+        launch = self.launch_of()
+        ops: dict = {}
+        for e in self.events:
+            if e.get("cat") == "cpu_op":
+                ops.setdefault((e["pid"], e["tid"]), []).append(e)
+
+        def keeps_format(k: dict) -> bool:
+            call = launch.get(k["args"].get("correlation"))
+            if call is None:
+                return False
+            t = ns(call["ts"])
+            around = [o for o in ops.get((call["pid"], call["tid"]), [])
+                      if ns(o["ts"]) <= t < ns(o["ts"]) + ns(o["dur"])]
+            op = max(around, key=lambda o: ns(o["ts"])) if around else None
+            types = (op or {}).get("args", {}).get("Input type") or []
+            if not op or op["name"] != "aten::copy_" or len(types) < 2:
+                return False
+            return types[0] == types[1] or not (types[0] in FLOATS and types[1] in FLOATS)
+
+        return [e for e in self.kernels if "copy_kernel" in e["name"]
+                and "WithCast" in e["name"] and not keeps_format(e)]
 
     def steps(self) -> list[tuple[int, int, int]]:
         """(start, end, number) of the host ProfilerStep#N markers, by start."""

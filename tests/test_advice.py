@@ -136,3 +136,14 @@ def test_memory_headroom_from_bench_memory():
     assert f.figures["times"] == 26 and "26x" in f.action
     t.meta["bench"]["memory"]["peak_allocated_bytes"] = 50 * 2**30
     assert A.memory_headroom(A.Context(t)) is None
+
+
+def test_a_scenario_that_replays_slower_claims_no_saving():
+    f = A.Finding("host_bound", "t", ["e"], "capture the step in a CUDA graph", -1_663_000,
+                  "cuda_graphs", {})
+    g = A.no_loss(f)
+    assert g.saving_ns is None and g.evidence[0] == "e"
+    assert "cuda_graphs replay predicts no gain" in g.evidence[-1]
+    assert "1.663 ms" in g.evidence[-1]
+    kept = A.Finding("casts", "t", ["e"], "a", 5, "no_casts", {})
+    assert A.no_loss(kept) is kept

@@ -117,7 +117,7 @@ def test_capture_errors_are_one_line(tmp_path, capsys):
     assert main(["capture", "--model", "nope_torch", *TINY]) == 2
     assert "unknown model" in capsys.readouterr().err
     assert main(["capture", "--model", "fine_torch", *TINY[:2], "--batch", "0"]) == 2
-    assert "--batch must be positive" in capsys.readouterr().err
+    assert "--batch: must be positive" in capsys.readouterr().err
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "keep.txt").write_text("mine")

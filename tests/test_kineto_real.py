@@ -208,37 +208,14 @@ def test_graph_launch_links_many_kernels(kineto_dir):
     assert len(graph) == expected > 70  # 70 graph launches, more kernels than launches
 
 
-_FLOATS = {"float", "double", "c10::Half", "c10::BFloat16"}
-
-
 def test_cast_kernels_match_raw_names(kineto_dir):
     """Copy kernels named ...WithCast are casts, except where the op that launched them
     recorded dtypes that keep the floating-point format (this DDP trace copies long to
     int): recomputed from the raw events, op found by walking the launch's thread."""
     path = kineto_dir / "a100_80gb_queue.json.gz"
     ref = Reference(path)
-    launch = ref.launch_of()
-    ops: dict = {}
-    for e in ref.events:
-        if e.get("cat") == "cpu_op":
-            ops.setdefault((e["pid"], e["tid"]), []).append(e)
-
-    def innermost_op(call: dict) -> dict | None:
-        t = ns(call["ts"])
-        around = [o for o in ops.get((call["pid"], call["tid"]), [])
-                  if ns(o["ts"]) <= t < ns(o["ts"]) + ns(o["dur"])]
-        return max(around, key=lambda o: ns(o["ts"])) if around else None
-
-    def keeps_format(k: dict) -> bool:
-        call = launch.get(k["args"].get("correlation"))
-        op = innermost_op(call) if call else None
-        types = (op or {}).get("args", {}).get("Input type") or []
-        if not op or op["name"] != "aten::copy_" or len(types) < 2:
-            return False
-        return types[0] == types[1] or not (types[0] in _FLOATS and types[1] in _FLOATS)
-
     named = [e for e in ref.kernels if "copy_kernel" in e["name"] and "WithCast" in e["name"]]
-    raw_casts = [e for e in named if not keeps_format(e)]
+    raw_casts = ref.cast_kernels()
     assert 0 < len(raw_casts) < len(named)  # integer copies among them
     s = summarize(load(path))
     assert s.casts.count == len(raw_casts)

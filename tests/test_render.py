@@ -137,3 +137,10 @@ def test_names_with_brackets_print_as_they_are(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "k[/cfg] [with T = float]" in out
     assert main(["compare", str(path), str(path)]) == 0
+
+
+def test_plural():
+    from traceviz.units import plural
+
+    assert plural(1, "step") == "1 step" and plural(2, "gap") == "2 gaps"
+    assert plural(0, "other") == "0 others" and plural(1234, "call") == "1,234 calls"

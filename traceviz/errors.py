@@ -35,7 +35,7 @@ class TraceVizError(Exception):
         if self.action:
             how = f"use {name}" if name.startswith("--") else f"pass {name}=True"
             return f"{self.message} ({how} to {self.action})"
-        return f"{name} {self.message}"
+        return f"{name}: {self.message}"
 
 
 class InputError(TraceVizError):

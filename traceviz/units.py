@@ -19,6 +19,11 @@ def fmt_ns(ns: float | None) -> str:
     return f"{ns:.0f} ns"
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 step``, ``2 steps`` (``many``: an irregular plural)."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
 def fmt_pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from traceviz.analyses.advice_base import Finding
 from traceviz.analyses.whatif import WhatIf
-from traceviz.units import fmt_ns, fmt_pct
+from traceviz.units import fmt_ns, fmt_pct, plural
 
 
 def _per_step(ns: int | None, steps: int) -> str:
@@ -21,7 +21,7 @@ def _per_step(ns: int | None, steps: int) -> str:
 def whatif_render(w: WhatIf) -> RenderableType:
     m = w.model
     head = Table.grid(padding=(0, 2))
-    where = f"over {w.steps} steps" if w.steps else "over the trace's windows"
+    where = f"over {plural(w.steps, 'step')}" if w.steps else "over the trace's windows"
     if w.devices > 1:
         where += f", {w.devices} devices summed"
     head.add_row("measured", _per_step(w.measured_ns, w.steps), where)

@@ -21,7 +21,7 @@ from traceviz.analyses.ranks import (
 from traceviz.analyses.summary import Summary
 from traceviz.analyses.timings import Timings
 from traceviz.render.fit import Col, fitted_table
-from traceviz.units import fmt_ns, fmt_pct, short_name
+from traceviz.units import fmt_ns, fmt_pct, plural, short_name
 
 
 def render_summary(summary: Summary, top: int = 15, wide: bool = False,
@@ -37,7 +37,8 @@ def render_summary(summary: Summary, top: int = 15, wide: bool = False,
         parts.append(phase_render(summary.phases, summary.steps, summary.cpu_trace))
     if not summary.cpu_trace:
         parts.append(_launches(summary))
-    parts.append(_casts(summary, wide))
+    if summary.casts.count or summary.casts.cast_ops:  # an FP32 run: no empty section
+        parts.append(_casts(summary, wide))
     if summary.efficiency is not None:
         from traceviz.render.efficiency import efficiency_render, memory_render
 
@@ -117,7 +118,7 @@ def _top_kernels(s: Summary, top: int, wide: bool, name_width: int, n_stats: int
                   *(fmt_ns(values[c]) for c in stats), fmt_pct(r.share))
     rest = s.kernels.iloc[top:]
     if len(rest):
-        t.add_row("", f"({len(rest):,} others)", *([""] if s.by_config else []), "",
+        t.add_row("", f"({plural(len(rest), 'other')})", *([""] if s.by_config else []), "",
                   f"{int(rest['count'].sum()):,}", fmt_ns(rest["total_ns"].sum()),
                   *([""] * len(stats)), fmt_pct(rest["share"].sum()))
     return t
