@@ -80,3 +80,20 @@ def test_no_variant_list_outside_the_registry():
               *(ROOT / "traceviz").rglob("*.py")]
     offenders = [str(p.relative_to(ROOT)) for p in places if listing.search(p.read_text())]
     assert offenders == []
+
+
+def test_models_says_how_to_install_a_missing_framework(capsys, tmp_path, monkeypatch):
+    """A framework that is not here is named with the command that makes it available,
+    as capture says: MXNet's interpreter, absent from a folder without ./.venv-mxnet."""
+    import json
+
+    from traceviz.cli import main
+    from traceviz.runners import FRAMEWORKS, MXNET_PYTHON_VAR
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(MXNET_PYTHON_VAR, raising=False)
+    assert main(["models", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    mx = rows["gluon_mxnet"]
+    assert not mx["available"] and mx["why_not"] == FRAMEWORKS["mxnet"].missing()
+    assert "traceviz env mxnet" in mx["why_not"]

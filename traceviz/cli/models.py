@@ -33,7 +33,7 @@ class ModelsCommand(Command):
         for v in chosen:
             fw = FRAMEWORKS[v.framework]
             if not fw.installed():
-                ok, why = False, f"{v.framework} is not installed"
+                ok, why = False, fw.missing()  # with the command that installs it
             elif v.gpu_only:
                 if cuda is None:
                     cuda = default_device() == "cuda"
