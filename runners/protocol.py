@@ -188,9 +188,13 @@ def warm_up(step: Callable[[], None], least: int, most: int) -> tuple[list[float
     """At least ``least`` batches, then more until the last ones agree (``settled``), at
     most ``most`` in all. Returns the warm-up times and whether they settled."""
     emit("phase", phase="warmup", total=least)
-    times = timed_steps(step, least, "warmup")
-    while not settled(times) and len(times) < most:
-        times += timed_steps(step, 1, "warmup")
+    times: list[float] = []
+    while len(times) < least or (not settled(times) and len(times) < most):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+        # an extra settling batch counts on (4/4, 5/5...), not again from 1
+        emit("progress", phase="warmup", done=len(times), total=max(least, len(times)))
     return times, settled(times) or most <= least
 
 

@@ -82,3 +82,15 @@ def test_emulated_half_precision_is_capped_harder():
         assert (w.batch, w.seq) == (8, 10) and "emulated" in notes[0]
     w, _ = make_workload("ptb_lm", None, "cpu", amp="bf16", batch=32)
     assert w.batch == 32  # an explicit size wins
+
+
+def test_warm_up_progress_counts_on(capsys):
+    """Extra settling batches count on (4/4, 5/5), not back to "warmup 1/3" each time."""
+    from traceviz.runners.protocol import warm_up
+
+    sleeps = iter([0.001, 0.03, 0.001, 0.03, 0.001, 0.03, 0.01, 0.01, 0.01, 0.01, 0.01])
+    times, ok = warm_up(lambda: time.sleep(next(sleeps)), 3, 11)
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    done = [e["done"] for e in events if e["event"] == "progress"]
+    assert done == list(range(1, len(times) + 1)) and len(times) > 3
+    assert all(e["total"] == max(3, e["done"]) for e in events if e["event"] == "progress")

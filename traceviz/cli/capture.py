@@ -166,7 +166,8 @@ def _with_phases(err: Console, job: Callable, notes: list[str]):
                 tasks[event["phase"]] = progress.add_task(event["phase"],
                                                           total=event.get("total") or 0)
             elif kind == "progress" and event.get("phase") in tasks:
-                progress.update(tasks[event["phase"]], completed=event["done"])
+                progress.update(tasks[event["phase"]], completed=event["done"],
+                                total=event.get("total"))
             elif kind == "note":
                 notes.append(event["message"])
 
