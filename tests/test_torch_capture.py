@@ -11,6 +11,7 @@ from tests.conftest import needs
 from tests.rawref import ns
 from traceviz.analyses import summarize
 from traceviz.classify import TRIVIAL_OP
+from traceviz.cli import main
 from traceviz.parsers import load
 
 torch = needs("torch")
@@ -132,3 +133,24 @@ def test_recorded_dtypes_tell_casts_from_copies(tmp_path):
     to_copy = ops[ops["name"] == "aten::_to_copy"]
     assert len(to_copy) == sum(e["name"] == "aten::_to_copy" for e in raw)
     assert int(to_copy["is_cast"].sum()) == expected
+
+
+def test_steady_capture_has_the_same_work_in_every_step(tmp_path):
+    """Whether an op is work does not depend on jitter: in a steady TorchScript forward
+    capture every profiled step has the same work ops (by name and count), and the ops
+    whose own share crosses 50% from one step to the next are the same in every step."""
+    from collections import Counter
+
+    from traceviz.analyses.work import work_rows
+    from traceviz.trace import Trace
+
+    out = tmp_path / "jit"
+    assert main(["capture", "--model", "jit_torch", "--mode", "forward", "--batch", "16",
+                 "--seq", "20", "--steps", "3", "--profile-steps", "3", "--warmup", "1",
+                 "--out", str(out)]) == 0
+    work = work_rows(Trace.load(out / "trace.parquet"))
+    per_step = {s: Counter(g["name"].astype(str)) for s, g in work.groupby("step")
+                if s >= 0}
+    assert len(per_step) == 3
+    first = next(iter(per_step.values()))
+    assert all(c == first for c in per_step.values())

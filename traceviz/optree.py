@@ -30,14 +30,21 @@ def work_op_mask(ops: pd.DataFrame) -> np.ndarray:
     An op is work when it spends at least ``SELF_SHARE`` of its time in itself rather
     than in ops nested in it (aten::mm over resolve_conj, oneDNN's rnn layer over its
     bias add: yes; aten::linear over addmm, autograd wrappers: no); ops nested in a
-    unit of work are part of it, so nothing is counted twice.
+    unit of work are part of it, so nothing is counted twice. The share is taken over
+    every call of the op in the same place (its name and its ancestors' names), so the
+    same op in the same place is work in every step or in none: a call whose own share
+    jitters across 50% (an addmm at 65% in one step, 47% in the next) does not flip
+    between work and framework overhead.
     """
     parents = op_parents(ops)
     dur = ops["dur_ns"].to_numpy(np.int64)
     nested = np.zeros(len(ops), dtype=np.int64)
     has_parent = parents >= 0
     np.add.at(nested, parents[has_parent], dur[has_parent])
-    unit = (dur - nested) >= SELF_SHARE * dur
+    place = _places(ops["name"], parents)
+    own = pd.Series(dur - nested).groupby(place).transform("sum").to_numpy(np.float64)
+    total = pd.Series(dur).groupby(place).transform("sum").to_numpy(np.float64)
+    unit = own >= SELF_SHARE * total
     inside_unit = np.zeros(len(ops), dtype=bool)
     up = parents.copy()
     while (up >= 0).any():  # one pass per nesting level, all ops at once
@@ -45,6 +52,26 @@ def work_op_mask(ops: pd.DataFrame) -> np.ndarray:
         inside_unit[live] |= unit[up[live]]
         up[live] = parents[up[live]]
     return unit & ~inside_unit
+
+
+def _places(names: pd.Series, parents: np.ndarray) -> np.ndarray:
+    """An id per distinct path of op names from the root of its thread's nesting to the
+    op (``aten::addmm`` under ``aten::linear`` under ``forward``), one nesting level at a
+    time."""
+    code = pd.Categorical(names).codes.astype(np.int64)
+    depth = np.zeros(len(parents), dtype=np.int64)
+    up = parents.copy()
+    while (up >= 0).any():
+        live = up >= 0
+        depth[live] += 1
+        up[live] = parents[up[live]]
+    place = np.full(len(parents), -1, dtype=np.int64)
+    for d in range(int(depth.max()) + 1 if len(depth) else 0):
+        rows = np.flatnonzero(depth == d)
+        above = place[parents[rows]] if d else np.full(len(rows), -1, dtype=np.int64)
+        place[rows] = pd.MultiIndex.from_arrays([above, code[rows]]).factorize()[0] \
+            + (place.max() + 1 if d else 0)
+    return place
 
 
 def parents_and_enclosing(pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, dur: np.ndarray,
