@@ -37,6 +37,7 @@ CAST_OF_MATRIX = 0.10      # cast time / matrix time
 LONG_GAP_NS = 1_000_000
 LONG_GAPS_SHARE = 0.10
 DATA_SHARE = 0.10
+PAGEABLE_SHARE = 0.01      # pageable copy time / span, for a finding worth acting on
 POINTWISE = ("elementwise", "cast", "reduction")
 
 
@@ -234,12 +235,17 @@ def pageable_memcpy(ctx: Context) -> Finding | None:
     p = m[pageable]
     if p.empty:
         return None
+    # worth acting on: the copies, or the host calls they block (a pageable copy is
+    # synchronous), take a share of the span; 2 copies of 16 bytes are not
+    host_ns = int(p["launch_dur_ns"].fillna(0).sum())
+    if max(int(p["dur_ns"].sum()), host_ns) < PAGEABLE_SHARE * max(ctx.summary.span_ns, 1):
+        return None
     known = p["bytes"] >= 0
     size = f", {int(p.loc[known, 'bytes'].sum()):,} bytes" if known.any() else ""
     return Finding(
         "pageable_memcpy", "Copies use pageable host memory",
         [f"{len(p):,} of {len(m):,} copies are pageable ({fmt_ns(int(p['dur_ns'].sum()))} "
-         f"of copy time{size})",
+         f"of copy time{size}; their calls held the host {fmt_ns(host_ns)})",
          ", ".join(f"{n} x{k}" for n, k in p["name"].astype(str).value_counts().head(2)
                    .items())],
         "pin host buffers (DataLoader(pin_memory=True), tensor.pin_memory()) and copy "

@@ -68,7 +68,8 @@ def _header(s: Summary) -> Table:
     if s.cpu_trace:
         grid.add_row("trace", "CPU trace (no device rows): leaf framework ops play the kernels")
     else:
-        names = ", ".join(f"{d}: {devices.get(str(d), 'GPU')}" for d in used) or "–"
+        # "GPU 3: NVIDIA ..." (an id, not a count of 3)
+        names = ", ".join(f"GPU {d}: {devices.get(str(d), '?')}" for d in used) or "–"
         grid.add_row("devices", names)
     scope = f"{s.steps} step window(s)" if s.scope == "steps" else "whole trace (no steps)"
     grid.add_row("scope", f"busy and span over {scope}")
