@@ -82,7 +82,7 @@ def kernel_sequences(ctx: Context) -> Finding | None:
     stream, HTA's "frequent CUDA kernel sequences": a pattern repeated >= 8 times per step
     is a per-timestep pattern, a fusion candidate; fusing it saves (length - 1) launches
     per repetition."""
-    if not ctx.steps:
+    if not ctx.steps or ctx.trace.is_cpu:  # launches and kernel fusion: a GPU's matter
         return None
     work = work_rows(ctx.trace)
     # a graph launch already runs its kernels without one launch each
@@ -114,21 +114,55 @@ def kernel_sequences(ctx: Context) -> Finding | None:
     pointwise = all(c in POINTWISE for c in cats)
     # fuse_pointwise models every pointwise run of the trace: its saving is this
     # finding's only when the sequence is all pointwise
-    fuse = ctx.saving("fuse_pointwise") if pointwise and not ctx.trace.is_cpu else None
-    what = "kernels" if not ctx.trace.is_cpu else "ops"
+    fuse = ctx.saving("fuse_pointwise") if pointwise else None
     return Finding(
-        "kernel_sequences", f"A sequence of {n} {what} repeats {per_step:,.0f} times per step",
+        "kernel_sequences", f"A sequence of {n} kernels repeats {per_step:,.0f} times per step",
         [" -> ".join(short_name(x, 60) for x in names),
          f"{count:,} times in {plural(ctx.steps, 'step')}; categories: {', '.join(cats)}",
          f"fused into one kernel: {(n - 1) * per_step:,.0f} launches fewer per step"],
-        "fuse the pattern into one kernel: torch.compile or TorchScript the cell, a fused "
-        "LSTM cell (cuDNN), or a custom (Triton) kernel" + ("" if pointwise else
-                                                              "; it holds non-pointwise "
-                                                              "kernels, so fusion needs a "
-                                                              "compiler or a fused cell"),
+        _fusion_action(ctx, work, names[0]) + ("" if pointwise else
+                                                 "; it holds non-pointwise kernels, so "
+                                                 "fusion needs a compiler or a fused op"),
         fuse, "fuse_pointwise (every pointwise run)" if fuse is not None else None,
         {"sequence": names, "per_step": per_step, "launches_saved_per_step":
          (n - 1) * per_step})
+
+
+OPTIMIZER_RANGE = re.compile(r"^(optimizer$|Optimizer\.step#)")
+RECURRENT = re.compile(r"lstm|gru|rnn", re.IGNORECASE)
+TORCHSCRIPT_VARIANTS = ("jit_torch", "static_torch")
+
+
+def _fusion_action(ctx: Context, work: pd.DataFrame, first: str) -> str:
+    """What fuses a repeated sequence, for this trace: an optimizer's per-parameter
+    update (its first kernel launched inside the optimizer's step range most of the
+    time) wants a foreach or fused optimizer; an LSTM (every traceviz capture, or a trace
+    naming one) a fused cell; TorchScript only for a model not already scripted."""
+    ev = ctx.trace.events
+    rows = work[work["name"].astype(str) == first]
+    at = rows["launch_ts_ns"].fillna(rows["ts_ns"]).to_numpy(np.int64)
+    ranges = ev[(ev["kind"] == "annotation") & ev["name"].astype(str).str.match(
+        OPTIMIZER_RANGE)]
+    bs, be = union_blocks(ranges["ts_ns"].to_numpy(np.int64),
+                          (ranges["ts_ns"] + ranges["dur_ns"]).to_numpy(np.int64))
+    i = np.searchsorted(bs, at, side="right") - 1
+    inside = (i >= 0) & (at < be[np.maximum(i, 0)]) if len(bs) else np.zeros(len(at), bool)
+    if len(at) and inside.mean() >= 0.5:
+        return ("an optimizer's update, one kernel per parameter: a foreach or fused "
+                "optimizer (torch.optim.SGD/Adam(..., foreach=True) or fused=True) runs it "
+                "as a few kernels")
+    names = pd.Series(ev["name"].cat.categories.astype(str))
+    lstm = ctx.trace.meta.get("model") is not None or bool(
+        names.str.contains(RECURRENT).any()) or bool((ev["category"] == "rnn").any())
+    scripted = ctx.trace.meta.get("model") in TORCHSCRIPT_VARIANTS or bool(
+        names.str.startswith("prim::").any())
+    ways = ["torch.compile the model"]
+    if lstm and not scripted:
+        ways.append("TorchScript the cell")
+    if lstm:
+        ways.append("a fused LSTM (cuDNN's nn.LSTM)")
+    ways.append("a custom (Triton) kernel")
+    return "fuse the pattern into one kernel: " + ", ".join(ways[:-1]) + " or " + ways[-1]
 
 
 def _top_ngram(codes: np.ndarray, stream: np.ndarray, pointwise: np.ndarray, n: int

@@ -165,3 +165,22 @@ def test_pageable_copies_need_a_size_worth_acting_on():
     small.loc[rows, "dur_ns"] = 1_000
     small.loc[rows, "launch_dur_ns"] = 1_000
     assert A.pageable_memcpy(A.Context(type(t)(small, dict(t.meta)))) is None
+
+
+def test_fusion_advice_fits_the_trace():
+    """LSTM actions only where the trace holds an LSTM, no TorchScript for a TorchScript
+    run, an optimizer's update where the kernels run in the optimizer's step, nothing on
+    a CPU trace (no launches to save there)."""
+    eager = A.kernel_sequences(A.Context(load(_path(H100 / "fine_torch/train"))))
+    assert "fused LSTM" in eager.action and "TorchScript the cell" in eager.action
+    scripted = A.kernel_sequences(A.Context(load(_path(H100 / "jit_torch/train"))))
+    assert "fused LSTM" in scripted.action and "TorchScript" not in scripted.action
+    ddp = A.kernel_sequences(A.Context(load(SHARED_TRACES / "kineto" / "v100_19k_kernels.json.gz")))
+    assert "LSTM" not in ddp.action and "TorchScript" not in ddp.action
+    assert A.kernel_sequences(A.Context(load(_path(CPU / "naive8_torch")))) is None
+    # the SGD step's foreach kernel: launched inside the "optimizer" range every time
+    t = load(_path(H100 / "fine_torch/train"))
+    k = t.kernels()
+    opt = k[k["phase"] == "optimizer"]["name"].astype(str).iloc[0]
+    action = A._fusion_action(A.Context(t), A.work_rows(t), opt)
+    assert "foreach or fused optimizer" in action
