@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,18 @@ TF32_SHARE = 0.10        # FP32 GEMM time on FP32 kernels / kernel time, with TF
 MEMORY_BOUND_SHARE = 0.10  # memory-bound matrix time / kernel time
 HEADROOM = 2.0           # device memory / peak allocated, for the headroom finding
 TENSOR_CORE_MULTIPLE = 8
+AMD_DEVICE = re.compile(r"\bAMD\b|Instinct|Radeon|\bMI\d{3}", re.IGNORECASE)
+
+
+def _cores(ctx: Context) -> str:
+    """What the vendor calls its matrix units: AMD's matrix cores, NVIDIA's tensor cores."""
+    devices = ctx.trace.meta.get("devices") or {}
+    names = devices.values() if isinstance(devices, dict) else []
+    apis = ctx.trace.events["launch_api"]
+    apis = apis.cat.categories if isinstance(apis.dtype, pd.CategoricalDtype) else apis.unique()
+    amd = any(AMD_DEVICE.search(str(n)) for n in names) or any(
+        str(a).startswith("hip") for a in apis)
+    return "matrix cores" if amd else "tensor cores"
 
 
 def tf32_off(ctx: Context) -> Finding | None:
@@ -52,7 +65,7 @@ def tf32_off(ctx: Context) -> Finding | None:
         "the replay finds no saving per step: the device time saved does not shorten the "
         "step while it waits for the host or other work (see the findings above)"]
     return Finding(
-        "tf32_off", "FP32 matrix ops run without the TF32 tensor cores",
+        "tf32_off", f"FP32 matrix ops run without the TF32 {_cores(ctx)}",
         [f"{len(fp32)} FP32 matrix op groups ran FP32 kernels: {fmt_ns(before)} = "
          f"{fmt_pct(share)} of kernel time, at up to {fp32['tflops'].max():.1f} TFLOP/s "
          f"against the {e.peak.device}'s {e.peak.figures['fp32']:g} TFLOP/s FP32 and "
@@ -128,7 +141,7 @@ def tensor_core_shapes(ctx: Context) -> Finding | None:
     examples = (rows["name"].astype(str) + " " + pd.Series(misfit[hit], index=rows.index)
                 ).value_counts()
     return Finding(
-        "tensor_core_shapes", "Half-precision matrices that tensor cores cannot take whole",
+        "tensor_core_shapes", f"Half-precision matrices that {_cores(ctx)} cannot take whole",
         [f"{len(rows):,} fp16/bf16 matrix ops have a dimension that is not a multiple of "
          f"{TENSOR_CORE_MULTIPLE} ({fmt_ns(int(rows['dur_ns'].sum()))} of op time)",
          "e.g. " + "; ".join(f"{d} x{k}" for d, k in examples.head(3).items())],

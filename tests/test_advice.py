@@ -184,3 +184,12 @@ def test_fusion_advice_fits_the_trace():
     opt = k[k["phase"] == "optimizer"]["name"].astype(str).iloc[0]
     action = A._fusion_action(A.Context(t), A.work_rows(t), opt)
     assert "foreach or fused optimizer" in action
+
+
+def test_amd_devices_have_matrix_cores():
+    """The same findings on an AMD device name its units matrix cores (the H100 bf16
+    capture's device renamed to an MI300X)."""
+    t = load(_path(H100 / "cudnn_torch-bf16/train"))
+    assert "tensor cores" in A.tensor_core_shapes(A.Context(t)).title
+    t.meta["devices"] = {"0": "AMD Instinct MI300X"}
+    assert "matrix cores" in A.tensor_core_shapes(A.Context(t)).title

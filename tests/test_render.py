@@ -15,7 +15,7 @@ from traceviz.analyses import summarize
 from traceviz.classify import CAST_KERNEL, _category_of
 from traceviz.parsers import load
 from traceviz.render.terminal import print_summary, render_summary
-from traceviz.units import fmt_ns, short_name
+from traceviz.units import fmt_ns, fmt_pct, short_name
 
 GOLDEN = ROOT / "tests" / "golden"
 
@@ -144,3 +144,18 @@ def test_plural():
 
     assert plural(1, "step") == "1 step" and plural(2, "gap") == "2 gaps"
     assert plural(0, "other") == "0 others" and plural(1234, "call") == "1,234 calls"
+
+
+def test_header_says_summed_over_gpus_and_copies_apart():
+    """A 2-GPU window: span and busy add up per GPU (not wall time) and say so; the share
+    of device time in copies is shown beside busy."""
+    from traceviz.analyses import summarize
+
+    t = load(KINETO.parent / "nsys" / "h100_2gpu_window.sqlite")
+    s = summarize(t)
+    assert len(s.devices) == 2
+    text = "\n".join(_structure(render_summary(s, width=160)))
+    assert f"span (summed over 2 GPUs) | {fmt_ns(s.span_ns)}" in text
+    cats = s.categories.set_index("category")["total_ns"]
+    copies = (cats.get("memcpy", 0) + cats.get("memset", 0)) / s.device_total_ns
+    assert f"copies (memcpy/memset) {fmt_pct(copies)} of device time" in text

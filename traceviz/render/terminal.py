@@ -71,14 +71,24 @@ def _header(s: Summary) -> Table:
         # "GPU 3: NVIDIA ..." (an id, not a count of 3)
         names = ", ".join(f"GPU {d}: {devices.get(str(d), '?')}" for d in used) or "–"
         grid.add_row("devices", names)
-    scope = f"{s.steps} step window(s)" if s.scope == "steps" else "whole trace (no steps)"
+    scope = plural(s.steps, "step window") if s.scope == "steps" else \
+        "whole trace (no steps)"
     grid.add_row("scope", f"busy and span over {scope}")
-    grid.add_row("span", fmt_ns(s.span_ns))
+    n_dev = len(s.devices)
+    # several devices: span and busy add up per device, they are not wall time
+    summed = f" (summed over {n_dev} {'GPUs' if not s.cpu_trace else 'devices'})" \
+        if n_dev > 1 else ""
+    grid.add_row("span" + summed, fmt_ns(s.span_ns))
     if s.cpu_trace:
         grid.add_row("CPU busy (leaf ops)", f"{fmt_ns(s.busy_ns)}   framework overhead "
                                             f"{fmt_pct(s.framework_overhead_fraction)}")
     else:
-        grid.add_row("GPU busy", f"{fmt_ns(s.busy_ns)}   idle {fmt_pct(s.idle_fraction)}")
+        cats = s.categories.set_index("category")["total_ns"] if len(s.categories) else {}
+        copies = sum(int(cats.get(c, 0)) for c in ("memcpy", "memset"))
+        split = f"   copies (memcpy/memset) {fmt_pct(copies / s.device_total_ns)} of device " \
+            "time" if copies and s.device_total_ns else ""
+        grid.add_row("GPU busy" + summed, f"{fmt_ns(s.busy_ns)}   idle "
+                                          f"{fmt_pct(s.idle_fraction)}{split}")
         grid.add_row("idle, waiting for host", f"{fmt_ns(s.host_wait_ns)}   launch-bound "
                                                f"{fmt_pct(s.launch_bound_fraction)}")
         grid.add_row("idle, work queued", fmt_ns(s.queued_idle_ns))
