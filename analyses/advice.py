@@ -41,6 +41,11 @@ PAGEABLE_SHARE = 0.01      # pageable copy time / span, for a finding worth acti
 POINTWISE = ("elementwise", "cast", "reduction")
 
 
+def _over(steps: int) -> str:
+    """Whole-trace totals say so beside the per-step savings."""
+    return f"in all {plural(steps, 'step')}" if steps else "over the whole trace"
+
+
 def host_bound(ctx: Context) -> Finding | None:
     """GPU: the device waits for the host (nothing launched pending) >= 25% of the span.
     CPU: framework overhead (time outside work ops) >= 30%."""
@@ -52,7 +57,7 @@ def host_bound(ctx: Context) -> Finding | None:
         return Finding(
             "host_bound", "Framework overhead dominates",
             [f"{fmt_pct(share)} of the span ({fmt_ns(s.span_ns - s.busy_ns)} of "
-             f"{fmt_ns(s.span_ns)}) is outside the work ops",
+             f"{fmt_ns(s.span_ns)} {_over(s.steps)}) is outside the work ops",
              f"{s.kernel_count:,} work ops, median {fmt_ns(s.kernel_dur.median_ns)}"],
             "cut per-op overhead: TorchScript or torch.compile the step, fuse small ops, or "
             "raise the batch size so each op does more",
@@ -63,7 +68,7 @@ def host_bound(ctx: Context) -> Finding | None:
     per_step = s.kernel_count / s.steps if s.steps else None
     lo = s.launches.kernel
     evidence = [f"the device waits for the host {fmt_pct(share)} of the span "
-                f"({fmt_ns(s.host_wait_ns)} of {fmt_ns(s.span_ns)})",
+                f"({fmt_ns(s.host_wait_ns)} of {fmt_ns(s.span_ns)} {_over(s.steps)})",
                 f"median kernel {fmt_ns(s.kernel_dur.median_ns)} vs median launch call "
                 f"{fmt_ns(lo.call.median_ns)}"]
     if per_step:

@@ -193,3 +193,10 @@ def test_amd_devices_have_matrix_cores():
     assert "tensor cores" in A.tensor_core_shapes(A.Context(t)).title
     t.meta["devices"] = {"0": "AMD Instinct MI300X"}
     assert "matrix cores" in A.tensor_core_shapes(A.Context(t)).title
+
+
+def test_whole_trace_totals_say_so_beside_per_step_savings():
+    t = load(_path(H100 / "cudnn_torch/train"))
+    f = A.host_bound(A.Context(t))
+    s = A.Context(t).summary
+    assert f"{fmt_ns(s.host_wait_ns)} of {fmt_ns(s.span_ns)} in all 3 steps" in f.evidence[0]
