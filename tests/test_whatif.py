@@ -219,3 +219,19 @@ def test_a_rank_folder_is_not_one_trace(tmp_path, capsys):
     assert main(["whatif", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "a folder of 2 rank traces, not one trace" in err
+
+
+def test_whatif_brief_fits_one_screen(capsys):
+    """--brief: the replay and one row per scenario, no assumptions: under 25 lines; the
+    same savings as the full form."""
+    from traceviz.cli import main
+
+    path = ROOT / "sample_traces" / "gpu" / "cudnn_torch" / "train" / "trace.parquet"
+    assert main(["whatif", str(path), "--brief", "--width", "120"]) == 0
+    brief = capsys.readouterr().out
+    assert main(["whatif", str(path), "--width", "120"]) == 0
+    full = capsys.readouterr().out
+    assert len(brief.splitlines()) < 25 < len(full.splitlines())
+    assert "- per thread and step" in full and "- per thread and step" not in brief
+    saving = [ln.split()[2] for ln in full.splitlines() if ln.strip().startswith("cuda_graphs")]
+    assert saving and saving[0] in brief

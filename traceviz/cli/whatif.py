@@ -21,6 +21,8 @@ class WhatIfCommand(Command):
                        help="cuda_graphs, fuse_pointwise, no_casts, gemm_speedup=X, "
                             "host_speedup=X (repeatable; default: all, with X=2)")
         p.add_argument("--json", action="store_true", help="print one JSON object")
+        p.add_argument("--brief", action="store_true",
+                       help="one screen: the scenarios' figures without their assumptions")
         p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -37,5 +39,5 @@ class WhatIfCommand(Command):
             return 0
         from traceviz.render.advice import whatif_render
 
-        stdout(args.width).print(whatif_render(result))
+        stdout(args.width).print(whatif_render(result, brief=args.brief))
         return 0

@@ -18,7 +18,9 @@ def _per_step(ns: int | None, steps: int) -> str:
     return fmt_ns(ns / steps) + "/step" if steps else fmt_ns(ns)
 
 
-def whatif_render(w: WhatIf) -> RenderableType:
+def whatif_render(w: WhatIf, brief: bool = False) -> RenderableType:
+    """The replay's figures and one row per scenario; ``brief``: without the assumptions
+    (one screen), which a line then points to."""
     m = w.model
     head = Table.grid(padding=(0, 2))
     where = f"over {plural(w.steps, 'step')}" if w.steps else "over the trace's windows"
@@ -44,13 +46,17 @@ def whatif_render(w: WhatIf) -> RenderableType:
     t.add_column("predicted", justify="right")
     t.add_column("saving", justify="right")
     t.add_column("", justify="right")
-    t.add_column("assumptions")
+    t.add_column("does not apply" if brief else "assumptions")
     for s in w.scenarios:
         if not s.applies:
             t.add_row(s.name, "-", "-", "", Text(f"does not apply: {s.reason}", style="dim"))
             continue
         t.add_row(s.name, _per_step(s.predicted_ns, w.steps), _per_step(s.saving_ns, w.steps),
-                  fmt_pct(s.saving_fraction), "\n".join(f"- {a}" for a in s.assumptions))
+                  fmt_pct(s.saving_fraction),
+                  "" if brief else "\n".join(f"- {a}" for a in s.assumptions))
+    if brief:
+        return Group(head, t, Text("each scenario's assumptions: whatif without --brief, "
+                                   "or --json", style="dim"))
     return Group(head, t)
 
 

@@ -155,8 +155,10 @@ def _nan_none(x: float) -> float | None:
 
 
 def mpe_render(table: pd.DataFrame) -> Table:
-    t = Table(title="Mean percentage error of time per batch (row vs column; negative = the "
-                    "column is slower)", box=box.SIMPLE_HEAD, title_justify="left")
+    t = Table(title="Mean percentage error of time per batch: how much longer the row's "
+                    "batches take than the column's, batch k against batch k (-20% = the "
+                    "row takes 20% less time, it is faster)", box=box.SIMPLE_HEAD,
+              title_justify="left")
     t.add_column("")
     for c in table.columns:
         t.add_column(str(c), justify="right", no_wrap=True)
