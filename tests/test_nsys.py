@@ -259,3 +259,23 @@ def test_nsys_rep_without_nsys(tmp_path, capsys):
     rep.write_bytes(b"NVIDIA Tegra Profiler Report 1.\n" + b"\x00" * 64)
     assert main(["analyze", str(rep)]) == 2
     assert "needs Nsight Systems" in capsys.readouterr().err
+
+
+def test_a_kernel_table_without_names_says_so(tmp_path):
+    """An export whose kernel table lacks its name columns: the kernels are kept, shown as
+    <unknown kernel>, and a note says why (before: exit 0, nothing said)."""
+    db = tmp_path / "r.sqlite"
+    shutil.copy(SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite", db)
+    con = sqlite3.connect(db)
+    n = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    t = "CUPTI_ACTIVITY_KIND_KERNEL"
+    cols = [r[1] for r in con.execute(f"PRAGMA table_info({t})")
+            if r[1] not in ("demangledName", "shortName", "mangledName")]
+    con.execute(f"CREATE TABLE _k AS SELECT {', '.join(cols)} FROM {t}")
+    con.execute(f"DROP TABLE {t}")
+    con.execute(f"ALTER TABLE _k RENAME TO {t}")
+    con.commit()
+    con.close()
+    s = summarize(load(db))
+    assert s.kernel_count == n
+    assert any(f"{n:,} kernels have no name in the export" in x for x in s.notes)

@@ -77,6 +77,10 @@ def parse(path: Path, fmt: str) -> Trace:
         meta = _meta(tables, path, fmt)
     notes = dropped_note({"a value out of range (a time or id beyond 64 bits, a device or "
                           "stream beyond 32)": b.dropped}, "rows")
+    if b.unnamed:
+        notes.append(f"{b.unnamed:,} kernels have no name in the export (its kernel table "
+                     f"lacks the name columns, or their string ids): shown as "
+                     f"{UNNAMED_KERNEL}.")
     if notes:
         meta["notes"] = notes
     frames = [f for f in frames if len(f)]
@@ -139,6 +143,7 @@ class _Rows:
 
     def __init__(self) -> None:
         self.dropped = 0
+        self.unnamed = 0  # kernels without a name in the export
 
     def ints(self, df: pd.DataFrame, col: str, default: int = -1,
              bad: np.ndarray | None = None) -> np.ndarray:
@@ -222,6 +227,9 @@ _LAUNCH_COLS = ["registersPerThread", "staticSharedMemory", "dynamicSharedMemory
                 "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"]
 
 
+UNNAMED_KERNEL = "<unknown kernel>"
+
+
 def _kernels(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
     name_cols = ["demangledName", "shortName", "mangledName"]
     df = tables.read(KERNEL, _DEVICE_COLS + name_cols + _LAUNCH_COLS)
@@ -231,7 +239,10 @@ def _kernels(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame
     for col in name_cols:  # the best name each kernel has
         found = _lookup(strings, df[col], None)
         names = np.where(pd.isna(names), found, names)
-    names = np.where(pd.isna(names), "<unknown kernel>", names)
+    unnamed = pd.isna(names)
+    if unnamed.any():  # said in the notes, not only shown as a name
+        b.unnamed += int(unnamed.sum())
+    names = np.where(unnamed, UNNAMED_KERNEL, names)
     details = None
     if all(df[c].notna().any() for c in _LAUNCH_COLS):
         details = launch_details(
