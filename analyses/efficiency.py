@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.work import work_rows
-from traceviz.categorical import per_distinct
+from traceviz.categorical import each, per_distinct
 from traceviz.classify import TF32_KERNEL
-from traceviz.opcost import op_cost
-from traceviz.optree import parents_and_enclosing
+from traceviz.opcost import has_model, op_cost
+from traceviz.optree import op_parents, parents_and_enclosing
 from traceviz.peaks import Peak, find
 from traceviz.runners.protocol import workload_flops
 from traceviz.schema import is_in
@@ -105,9 +105,11 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 
 def _op_of_kernels(trace: Trace, work: pd.DataFrame) -> np.ndarray:
     """Per work row: the events row of the op call it ran for (-1: none). GPU: the
-    innermost op around its launch call; CPU: the work op itself."""
+    innermost op around its launch call; CPU: the work op itself, or where it has no
+    formula (an autograd node around aten::convolution_backward), the longest op with
+    one nested in it."""
     if trace.is_cpu:
-        return work.index.to_numpy()
+        return _modelled_inside(trace, work)
     ev = trace.events
     calls = np.flatnonzero(is_in(ev["kind"], "runtime") & (ev["launch_id"].to_numpy() >= 0))
     ops = np.flatnonzero(is_in(ev["kind"], "op"))
@@ -124,6 +126,30 @@ def _op_of_kernels(trace: Trace, work: pd.DataFrame) -> np.ndarray:
     hit = at >= 0
     out[hit] = call_op[at[hit]]
     return out
+
+
+def _modelled_inside(trace: Trace, work: pd.DataFrame) -> np.ndarray:
+    ev = trace.events
+    ops_at = np.flatnonzero(is_in(ev["kind"], "op"))
+    ops = ev.iloc[ops_at]
+    parents = op_parents(ops)
+    is_work = np.isin(ops_at, work.index.to_numpy())
+    # each op's nearest work op, itself included (-1: none), one nesting level at a time
+    owner = np.where(is_work, np.arange(len(ops)), -1)
+    up = parents.copy()
+    while ((owner < 0) & (up >= 0)).any():
+        open_ = (owner < 0) & (up >= 0)
+        owner[open_] = np.where(is_work[up[open_]], up[open_], -1)
+        up[open_] = parents[up[open_]]
+    modelled = per_distinct(ops["name"], each(has_model), fill=False).astype(bool)
+    cand = pd.DataFrame({"owner": owner, "dur": ops["dur_ns"].to_numpy(), "row": ops_at,
+                         "self": is_work})[modelled & (owner >= 0)]
+    # the work op itself where it has a formula, else its longest modelled op inside
+    best = cand.sort_values(["self", "dur"], ascending=False, kind="stable") \
+        .drop_duplicates("owner")
+    chosen = pd.Series(best["row"].to_numpy(), index=ops_at[best["owner"].to_numpy()])
+    return chosen.reindex(work.index).fillna(-1).to_numpy(np.int64) \
+        if len(chosen) else np.full(len(work), -1, dtype=np.int64)
 
 
 def _cost_columns(names: np.ndarray, details: np.ndarray) -> pd.DataFrame:

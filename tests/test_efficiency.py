@@ -556,3 +556,21 @@ def test_integer_copies_are_not_casts(tmp_path):
     assert copies.sum() > 0 and (after["is_cast"] & (after["op"] == "aten::copy_")).sum() == 0
     others = before["is_cast"] & (before["op"] != "aten::copy_")
     assert (after["is_cast"] & (after["op"] != "aten::copy_")).sum() == others.sum()
+
+
+@pytest.mark.capture
+def test_a_cpu_work_op_without_a_formula_takes_its_modelled_op(tmp_path):
+    """On a CPU trace the work op may be an autograd node (its own time past half):
+    the figures come from the modelled op inside it."""
+    pytest.importorskip("torch")
+    from traceviz.analyses.efficiency import _modelled_inside
+
+    path = tmp_path / "t.json"
+    subprocess.run([sys.executable, "-c", _CONV_ATTENTION, str(path)], check=True,
+                   capture_output=True)
+    t = traceviz.load(path)
+    ev = t.events
+    nodes = ev[ev["name"].astype(str) == "ConvolutionBackward0"]
+    assert len(nodes) == 1
+    chosen = _modelled_inside(t, nodes)
+    assert str(ev["name"].iloc[chosen[0]]) == "aten::convolution_backward"

@@ -42,8 +42,8 @@ def _capture(path, amp: bool) -> None:
 
 
 def _raw_work_ops(path):
-    """cpu_ops (views/metadata aside) spending most of their time in themselves, not
-    nested in another such op."""
+    """cpu_ops (views/metadata aside) spending most of their time in themselves, over all
+    their calls in the same place, not nested in another such op."""
     with open(path) as f:
         ev = [e for e in json.load(f, parse_float=Decimal)["traceEvents"]
               if e.get("ph") == "X" and e.get("cat") == "cpu_op"
@@ -62,7 +62,21 @@ def _raw_work_ops(path):
     for j, p in enumerate(parents):
         if p is not None:
             nested[p] += dur[j]
-    unit = [2 * (dur[i] - nested[i]) >= dur[i] for i in range(len(ev))]
+    # judged over every call in the same place: the names from the root down to the op
+    def place(j):
+        path = []
+        while j is not None:
+            path.append(ev[j]["name"])
+            j = parents[j]
+        return tuple(path)
+
+    places = [place(j) for j in range(len(ev))]
+    own: dict = {}
+    total: dict = {}
+    for j, key in enumerate(places):
+        own[key] = own.get(key, 0) + dur[j] - nested[j]
+        total[key] = total.get(key, 0) + dur[j]
+    unit = [2 * own[places[i]] >= total[places[i]] for i in range(len(ev))]
 
     def inside_unit(j):
         p = parents[j]
