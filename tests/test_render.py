@@ -159,3 +159,24 @@ def test_header_says_summed_over_gpus_and_copies_apart():
     cats = s.categories.set_index("category")["total_ns"]
     copies = (cats.get("memcpy", 0) + cats.get("memset", 0)) / s.device_total_ns
     assert f"copies (memcpy/memset) {fmt_pct(copies)} of device time" in text
+
+
+@pytest.mark.parametrize("width", [60, 70, 80, 100, 120, 160, 200])
+def test_phase_table_never_cuts_a_figure(width):
+    """The phases table fits any width by leaving whole columns out (and saying which);
+    every figure it shows is whole: the wall time of each phase appears as computed."""
+    import io
+
+    from traceviz.analyses import summarize
+
+    path = ROOT / "sample_traces" / "gpu" / "cudnn_torch" / "train" / "trace.parquet"
+    s = summarize(load(path))
+    buf = io.StringIO()
+    print_summary(Console(file=buf, width=width, color_system=None, force_terminal=False), s)
+    out = buf.getvalue()
+    block = out[out.index("Phases"):out.index("Launch overhead")]
+    assert "…" not in block
+    assert max(len(line) for line in block.splitlines()) <= width
+    for r in s.phases.itertuples(index=False):
+        assert fmt_ns(r.wall_ns / s.steps) in block
+        assert fmt_ns(r.busy_ns / s.steps) in block

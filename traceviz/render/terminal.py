@@ -34,7 +34,7 @@ def render_summary(summary: Summary, top: int = 15, wide: bool = False,
                                    _top_kernels(summary, top, wide, name_width, n_stats),
                                    _categories(summary)]
     if len(summary.phases):
-        parts.append(phase_render(summary.phases, summary.steps, summary.cpu_trace))
+        parts.append(phase_render(summary.phases, summary.steps, summary.cpu_trace, width))
     if not summary.cpu_trace:
         parts.append(_launches(summary))
     if summary.casts.count or summary.casts.cast_ops:  # an FP32 run: no empty section
@@ -186,24 +186,26 @@ def _launches(s: Summary) -> Table:
     return t
 
 
-def phase_render(phases: pd.DataFrame, steps: int, cpu_trace: bool) -> Table:
-    """The per-phase table; times per step where the trace has steps."""
+def phase_render(phases: pd.DataFrame, steps: int, cpu_trace: bool,
+                 width: int = 120) -> RenderableType:
+    """The per-phase table; times per step where the trace has steps. Fitted to the
+    width (``render/fit.py``): columns leave whole, and a note names them."""
     per = max(steps, 1)
     unit = " per step" if steps else ""
     what = "leaf ops" if cpu_trace else "kernels"
-    t = Table(title=f"Phases{unit} (work belongs to the phase its launch was made in)",
-              box=box.SIMPLE_HEAD, title_justify="left")
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("phase", "left"), ("wall", "right"), ("busy", "right"), ("busy/wall", "right"),
-        (what, "right"), (f"{what} time", "right"), ("casts", "right"), ("cast time", "right"))
-    for col, just in columns:
-        t.add_column(col, justify=just, no_wrap=True)
-    for r in phases.itertuples(index=False):
-        t.add_row(r.phase, fmt_ns(r.wall_ns / per) if r.wall_ns else "–",
-                  fmt_ns(r.busy_ns / per), fmt_pct(_share(r.busy_ns, r.wall_ns)),
-                  f"{r.kernels / per:,.0f}", fmt_ns(r.kernel_ns / per), f"{r.casts / per:,.0f}",
-                  fmt_ns(r.cast_ns / per))
-    return t
+    cols = [Col("phase", "left"), Col("wall"), Col("busy"), Col("busy/\nwall", drop=3),
+            Col(what, drop=4), Col(f"{what}\ntime", drop=5), Col("casts", drop=1),
+            Col("cast\ntime", drop=2)]
+    rows = [[str(r.phase), fmt_ns(r.wall_ns / per) if r.wall_ns else "–",
+             fmt_ns(r.busy_ns / per), fmt_pct(_share(r.busy_ns, r.wall_ns)),
+             f"{r.kernels / per:,.0f}", fmt_ns(r.kernel_ns / per), f"{r.casts / per:,.0f}",
+             fmt_ns(r.cast_ns / per)] for r in phases.itertuples(index=False)]
+    table, left = fitted_table(
+        f"Phases{unit} (work belongs to the phase its launch was made in)", cols, rows, width)
+    if not left:
+        return table
+    return Group(table, Text(f"(narrow terminal: {', '.join(left)} left out; --json has "
+                             "them)", style="dim"))
 
 
 def timings_line(t: Timings) -> str:
