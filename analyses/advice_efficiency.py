@@ -15,7 +15,7 @@ import pandas as pd
 from traceviz.analyses.advice_base import Context, Finding
 from traceviz.categorical import each, per_distinct
 from traceviz.classify import MATRIX_OPS
-from traceviz.units import fmt_ns, fmt_pct
+from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
 TF32_SHARE = 0.10        # FP32 GEMM time on FP32 kernels / kernel time, with TF32 available
 MEMORY_BOUND_SHARE = 0.10  # memory-bound matrix time / kernel time
@@ -118,7 +118,7 @@ def memory_headroom(ctx: Context) -> Finding | None:
     times = int(total // peak)
     return Finding(
         "memory_headroom", f"The run uses 1/{times} of the device's memory",
-        [f"peak allocated {peak / 2**30:.2f} GiB of {total / 2**30:.1f} GiB "
+        [f"peak allocated {fmt_bytes(peak)} of {fmt_bytes(total)} "
          f"({fmt_pct(peak / total)}) during the timed batches"],
         f"the batch could grow up to about {times}x (less: weights and workspaces do not "
         "grow with it); a larger batch raises every matrix op's FLOP per byte",

@@ -89,6 +89,7 @@ def run_figures(trace: Trace, label: str, summary: Summary | None = None) -> Run
     model = (eff.model if eff else None) or {}
     work = work_rows(trace)
     bench = trace.meta.get("bench") or {}
+    mem_bytes, mem_what = peak_memory(bench)
     tpb = (bench.get("time_per_batch_s") or {}).get("median")
     cats = s.categories.set_index("category")["total_ns"]
     return RunFigures(
@@ -117,8 +118,8 @@ def run_figures(trace: Trace, label: str, summary: Summary | None = None) -> Run
         model_tflops=model.get("model_tflops"),
         mfu=model.get("mfu"),
         mfu_key=eff.run_key if eff else None,
-        peak_memory_bytes=peak_memory(bench)[0],
-        peak_memory_what=peak_memory(bench)[1],
+        peak_memory_bytes=mem_bytes,
+        peak_memory_what=mem_what,
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from traceviz.analyses.stats import plain_row
 from traceviz.analyses.work import work_rows
 from traceviz.categorical import each, per_distinct
 from traceviz.classify import TF32_KERNEL
@@ -96,11 +97,7 @@ class Efficiency:
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:
-    out = []
-    for r in frame.to_dict("records"):
-        out.append({k: (None if v is None or (isinstance(v, float) and v != v)
-                        else v.item() if hasattr(v, "item") else v) for k, v in r.items()})
-    return out
+    return [plain_row(r) for r in frame.to_dict("records")]
 
 
 def _op_of_kernels(trace: Trace, work: pd.DataFrame) -> np.ndarray:
@@ -185,8 +182,8 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
     ev = trace.events
     op_row = _op_of_kernels(trace, work)
     # an XSpace op with XLA's cost analysis is its own op: its row carries the figures
-    own = work["details"].astype(str).str.extract(r"(xla_flops:-?\d+ xla_bytes:-?\d+)",
-                                                  expand=False)
+    # once per distinct details text, not per kernel
+    own = pd.Series(per_distinct(work["details"], _xla_part), index=work.index, dtype=object)
     xla = own.notna().to_numpy()
     op_row = np.where(xla, work.index.to_numpy(), op_row)
     has_op = op_row >= 0
@@ -236,6 +233,12 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
         eff.notes.append("No op shapes in the trace (torch.profiler record_shapes=True, or "
                          "nsys --pytorch=autograd-shapes-nvtx): no FLOPs or bytes per op.")
     return eff
+
+
+def _xla_part(details: pd.Index) -> np.ndarray:
+    """The ``xla_flops:F xla_bytes:B`` part of each details text (NaN: none)."""
+    return details.astype(str).str.extract(r"(xla_flops:-?\d+ xla_bytes:-?\d+)",
+                                           expand=False).to_numpy(object)
 
 
 def _device_name(trace: Trace, work: pd.DataFrame) -> str | None:

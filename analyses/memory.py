@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.phases import NO_PHASE, assign_phases, phase_ranges
+from traceviz.analyses.stats import plain_row
 from traceviz.schema import is_in
 from traceviz.trace import Trace
 
@@ -34,8 +35,7 @@ class Memory:
 
     def to_dict(self) -> dict[str, Any]:
         def rows(f: pd.DataFrame) -> list[dict]:
-            return [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
-                    for r in f.to_dict("records")]
+            return [plain_row(r) for r in f.to_dict("records")]
 
         return {"devices": rows(self.devices), "phases": rows(self.phases),
                 "bench": self.bench, "notes": self.notes}

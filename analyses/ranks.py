@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.idle import Idle, host_wait_total, idle_breakdown, launch_bound
-from traceviz.analyses.summary import plain_row
+from traceviz.analyses.stats import plain_row
 from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.categorical import categorical_of, groups
 from traceviz.intervals import union_blocks

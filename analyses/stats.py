@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -27,3 +28,9 @@ class Distribution:
 
 def share(part: float, whole: float) -> float | None:
     return float(part) / float(whole) if whole else None
+
+
+def plain_row(r: dict) -> dict:
+    """A table row with numpy scalars as Python values and NaN as None (for JSON)."""
+    return {k: (None if pd.isna(v) else v.item() if hasattr(v, "item") else v)
+            for k, v in r.items()}

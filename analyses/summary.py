@@ -14,7 +14,7 @@ from traceviz.analyses.kernels import category_table, kernel_table
 from traceviz.analyses.launch import Launches, launch_figures, launch_table
 from traceviz.analyses.memory import Memory, memory
 from traceviz.analyses.phases import phase_table
-from traceviz.analyses.stats import Distribution
+from traceviz.analyses.stats import Distribution, plain_row
 from traceviz.analyses.timings import Timings, timings
 from traceviz.analyses.work import (
     analysis_windows,
@@ -148,12 +148,6 @@ def _integer_ns(obj: Any, key: str = "") -> Any:
     if isinstance(obj, float) and key.endswith("_ns") and obj == obj:
         return int(round(obj))
     return obj
-
-
-def plain_row(r: dict) -> dict:
-    """A table row with numpy scalars as Python values and NaN as None (for JSON)."""
-    return {k: (None if pd.isna(v) else v.item() if hasattr(v, "item") else v)
-            for k, v in r.items()}
 
 
 def _sum_known(values: list[int | None]) -> int | None:

@@ -24,6 +24,16 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 
+def fmt_bytes(n: float | None) -> str:
+    """Bytes in binary units (B, KiB, MiB, GiB), as allocators report them."""
+    if n is None or n != n:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
 def fmt_pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 

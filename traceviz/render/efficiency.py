@@ -10,23 +10,13 @@ from rich.text import Text
 from traceviz.analyses.efficiency import Efficiency
 from traceviz.analyses.memory import Memory
 from traceviz.render.fit import Col, fitted_table
-from traceviz.units import fmt_ns, fmt_pct
+from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
 _GROUP_COLS = [Col("op", "left", name=True), Col("shapes", "left", drop=3),
                Col("prec", "left", drop=5), Col("calls", drop=6), Col("time"),
                Col("GFLOP", drop=2), Col("GB", drop=1), Col("TFLOP/s"), Col("GB/s"),
                Col("FLOP/\nbyte", drop=4), Col("% of\npeak"), Col("% of\nBW", drop=7),
                Col("bound")]
-
-
-def fmt_bytes(n: float | None) -> str:
-    """Bytes in binary units (B, KiB, MiB, GiB), as allocators report them."""
-    if n is None or n != n:
-        return "-"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
 
 
 def _pct(x: float | None) -> str:

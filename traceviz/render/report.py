@@ -17,9 +17,8 @@ import pandas as pd
 
 from traceviz.analyses.amp import amp_breakdown, amp_pairs
 from traceviz.analyses.compare import RunFigures, mpe_table, workload_differences
-from traceviz.render.efficiency import fmt_bytes
 from traceviz.render.runs import amp_rows, amp_verdict
-from traceviz.units import fmt_ns, fmt_pct
+from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
 
 @dataclass

@@ -13,7 +13,7 @@ from traceviz.analyses.amp import AmpBreakdown
 from traceviz.analyses.compare import RunFigures
 from traceviz.analyses.timings import Timings
 from traceviz.schema import CATEGORIES
-from traceviz.units import fmt_ns, fmt_pct, short_name
+from traceviz.units import fmt_bytes, fmt_ns, fmt_pct, short_name
 
 
 def _secs(x: float | None) -> str:
@@ -79,8 +79,6 @@ def _mfu(r: RunFigures) -> str:
 
 
 def _memory(r: RunFigures) -> str:
-    from traceviz.render.efficiency import fmt_bytes
-
     return "–" if r.peak_memory_bytes is None else \
         f"{fmt_bytes(r.peak_memory_bytes)} {r.peak_memory_what}"
 
