@@ -110,13 +110,24 @@ def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
     return Group(*parts)
 
 
+# bench.json's memory keys as a reader should take them
+_MEMORY_LABELS = {
+    "peak_allocated_bytes": "peak allocated",
+    "peak_reserved_bytes": "peak reserved by the allocator",
+    "total_bytes": "of the device's",
+    "peak_rss_bytes": "the process's peak resident set",
+    "peak_rss_growth_bytes": "its growth during the timed batches (0: warm-up had "
+                             "reached that peak)",
+}
+
+
 def memory_render(m: Memory) -> Group | None:
     """Peak allocated and the bytes allocated and freed per device and phase."""
     parts: list[RenderableType] = []
     b = m.bench or {}
     if b:
-        items = [f"{k.removesuffix('_bytes').replace('_', ' ')} {fmt_bytes(v)}"
-                 for k, v in b.items() if k.endswith("_bytes") and v is not None]
+        items = [f"{_MEMORY_LABELS.get(k, k)} {fmt_bytes(v)}" for k, v in b.items()
+                 if k in _MEMORY_LABELS and v is not None]
         parts.append(Text.assemble(("memory", "bold"), " (timed batches, no profiler): ",
                                    ", ".join(items)))
     for r in m.devices.itertuples(index=False):
