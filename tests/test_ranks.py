@@ -20,7 +20,8 @@ from tests.conftest import KINETO
 from tests.rawref import load as raw_events
 from tests.rawref import ns, union
 from traceviz.cli import main
-from traceviz.rankdir import analyze_dataset, analyze_folder, import_folder, rank_files
+from traceviz.rankdata import analyze_dataset
+from traceviz.rankdir import analyze_folder, import_folder, rank_files
 
 
 @pytest.fixture(scope="module")
@@ -366,7 +367,7 @@ def test_memory_limit_spellings(text, limit):
     """Each spelling traceviz passes on is one DuckDB takes."""
     import duckdb
 
-    from traceviz.rankdir import parse_memory_limit
+    from traceviz.rankdata import parse_memory_limit
 
     assert parse_memory_limit(text) == limit
     duckdb.connect().execute(f"SET memory_limit = '{limit}'")

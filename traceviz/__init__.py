@@ -41,7 +41,8 @@ def ranks(path: str | Path, memory_limit: str | None = None) -> RanksSummary:
     ``memory_limit``: DuckDB's, for a dataset (default a quarter of RAM). Raises
     ``TraceVizError`` with one line when it cannot."""
     from traceviz.parsers.detect import check_loadable
-    from traceviz.rankdir import analyze_dataset, analyze_folder, is_dataset, is_rank_folder
+    from traceviz.rankdata import analyze_dataset
+    from traceviz.rankdir import analyze_folder, is_dataset, is_rank_folder
 
     path = Path(path)
     if is_dataset(path):

@@ -118,7 +118,8 @@ class AnalyzeCommand(Command):
         """A folder of rank traces, or the dataset ``traceviz import DIR`` made of one."""
         from rich.progress import MofNCompleteColumn, TimeElapsedColumn
 
-        from traceviz.rankdir import analyze_dataset, analyze_folder, is_dataset
+        from traceviz.rankdata import analyze_dataset
+        from traceviz.rankdir import analyze_folder, is_dataset
 
         if args.plot or args.export:
             raise UsageError("--plot and --export take one trace; for many ranks, "

@@ -57,7 +57,7 @@ def width_arg(text: str) -> int:
 
 def memory_limit_arg(text: str) -> str:
     """``--memory-limit``: a size DuckDB understands (``2GB``, ``512MiB``)."""
-    from traceviz.rankdir import parse_memory_limit
+    from traceviz.rankdata import parse_memory_limit
 
     try:
         return parse_memory_limit(text)
