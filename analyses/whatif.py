@@ -15,15 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.replay import (
-    ReplayGraph,
-    Windows,
-    build,
-    per_device,
-    replayed_trace,
-    solve,
-    window_time,
-)
+from traceviz.analyses.replay import ReplayGraph, build, per_device, solve
+from traceviz.analyses.replay_measure import Windows, replayed_trace, window_time
 from traceviz.errors import UsageError
 from traceviz.trace import Trace
 from traceviz.units import fmt_ns

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from traceviz import load
-from traceviz.analyses.replay import window_time
+from traceviz.analyses.replay_measure import window_time
 from traceviz.analyses.whatif import DEFAULT_SCENARIOS, whatif
 from traceviz.render.report import md_table
 from traceviz.units import fmt_ns, fmt_pct

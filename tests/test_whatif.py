@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import ROOT, SHARED_TRACES
 from traceviz import load
 from traceviz.analyses import replay as R
+from traceviz.analyses.replay_measure import window_time
 from traceviz.analyses.whatif import SCENARIOS, parse_scenario, whatif
 from traceviz.cli import main
 from traceviz.errors import UsageError
@@ -171,7 +172,7 @@ def test_predicted_against_measured_on_h100(before, after, scenario, mode, toler
     """The GPU evidence the README tables: a scenario on one variant's capture against
     the capture of the variant that applies the optimization."""
     a = whatif(load(H100 / before / mode / "trace.parquet"), (scenario,))
-    b = R.window_time(load(H100 / after / mode / "trace.parquet"))
+    b = window_time(load(H100 / after / mode / "trace.parquet"))
     predicted = a.scenario(scenario).predicted_ns / a.steps
     measured = b.span_ns / len(b.per_step)
     assert predicted < a.measured_ns / a.steps  # it predicts a saving
