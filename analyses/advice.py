@@ -26,8 +26,9 @@ from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.categorical import each, per_distinct
 from traceviz.intervals import union_blocks
 from traceviz.launch_apis import is_graph_launch, is_sync_call
+from traceviz.names import distinct_names
 from traceviz.trace import Trace
-from traceviz.units import fmt_ns, fmt_pct, plural, short_name
+from traceviz.units import fmt_ns, fmt_pct, plural
 
 HOST_BOUND = 0.25          # launch-bound share of the span (GPU)
 FRAMEWORK_BOUND = 0.30     # framework overhead share (CPU)
@@ -122,7 +123,7 @@ def kernel_sequences(ctx: Context) -> Finding | None:
     fuse = ctx.saving("fuse_pointwise") if pointwise else None
     return Finding(
         "kernel_sequences", f"A sequence of {n} kernels repeats {per_step:,.0f} times per step",
-        [" -> ".join(short_name(x, 60) for x in names),
+        [" -> ".join(distinct_names(list(names), 60)),
          f"{count:,} times in {plural(ctx.steps, 'step')}; categories: {', '.join(cats)}",
          f"fused into one kernel: {(n - 1) * per_step:,.0f} launches fewer per step"],
         _fusion_action(ctx, work, names[0]) + ("" if pointwise else

@@ -24,8 +24,11 @@ class Finding:
     saving_scenario: str | None = None
     figures: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self, steps: int = 0) -> dict[str, Any]:
+        """The finding, and its saving as ``advise`` prints it: per step where the trace
+        has ``steps``."""
+        per = None if self.saving_ns is None else self.saving_ns / max(steps, 1)
+        return asdict(self) | {"saving_ns_per_step": per}
 
 
 @dataclass

@@ -32,6 +32,19 @@ class AmpBreakdown:
     def span_delta_ns(self) -> float:
         return self.amp_span_ns - self.fp32_span_ns
 
+    def to_dict(self) -> dict[str, float | None | list]:
+        """``amp --json``: the breakdown per step (ns), FP32 span to AMP span."""
+        return {"fp32_span_ns": self.fp32_span_ns, "amp_span_ns": self.amp_span_ns,
+                "span_delta_ns": self.span_delta_ns,
+                "parts": [{"part": label, "ns": delta} for label, delta in self.parts()],
+                "cast_added_ns": self.cast_added_ns, "matrix_saved_ns": self.matrix_saved_ns,
+                "idle_change_ns": self.idle_change_ns, "other_ns": self.other_ns,
+                "tensor_core_share_fp32": self.tensor_core_share_fp32,
+                "tensor_core_share_amp": self.tensor_core_share_amp,
+                "fp32_time_s": self.fp32_time_s, "amp_time_s": self.amp_time_s,
+                "unprofiled_change": self.amp_time_s / self.fp32_time_s - 1
+                if self.fp32_time_s and self.amp_time_s else None}
+
     def parts(self) -> list[tuple[str, float]]:
         """FP32 span to AMP span as (label, signed ns per step): a part that grew is
         labelled as grown, one that shrank as saved or shrunk."""

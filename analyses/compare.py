@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -52,6 +53,37 @@ class RunFigures:
     @property
     def per_step(self) -> int:
         return max(self.steps, 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``compare --json``'s object of one run: device figures per profiled step (a run
+        without steps: its whole window), as ``compare`` prints them."""
+        per = self.per_step
+        t = self.timings
+        phases = self.summary.phases
+        return {
+            "label": self.label, "trace_type": "cpu" if self.cpu_trace else "gpu",
+            "steps": self.steps,
+            "time_per_batch_s": self.time_per_batch_s,
+            "timings": None if t is None else t.to_dict(),
+            "sequences_per_s": self.sequences_per_s,
+            "model_tflops": self.model_tflops, "mfu": self.mfu, "mfu_key": self.mfu_key,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "peak_memory_what": self.peak_memory_what or None,
+            "idle_fraction": self.idle_fraction,
+            "launch_bound_fraction": self.launch_bound_fraction,
+            "tensor_core_share": self.tensor_core_share,
+            "top_kernel": self.top_kernel, "top_kernel_share": self.top_kernel_share,
+            "per_step": {
+                "busy_ns": self.busy_ns / per, "span_ns": self.span_ns / per,
+                "queued_idle_ns": None if self.queued_idle_ns is None
+                else self.queued_idle_ns / per,
+                "kernels": self.kernel_count / per, "cast_ns": self.cast_ns / per,
+                "category_ns": {c: v / per for c, v in self.category_ns.items() if v},
+                "phases": [{"phase": str(r.phase), "wall_ns": r.wall_ns / per,
+                            "busy_ns": r.busy_ns / per, "kernels": r.kernels / per}
+                           for r in phases.itertuples(index=False)],
+            },
+        }
 
 
 # matrix work: what tensor cores run and mixed precision should speed up

@@ -63,6 +63,20 @@ class Summary:
         return None if self.cpu_trace else launch_bound(self.devices)
 
     @property
+    def copy_fraction(self) -> float | None:
+        """memcpy and memset time / all device time (None without device rows)."""
+        if self.cpu_trace or not self.device_total_ns or not len(self.categories):
+            return None
+        cats = self.categories.set_index("category")["total_ns"]
+        copies = sum(int(cats.get(c, 0)) for c in ("memcpy", "memset"))
+        return copies / self.device_total_ns
+
+    @property
+    def queued_idle_fraction(self) -> float | None:
+        return None if self.queued_idle_ns is None or not self.span_ns \
+            else self.queued_idle_ns / self.span_ns
+
+    @property
     def framework_overhead_fraction(self) -> float | None:
         """On a CPU trace: the span not covered by leaf-op work."""
         return self.idle_fraction if self.cpu_trace else None
@@ -70,6 +84,7 @@ class Summary:
     def to_dict(self, top: int = 20) -> dict[str, Any]:
         """The ``--json`` object (keys documented in README.md)."""
         k = self.kernels.head(top)
+        rest = self.kernels.iloc[top:]
         lo = self.launches
         return _integer_ns({
             "source": {key: self.meta.get(key) for key in
@@ -86,6 +101,8 @@ class Summary:
             "idle_fraction": self.idle_fraction,
             "launch_bound_fraction": self.launch_bound_fraction,
             "framework_overhead_fraction": self.framework_overhead_fraction,
+            "queued_idle_fraction": self.queued_idle_fraction,
+            "copy_fraction": self.copy_fraction,
             "devices": [
                 {"device": d.device, "span_ns": d.span_ns, "busy_ns": d.busy_ns,
                  "host_wait_ns": d.host_wait_ns, "queued_idle_ns": d.queued_idle_ns,
@@ -124,18 +141,36 @@ class Summary:
                  "total_ns": int(r.total_ns), "mean_ns": float(r.mean_ns),
                  "min_ns": int(r.min_ns), "median_ns": float(r.median_ns),
                  "max_ns": int(r.max_ns), "std_ns": float(r.std_ns),
-                 "share": float(r.share)}
-                for r in k.itertuples(index=False)
+                 "share": float(r.share), "rank": i}
+                for i, r in enumerate(k.itertuples(index=False), 1)
             ],
+            "other_kernels": {"distinct": int(len(rest)), "count": int(rest["count"].sum()),
+                              "total_ns": int(rest["total_ns"].sum()),
+                              "share": float(rest["share"].sum())},
             "casts": {"count": self.casts.count, "total_ns": self.casts.total_ns,
                       "share_of_busy": self.casts.share_of_busy,
-                      "cast_ops": self.casts.cast_ops},
-            "phases": [plain_row(r) for r in self.phases.to_dict("records")],
+                      "cast_ops": self.casts.cast_ops,
+                      "top": [{"name": str(r.name), "op": None if r.op != r.op else r.op,
+                               "count": int(r.count), "total_ns": int(r.total_ns)}
+                              for r in self.casts.top.head(5).itertuples(index=False)]},
+            "phases": [plain_row(r) | {"per_step": _per_step_phase(r, self.steps)}
+                       for r in self.phases.to_dict("records")],
             "timings": self.timings.to_dict() if self.timings else None,
             **({"efficiency": self.efficiency.to_dict(top=top)} if self.efficiency else {}),
             **({"memory": self.memory.to_dict()} if self.memory else {}),
             "notes": self.notes,
         })
+
+
+def _per_step_phase(row: dict, steps: int) -> dict[str, float | None]:
+    """A phase's figures per step, as ``analyze`` prints them (the whole trace where it has
+    no steps), and its busy share of wall time."""
+    per = max(steps, 1)
+    out: dict[str, float | None] = {k: row[k] / per for k in
+                                    ("wall_ns", "busy_ns", "kernels", "kernel_ns", "casts",
+                                     "cast_ns")}
+    out["busy_fraction"] = row["busy_ns"] / row["wall_ns"] if row["wall_ns"] else None
+    return out
 
 
 def _integer_ns(obj: Any, key: str = "") -> Any:

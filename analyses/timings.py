@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from traceviz.runners.protocol import spread
+from traceviz.runners.protocol import NOISY_CV, NOISY_MAX_OVER_MIN, spread
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class Timings:
     warmup_settled: bool | None         # None: a run from before warm-up settled
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {"noisy_if": {"cv_above": NOISY_CV,
+                                            "max_over_min_above": NOISY_MAX_OVER_MIN}}
 
 
 def timings(bench: dict | None) -> Timings | None:

@@ -83,10 +83,19 @@ class WhatIf:
                 {"name": s.name, "applies": s.applies, "predicted_ns": s.predicted_ns,
                  "saving_ns": s.saving_ns, "saving_fraction": s.saving_fraction,
                  "assumptions": list(s.assumptions), **({"reason": s.reason}
-                                                        if s.reason else {})}
+                                                        if s.reason else {}),
+                 "per_step": {"predicted_ns": _per(s.predicted_ns, self.steps),
+                              "saving_ns": _per(s.saving_ns, self.steps)}}
                 for s in self.scenarios
             ],
+            # as whatif prints them: per step where the trace has steps
+            "per_step": {"measured_ns": _per(self.measured_ns, self.steps),
+                         "replayed_ns": _per(self.replayed_ns, self.steps)},
         }
+
+
+def _per(ns: float | None, steps: int) -> float | None:
+    return None if ns is None else ns / max(steps, 1)
 
 
 # -- scenarios: (graph, argument) -> (changed graph, assumptions) -------------------

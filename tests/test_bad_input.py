@@ -101,3 +101,45 @@ def test_console_script_prints_no_traceback(tmp_path):
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "truncated gzip" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def _fill_limit() -> None:
+    """A child whose files cannot grow past 64 KiB (writes then fail with EFBIG, as on a
+    full disk, rather than killing the process with SIGXFSZ)."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+
+
+@pytest.mark.parametrize("disk", ["tmpfs", "file size limit"])
+def test_a_full_disk_leaves_no_folder_behind(tmp_path, disk):
+    """``--export`` and ``--plot`` into folders that do not exist yet, on a disk that fills
+    up: one line naming the file, exit 2, and the folders the run created are gone (a
+    folder that was there before stays)."""
+    root = tmp_path / "disk"
+    root.mkdir()
+    limit = None
+    if disk == "tmpfs":
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(root)],
+                           capture_output=True)
+        if r.returncode:
+            pytest.skip("this machine does not let a test mount a tmpfs (the file size "
+                        "limit case runs instead)")
+    else:
+        limit = _fill_limit
+    try:
+        (root / "kept").mkdir()
+        r = subprocess.run([sys.executable, "-m", "traceviz", "analyze", str(ALEXNET),
+                            "--export", str(root / "new" / "exports"),
+                            "--plot", str(root / "kept" / "plots")],
+                           capture_output=True, text=True, preexec_fn=limit)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.count("\n") == 1 and "cannot write" in r.stderr
+        assert "Traceback" not in r.stderr
+        assert sorted(p.name for p in root.iterdir()) == ["kept"]
+        assert not any((root / "kept").iterdir())
+    finally:
+        if disk == "tmpfs":
+            subprocess.run(["umount", str(root)], check=True)

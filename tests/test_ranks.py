@@ -430,7 +430,8 @@ def test_a_dataset_without_duckdb_installed_is_one_line(eight, tmp_path):
 def test_rank_tables_fit_the_width_without_cutting_a_figure(eight, capsys, width):
     """Narrow terminals: every line fits, every figure shown is whole (at 80 columns rich
     cropped the table mid-value, `14.` for 14.9%), and what is left out is named."""
-    from traceviz.units import fmt_ns, fmt_pct, short_name
+    from traceviz.names import short_name
+    from traceviz.units import fmt_ns, fmt_pct
 
     assert main(["analyze", str(eight), "--json", "--top", "5"]) == 0
     data = json.loads(capsys.readouterr().out)

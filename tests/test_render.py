@@ -13,9 +13,10 @@ from rich.text import Text
 from tests.conftest import KINETO, ROOT
 from traceviz.analyses import summarize
 from traceviz.classify import CAST_KERNEL, _category_of
+from traceviz.names import short_name
 from traceviz.parsers import load
 from traceviz.render.terminal import print_summary, render_summary
-from traceviz.units import fmt_ns, fmt_pct, short_name
+from traceviz.units import fmt_ns, fmt_pct
 
 GOLDEN = ROOT / "tests" / "golden"
 

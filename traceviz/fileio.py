@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import shutil
 import tempfile
 import zlib
 from collections.abc import Iterator
@@ -157,6 +158,29 @@ def atomic_output(path: Path, force: bool = False) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def output_folder(directory: Path) -> Iterator[Path]:
+    """Create ``directory`` (and missing parents) for a command's outputs. Where the
+    command then fails (a full disk, Ctrl-C), the folders it created go again with what it
+    wrote into them: a failed run leaves no half-filled folder behind. A folder that was
+    there before is left as it is (each file in it is written atomically)."""
+    directory = Path(directory)
+    created = None
+    p = directory
+    while not p.exists() and not p.is_symlink() and p != p.parent:
+        created, p = p, p.parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TraceVizError(f"{directory}: cannot create the folder ({e.strerror})") from None
+    try:
+        yield directory
+    except BaseException:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
 
 
 def _publish(tmp: Path, path: Path, force: bool) -> None:

@@ -20,6 +20,7 @@ from traceviz import classify, schema
 from traceviz.categorical import from_used_codes, per_distinct
 from traceviz.intervals import innermost_enclosing
 from traceviz.launch_apis import base_api_name, launch_kind
+from traceviz.names import demangled_categories
 from traceviz.optree import parents_and_enclosing, thread_key
 from traceviz.trace import Trace
 
@@ -262,6 +263,8 @@ def memory_base(ev: pd.DataFrame) -> dict:
 def _rows(ev: pd.DataFrame, origin: int) -> _Rows:
     kind = kind_codes(ev["kind"])
     names = ev["name"].astype("category")
+    # mangled symbols (ROCm, CUTLASS) read as C++ signatures, once per distinct name
+    names = names.cat.rename_categories(demangled_categories(names.cat.categories))
     return _Rows(
         kind=kind, ts=ev["ts_ns"].to_numpy(np.int64) - origin,
         dur=ev["dur_ns"].to_numpy(np.int64), pid=ev["pid"].to_numpy(np.int64),

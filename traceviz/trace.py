@@ -141,7 +141,8 @@ class Trace:
         """``traceviz advise --json``'s findings: rule, title, evidence, action, saving."""
         from traceviz.analyses.advice import advise
 
-        return [f.to_dict() for f in advise(self)[0]]
+        findings, steps = advise(self)
+        return [f.to_dict(steps) for f in findings]
 
     def __repr__(self) -> str:
         m = self.meta
@@ -209,6 +210,11 @@ class Trace:
                    if c not in events.columns and c not in schema.OPTIONAL_COLUMNS]
         if missing:
             raise TraceVizError(f"{path}: trace table lacks columns {', '.join(missing)}")
+        for col in schema.INT_COLUMNS:  # say which column, not what pandas met first
+            if col in events and (gaps := int(events[col].isna().sum())):
+                raise TraceVizError(f"{path}: column {col} has {gaps:,} missing "
+                                    f"value{'s' if gaps > 1 else ''}; every row needs a "
+                                    "whole number there")
         try:
             return cls(events=events, meta=meta)
         except (ValueError, TypeError, OverflowError) as e:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 
 def fmt_ns(ns: float | None) -> str:
     if ns is None:
@@ -36,43 +34,3 @@ def fmt_bytes(n: float | None) -> str:
 
 def fmt_pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
-
-
-_NAMESPACE = re.compile(r"(?:\(anonymous namespace\)|[A-Za-z_]\w*)::")
-_LAMBDA = re.compile(r"::\{lambda[^{}]*\}|::operator\(\)\(\)( const)?|\{lambda[^{}]*\}")
-
-
-def short_name(name: str, width: int = 60) -> str:
-    """A readable kernel name: no namespaces, argument lists or templates below depth 2.
-
-    ``void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,
-    at::detail::Array<char*, 3> >(int, ...)`` -> ``vectorized_elementwise_kernel<4,
-    CUDAFunctor_add<float>, Array<char*, 3>>``, cut to ``width``.
-    """
-    s = name[5:] if name.startswith("void ") else name
-    if "<" not in s and "(" not in s:  # a plain name (aten::mm, volta_sgemm_128x64_nn)
-        return s if len(s) <= width else s[: width - 1] + "…"
-    s = _NAMESPACE.sub("", _LAMBDA.sub("", s))
-    out = []
-    angle = paren = 0
-    for ch in s:
-        if ch == "(":
-            paren += 1
-        elif ch == ")":
-            paren = max(0, paren - 1)
-        elif paren:
-            continue
-        elif ch == "<":
-            angle += 1
-            if angle <= 2:
-                out.append(ch)
-            elif angle == 3:
-                out.append("…")
-        elif ch == ">":
-            if angle <= 2:
-                out.append(ch)
-            angle = max(0, angle - 1)
-        elif angle <= 2:
-            out.append(ch)
-    s = re.sub(r"\s+>", ">", re.sub(r"\s+", " ", "".join(out))).strip()
-    return s if len(s) <= width else s[: width - 1] + "…"

@@ -571,6 +571,9 @@ def parquet_cases() -> list[Case]:
     add("ts-as-text", _parquet_case(col("ts_ns", lambda n: pa.array(["x"] * n))), ERR, "column")
     add("nan-in-int", _parquet_case(col("dur_ns", lambda n: pa.array([float("nan")] * n))),
         ERR, "column")
+    # a null in an int32 column reads as a float column with NaN: the column is named
+    add("null-in-step", _parquet_case(col("step", lambda n: pa.array(
+        [None] + [0] * (n - 1), pa.int32()))), ERR, "column step has 1 missing value")
     add("missing-column", _parquet_case(lambda t: t.drop(["kind"])), ERR, "lacks columns")
     add("kind-unknown", _parquet_case(col("kind", lambda n: pa.array(["zzz"] * n))), ERR,
         "unknown values")

@@ -27,7 +27,7 @@ class AdviseCommand(Command):
             trace = load_with_progress(args.trace, stack)
         findings, steps = advise(trace)
         if args.json:
-            print(json.dumps({"steps": steps, "findings": [f.to_dict() for f in findings]},
+            print(json.dumps({"steps": steps, "findings": [f.to_dict(steps) for f in findings]},
                              indent=2, default=int))
             return 0
         from traceviz.render.advice import advice_render

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from traceviz.cli.base import (
@@ -12,6 +13,7 @@ from traceviz.cli.base import (
     refuse_existing,
     stderr,
     stdout,
+    width_arg,
     write_charts,
 )
 from traceviz.errors import UsageError
@@ -26,6 +28,9 @@ class AmpCommand(Command):
         p.add_argument("amp", type=Path, help="the same run under --amp fp16|bf16")
         p.add_argument("--plot", type=Path, metavar="DIR", help="write amp_waterfall.{png,svg}")
         p.add_argument("--force", action="store_true", help="replace existing chart files")
+        p.add_argument("--json", action="store_true", help="print the breakdown as JSON")
+        p.add_argument("--width", type=width_arg,
+                       help="terminal width for the table (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.analyses.amp import amp_breakdown, differs_only_in_amp
@@ -43,7 +48,11 @@ class AmpCommand(Command):
             stderr().print("[yellow]note:[/] the runs differ in more than --amp (model, "
                            "workload or device); the breakdown mixes those differences in")
         br = amp_breakdown(a, b)
-        stdout().print(amp_render(br, la, lb))
+        if args.json:
+            print(json.dumps({"fp32": la, "amp": lb, **br.to_dict()}, indent=2))
+        else:
+            out = stdout(args.width)
+            out.print(amp_render(br, la, lb, out.width))
         if args.plot:
             from traceviz.render.charts import amp_waterfall
 

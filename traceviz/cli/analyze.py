@@ -14,13 +14,14 @@ from traceviz.cli.base import (
     memory_limit_arg,
     progress_bar,
     refuse_existing,
+    said,
     stderr,
     stdout,
     width_arg,
     write_charts,
 )
 from traceviz.errors import UsageError
-from traceviz.fileio import atomic_output
+from traceviz.fileio import atomic_output, output_folder
 
 # = analyses.tables.export_tables
 EXPORTS = ("kernels", "launches", "casts", "ops", "phases", "efficiency", "memory")
@@ -97,21 +98,24 @@ class AnalyzeCommand(Command):
             from traceviz.render.terminal import print_summary
 
             print_summary(stdout(args.width), summary, top=args.top, wide=args.wide)
-        err = stderr()
-        if args.export:
-            from traceviz.analyses.tables import export_tables
+        written = []
+        with ExitStack() as outputs:  # a failed --plot also takes back the --export folder
+            if args.export:
+                from traceviz.analyses.tables import export_tables
 
-            for name, table in export_tables(trace, peak).items():
-                path = args.export / f"{name}.parquet"
-                with atomic_output(path, force=args.force) as tmp:
-                    table.to_parquet(tmp, index=False)
-                err.print(f"wrote {path} ({len(table):,} rows)")
-        if args.plot:
-            from traceviz.cli.base import run_label
-            from traceviz.render.charts import summary_charts
+                outputs.enter_context(output_folder(args.export))
+                for name, table in export_tables(trace, peak).items():
+                    path = args.export / f"{name}.parquet"
+                    with atomic_output(path, force=args.force) as tmp:
+                        table.to_parquet(tmp, index=False)
+                    written.append(f"wrote {path} ({len(table):,} rows)")
+            if args.plot:
+                from traceviz.cli.base import run_label
+                from traceviz.render.charts import summary_charts
 
-            write_charts(args.plot, summary_charts(summary, run_label(args.trace, trace)),
-                         args.force)
+                write_charts(args.plot, summary_charts(summary, run_label(args.trace, trace)),
+                             args.force)
+        said(written)
         return 0
 
     def run_ranks(self, args: argparse.Namespace) -> int:

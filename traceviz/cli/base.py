@@ -4,7 +4,7 @@ trace, and safe output files. Only the ``traceviz.cli`` package prints or writes
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rich.console import Console
 
 from traceviz.errors import UsageError
-from traceviz.fileio import atomic_output, check_output, is_gzip
+from traceviz.fileio import atomic_output, check_output, is_gzip, output_folder
 
 if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
@@ -121,17 +121,27 @@ def chart_paths(directory: Path, names: Sequence[str]) -> list[Path]:
 
 
 def write_charts(directory: Path, figs: dict, force: bool) -> None:
-    """Save each figure as PNG and SVG (atomically), say so on stderr, close it."""
+    """Save each figure as PNG and SVG (atomically) and close it; say so on stderr once
+    all are written."""
     import matplotlib.pyplot as plt
 
-    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    with output_folder(directory):
+        for name, fig in figs.items():
+            for path in chart_paths(directory, [name]):
+                with atomic_output(path, force=force) as tmp:
+                    fig.savefig(tmp, format=path.suffix[1:], dpi=120, bbox_inches="tight")
+                written.append(path)
+            plt.close(fig)
+    said(f"wrote {p}" for p in written)
+
+
+def said(lines: Iterable[str]) -> None:
+    """Tell on stderr what a command wrote, once all of it is written (a failure takes
+    back what it wrote, so nothing is reported that is not there); paths never wrap."""
     err = stderr()
-    for name, fig in figs.items():
-        for path in chart_paths(directory, [name]):
-            with atomic_output(path, force=force) as tmp:
-                fig.savefig(tmp, format=path.suffix[1:], dpi=120, bbox_inches="tight")
-            err.print(f"wrote {path}")
-        plt.close(fig)
+    for line in lines:
+        err.print(line, soft_wrap=True, markup=False)
 
 
 def load_runs(paths: list[Path]) -> list[tuple[str, Trace]]:

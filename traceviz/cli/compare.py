@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import json
+import math
 from pathlib import Path
+from typing import Any
 
-from traceviz.cli.base import Command, chart_paths, load_runs, refuse_existing, stdout, write_charts
+from traceviz.cli.base import (
+    Command,
+    chart_paths,
+    load_runs,
+    refuse_existing,
+    stdout,
+    width_arg,
+    write_charts,
+)
 from traceviz.errors import UsageError
 
 
@@ -20,6 +31,11 @@ class CompareCommand(Command):
         p.add_argument("--plot", type=Path, metavar="DIR",
                        help="write categories.{png,svg} (and amp_waterfall for an AMP pair)")
         p.add_argument("--force", action="store_true", help="replace existing chart files")
+        p.add_argument("--json", action="store_true",
+                       help="print the runs, kernel differences, MPE and AMP breakdowns as "
+                            "one JSON object")
+        p.add_argument("--width", type=width_arg,
+                       help="terminal width for the tables (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
         from rich.text import Text
@@ -39,21 +55,28 @@ class CompareCommand(Command):
             refuse_existing(chart_paths(args.plot, ["categories"]), args.force)
         runs = load_runs(args.runs)
         figs = [run_figures(t, label) for label, t in runs]
-        out = stdout()
-        out.print(runs_table(figs))
         differ = workload_differences(figs)
-        if differ:
-            out.print(Text.assemble(("note:", "yellow"), f" the runs differ in "
-                                    f"{'; '.join(differ)}: their figures are not like for "
-                                    "like"))
-        for (la, ta), (lb, tb) in zip(runs, runs[1:], strict=False):
-            out.print(diff_table(kernel_diff(ta, tb), la, lb, top=args.top))
+        diffs = [(la, lb, kernel_diff(ta, tb))
+                 for (la, ta), (lb, tb) in zip(runs, runs[1:], strict=False)]
         mpe = mpe_table(figs)
-        if len(mpe) > 1:  # MPE needs two runs with timed batches
-            out.print(mpe_render(mpe))
         pairs = [(a, b, amp_breakdown(a, b)) for a, b in amp_pairs(figs)]
-        for a, b, br in pairs:
-            out.print(amp_render(br, a.label, b.label))
+        if args.json:
+            print(json.dumps(compare_dict(figs, differ, diffs, mpe, pairs, args.top),
+                             indent=2, default=json_value))
+        else:
+            out = stdout(args.width)
+            width = out.width
+            out.print(runs_table(figs, width))
+            if differ:
+                out.print(Text.assemble(("note:", "yellow"), f" the runs differ in "
+                                        f"{'; '.join(differ)}: their figures are not like "
+                                        "for like"))
+            for la, lb, diff in diffs:
+                out.print(diff_table(diff, la, lb, top=args.top, width=width))
+            if len(mpe) > 1:  # MPE needs two runs with timed batches
+                out.print(mpe_render(mpe, width))
+            for a, b, br in pairs:
+                out.print(amp_render(br, a.label, b.label, width))
         if args.plot:
             from traceviz.render.charts import amp_waterfall, category_bars
 
@@ -62,3 +85,34 @@ class CompareCommand(Command):
                            for i, (a, b, br) in enumerate(pairs, 1)})
             write_charts(args.plot, charts, args.force)
         return 0
+
+
+def json_value(x: object) -> object:
+    """numpy scalars as Python numbers (``json.dumps``' default)."""
+    return x.item() if hasattr(x, "item") else str(x)
+
+
+def _finite(x: object) -> object:
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def compare_dict(figs: list, differ: list[str], diffs: list, mpe: Any, pairs: list,
+                 top: int) -> dict[str, Any]:
+    """``compare --json``: every figure ``compare`` prints (the kernel differences: the
+    ``--top`` biggest of each pair)."""
+    from traceviz.analyses.compare import CHANGES
+
+    return {
+        "runs": [f.to_dict() for f in figs],
+        "not_like_for_like": differ,
+        "differences": [{
+            "a": la, "b": lb, "unit": diff.attrs.get("unit"),
+            "changes": {k: int(diff["change"].astype(str).str.contains(k, regex=False).sum())
+                        for k in CHANGES},
+            "kernels": [{k: _finite(v) for k, v in r.items()}
+                        for r in diff.head(top).to_dict("records")]}
+            for la, lb, diff in diffs],
+        "mpe_percent": {str(r): {str(c): _finite(float(v)) for c, v in row.items()}
+                        for r, row in mpe.iterrows()} if len(mpe) > 1 else {},
+        "amp": [{"fp32": a.label, "amp": b.label, **br.to_dict()} for a, b, br in pairs],
+    }

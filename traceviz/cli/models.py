@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from traceviz.cli.base import Command, stdout
+from traceviz.cli.base import Command, stdout, width_arg
 from traceviz.runners import DEVICES, FRAMEWORKS, default_device, variants
 
 
@@ -21,6 +21,8 @@ class ModelsCommand(Command):
                        help="only this framework's variants")
         p.add_argument("--device", choices=DEVICES,
                        help="only the variants that run on this device")
+        p.add_argument("--width", type=width_arg,
+                       help="terminal width for the table (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
         chosen = variants(args.framework, args.device)
@@ -46,16 +48,14 @@ class ModelsCommand(Command):
         if args.json:
             print(json.dumps(rows, indent=2))
             return 0
-        from rich.table import Table
-        from rich.text import Text
+        from traceviz.render.fit import Col, fitted_table
 
-        table = Table(title="LSTM variants", title_justify="left")
-        for col in ("name", "framework", "runs here", "what it is"):
-            table.add_column(col, no_wrap=col != "what it is")
-        for r in rows:
-            table.add_row(str(r["name"]), str(r["framework"]),
-                          Text("yes", style="green") if r["available"] else
-                          Text.assemble(("no", "red"), f": {r['why_not']}"),
-                          str(r["description"]))
-        stdout().print(table)
+        out = stdout(args.width)
+        cols = (Col("name", "left"), Col("framework", "left"), Col("runs here", "left", wrap=True),
+                Col("what it is", "left", wrap=True))
+        table, _ = fitted_table("LSTM variants", cols, [
+            [str(r["name"]), str(r["framework"]),
+             "yes" if r["available"] else f"no: {r['why_not']}", str(r["description"])]
+            for r in rows], out.width)
+        out.print(table)
         return 0

@@ -101,24 +101,10 @@ class SweepCommand(Command):
         for row in failed:
             err.print(f"[red]failed[/] {row['point']}: {row['error']}")
         ok = df[df["status"] == "ok"]
-        from rich.table import Table
+        from traceviz.render.runs import sweep_render
 
-        t = Table(title=f"Sweep {out} ({len(ok)} of {len(df)} points ok)", title_justify="left")
-        for col in ("point", "time/batch", "min - max", "sequences/s", "TFLOP/s", "MFU",
-                    "idle", "top kernel"):
-            t.add_column(col, no_wrap=col != "top kernel")
-        for r in ok.itertuples(index=False):
-            tflops, mfu = getattr(r, "model_tflops", None), getattr(r, "mfu", None)
-            noisy = " NOISY" if getattr(r, "noisy", False) is True else ""
-            t.add_row(r.point, f"{r.time_per_batch_s * 1e3:.3f} ms{noisy}",
-                      f"{r.time_min_s * 1e3:.3f}-{r.time_max_s * 1e3:.3f}",
-                      f"{r.sequences_per_s:,.1f}",
-                      "–" if tflops is None or tflops != tflops else f"{tflops:,.2f}",
-                      "–" if mfu is None or mfu != mfu else f"{mfu:.1%}",
-                      "–" if r.idle_fraction != r.idle_fraction else f"{r.idle_fraction:.1%}",
-                      str(r.top_kernel)[:40])
         console = stdout()
-        console.print(t)
+        console.print(sweep_render(df, str(out), console.width))
         console.print(f"next: traceviz sweep-plot {out / SWEEP_FILE}", soft_wrap=True)
         return 0 if len(ok) else 1
 

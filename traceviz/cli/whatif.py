@@ -39,5 +39,6 @@ class WhatIfCommand(Command):
             return 0
         from traceviz.render.advice import whatif_render
 
-        stdout(args.width).print(whatif_render(result, brief=args.brief))
+        out = stdout(args.width)
+        out.print(whatif_render(result, brief=args.brief, width=out.width))
         return 0

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from traceviz.analyses.advice_base import Finding
 from traceviz.analyses.whatif import WhatIf
+from traceviz.render.fit import Col, fitted_table, left_note
 from traceviz.units import fmt_ns, fmt_pct, plural
 
 
@@ -18,7 +18,7 @@ def _per_step(ns: int | None, steps: int) -> str:
     return fmt_ns(ns / steps) + "/step" if steps else fmt_ns(ns)
 
 
-def whatif_render(w: WhatIf, brief: bool = False) -> RenderableType:
+def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> RenderableType:
     """The replay's figures and one row per scenario; ``brief``: without the assumptions
     (one screen), which a line then points to."""
     m = w.model
@@ -41,23 +41,25 @@ def whatif_render(w: WhatIf, brief: bool = False) -> RenderableType:
         if lost["rows"]:
             head.add_row("", f"{lost['rows']:,} rows waited on something the trace does not "
                              f"show ({fmt_ns(lost['ns'])}): kept as recorded", "")
-    t = Table(box=box.SIMPLE_HEAD, title="scenarios (saving against the replay as recorded)")
-    t.add_column("scenario")
-    t.add_column("predicted", justify="right")
-    t.add_column("saving", justify="right")
-    t.add_column("", justify="right")
-    t.add_column("does not apply" if brief else "assumptions")
+    cols = (Col("scenario", "left"), Col("predicted"), Col("saving"), Col("%", drop=1),
+            Col("does not apply" if brief else "assumptions", "left", wrap=True, drop=2))
+    rows = []
     for s in w.scenarios:
         if not s.applies:
-            t.add_row(s.name, "-", "-", "", Text(f"does not apply: {s.reason}", style="dim"))
+            rows.append([s.name, "-", "-", "", f"does not apply: {s.reason}"])
             continue
-        t.add_row(s.name, _per_step(s.predicted_ns, w.steps), _per_step(s.saving_ns, w.steps),
-                  fmt_pct(s.saving_fraction),
-                  "" if brief else "\n".join(f"- {a}" for a in s.assumptions))
+        rows.append([s.name, _per_step(s.predicted_ns, w.steps),
+                     _per_step(s.saving_ns, w.steps), fmt_pct(s.saving_fraction),
+                     "" if brief else "\n".join(f"- {a}" for a in s.assumptions)])
+    t, left = fitted_table("scenarios (saving against the replay as recorded)", cols, rows,
+                           width)
+    parts: list[RenderableType] = [head, t]
+    if note := left_note(width, left):
+        parts.append(note)
     if brief:
-        return Group(head, t, Text("each scenario's assumptions: whatif without --brief, "
-                                   "or --json", style="dim"))
-    return Group(head, t)
+        parts.append(Text("each scenario's assumptions: whatif without --brief, or --json",
+                          style="dim"))
+    return Group(*parts)
 
 
 def advice_render(findings: list[Finding], steps: int) -> RenderableType:

@@ -14,8 +14,9 @@ import pandas as pd  # noqa: E402
 from traceviz.analyses.amp import AmpBreakdown  # noqa: E402
 from traceviz.analyses.compare import RunFigures  # noqa: E402
 from traceviz.analyses.summary import Summary  # noqa: E402
+from traceviz.names import short_name  # noqa: E402
 from traceviz.schema import CATEGORIES  # noqa: E402
-from traceviz.units import fmt_ns, short_name  # noqa: E402
+from traceviz.units import fmt_ns  # noqa: E402
 
 # analyze --plot, by file stem
 SUMMARY_CHARTS = ("kernels_pie", "launch_overhead", "roofline", "memory")

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from traceviz.analyses.efficiency import Efficiency
 from traceviz.analyses.memory import Memory
-from traceviz.render.fit import Col, fitted_table
+from traceviz.render.fit import Col, fitted_table, left_note
 from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
 _GROUP_COLS = [Col("op", "left", name=True), Col("shapes", "left", drop=3),
@@ -75,9 +75,8 @@ def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
                           "tf32). bound: the side of the roofline's ridge point; low % of "
                           "peak and of bandwidth together mean latency or launches bound it.",
                           style="dim"))
-        if left:
-            parts.append(Text(f"(narrow terminal: {', '.join(left)} left out; --json has "
-                              "them)", style="dim"))
+        if left_line := left_note(width, {"efficiency": left}):
+            parts.append(left_line)
     moved = f"bytes {e.bytes / 1e9:,.2f} GB" if e.bytes or not e.flops \
         else "bytes unknown (no dtypes recorded)"
     run = [f"FLOPs {e.flops / 1e9:,.1f} G, {moved} over {fmt_ns(e.time_ns)} of kernel time "

@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from rich import box
 from rich.console import Console, JustifyMethod
 from rich.table import Table
+from rich.text import Text
 
-from traceviz.units import short_name
+from traceviz.names import distinct_names, short_name
 
-NAME_MAX = 24
+NAME_WIDE = 60  # a name column's most
+NAME_MAX = 24   # columns leave before a name gets narrower than this
 NAME_MIN = 12
+WRAP_MIN = 24   # a wrapping column (a description) is never squeezed below this
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class Col:
     justify: JustifyMethod = "right"
     drop: int = 0                   # leaves a narrow table in this order (1 first); 0 stays
     name: bool = False              # a kernel name: shortened to the width left for it
+    wrap: bool = False              # words wrap onto more lines (a description, a label)
 
     @property
     def one_line(self) -> str:
@@ -35,17 +39,33 @@ class Col:
 
 
 def _build(title: str, cols: Sequence[Col], rows: Sequence[Sequence[tuple[Col, str]]],
-           two_lines: bool, name_width: int) -> Table:
-    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    for c in cols:
+           two_lines: bool, name_width: int, wide: bool = False, measuring: bool = False,
+           caption: str | None = None) -> Table:
+    """The table; ``measuring``: wrapping cells (and ``wide`` names) cut to the width
+    they may shrink to, so that the table's measure is the least it needs."""
+    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", caption=caption,
+              caption_justify="left")
+    folded = [c.wrap or (c.name and wide) for c in cols]
+    for c, fold in zip(cols, folded, strict=True):
         header = c.header if two_lines else c.one_line
-        if c.name:
+        if fold:
+            t.add_column(header, justify=c.justify, overflow="fold")
+        elif c.name:
             t.add_column(header, justify=c.justify, no_wrap=True, overflow="ellipsis",
                          max_width=name_width)
         else:
             t.add_column(header, justify=c.justify, no_wrap=True)
-    for row in rows:
-        t.add_row(*(short_name(v, name_width) if c.name else v for c, v in row))
+    names = {k: distinct_names([row[k][1] for row in rows], name_width)
+             for k, c in enumerate(cols) if c.name and not wide}
+    for r, row in enumerate(rows):
+        cells = []
+        for k, (c, v) in enumerate(row):
+            if k in names:
+                v = names[k][r]
+            elif folded[k] and measuring:
+                v = v[: name_width if c.name else WRAP_MIN]
+            cells.append(Text(v))  # names from traces are text, never rich markup
+        t.add_row(*cells)
     return t
 
 
@@ -54,28 +74,76 @@ def _width(table: Table) -> int:
 
 
 def fitted_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]],
-                 width: int) -> tuple[Table, list[str]]:
+                 width: int, wide: bool = False, caption: str | None = None,
+                 name_least: int = NAME_MAX) -> tuple[Table, list[str]]:
     """The table of ``rows`` (one string per column) that fits ``width`` columns, and the
-    headers of the columns it leaves out. Where nothing fits, the narrowest form (rich then
-    crops it: only below the width of the columns that never leave)."""
+    headers of the columns it leaves out. Names are told apart (``names.distinct_names``)
+    and have priority: they get up to ``NAME_WIDE`` columns, and columns leave before a
+    name gets under ``name_least`` (under ``NAME_MIN`` never). ``wide`` shows names whole,
+    folded onto more lines, at up to half the width. Where nothing fits, the narrowest
+    form (rich then crops it: only below the width of the columns that never leave)."""
     leaving = sorted((i for i, c in enumerate(cols) if c.drop), key=lambda i: cols[i].drop)
     kept = list(range(len(cols)))
+    longest = max((len(v if wide else short_name(v, NAME_WIDE)) for row in rows
+                   for c, v in zip(cols, row, strict=True) if c.name), default=0)
+    most = min(longest, max(NAME_MAX, width // 2)) if wide else min(longest, NAME_WIDE)
+    least = min(most, name_least)
 
-    def left_out() -> list[str]:
-        return [c.one_line for i, c in enumerate(cols) if i not in kept]
+    def build(shown: list[Col], cells: list, two: bool, name_width: int,
+              measuring: bool = False) -> Table:
+        return _build(title, shown, cells, two, name_width, wide, measuring, caption)
 
     while True:
         shown = [cols[i] for i in kept]
         cells = [[(cols[i], row[i]) for i in kept] for row in rows]
+        names = longest and any(c.name for c in shown)
         for two_lines in (False, True):
-            table = _build(title, shown, cells, two_lines, NAME_MAX)
-            over = _width(table) - width
+            over = _width(build(shown, cells, two_lines, most, measuring=True)) - width
             if over <= 0:
-                return table, left_out()
-        names = max((len(short_name(v, NAME_MAX)) for row in cells for c, v in row if c.name),
-                    default=0)
-        if names and names - over >= NAME_MIN:
-            return _build(title, shown, cells, True, names - over), left_out()
+                return build(shown, cells, two_lines, most), _left(cols, kept)
+            if names and most - over >= least:  # the names give up what is over
+                return build(shown, cells, two_lines, most - over), _left(cols, kept)
         if not leaving:
-            return _build(title, shown, cells, True, NAME_MIN), left_out()
+            narrow = max(NAME_MIN, min(most - over, least)) if names else most
+            return build(shown, cells, True, narrow), _left(cols, kept)
         kept.remove(leaving.pop(0))
+
+
+def _left(cols: Sequence[Col], kept: list[int]) -> list[str]:
+    return [c.one_line for i, c in enumerate(cols) if i not in kept]
+
+
+def left_note(width: int, left: dict[str, list[str]] | list[str],
+              where: str = "a wider terminal, --width, or --json") -> Text | None:
+    """The dim line naming what a narrow terminal left out (per table where several)."""
+    if isinstance(left, list):
+        what = ", ".join(left)
+    else:
+        what = "; ".join(f"{t}: {', '.join(c)}" for t, c in left.items() if c)
+    if not what:
+        return None
+    return Text(f"left out at {width} columns: {what} ({where} has every figure)",
+                style="dim")
+
+
+def fitted_groups(title: str, key: Col, cols: Sequence[Col], rows: Sequence[Sequence[str]],
+                  width: int) -> list[Table]:
+    """A table of one ``key`` column and many peer columns (one per run) as few tables as
+    fit ``width``, each with the key column and the next peers, in order: no peer leaves.
+    (A peer that does not fit even alone gets a table of its own.)"""
+
+    def part(lo: int, hi: int, measuring: bool) -> Table:
+        shown = [key, *cols[lo:hi]]
+        cells = [list(zip(shown, [r[0], *r[1 + lo:1 + hi]], strict=True)) for r in rows]
+        return _build(title if lo == 0 else f"{title} (continued)", shown, cells,
+                      True, NAME_MAX, measuring=measuring)
+
+    tables: list[Table] = []
+    lo = 0
+    while lo < len(cols) or not tables:
+        hi = len(cols)
+        while hi > lo + 1 and _width(part(lo, hi, measuring=True)) > width:
+            hi -= 1
+        tables.append(part(lo, hi, measuring=False))
+        lo = hi
+    return tables

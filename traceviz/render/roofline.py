@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 
 from traceviz.analyses.efficiency import Efficiency  # noqa: E402
 from traceviz.analyses.memory import Memory  # noqa: E402
-from traceviz.units import short_name  # noqa: E402
+from traceviz.names import short_name  # noqa: E402
 
 
 def roofline_chart(e: Efficiency, label: str, top: int = 12) -> plt.Figure:

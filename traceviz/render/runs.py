@@ -4,30 +4,26 @@ mean percentage error, the AMP breakdown."""
 from __future__ import annotations
 
 import pandas as pd
-from rich import box
-from rich.console import Group, JustifyMethod
-from rich.table import Table
+from rich.console import Group, RenderableType
 from rich.text import Text
 
 from traceviz.analyses.amp import AmpBreakdown
 from traceviz.analyses.compare import RunFigures
 from traceviz.analyses.timings import Timings
+from traceviz.render.fit import Col, fitted_groups, fitted_table, left_note
 from traceviz.schema import CATEGORIES
-from traceviz.units import fmt_bytes, fmt_ns, fmt_pct, short_name
+from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
 
 def _secs(x: float | None) -> str:
     return "–" if x is None else f"{x:.4f} s"
 
 
-def runs_table(runs: list[RunFigures]) -> Table:
+def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
+    """The runs side by side: one column per run, as many tables as ``width`` needs (no
+    run's column leaves, no figure is cut)."""
     per = ("per profiled step" if all(r.steps for r in runs) else
            "per profiled step; a run without steps: its whole window")
-    t = Table(title=f"Runs side by side (device times {per})", box=box.SIMPLE_HEAD,
-              title_justify="left")
-    t.add_column("metric", no_wrap=True)
-    for r in runs:
-        t.add_column(r.label, justify="right")  # a long label wraps, figures stay whole
     busy = "busy (GPU; CPU: leaf ops)"
     rows = [
         ("time per batch (median)", [_secs(r.time_per_batch_s) for r in runs]),
@@ -64,14 +60,17 @@ def runs_table(runs: list[RunFigures]) -> Table:
         for what in ("wall", "busy", "kernels"):
             rows.append((f"phase {p}: {what}" if what == "wall" else f"  {what}",
                          [_phase_cell(r.summary.phases, p, what, r.per_step) for r in runs]))
-    for name, values in rows:
-        if name.startswith("  ") and all(v == "–" for v in values):
-            continue  # a timing detail no run has
-        t.add_row(name, *values)
+    shown = [[name, *values] for name, values in rows
+             # a timing detail no run has
+             if not (name.startswith("  ") and all(v == "–" for v in values))]
+    parts: list[RenderableType] = list(fitted_groups(
+        f"Runs side by side (device times {per})", Col("metric", "left", wrap=True),
+        # a long label wraps, figures stay whole
+        [Col(r.label) for r in runs], shown, width))
     if any(r.timings and r.timings.noisy for r in runs):
-        t.caption = ("NOISY: a run whose timed batches spread by CV > 10% or max/min > 1.5; "
-                     "its median may not repeat")
-    return t
+        parts.append(Text("NOISY: a run whose timed batches spread by CV > 10% or max/min > "
+                          "1.5; its median may not repeat", style="dim"))
+    return Group(*parts)
 
 
 def _mfu(r: RunFigures) -> str:
@@ -115,33 +114,28 @@ def _warmup(t: Timings | None) -> str:
 
 
 
-def diff_table(diff: pd.DataFrame, a: str, b: str, top: int = 12) -> Table:
+def diff_table(diff: pd.DataFrame, a: str, b: str, top: int = 12,
+               width: int = 120) -> Group:
     """Kernel differences: calls and time per call apart, so that a window holding fewer
-    calls is not read as faster kernels."""
+    calls is not read as faster kernels; the change in time stays at any width."""
     per = "per step" if diff.attrs.get("unit") == "step" else "per second of window"
-    t = Table(title=f"Biggest kernel differences ({per}), A = {a} → B = {b}",
-              box=box.SIMPLE_HEAD, title_justify="left")
-    # calls and time per call A/B, and the change in time: time A/B themselves are
-    # calls x time per call, and all columns must fit 120 columns
-    t.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=18)
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("category", "left"), ("change", "left"), ("calls A", "right"), ("calls B", "right"),
-        ("/call A", "right"), ("/call B", "right"),
-        ("time B - A" + ("/step" if diff.attrs.get("unit") == "step" else "/s"), "right"))
-    for col, just in columns:
-        t.add_column(col, justify=just, no_wrap=True,
-                     min_width=11 if col.startswith(("/", "time")) else len(col))
-    for r in diff.head(top).itertuples(index=False):
-        t.add_row(short_name(r.name, 18), r.category, r.change, _calls(r.count_a),
-                  _calls(r.count_b), fmt_ns(_nan_none(r.per_call_a)),
-                  fmt_ns(_nan_none(r.per_call_b)),
-                  ("+" if r.delta_ns > 0 else "") + fmt_ns(r.delta_ns))
+    delta = "time B − A" + ("/step" if diff.attrs.get("unit") == "step" else "/s")
+    cols = (Col("kernel", "left", name=True), Col("category", "left", drop=1),
+            Col("change", "left", wrap=True), Col("calls A", drop=4), Col("calls B", drop=5),
+            Col("/call A", drop=2), Col("/call B", drop=3), Col(delta))
+    rows = [[str(r.name), str(r.category), str(r.change), _calls(r.count_a),
+             _calls(r.count_b), fmt_ns(_nan_none(r.per_call_a)),
+             fmt_ns(_nan_none(r.per_call_b)), ("+" if r.delta_ns > 0 else "") + fmt_ns(r.delta_ns)]
+            for r in diff.head(top).itertuples(index=False)]
     from traceviz.analyses.compare import CHANGES
 
     changes = diff["change"].astype(str)
     # "same" is also inside no other label; "slower" may share a row with "fewer calls"
-    t.caption = ", ".join(f"{changes.str.contains(k, regex=False).sum()} {k}" for k in CHANGES)
-    return t
+    counts = ", ".join(f"{changes.str.contains(k, regex=False).sum()} {k}" for k in CHANGES)
+    t, left = fitted_table(f"Biggest kernel differences ({per}), A = {a} → B = {b}", cols,
+                           rows, width, caption=counts)
+    note = left_note(width, left)
+    return Group(t) if note is None else Group(t, note)
 
 
 def _calls(x: float) -> str:
@@ -152,17 +146,14 @@ def _nan_none(x: float) -> float | None:
     return None if pd.isna(x) else x
 
 
-def mpe_render(table: pd.DataFrame) -> Table:
-    t = Table(title="Mean percentage error of time per batch: how much longer the row's "
-                    "batches take than the column's, batch k against batch k (-20% = the "
-                    "row takes 20% less time, it is faster)", box=box.SIMPLE_HEAD,
-              title_justify="left")
-    t.add_column("")
-    for c in table.columns:
-        t.add_column(str(c), justify="right", no_wrap=True)
-    for label, row in table.iterrows():
-        t.add_row(str(label), *("–" if pd.isna(v) else f"{v:+.1f}%" for v in row))
-    return t
+def mpe_render(table: pd.DataFrame, width: int = 120) -> Group:
+    title = ("Mean percentage error of time per batch: how much longer the row's batches take "
+             "than the column's, batch k against batch k (below zero: the row takes less "
+             "time, it is faster)")
+    rows = [[str(label), *("–" if pd.isna(v) else f"{v:+.1f}%" for v in row)]
+            for label, row in table.iterrows()]
+    return Group(*fitted_groups(title, Col("", "left", wrap=True),
+                                [Col(str(c)) for c in table.columns], rows, width))
 
 
 def amp_rows(b: AmpBreakdown) -> list[tuple[str, str]]:
@@ -194,15 +185,42 @@ def amp_verdict(b: AmpBreakdown) -> str:
     return line
 
 
-def amp_render(b: AmpBreakdown, fp32: str, amp: str) -> Group:
-    t = Table(title=f"AMP breakdown per step: {fp32} → {amp}", box=box.SIMPLE_HEAD,
-              title_justify="left")
-    t.add_column("part")
-    t.add_column("time", justify="right")
-    for part, time in amp_rows(b):
-        t.add_row(part, time)
+def amp_render(b: AmpBreakdown, fp32: str, amp: str, width: int = 120) -> Group:
+    t, _ = fitted_table(f"AMP breakdown per step: {fp32} → {amp}",
+                        (Col("part", "left", wrap=True), Col("time")),
+                        [list(r) for r in amp_rows(b)], width)
     return Group(t, Text(amp_verdict(b)))
 
 
 # up to this many ranks (steps) a table lists each; a job of hundreds lists its slowest
 # ranks (its steps of widest spread)
+
+
+_SWEEP_COLS = (Col("point", "left"), Col("time/batch"), Col("min - max", drop=4),
+               Col("sequences/s", drop=5), Col("TFLOP/s", drop=2), Col("MFU", drop=3),
+               Col("idle", drop=6), Col("top kernel", "left", drop=1, name=True))
+
+
+def sweep_render(df: pd.DataFrame, name: str, width: int = 120) -> Group:
+    """The points of a sweep that ran: time per batch (NOISY marked) and its range, rate,
+    model TFLOP/s and MFU, idle share, top kernel."""
+    ok = df[df["status"] == "ok"]
+
+    def missing(x: object) -> bool:
+        return x is None or x != x
+
+    rows = []
+    for r in ok.itertuples(index=False):
+        tflops, mfu = getattr(r, "model_tflops", None), getattr(r, "mfu", None)
+        noisy = " NOISY" if getattr(r, "noisy", False) is True else ""
+        rows.append([str(r.point), f"{r.time_per_batch_s * 1e3:.3f} ms{noisy}",
+                     f"{r.time_min_s * 1e3:.3f}-{r.time_max_s * 1e3:.3f}",
+                     f"{r.sequences_per_s:,.1f}",
+                     "–" if missing(tflops) else f"{tflops:,.2f}",
+                     "–" if missing(mfu) else fmt_pct(mfu),
+                     "–" if missing(r.idle_fraction) else fmt_pct(r.idle_fraction),
+                     str(r.top_kernel)])
+    t, left = fitted_table(f"Sweep {name} ({len(ok)} of {len(df)} points ok)", _SWEEP_COLS,
+                           rows, width)
+    note = left_note(width, left, where=f"a wider terminal or {name}")
+    return Group(t) if note is None else Group(t, note)

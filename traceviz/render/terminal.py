@@ -6,8 +6,7 @@ from __future__ import annotations
 import statistics
 
 import pandas as pd
-from rich import box
-from rich.console import Console, Group, JustifyMethod, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -20,25 +19,28 @@ from traceviz.analyses.ranks import (
 )
 from traceviz.analyses.summary import Summary
 from traceviz.analyses.timings import Timings
-from traceviz.render.fit import Col, fitted_table
-from traceviz.units import fmt_ns, fmt_pct, plural, short_name
+from traceviz.render.fit import NAME_MIN, Col, fitted_table, left_note
+from traceviz.units import fmt_ns, fmt_pct, plural
 
 
 def render_summary(summary: Summary, top: int = 15, wide: bool = False,
                    width: int = 120) -> Group:
-    """Everything ``traceviz analyze`` prints, as one rich renderable, for ``width`` columns."""
-    extra = 40 if summary.by_config else 0  # the config column
-    n_stats = max(0, min(len(_STATS), (width - 91 - extra) // 11))
-    name_width = max(20, min(60, width - 55 - extra - 11 * n_stats))
-    parts: list[RenderableType] = [_header(summary),
-                                   _top_kernels(summary, top, wide, name_width, n_stats),
-                                   _categories(summary)]
+    """Everything ``traceviz analyze`` prints, as one rich renderable, for ``width`` columns:
+    each table fitted (``render/fit.py``), what a narrow terminal leaves out named last."""
+    left: dict[str, list[str]] = {}
+    kernels, left["top kernels"] = _top_kernels(summary, top, wide, width)
+    cats, left["categories"] = _categories(summary, width)
+    parts: list[RenderableType] = [_header(summary), kernels, cats]
     if len(summary.phases):
-        parts.append(phase_render(summary.phases, summary.steps, summary.cpu_trace, width))
+        phases, left["phases"] = _phases(summary.phases, summary.steps, summary.cpu_trace,
+                                         width)
+        parts.append(phases)
     if not summary.cpu_trace:
-        parts.append(_launches(summary))
+        launches, left["launch overhead"] = _launches(summary, width)
+        parts.append(launches)
     if summary.casts.count or summary.casts.cast_ops:  # an FP32 run: no empty section
-        parts.append(_casts(summary, wide))
+        casts, left["casts"] = _casts(summary, wide, width)
+        parts.append(casts)
     if summary.efficiency is not None:
         from traceviz.render.efficiency import efficiency_render, memory_render
 
@@ -48,8 +50,10 @@ def render_summary(summary: Summary, top: int = 15, wide: bool = False,
     if summary.timings:
         parts.append(Text.assemble(("bench", "bold"), " (no profiler): ",
                                    timings_line(summary.timings)))
-    for note in summary.notes:
-        parts.append(Text(f"note: {note}", style="yellow"))
+    if note := left_note(width, left):
+        parts.append(note)
+    for note_text in summary.notes:
+        parts.append(Text(f"note: {note_text}", style="yellow"))
     return Group(*parts)
 
 
@@ -83,10 +87,8 @@ def _header(s: Summary) -> Table:
         grid.add_row("CPU busy (leaf ops)", f"{fmt_ns(s.busy_ns)}   framework overhead "
                                             f"{fmt_pct(s.framework_overhead_fraction)}")
     else:
-        cats = s.categories.set_index("category")["total_ns"] if len(s.categories) else {}
-        copies = sum(int(cats.get(c, 0)) for c in ("memcpy", "memset"))
-        split = f"   copies (memcpy/memset) {fmt_pct(copies / s.device_total_ns)} of device " \
-            "time" if copies and s.device_total_ns else ""
+        split = f"   copies (memcpy/memset) {fmt_pct(s.copy_fraction)} of device " \
+            "time" if s.copy_fraction else ""
         grid.add_row("GPU busy" + summed, f"{fmt_ns(s.busy_ns)}   idle "
                                           f"{fmt_pct(s.idle_fraction)}{split}")
         grid.add_row("idle, waiting for host", f"{fmt_ns(s.host_wait_ns)}   launch-bound "
@@ -105,91 +107,80 @@ def _header(s: Summary) -> Table:
     return grid
 
 
-_STATS = ("mean", "median", "max", "min", "std")  # shown as the width allows, in this order
+_STATS = ("mean", "median", "max", "min", "std")  # they leave a narrow table std first
 
 
-def _top_kernels(s: Summary, top: int, wide: bool, name_width: int, n_stats: int) -> Table:
+def _top_kernels(s: Summary, top: int, wide: bool, width: int) -> tuple[Table, list[str]]:
     what = "leaf ops" if s.cpu_trace else "kernels"
     by = " and launch configuration" if s.by_config else ""
-    t = Table(title=f"Top {what}{by} by total time", box=box.SIMPLE_HEAD, title_justify="left")
-    t.add_column("#", justify="right", no_wrap=True)
-    t.add_column("name", overflow="fold" if wide else "ellipsis", no_wrap=not wide,
-                 max_width=None if wide else name_width)
-    if s.by_config:
-        t.add_column("config", no_wrap=True)
-    stats = _STATS if wide else _STATS[:n_stats]
-    for col in ("category", "count", "total", *stats, "share"):
-        t.add_column(col, justify="left" if col == "category" else "right", no_wrap=True)
+    cols = [Col("#"), Col("name", "left", name=True),
+            *([Col("config", "left", wrap=True)] if s.by_config else []),
+            Col("category", "left", drop=6), Col("count"), Col("total"),
+            *(Col(c, drop=5 - i) for i, c in enumerate(_STATS)), Col("share")]
+    rows = []
     for i, r in enumerate(s.kernels.head(top).itertuples(index=False), 1):
-        name = r.name if wide else short_name(r.name, name_width)
-        config = [r.details or "–"] if s.by_config else []
-        values = {"mean": r.mean_ns, "median": r.median_ns, "max": r.max_ns,
-                  "min": r.min_ns, "std": r.std_ns}
-        t.add_row(str(i), name, *config, r.category, f"{r.count:,}", fmt_ns(r.total_ns),
-                  *(fmt_ns(values[c]) for c in stats), fmt_pct(r.share))
+        values = (r.mean_ns, r.median_ns, r.max_ns, r.min_ns, r.std_ns)
+        rows.append([str(i), str(r.name), *([r.details or "–"] if s.by_config else []),
+                     str(r.category), f"{r.count:,}", fmt_ns(r.total_ns),
+                     *(fmt_ns(v) for v in values), fmt_pct(r.share)])
     rest = s.kernels.iloc[top:]
     if len(rest):
-        t.add_row("", f"({plural(len(rest), 'other')})", *([""] if s.by_config else []), "",
-                  f"{int(rest['count'].sum()):,}", fmt_ns(rest["total_ns"].sum()),
-                  *([""] * len(stats)), fmt_pct(rest["share"].sum()))
-    return t
+        rows.append(["", f"({plural(len(rest), 'other')})", *([""] if s.by_config else []), "",
+                     f"{int(rest['count'].sum()):,}", fmt_ns(rest["total_ns"].sum()),
+                     *([""] * len(_STATS)), fmt_pct(rest["share"].sum())])
+    # a name keeps 40 columns before the statistics and the category leave
+    return fitted_table(f"Top {what}{by} by total time", cols, rows, width, wide=wide,
+                        name_least=40)
 
 
-def _categories(s: Summary) -> Table:
-    t = Table(title="Categories", box=box.SIMPLE_HEAD, title_justify="left")
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("category", "left"), ("count", "right"), ("total", "right"), ("share", "right"))
-    for col, just in columns:
-        t.add_column(col, justify=just, no_wrap=True)
+def _categories(s: Summary, width: int) -> tuple[Table, list[str]]:
     cats = s.categories.sort_values("total_ns", ascending=False, kind="stable")
-    for r in cats.itertuples(index=False):
-        if r.count:
-            t.add_row(r.category, f"{r.count:,}", fmt_ns(r.total_ns), fmt_pct(r.share))
-    return t
+    rows = [[str(r.category), f"{r.count:,}", fmt_ns(r.total_ns), fmt_pct(r.share)]
+            for r in cats.itertuples(index=False) if r.count]
+    return fitted_table("Categories", (Col("category", "left"), Col("count"), Col("total"),
+                                       Col("share")), rows, width)
 
 
-def _launches(s: Summary) -> Table:
+_LAUNCH_COLS = (Col("metric", "left", wrap=True), Col("value/\nmedian"), Col("p90", drop=1),
+                Col("max", drop=2), Col("", "left", wrap=True, drop=3))
+
+
+def _launches(s: Summary, width: int) -> tuple[Table, list[str]]:
     lo = s.launches
-    t = Table(title="Launch overhead", box=box.SIMPLE_HEAD, title_justify="left")
-    t.add_column("metric", no_wrap=True)
-    for col in ("value/median", "p90", "max"):
-        t.add_column(col, justify="right", no_wrap=True)
-    t.add_column("", justify="left", style="dim")
-    t.add_row("launch-bound fraction", fmt_pct(s.launch_bound_fraction), "", "",
-              "idle with nothing launched pending / span")
-    t.add_row("queued idle", fmt_pct(_share(s.queued_idle_ns, s.span_ns)), "", "",
-              "idle while launched work waits (dependencies, syncs, device behind host)")
+    rows = [["launch-bound fraction", fmt_pct(s.launch_bound_fraction), "", "",
+             "idle with nothing launched pending / span"],
+            ["queued idle", fmt_pct(s.queued_idle_fraction), "", "",
+             "idle while launched work waits (dependencies, syncs, device behind host)"]]
     for d in s.devices:
         if d.queue_mean is not None:
-            t.add_row(f"queue depth, device {d.device}", f"{d.queue_mean:,.1f}", "",
-                      f"{d.queue_max:,}", "launched, not started: time-weighted mean, max")
-    t.add_row("kernel-launch API share", fmt_pct(lo.kernel.api_share), "", "",
-              f"{lo.kernel.count:,} calls, {fmt_ns(lo.kernel.host_ns)}; share of wall time")
-    t.add_row("launch call duration", fmt_ns(lo.kernel.call.median_ns),
-              fmt_ns(lo.kernel.call.p90_ns), fmt_ns(lo.kernel.call.max_ns), "")
-    t.add_row("launch delay", fmt_ns(lo.delay.median_ns), fmt_ns(lo.delay.p90_ns),
-              fmt_ns(lo.delay.max_ns), "kernel start - launch end")
-    t.add_row("short kernels", f"{lo.short_kernels:,}", "", "",
-              "device time < launch call time")
+            rows.append([f"queue depth, device {d.device}", f"{d.queue_mean:,.1f}", "",
+                         f"{d.queue_max:,}", "launched, not started: time-weighted mean, max"])
+    rows += [["kernel-launch API share", fmt_pct(lo.kernel.api_share), "", "",
+              f"{lo.kernel.count:,} calls, {fmt_ns(lo.kernel.host_ns)}; share of wall time"],
+             ["launch call duration", fmt_ns(lo.kernel.call.median_ns),
+              fmt_ns(lo.kernel.call.p90_ns), fmt_ns(lo.kernel.call.max_ns), ""],
+             ["launch delay", fmt_ns(lo.delay.median_ns), fmt_ns(lo.delay.p90_ns),
+              fmt_ns(lo.delay.max_ns), "kernel start - launch end"],
+             ["short kernels", f"{lo.short_kernels:,}", "", "",
+              "device time < launch call time"]]
     if lo.copies.count:
-        t.add_row("copy/set API share", fmt_pct(lo.copies.api_share), "", "",
-                  f"{lo.copies.count:,} calls, {fmt_ns(lo.copies.host_ns)}")
+        rows.append(["copy/set API share", fmt_pct(lo.copies.api_share), "", "",
+                     f"{lo.copies.count:,} calls, {fmt_ns(lo.copies.host_ns)}"])
     if lo.graphs.count:
         g = lo.graphs
-        t.add_row("graph launches", f"{g.count:,}", "", "",
-                  f"{g.kernels:,} kernels, {fmt_ns(g.kernel_ns)} (not in delay/short rows)")
-        t.add_row("graph first-kernel delay", fmt_ns(g.first_delay.median_ns),
-                  fmt_ns(g.first_delay.p90_ns), fmt_ns(g.first_delay.max_ns), "")
+        rows += [["graph launches", f"{g.count:,}", "", "",
+                  f"{g.kernels:,} kernels, {fmt_ns(g.kernel_ns)} (not in delay/short rows)"],
+                 ["graph first-kernel delay", fmt_ns(g.first_delay.median_ns),
+                  fmt_ns(g.first_delay.p90_ns), fmt_ns(g.first_delay.max_ns), ""]]
     if lo.unlaunched_kernels:
-        t.add_row("kernels without launch row", f"{lo.unlaunched_kernels:,}", "", "",
-                  "launched before the trace began, or not recorded")
-    return t
+        rows.append(["kernels without launch row", f"{lo.unlaunched_kernels:,}", "", "",
+                     "launched before the trace began, or not recorded"])
+    return fitted_table("Launch overhead", _LAUNCH_COLS, rows, width)
 
 
-def phase_render(phases: pd.DataFrame, steps: int, cpu_trace: bool,
-                 width: int = 120) -> RenderableType:
-    """The per-phase table; times per step where the trace has steps. Fitted to the
-    width (``render/fit.py``): columns leave whole, and a note names them."""
+def _phases(phases: pd.DataFrame, steps: int, cpu_trace: bool,
+            width: int) -> tuple[Table, list[str]]:
+    """The per-phase table; times per step where the trace has steps."""
     per = max(steps, 1)
     unit = " per step" if steps else ""
     what = "leaf ops" if cpu_trace else "kernels"
@@ -200,19 +191,23 @@ def phase_render(phases: pd.DataFrame, steps: int, cpu_trace: bool,
              fmt_ns(r.busy_ns / per), fmt_pct(_share(r.busy_ns, r.wall_ns)),
              f"{r.kernels / per:,.0f}", fmt_ns(r.kernel_ns / per), f"{r.casts / per:,.0f}",
              fmt_ns(r.cast_ns / per)] for r in phases.itertuples(index=False)]
-    table, left = fitted_table(
+    return fitted_table(
         f"Phases{unit} (work belongs to the phase its launch was made in)", cols, rows, width)
-    if not left:
-        return table
-    return Group(table, Text(f"(narrow terminal: {', '.join(left)} left out; --json has "
-                             "them)", style="dim"))
+
+
+def phase_render(phases: pd.DataFrame, steps: int, cpu_trace: bool,
+                 width: int = 120) -> RenderableType:
+    """The per-phase table alone (``report``'s terminal form), with its note."""
+    table, left = _phases(phases, steps, cpu_trace, width)
+    note = left_note(width, left)
+    return table if note is None else Group(table, note)
 
 
 def timings_line(t: Timings) -> str:
     """Median, spread and the noise verdict of a benchmark; the profiler's overhead only
     where it exceeds the spread; the warm-up it took."""
     line = (f"{t.median_s * 1e3:,.3f} ms/batch median of {t.batches} (min "
-            f"{t.min_s * 1e3:,.3f}, max {t.max_s * 1e3:,.3f}, CV {100 * t.cv:.1f}%)")
+            f"{t.min_s * 1e3:,.3f} ms, max {t.max_s * 1e3:,.3f} ms, CV {100 * t.cv:.1f}%)")
     if t.noisy:
         line += " · NOISY (CV > 10% or max/min > 1.5: compare medians with care)"
     if t.profiler_overhead is not None:
@@ -228,7 +223,7 @@ def _share(part: int | None, whole: int) -> float | None:
     return None if part is None or not whole else part / whole
 
 
-def _casts(s: Summary, wide: bool) -> Group:
+def _casts(s: Summary, wide: bool, width: int) -> tuple[Group, list[str]]:
     c = s.casts
     what = "leaf ops" if s.cpu_trace else "kernels"
     line = Text.assemble(
@@ -239,19 +234,12 @@ def _casts(s: Summary, wide: bool) -> Group:
            " — dtypes not recorded, so device and layout copies may count as casts"),
     )
     if c.top.empty:
-        return Group(line)
-    t = Table(box=box.SIMPLE_HEAD)
-    t.add_column("name", overflow="fold" if wide else "ellipsis", no_wrap=not wide,
-                 max_width=None if wide else 50)
-    t.add_column("op", no_wrap=True)
-    t.add_column("count", justify="right", no_wrap=True)
-    t.add_column("total", justify="right", no_wrap=True)
-    for r in c.top.head(5).itertuples(index=False):
-        name = str(r.name) if wide else short_name(str(r.name), 50)
-        op = "" if r.op is None or r.op != r.op else str(r.op)
-        t.add_row(name, op, f"{r.count:,}", fmt_ns(r.total_ns))
-    return Group(line, t)
-
+        return Group(line), []
+    rows = [[str(r.name), "" if r.op is None or r.op != r.op else str(r.op), f"{r.count:,}",
+             fmt_ns(r.total_ns)] for r in c.top.head(5).itertuples(index=False)]
+    t, left = fitted_table("", (Col("name", "left", name=True), Col("op", "left", drop=1),
+                                Col("count"), Col("total")), rows, width, wide=wide)
+    return Group(line, t), left
 
 
 LIST_ROWS = 32
@@ -277,7 +265,8 @@ def ranks_render(s: RanksSummary, top: int = 10, width: int = 120) -> Group:
         f"Ranks ({len(s.ranks):,}): the {len(listed)} slowest by {what}")
     rows = [_rank_row(r) for r in listed]
     left: dict[str, list[str]] = {}  # per table, the columns the width left out
-    t, left["ranks"] = fitted_table(title, _RANK_COLS, rows, width)
+    # a rank's top kernel is a hint: it narrows to NAME_MIN before a figure leaves
+    t, left["ranks"] = fitted_table(title, _RANK_COLS, rows, width, name_least=NAME_MIN)
     parts: list[RenderableType] = [t, Text(
         "busy, comm, kernels: per step (whole trace without steps); comm overlapped: the share "
         "of communication-kernel time a computation kernel overlaps (HTA's definition)",
@@ -298,12 +287,11 @@ def ranks_render(s: RanksSummary, top: int = 10, width: int = 120) -> Group:
     rows = [[r.name, r.category, str(r.ranks), f"{r.count:,}", fmt_ns(r.total_ns),
              fmt_ns(r.min_rank_ns), fmt_ns(r.max_rank_ns), fmt_pct(r.share)]
             for r in s.top_kernels.head(top).itertuples(index=False)]
-    k, left["top kernels"] = fitted_table("Top kernels across ranks", _KERNEL_COLS, rows, width)
+    k, left["top kernels"] = fitted_table("Top kernels across ranks", _KERNEL_COLS, rows, width,
+                                          name_least=NAME_MIN)
     parts.append(k)
-    if any(left.values()):
-        what = "; ".join(f"{table}: {', '.join(cols)}" for table, cols in left.items() if cols)
-        parts.append(Text(f"left out at {width} columns: {what} (a wider terminal, --width, "
-                          "or --json has every figure)", style="dim"))
+    if note := left_note(width, left):
+        parts.append(note)
     parts += [Text(f"note: {n}", style="yellow") for n in s.notes]
     return Group(*parts)
 

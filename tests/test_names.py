@@ -1,0 +1,98 @@
+"""Names a reader can tell apart: mangled symbols demangled by cpp_demangle, shortened
+names that keep the function, rows that never read alike, ``--wide`` whole names."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from tests.conftest import KINETO
+from tests.rawref import Reference
+from traceviz.names import demangle, distinct_names, short_name
+from traceviz.parsers import load
+
+NCCL = KINETO / "a100_nccl.json.gz"
+
+VLLM = ("std::enable_if<(((8)>(0)))&&(_typeConvert<c10::BFloat16>::exists), void>::type "
+        "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, c10::BFloat16*, "
+        "c10::BFloat16 const*, float, int, int)")
+EIGEN = ("void Eigen::internal::EigenMetaKernel<Eigen::TensorEvaluator<Eigen::TensorAssignOp<"
+         "Eigen::TensorMap<Eigen::Tensor<float, 1, 1, long>, 16>, Eigen::TensorCwiseBinaryOp<"
+         "Eigen::internal::scalar_{op}_op<float, float>, Eigen::TensorMap<Eigen::Tensor<float "
+         "const, 1, 1, long>, 16> const> const> const, Eigen::GpuDevice>, long>("
+         "Eigen::TensorEvaluator<>, long)")
+
+
+def test_mangled_kernels_are_demangled_on_load():
+    """The two CUTLASS wgrad kernels of the NCCL trace are recorded mangled (``_ZN19cutlass_
+    cudnn_train6Kernel...``): the trace names them by their C++ signature, one name per
+    symbol, with the raw file's call counts."""
+    raw = Reference(NCCL)
+    mangled = Counter(e["name"] for e in raw.kernels if e["name"].startswith("_Z"))
+    assert len(mangled) == 2
+    t = load(NCCL)
+    k = t.events[t.events["kind"] == "kernel"]
+    names = k["name"].astype(str)
+    assert not names.str.startswith("_Z").any()
+    for symbol, count in mangled.items():
+        signature = demangle(symbol)
+        assert signature.startswith("void cutlass_cudnn_train::Kernel<cutlass_cudnn_train::"
+                                    "conv::kernel::ImplicitGemmConvolution<")
+        assert (names == signature).sum() == count
+    # what is not a mangled symbol, or not a well-formed one, stays as recorded
+    assert demangle("aten::mm") == "aten::mm"
+    assert demangle("_Z") == "_Z" and demangle("_ZN2ck") == "_ZN2ck"
+    assert demangle("_Z3fooi") == "foo(int)"
+
+
+def test_short_name_keeps_the_function_not_its_return_type():
+    assert short_name(VLLM, 60) == "fused_add_rms_norm_kernel<BFloat16, 8>"
+    assert short_name("(12 others)") == "(12 others)"
+
+
+@pytest.mark.parametrize("width", [16, 24, 32, 44, 60])
+def test_rows_never_read_alike(width):
+    """The NCCL trace's kernels (two CUTLASS kernels that differ only deep in their
+    templates, cuDNN batch-norm kernels that differ in one argument) and Eigen kernels that
+    differ in their functor: as many shown names as distinct names, at every width."""
+    t = load(NCCL)
+    names = sorted(set(t.events.loc[t.events["kind"] == "kernel", "name"].astype(str)))
+    names += [EIGEN.format(op=op) for op in ("sum", "product", "difference")]
+    shown = distinct_names(names, width)
+    assert len(set(shown)) == len(names)
+    assert all(len(s) <= width for s in shown)
+    # the same name twice reads the same (rows per launch configuration)
+    assert distinct_names([names[0], names[0]], width) == [short_name(names[0], width)] * 2
+    # without a clash, a name reads as short_name has it
+    alone = [n for n in names if short_name(n, width) not in
+             {short_name(m, width) for m in names if m != n}]
+    assert alone and all(shown[names.index(n)] == short_name(n, width) for n in alone)
+
+
+def test_what_tells_rows_apart_is_shown():
+    shown = distinct_names([EIGEN.format(op="sum"), EIGEN.format(op="product")], 44)
+    assert shown[0].startswith("EigenMetaKernel<") and "scalar_sum_op" in shown[0]
+    assert "scalar_product_op" in shown[1]
+    sm80 = ["sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1",
+            "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize2x2x1"]
+    a, b = distinct_names(sm80, 30)
+    assert "128x128x8" in a and "64x64x8" in b
+
+
+def test_wide_gives_names_priority(capsys):
+    """``--wide``: every listed name whole (folded where long); at 200 columns a name up
+    to half the width reads on one line."""
+    from traceviz.analyses import summarize
+    from traceviz.cli import main
+
+    s = summarize(load(NCCL))
+    assert main(["analyze", str(NCCL), "--wide", "--width", "200", "--top", "10"]) == 0
+    out = capsys.readouterr().out
+    for name in s.kernels["name"].head(10):
+        if len(name) <= 100:
+            assert name in out
+    assert main(["analyze", str(NCCL), "--width", "200", "--top", "10"]) == 0
+    narrow = capsys.readouterr().out
+    long = [n for n in s.kernels["name"].head(10) if len(n) > 60]
+    assert long and not any(n in narrow for n in long)
