@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -27,8 +28,10 @@ from traceviz.categorical import each, per_distinct
 from traceviz.intervals import union_blocks
 from traceviz.launch_apis import is_graph_launch, is_sync_call
 from traceviz.names import distinct_names
-from traceviz.trace import Trace
 from traceviz.units import fmt_ns, fmt_pct, plural
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 HOST_BOUND = 0.25          # launch-bound share of the span (GPU)
 FRAMEWORK_BOUND = 0.30     # framework overhead share (CPU)

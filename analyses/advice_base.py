@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traceviz.analyses.summary import Summary, summarize
 from traceviz.analyses.whatif import WhatIf, whatif
 from traceviz.errors import TraceVizError
-from traceviz.trace import Trace
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 
 @dataclass(frozen=True)

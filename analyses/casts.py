@@ -11,11 +11,14 @@ integer or bool type, is not a cast (``normalize``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from traceviz.optree import op_parents
-from traceviz.trace import Trace
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -15,7 +15,9 @@ from traceviz.analyses.work import analysis_windows, step_count, wall_windows, w
 from traceviz.categorical import per_distinct
 from traceviz.classify import tensor_core_flags
 from traceviz.schema import CATEGORIES
-from traceviz.trace import Trace
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 
 @dataclass

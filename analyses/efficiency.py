@@ -12,7 +12,7 @@ kernels, in proportion to their device time. Peaks come from ``traceviz.peaks``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -26,7 +26,9 @@ from traceviz.optree import op_parents, parents_and_enclosing
 from traceviz.peaks import Peak, find
 from traceviz.runners.protocol import workload_flops
 from traceviz.schema import is_in
-from traceviz.trace import Trace
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 MATRIX_CATEGORIES = ("gemm", "rnn", "attention")
 OVER_PEAK = 1.05  # an achieved rate above its peak by more than timing noise

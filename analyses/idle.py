@@ -23,7 +23,7 @@ consecutive kernels only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -34,7 +34,9 @@ from traceviz.intervals import (
     max_overlap_in_windows,
     union_in_windows,
 )
-from traceviz.trace import Trace
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 STEP_COLUMNS = ["step", "start_ns", "end_ns", "span_ns", "busy_ns", "host_wait_ns",
                 "queued_idle_ns"]

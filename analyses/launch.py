@@ -13,6 +13,7 @@ Calls and device rows are joined by ``launch_id``, the one link the normalizer w
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -22,7 +23,9 @@ from traceviz.categorical import each, per_distinct_categorical
 from traceviz.intervals import union_blocks, union_in_windows
 from traceviz.launch_apis import base_api_name, is_graph_launch, launch_kind
 from traceviz.schema import DEVICE_KINDS
-from traceviz.trace import Trace
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 
 def launch_table(trace: Trace) -> pd.DataFrame:

@@ -10,7 +10,7 @@ records with the event.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -18,7 +18,9 @@ import pandas as pd
 from traceviz.analyses.phases import NO_PHASE, assign_phases, phase_ranges
 from traceviz.analyses.stats import plain_row
 from traceviz.schema import is_in
-from traceviz.trace import Trace
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 
 @dataclass

@@ -10,11 +10,15 @@ every phase is the ``(no phase)`` row.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
 from traceviz.intervals import union_blocks, union_length
-from traceviz.trace import Trace
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 PHASES = ("data", "forward", "backward", "optimizer")
 NO_PHASE = "(no phase)"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +29,9 @@ from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.categorical import categorical_of, groups
 from traceviz.intervals import union_blocks
 from traceviz.schema import is_in
-from traceviz.trace import Trace
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_=]?(\d+)", re.IGNORECASE)
 

@@ -28,7 +28,7 @@ recorded time, so the graph has no cycle and the passes stop.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -38,7 +38,9 @@ from traceviz.categorical import each, per_distinct
 from traceviz.errors import InputError
 from traceviz.launch_apis import is_sync_call
 from traceviz.schema import DEVICE_KINDS
-from traceviz.trace import Trace
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 NEVER = np.int64(-(1 << 62))  # "no constraint" in a max
 # a row started late when it started this much later than its launch (with the learnt

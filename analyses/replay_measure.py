@@ -4,14 +4,17 @@ windows, so a replay and a scenario are measured like the recording."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from traceviz.analyses.replay import ReplayGraph, Solution
 from traceviz.analyses.work import analysis_windows
-from traceviz.trace import Trace
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 
 def replayed_trace(g: ReplayGraph, sol: Solution) -> Trace:
@@ -36,7 +39,7 @@ def replayed_trace(g: ReplayGraph, sol: Solution) -> Trace:
     drop = g.d_rows[g.d_removed]
     if len(drop):
         ev = ev.drop(index=drop)
-    return Trace(ev, dict(g.trace.meta))
+    return replace(g.trace, events=ev, meta=dict(g.trace.meta))
 
 
 def _moved_marks(g: ReplayGraph, sol: Solution, marks: pd.DataFrame

@@ -7,7 +7,7 @@ in README.md ("Exported tables").
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -17,7 +17,9 @@ from traceviz.analyses.launch import launch_table
 from traceviz.analyses.phases import NO_PHASE, assign_phases, phase_ranges, phase_table
 from traceviz.analyses.work import analysis_windows, wall_windows, work_rows
 from traceviz.optree import op_tree
-from traceviz.trace import Trace
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 KERNEL_COLUMNS = [
     "name", "category", "kind", "ts_ns", "dur_ns", "device", "stream", "step", "correlation",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -18,8 +18,10 @@ import pandas as pd
 from traceviz.analyses.replay import ReplayGraph, build, per_device, solve
 from traceviz.analyses.replay_measure import Windows, replayed_trace, window_time
 from traceviz.errors import UsageError
-from traceviz.trace import Trace
 from traceviz.units import fmt_ns
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 MATRIX_CATEGORIES = ("gemm", "rnn")
 # host cost of a graph launch per kernel it holds, where the trace has no graph launch

@@ -12,6 +12,8 @@ per device from its first launch (or first work) to its last work end.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
@@ -20,7 +22,9 @@ from traceviz.classify import trivial_op_flags
 from traceviz.intervals import union_length
 from traceviz.optree import work_op_mask
 from traceviz.schema import is_in
-from traceviz.trace import Trace
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
 
 
 def work_rows(trace: Trace) -> pd.DataFrame:

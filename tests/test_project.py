@@ -85,3 +85,68 @@ def test_types_check_on_the_installed_package(installed):
                         "--ignore-missing-imports", "--cache-dir", str(installed / ".mypy")],
                        cwd=installed, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the installed package, by its import name (``analyses/`` and
+    ``runners/`` are mapped into ``traceviz``)."""
+    roots = {"traceviz": ROOT / "traceviz", "traceviz.runners": ROOT / "runners",
+             "traceviz.analyses": ROOT / "analyses"}
+    mods = {}
+    for pkg, root in roots.items():
+        for f in root.rglob("*.py"):
+            parts = list(f.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            mods[".".join([pkg, *parts])] = f
+    return mods
+
+
+def _imports(path: Path, mods: dict[str, Path]) -> set[str]:
+    """The package's modules ``path`` imports, at the top or inside a function (a lazy
+    import is a dependency too); ``if TYPE_CHECKING:`` blocks aside."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    typing_only = {id(x) for n in ast.walk(tree) if isinstance(n, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(n.test) for x in ast.walk(n)}
+
+    def module_of(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    out = set()
+    for n in ast.walk(tree):
+        if id(n) in typing_only:
+            continue
+        if isinstance(n, ast.ImportFrom) and n.level == 0 and (n.module or "").startswith(
+                "traceviz"):
+            out |= {module_of(f"{n.module}.{a.name}") for a in n.names}
+        elif isinstance(n, ast.Import):
+            out |= {module_of(a.name) for a in n.names if a.name.startswith("traceviz")}
+    return out - {None}
+
+
+def test_no_import_circle():
+    """No module imports, even lazily, a module that imports it back (through any chain):
+    each part stays readable and testable on its own."""
+    import graphlib
+
+    mods = _modules()
+    graph = {m: _imports(f, mods) - {m} for m, f in mods.items()}
+    # a package imports its own modules (``parsers/__init__`` re-exports ``load``); the
+    # edge from a module to its package is the one Python adds, not a design dependency
+    for m in graph:
+        graph[m] = {d for d in graph[m] if not m.startswith(d + ".")}
+    try:
+        list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as e:
+        pytest.fail(f"import circle: {' -> '.join(e.args[1])}")
+    assert len(graph) > 80 and graph["traceviz.normalize"] >= {"traceviz.trace"}
+
+
+def test_no_module_over_400_lines():
+    long = {str(f.relative_to(ROOT)): n for f in _modules().values()
+            if (n := len(f.read_text().splitlines())) > 400}
+    assert not long

@@ -20,8 +20,9 @@ from tests.conftest import KINETO
 from tests.rawref import load as raw_events
 from tests.rawref import ns, union
 from traceviz.cli import main
+from traceviz.folders import rank_files
 from traceviz.rankdata import analyze_dataset
-from traceviz.rankdir import analyze_folder, import_folder, rank_files
+from traceviz.rankdir import analyze_folder, import_folder
 
 
 @pytest.fixture(scope="module")
@@ -471,7 +472,7 @@ def test_xplane_files_beside_other_traces_make_a_rank_folder(tmp_path, capsys):
     merged); with traces of other formats beside them it is a folder of ranks: read as a
     profile run, the other files were left out without a word."""
     import traceviz
-    from traceviz.rankdir import is_rank_folder
+    from traceviz.folders import is_rank_folder
 
     xplane = KINETO.parent / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
     run = tmp_path / "run"
@@ -499,7 +500,7 @@ def test_xplane_run_folders_and_log_directories_stay_one_trace(tmp_path):
     """A profile run's companions (TF's trace viewer JSON, JAX's Perfetto trace, memory
     profiles) do not make it a rank folder, and a log directory with a stray file at its top
     stays a log directory; a PyTorch trace beside an XSpace file is a rank."""
-    from traceviz.rankdir import is_rank_folder
+    from traceviz.folders import is_rank_folder
 
     xplane = KINETO.parent / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
     run = tmp_path / "run"

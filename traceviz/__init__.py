@@ -40,9 +40,10 @@ def ranks(path: str | Path, memory_limit: str | None = None) -> RanksSummary:
     and ``.top_kernels`` (pandas), ``.to_dict(top)`` (exactly ``analyze --json``).
     ``memory_limit``: DuckDB's, for a dataset (default a quarter of RAM). Raises
     ``TraceVizError`` with one line when it cannot."""
+    from traceviz.folders import is_dataset, is_rank_folder
     from traceviz.parsers.detect import check_loadable
     from traceviz.rankdata import analyze_dataset
-    from traceviz.rankdir import analyze_folder, is_dataset, is_rank_folder
+    from traceviz.rankdir import analyze_folder
 
     path = Path(path)
     if is_dataset(path):

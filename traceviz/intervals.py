@@ -127,15 +127,29 @@ def innermost_enclosing(
     key_s = gi.astype(np.int64) * width + (start - lo)
     key_e = gi.astype(np.int64) * width + (end - lo)
     key_q = gq.astype(np.int64) * width + (q_time - lo)
+    del g_labels, g_codes, gi, gq  # arrays of n + q: an import's peak passes through here
     # sort by start; among equal starts the longer (outer) range first
     order = np.lexsort((-(end - start), key_s))
-    ks, ke = key_s[order], key_e[order]
-    rank_of = np.empty(n, dtype=np.int64)
-    rank_of[order] = np.arange(n)
+    ks = key_s[order]
+    del key_s
+    ke = key_e[order]
+    del key_e
     pos = np.searchsorted(ks, key_q, side="right") - 1
+    del ks
     if q_exclude is not None:
+        rank_of = np.empty(n, dtype=np.int64)
+        rank_of[order] = np.arange(n)
         has_ex = q_exclude >= 0
         pos = np.where(has_ex, np.minimum(pos, rank_of[np.maximum(q_exclude, 0)] - 1), pos)
+        del rank_of, has_ex
+    # the sparse table holds log2(n) copies of the ends: as int32 ranks among the ends and
+    # query times (order kept, so every comparison below is unchanged), it takes half the
+    # memory, the largest transient of an import
+    both, ranked = np.unique(np.concatenate([ke, key_q]), return_inverse=True)
+    del both
+    ke = ranked[:n].astype(np.int32)
+    key_q = ranked[n:].astype(np.int32)
+    del ranked
     # sparse table: table[p][j] = max(ke[j - 2^p + 1 .. j])
     table = [ke]
     step = 1

@@ -18,18 +18,19 @@ import pandas as pd
 
 from traceviz import classify, schema
 from traceviz.categorical import from_used_codes, per_distinct
+from traceviz.heap import release_free_memory
 from traceviz.intervals import innermost_enclosing
 from traceviz.launch_apis import base_api_name, launch_kind
 from traceviz.names import demangled_categories
 from traceviz.optree import parents_and_enclosing, thread_key
+from traceviz.rowcodes import KIND_CODE, category_codes, kind_codes
 from traceviz.trace import Trace
 
 BASE_COLUMNS = (
     "kind", "name", "ts_ns", "dur_ns", "pid", "tid", "device", "stream",
     "correlation", "step", "bytes",
 )
-_K = {k: np.int8(i) for i, k in enumerate(schema.KINDS)}
-_C = {c: np.int8(i) for i, c in enumerate(schema.CATEGORIES)}
+_K = KIND_CODE
 
 
 def launch_details(regs: np.ndarray, shared_mem: np.ndarray, grid: tuple, block: tuple
@@ -79,22 +80,6 @@ def _within_range(ev: pd.DataFrame, meta: dict) -> pd.DataFrame:
         f"{n:,} event{'s' * (n != 1)} dropped: ending over 146 years after the trace's "
         "first event")
     return ev[~far].reset_index(drop=True)
-
-
-def category_codes(kind: np.ndarray, name_codes: np.ndarray, categories: pd.Index,
-                   is_cast: np.ndarray) -> np.ndarray:
-    """Per row, the index into ``schema.CATEGORIES`` (-1 on rows that are not work)."""
-    cat_codes = np.append(classify.category_codes(categories), _C["other"])[name_codes]
-    cat_codes[kind == _K["memcpy"]] = _C["memcpy"]
-    cat_codes[kind == _K["memset"]] = _C["memset"]
-    cat_codes[is_cast & ((kind == _K["kernel"]) | (kind == _K["op"]))] = _C["cast"]
-    is_device = np.isin(kind, [_K[k] for k in schema.DEVICE_KINDS])
-    cat_codes[~(is_device | (kind == _K["op"]))] = -1
-    return cat_codes
-
-
-def kind_codes(kinds: pd.Series) -> np.ndarray:
-    return kinds.astype(schema.KIND_DTYPE).cat.codes.to_numpy()
 
 
 def _launch_calls(calls: np.ndarray, process: np.ndarray, corr: np.ndarray, ts: np.ndarray,
@@ -196,9 +181,15 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
 
     ``link_pid`` names a column giving, for runtime and device rows, the host process
     a correlation id belongs to (nsys numbers correlations per process); without it
-    correlation ids are taken to be unique in the trace (Kineto, XSpace).
+    correlation ids are taken to be unique in the trace (Kineto, XSpace). ``base`` is the
+    parser's own frame, handed over: ``finish`` empties it once sorted, so that no second
+    copy of the trace's rows lives through the derivation (the peak memory of an import).
     """
-    ev = _within_range(base.sort_values("ts_ns", kind="stable").reset_index(drop=True), meta)
+    release_free_memory()  # what decoding freed, before the derivation allocates anew
+    ev = base.sort_values("ts_ns", kind="stable", ignore_index=True)
+    for col in list(base.columns):  # the unsorted rows go now, not when the parser returns
+        del base[col]
+    ev = _within_range(ev, meta)
     origin = int(ev["ts_ns"].min()) if len(ev) else 0
     meta = {**meta, "origin_ns": int(meta.get("origin_ns", 0)) + origin}
     if "dtype_change" in ev:  # the source recorded dtypes: casts are told from copies
@@ -243,7 +234,7 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
             dtype=schema.CATEGORY_DTYPE, validate=False),
         "is_cast": is_cast,
         "details": _details(ev, r.n),
-    })
+    }, copy=False)  # the arrays are this function's own: no second copy of each column
     return Trace(events=out, meta=meta)
 
 

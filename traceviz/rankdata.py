@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from traceviz.errors import TraceVizError, UsageError
-from traceviz.rankdir import DATASET_FORMAT, DATASET_META, _gather, _pool_map
+from traceviz.folders import DATASET_META
+from traceviz.rankdir import DATASET_FORMAT, _gather, _pool_map
 
 
 def dataset_meta(path: Path) -> dict[str, Any]:

@@ -26,73 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from traceviz.errors import InputError, RunFailed
 from traceviz.fileio import atomic_output
+from traceviz.folders import DATASET_META, describe_folder, rank_files
 
 if TYPE_CHECKING:
     from traceviz.analyses.ranks import KernelTotals, RankFigures
 
-DATASET_META = "_traceviz.json"
 MARKER = ".traceviz-import"  # its content tells a worker whether it sees the dataset folder
 DATASET_FORMAT = "traceviz-ranks"
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".parquet", ".nsys-rep", ".arrow",
-                  ".xplane.pb", ".xplane.pb.gz", ".qdrep")
-
-
-def describe_folder(path: Path) -> str:
-    """Why a folder is not something traceviz reads as one trace, in one line."""
-    if is_dataset(path):
-        return (f"{path}: a rank dataset, not one trace (`traceviz analyze {path}` reads "
-                "the dataset; give one rank's trace file here)")
-    ranks = rank_files(path)
-    if ranks:
-        return (f"{path}: a folder of {len(ranks)} rank traces, not one trace (`traceviz "
-                f"analyze {path}` reads them all; give one here, e.g. {path / ranks[0].name})")
-    if any(path.glob("rank=*/*.parquet")):
-        return (f"{path}: an incomplete rank dataset (no {DATASET_META}: its import did not "
-                "finish); import the rank folder again")
-    return (f"{path}: no trace files in this folder (expected a capture's run folder, a "
-            f"folder of rank traces named *{', *'.join(TRACE_SUFFIXES[:4])}..., an nsys "
-            "table folder or a TensorBoard log directory)")
-
-
-def is_dataset(path: Path) -> bool:
-    return path.is_dir() and (path / DATASET_META).is_file()
-
-
-def rank_files(directory: Path) -> list[Path]:
-    """The trace files directly in ``directory`` (by name), sorted."""
-    return sorted(p for p in directory.iterdir()
-                  if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-                  and not p.name.startswith("."))
-
-
-def _xspace_companion(name: str) -> bool:
-    """Files TF/JAX write beside a host's ``.xplane.pb`` in a profile run (trace viewer and
-    Perfetto exports, memory profiles): part of that run, not ranks. PyTorch's
-    ``*.pt.trace.json`` are not among them."""
-    return name.startswith("perfetto_trace.json") or name.endswith(
-        (".memory_profile.json.gz", ".memory_profile.json")) or (
-        name.endswith((".trace.json.gz", ".trace.json")) and ".pt.trace.json" not in name)
-
-
-def is_rank_folder(path: Path) -> bool:
-    """A folder of trace files that is not itself one trace (a run folder, an nsys table
-    folder, a TensorBoard log directory, a profile run of ``.xplane.pb`` host files and
-    their companions) nor a dataset. ``.xplane.pb`` files beside traces of other formats
-    are ranks like the others."""
-    if not path.is_dir() or is_dataset(path) or (path / "trace.parquet").is_file():
-        return False
-    from traceviz.parsers.detect import _is_nsys_folder
-    from traceviz.parsers.xplane import is_xplane_dir
-
-    if _is_nsys_folder(path):
-        return False
-    files = rank_files(path)
-    # a log directory (its runs in folders below) or a run folder is one trace
-    if is_xplane_dir(path) and (
-            not any(".xplane.pb" in f.name for f in files)
-            or all(".xplane.pb" in f.name or _xspace_companion(f.name) for f in files)):
-        return False
-    return bool(files)
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,10 @@ import pandas as pd
 from traceviz import classify, schema
 from traceviz.categorical import each, per_distinct
 from traceviz.launch_apis import launch_kind
+from traceviz.rowcodes import category_codes, kind_codes
 
 
 def from_v1(events: pd.DataFrame) -> pd.DataFrame:
-    from traceviz.normalize import category_codes, kind_codes
-
     ev = events.copy()
     kind = kind_codes(ev["kind"])
     names = ev["name"].astype("category")

@@ -68,7 +68,7 @@ class AnalyzeCommand(Command):
 
         if args.top < 1:
             raise UsageError("must be at least 1", option="top")
-        from traceviz.rankdir import is_dataset, is_rank_folder
+        from traceviz.folders import is_dataset, is_rank_folder
 
         if is_dataset(args.trace) or is_rank_folder(args.trace):
             return self.run_ranks(args)
@@ -122,8 +122,9 @@ class AnalyzeCommand(Command):
         """A folder of rank traces, or the dataset ``traceviz import DIR`` made of one."""
         from rich.progress import MofNCompleteColumn, TimeElapsedColumn
 
+        from traceviz.folders import is_dataset
         from traceviz.rankdata import analyze_dataset
-        from traceviz.rankdir import analyze_folder, is_dataset
+        from traceviz.rankdir import analyze_folder
 
         if args.plot or args.export:
             raise UsageError("--plot and --export take one trace; for many ranks, "

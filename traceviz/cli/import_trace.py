@@ -37,7 +37,7 @@ class ImportCommand(Command):
                             "must be on a path the workers see")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.rankdir import is_rank_folder
+        from traceviz.folders import is_rank_folder
 
         if is_rank_folder(args.raw):
             return self.run_folder(args)
@@ -66,7 +66,8 @@ class ImportCommand(Command):
     def run_folder(self, args: argparse.Namespace) -> int:
         from rich.progress import MofNCompleteColumn, TimeElapsedColumn
 
-        from traceviz.rankdir import DATASET_META, import_folder, import_rank
+        from traceviz.folders import DATASET_META
+        from traceviz.rankdir import import_folder, import_rank
 
         if args.output is None:
             raise UsageError("is required for a folder of rank traces: the dataset folder "

@@ -9,6 +9,8 @@ from typing import Any
 
 from traceviz.errors import TraceVizError
 from traceviz.fileio import check_readable
+from traceviz.folders import describe_folder, is_nsys_folder, is_rank_folder, is_xplane_dir
+from traceviz.heap import release_free_memory
 from traceviz.trace import Trace
 
 FORMATS = ("parquet", "kineto", "nsys-sqlite", "nsys-arrow", "nsys-dir", "nsys-rep", "mxnet",
@@ -16,12 +18,6 @@ FORMATS = ("parquet", "kineto", "nsys-sqlite", "nsys-arrow", "nsys-dir", "nsys-r
 _JSON_START = re.compile(rb"^\s*[\[{]")
 _ARROW_STREAM = b"\xff\xff\xff\xff"  # IPC continuation marker
 _NSYS_REPORTS = (b"NVIDIA Tegra Profiler Report", b"U3w[END]NVIDIA")
-_NSYS_TABLE_FILES = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS")
-
-
-def _is_nsys_folder(path: Path) -> bool:
-    return any((path / f"{t}{ext}").is_file() for t in _NSYS_TABLE_FILES
-               for ext in (".parquet", ".arrow"))
 
 
 def _first_text(path: Path, window: int = 1 << 16) -> bytes:
@@ -41,12 +37,9 @@ def _first_text(path: Path, window: int = 1 << 16) -> bytes:
 def detect_format(path: Path) -> str:
     """One of ``FORMATS``; raises TraceVizError for anything unrecognised."""
     path = Path(path)
-    if path.is_dir() and _is_nsys_folder(path):
+    if path.is_dir() and is_nsys_folder(path):
         return "nsys-dir"
     if path.is_dir():
-        from traceviz.parsers.xplane import is_xplane_dir
-        from traceviz.rankdir import describe_folder, is_rank_folder
-
         if is_xplane_dir(path) and not is_rank_folder(path):
             return "xplane"
 
@@ -96,6 +89,12 @@ def load(path: str | Path, progress: Callable[[int], None] | None = None,
     fmt = detect_format(path)
     if fmt == "parquet":
         return Trace.load(path, rows=rows)
+    trace = _parse(path, fmt, progress)
+    release_free_memory()  # the parser's transient objects are gone only now
+    return trace
+
+
+def _parse(path: Path, fmt: str, progress: Callable[[int], None] | None) -> Trace:
     if fmt == "kineto":
         from traceviz.parsers import kineto
 

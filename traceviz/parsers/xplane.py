@@ -81,13 +81,6 @@ def resolve(path: Path, run: str | None = None) -> list[Path]:
     return sorted(runs[-1].glob("*.xplane.pb*"))  # run names are timestamps: last = newest
 
 
-def is_xplane_dir(path: Path) -> bool:
-    path = Path(path)
-    return path.is_dir() and (any(path.glob("*.xplane.pb*"))
-                              or any(path.glob("plugins/profile/*/*.xplane.pb*"))
-                              or any(path.glob("*/*.xplane.pb*")))
-
-
 def read_space(path: Path):
     """The parsed XSpace message of one file (gzip or not)."""
     from google.protobuf.message import DecodeError

@@ -1,0 +1,82 @@
+"""What a folder is, from its file names alone: one trace (an nsys table folder, a
+TensorBoard log directory or profile run, a capture's run folder), a folder of rank
+traces, or a rank dataset. Format detection (``parsers/detect.py``) and the rank readers
+(``rankdir.py``) both ask; this module imports neither."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATASET_META = "_traceviz.json"
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".parquet", ".nsys-rep", ".arrow",
+                  ".xplane.pb", ".xplane.pb.gz", ".qdrep")
+_NSYS_TABLE_FILES = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS")
+
+
+def is_nsys_folder(path: Path) -> bool:
+    """A folder of nsys export tables (``nsys export --type parquetdir/arrowdir``)."""
+    return any((path / f"{t}{ext}").is_file() for t in _NSYS_TABLE_FILES
+               for ext in (".parquet", ".arrow"))
+
+
+def is_xplane_dir(path: Path) -> bool:
+    """A TensorBoard log directory or profile run holding ``.xplane.pb`` files."""
+    path = Path(path)
+    return path.is_dir() and (any(path.glob("*.xplane.pb*"))
+                              or any(path.glob("plugins/profile/*/*.xplane.pb*"))
+                              or any(path.glob("*/*.xplane.pb*")))
+
+
+def describe_folder(path: Path) -> str:
+    """Why a folder is not something traceviz reads as one trace, in one line."""
+    if is_dataset(path):
+        return (f"{path}: a rank dataset, not one trace (`traceviz analyze {path}` reads "
+                "the dataset; give one rank's trace file here)")
+    ranks = rank_files(path)
+    if ranks:
+        return (f"{path}: a folder of {len(ranks)} rank traces, not one trace (`traceviz "
+                f"analyze {path}` reads them all; give one here, e.g. {path / ranks[0].name})")
+    if any(path.glob("rank=*/*.parquet")):
+        return (f"{path}: an incomplete rank dataset (no {DATASET_META}: its import did not "
+                "finish); import the rank folder again")
+    return (f"{path}: no trace files in this folder (expected a capture's run folder, a "
+            f"folder of rank traces named *{', *'.join(TRACE_SUFFIXES[:4])}..., an nsys "
+            "table folder or a TensorBoard log directory)")
+
+
+def is_dataset(path: Path) -> bool:
+    return path.is_dir() and (path / DATASET_META).is_file()
+
+
+def rank_files(directory: Path) -> list[Path]:
+    """The trace files directly in ``directory`` (by name), sorted."""
+    return sorted(p for p in directory.iterdir()
+                  if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+                  and not p.name.startswith("."))
+
+
+def xspace_companion(name: str) -> bool:
+    """Files TF/JAX write beside a host's ``.xplane.pb`` in a profile run (trace viewer and
+    Perfetto exports, memory profiles): part of that run, not ranks. PyTorch's
+    ``*.pt.trace.json`` are not among them."""
+    return name.startswith("perfetto_trace.json") or name.endswith(
+        (".memory_profile.json.gz", ".memory_profile.json")) or (
+        name.endswith((".trace.json.gz", ".trace.json")) and ".pt.trace.json" not in name)
+
+
+def is_rank_folder(path: Path) -> bool:
+    """A folder of trace files that is not itself one trace (a run folder, an nsys table
+    folder, a TensorBoard log directory, a profile run of ``.xplane.pb`` host files and
+    their companions) nor a dataset. ``.xplane.pb`` files beside traces of other formats
+    are ranks like the others."""
+    if not path.is_dir() or is_dataset(path) or (path / "trace.parquet").is_file():
+        return False
+    if is_nsys_folder(path):
+        return False
+    files = rank_files(path)
+    # a log directory (its runs in folders below) or a run folder is one trace
+    if is_xplane_dir(path) and (
+            not any(".xplane.pb" in f.name for f in files)
+            or all(".xplane.pb" in f.name or xspace_companion(f.name) for f in files)):
+        return False
+    return bool(files)
