@@ -29,7 +29,7 @@ def replayed_trace(g: ReplayGraph, sol: Solution) -> Trace:
     dur[g.d_rows] = sol.d_end - sol.d_start
     steps = np.flatnonzero(ev["kind"].to_numpy() == "step")
     if len(steps):
-        start, end = _moved_marks(g, sol, ev.iloc[steps])
+        start, end = moved_marks(g, sol, ev.iloc[steps])
         ts[steps] = start
         dur[steps] = np.maximum(end - start, 0)
     ev["ts_ns"] = ts
@@ -42,7 +42,7 @@ def replayed_trace(g: ReplayGraph, sol: Solution) -> Trace:
     return replace(g.trace, events=ev, meta=dict(g.trace.meta))
 
 
-def _moved_marks(g: ReplayGraph, sol: Solution, marks: pd.DataFrame
+def moved_marks(g: ReplayGraph, sol: Solution, marks: pd.DataFrame
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Step marks follow the timeline they sit on: a host mark the calls of its thread
     (else of its process' busiest thread), a device mark the rows of its device. A mark

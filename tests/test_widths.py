@@ -29,6 +29,8 @@ CASES: dict[str, list[str]] = {
                 str(GPU / "cudnn_torch-fp16" / "train"), str(GPU / "fine_torch" / "train")],
     "amp": ["amp", str(GPU / "cudnn_torch" / "train"), str(GPU / "cudnn_torch-bf16" / "train")],
     "advise": ["advise", str(GPU / "fine_torch" / "train")],
+    "critical path": ["analyze", str(SHARED / "kineto" / "a100_alexnet.json.gz"),
+                      "--critical-path", "[param|pytorch.model.alex_net|0|0|0|measure|forward]"],
     "whatif": ["whatif", str(GPU / "cudnn_torch" / "train")],
     "whatif brief": ["whatif", str(GPU / "cudnn_torch" / "train"), "--brief"],
 }

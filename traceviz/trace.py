@@ -137,6 +137,14 @@ class Trace:
 
         return whatif(self, tuple(scenarios) or DEFAULT_SCENARIOS).to_dict()
 
+    def critical_path(self, annotation: str | None = None, top: int = 20) -> dict[str, Any]:
+        """``analyze --critical-path --json``'s ``critical_path``: per step the path's length
+        and parts, the kernels and host calls on it (``annotation``: per host range of
+        that name instead of per step)."""
+        from traceviz.analyses.critical_path import critical_path
+
+        return critical_path(self, annotation).to_dict(top=top)
+
     def advise(self) -> list[dict[str, Any]]:
         """``traceviz advise --json``'s findings: rule, title, evidence, action, saving."""
         from traceviz.analyses.advice import advise

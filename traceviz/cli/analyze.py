@@ -58,6 +58,10 @@ class AnalyzeCommand(Command):
                             "('h100 pcie'), KEY=VALUE,... (TFLOP/s: fp64, fp32, tf32, fp16, "
                             "bf16, fp8, fp64_matrix, fp32_matrix; bw in GB/s) or a JSON file "
                             "of those keys (default: matched from the trace's device name)")
+        p.add_argument("--critical-path", nargs="?", const="", metavar="RANGE",
+                       help="what bounds each step: the chain of host calls, launches, "
+                            "device work and waits its length is made of (with RANGE: of "
+                            "each host range named RANGE..., e.g. forward)")
         p.add_argument("--memory-limit", metavar="SIZE", type=memory_limit_arg,
                        help="DuckDB's memory limit for a rank dataset (e.g. 2GB; default a "
                             "quarter of this machine's memory)")
@@ -83,8 +87,10 @@ class AnalyzeCommand(Command):
 
         with ExitStack() as stack:
             # a traceviz Parquet: only the rows the summary reads, unless exporting
+            # the critical path replays every runtime call
+            whole = args.export or args.critical_path is not None
             trace = load_with_progress(args.trace, stack,
-                                       rows=None if args.export else summary_rows())
+                                       rows=None if whole else summary_rows())
         peak = None
         if args.peak:
             from traceviz.peaks import parse_peak
@@ -92,12 +98,25 @@ class AnalyzeCommand(Command):
             peak = parse_peak(args.peak)
         summary = summarize(trace, by_config=args.by == "config", with_efficiency=True,
                             peak=peak)
+        path = None
+        if args.critical_path is not None:
+            from traceviz.analyses.critical_path import critical_path
+
+            path = critical_path(trace, args.critical_path or None)
         if args.json:
-            print(json.dumps(summary.to_dict(top=args.top), indent=2))
+            out = summary.to_dict(top=args.top)
+            if path is not None:
+                out["critical_path"] = path.to_dict(top=args.top)
+            print(json.dumps(out, indent=2))
         else:
             from traceviz.render.terminal import print_summary
 
-            print_summary(stdout(args.width), summary, top=args.top, wide=args.wide)
+            console = stdout(args.width)
+            print_summary(console, summary, top=args.top, wide=args.wide)
+            if path is not None:
+                from traceviz.render.critical_path import critical_path_render
+
+                console.print(critical_path_render(path, top=args.top, width=console.width))
         written = []
         with ExitStack() as outputs:  # a failed --plot also takes back the --export folder
             if args.export:

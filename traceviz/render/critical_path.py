@@ -1,0 +1,74 @@
+"""The critical path on the terminal: per step its length and parts, the kernels on it,
+and what lies off it."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from traceviz.analyses.critical_path import PARTS, CriticalPath
+from traceviz.render.fit import Col, fitted_table, left_note
+from traceviz.units import fmt_ns, fmt_pct, plural
+
+_PART_TEXT = {"host": "host (calls and the time between them)", "launch": "launch latency",
+              "device": "device work", "queue": "queue gaps", "sync": "waits (syncs, streams)"}
+
+
+def critical_path_render(cp: CriticalPath, top: int = 10, width: int = 120) -> Group:
+    s = cp.steps
+    per = max(len(s), 1)
+    unit = "whole trace" if cp.unit == "whole trace" else f"per {cp.unit}"
+    totals = cp.totals()
+    length = max(totals["length"], 1)
+    parts: list[RenderableType] = []
+    left: dict[str, list[str]] = {}
+    shown = s.head(top)
+    key = cp.unit if cp.unit != "whole trace" else "window"
+    cols = [Col(key), Col("length"), *(Col(p, drop=len(PARTS) - i) for i, p in enumerate(PARTS))]
+    rows = [[str(r["step"]) if r["step"] >= 0 else "all", fmt_ns(r["length_ns"]),
+             *(fmt_ns(r[f"{p}_ns"]) for p in PARTS)] for r in shown.to_dict("records")]
+    title = "Critical path: what each step's length is made of (the replay's chain of " \
+        "binding constraints)"
+    table, left["critical path"] = fitted_table(title, cols, rows, width)
+    parts.append(table)
+    if len(s) > len(shown):
+        parts.append(Text(f"({plural(len(s) - len(shown), 'more step')}: --json has them)",
+                          style="dim"))
+    biggest = max(PARTS, key=lambda p: totals[p])
+    parts.append(Text.assemble(
+        ("path", "bold"), f" {unit}: {fmt_ns(totals['length'] / per)} = ",
+        " + ".join(f"{_PART_TEXT[p]} {fmt_pct(totals[p] / length)}" for p in PARTS
+                   if totals[p]), f"; mostly {_PART_TEXT[biggest]}"))
+    on = cp.kernels[cp.kernels["on_path_ns"] > 0].head(top)
+    what = "leaf ops" if cp.is_cpu else "kernels"
+    if len(on):
+        rows = [[str(r["name"]), fmt_ns(r["on_path_ns"] / per),
+                 f"{r['on_path_calls'] / per:,.1f}", fmt_pct(r["share"]), str(r["category"])]
+                for r in on.to_dict("records")]
+        table, left[f"{what} on the path"] = fitted_table(
+            f"{what.capitalize()} on the path ({unit}), by time on it",
+            (Col("name", "left", name=True), Col("on path"), Col("calls", drop=2),
+             Col("share of\nits time"), Col("category", "left", drop=1)), rows, width)
+        parts.append(table)
+    off = cp.kernels[cp.kernels["on_path_ns"] == 0]
+    if len(off):
+        names = ", ".join(str(n) for n in off["name"].head(3).map(_short))
+        parts.append(Text(
+            f"off the path: {plural(len(off), what[:-1] if what.endswith('s') else what)}, "
+            f"{fmt_ns(off['total_ns'].sum() / per)} {unit} ({names}"
+            f"{', ...' if len(off) > 3 else ''}): making them faster does not shorten the "
+            "step", style="dim"))
+    if len(cp.host_calls) and not cp.is_cpu:
+        calls = ", ".join(f"{n} {fmt_ns(v / per)}" for n, v in
+                          cp.host_calls.head(3)[["name", "on_path_ns"]].itertuples(index=False))
+        parts.append(Text(f"host calls on the path ({unit}): {calls}", style="dim"))
+    if note := left_note(width, left):
+        parts.append(note)
+    parts += [Text(f"note: {n}", style="yellow") for n in cp.notes]
+    return Group(*parts)
+
+
+def _short(name: str) -> str:
+    from traceviz.names import short_name
+
+    return short_name(name, 40)
