@@ -171,3 +171,50 @@ def test_the_command_and_the_api_agree(capsys):
     assert cli["unit"] == "step" and cli["windows"] == 3
     assert main(["analyze", str(path), "--critical-path", "nothing-like-this"]) == 2
     assert "--critical-path: no host range named" in capsys.readouterr().err
+
+
+NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def _rank(collective_at: int) -> object:
+    """A rank whose step ends in a GEMM, then an all-reduce (starting at
+    ``collective_at``, 150 us), then a sync."""
+    end = collective_at + 150_000
+    return trace(step(end + 5000), launch(1000, 1), launch(2000, 2), sync(3000, end + 500),
+                 kernel("volta_sgemm_128x64_nn", 2500, 50_000, 1),
+                 kernel(NCCL, collective_at, 150_000, 2))
+
+
+def test_a_collective_on_the_path_names_the_rank_it_waited_for():
+    """Rank 0 reaches the all-reduce at 52.5 us; rank 1 at 190 us, rank 2 at 100 us: on
+    rank 0's path the all-reduce waited for rank 1, 137.5 us."""
+    from traceviz.analyses.critical_path_ranks import collective_starts, waits_of
+
+    t0 = _rank(52_500)
+    cp = critical_path(t0)
+    assert cp.kernels.set_index("name").loc[NCCL, "share"] == 1.0
+    others = {1: collective_starts(_rank(190_000)), 2: collective_starts(_rank(100_000))}
+    w = waits_of(0, t0, cp, others)
+    assert w.to_dict("records") == [{"name": NCCL, "occurrence": 0, "on_path_ns": 150_000,
+                                     "waited_for": 1, "lag_ns": 137_500}]
+    # this rank the last to arrive: it waited for nobody (itself, lag 0)
+    w = waits_of(0, t0, cp, {1: collective_starts(_rank(10_000))})
+    assert w[["waited_for", "lag_ns"]].values.tolist() == [[0, 0]]
+
+
+def test_a_rank_folder_gives_the_slowest_ranks_path(tmp_path, capsys):
+    import shutil
+
+    from traceviz.analyses.ranks import slowest_ranks
+    from traceviz.cli import main
+    from traceviz.rankdir import analyze_folder
+
+    for r in (0, 1):
+        shutil.copy(KINETO / f"ampere_sampled_rank{r}.json.gz", tmp_path)
+    assert main(["analyze", str(tmp_path), "--critical-path", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    slow = slowest_ranks(analyze_folder(tmp_path).ranks, 1)[0]
+    cp = out["critical_path"]
+    assert cp["rank"] == slow.rank and cp["file"] == slow.file
+    assert cp["windows"] == 2 and cp["collectives"] == []  # host-bound: no collective on it
+    assert sum(cp["totals"][p] for p in PARTS) == cp["totals"]["length"]

@@ -6,6 +6,7 @@ import argparse
 import json
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from traceviz.cli.base import (
     Command,
@@ -156,11 +157,35 @@ class AnalyzeCommand(Command):
                 summary = analyze_dataset(args.trace, args.memory_limit, tick)
             else:
                 summary = analyze_folder(args.trace, tick)
+        path = self._slowest_path(args, summary) if args.critical_path is not None else None
         if args.json:
-            print(json.dumps(summary.to_dict(top=args.top), indent=2))
+            out = summary.to_dict(top=args.top)
+            if path is not None:
+                out["critical_path"] = path.to_dict(top=args.top)
+            print(json.dumps(out, indent=2))
         else:
             from traceviz.render.terminal import ranks_render
 
             console = stdout(args.width)
             console.print(ranks_render(summary, top=args.top, width=console.width))
+            if path is not None:
+                from traceviz.render.critical_path import ranks_path_render
+
+                console.print(ranks_path_render(path, top=args.top, width=console.width))
         return 0
+
+    @staticmethod
+    def _slowest_path(args: argparse.Namespace, summary: Any) -> Any:
+        """The slowest rank's critical path and the ranks its collectives waited for."""
+        from rich.progress import MofNCompleteColumn, TimeElapsedColumn
+
+        from traceviz.analyses.critical_path_ranks import ranks_path
+        from traceviz.analyses.ranks import slowest_ranks
+
+        slowest = slowest_ranks(summary.ranks, 1)[0].rank
+        with progress_bar(stderr(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          description="critical path: ranks read") as bar:
+            task = bar.add_task("ranks", total=len(summary.ranks))
+            return ranks_path(args.trace, [(r.rank, r.file) for r in summary.ranks], slowest,
+                              args.critical_path or None,
+                              lambda done, total: bar.update(task, completed=done))

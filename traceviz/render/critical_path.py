@@ -7,6 +7,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from traceviz.analyses.critical_path import PARTS, CriticalPath
+from traceviz.analyses.critical_path_ranks import RanksPath
 from traceviz.render.fit import Col, fitted_table, left_note
 from traceviz.units import fmt_ns, fmt_pct, plural
 
@@ -72,3 +73,26 @@ def _short(name: str) -> str:
     from traceviz.names import short_name
 
     return short_name(name, 40)
+
+
+def ranks_path_render(rp: RanksPath, top: int = 10, width: int = 120) -> Group:
+    """The slowest rank's path, then each collective on it and the rank it waited for."""
+    parts: list[RenderableType] = [Text.assemble(
+        ("Critical path of the slowest rank", "bold"), f": rank {rp.rank} ({rp.file})")]
+    parts.append(critical_path_render(rp.path, top=top, width=width))
+    w = rp.waits
+    if len(w):
+        rows = [[str(r["name"]), str(r["occurrence"]), fmt_ns(r["on_path_ns"]),
+                 "–" if r["waited_for"] is None else str(r["waited_for"]),
+                 fmt_ns(r["lag_ns"])] for r in w.head(top).to_dict("records")]
+        table, left = fitted_table(
+            f"Collectives on rank {rp.rank}'s path: the rank each one waited for (the one "
+            "that reached it last)",
+            (Col("collective", "left", name=True), Col("call", drop=1), Col("on path"),
+             Col("waited for\nrank"), Col("started\nlater by")), rows, width)
+        parts.append(table)
+        if note := left_note(width, left):
+            parts.append(note)
+    else:
+        parts.append(Text(f"no collective on rank {rp.rank}'s path", style="dim"))
+    return Group(*parts)
