@@ -59,6 +59,10 @@ class AnalyzeCommand(Command):
                             "('h100 pcie'), KEY=VALUE,... (TFLOP/s: fp64, fp32, tf32, fp16, "
                             "bf16, fp8, fp64_matrix, fp32_matrix; bw in GB/s) or a JSON file "
                             "of those keys (default: matched from the trace's device name)")
+        p.add_argument("--perfetto", type=Path, metavar="OUT.json",
+                       help="write the trace for ui.perfetto.dev / chrome://tracing, with "
+                            "step windows, idle intervals by cause, categories, casts, "
+                            "launch arrows and queue depth as tracks (any input format)")
         p.add_argument("--critical-path", nargs="?", const="", metavar="RANGE",
                        help="what bounds each step: the chain of host calls, launches, "
                             "device work and waits its length is made of (with RANGE: of "
@@ -84,12 +88,13 @@ class AnalyzeCommand(Command):
             from traceviz.render.charts import SUMMARY_CHARTS
 
             plots = chart_paths(args.plot, SUMMARY_CHARTS)
-        refuse_existing([*exports, *plots], args.force)
+        perfetto = [args.perfetto] if args.perfetto else []
+        refuse_existing([*exports, *plots, *perfetto], args.force)
 
         with ExitStack() as stack:
             # a traceviz Parquet: only the rows the summary reads, unless exporting
             # the critical path replays every runtime call
-            whole = args.export or args.critical_path is not None
+            whole = args.export or args.perfetto or args.critical_path is not None
             trace = load_with_progress(args.trace, stack,
                                        rows=None if whole else summary_rows())
         peak = None
@@ -129,6 +134,12 @@ class AnalyzeCommand(Command):
                     with atomic_output(path, force=args.force) as tmp:
                         table.to_parquet(tmp, index=False)
                     written.append(f"wrote {path} ({len(table):,} rows)")
+            if args.perfetto:
+                from traceviz.render.perfetto import perfetto_json
+
+                with atomic_output(args.perfetto, force=args.force) as tmp:
+                    tmp.write_text(perfetto_json(trace, path))
+                written.append(f"wrote {args.perfetto} (open it in https://ui.perfetto.dev)")
             if args.plot:
                 from traceviz.cli.base import run_label
                 from traceviz.render.charts import summary_charts
@@ -146,8 +157,8 @@ class AnalyzeCommand(Command):
         from traceviz.rankdata import analyze_dataset
         from traceviz.rankdir import analyze_folder
 
-        if args.plot or args.export:
-            raise UsageError("--plot and --export take one trace; for many ranks, "
+        if args.plot or args.export or args.perfetto:
+            raise UsageError("--plot, --export and --perfetto take one trace; for many ranks, "
                              "`traceviz import DIR -o DATASET` writes them as Parquet")
         with progress_bar(stderr(), MofNCompleteColumn(), TimeElapsedColumn(),
                           description="ranks") as bar:

@@ -1,0 +1,118 @@
+"""The trace as a timeline a viewer can draw: device rows on lanes where no two overlap,
+the idle intervals of each device by cause, and the queue depth over time.
+
+Timeline viewers (Perfetto, chrome://tracing) draw a track's complete events as a stack:
+an event that starts inside another and ends after it is dropped or drawn wrongly, and
+users lose kernels that way (overlapping kernels of one stream, as some profilers record
+them). ``lanes`` gives each device row a lane of its stream such that a lane's rows never
+overlap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from traceviz.analyses.idle import _pending, _Rows
+from traceviz.analyses.work import analysis_windows, work_rows
+from traceviz.categorical import groups
+from traceviz.intervals import union_blocks
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
+
+
+def lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per row, its lane on its track (0 for most) such that a lane's rows never overlap:
+    for device rows, which do not nest. Each pass keeps, of the rows still without a
+    lane, those that start after every earlier one of them (in start order) has ended,
+    and gives them the next lane: as many vectorized passes as rows overlap at most."""
+    n = len(start)
+    lane = np.full(n, -1, np.int64)
+    order = np.lexsort((start, track))
+    t, s, e = track[order], start[order], end[order]
+    todo = np.arange(n)
+    k = 0
+    while len(todo):
+        tt, ss, ee = t[todo], s[todo], e[todo]
+        first = np.r_[True, tt[1:] != tt[:-1]] if len(todo) else np.zeros(0, bool)
+        # the latest end before each row among the rows left, per track
+        prev_end = pd.Series(np.where(first, np.iinfo(np.int64).min, np.roll(ee, 1))) \
+            .groupby(np.cumsum(first)).cummax().to_numpy(np.int64)
+        ok = first | (ss >= prev_end)
+        lane[order[todo[ok]]] = k
+        todo = todo[~ok]
+        k += 1
+    return lane
+
+
+def idle_intervals(trace: Trace) -> pd.DataFrame:
+    """Per device, the intervals of its windows when it was idle, and why: ``host_wait``
+    (nothing ran and nothing launched was pending: the host was still to launch it) or
+    ``queued`` (launched work was pending); the same split as ``analyze``'s, so their
+    lengths sum to its ``host_wait_ns`` and ``queued_idle_ns``."""
+    cols = ["device", "kind", "start_ns", "end_ns"]
+    if trace.is_cpu:
+        return pd.DataFrame(columns=cols)
+    work = work_rows(trace)
+    windows = analysis_windows(trace, work)
+    every = _Rows.of(work)
+    out = []
+    for device, idx in groups(work["device"].to_numpy(np.int64)):
+        win = windows.get(device)
+        rows = every.take(idx)
+        if win is None or not rows.launched.any():
+            continue
+        ps, pe = _pending(rows, 0)
+        busy = union_blocks(rows.start, rows.end)
+        occupied = union_blocks(np.concatenate([rows.start, ps]), np.concatenate([rows.end, pe]))
+        ws, we = win["start_ns"].to_numpy(np.int64), win["end_ns"].to_numpy(np.int64)
+        # every boundary, then each elementary segment labelled by what covers it
+        cuts = np.unique(np.concatenate([ws, we, *busy, *occupied]))
+        a, b = cuts[:-1], cuts[1:]
+        mid = a + (b - a) // 2
+
+        def inside(blocks: tuple[np.ndarray, np.ndarray], t: np.ndarray) -> np.ndarray:
+            i = np.searchsorted(blocks[0], t, side="right") - 1
+            return (i >= 0) & (t < blocks[1][np.maximum(i, 0)])
+
+        in_win = inside((ws, we), mid) & (b > a)
+        label = np.where(inside(busy, mid), 0, np.where(inside(occupied, mid), 2, 1))
+        keep = in_win & (label > 0)
+        a, b, label = a[keep], b[keep], label[keep]
+        # merge touching segments of one label
+        new = np.r_[True, (a[1:] != b[:-1]) | (label[1:] != label[:-1])]
+        grp = np.cumsum(new) - 1
+        starts = a[new]
+        ends = pd.Series(b).groupby(grp).max().to_numpy(np.int64)
+        out.append(pd.DataFrame({"device": device,
+                                 "kind": np.where(label[new] == 1, "host_wait", "queued"),
+                                 "start_ns": starts, "end_ns": ends}))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=cols)
+
+
+def queue_depth(trace: Trace) -> pd.DataFrame:
+    """Per device, the number of launched rows not yet started, at every change: +1 at a
+    launch call's end, -1 when the row starts (rows launched before the trace: from its
+    start, as ``analyze``'s queue depth counts them)."""
+    cols = ["device", "ts_ns", "depth"]
+    if trace.is_cpu:
+        return pd.DataFrame(columns=cols)
+    work = work_rows(trace)
+    every = _Rows.of(work)
+    out = []
+    for device, idx in groups(work["device"].to_numpy(np.int64)):
+        rows = every.take(idx)
+        if not rows.launched.any():
+            continue
+        ps, pe = _pending(rows, 0)
+        known = pe > ps
+        t = np.concatenate([ps[known], pe[known]])
+        step = np.concatenate([np.ones(known.sum(), np.int64), -np.ones(known.sum(), np.int64)])
+        order = np.lexsort((step, t))  # at one moment, starts before launches
+        t, depth = t[order], np.cumsum(step[order])
+        last = np.r_[t[1:] != t[:-1], True]  # one value per moment
+        out.append(pd.DataFrame({"device": device, "ts_ns": t[last], "depth": depth[last]}))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=cols)
