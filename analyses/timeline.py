@@ -10,6 +10,7 @@ overlap.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -116,3 +117,77 @@ def queue_depth(trace: Trace) -> pd.DataFrame:
         last = np.r_[t[1:] != t[:-1], True]  # one value per moment
         out.append(pd.DataFrame({"device": device, "ts_ns": t[last], "depth": depth[last]}))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=cols)
+
+
+@dataclass
+class StepRows:
+    """One step as a timeline draws it: times in ns from the step's start."""
+
+    step: int
+    start_ns: int
+    end_ns: int
+    rows: pd.DataFrame       # track, name, start_ns, end_ns, category, op, details, delay
+    launches: pd.DataFrame   # name, start_ns, end_ns (the host's launch calls)
+    waits: pd.DataFrame      # track, start_ns, end_ns (host-wait intervals)
+    rows_in_step: int        # device rows in the step, drawn or not
+    note: str = ""
+
+
+def step_rows(trace: Trace, budget: int) -> StepRows:
+    """The step of median length (the whole trace without steps), its device rows on
+    their stream lanes: at most ``budget`` of them, the longest, with a note saying how
+    many are left out and their time."""
+    from traceviz.schema import DEVICE_KINDS
+    from traceviz.units import fmt_ns, plural
+
+    ev = trace.events
+    windows = analysis_windows(trace)
+    w = pd.concat(windows.values()).groupby("step", sort=False).agg(
+        start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index() \
+        if windows else pd.DataFrame({"step": [-1], "start_ns": [0], "end_ns": [0]})
+    length = (w["end_ns"] - w["start_ns"]).to_numpy()
+    pick = int(np.argsort(length, kind="stable")[len(length) // 2])
+    step, ws, we = int(w["step"].iloc[pick]), int(w["start_ns"].iloc[pick]), \
+        int(w["end_ns"].iloc[pick])
+    dev = ev[ev["kind"].isin(DEVICE_KINDS).to_numpy()]
+    s0 = dev["ts_ns"].to_numpy(np.int64)
+    e0 = s0 + dev["dur_ns"].to_numpy(np.int64)
+    inside = (e0 > ws) & (s0 < we)
+    dev, s0, e0 = dev[inside], s0[inside], e0[inside]
+    total = len(dev)
+    note = ""
+    if total > budget:
+        keep = np.sort(np.argsort(-(e0 - s0), kind="stable")[:budget])
+        left = np.setdiff1d(np.arange(total), keep)
+        note = (f"{plural(total, 'device row')} in this step: the {budget:,} longest are drawn, "
+                f"{len(left):,} shorter ones ({fmt_ns(int((e0 - s0)[left].sum()))} in all) "
+                "are left out to keep the file small")
+        dev, s0, e0 = dev.iloc[keep], s0[keep], e0[keep]
+    device = dev["device"].to_numpy(np.int64)
+    stream = dev["stream"].to_numpy(np.int64)
+    lane = lanes(device * (1 << 32) + stream, s0, e0)
+    track = [f"GPU {d} stream {s}" + (f" lane {k}" if k else "")
+             for d, s, k in zip(device, stream, lane, strict=True)]
+    delay = dev["launch_delay_ns"]
+    rows = pd.DataFrame({
+        "track": track, "name": dev["name"].astype(str).to_numpy(),
+        "start_ns": s0 - ws, "end_ns": e0 - ws,
+        "category": dev["category"].astype(str).to_numpy(),
+        "op": dev["op"].astype(object).where(dev["op"].notna(), "").astype(str).to_numpy(),
+        "details": dev["details"].astype(object).where(dev["details"].notna(), "")
+        .astype(str).to_numpy() if "details" in dev else "",
+        "delay": [fmt_ns(x) if x == x and x is not pd.NA else "–" for x in delay.astype(object)],
+    })
+    calls = ev[(ev["kind"] == "runtime").to_numpy() & (ev["launch_id"] >= 0).to_numpy()]
+    cs = calls["ts_ns"].to_numpy(np.int64)
+    ce = cs + calls["dur_ns"].to_numpy(np.int64)
+    mine = np.flatnonzero((ce > ws) & (cs < we))[:budget]
+    launches = pd.DataFrame({"name": calls["name"].astype(str).to_numpy()[mine],
+                             "start_ns": cs[mine] - ws, "end_ns": ce[mine] - ws})
+    iv = idle_intervals(trace)
+    iv = iv[(iv["kind"] == "host_wait").to_numpy() & (iv["end_ns"] > ws).to_numpy()
+            & (iv["start_ns"] < we).to_numpy()]
+    waits = pd.DataFrame({"track": [f"GPU {int(d)} idle" for d in iv["device"]],
+                          "start_ns": iv["start_ns"].to_numpy(np.int64) - ws,
+                          "end_ns": iv["end_ns"].to_numpy(np.int64) - ws})
+    return StepRows(step, ws, we, rows, launches, waits, total, note)

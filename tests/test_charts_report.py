@@ -5,6 +5,7 @@ fixed width, PNGs opened, and the HTML report screenshotted by headless Chromium
 from __future__ import annotations
 
 import io
+import re
 import shutil
 import subprocess
 from itertools import combinations
@@ -143,18 +144,53 @@ def test_sweep_report_prints_human_numbers(tmp_path):
     assert f"{best:,.1f}" in section
 
 
+def _chromium(*args: str) -> subprocess.CompletedProcess:
+    """Headless Chromium with the network cut off: no proxy reachable, no name resolves."""
+    return subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                           "--hide-scrollbars", "--proxy-server=127.0.0.1:9",
+                           "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr",
+                           "--v=0", "--virtual-time-budget=15000", *args],
+                          check=True, capture_output=True, text=True, timeout=180)
+
+
 @pytest.mark.requires(shutil.which("chromium") is None,
                       "needs headless Chromium (.ci/run installs Debian's chromium)")
-def test_html_report_screenshot(tmp_path):
+def test_html_report_explores_offline(tmp_path):
+    """The report opens from the file alone with the network off, logs no error, draws one
+    step per run with as many kernel bars as the step has kernels (the longest 3,000 where
+    it has more, with a note), names the kernel in the hover, and is not blank."""
+    from traceviz.analyses.timeline import step_rows
+    from traceviz.render.report_html import STEP_BUDGET, check_json
+
+    runs = [RUNS["gpu"], S / "gpu" / "fine_torch" / "train", RUNS["gpu-bf16"]]
     html = tmp_path / "report.html"
-    assert main(["report", str(RUNS["gpu"]), str(RUNS["gpu-bf16"]), "-o", str(html)]) == 0
+    assert main(["report", *map(str, runs), "-o", str(html)]) == 0
     page = html.read_text()
-    for heading in ("Phases", "AMP breakdown", "Time per batch"):
+    # every script inlined: no tag loads anything (the Chromium run below has no network)
+    assert not re.search(r"<script[^>]*\bsrc=|<link[^>]*\bhref=[\"']?https?:", page)
+    assert len(page) < 8e6
+    r = _chromium("--dump-dom", html.as_uri())
+    console = [x for x in r.stderr.splitlines() if ":CONSOLE" in x]
+    assert console and not [x for x in console if "rror" in x or "Uncaught" in x], console
+    checks = check_json(r.stdout)
+    assert [c["run"] for c in checks] == ["cudnn_torch", "fine_torch", "cudnn_torch (bf16)"]
+    for c, run in zip(checks, runs, strict=True):
+        t = Trace.load(run / "trace.parquet")
+        ev = t.events
+        dev = ev[ev["kind"].isin(["kernel", "memcpy", "memset"])]
+        step = step_rows(t, 1 << 30)
+        end = dev["ts_ns"] + dev["dur_ns"]
+        in_step = int(((end > step.start_ns) & (dev["ts_ns"] < step.end_ns)).sum())
+        assert c["kernels_in_step"] == in_step > 0
+        assert c["kernel_bars"] == min(in_step, STEP_BUDGET)
+        assert c["tooltip"] == "@name" and c["first_name"] in set(ev["name"].astype(str))
+    assert checks[1]["kernel_bars"] < checks[1]["kernels_in_step"]
+    assert "are left out to keep the file small" in page
+    for heading in ("Phases", "AMP breakdown", "Time per batch", "Findings (advise)",
+                    "Scenarios (whatif", "Kernel differences"):
         assert heading in page
     shot = tmp_path / "shot.png"
-    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                    "--hide-scrollbars", f"--screenshot={shot}", "--window-size=1200,3000",
-                    html.as_uri()], check=True, capture_output=True, timeout=120)
+    _chromium(f"--screenshot={shot}", "--window-size=1200,3000", html.as_uri())
     img = matplotlib.image.imread(shot)
     assert img.shape[:2] == (3000, 1200)
     rows = np.std(img[..., :3], axis=1).mean(axis=1)

@@ -26,7 +26,7 @@ class ReportCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.analyses.compare import run_figures
-        from traceviz.render.report import build_report, to_html, to_markdown
+        from traceviz.render.report import build_report, to_markdown
         from traceviz.sweep import SWEEP_FILE, load_sweep
 
         suffix = args.output.suffix.lower()
@@ -42,7 +42,8 @@ class ReportCommand(Command):
                 sweeps.append((sweep.parent.name or "sweep", load_sweep(sweep)))
             else:
                 run_paths.append(p)
-        figs = [run_figures(t, label) for label, t in load_runs(run_paths)]
+        runs = load_runs(run_paths)
+        figs = [run_figures(t, label) for label, t in runs]
         sections = build_report(figs, sweeps)
         if suffix == ".md":
             files_dir = args.output.stem + "_files"
@@ -53,8 +54,11 @@ class ReportCommand(Command):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with atomic_output(target, force=args.force) as tmp:
                     tmp.write_bytes(png)
-        else:
-            text = to_html(sections, args.title)
+        else:  # one file to explore: Bokeh, every script inlined
+            from traceviz.render.report_html import html_report
+
+            text = html_report([(label, t, f) for (label, t), f in zip(runs, figs, strict=True)],
+                               sections, args.title)
         with atomic_output(args.output, force=args.force) as tmp:
             tmp.write_text(text)
         stderr().print(f"wrote {args.output} ({len(sections)} sections)")

@@ -1,0 +1,322 @@
+"""``traceviz report out.html``: one self-contained HTML file to explore, made with Bokeh
+(every script inlined: it opens offline, from the file alone).
+
+Per run: its top kernels (a sortable table with a filter, full names on hover), its
+categories, efficiency and memory figures, a timeline of one step (device rows per
+stream coloured by category, the host's launch calls above them, host-wait gaps marked;
+zoom, pan, hover), its findings (``advise``) and scenarios (``whatif``); then the kernel
+differences between consecutive runs, and the sections the Markdown report holds (runs
+side by side, MPE, AMP breakdowns, sweeps). A step holding more than ``STEP_BUDGET``
+device rows shows its longest ones and says how many it leaves out.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from traceviz.analyses.compare import RunFigures
+from traceviz.render.report import Section
+from traceviz.trace import Trace
+from traceviz.units import fmt_ns, fmt_pct
+
+STEP_BUDGET = 3_000       # device rows drawn per step (and as many launch calls)
+NAME_CHARS = 200          # a hover's name, at most
+PALETTE = {"gemm": "#1f77b4", "attention": "#9467bd", "rnn": "#17becf",
+           "elementwise": "#2ca02c", "reduction": "#bcbd22", "cast": "#d62728",
+           "memcpy": "#8c564b", "memset": "#e377c2", "communication": "#ff7f0e",
+           "other": "#7f7f7f", "launch": "#555555", "host wait": "#ff9896"}
+
+
+def html_report(runs: list[tuple[str, Trace, RunFigures]], sections: list[Section],
+                title: str) -> str:
+    """The whole page. ``sections``: ``build_report``'s (runs side by side, MPE, AMP,
+    sweeps), shown after the runs."""
+    from bokeh.embed import file_html
+    from bokeh.layouts import column
+    from bokeh.models import CustomJS, Div
+    from bokeh.resources import INLINE
+
+    parts: list[Any] = [Div(text=f"<h1>{html.escape(title)}</h1>")]
+    checks = []
+    for i, (label, trace, fig) in enumerate(runs):
+        run_parts, check = _run(i, label, trace, fig)
+        parts += run_parts
+        checks.append(check)
+    if len(runs) > 1:
+        parts.append(_differences(runs))
+    for s in sections:
+        parts.append(Div(text=_section_html(s), sizing_mode="stretch_width"))
+    page = column(*parts, sizing_mode="stretch_width")
+    # glue: what the page drew, for a reader's script (and the tests) to check
+    ready = CustomJS(args={"checks": checks}, code="""
+const out = [];
+for (const c of checks) {
+  const src = Bokeh.documents[0].get_model_by_name(c.source);
+  out.push({run: c.run, kernel_bars: src ? src.data["name"].length : 0,
+            kernels_in_step: c.kernels_in_step, tooltip: c.tooltip,
+            first_name: src && src.data["name"].length ? src.data["name"][0] : null});
+}
+const el = document.createElement("pre");
+el.id = "traceviz-check"; el.style.display = "none";
+el.textContent = JSON.stringify(out);
+document.body.appendChild(el);
+""")
+    from bokeh.document import Document
+
+    doc = Document()
+    doc.add_root(page)
+    doc.js_on_event("document_ready", ready)
+    return file_html(doc, resources=INLINE, title=title)
+
+
+def _run(i: int, label: str, trace: Trace, fig: RunFigures) -> tuple[list[Any], dict]:
+    from bokeh.models import Div
+
+    s = fig.summary
+    head = (f"<h2>{html.escape(label)}</h2><p>{html.escape(_run_line(fig))}</p>")
+    parts: list[Any] = [Div(text=head, sizing_mode="stretch_width"), _kernels_table(i, s),
+                        _categories(i, s)]
+    if s.efficiency is not None and len(s.efficiency.groups):
+        parts.append(_efficiency(s))
+    timeline, check = _timeline(i, label, trace)
+    if timeline is not None:
+        parts.append(timeline)
+    parts.append(Div(text=_advice_html(trace), sizing_mode="stretch_width"))
+    return parts, check
+
+
+def _run_line(f: RunFigures) -> str:
+    t = f.timings
+    bits = []
+    if f.time_per_batch_s is not None:
+        bits.append(f"{f.time_per_batch_s * 1e3:,.3f} ms per batch")
+        if t is not None:
+            bits.append(f"min {t.min_s * 1e3:,.3f} ms, max {t.max_s * 1e3:,.3f} ms, "
+                        f"CV {100 * t.cv:.1f}%" + (" NOISY" if t.noisy else ""))
+    per = f.per_step
+    bits.append(f"busy {fmt_ns(f.busy_ns / per)} of {fmt_ns(f.span_ns / per)} per step")
+    if f.launch_bound_fraction is not None:
+        bits.append(f"launch-bound {fmt_pct(f.launch_bound_fraction)}")
+    if f.model_tflops is not None:
+        bits.append(f"model {f.model_tflops:,.2f} TFLOP/s")
+    if f.peak_memory_bytes is not None:
+        from traceviz.units import fmt_bytes
+
+        bits.append(f"peak memory {fmt_bytes(f.peak_memory_bytes)} {f.peak_memory_what}")
+    return "; ".join(bits)
+
+
+def _kernels_table(i: int, s: Any) -> Any:
+    """The kernels, sortable by any column; a filter box narrows them by name."""
+    from bokeh.layouts import column
+    from bokeh.models import (
+        BooleanFilter,
+        CDSView,
+        ColumnDataSource,
+        CustomJS,
+        DataTable,
+        HTMLTemplateFormatter,
+        NumberFormatter,
+        TableColumn,
+        TextInput,
+    )
+
+    from traceviz.names import distinct_names
+
+    k = s.kernels.head(200)
+    full = [str(n)[:NAME_CHARS] for n in k["name"]]
+    src = ColumnDataSource({
+        "name": distinct_names(list(k["name"].astype(str)), 80), "full": full,
+        "category": k["category"].astype(str).tolist(), "count": k["count"].tolist(),
+        "total_us": (k["total_ns"] / 1e3).round(1).tolist(),
+        "mean_us": (k["mean_ns"] / 1e3).round(2).tolist(),
+        "share": (100 * k["share"]).round(2).tolist()})
+    view = CDSView(filter=BooleanFilter([True] * len(k)))
+    name_fmt = HTMLTemplateFormatter(template='<span title="<%- full %>"><%- value %></span>')
+    cols = [TableColumn(field="name", title="kernel (hover: full name)", formatter=name_fmt,
+                        width=420),
+            TableColumn(field="category", title="category", width=90),
+            TableColumn(field="count", title="count", width=60),
+            TableColumn(field="total_us", title="total µs",
+                        formatter=NumberFormatter(format="0,0.0"), width=90),
+            TableColumn(field="mean_us", title="mean µs",
+                        formatter=NumberFormatter(format="0,0.00"), width=80),
+            TableColumn(field="share", title="share %",
+                        formatter=NumberFormatter(format="0.00"), width=70)]
+    table = DataTable(source=src, view=view, columns=cols, sortable=True, reorderable=False,
+                      height=260,
+                      sizing_mode="stretch_width", name=f"kernels-{i}")
+    box = TextInput(placeholder="filter kernels by name", width=320)
+    box.js_on_change("value", CustomJS(args={"src": src, "view": view}, code="""
+const q = cb_obj.value.toLowerCase();
+view.filter.booleans = src.data["full"].map(n => n.toLowerCase().includes(q));
+src.change.emit();
+"""))
+    return column(box, table, sizing_mode="stretch_width")
+
+
+def _categories(i: int, s: Any) -> Any:
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.plotting import figure
+
+    c = s.categories[s.categories["total_ns"] > 0].sort_values("total_ns")
+    src = ColumnDataSource({"category": c["category"].astype(str).tolist(),
+                            "ms": (c["total_ns"] / 1e6).tolist(),
+                            "share": (100 * c["share"]).round(1).tolist(),
+                            "color": [PALETTE.get(x, "#7f7f7f") for x in c["category"]]})
+    p = figure(y_range=list(src.data["category"]), height=40 + 24 * len(c), width=560,
+               title="Device time per category (ms, whole trace)", toolbar_location=None,
+               name=f"categories-{i}")
+    p.hbar(y="category", right="ms", height=0.7, color="color", source=src)
+    p.add_tools(HoverTool(tooltips=[("category", "@category"), ("time", "@ms{0,0.000} ms"),
+                                    ("share", "@share %")]))
+    return p
+
+
+def _efficiency(s: Any) -> Any:
+    from bokeh.models import Div
+
+    g = s.efficiency.groups.head(10)
+    rows = "".join(
+        f"<tr><td>{html.escape(str(r.op))}</td><td>{html.escape(str(r.dims))[:80]}</td>"
+        f"<td>{fmt_ns(r.time_ns)}</td><td>{_n(r.tflops)}</td><td>{_n(r.gbps, 0)}</td>"
+        f"<td>{_n(r.pct_peak, 1)}</td><td>{html.escape(str(r.bound or '-'))}</td></tr>"
+        for r in g.itertuples(index=False))
+    return Div(text="<h3>Efficiency: op groups by device time</h3><table><tr><th>op</th>"
+                    "<th>shapes</th><th>time</th><th>TFLOP/s</th><th>GB/s</th>"
+                    f"<th>% of peak</th><th>bound</th></tr>{rows}</table>",
+               sizing_mode="stretch_width")
+
+
+def _n(x: Any, digits: int = 2) -> str:
+    return "–" if x is None or x != x else f"{float(x):,.{digits}f}"
+
+
+def _timeline(i: int, label: str, trace: Trace) -> tuple[Any, dict]:
+    """One step (the one of median length) of the run: device rows per stream lane,
+    launch calls on a host row, host-wait gaps on a row of their own."""
+    from bokeh.models import ColumnDataSource, Div, HoverTool
+    from bokeh.plotting import figure
+
+    from traceviz.analyses.timeline import step_rows
+
+    tl = step_rows(trace, STEP_BUDGET)
+    check = {"run": label, "source": f"timeline-{i}-rows", "kernels_in_step": tl.rows_in_step,
+             "tooltip": "@name"}
+    if tl.rows.empty:
+        return Div(text="<p>(no device rows: no timeline)</p>"), check
+    r = tl.rows
+    tracks = (["host: launch calls"] if len(tl.launches) else []) \
+        + list(dict.fromkeys(r["track"])) + list(dict.fromkeys(tl.waits["track"]))
+    src = ColumnDataSource(name=f"timeline-{i}-rows", data={
+        "name": [str(n)[:NAME_CHARS] for n in r["name"]], "y": r["track"].tolist(),
+        "x0": (r["start_ns"] / 1e3).tolist(), "x1": (r["end_ns"] / 1e3).tolist(),
+        "dur": [fmt_ns(d) for d in r["end_ns"] - r["start_ns"]],
+        "category": r["category"].tolist(), "op": r["op"].tolist(),
+        "shapes": r["details"].tolist(), "delay": r["delay"].tolist(),
+        "color": [PALETTE.get(c, "#7f7f7f") for c in r["category"]]})
+    p = figure(y_range=tracks[::-1], height=80 + 26 * len(tracks), sizing_mode="stretch_width",
+               title=f"{label}: step {tl.step} ({fmt_ns(tl.end_ns - tl.start_ns)}), µs from "
+                     "its start; drag to pan, wheel to zoom",
+               tools="xpan,xwheel_zoom,box_zoom,reset,save", active_scroll="xwheel_zoom",
+               name=f"timeline-{i}")
+    p.hbar(y="y", left="x0", right="x1", height=0.8, color="color", source=src)
+    p.add_tools(HoverTool(renderers=p.renderers[-1:], tooltips=[
+        ("name", "@name"), ("duration", "@dur"), ("category", "@category"), ("op", "@op"),
+        ("shapes", "@shapes"), ("launch delay", "@delay")]))
+    if len(tl.launches):
+        ls = ColumnDataSource({"name": tl.launches["name"].tolist(),
+                               "y": ["host: launch calls"] * len(tl.launches),
+                               "x0": (tl.launches["start_ns"] / 1e3).tolist(),
+                               "x1": (tl.launches["end_ns"] / 1e3).tolist()})
+        p.hbar(y="y", left="x0", right="x1", height=0.8, color=PALETTE["launch"], source=ls)
+    if len(tl.waits):
+        ws = ColumnDataSource({"y": tl.waits["track"].tolist(),
+                               "x0": (tl.waits["start_ns"] / 1e3).tolist(),
+                               "x1": (tl.waits["end_ns"] / 1e3).tolist()})
+        p.hbar(y="y", left="x0", right="x1", height=0.8, color=PALETTE["host wait"], source=ws,
+               legend_label="host wait (nothing launched to run)")
+    note = f" {tl.note}" if tl.note else ""
+    from bokeh.layouts import column
+
+    return column(p, Div(text=f"<p><i>{html.escape(note.strip())}</i></p>" if note else ""),
+                  sizing_mode="stretch_width"), check
+
+
+def _advice_html(trace: Trace) -> str:
+    from traceviz.analyses.advice import advise
+    from traceviz.analyses.whatif import whatif
+    from traceviz.errors import TraceVizError
+
+    out = ["<h3>Findings (advise)</h3>"]
+    try:
+        findings, steps = advise(trace)
+        w = whatif(trace)
+    except TraceVizError as e:
+        return f"<p>(no replay: {html.escape(e.message)})</p>"
+    per = max(steps, 1)
+    if not findings:
+        out.append("<p>No rule fired on this trace.</p>")
+    for f in findings:
+        saving = "" if f.saving_ns is None else \
+            f" <b>est. saving {fmt_ns(f.saving_ns / per)} per step</b> ({f.saving_scenario})"
+        out.append(f"<p><b>{html.escape(f.title)}</b>{saving}<br>"
+                   + "<br>".join(html.escape(e) for e in f.evidence)
+                   + f"<br>&rarr; {html.escape(f.action)}</p>")
+    out.append("<h3>Scenarios (whatif, saving per step against the replay)</h3><table>"
+               "<tr><th>scenario</th><th>predicted</th><th>saving</th><th>assumptions</th></tr>")
+    for s in w.scenarios:
+        if not s.applies:
+            out.append(f"<tr><td>{html.escape(s.name)}</td><td>-</td><td>-</td>"
+                       f"<td>does not apply: {html.escape(s.reason)}</td></tr>")
+            continue
+        out.append(f"<tr><td>{html.escape(s.name)}</td><td>{fmt_ns(s.predicted_ns / per)}</td>"
+                   f"<td>{fmt_ns(s.saving_ns / per)} ({fmt_pct(s.saving_fraction)})</td><td>"
+                   + "<br>".join(html.escape(a) for a in s.assumptions) + "</td></tr>")
+    return "".join(out) + "</table>"
+
+
+def _differences(runs: list[tuple[str, Trace, RunFigures]]) -> Any:
+    from bokeh.models import Div
+
+    from traceviz.analyses.compare import kernel_diff
+
+    out = []
+    for (la, ta, _), (lb, tb, _) in zip(runs, runs[1:], strict=False):
+        d = kernel_diff(ta, tb).head(15)
+        rows = "".join(
+            f"<tr><td title='{html.escape(str(r.name))}'>{html.escape(str(r.name)[:80])}</td>"
+            f"<td>{html.escape(str(r.change))}</td><td>{r.count_a:,.2f}</td>"
+            f"<td>{r.count_b:,.2f}</td><td>{'+' if r.delta_ns > 0 else ''}"
+            f"{fmt_ns(r.delta_ns)}</td></tr>" for r in d.itertuples(index=False))
+        out.append(f"<h3>Kernel differences: {html.escape(la)} → {html.escape(lb)}</h3>"
+                   "<table><tr><th>kernel</th><th>change</th><th>calls A</th><th>calls B</th>"
+                   f"<th>time B − A</th></tr>{rows}</table>")
+    return Div(text="".join(out), sizing_mode="stretch_width")
+
+
+def _section_html(s: Section) -> str:
+    import base64
+
+    body = [f"<h2>{html.escape(s.title)}</h2>"]
+    if s.text:
+        body.append(f"<p>{html.escape(s.text)}</p>")
+    if s.table is not None:
+        body.append(s.table.to_html(index=False, escape=True, border=0))
+    for name, png in s.images:
+        data = base64.b64encode(png).decode()
+        body.append(f'<img alt="{html.escape(name)}" style="max-width:100%" '
+                    f'src="data:image/png;base64,{data}">')
+    return "".join(body)
+
+
+def check_json(page: str) -> list[dict] | None:
+    """What the page wrote into ``#traceviz-check`` (from a browser's dumped DOM)."""
+    start = page.find('id="traceviz-check"')
+    if start < 0:
+        return None
+    text = page[page.index(">", start) + 1:page.index("</pre>", start)]
+    return json.loads(html.unescape(text))
+
