@@ -14,6 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.image  # noqa: E402
+import matplotlib.pyplot  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
@@ -195,3 +196,22 @@ def test_html_report_explores_offline(tmp_path):
     assert img.shape[:2] == (3000, 1200)
     rows = np.std(img[..., :3], axis=1).mean(axis=1)
     assert (rows > 0.05).sum() > 1000  # text, tables and charts over much of the page
+
+
+def test_pie_slices_are_readable():
+    """No slice under 1% but the first and "others" (a 94% pie listed six 0.0% rows)."""
+    from traceviz.analyses.summary import summarize
+    from traceviz.render.charts import kernel_pie
+
+    for path in (RUNS["gpu"], S / "cpu" / "jit_torch"):
+        s = summarize(Trace.load(path / "trace.parquet"))
+        fig = kernel_pie(s, "x")
+        texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        shares = [float(t.rsplit(" ", 1)[1].rstrip("%")) for t in texts]
+        assert all(p >= 1.0 for p, t in zip(shares[1:], texts[1:], strict=True)
+                   if not t.startswith("others"))
+        k = s.kernels
+        shown = len(texts) - (1 if texts[-1].startswith("others") else 0)
+        assert (k["share"].head(shown) >= 0.01).all()
+        assert shares[-1] == pytest.approx(100 * k["share"].iloc[shown:].sum(), abs=0.06)
+        matplotlib.pyplot.close(fig)

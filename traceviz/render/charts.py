@@ -26,11 +26,17 @@ def kernel_pie(summary: Summary, label: str, top: int = 8) -> plt.Figure:
     """Top-N kernels by total time plus "others" (the seeds' Figure 5 layout) of the run
     named ``label``."""
     k = summary.kernels
-    labels = [short_name(n, 40) for n in k["name"].head(top)]
-    sizes = list(k["total_ns"].head(top))
-    rest = k["total_ns"].iloc[top:].sum()
+    total_ns = k["total_ns"].sum()
+    # a slice under 1% is not readable: such kernels join "others" (the first stays)
+    big = (k["total_ns"] >= 0.01 * total_ns).to_numpy().copy() if total_ns \
+        else np.ones(len(k), bool)
+    big[0:1] = True
+    n = int(min(top, np.argmin(big) if not big.all() else len(k)))
+    labels = [short_name(name, 40) for name in k["name"].head(n)]
+    sizes = list(k["total_ns"].head(n))
+    rest = k["total_ns"].iloc[n:].sum()
     if rest > 0:
-        labels.append(f"others ({len(k) - top})")
+        labels.append(f"others ({len(k) - n})")
         sizes.append(rest)
     fig, ax = plt.subplots(figsize=(10, 6))
     if sum(sizes) > 0:
