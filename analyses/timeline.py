@@ -126,7 +126,8 @@ class StepRows:
     step: int
     start_ns: int
     end_ns: int
-    rows: pd.DataFrame       # track, name, start_ns, end_ns, category, op, details, delay
+    rows: pd.DataFrame       # row (in the trace), track, name, start_ns, end_ns, category,
+    #                          op, details, delay
     launches: pd.DataFrame   # name, start_ns, end_ns (the host's launch calls)
     waits: pd.DataFrame      # track, start_ns, end_ns (host-wait intervals)
     rows_in_step: int        # device rows in the step, drawn or not
@@ -170,7 +171,7 @@ def step_rows(trace: Trace, budget: int) -> StepRows:
              for d, s, k in zip(device, stream, lane, strict=True)]
     delay = dev["launch_delay_ns"]
     rows = pd.DataFrame({
-        "track": track, "name": dev["name"].astype(str).to_numpy(),
+        "row": dev.index.to_numpy(), "track": track, "name": dev["name"].astype(str).to_numpy(),
         "start_ns": s0 - ws, "end_ns": e0 - ws,
         "category": dev["category"].astype(str).to_numpy(),
         "op": dev["op"].astype(object).where(dev["op"].notna(), "").astype(str).to_numpy(),

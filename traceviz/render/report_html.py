@@ -23,20 +23,30 @@ from traceviz.units import fmt_ns, fmt_pct
 
 STEP_BUDGET = 3_000       # device rows drawn per step (and as many launch calls)
 NAME_CHARS = 200          # a hover's name, at most
+PATH_TRACK = "critical path (device rows)"
 PALETTE = {"gemm": "#1f77b4", "attention": "#9467bd", "rnn": "#17becf",
            "elementwise": "#2ca02c", "reduction": "#bcbd22", "cast": "#d62728",
            "memcpy": "#8c564b", "memset": "#e377c2", "communication": "#ff7f0e",
            "other": "#7f7f7f", "launch": "#555555", "host wait": "#ff9896"}
 
 
+def _bokeh(module: str) -> Any:
+    """A Bokeh module as ``Any``: its models are made at run time, and its type stubs do
+    not list them (mypy would reject ``bokeh.models.Div``)."""
+    import importlib
+
+    return importlib.import_module(module)
+
+
 def html_report(runs: list[tuple[str, Trace, RunFigures]], sections: list[Section],
                 title: str) -> str:
     """The whole page. ``sections``: ``build_report``'s (runs side by side, MPE, AMP,
     sweeps), shown after the runs."""
-    from bokeh.embed import file_html
-    from bokeh.layouts import column
-    from bokeh.models import CustomJS, Div
-    from bokeh.resources import INLINE
+    file_html = _bokeh("bokeh.embed").file_html
+    column = _bokeh("bokeh.layouts").column
+    CustomJS = _bokeh("bokeh.models").CustomJS
+    Div = _bokeh("bokeh.models").Div
+    INLINE = _bokeh("bokeh.resources").INLINE
 
     parts: list[Any] = [Div(text=f"<h1>{html.escape(title)}</h1>")]
     checks = []
@@ -63,7 +73,7 @@ el.id = "traceviz-check"; el.style.display = "none";
 el.textContent = JSON.stringify(out);
 document.body.appendChild(el);
 """)
-    from bokeh.document import Document
+    Document = _bokeh("bokeh.document").Document
 
     doc = Document()
     doc.add_root(page)
@@ -72,7 +82,7 @@ document.body.appendChild(el);
 
 
 def _run(i: int, label: str, trace: Trace, fig: RunFigures) -> tuple[list[Any], dict]:
-    from bokeh.models import Div
+    Div = _bokeh("bokeh.models").Div
 
     s = fig.summary
     head = (f"<h2>{html.escape(label)}</h2><p>{html.escape(_run_line(fig))}</p>")
@@ -80,6 +90,11 @@ def _run(i: int, label: str, trace: Trace, fig: RunFigures) -> tuple[list[Any], 
                         _categories(i, s)]
     if s.efficiency is not None and len(s.efficiency.groups):
         parts.append(_efficiency(s))
+    if s.memory is not None:
+        from traceviz.render.efficiency import memory_render
+
+        if (mem := memory_render(s.memory)) is not None:
+            parts.append(Div(text=f"<p>{html.escape(_plain(mem))}</p>"))
     timeline, check = _timeline(i, label, trace)
     if timeline is not None:
         parts.append(timeline)
@@ -110,23 +125,22 @@ def _run_line(f: RunFigures) -> str:
 
 def _kernels_table(i: int, s: Any) -> Any:
     """The kernels, sortable by any column; a filter box narrows them by name."""
-    from bokeh.layouts import column
-    from bokeh.models import (
-        BooleanFilter,
-        CDSView,
-        ColumnDataSource,
-        CustomJS,
-        DataTable,
-        HTMLTemplateFormatter,
-        NumberFormatter,
-        TableColumn,
-        TextInput,
-    )
+    column = _bokeh("bokeh.layouts").column
+    models = _bokeh("bokeh.models")
+    BooleanFilter = models.BooleanFilter
+    CDSView = models.CDSView
+    ColumnDataSource = models.ColumnDataSource
+    CustomJS = models.CustomJS
+    DataTable = models.DataTable
+    HTMLTemplateFormatter = models.HTMLTemplateFormatter
+    NumberFormatter = models.NumberFormatter
+    TableColumn = models.TableColumn
+    TextInput = models.TextInput
 
     from traceviz.names import distinct_names
 
     k = s.kernels.head(200)
-    full = [str(n)[:NAME_CHARS] for n in k["name"]]
+    full = [str(n)[:10 * NAME_CHARS] for n in k["name"]]
     src = ColumnDataSource({
         "name": distinct_names(list(k["name"].astype(str)), 80), "full": full,
         "category": k["category"].astype(str).tolist(), "count": k["count"].tolist(),
@@ -158,8 +172,9 @@ src.change.emit();
 
 
 def _categories(i: int, s: Any) -> Any:
-    from bokeh.models import ColumnDataSource, HoverTool
-    from bokeh.plotting import figure
+    ColumnDataSource = _bokeh("bokeh.models").ColumnDataSource
+    HoverTool = _bokeh("bokeh.models").HoverTool
+    figure = _bokeh("bokeh.plotting").figure
 
     c = s.categories[s.categories["total_ns"] > 0].sort_values("total_ns")
     src = ColumnDataSource({"category": c["category"].astype(str).tolist(),
@@ -176,7 +191,7 @@ def _categories(i: int, s: Any) -> Any:
 
 
 def _efficiency(s: Any) -> Any:
-    from bokeh.models import Div
+    Div = _bokeh("bokeh.models").Div
 
     g = s.efficiency.groups.head(10)
     rows = "".join(
@@ -190,6 +205,17 @@ def _efficiency(s: Any) -> Any:
                sizing_mode="stretch_width")
 
 
+def _plain(renderable: Any) -> str:
+    """A rich renderable as plain text (the terminal's memory lines)."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text().strip()
+
+
 def _n(x: Any, digits: int = 2) -> str:
     return "–" if x is None or x != x else f"{float(x):,.{digits}f}"
 
@@ -197,8 +223,10 @@ def _n(x: Any, digits: int = 2) -> str:
 def _timeline(i: int, label: str, trace: Trace) -> tuple[Any, dict]:
     """One step (the one of median length) of the run: device rows per stream lane,
     launch calls on a host row, host-wait gaps on a row of their own."""
-    from bokeh.models import ColumnDataSource, Div, HoverTool
-    from bokeh.plotting import figure
+    ColumnDataSource = _bokeh("bokeh.models").ColumnDataSource
+    Div = _bokeh("bokeh.models").Div
+    HoverTool = _bokeh("bokeh.models").HoverTool
+    figure = _bokeh("bokeh.plotting").figure
 
     from traceviz.analyses.timeline import step_rows
 
@@ -208,15 +236,18 @@ def _timeline(i: int, label: str, trace: Trace) -> tuple[Any, dict]:
     if tl.rows.empty:
         return Div(text="<p>(no device rows: no timeline)</p>"), check
     r = tl.rows
+    on_path = _on_critical_path(trace, r["row"].to_numpy())
     tracks = (["host: launch calls"] if len(tl.launches) else []) \
-        + list(dict.fromkeys(r["track"])) + list(dict.fromkeys(tl.waits["track"]))
+        + list(dict.fromkeys(r["track"])) + list(dict.fromkeys(tl.waits["track"])) \
+        + ([PATH_TRACK] if on_path.any() else [])
     src = ColumnDataSource(name=f"timeline-{i}-rows", data={
         "name": [str(n)[:NAME_CHARS] for n in r["name"]], "y": r["track"].tolist(),
         "x0": (r["start_ns"] / 1e3).tolist(), "x1": (r["end_ns"] / 1e3).tolist(),
         "dur": [fmt_ns(d) for d in r["end_ns"] - r["start_ns"]],
         "category": r["category"].tolist(), "op": r["op"].tolist(),
         "shapes": r["details"].tolist(), "delay": r["delay"].tolist(),
-        "color": [PALETTE.get(c, "#7f7f7f") for c in r["category"]]})
+        "color": [PALETTE.get(c, "#7f7f7f") for c in r["category"]],
+        "path": ["yes" if x else "no" for x in on_path]})
     p = figure(y_range=tracks[::-1], height=80 + 26 * len(tracks), sizing_mode="stretch_width",
                title=f"{label}: step {tl.step} ({fmt_ns(tl.end_ns - tl.start_ns)}), µs from "
                      "its start; drag to pan, wheel to zoom",
@@ -225,7 +256,15 @@ def _timeline(i: int, label: str, trace: Trace) -> tuple[Any, dict]:
     p.hbar(y="y", left="x0", right="x1", height=0.8, color="color", source=src)
     p.add_tools(HoverTool(renderers=p.renderers[-1:], tooltips=[
         ("name", "@name"), ("duration", "@dur"), ("category", "@category"), ("op", "@op"),
-        ("shapes", "@shapes"), ("launch delay", "@delay")]))
+        ("launch configuration", "@shapes"), ("launch delay", "@delay"),
+        ("on the critical path", "@path")]))
+    if on_path.any():  # the same rows again, on a track of their own: no second copy
+        value = _bokeh("bokeh.core.properties").value
+        BooleanFilter = _bokeh("bokeh.models").BooleanFilter
+        CDSView = _bokeh("bokeh.models").CDSView
+
+        p.hbar(y=value(PATH_TRACK), left="x0", right="x1", height=0.8, color="#000000",
+               source=src, view=CDSView(filter=BooleanFilter([bool(x) for x in on_path])))
     if len(tl.launches):
         ls = ColumnDataSource({"name": tl.launches["name"].tolist(),
                                "y": ["host: launch calls"] * len(tl.launches),
@@ -239,10 +278,23 @@ def _timeline(i: int, label: str, trace: Trace) -> tuple[Any, dict]:
         p.hbar(y="y", left="x0", right="x1", height=0.8, color=PALETTE["host wait"], source=ws,
                legend_label="host wait (nothing launched to run)")
     note = f" {tl.note}" if tl.note else ""
-    from bokeh.layouts import column
+    column = _bokeh("bokeh.layouts").column
 
     return column(p, Div(text=f"<p><i>{html.escape(note.strip())}</i></p>" if note else ""),
                   sizing_mode="stretch_width"), check
+
+
+def _on_critical_path(trace: Trace, rows: Any) -> Any:
+    """bool per row: on the step's critical path (outlined in the timeline)."""
+    import numpy as np
+
+    from traceviz.analyses.critical_path import critical_path
+    from traceviz.errors import TraceVizError
+
+    try:
+        return np.isin(rows, critical_path(trace).rows)
+    except TraceVizError:
+        return np.zeros(len(rows), bool)
 
 
 def _advice_html(trace: Trace) -> str:
@@ -268,7 +320,7 @@ def _advice_html(trace: Trace) -> str:
     out.append("<h3>Scenarios (whatif, saving per step against the replay)</h3><table>"
                "<tr><th>scenario</th><th>predicted</th><th>saving</th><th>assumptions</th></tr>")
     for s in w.scenarios:
-        if not s.applies:
+        if not s.applies or s.predicted_ns is None or s.saving_ns is None:
             out.append(f"<tr><td>{html.escape(s.name)}</td><td>-</td><td>-</td>"
                        f"<td>does not apply: {html.escape(s.reason)}</td></tr>")
             continue
@@ -279,7 +331,7 @@ def _advice_html(trace: Trace) -> str:
 
 
 def _differences(runs: list[tuple[str, Trace, RunFigures]]) -> Any:
-    from bokeh.models import Div
+    Div = _bokeh("bokeh.models").Div
 
     from traceviz.analyses.compare import kernel_diff
 
