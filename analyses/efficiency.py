@@ -102,7 +102,7 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     return [plain_row(r) for r in frame.to_dict("records")]
 
 
-def _op_of_kernels(trace: Trace, work: pd.DataFrame) -> np.ndarray:
+def op_of_kernels(trace: Trace, work: pd.DataFrame) -> np.ndarray:
     """Per work row: the events row of the op call it ran for (-1: none). GPU: the
     innermost op around its launch call; CPU: the work op itself, or where it has no
     formula (an autograd node around aten::convolution_backward), the longest op with
@@ -182,7 +182,7 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
             notes.append(f"No peak figures for {what}: rates are shown without % of peak "
                          "(give them with --peak).")
     ev = trace.events
-    op_row = _op_of_kernels(trace, work)
+    op_row = op_of_kernels(trace, work)
     # an XSpace op with XLA's cost analysis is its own op: its row carries the figures
     # once per distinct details text, not per kernel
     own = pd.Series(per_distinct(work["details"], _xla_part), index=work.index, dtype=object)

@@ -178,6 +178,7 @@ def step_rows(trace: Trace, budget: int) -> StepRows:
         "details": dev["details"].astype(object).where(dev["details"].notna(), "")
         .astype(str).to_numpy() if "details" in dev else "",
         "delay": [fmt_ns(x) if x == x and x is not pd.NA else "–" for x in delay.astype(object)],
+        "shapes": _op_shapes(trace, dev),
     })
     calls = ev[(ev["kind"] == "runtime").to_numpy() & (ev["launch_id"] >= 0).to_numpy()]
     cs = calls["ts_ns"].to_numpy(np.int64)
@@ -192,3 +193,18 @@ def step_rows(trace: Trace, budget: int) -> StepRows:
                           "start_ns": iv["start_ns"].to_numpy(np.int64) - ws,
                           "end_ns": iv["end_ns"].to_numpy(np.int64) - ws})
     return StepRows(step, ws, we, rows, launches, waits, total, note)
+
+
+def _op_shapes(trace: Trace, dev: pd.DataFrame) -> list[str]:
+    """Per device row: the input shapes recorded on the op it ran for ("" where none)."""
+    from traceviz.analyses.efficiency import op_of_kernels
+
+    op_row = op_of_kernels(trace, dev)
+    details = trace.events["details"].astype(object).to_numpy() \
+        if "details" in trace.events else None
+    if details is None or not len(op_row):
+        return [""] * len(dev)
+    text = np.where(op_row >= 0, details[np.maximum(op_row, 0)], "")
+    # "dims:[[2, 3], [3]] types:[...]": the dims, as the op recorded them
+    return [t.split(" types:")[0].removeprefix("dims:")[:160] if isinstance(t, str)
+            and t.startswith("dims:") else "" for t in text]

@@ -266,7 +266,9 @@ def test_rank_folder_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "rank-0.json" in err
     assert main(["analyze", str(d), "--plot", str(tmp_path / "p")]) == 2
-    assert "--plot and --export take one trace" in capsys.readouterr().err
+    assert "--plot, --export and --perfetto take one trace" in capsys.readouterr().err
+    assert main(["analyze", str(d), "--perfetto", str(tmp_path / "t.json")]) == 2
+    assert "--plot, --export and --perfetto take one trace" in capsys.readouterr().err
     # an input that holds no trace is named as the fault, before an existing output
     (tmp_path / "out").mkdir()
     assert main(["import", str(tmp_path / "empty"), "-o", str(tmp_path / "out")]) == 2

@@ -2,7 +2,8 @@
 
 ``build_report`` turns figures already computed (``RunFigures`` with their ``Summary``,
 sweep tables) into sections (text, a table, charts); ``to_markdown`` keeps the charts
-as PNG files beside the .md, ``to_html`` embeds them in one self-contained file.
+as PNG files beside the .md; ``section_html`` embeds them in the HTML report
+(``report_html.py``).
 """
 
 from __future__ import annotations
@@ -203,20 +204,16 @@ def to_markdown(sections: list[Section], title: str, image_dir: str) -> tuple[st
     return "\n".join(out), files
 
 
-def to_html(sections: list[Section], title: str) -> str:
-    """One self-contained HTML file: tables inline, charts as embedded PNG."""
-    body = [f"<h1>{html.escape(title)}</h1>"]
-    for s in sections:
-        body.append(f"<h2>{html.escape(s.title)}</h2>")
-        if s.text:
-            body.append(f"<p>{html.escape(s.text)}</p>")
-        if s.table is not None:
-            body.append(s.table.to_html(index=False, escape=True, border=0))
-        for name, png in s.images:
-            data = base64.b64encode(png).decode()
-            body.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">')
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
-             "table{border-collapse:collapse;margin:1em 0}td,th{padding:3px 8px;"
-             "border-bottom:1px solid #ddd;text-align:right}img{max-width:100%}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
-            f"</title><style>{style}</style></head><body>{''.join(body)}</body></html>")
+def section_html(s: Section) -> str:
+    """A section as HTML: its tables inline, its charts as embedded PNG (the explorable
+    report, ``report_html.py``, shows the sections the Markdown report holds this way)."""
+    body = [f"<h2>{html.escape(s.title)}</h2>"]
+    if s.text:
+        body.append(f"<p>{html.escape(s.text)}</p>")
+    if s.table is not None:
+        body.append(s.table.to_html(index=False, escape=True, border=0))
+    for name, png in s.images:
+        data = base64.b64encode(png).decode()
+        body.append(f'<img alt="{html.escape(name)}" style="max-width:100%" '
+                    f'src="data:image/png;base64,{data}">')
+    return "".join(body)

@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from traceviz.analyses.compare import RunFigures
-from traceviz.render.report import Section
+from traceviz.render.report import Section, section_html
 from traceviz.trace import Trace
 from traceviz.units import fmt_ns, fmt_pct
 
@@ -57,7 +57,7 @@ def html_report(runs: list[tuple[str, Trace, RunFigures]], sections: list[Sectio
     if len(runs) > 1:
         parts.append(_differences(runs))
     for s in sections:
-        parts.append(Div(text=_section_html(s), sizing_mode="stretch_width"))
+        parts.append(Div(text=section_html(s), sizing_mode="stretch_width"))
     page = column(*parts, sizing_mode="stretch_width")
     # glue: what the page drew, for a reader's script (and the tests) to check
     ready = CustomJS(args={"checks": checks}, code="""
@@ -245,7 +245,8 @@ def _timeline(i: int, label: str, trace: Trace) -> tuple[Any, dict]:
         "x0": (r["start_ns"] / 1e3).tolist(), "x1": (r["end_ns"] / 1e3).tolist(),
         "dur": [fmt_ns(d) for d in r["end_ns"] - r["start_ns"]],
         "category": r["category"].tolist(), "op": r["op"].tolist(),
-        "shapes": r["details"].tolist(), "delay": r["delay"].tolist(),
+        "config": r["details"].tolist(), "shapes": r["shapes"].tolist(),
+        "delay": r["delay"].tolist(),
         "color": [PALETTE.get(c, "#7f7f7f") for c in r["category"]],
         "path": ["yes" if x else "no" for x in on_path]})
     p = figure(y_range=tracks[::-1], height=80 + 26 * len(tracks), sizing_mode="stretch_width",
@@ -256,7 +257,8 @@ def _timeline(i: int, label: str, trace: Trace) -> tuple[Any, dict]:
     p.hbar(y="y", left="x0", right="x1", height=0.8, color="color", source=src)
     p.add_tools(HoverTool(renderers=p.renderers[-1:], tooltips=[
         ("name", "@name"), ("duration", "@dur"), ("category", "@category"), ("op", "@op"),
-        ("launch configuration", "@shapes"), ("launch delay", "@delay"),
+        ("op's input shapes", "@shapes"), ("launch configuration", "@config"),
+        ("launch delay", "@delay"),
         ("on the critical path", "@path")]))
     if on_path.any():  # the same rows again, on a track of their own: no second copy
         value = _bokeh("bokeh.core.properties").value
@@ -347,21 +349,6 @@ def _differences(runs: list[tuple[str, Trace, RunFigures]]) -> Any:
                    "<table><tr><th>kernel</th><th>change</th><th>calls A</th><th>calls B</th>"
                    f"<th>time B − A</th></tr>{rows}</table>")
     return Div(text="".join(out), sizing_mode="stretch_width")
-
-
-def _section_html(s: Section) -> str:
-    import base64
-
-    body = [f"<h2>{html.escape(s.title)}</h2>"]
-    if s.text:
-        body.append(f"<p>{html.escape(s.text)}</p>")
-    if s.table is not None:
-        body.append(s.table.to_html(index=False, escape=True, border=0))
-    for name, png in s.images:
-        data = base64.b64encode(png).decode()
-        body.append(f'<img alt="{html.escape(name)}" style="max-width:100%" '
-                    f'src="data:image/png;base64,{data}">')
-    return "".join(body)
 
 
 def check_json(page: str) -> list[dict] | None:
