@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from traceviz.analyses.advice_actions import fusion_action, remedy
 from traceviz.analyses.advice_base import Context, Finding, Rule
 from traceviz.analyses.advice_efficiency import (
     memory_bound_gemms,
@@ -63,8 +64,11 @@ def host_bound(ctx: Context) -> Finding | None:
             [f"{fmt_pct(share)} of the span ({fmt_ns(s.span_ns - s.busy_ns)} of "
              f"{fmt_ns(s.span_ns)} {_over(s.steps)}) is outside the work ops",
              f"{s.kernel_count:,} work ops, median {fmt_ns(s.kernel_dur.median_ns)}"],
-            "cut per-op overhead: TorchScript or torch.compile the step, fuse small ops, or "
-            "raise the batch size so each op does more",
+            remedy(ctx, "cut per-op overhead: TorchScript or torch.compile the step, fuse "
+                         "small ops, or raise the batch size so each op does more",
+                    "cut per-op overhead: compile the step with XLA "
+                    "(tf.function(jit_compile=True); jax.jit), fuse small ops, or raise the "
+                    "batch size so each op does more"),
             ctx.saving("host_speedup=2"), "host_speedup=2", {"overhead_fraction": share})
     share = s.launch_bound_fraction
     if share is None or share < HOST_BOUND:
@@ -80,9 +84,13 @@ def host_bound(ctx: Context) -> Finding | None:
     graphs = ctx.saving("cuda_graphs")
     return Finding(
         "host_bound", "Host-bound: the GPU waits for launches", evidence,
-        "capture the step in a CUDA graph (torch.cuda.graph, torch.compile "
-        "mode='reduce-overhead'), fuse pointwise ops (torch.compile, a fused LSTM such as "
-        "cuDNN's), or raise the batch size so each kernel does more",
+        remedy(ctx, "capture the step in a CUDA graph (torch.cuda.graph, torch.compile "
+                     "mode='reduce-overhead'), fuse pointwise ops (torch.compile, a fused "
+                     "LSTM such as cuDNN's), or raise the batch size so each kernel does more",
+                "compile the step with XLA (tf.function(jit_compile=True); jax.jit), which "
+                "fuses pointwise ops and launches fewer kernels, use a fused LSTM "
+                "(keras.layers.LSTM on cuDNN), or raise the batch size so each kernel does "
+                "more"),
         graphs, "cuda_graphs", {"launch_bound_fraction": share, "kernels_per_step": per_step})
 
 
@@ -129,49 +137,12 @@ def kernel_sequences(ctx: Context) -> Finding | None:
         [" -> ".join(distinct_names(list(names), 60)),
          f"{count:,} times in {plural(ctx.steps, 'step')}; categories: {', '.join(cats)}",
          f"fused into one kernel: {(n - 1) * per_step:,.0f} launches fewer per step"],
-        _fusion_action(ctx, work, names[0]) + ("" if pointwise else
+        fusion_action(ctx, work, names[0]) + ("" if pointwise else
                                                  "; it holds non-pointwise kernels, so "
                                                  "fusion needs a compiler or a fused op"),
         fuse, "fuse_pointwise (every pointwise run)" if fuse is not None else None,
         {"sequence": names, "per_step": per_step, "launches_saved_per_step":
          (n - 1) * per_step})
-
-
-OPTIMIZER_RANGE = re.compile(r"^(optimizer$|Optimizer\.step#)")
-RECURRENT = re.compile(r"lstm|gru|rnn", re.IGNORECASE)
-TORCHSCRIPT_VARIANTS = ("jit_torch", "static_torch")
-
-
-def _fusion_action(ctx: Context, work: pd.DataFrame, first: str) -> str:
-    """What fuses a repeated sequence, for this trace: an optimizer's per-parameter
-    update (its first kernel launched inside the optimizer's step range most of the
-    time) wants a foreach or fused optimizer; an LSTM (every traceviz capture, or a trace
-    naming one) a fused cell; TorchScript only for a model not already scripted."""
-    ev = ctx.trace.events
-    rows = work[work["name"].astype(str) == first]
-    at = rows["launch_ts_ns"].fillna(rows["ts_ns"]).to_numpy(np.int64)
-    ranges = ev[(ev["kind"] == "annotation") & ev["name"].astype(str).str.match(
-        OPTIMIZER_RANGE)]
-    bs, be = union_blocks(ranges["ts_ns"].to_numpy(np.int64),
-                          (ranges["ts_ns"] + ranges["dur_ns"]).to_numpy(np.int64))
-    i = np.searchsorted(bs, at, side="right") - 1
-    inside = (i >= 0) & (at < be[np.maximum(i, 0)]) if len(bs) else np.zeros(len(at), bool)
-    if len(at) and inside.mean() >= 0.5:
-        return ("an optimizer's update, one kernel per parameter: a foreach or fused "
-                "optimizer (torch.optim.SGD/Adam(..., foreach=True) or fused=True) runs it "
-                "as a few kernels")
-    names = pd.Series(ev["name"].cat.categories.astype(str))
-    lstm = ctx.trace.meta.get("model") is not None or bool(
-        names.str.contains(RECURRENT).any()) or bool((ev["category"] == "rnn").any())
-    scripted = ctx.trace.meta.get("model") in TORCHSCRIPT_VARIANTS or bool(
-        names.str.startswith("prim::").any())
-    ways = ["torch.compile the model"]
-    if lstm and not scripted:
-        ways.append("TorchScript the cell")
-    if lstm:
-        ways.append("a fused LSTM (cuDNN's nn.LSTM)")
-    ways.append("a custom (Triton) kernel")
-    return "fuse the pattern into one kernel: " + ", ".join(ways[:-1]) + " or " + ways[-1]
 
 
 def _top_ngram(codes: np.ndarray, stream: np.ndarray, pointwise: np.ndarray, n: int
@@ -228,9 +199,12 @@ def casts(ctx: Context) -> Finding | None:
          f"time "
          f"{fmt_ns(matrix)}" + (f": {fmt_pct(ratio)}" if ratio is not None else ""),
          f"cast share of busy time {fmt_pct(c.share_of_busy)}"],
-        "check that AMP pays here (`traceviz amp FP32_RUN AMP_RUN`); keep weights in the "
-        "low precision (model.half()/bfloat16 parameters) or cast once outside the "
-        "timestep loop; larger matrices amortize the casts",
+        remedy(ctx, "check that AMP pays here (`traceviz amp FP32_RUN AMP_RUN`); keep "
+                     "weights in the low precision (model.half()/bfloat16 parameters) or cast "
+                     "once outside the timestep loop; larger matrices amortize the casts",
+                "check that mixed precision pays here (`traceviz amp FP32_RUN AMP_RUN`); "
+                "cast inputs once outside the timestep loop rather than per step; larger "
+                "matrices amortize the casts"),
         ctx.saving("no_casts"), "no_casts", {"cast_ns": c.total_ns, "matrix_ns": matrix})
 
 

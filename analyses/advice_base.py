@@ -71,5 +71,15 @@ class Context:
     def steps(self) -> int:
         return self.summary.steps
 
+    @cached_property
+    def framework(self) -> str:
+        """``tf`` for TensorFlow/JAX profiles (XSpace), ``mxnet``, else ``torch``: which
+        framework's remedies an action names."""
+        fmt = str(self.trace.meta.get("source_format", ""))
+        runner = (self.trace.meta.get("runner") or {}).get("framework", "")
+        if fmt == "xplane" or runner in ("tensorflow", "jax"):
+            return "tf"
+        return "mxnet" if fmt == "mxnet" or runner == "mxnet" else "torch"
+
 
 Rule = Callable[[Context], "Finding | None"]

@@ -183,9 +183,18 @@ def step_rows(trace: Trace, budget: int) -> StepRows:
     calls = ev[(ev["kind"] == "runtime").to_numpy() & (ev["launch_id"] >= 0).to_numpy()]
     cs = calls["ts_ns"].to_numpy(np.int64)
     ce = cs + calls["dur_ns"].to_numpy(np.int64)
-    mine = np.flatnonzero((ce > ws) & (cs < we))[:budget]
+    mine = np.flatnonzero((ce > ws) & (cs < we))
     launches = pd.DataFrame({"name": calls["name"].astype(str).to_numpy()[mine],
                              "start_ns": cs[mine] - ws, "end_ns": ce[mine] - ws})
+    if len(mine) > budget:  # join calls close together into bands, none left out
+        tol = max((we - ws) // (2 * budget), 1)
+        bs, be = union_blocks(cs[mine], ce[mine] + tol)
+        n = np.bincount(np.searchsorted(bs, cs[mine], side="right") - 1, minlength=len(bs))
+        launches = pd.DataFrame({"name": [plural(int(k), "launch call") for k in n],
+                                 "start_ns": bs - ws, "end_ns": be - tol - ws})
+        note = (note + "; " if note else "") + (
+            f"{len(mine):,} launch calls drawn as {len(bs):,} bands (calls under "
+            f"{fmt_ns(tol)} apart joined)")
     iv = idle_intervals(trace)
     iv = iv[(iv["kind"] == "host_wait").to_numpy() & (iv["end_ns"] > ws).to_numpy()
             & (iv["start_ns"] < we).to_numpy()]

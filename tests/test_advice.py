@@ -182,7 +182,9 @@ def test_fusion_advice_fits_the_trace():
     t = load(_path(H100 / "fine_torch/train"))
     k = t.kernels()
     opt = k[k["phase"] == "optimizer"]["name"].astype(str).iloc[0]
-    action = A._fusion_action(A.Context(t), A.work_rows(t), opt)
+    from traceviz.analyses.advice_actions import fusion_action
+
+    action = fusion_action(A.Context(t), A.work_rows(t), opt)
     assert "foreach or fused optimizer" in action
 
 
@@ -200,3 +202,17 @@ def test_whole_trace_totals_say_so_beside_per_step_savings():
     f = A.host_bound(A.Context(t))
     s = A.Context(t).summary
     assert f"{fmt_ns(s.host_wait_ns)} of {fmt_ns(s.span_ns)} in all 3 steps" in f.evidence[0]
+
+
+def test_actions_speak_the_traces_framework():
+    """A TensorFlow profile is told of XLA and Keras, never of torch; a PyTorch one of
+    torch.compile."""
+    from traceviz.analyses.advice import advise
+    from traceviz.parsers import load
+
+    shared = ROOT.parent / "shared" / "traces"
+    tf, _ = advise(load(shared / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"))
+    assert tf and not any("torch" in f.action or ".half()" in f.action for f in tf)
+    assert any("XLA" in f.action for f in tf)
+    pt, _ = advise(load(ROOT / "sample_traces" / "gpu" / "fine_torch" / "train"))
+    assert any("torch.compile" in f.action for f in pt)

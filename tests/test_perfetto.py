@@ -121,3 +121,12 @@ def test_the_command_writes_it_with_the_critical_path(tmp_path, capsys):
     assert not any(e.get("args", {}).get("critical_path") is not None
                    for e in json.loads(out.read_text())["traceEvents"])
     assert np.isfinite([e["ts"] for e in events if "ts" in e]).all()
+
+
+def test_an_output_under_a_file_fails_before_any_work(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    assert main(["analyze", str(KINETO / "a100_alexnet.json.gz"), "--perfetto",
+                 str(blocker / "sub" / "t.json")]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "is a file, not a folder" in out.err

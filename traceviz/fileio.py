@@ -114,6 +114,11 @@ def check_output(path: Path, force: bool = False) -> None:
     A device node, fifo, socket or directory is never replaced, ``--force`` or not.
     """
     path = Path(path)
+    above = path.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():  # the folder to write into would be a file: say so before work
+        raise TraceVizError(f"{path}: cannot write here ({above} is a file, not a folder)")
     if not path.exists() and not path.is_symlink():
         return
     if path.is_dir():

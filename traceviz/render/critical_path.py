@@ -8,11 +8,13 @@ from rich.text import Text
 
 from traceviz.analyses.critical_path import PARTS, CriticalPath
 from traceviz.analyses.critical_path_ranks import RanksPath
+from traceviz.names import distinct_names
 from traceviz.render.fit import Col, fitted_table, left_note
 from traceviz.units import fmt_ns, fmt_pct, plural
 
 _PART_TEXT = {"host": "host (calls and the time between them)", "launch": "launch latency",
-              "device": "device work", "queue": "queue gaps", "sync": "waits (syncs, streams)"}
+              "device": "device work", "queue": "queue gaps",
+              "sync": "sync (waits on the device, another stream or another thread)"}
 
 
 def critical_path_render(cp: CriticalPath, top: int = 10, width: int = 120) -> Group:
@@ -44,7 +46,7 @@ def critical_path_render(cp: CriticalPath, top: int = 10, width: int = 120) -> G
     what = "leaf ops" if cp.is_cpu else "kernels"
     if len(on):
         rows = [[str(r["name"]), fmt_ns(r["on_path_ns"] / per),
-                 f"{r['on_path_calls'] / per:,.1f}", fmt_pct(r["share"]), str(r["category"])]
+                 _count(r["on_path_calls"] / per), fmt_pct(r["share"]), str(r["category"])]
                 for r in on.to_dict("records")]
         table, left[f"{what} on the path"] = fitted_table(
             f"{what.capitalize()} on the path ({unit}), by time on it",
@@ -53,12 +55,12 @@ def critical_path_render(cp: CriticalPath, top: int = 10, width: int = 120) -> G
         parts.append(table)
     off = cp.kernels[cp.kernels["on_path_ns"] == 0]
     if len(off):
-        names = ", ".join(str(n) for n in off["name"].head(3).map(_short))
+        names = ", ".join(distinct_names(list(off["name"].head(3).astype(str)), 40))
         parts.append(Text(
             f"off the path: {plural(len(off), what[:-1] if what.endswith('s') else what)}, "
             f"{fmt_ns(off['total_ns'].sum() / per)} {unit} ({names}"
             f"{', ...' if len(off) > 3 else ''}): making them faster does not shorten the "
-            "step", style="dim"))
+            f"{'window' if cp.unit == 'whole trace' else cp.unit}", style="dim"))
     if len(cp.host_calls) and not cp.is_cpu:
         calls = ", ".join(f"{n} {fmt_ns(v / per)}" for n, v in
                           cp.host_calls.head(3)[["name", "on_path_ns"]].itertuples(index=False))
@@ -69,10 +71,8 @@ def critical_path_render(cp: CriticalPath, top: int = 10, width: int = 120) -> G
     return Group(*parts)
 
 
-def _short(name: str) -> str:
-    from traceviz.names import short_name
-
-    return short_name(name, 40)
+def _count(x: float) -> str:
+    return f"{x:,.0f}" if x == int(x) else f"{x:,.1f}"
 
 
 def ranks_path_render(rp: RanksPath, top: int = 10, width: int = 120) -> Group:

@@ -12,11 +12,12 @@ from traceviz.analyses.memory import Memory
 from traceviz.render.fit import Col, fitted_table, left_note
 from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
+# at the narrowest: op, time, TFLOP/s, % of peak (what the section is for)
 _GROUP_COLS = [Col("op", "left", name=True), Col("shapes", "left", drop=3),
                Col("prec", "left", drop=5), Col("calls", drop=6), Col("time"),
-               Col("GFLOP", drop=2), Col("GB", drop=1), Col("TFLOP/s"), Col("GB/s"),
+               Col("GFLOP", drop=2), Col("GB", drop=1), Col("TFLOP/s"), Col("GB/s", drop=9),
                Col("FLOP/\nbyte", drop=4), Col("% of\npeak"), Col("% of\nBW", drop=7),
-               Col("bound")]
+               Col("bound", "left", drop=8)]
 
 
 def _pct(x: float | None) -> str:

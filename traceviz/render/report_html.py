@@ -195,9 +195,10 @@ def _efficiency(s: Any) -> Any:
 
     g = s.efficiency.groups.head(10)
     rows = "".join(
-        f"<tr><td>{html.escape(str(r.op))}</td><td>{html.escape(str(r.dims))[:80]}</td>"
+        f"<tr><td>{html.escape(str(r.op))}</td><td>{html.escape(_cut(str(r.dims), 80))}</td>"
         f"<td>{fmt_ns(r.time_ns)}</td><td>{_n(r.tflops)}</td><td>{_n(r.gbps, 0)}</td>"
-        f"<td>{_n(r.pct_peak, 1)}</td><td>{html.escape(str(r.bound or '-'))}</td></tr>"
+        f"<td>{_n(None if r.pct_peak is None else 100 * r.pct_peak, 1)}</td>"
+        f"<td>{html.escape(str(r.bound or '-'))}</td></tr>"
         for r in g.itertuples(index=False))
     return Div(text="<h3>Efficiency: op groups by device time</h3><table><tr><th>op</th>"
                     "<th>shapes</th><th>time</th><th>TFLOP/s</th><th>GB/s</th>"
@@ -214,6 +215,10 @@ def _plain(renderable: Any) -> str:
     console = Console(width=200, record=True, file=io.StringIO())
     console.print(renderable)
     return console.export_text().strip()
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _n(x: Any, digits: int = 2) -> str:
@@ -255,6 +260,7 @@ def _timeline(i: int, label: str, trace: Trace) -> tuple[Any, dict]:
                tools="xpan,xwheel_zoom,box_zoom,reset,save", active_scroll="xwheel_zoom",
                name=f"timeline-{i}")
     p.hbar(y="y", left="x0", right="x1", height=0.8, color="color", source=src)
+    p.xaxis.formatter = _bokeh("bokeh.models").NumeralTickFormatter(format="0,0")
     p.add_tools(HoverTool(renderers=p.renderers[-1:], tooltips=[
         ("name", "@name"), ("duration", "@dur"), ("category", "@category"), ("op", "@op"),
         ("op's input shapes", "@shapes"), ("launch configuration", "@config"),
@@ -277,8 +283,7 @@ def _timeline(i: int, label: str, trace: Trace) -> tuple[Any, dict]:
         ws = ColumnDataSource({"y": tl.waits["track"].tolist(),
                                "x0": (tl.waits["start_ns"] / 1e3).tolist(),
                                "x1": (tl.waits["end_ns"] / 1e3).tolist()})
-        p.hbar(y="y", left="x0", right="x1", height=0.8, color=PALETTE["host wait"], source=ws,
-               legend_label="host wait (nothing launched to run)")
+        p.hbar(y="y", left="x0", right="x1", height=0.8, color=PALETTE["host wait"], source=ws)
     note = f" {tl.note}" if tl.note else ""
     column = _bokeh("bokeh.layouts").column
 
@@ -336,15 +341,19 @@ def _differences(runs: list[tuple[str, Trace, RunFigures]]) -> Any:
     Div = _bokeh("bokeh.models").Div
 
     from traceviz.analyses.compare import kernel_diff
+    from traceviz.names import distinct_names
+    from traceviz.render.runs import _calls
 
     out = []
     for (la, ta, _), (lb, tb, _) in zip(runs, runs[1:], strict=False):
         d = kernel_diff(ta, tb).head(15)
+        shown = distinct_names(list(d["name"].astype(str)), 80)
         rows = "".join(
-            f"<tr><td title='{html.escape(str(r.name))}'>{html.escape(str(r.name)[:80])}</td>"
-            f"<td>{html.escape(str(r.change))}</td><td>{r.count_a:,.2f}</td>"
-            f"<td>{r.count_b:,.2f}</td><td>{'+' if r.delta_ns > 0 else ''}"
-            f"{fmt_ns(r.delta_ns)}</td></tr>" for r in d.itertuples(index=False))
+            f"<tr><td title='{html.escape(str(r.name))}'>{html.escape(name)}</td>"
+            f"<td>{html.escape(str(r.change))}</td><td>{_calls(r.count_a)}</td>"
+            f"<td>{_calls(r.count_b)}</td><td>{'+' if r.delta_ns > 0 else ''}"
+            f"{fmt_ns(r.delta_ns)}</td></tr>"
+            for r, name in zip(d.itertuples(index=False), shown, strict=True))
         out.append(f"<h3>Kernel differences: {html.escape(la)} → {html.escape(lb)}</h3>"
                    "<table><tr><th>kernel</th><th>change</th><th>calls A</th><th>calls B</th>"
                    f"<th>time B − A</th></tr>{rows}</table>")
