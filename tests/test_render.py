@@ -181,3 +181,18 @@ def test_phase_table_never_cuts_a_figure(width):
     for r in s.phases.itertuples(index=False):
         assert fmt_ns(r.wall_ns / s.steps) in block
         assert fmt_ns(r.busy_ns / s.steps) in block
+
+
+def test_a_copied_run_folder_names_its_own_raw_trace(capsys):
+    """The committed H100 runs were imported on another machine (/tmp/...): the header
+    names the raw trace beside the table, which exists."""
+    from pathlib import Path
+
+    from traceviz.cli import main
+    from traceviz.trace import Trace
+
+    run = ROOT / "sample_traces" / "gpu" / "graph_torch" / "train"
+    t = Trace.load(run / "trace.parquet")
+    assert Path(t.meta["source_file"]) == run / "trace.pt.trace.json.gz"
+    assert main(["analyze", str(run), "--width", "200"]) == 0
+    assert str(run / "trace.pt.trace.json.gz") in capsys.readouterr().out

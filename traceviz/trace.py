@@ -197,6 +197,12 @@ class Trace:
         if not isinstance(meta, dict):
             raise TraceVizError(f"{path}: its traceviz metadata is not a JSON object "
                                 "(damaged file?)")
+        src = meta.get("source_file")
+        if isinstance(src, str) and not Path(src).exists() \
+                and (path.parent / Path(src).name).is_file():
+            # imported elsewhere (a run folder copied from another machine): the raw trace
+            # beside the table is the one to name
+            meta["source_file"] = str(path.parent / Path(src).name)
         version = meta.get("schema_version")
         if version not in (1, schema.SCHEMA_VERSION):
             raise TraceVizError(
