@@ -204,7 +204,7 @@ def critical_path(trace: Trace, annotation: str | None = None, g: ReplayGraph | 
     kind = pts.kind[path]
     host_part = np.where(kind == AFTER, np.minimum(amount, _host_dur(g, pts, path)), 0)
     parts = pd.DataFrame({"window": np.concatenate([kk[path], kk[path]]),
-                          "part": np.concatenate([_part_codes(kind),
+                          "part": np.concatenate([_part_codes(kind, trace.is_cpu),
                                                   np.full(len(path), 0, np.int8)]),
                           "ns": np.concatenate([amount - host_part, host_part])})
     by = parts.groupby(["window", "part"])["ns"].sum().unstack(fill_value=0)
@@ -230,8 +230,12 @@ def critical_path(trace: Trace, annotation: str | None = None, g: ReplayGraph | 
     return cp
 
 
-def _part_codes(kind: np.ndarray) -> np.ndarray:
+def _part_codes(kind: np.ndarray, cpu: bool) -> np.ndarray:
+    """Per path point, the index of its part; on a CPU trace the work ops play the
+    kernels, so their own time counts as device work (the time between them as host)."""
     lut = np.array([PARTS.index(_PART_OF[c]) for c in range(9)], np.int8)
+    if cpu:
+        lut[HOST] = PARTS.index("device")
     return lut[kind]
 
 

@@ -218,3 +218,18 @@ def test_a_rank_folder_gives_the_slowest_ranks_path(tmp_path, capsys):
     assert cp["rank"] == slow.rank and cp["file"] == slow.file
     assert cp["windows"] == 2 and cp["collectives"] == []  # host-bound: no collective on it
     assert sum(cp["totals"][p] for p in PARTS) == cp["totals"]["length"]
+
+
+def test_on_a_cpu_trace_the_work_ops_are_the_work():
+    """A CPU capture: one thread of leaf ops, so every op lies on the path; their own time
+    is the path's work (device) part and equals their total, the rest is framework."""
+    from traceviz.analyses.work import work_rows
+    from traceviz.parsers import load
+
+    t = load(ROOT / "sample_traces" / "cpu" / "jit_torch")
+    cp = critical_path(t)
+    assert cp.is_cpu and (cp.kernels["share"] == 1.0).all()
+    work = work_rows(t)
+    assert int(cp.steps["device_ns"].sum()) == int(cp.kernels["on_path_ns"].sum()) \
+        == int(cp.kernels["total_ns"].sum()) <= int(work["dur_ns"].sum())
+    assert (cp.steps["host_ns"] > 0).all()

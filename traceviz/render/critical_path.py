@@ -37,11 +37,14 @@ def critical_path_render(cp: CriticalPath, top: int = 10, width: int = 120) -> G
     if len(s) > len(shown):
         parts.append(Text(f"({plural(len(s) - len(shown), 'more step')}: --json has them)",
                           style="dim"))
+    text = dict(_PART_TEXT)
+    if cp.is_cpu:  # the work ops play the kernels
+        text.update(host="framework (time between work ops)", device="work ops")
     biggest = max(PARTS, key=lambda p: totals[p])
     parts.append(Text.assemble(
         ("path", "bold"), f" {unit}: {fmt_ns(totals['length'] / per)} = ",
-        " + ".join(f"{_PART_TEXT[p]} {fmt_pct(totals[p] / length)}" for p in PARTS
-                   if totals[p]), f"; mostly {_PART_TEXT[biggest]}"))
+        " + ".join(f"{text[p]} {fmt_pct(totals[p] / length)}" for p in PARTS
+                   if totals[p]), f"; mostly {text[biggest]}"))
     on = cp.kernels[cp.kernels["on_path_ns"] > 0].head(top)
     what = "leaf ops" if cp.is_cpu else "kernels"
     if len(on):
