@@ -55,6 +55,14 @@ def test_every_row_arrives_and_the_tracks_hold(path):
     kinds = ["runtime", "op", "annotation", "step"]
     assert len(host_x) == int((ev["kind"].isin(kinds) & (ev["device"] < 0)
                                & (ev["pid"] >= 0)).sum())
+    # host threads keep the names the profiler gave them, where it kept any (XSpace)
+    named = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] < base}
+    for key, name in (t.meta.get("thread_names") or {}).items():
+        pid, tid = (int(x) for x in key.split(":"))
+        assert named.get((pid, tid), name) == name
+    if t.meta.get("source_format") == "xplane":
+        assert "python3" in named.values()
     # casts and categories travel as arguments
     assert sum(e["args"]["cast"] for e in device_x) == int(dev["is_cast"].sum())
     assert {e["cat"] for e in device_x} == set(dev["category"].astype(str))

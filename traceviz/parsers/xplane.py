@@ -106,17 +106,18 @@ def parse(path: str | Path, run: str | None = None) -> Trace:
     frames: list[pd.DataFrame] = []
     hostnames: list[str] = []
     devices: dict[str, str] = {}
+    threads: dict[str, str] = {}
     dropped = 0
     for host, file in enumerate(resolve(path, run)):
         space = read_space(file)
         hostnames.extend(space.hostnames or [file.name.split(".xplane")[0]])
-        frame, bad = _space_frame(space, host, devices)
+        frame, bad = _space_frame(space, host, devices, threads)
         frames.append(frame.assign(host=host))
         dropped += bad
     base = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     meta = {"source_format": "xplane", "source_file": str(path),
             "profiler": "TensorFlow/JAX profiler (XSpace)", "hostnames": hostnames,
-            "devices": devices}
+            "devices": devices, "thread_names": threads}
     notes = dropped_note({"a time beyond 64-bit nanoseconds, or a device or stream number "
                           "beyond 32 bits": dropped})
     if notes:
@@ -125,8 +126,10 @@ def parse(path: str | Path, run: str | None = None) -> Trace:
     return finish(base, meta, link_pid="host" if len(frames) > 1 else None)
 
 
-def _space_frame(space, host: int, devices: dict) -> tuple[pd.DataFrame, int]:
-    """Base rows of one host's XSpace, and how many were dropped as out of range."""
+def _space_frame(space, host: int, devices: dict,
+                 threads: dict | None = None) -> tuple[pd.DataFrame, int]:
+    """Base rows of one host's XSpace, and how many were dropped as out of range
+    (``threads`` gains the host's thread names)."""
     rows = Rows()
     for plane in space.planes:
         m = _DEVICE_PLANE.match(plane.name)
@@ -138,6 +141,8 @@ def _space_frame(space, host: int, devices: dict) -> tuple[pd.DataFrame, int]:
             devices[str(device)] = plane.name if host == 0 else f"host {host} {plane.name}"
             _add_plane(rows, plane, device=device, pid=-1)
     base = to_base(rows)
+    if threads is not None:
+        threads.update(rows.threads)
     return base, int(rows.bad.sum()) if rows.bad is not None else 0
 
 
@@ -171,6 +176,7 @@ def _add_plane(rows: Rows, plane, device: int, pid: int) -> None:
                 continue  # derived timelines: ops, name scopes, XLA modules
         else:
             kind, stream = "host", -1
+            rows.threads[f"{pid}:{line.id}"] = line.display_name or line.name
         events = line.events
         n = len(events)
         if not n:

@@ -37,6 +37,7 @@ class Rows:
                         "line")})
     stats: dict[str, dict] = field(default_factory=dict)
     bad: np.ndarray | None = None  # rows with a number out of range, dropped
+    threads: dict[str, str] = field(default_factory=dict)  # "pid:tid" -> host line's name
 
     def stat(self, name: str, default, dtype=object) -> np.ndarray:
         """One stat per row, ``default`` where absent; a value of the wrong type (text in

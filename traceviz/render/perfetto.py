@@ -82,8 +82,10 @@ def _metadata(trace: Trace, base: int) -> str:
     rows: list[dict[str, Any]] = []
     rows += [{"ph": "M", "name": "process_name", "pid": int(p), "tid": 0,
               "args": {"name": f"host process {int(p)}"}} for p in threads["pid"].unique()]
+    known = trace.meta.get("thread_names") or {}  # the profiler's names, where it kept them
     rows += [{"ph": "M", "name": "thread_name", "pid": int(p), "tid": int(t),
-              "args": {"name": f"thread {int(t)}"}} for p, t in threads.itertuples(index=False)]
+              "args": {"name": known.get(f"{int(p)}:{int(t)}", f"thread {int(t)}")}}
+             for p, t in threads.itertuples(index=False)]
     for d in sorted(int(x) for x in dev["device"].unique()):
         label = names.get(str(d))
         rows.append({"ph": "M", "name": "process_name", "pid": base + d, "tid": 0,
