@@ -23,8 +23,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.replay import NEVER, ReplayGraph, Solution, build, solve
+from traceviz.analyses.replay import (
+    NEVER,
+    ReplayGraph,
+    Solution,
+    _group_starts,
+    build,
+    solve,
+)
 from traceviz.analyses.replay_measure import moved_marks, replayed_trace
+from traceviz.analyses.stats import plain_row
 from traceviz.analyses.work import analysis_windows
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
@@ -89,8 +97,7 @@ def binding(g: ReplayGraph, sol: Solution) -> Points:
     # (+ the device's gap), its launch (+ latency), a row of another stream it waited on
     pred[de:de + d], kind[de:de + d] = ds + idx_d, DEVICE
     live = ~g.d_removed
-    first = np.ones(d, bool)
-    first[1:] = g.d_stream[1:] != g.d_stream[:-1]
+    first = _group_starts(g.d_stream)
     prev = np.maximum(idx_d - 1, 0)
     by_stream = ~first & live & (sol.d_end[prev] + np.where(g.d_removed[prev], 0, g.d_gap[prev])
                                  == sol.d_start)
@@ -149,8 +156,7 @@ class CriticalPath:
 
     def to_dict(self, top: int = 20) -> dict[str, Any]:
         def rows(df: pd.DataFrame) -> list[dict]:
-            return [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
-                    for r in df.to_dict("records")]
+            return [plain_row(r) for r in df.to_dict("records")]
 
         per = max(len(self.steps), 1)
         totals = self.totals()
@@ -185,20 +191,7 @@ def critical_path(trace: Trace, annotation: str | None = None, g: ReplayGraph | 
     pts = binding(g, sol)
     windows = _windows(g, sol) if annotation is None else _ranges(g, sol, annotation)
     ws, we = windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64)
-    # each point in the window its time falls in; edges that come from before the
-    # window's start are cut there
-    k = np.searchsorted(ws, pts.value, side="right") - 1
-    inside = (k >= 0) & (pts.value <= we[np.maximum(k, 0)])
-    kk = np.maximum(k, 0)
-    pv = np.where(pts.pred >= 0, pts.value[np.maximum(pts.pred, 0)], NEVER)
-    pred = np.where(inside & (pts.pred >= 0) & (pv >= ws[kk]), pts.pred, -1)
-    # each window's last point: where its path ends
-    cand = np.flatnonzero(inside)
-    order = np.lexsort((pts.value[cand], k[cand]))
-    last = cand[order][np.r_[k[cand][order][1:] != k[cand][order][:-1], True]] \
-        if len(cand) else cand
-    on = ancestors(pred, last)
-    path = np.flatnonzero(on)
+    kk, inside, pred, last, path = _walk(pts, ws, we)
     start_of = np.where(pred[path] >= 0, pts.value[np.maximum(pred[path], 0)], ws[kk[path]])
     amount = pts.value[path] - start_of
     kind = pts.kind[path]
@@ -211,7 +204,7 @@ def critical_path(trace: Trace, annotation: str | None = None, g: ReplayGraph | 
     steps = windows.copy()
     steps["length_ns"] = we - ws
     steps["path_end_ns"] = np.full(len(ws), -1, np.int64)
-    steps.loc[k[last], "path_end_ns"] = pts.value[last]
+    steps.loc[kk[last], "path_end_ns"] = pts.value[last]
     # where the path's first node starts: before it, the window holds no work on the path
     first = pd.Series(pts.value[path]).groupby(kk[path]).min()
     steps["path_start_ns"] = first.reindex(range(len(ws)), fill_value=-1).to_numpy(np.int64)
@@ -302,8 +295,7 @@ def _tables(trace: Trace, g: ReplayGraph, pts: Points, path: np.ndarray, amount:
                           "dur": work["dur_ns"].to_numpy(np.int64)})
     kernels = total.groupby("name", sort=False).agg(
         category=("category", "first"), calls=("dur", "size"), total_ns=("dur", "sum"))
-    on_names = ev["name"].astype(str).to_numpy()[on_dev["row"].to_numpy()] if len(on_dev) \
-        else np.zeros(0, object)
+    on_names = ev["name"].iloc[on_dev["row"].to_numpy()].astype(str).to_numpy()
     on = pd.DataFrame({"name": on_names, "ns": on_dev["ns"].to_numpy()})
     on = on.groupby("name").agg(on_path_ns=("ns", "sum"), on_path_calls=("ns", "size"))
     kernels = kernels.join(on, how="left").fillna({"on_path_ns": 0, "on_path_calls": 0})
@@ -313,14 +305,12 @@ def _tables(trace: Trace, g: ReplayGraph, pts: Points, path: np.ndarray, amount:
                                 kernels["on_path_ns"] / kernels["total_ns"].clip(lower=1), 0.0)
     kernels = kernels.reset_index().sort_values(["on_path_ns", "total_ns"], ascending=False,
                                                 kind="stable").reset_index(drop=True)
-    op = ev["op"].to_numpy(object)[on_dev["row"].to_numpy()] if len(on_dev) and \
-        not trace.is_cpu else on_names
+    op = on_names if trace.is_cpu else ev["op"].iloc[on_dev["row"].to_numpy()].to_numpy(object)
     ops = (pd.DataFrame({"op": pd.Series(op, dtype=object).fillna("(no op)").astype(str),
                          "on_path_ns": on_dev["ns"].to_numpy()})
            .groupby("op").sum().sort_values("on_path_ns", ascending=False).reset_index())
     host = ~is_dev & np.isin(kind, [HOST, GAP, AFTER])
-    h_names = ev["name"].astype(str).to_numpy()[g.h_rows[i[host]]] if host.any() \
-        else np.zeros(0, object)
+    h_names = ev["name"].iloc[g.h_rows[i[host]]].astype(str).to_numpy()
     host_calls = (pd.DataFrame({"name": h_names, "on_path_ns": amount[host]})
                   .groupby("name").sum().sort_values("on_path_ns", ascending=False)
                   .reset_index())
@@ -334,21 +324,29 @@ def _tables(trace: Trace, g: ReplayGraph, pts: Points, path: np.ndarray, amount:
                         rows=np.sort(on_dev["row"].to_numpy(np.int64)))
 
 
+def _walk(pts: Points, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per point its window (``ws``/``we``, sorted and disjoint) and whether it falls in
+    one; predecessors cut where they come from before the point's window; each window's
+    last point; the points on the paths from those back to the windows' starts."""
+    k = np.searchsorted(ws, pts.value, side="right") - 1
+    inside = (k >= 0) & (pts.value <= we[np.maximum(k, 0)])
+    kk = np.maximum(k, 0)
+    pv = np.where(pts.pred >= 0, pts.value[np.maximum(pts.pred, 0)], NEVER)
+    pred = np.where(inside & (pts.pred >= 0) & (pv >= ws[kk]), pts.pred, -1)
+    cand = np.flatnonzero(inside)
+    order = cand[np.lexsort((pts.value[cand], k[cand]))]
+    last = order[np.r_[kk[order][1:] != kk[order][:-1], True]] if len(order) else order
+    return kk, inside, pred, last, np.flatnonzero(ancestors(pred, last))
+
+
 def path_of(g: ReplayGraph, sol: Solution) -> tuple[Points, np.ndarray]:
     """The replay's points and the critical path's points over every step window (for
     ``removed_from_path``)."""
     pts = binding(g, sol)
     windows = _windows(g, sol)
-    ws, we = windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64)
-    k = np.searchsorted(ws, pts.value, side="right") - 1
-    inside = (k >= 0) & (pts.value <= we[np.maximum(k, 0)])
-    pv = np.where(pts.pred >= 0, pts.value[np.maximum(pts.pred, 0)], NEVER)
-    pred = np.where(inside & (pts.pred >= 0) & (pv >= ws[np.maximum(k, 0)]), pts.pred, -1)
-    cand = np.flatnonzero(inside)
-    order = np.lexsort((pts.value[cand], k[cand]))
-    kc = k[cand][order]
-    last = cand[order][np.r_[kc[1:] != kc[:-1], True]] if len(cand) else cand
-    return pts, np.flatnonzero(ancestors(pred, last))
+    *_, path = _walk(pts, windows["start_ns"].to_numpy(np.int64),
+                     windows["end_ns"].to_numpy(np.int64))
+    return pts, path
 
 
 def _weights(g: ReplayGraph, pts: Points, path: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.critical_path import path_of, removed_from_path
-from traceviz.analyses.replay import ReplayGraph, build, per_device, solve
+from traceviz.analyses.replay import ReplayGraph, Solution, build, per_device, solve
 from traceviz.analyses.replay_measure import Windows, replayed_trace, window_time
 from traceviz.errors import UsageError
 from traceviz.units import fmt_ns
@@ -325,8 +325,9 @@ def parse_scenario(text: str) -> tuple[str, float]:
     return name, x
 
 
-def _replayed(g: ReplayGraph) -> Windows:
-    return window_time(replayed_trace(g, solve(g)), g.h_rows if g.trace.is_cpu else None)
+def _replayed(g: ReplayGraph, sol: Solution | None = None) -> Windows:
+    sol = solve(g) if sol is None else sol
+    return window_time(replayed_trace(g, sol), g.h_rows if g.trace.is_cpu else None)
 
 
 def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> WhatIf:
@@ -334,8 +335,9 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
     parsed = [(text, *parse_scenario(text)) for text in scenarios]
     g = build(trace)
     measured = window_time(trace)
-    identity = _replayed(g)
-    points, path = path_of(g, solve(g))
+    sol = solve(g)
+    identity = _replayed(g, sol)
+    points, path = path_of(g, sol)
     out = []
     for text, name, x in parsed:
         transform, _, cpu_reason = SCENARIOS[name]

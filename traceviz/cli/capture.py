@@ -124,6 +124,8 @@ class CaptureCommand(Command):
             "next:",
             f"  traceviz analyze {result.parquet} --plot {run_dir}/charts",
             f"  traceviz analyze {result.parquet} --export {run_dir}/tables",
+            f"  traceviz analyze {result.parquet} --perfetto {run_dir}/perfetto.json   "
+            "(then open it in https://ui.perfetto.dev)",
             _open_hint(args.profiler, result.raw_trace, run_dir),
         ]
         for line in lines:  # unwrapped: paths and commands stay copy-pasteable
@@ -133,19 +135,17 @@ class CaptureCommand(Command):
 
 
 def _open_hint(profiler: str, raw: Path, run_dir: Path) -> str:
-    """A viewer for the raw trace, named only when it is installed here (Perfetto is a
-    web page)."""
+    """A native viewer for the raw trace, named only when it is installed here (any
+    trace opens in Perfetto through ``--perfetto``)."""
     import shutil
 
     if profiler == "nsys":
         if shutil.which("nsys-ui"):
             return f"  nsys-ui {run_dir}/report.nsys-rep"
         return f"  nsys stats {run_dir}/report.nsys-rep"
-    if raw.name.endswith(".xplane.pb"):
-        if shutil.which("tensorboard"):
-            return f"  tensorboard --logdir {raw.parents[3]}  (Profile tab)"
-        return ""
-    return f"  open {raw} in https://ui.perfetto.dev (a web page; nothing to install)"
+    if raw.name.endswith(".xplane.pb") and shutil.which("tensorboard"):
+        return f"  tensorboard --logdir {raw.parents[3]}  (Profile tab)"
+    return ""
 
 
 def _with_phases(err: Console, job: Callable, notes: list[str]):

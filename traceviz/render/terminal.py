@@ -195,14 +195,6 @@ def _phases(phases: pd.DataFrame, steps: int, cpu_trace: bool,
         f"Phases{unit} (work belongs to the phase its launch was made in)", cols, rows, width)
 
 
-def phase_render(phases: pd.DataFrame, steps: int, cpu_trace: bool,
-                 width: int = 120) -> RenderableType:
-    """The per-phase table alone (``report``'s terminal form), with its note."""
-    table, left = _phases(phases, steps, cpu_trace, width)
-    note = left_note(width, left)
-    return table if note is None else Group(table, note)
-
-
 def timings_line(t: Timings) -> str:
     """Median, spread and the noise verdict of a benchmark; the profiler's overhead only
     where it exceeds the spread; the warm-up it took."""
