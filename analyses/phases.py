@@ -31,7 +31,7 @@ def phase_ranges(trace: Trace, wall_start: np.ndarray, wall_end: np.ndarray) -> 
     record_function mark the same span twice)."""
     ev = trace.events
     a = ev[(ev["kind"] == "annotation") & (ev["device"] < 0) & ev["name"].isin(PHASES)]
-    a = a[_in_blocks(a["ts_ns"].to_numpy(np.int64), wall_start, wall_end) >= 0]
+    a = a[in_blocks(a["ts_ns"].to_numpy(np.int64), wall_start, wall_end) >= 0]
     parts = []
     for name, rows in a.groupby(a["name"].astype(str), sort=False):
         s = rows["ts_ns"].to_numpy(np.int64)
@@ -43,7 +43,7 @@ def phase_ranges(trace: Trace, wall_start: np.ndarray, wall_end: np.ndarray) -> 
     return pd.concat(parts).sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
-def _in_blocks(t: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def in_blocks(t: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Index of the block (sorted, disjoint) holding each time, or -1."""
     i = np.searchsorted(start, t, side="right") - 1
     ok = i >= 0
@@ -64,7 +64,7 @@ def assign_phases(work: pd.DataFrame, ranges: pd.DataFrame) -> np.ndarray:
     out = np.full(len(work), NO_PHASE, dtype=object)
     if ranges.empty or not len(work):
         return out
-    i = _in_blocks(t, ranges["start_ns"].to_numpy(np.int64), ranges["end_ns"].to_numpy(np.int64))
+    i = in_blocks(t, ranges["start_ns"].to_numpy(np.int64), ranges["end_ns"].to_numpy(np.int64))
     out[i >= 0] = ranges["phase"].to_numpy()[i[i >= 0]]
     return out
 
@@ -79,7 +79,7 @@ def phase_table(trace: Trace, work: pd.DataFrame, wall_start: np.ndarray,
     if ranges.empty:
         return pd.DataFrame({c: pd.Series(dtype=str if c == "phase" else np.int64)
                              for c in COLUMNS})
-    work = work[_in_blocks(row_time(work), wall_start, wall_end) >= 0]
+    work = work[in_blocks(row_time(work), wall_start, wall_end) >= 0]
     phase = assign_phases(work, ranges)
     counted = work if trace.is_cpu else work[(work["kind"] == "kernel").to_numpy()]
     counted_phase = phase if trace.is_cpu else phase[(work["kind"] == "kernel").to_numpy()]

@@ -13,6 +13,7 @@ from traceviz.analyses.idle import Idle, host_wait_total, idle_breakdown, launch
 from traceviz.analyses.kernels import category_table, kernel_table
 from traceviz.analyses.launch import Launches, launch_figures, launch_table
 from traceviz.analyses.memory import Memory, memory
+from traceviz.analyses.modules import module_table
 from traceviz.analyses.phases import phase_table
 from traceviz.analyses.stats import Distribution, plain_row
 from traceviz.analyses.timings import Timings, timings
@@ -53,6 +54,8 @@ class Summary:
     notes: list[str] = field(default_factory=list)
     efficiency: Efficiency | None = None  # analyze's Efficiency section (opt-in: ranks skip it)
     memory: Memory | None = None
+    # per nn.Module (see modules.module_table); empty: no --modules ranges
+    modules: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def idle_fraction(self) -> float | None:
@@ -157,6 +160,7 @@ class Summary:
                               for r in self.casts.top.head(5).itertuples(index=False)]},
             "phases": [plain_row(r) | {"per_step": _per_step_phase(r, self.steps)}
                        for r in self.phases.to_dict("records")],
+            "modules": [plain_row(r) for r in self.modules.to_dict("records")],
             "timings": self.timings.to_dict() if self.timings else None,
             **({"efficiency": self.efficiency.to_dict(top=top)} if self.efficiency else {}),
             **({"memory": self.memory.to_dict()} if self.memory else {}),
@@ -259,6 +263,7 @@ def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = Fal
         casts=cast_summary(trace, work, whole_busy),
         kernel_dur=Distribution.of(kernels_only["dur_ns"].to_numpy()),
         phases=phase_table(trace, work, ws, we),
+        modules=module_table(trace, work, ws, we),
         timings=timings(trace.meta.get("bench")),
         by_config=by_config,
         notes=notes,

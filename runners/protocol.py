@@ -157,6 +157,29 @@ def bench_figures(run: Phases, batch: int, workload: dict | None = None) -> dict
     } | extra
 
 
+def step_bench(times: dict[str, list[float]], source: str | None) -> dict:
+    """bench.json of code that marks its own steps (``runners/marks.py``): the unprofiled
+    steps after the profiled ones are the timed batches; where the code ended before
+    any, the profiled steps stand in (``timed_from`` says which). Wall time between
+    marks: on a GPU, steps the code does not synchronise are timed as queued."""
+    timed, timed_from = times["timed"], "unprofiled steps after the profiled ones"
+    if not timed:
+        timed, timed_from = times["profiled"], "the profiled steps (none ran after them)"
+    bench: dict = {"steps_from": source or "fixed time slices", "timed_from": timed_from,
+                   "warmup_batches": len(times["warmup"]), "warmup_times_s": times["warmup"],
+                   "profiled_batches": len(times["profiled"])}
+    if not timed:
+        return bench
+    s = spread(timed)
+    prof = times["profiled"]
+    return bench | {
+        "time_per_batch_s": s, "batches": len(timed), "batch_times_s": timed,
+        "elapsed_s": sum(timed), "noisy": s["noisy"],
+        "profiled_time_per_batch_s": statistics.median(prof) if prof else None,
+        "profiler_overhead": statistics.median(prof) / s["median"] if prof else None,
+    }
+
+
 def run_result(out: Path, bench: dict, meta: dict, trace: str | Path | None) -> dict:
     """Write bench.json and meta.json into the run folder; the ``done`` fields."""
     (out / "bench.json").write_text(json.dumps(bench, indent=2))

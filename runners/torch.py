@@ -59,7 +59,7 @@ def _batches(w: dict, cfg: dict, gen) -> Iterator[tuple]:
             yield time_major(xb, yb)
 
 
-def _op_ranges(device, push_pop) -> contextlib.AbstractContextManager:
+def op_ranges(device, push_pop) -> contextlib.AbstractContextManager:
     """NVTX ranges named after each ATen op with its input shapes, for Nsight Systems
     captures (the efficiency figures' FLOPs).
 
@@ -287,7 +287,7 @@ def run(cfg: dict, out: Path) -> dict:
         if nvtx is not None:
             nvtx[0](f"step {i}")
         try:
-            with _op_ranges(device, nvtx) if profiler == "nsys" else contextlib.nullcontext():
+            with op_ranges(device, nvtx) if profiler == "nsys" else contextlib.nullcontext():
                 yield
         finally:
             if nvtx is not None:

@@ -198,7 +198,10 @@ def test_repr_is_one_line():
 
 
 def test_public_names():
-    assert set(traceviz.__all__) == {"Trace", "TraceVizError", "__version__", "load", "ranks"}
+    assert set(traceviz.__all__) == {"Trace", "TraceVizError", "__version__", "load", "ranks",
+                                     "profile", "step"}
+    for name in traceviz.__all__:
+        assert getattr(traceviz, name) is not None
     for name in ("kernels", "launches", "casts", "ops", "phases", "summary"):
         assert getattr(traceviz.Trace, name).__doc__
     assert isinstance(traceviz.load(CPU_RUN).launches(), pd.DataFrame)

@@ -18,10 +18,11 @@ from traceviz.errors import TraceVizError
 
 if TYPE_CHECKING:
     from traceviz.analyses.ranks import RanksSummary
+    from traceviz.profile import Profile
     from traceviz.trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Trace", "TraceVizError", "__version__", "load", "ranks"]
+__all__ = ["Trace", "TraceVizError", "__version__", "load", "profile", "ranks", "step"]
 
 
 def load(path: str | Path) -> Trace:
@@ -53,6 +54,35 @@ def ranks(path: str | Path, memory_limit: str | None = None) -> RanksSummary:
     check_loadable(path)  # missing, empty, unknown: says why
     raise TraceVizError(f"{path}: one trace, not a folder of rank traces or a rank dataset "
                         "(traceviz.load reads it)")
+
+
+def step() -> None:
+    """Mark the end of a step in your own code: under ``traceviz capture -- python
+    train.py`` or ``traceviz.profile()`` the profiler's schedule counts these marks
+    (instead of ``optimizer.step()`` calls); anywhere else it does nothing."""
+    from traceviz.runners.marks import step as mark
+
+    mark()
+
+
+def profile(steps: int = 3, warmup: int = 3, out: str | Path | None = None,
+            modules: bool = False, force: bool = False,
+            slice_s: float | None = None) -> Profile:
+    """Profile your own PyTorch code in-process (a notebook, a training loop)::
+
+        with traceviz.profile(steps=3) as p:
+            for batch in loader:
+                train_step(batch)
+                p.step()
+        p.trace.summary()
+
+    ``warmup`` unprofiled steps, one profiler warm-up step, then ``steps`` recorded;
+    without ``p.step()``/``traceviz.step()`` calls each ``optimizer.step()`` ends a step.
+    Writes the run folder ``out`` (default ``runs/profile-TIMESTAMP/``) as ``traceviz
+    capture`` does; ``modules``: time per ``nn.Module`` (forward ranges)."""
+    from traceviz.profile import profile as start
+
+    return start(steps, warmup, out, modules, force, slice_s)
 
 
 def __getattr__(name: str):

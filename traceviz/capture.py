@@ -58,8 +58,12 @@ class CaptureResult:
 
 
 def default_run_dir(req: CaptureRequest, root: Path = Path("runs")) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = root / f"{req.model}-{req.workload.preset}-{stamp}"
+    return stamped_dir(f"{req.model}-{req.workload.preset}", root)
+
+
+def stamped_dir(stem: str, root: Path = Path("runs")) -> Path:
+    """``root/STEM-YYYYmmdd-HHMMSS``, with ``-2``, ``-3``... where that exists."""
+    base = root / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     path, k = base, 1
     while path.exists():
         k += 1

@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from traceviz.cli.base import Command, progress_bar, stderr, stdout
+from traceviz.cli.capture_script import self_command
 from traceviz.errors import UsageError
 from traceviz.runners import DEVICES, VARIANTS, default_device
 
@@ -16,16 +17,21 @@ SIZES = ("batch", "seq", "hidden", "layers", "embed", "vocab")
 
 class CaptureCommand(Command):
     name = "capture"
-    help = "run an LSTM variant under its profiler; save raw trace, trace.parquet, bench.json"
+    help = ("run an LSTM variant, or your own script (capture -- python train.py ARGS), "
+            "under a profiler; save raw trace, trace.parquet, bench.json")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         from traceviz.capture import PROFILERS
         from traceviz.runners.presets import PRESETS
 
         keras = [v.name for v in VARIANTS.values() if v.exec_modes]
-        p.add_argument("--model", required=True, metavar="NAME",
+        p.add_argument("script_cmd", nargs="*", metavar="-- python SCRIPT ARGS",
+                       help="profile your own script instead of a variant: `traceviz "
+                            "capture [OPTIONS] -- python train.py ARGS` (or `-- -m MODULE "
+                            "ARGS`); steps come from optimizer.step() or traceviz.step()")
+        p.add_argument("--model", metavar="NAME",
                        help=f"variant ({', '.join(VARIANTS)}); see `traceviz models`")
-        p.add_argument("--preset", default="ptb_lm", choices=list(PRESETS),
+        p.add_argument("--preset", choices=list(PRESETS),
                        help="workload (default ptb_lm; scaled down on a CPU unless sizes "
                             "are given)")
         p.add_argument("--mode", choices=("forward", "train"),
@@ -61,10 +67,16 @@ class CaptureCommand(Command):
         p.add_argument("--python", metavar="PATH",
                        help="interpreter for gluon_mxnet (default: $TRACEVIZ_MXNET_PYTHON, "
                             "then ./.venv-mxnet from `traceviz env mxnet`)")
-        p.add_argument("--profiler", choices=PROFILERS, default="torch",
+        p.add_argument("--profiler", choices=(*PROFILERS, "tf"),
                        help="torch: torch.profiler (default); nsys: run under Nsight Systems "
                             "with NVTX step/phase/op ranges, keep report.nsys-rep and "
-                            "report.sqlite")
+                            "report.sqlite; tf: the TensorFlow profiler (a script's default "
+                            "when it imports TensorFlow/Keras and not torch)")
+        p.add_argument("--modules", action="store_true",
+                       help="script: each nn.Module call as a range (time per layer)")
+        p.add_argument("--slice", type=float, metavar="SECONDS",
+                       help="script that marks no step: cut the recording into slices of "
+                            "this length, taken as steps (default 1)")
         p.add_argument("--out", type=Path, metavar="DIR",
                        help="run folder (default runs/<model>-<preset>-<timestamp>/)")
         p.add_argument("--force", action="store_true", help="reuse a non-empty --out folder")
@@ -83,6 +95,23 @@ class CaptureCommand(Command):
         for flag in ("warmup", "steps", "profile_steps"):
             if getattr(args, flag) < (0 if flag == "warmup" else 1):
                 raise UsageError("is too small", option=flag)
+        if args.slice is not None and not args.slice > 0:
+            raise UsageError("is a positive number of seconds", option="slice")
+        if args.script_cmd:
+            from traceviz.cli.capture_script import run_script_capture
+
+            return run_script_capture(args, args.script_cmd)
+        if args.model is None:
+            raise UsageError("a variant (--model NAME) or a script (-- python train.py) "
+                             "to capture")
+        if args.modules or args.slice is not None:
+            raise UsageError("is for a script (-- python train.py)",
+                             option="modules" if args.modules else "slice")
+        if args.profiler == "tf":
+            raise UsageError("tf is for a script; a TensorFlow variant uses the TensorFlow "
+                             "profiler already", option="profiler")
+        args.profiler = args.profiler or "torch"
+        args.preset = args.preset or "ptb_lm"
         device = args.device or default_device()
         check_runnable(args.model, device, args.profiler, args.python)
         if args.exec_mode and not VARIANTS[args.model].exec_modes:
@@ -116,15 +145,16 @@ class CaptureCommand(Command):
         out = stdout()
         print_summary(out, summarize(result.trace, with_efficiency=True), top=args.top)
         b = result.bench
+        tv = self_command()
         lines = [  # the summary's "bench" line has the timings, spread and warm-up
             f"throughput: {b['sequences_per_s']:,.1f} sequences/s (batch / median time)",
             f"\nrun folder: {run_dir}  ({result.raw_trace.name}, "
             + ("report.nsys-rep, " if args.profiler == "nsys" else "")
             + "trace.parquet, bench.json, runner.log)",
             "next:",
-            f"  traceviz analyze {result.parquet} --plot {run_dir}/charts",
-            f"  traceviz analyze {result.parquet} --export {run_dir}/tables",
-            f"  traceviz analyze {result.parquet} --perfetto {run_dir}/perfetto.json   "
+            f"  {tv} analyze {result.parquet} --plot {run_dir}/charts",
+            f"  {tv} analyze {result.parquet} --export {run_dir}/tables",
+            f"  {tv} analyze {result.parquet} --perfetto {run_dir}/perfetto.json   "
             "(then open it in https://ui.perfetto.dev)",
             _open_hint(args.profiler, result.raw_trace, run_dir),
         ]

@@ -35,6 +35,9 @@ def render_summary(summary: Summary, top: int = 15, wide: bool = False,
         phases, left["phases"] = _phases(summary.phases, summary.steps, summary.cpu_trace,
                                          width)
         parts.append(phases)
+    if len(summary.modules):
+        mods, left["modules"] = _modules(summary, top, width)
+        parts.append(mods)
     if not summary.cpu_trace:
         launches, left["launch overhead"] = _launches(summary, width)
         parts.append(launches)
@@ -193,6 +196,27 @@ def _phases(phases: pd.DataFrame, steps: int, cpu_trace: bool,
              fmt_ns(r.cast_ns / per)] for r in phases.itertuples(index=False)]
     return fitted_table(
         f"Phases{unit} (work belongs to the phase its launch was made in)", cols, rows, width)
+
+
+def _modules(summary: Summary, top: int, width: int) -> tuple[Group, list[str]]:
+    """Time per nn.Module, in call order (a parent above its children, indented); the
+    ``top`` modules by time are shown, the others counted."""
+    m = summary.modules
+    per = max(summary.steps, 1)
+    unit = " per step" if summary.steps else ""
+    what = "leaf ops" if summary.cpu_trace else "kernels"
+    shown = m[m["kernel_ns"].rank(method="first", ascending=False) <= top]
+    cols = [Col("module", "left", wrap=True), Col("calls", drop=3), Col("wall", drop=2),
+            Col(what, drop=1), Col(f"{what}\ntime"), Col("share")]
+    rows = [["  " * int(r.depth) + str(r.module), f"{r.calls / per:,.0f}",
+             fmt_ns(r.wall_ns / per), f"{r.kernels / per:,.0f}", fmt_ns(r.kernel_ns / per),
+             fmt_pct(r.share)] for r in shown.itertuples(index=False)]
+    table, left = fitted_table(f"Modules{unit} (forward calls; a module includes its "
+                               "children)", cols, rows, width)
+    parts: list[RenderableType] = [table]
+    if len(shown) < len(m):
+        parts.append(Text(f"{len(m) - len(shown)} more modules (--top, or --json for all)"))
+    return Group(*parts), left
 
 
 def timings_line(t: Timings) -> str:

@@ -1,0 +1,139 @@
+"""A user's script under a profiler: ``python -m traceviz.runners.script --config CFG
+--out DIR -- SCRIPT ARGS`` (or ``-- -m MODULE ARGS``), what ``traceviz capture -- python
+train.py`` starts.
+
+The script runs unchanged, as ``python SCRIPT ARGS`` would run it (``sys.argv``,
+``sys.path[0]``, ``__main__``), with its own stdout and stderr; progress goes to the
+parent through the file descriptor in ``$TRACEVIZ_EVENTS_FD``, not stdout. Whatever way
+the script ends (returns, ``sys.exit``, raises, Ctrl-C) the profiler is stopped, what it
+recorded is written with ``bench.json`` and ``meta.json``, and the process exits with
+the script's own status (a raised exception prints its traceback, as Python does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import runpy
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from traceviz.runners.protocol import run_result, step_bench
+
+EVENTS_FD = "TRACEVIZ_EVENTS_FD"
+
+
+def _events() -> Any:
+    fd = os.environ.pop(EVENTS_FD, None)  # the script's own children do not inherit it
+    if fd is None:
+        return None
+    try:
+        return os.fdopen(int(fd), "w", buffering=1)
+    except (OSError, ValueError):
+        return None
+
+
+def _session(cfg: dict, out: Path, emit: Any) -> Any:
+    if cfg["framework"] == "tensorflow":
+        from traceviz.runners.tf_session import TfSession
+
+        return TfSession(out, cfg["warmup"], cfg["profile_steps"], on_event=emit)
+    from traceviz.runners.torch_session import TorchSession
+
+    return TorchSession(out, cfg["warmup"], cfg["profile_steps"], cfg["profiler"],
+                        modules=cfg.get("modules", False), slice_s=cfg.get("slice_s"),
+                        on_event=emit)
+
+
+def _run_target(target: list[str]) -> None:
+    """Run ``SCRIPT ARGS`` or ``-m MODULE ARGS`` as the interpreter would."""
+    if target[0] == "-m":
+        sys.argv = [target[1], *target[2:]]
+        sys.path.insert(0, os.getcwd())
+        runpy.run_module(target[1], run_name="__main__", alter_sys=True)
+    else:
+        script = Path(target[0])
+        sys.argv = list(target)
+        sys.path.insert(0, str(script.resolve().parent))
+        runpy.run_path(str(script), run_name="__main__")
+
+
+def _print_user_traceback(e: BaseException) -> None:
+    """The traceback Python would print: from the script's frames, not this runner's."""
+    tb = e.__traceback__
+    here = {__file__, runpy.__file__}
+    while tb is not None and tb.tb_frame.f_code.co_filename in here:
+        tb = tb.tb_next
+    traceback.print_exception(type(e), e, tb)
+
+
+def _exit_of(e: SystemExit) -> tuple[int, str | None]:
+    if e.code is None:
+        return 0, None
+    if isinstance(e.code, int):
+        return e.code, None if e.code == 0 else f"sys.exit({e.code})"
+    print(e.code, file=sys.stderr)  # sys.exit("message"): Python prints it, status 1
+    return 1, f"sys.exit({e.code!r})"
+
+
+def _versions(framework: str) -> dict:
+    meta: dict = {"python": platform.python_version(), "framework": framework}
+    if framework == "torch" and "torch" in sys.modules:
+        import torch
+
+        meta["framework_version"] = torch.__version__
+        meta["device_name"] = torch.cuda.get_device_name() if torch.cuda.is_available() \
+            else (platform.processor() or platform.machine())
+        meta["cpu_threads"] = torch.get_num_threads()
+    elif framework == "tensorflow" and "tensorflow" in sys.modules:
+        meta["framework_version"] = sys.modules["tensorflow"].__version__
+    return meta
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    opts, target = argv[:split], argv[split + 1:]
+    cfg = json.loads(Path(opts[opts.index("--config") + 1]).read_text())
+    out = Path(opts[opts.index("--out") + 1])
+    events = _events()
+
+    def emit(event: str, **fields: object) -> None:
+        if events is not None:
+            # the parent went away: the run goes on
+            with contextlib.suppress(OSError):
+                events.write(json.dumps({"event": event, **fields}) + "\n")
+
+    session = _session(cfg, out, emit)
+    status, error = 0, None
+    session.start()
+    try:
+        _run_target(target)
+    except SystemExit as e:
+        status, error = _exit_of(e)
+    except KeyboardInterrupt as e:
+        _print_user_traceback(e)
+        status, error = 130, "KeyboardInterrupt"
+    except BaseException as e:  # the script's own failure: reported as Python would
+        _print_user_traceback(e)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        status, error = 1, f"{type(e).__name__}: {first}"[:500]
+    finally:
+        sys.stdout.flush()
+        session.finish()
+    bench = step_bench(session.step_times(), session.clock.source)
+    meta = _versions(cfg["framework"]) | {
+        "profiler": cfg["profiler_name"], "command": cfg["command"], "cwd": os.getcwd(),
+        "exit_status": status, "error": error, "step_marks": len(session.clock.marks),
+        "notes": session.notes,
+    }
+    emit("done", **run_result(out, bench, meta, session.trace_path))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""`traceviz capture -- python SCRIPT`: real user scripts (tests/scripts/) profiled in
+subprocesses, and `traceviz.profile()` in-process. Figures are checked against the raw
+torch.profiler JSON and the scripts' own step counts."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, needs
+from traceviz import Trace
+
+SCRIPTS = ROOT / "tests" / "scripts"
+TRACEVIZ = [sys.executable, "-m", "traceviz"]
+
+
+def _capture(tmp_path: Path, *args: str, env: dict | None = None,
+             cwd: Path | None = None) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp_path / "run"
+    r = subprocess.run([*TRACEVIZ, "capture", "--out", str(out), *args], capture_output=True,
+                       text=True, env=env, cwd=cwd, timeout=600)
+    return r, out
+
+
+def _raw(out: Path) -> list[dict]:
+    with gzip.open(out / "trace.pt.trace.json.gz", "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def _steps_in_raw(events: list[dict]) -> list[int]:
+    return sorted(int(e["name"].split("#")[1]) for e in events
+                  if e.get("cat") == "user_annotation"
+                  and str(e.get("name", "")).startswith("ProfilerStep#"))
+
+
+@pytest.mark.capture
+def test_lstm_script_steps_from_the_optimizer(tmp_path):
+    needs("torch")
+    r, out = _capture(tmp_path, "--warmup", "2", "--profile-steps", "3", "--",
+                      "python", str(SCRIPTS / "lstm_train.py"), "--steps", "10")
+    assert r.returncode == 0, r.stderr
+    assert "trained 10 steps" in r.stdout  # the script's own output passes through
+    assert {p.name for p in out.iterdir()} >= {"trace.pt.trace.json.gz", "trace.parquet",
+                                               "bench.json", "meta.json"}
+    raw = _raw(out)
+    # warm-up steps 0-1, the profiler's warm-up step 2, the active steps 3-5 (the
+    # script's own step numbers)
+    assert _steps_in_raw(raw) == [3, 4, 5]
+    forward = [e for e in raw if e.get("cat") == "user_annotation" and e["name"] == "forward"]
+    assert len(forward) == 3
+    bench = json.loads((out / "bench.json").read_text())
+    assert bench["steps_from"] == "optimizer"
+    # 10 optimizer steps: 3 warm-up, 3 profiled, 4 timed after them
+    assert (len(bench["warmup_times_s"]), bench["profiled_batches"], bench["batches"]) == \
+        (3, 3, 4)
+    assert bench["time_per_batch_s"]["median"] == statistics.median(bench["batch_times_s"])
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["exit_status"] == 0 and meta["step_marks"] == 10
+    assert meta["command"][-3:] == [str(SCRIPTS / "lstm_train.py"), "--steps", "10"]
+    trace = Trace.load(out / "trace.parquet")
+    steps = trace.events[trace.events["kind"] == "step"]
+    assert sorted(steps["name"].astype(str)) == [f"ProfilerStep#{k}" for k in (3, 4, 5)]
+    assert trace.meta["bench"]["batches"] == 4 and trace.meta["model"] == "lstm_train.py"
+    phases = trace.phases().set_index("phase")
+    assert list(phases.index[:3]) == ["forward", "backward", "optimizer"]
+    assert phases.loc["forward", "ranges"] == len(forward)
+
+
+@pytest.mark.capture
+def test_script_that_raises_keeps_what_was_recorded(tmp_path):
+    needs("torch")
+    # step 4 raises: warm-up 0-1, profiler warm-up 2, active 3 done, 4 cut short
+    r, out = _capture(tmp_path, "--warmup", "2", "--profile-steps", "3", "--",
+                      str(SCRIPTS / "lstm_train.py"), "--steps", "10", "--fail-at", "4")
+    assert r.returncode == 1
+    assert "RuntimeError: loss went NaN at step 4" in r.stderr
+    assert 'lstm_train.py", line' in r.stderr  # Python's traceback, the script's frames
+    assert "runners/script.py" not in r.stderr
+    assert "exited with status 1" in r.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["exit_status"] == 1
+    assert meta["error"] == "RuntimeError: loss went NaN at step 4"
+    assert _steps_in_raw(_raw(out)) == [3, 4]  # the partial active phase is saved
+    bench = json.loads((out / "bench.json").read_text())
+    assert bench["profiled_batches"] == 1 and "time_per_batch_s" in bench
+    assert bench["timed_from"].startswith("the profiled steps")
+    assert Trace.load(out / "trace.parquet").meta["exit_status"] == 1
+
+
+@pytest.mark.capture
+def test_script_without_steps_is_cut_into_time_slices(tmp_path):
+    needs("torch")
+    r, out = _capture(tmp_path, "--slice", "0.02", "--", str(SCRIPTS / "mlp_infer.py"),
+                      "--batches", "60", "--exit3")
+    assert r.returncode == 3  # the script's sys.exit(3)
+    assert "ran 60 batches" in r.stdout
+    assert "marked no step" in r.stderr and "fixed time slices of 20 ms" in r.stderr
+    raw = _raw(out)
+    host = [e for e in raw if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    span_us = max(e["ts"] + e["dur"] for e in host) - min(e["ts"] for e in host)
+    slices = [e for e in raw if e.get("args", {}).get("traceviz") == "fixed time slice"]
+    assert len(slices) == math.ceil(span_us / 20_000)
+    assert sum(e["dur"] for e in slices) == pytest.approx(span_us)
+    bench = json.loads((out / "bench.json").read_text())
+    assert bench["steps_from"] == "fixed time slices" and "batch_times_s" not in bench
+    trace = Trace.load(out / "trace.parquet")
+    linear = [e for e in host if e["name"] == "aten::linear"]
+    assert len(linear) == 2 * 60  # the whole run was recorded
+    assert (trace.events["kind"] == "step").sum() == len(slices)
+
+
+@pytest.mark.capture
+def test_traceviz_step_marks_and_module_ranges(tmp_path):
+    needs("torch")
+    r, out = _capture(tmp_path, "--warmup", "1", "--profile-steps", "2", "--modules",
+                      "--top", "5", "--",
+                      str(SCRIPTS / "cnn_marked.py"), "--steps", "6")
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["step_marks"] == 6  # traceviz.step(), not the 12 optimizer steps
+    assert json.loads((out / "bench.json").read_text())["steps_from"] == "traceviz.step"
+    raw = _raw(out)
+    assert _steps_in_raw(raw) == [2, 3]
+    # every module call in the active steps is a range: 2 forward passes per step
+    steps = [e for e in raw if str(e.get("name", "")).startswith("ProfilerStep#")]
+    lo, hi = min(e["ts"] for e in steps), max(e["ts"] + e["dur"] for e in steps)
+    calls = [e for e in raw if e.get("cat") == "user_annotation"
+             and e["name"] == "module: 0 (Conv2d)" and lo <= e["ts"] < hi]
+    assert len(calls) == 4
+    summary = json.loads(subprocess.run(
+        [*TRACEVIZ, "analyze", str(out / "trace.parquet"), "--json"], capture_output=True,
+        text=True, check=True).stdout)
+    mods = {m["module"]: m for m in summary["modules"]}
+    assert list(mods)[:2] == ["Sequential", "0 (Conv2d)"]
+    assert mods["0 (Conv2d)"]["calls"] == 4 and mods["0 (Conv2d)"]["depth"] == 1
+    # inclusive: the model holds its children's work
+    children = sum(m["kernel_ns"] for m in mods.values() if m["depth"] == 1)
+    assert mods["Sequential"]["kernel_ns"] >= children > 0
+    assert "Modules per step" in r.stdout
+
+
+@pytest.mark.capture
+def test_module_form_and_next_lines_work_without_the_venv_on_path(tmp_path):
+    needs("torch")
+    env = dict(os.environ, PATH="/usr/bin:/bin")  # the venv not activated
+    r, out = _capture(tmp_path, "--warmup", "1", "--profile-steps", "1", "--slice", "0.05",
+                      "--", "-m", "mlp_infer", "--batches", "5", env=env, cwd=SCRIPTS)
+    assert r.returncode == 0, r.stderr
+    assert "ran 5 batches" in r.stdout
+    lines = r.stdout.splitlines()
+    nxt = lines[lines.index("next:") + 1:]
+    assert nxt and all(line.startswith(f"  {Path(sys.executable).parent / 'traceviz'} ")
+                       for line in nxt[:2])
+    # the printed command works as printed, from a shell without the venv
+    first = shlex.split(nxt[1])
+    assert subprocess.run(first, env=env, cwd=SCRIPTS, capture_output=True).returncode == 0
+
+
+@pytest.mark.capture
+def test_keras_fit_script_under_the_tensorflow_profiler(tmp_path):
+    needs("tensorflow")
+    r, out = _capture(tmp_path, "--warmup", "2", "--profile-steps", "3", "--",
+                      "python", str(SCRIPTS / "keras_fit.py"), "--batches", "10")
+    assert r.returncode == 0, r.stderr
+    assert "fitted" in r.stdout and "TensorFlow profiler" in r.stderr
+    assert list(out.glob("tfprofile/plugins/profile/*/*.xplane.pb"))
+    bench = json.loads((out / "bench.json").read_text())
+    assert bench["steps_from"] == "Model.fit batches"
+    assert (len(bench["warmup_times_s"]), bench["profiled_batches"], bench["batches"]) == \
+        (3, 3, 4)
+    trace = Trace.load(out / "trace.parquet")
+    steps = sorted(set(trace.events.loc[trace.events["step"] >= 0, "step"]))
+    assert steps == [3, 4, 5]
+
+
+def test_profile_in_process(tmp_path):
+    torch = needs("torch")
+    import traceviz
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
+                                torch.nn.Linear(16, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(4, 8)
+    with traceviz.profile(steps=2, warmup=1, out=tmp_path / "p", modules=True) as p:
+        for _ in range(7):
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            p.step()  # explicit marks: the optimizer's do not count twice
+    assert p.trace is not None
+    steps = p.trace.events[p.trace.events["kind"] == "step"]
+    assert sorted(steps["name"].astype(str)) == ["ProfilerStep#2", "ProfilerStep#3"]
+    assert p.bench["steps_from"] == "traceviz.step" and p.bench["batches"] == 7 - 4
+    mods = p.trace.summary()["modules"]
+    assert [m["module"] for m in mods] == ["Sequential", "0 (Linear)", "1 (Tanh)",
+                                           "2 (Linear)"]
+    assert all(m["calls"] == 2 for m in mods)
+    assert (tmp_path / "p" / "trace.parquet").is_file()
+    traceviz.step()  # outside a session: nothing happens
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--model", "fine_torch", "--", "x.py"], "--model is for the built-in variants"),
+    (["--", "python", "missing.py"], "missing.py: no such file"),
+    (["--", "notes.txt"], "not a Python script"),
+    (["--modules", "--model", "fine_torch"], "--modules: is for a script"),
+    (["--", "python", "-X", "dev", "a.py"], "interpreter option -X is not supported"),
+    (["--slice", "0", "--", "a.py"], "--slice: is a positive number"),
+])
+def test_script_usage_errors_are_one_line(tmp_path, args, words):
+    r = subprocess.run([*TRACEVIZ, "capture", *args], capture_output=True, text=True,
+                       cwd=tmp_path)
+    assert r.returncode == 2
+    assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

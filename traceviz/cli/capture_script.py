@@ -1,0 +1,110 @@
+"""``traceviz capture -- python train.py ARGS``: the user's own script, profiled.
+
+Progress is a few plain lines on stderr, not live bars: the script prints to the same
+terminal, and its output is the user's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from traceviz.cli.base import stderr, stdout
+from traceviz.errors import UsageError
+
+SCRIPT_ONLY = ("modules", "slice")
+VARIANT_ONLY = ("preset", "mode", "amp", "exec_mode", "device", "batch", "seq", "hidden",
+                "layers", "embed", "vocab", "workers", "python")
+
+
+def self_command() -> str:
+    """``traceviz`` as the user can type it here: the bare name when PATH finds this
+    installation's script, else the script's path (a venv not activated), else
+    ``python -m traceviz``."""
+    mine = Path(sys.executable).parent / "traceviz"
+    found = shutil.which("traceviz")
+    if found and (not mine.is_file() or Path(found).resolve() == mine.resolve()):
+        return "traceviz"
+    if mine.is_file():
+        return str(mine)
+    return f"{sys.executable} -m traceviz"
+
+
+def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
+    from traceviz.capture import prepare_run_dir, stamped_dir
+    from traceviz.script_capture import ScriptRequest, run_script
+
+    given = [f"--{k.replace('_', '-')}" for k in VARIANT_ONLY
+             if getattr(args, k, None) not in (None, False)]
+    if args.model or given:
+        raise UsageError(f"{args.model and '--model' or given[0]} is for the built-in "
+                         "variants; a script sets up its own model and data")
+    if args.profiler not in (None, "torch", "nsys", "tf"):
+        raise UsageError("is torch, nsys or tf for a script", option="profiler")
+    req = ScriptRequest(command, profiler=args.profiler, warmup=args.warmup,
+                        profile_steps=args.profile_steps, modules=args.modules,
+                        slice_s=args.slice)
+    if req.profiler == "tf" and args.modules:
+        raise UsageError("module ranges are for PyTorch scripts", option="modules")
+    run_dir = args.out or stamped_dir(Path(req.name).stem)
+    prepare_run_dir(run_dir, args.force)
+    err = stderr()
+    err.print(f"traceviz: profiling [bold]{' '.join(command)}[/] under "
+              f"{_profiler_name(req.profiler)}: {max(1, req.warmup)} warm-up steps, then 1 + "
+              f"{req.profile_steps} profiled → {run_dir}", soft_wrap=True)
+
+    def settled() -> None:  # the interpreter chosen: say how
+        for note in req.notes:
+            err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
+
+    result = run_script(req, run_dir, lambda event: _event(err, event), on_start=settled)
+    for note in result.meta.get("notes") or []:
+        err.print(f"[yellow]note:[/] {note}")
+    out = stdout()
+    if result.trace is not None:
+        from traceviz.analyses import summarize
+        from traceviz.render.terminal import print_summary
+
+        print_summary(out, summarize(result.trace, with_efficiency=True), top=args.top)
+    if result.status != 0:
+        err.print(f"[yellow]note:[/] {req.name} exited with status {result.status}"
+                  + (f" ({result.meta['error']})" if result.meta.get("error") else "")
+                  + ("; the run folder keeps what was recorded" if result.trace else
+                     "; nothing was recorded"), soft_wrap=True)
+    _next_lines(out, result.run_dir, result.raw_trace, result.parquet)
+    return result.status
+
+
+def _profiler_name(profiler: str | None) -> str:
+    from traceviz.script_capture import PROFILER_NAMES
+
+    return PROFILER_NAMES[str(profiler)]
+
+
+def _event(err: Console, event: dict) -> None:
+    kind = event.get("event")
+    if kind == "note":
+        err.print(f"traceviz: {event['message']}")
+    elif kind == "phase" and event.get("phase") == "profiled":
+        err.print("traceviz: profiling ...")
+    elif kind == "progress" and event.get("phase") == "profiled" \
+            and event.get("done") == event.get("total"):
+        err.print("traceviz: profiled; the script runs on unprofiled")
+
+
+def _next_lines(out: Console, run_dir: Path, raw: Path | None, parquet: Path | None) -> None:
+    files = ", ".join(p for p in (raw and str(raw.relative_to(run_dir)),
+                                  parquet and parquet.name, "bench.json", "meta.json") if p)
+    out.print(f"\nrun folder: {run_dir}  ({files})", soft_wrap=True)
+    if parquet is None:
+        return
+    tv = self_command()
+    for line in ("next:", f"  {tv} analyze {parquet} --plot {run_dir}/charts",
+                 f"  {tv} advise {run_dir}",
+                 f"  {tv} analyze {parquet} --perfetto {run_dir}/perfetto.json   "
+                 "(then open it in https://ui.perfetto.dev)"):
+        out.print(line, soft_wrap=True)
