@@ -160,7 +160,8 @@ class Summary:
                               for r in self.casts.top.head(5).itertuples(index=False)]},
             "phases": [plain_row(r) | {"per_step": _per_step_phase(r, self.steps)}
                        for r in self.phases.to_dict("records")],
-            "modules": [plain_row(r) for r in self.modules.to_dict("records")],
+            "modules": [plain_row(r) | {"per_step": _per_step(r, self.steps, MODULE_FIGURES)}
+                        for r in self.modules.to_dict("records")],
             "timings": self.timings.to_dict() if self.timings else None,
             **({"efficiency": self.efficiency.to_dict(top=top)} if self.efficiency else {}),
             **({"memory": self.memory.to_dict()} if self.memory else {}),
@@ -171,12 +172,19 @@ class Summary:
 def _per_step_phase(row: dict, steps: int) -> dict[str, float | None]:
     """A phase's figures per step, as ``analyze`` prints them (the whole trace where it has
     no steps), and its busy share of wall time."""
-    per = max(steps, 1)
-    out: dict[str, float | None] = {k: row[k] / per for k in
-                                    ("wall_ns", "busy_ns", "kernels", "kernel_ns", "casts",
-                                     "cast_ns")}
+    out = _per_step(row, steps, ("wall_ns", "busy_ns", "kernels", "kernel_ns", "casts",
+                                 "cast_ns"))
     out["busy_fraction"] = row["busy_ns"] / row["wall_ns"] if row["wall_ns"] else None
     return out
+
+
+MODULE_FIGURES = ("calls", "wall_ns", "kernels", "kernel_ns")
+
+
+def _per_step(row: dict, steps: int, keys: tuple[str, ...]) -> dict[str, float | None]:
+    """``keys`` of a row per step (the whole trace's where it has no steps)."""
+    per = max(steps, 1)
+    return {k: row[k] / per for k in keys}
 
 
 def _integer_ns(obj: Any, key: str = "") -> Any:

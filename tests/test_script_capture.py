@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import ROOT, needs
 from traceviz import Trace
 
-SCRIPTS = ROOT / "tests" / "scripts"
+SCRIPTS = ROOT / "examples"
 TRACEVIZ = [sys.executable, "-m", "traceviz"]
 
 

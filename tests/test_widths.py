@@ -23,6 +23,7 @@ CASES: dict[str, list[str]] = {
     "analyze gpu by config": ["analyze", str(GPU / "fine_torch" / "train"), "--by", "config",
                               "--top", "8"],
     "analyze cpu": ["analyze", str(CPU / "jit_torch")],
+    "analyze modules": ["analyze", str(ROOT / "sample_traces" / "script" / "lstm_train")],
     "analyze graph": ["analyze", str(GPU / "graph_torch" / "train"), "--critical-path"],
     "analyze nccl": ["analyze", str(SHARED / "kineto" / "a100_nccl.json.gz")],
     "analyze wide": ["analyze", str(GPU / "fine_torch" / "train"), "--wide", "--top", "8"],
