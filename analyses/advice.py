@@ -2,7 +2,7 @@
 from ``whatif`` where a scenario models the fix, and an action. One small function per
 rule; ``RULES`` is the list ``traceviz advise`` runs, in order.
 
-Thresholds are stated in each rule (and in README "What-if and advice"); a rule that cannot judge
+Thresholds are stated in each rule (and in docs/advise.md); a rule that cannot judge
 (no steps, no launches, nothing recorded) stays silent.
 """
 

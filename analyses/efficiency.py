@@ -39,7 +39,7 @@ GROUP_COLUMNS = ["op", "dims", "types", "precision", "unit", "peak_key", "calls"
 
 @dataclass
 class Efficiency:
-    """``analyze``'s Efficiency section (see README "Efficiency")."""
+    """``analyze``'s Efficiency section (see docs/metrics.md, "Efficiency and memory")."""
 
     device: str | None
     peak: Peak | None

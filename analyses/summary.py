@@ -87,7 +87,7 @@ class Summary:
         return self.idle_fraction if self.cpu_trace else None
 
     def to_dict(self, top: int = 20) -> dict[str, Any]:
-        """The ``--json`` object (keys documented in README.md)."""
+        """The ``--json`` object (keys documented in docs/formats.md)."""
         k = self.kernels.head(top)
         rest = self.kernels.iloc[top:]
         lo = self.launches
@@ -188,7 +188,7 @@ def _per_step(row: dict, steps: int, keys: tuple[str, ...]) -> dict[str, float |
 
 
 def _integer_ns(obj: Any, key: str = "") -> Any:
-    """Every ``*_ns`` value as an integer (medians and means are rounded): the README
+    """Every ``*_ns`` value as an integer (medians and means are rounded): docs/formats.md
     promises integer nanoseconds."""
     if isinstance(obj, dict):
         return {k: _integer_ns(v, k) for k, v in obj.items()}

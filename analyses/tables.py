@@ -2,7 +2,7 @@
 and friends): kernels, launches, casts, ops, phases.
 
 ``launch_id`` joins kernels.parquet and casts.parquet to launches.parquet; the schemas are
-in README.md ("Exported tables").
+in docs/formats.md ("Exported tables").
 """
 
 from __future__ import annotations

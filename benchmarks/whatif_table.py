@@ -1,4 +1,4 @@
-"""The README's what-if tables: identity-replay error and each scenario's predicted saving
+"""The what-if tables of docs/whatif.md: identity-replay error and each scenario's predicted saving
 on every GPU trace in ../shared/traces/, and predicted against measured on the committed
 H100 captures (sample_traces/gpu).
 

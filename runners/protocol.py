@@ -48,7 +48,7 @@ def serve(run: Callable[[dict, Path], dict], prog: str, description: str,
     return 0
 
 
-# A benchmark is noisy when its timed batches spread this much (README "Timings").
+# A benchmark is noisy when its timed batches spread this much (docs/capture.md, "Timings").
 NOISY_CV = 0.10          # coefficient of variation (stdev / mean)
 NOISY_MAX_OVER_MIN = 1.5
 # Warm-up goes on until the last SETTLE_WINDOW batches agree within NOISY_MAX_OVER_MIN

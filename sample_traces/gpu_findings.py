@@ -1,4 +1,4 @@
-"""The README's "Findings on <GPU>" tables, recomputed from the captures in sample_traces/gpu.
+"""The tables of docs/findings-h100.md, recomputed from the captures in sample_traces/gpu.
 
     python sample_traces/gpu_findings.py [DIR]
 

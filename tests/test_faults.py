@@ -116,7 +116,7 @@ def test_sigkill_leaves_no_process_and_no_output(big_trace, tmp_path):
     proc.communicate(timeout=30)
     # the workers die with their parent (PR_SET_PDEATHSIG), the forkserver sees it go
     assert _wait_gone(tag) == []
-    assert not out.exists()  # at most a hidden .out.parquet.*.tmp remains (README)
+    assert not out.exists()  # at most a hidden .out.parquet.*.tmp remains (docs/failures.md)
     # and the next run works, beside whatever the killed one left
     done = subprocess.run([*TRACEVIZ, "import", str(big_trace), "-o", str(out)],
                           capture_output=True, text=True, timeout=300,

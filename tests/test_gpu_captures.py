@@ -1,6 +1,7 @@
 """The H100 captures committed under sample_traces/gpu: each committed Parquet is what
 the parser makes of its raw Kineto trace, checked against figures recomputed from the raw
-JSON in plain Python (tests/rawref.py), and the README's findings script runs on them."""
+JSON in plain Python (tests/rawref.py), and the findings script (docs/findings-h100.md)
+runs on them."""
 
 from __future__ import annotations
 

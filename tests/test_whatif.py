@@ -169,7 +169,7 @@ def test_no_casts_removes_every_cast_kernel():
     ("fused_torch", "graph_torch", "cuda_graphs", "train", 0.70),  # syncs stay: +54%
 ])
 def test_predicted_against_measured_on_h100(before, after, scenario, mode, tolerance):
-    """The GPU evidence the README tables: a scenario on one variant's capture against
+    """The GPU evidence docs/whatif.md tables: a scenario on one variant's capture against
     the capture of the variant that applies the optimization."""
     a = whatif(load(H100 / before / mode / "trace.parquet"), (scenario,))
     b = window_time(load(H100 / after / mode / "trace.parquet"))

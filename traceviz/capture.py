@@ -105,8 +105,8 @@ def check_runnable(model: str, device: str, profiler: str = "torch",
             raise UsageError(f"nsys is available for the PyTorch variants; {model} is a "
                              f"{v.framework} variant", option="profiler")
         if nsys_binary() is None:
-            raise UsageError("nsys: Nsight Systems (`nsys`) is not on PATH (README: "
-                             "installing Nsight Systems)", option="profiler")
+            raise UsageError("nsys: Nsight Systems (`nsys`) is not on PATH (docs/capture.md: "
+                             "Installing Nsight Systems)", option="profiler")
 
 
 def run_capture(req: CaptureRequest, run_dir: Path,

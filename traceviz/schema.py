@@ -10,7 +10,7 @@ SCHEMA_VERSION = 2
 
 # memory: an allocator event (torch.profiler's profile_memory): ``bytes`` its signed size
 # (negative: a free), ``device`` where (-1: host memory); the totals follow from
-# ``meta["memory_base"]`` (README "Memory")
+# ``meta["memory_base"]`` (docs/metrics.md, "Memory")
 KINDS = ("kernel", "memcpy", "memset", "runtime", "op", "annotation", "step", "memory")
 DEVICE_KINDS = ("kernel", "memcpy", "memset")
 CATEGORIES = (

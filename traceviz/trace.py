@@ -73,7 +73,7 @@ class Trace:
         self.__dict__["_is_cpu"] = (self.events, value)
         return value
 
-    # -- the notebook API: query tables (README "Python API") --------------------------
+    # -- the notebook API: query tables (docs/api.md) --------------------------
     def kernels(self) -> pd.DataFrame:
         """One row per kernel (on a CPU trace: per leaf op doing the work), with its
         category, launch call, delay, cast flag and ``phase``."""

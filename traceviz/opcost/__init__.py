@@ -45,7 +45,7 @@ __all__ = ["CONCRETE_OPS", "DTYPE_BYTES", "DTYPE_PRECISION", "MODELLED_MATRIX_OP
 class Cost:
     """One op call's work. ``unit``: "matrix" (tensor/matrix cores may run it) or
     "vector"; ``precision``: fp64/fp32/fp16/bf16/fp8 or None; ``rule``: the formula's
-    name (the README's table)."""
+    name (the table in docs/metrics.md)."""
 
     flops: int | None
     bytes: int | None

@@ -64,8 +64,8 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
 
 def advice_render(findings: list[Finding], steps: int) -> RenderableType:
     if not findings:
-        return Text("No finding: no rule fired on this trace (README \"What-if and advice\" "
-                    "lists what each rule looks for).")
+        return Text("No finding: no rule fired on this trace (docs/advise.md lists what "
+                    "each rule looks for).")
     parts: list[RenderableType] = [Text(
         "Each saving is a whatif scenario against the replay as recorded; they overlap and "
         "do not add up.", style="dim"), Text("")]
