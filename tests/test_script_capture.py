@@ -222,3 +222,47 @@ def test_script_usage_errors_are_one_line(tmp_path, args, words):
                        cwd=tmp_path)
     assert r.returncode == 2
     assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+LOOP = """
+import sys, time
+import torch
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(4, 8)
+step = 0
+while True:
+    model(x).sum().backward()
+    opt.step()
+    step += 1
+    if step == 12:
+        print("step 12", flush=True)
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.capture
+def test_ctrl_c_stops_the_script_and_keeps_the_recording(tmp_path):
+    needs("torch")
+    import signal
+    import time
+
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP)
+    out = tmp_path / "run"
+    proc = subprocess.Popen([*TRACEVIZ, "capture", "--warmup", "1", "--profile-steps", "2",
+                             "--out", str(out), "--", str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:  # step 12: the profiled steps (2-3) are long done
+        if line.startswith("step 12") or time.monotonic() > deadline:
+            break
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "KeyboardInterrupt" in stderr and "exited with status 130" in stderr
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["error"] == "KeyboardInterrupt" and meta["step_marks"] >= 12
+    assert _steps_in_raw(_raw(out)) == [2, 3]
+    assert Trace.load(out / "trace.parquet").meta["exit_status"] == 130
