@@ -51,14 +51,16 @@ def _session(cfg: dict, out: Path, emit: Any) -> Any:
 
 def _run_target(target: list[str]) -> None:
     """Run ``SCRIPT ARGS`` or ``-m MODULE ARGS`` as the interpreter would."""
+    # sys.path[0] is this runner's (the working directory, from -m): `python -m MODULE`
+    # puts the working directory there too, `python SCRIPT` the script's folder instead
     if target[0] == "-m":
         sys.argv = [target[1], *target[2:]]
-        sys.path.insert(0, os.getcwd())
+        sys.path[0] = os.getcwd()
         runpy.run_module(target[1], run_name="__main__", alter_sys=True)
     else:
         script = Path(target[0])
         sys.argv = list(target)
-        sys.path.insert(0, str(script.resolve().parent))
+        sys.path[0] = str(script.resolve().parent)
         runpy.run_path(str(script), run_name="__main__")
 
 

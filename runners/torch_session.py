@@ -92,9 +92,10 @@ class TorchSession:
             whole.export_chrome_trace(str(self.trace_path))
             slices = add_time_slices(self.trace_path, self.slice_s or DEFAULT_SLICE_S)
             self.notes.append(
-                f"the code marked no step (no optimizer.step(), no traceviz.step()): the "
-                f"whole run was recorded and cut into {slices} fixed time slices of "
-                f"{(self.slice_s or DEFAULT_SLICE_S) * 1e3:g} ms, taken as steps")
+                "the code marked no step (no optimizer.step(), no traceviz.step()): the "
+                + (f"whole run was recorded and cut into {slices} fixed time slices of "
+                   f"{(self.slice_s or DEFAULT_SLICE_S) * 1e3:g} ms, taken as steps"
+                   if slices else "whole run was recorded"))
 
     # -- the marks -----------------------------------------------------------------
     def _new_profiler(self, schedule: Any) -> Any:

@@ -266,3 +266,15 @@ def test_ctrl_c_stops_the_script_and_keeps_the_recording(tmp_path):
     assert meta["error"] == "KeyboardInterrupt" and meta["step_marks"] >= 12
     assert _steps_in_raw(_raw(out)) == [2, 3]
     assert Trace.load(out / "trace.parquet").meta["exit_status"] == 130
+
+
+@pytest.mark.capture
+def test_script_without_framework_ops_says_so(tmp_path):
+    needs("torch")
+    script = tmp_path / "plain.py"
+    script.write_text("import sys\nprint('args', sys.argv[1:])\n")
+    r, out = _capture(tmp_path, "--", str(script), "a", "b")
+    assert r.returncode == 0, r.stderr
+    assert "args ['a', 'b']" in r.stdout
+    assert "nothing to analyze" in r.stderr and "Traceback" not in r.stderr
+    assert (out / "bench.json").is_file() and not (out / "trace.parquet").exists()

@@ -191,11 +191,15 @@ def _collect(req: ScriptRequest, run_dir: Path, status: int) -> ScriptResult:
     raw = _raw_trace(req, run_dir)
     if raw is None:
         return ScriptResult(run_dir, None, None, bench, meta, None, status)
-    trace, parquet = save_trace(raw, run_dir, {
-        "model": req.name, "variant": req.name, "script": " ".join(req.command),
-        "bench": bench, "runner": meta, "profiler": PROFILER_NAMES[str(req.profiler)],
-        "exit_status": status,
-    })
+    try:
+        trace, parquet = save_trace(raw, run_dir, {
+            "model": req.name, "variant": req.name, "script": " ".join(req.command),
+            "bench": bench, "runner": meta, "profiler": PROFILER_NAMES[str(req.profiler)],
+            "exit_status": status,
+        })
+    except TraceVizError as e:  # e.g. a script that ran no framework op: nothing to read
+        meta.setdefault("notes", []).append(f"nothing to analyze: {e}")
+        return ScriptResult(run_dir, raw, None, bench, meta, None, status)
     return ScriptResult(run_dir, raw, parquet, bench, meta, trace, status)
 
 
