@@ -128,3 +128,29 @@ def test_op_ranges_carry_shapes_for_the_flops(nsys_run):
     assert int(rnn["flops"].sum()) == per_call * int(rnn["calls"].sum())
     assert rnn["gbps"].isna().all() and rnn["bound"].isna().all()
     assert e.bytes == 0 and e.flops > 0
+
+
+def test_user_script_under_nsys(tmp_path):
+    """`capture --profiler nsys -- python SCRIPT`: step ranges around the active steps
+    (the script's own step numbers), op ranges inside them, the script's exit status."""
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "lstm_train.py"
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "traceviz", "capture", "--profiler", "nsys",
+                        "--warmup", "2", "--profile-steps", "2", "--out", str(out), "--",
+                        str(script), "--steps", "7"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "trained 7 steps" in r.stdout
+    db = sqlite3.connect(out / "report.sqlite")
+    ranges: dict[str, int] = {}
+    for text, count in db.execute(RANGES).fetchall():
+        name = text.split(", sizes = ")[0]
+        ranges[name] = ranges.get(name, 0) + count
+    assert {k: v for k, v in ranges.items() if k.startswith("step ")} == {"step 3": 1,
+                                                                         "step 4": 1}
+    assert ranges.get("aten::mm", 0) > 0  # op ranges inside the active steps
+    trace = Trace.load(out / "trace.parquet")
+    assert trace.meta["profiler"] == "Nsight Systems"
+    steps = trace.events[trace.events["kind"] == "step"]
+    assert sorted(steps["name"].astype(str)) == ["step 3", "step 4"]
