@@ -30,7 +30,10 @@ def self_command() -> str:
     if found and (not mine.is_file() or Path(found).resolve() == mine.resolve()):
         return "traceviz"
     if mine.is_file():
-        return str(mine)
+        try:  # .venv/bin/traceviz, as the README's commands spell it
+            return str(mine.relative_to(Path.cwd()))
+        except ValueError:
+            return str(mine)
     return f"{sys.executable} -m traceviz"
 
 
