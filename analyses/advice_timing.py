@@ -19,8 +19,11 @@ def noisy(ctx: Context) -> Finding | None:
         "noisy", "The benchmark is noisy",
         [f"{t.batches} timed batches: CV {fmt_pct(t.cv)}, max/min {t.max_over_min:.2f}, "
          f"median {fmt_ns(t.median_s * 1e9)}"],
-        "time more batches (--steps), raise --max-warmup, keep the machine otherwise idle "
-        "(CPU frequency pinned, no other jobs) before comparing variants",
+        ("let the script run more steps after the profiled ones (they are the timed "
+         "batches) and raise --warmup" if "script" in ctx.trace.meta else
+         "time more batches (--steps), raise --max-warmup")
+        + ", keep the machine otherwise idle (CPU frequency pinned, no other jobs) before "
+        "comparing variants",
         None, None, {"cv": t.cv, "max_over_min": t.max_over_min})
 
 

@@ -215,7 +215,8 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
     kernels = _kernel_groups(k, peak)
     uncovered = _uncovered(k, "XLA gave no cost for this op" if
                            trace.meta.get("source_format") == "xplane" else
-                           "no framework op around the launch")
+                           "no formula for this op or any op inside it" if trace.is_cpu else
+                           "no framework op around the launch", own_name=trace.is_cpu)
     run_key = _run_key(groups, peak)
     eff = Efficiency(
         device=device, peak=peak, groups=groups, kernels=kernels, uncovered=uncovered,
@@ -354,12 +355,14 @@ def _kernel_groups(k: pd.DataFrame, peak: Peak | None) -> pd.DataFrame:
     return g[["kernel", "category", *GROUP_COLUMNS[3:]]].reset_index(drop=True)
 
 
-def _uncovered(k: pd.DataFrame, no_op: str) -> pd.DataFrame:
+def _uncovered(k: pd.DataFrame, no_op: str, own_name: bool = False) -> pd.DataFrame:
+    """Work without figures, grouped by op and reason. ``own_name``: a CPU trace's work
+    rows are ops themselves, named as such where no modelled op was found for them."""
     u = k[~k["covered"]].copy()
     total = float(k["dur"].sum()) or 1.0
-    u["op"] = np.where(u["op"] == "", "(no op)", u["op"])
-    u["note"] = np.where(u["op"] == "(no op)", no_op,
-                         u["note"].fillna("no model for this op"))
+    unnamed = (u["op"] == "").to_numpy()
+    u["op"] = np.where(unnamed, u["kernel"] if own_name else "(no op)", u["op"])
+    u["note"] = np.where(unnamed, no_op, u["note"].fillna("no model for this op"))
     g = u.groupby(["op", "note"], sort=False).agg(kernels=("dur", "size"),
                                                   time_ns=("dur", "sum")).reset_index()
     g["share"] = g["time_ns"] / total

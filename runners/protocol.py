@@ -165,6 +165,8 @@ def step_bench(times: dict[str, list[float]], source: str | None) -> dict:
     timed, timed_from = times["timed"], "unprofiled steps after the profiled ones"
     if not timed:
         timed, timed_from = times["profiled"], "the profiled steps (none ran after them)"
+    if source is None:
+        timed_from = "none: the code marked no step"
     bench: dict = {"steps_from": source or "fixed time slices", "timed_from": timed_from,
                    "warmup_batches": len(times["warmup"]), "warmup_times_s": times["warmup"],
                    "profiled_batches": len(times["profiled"])}
@@ -172,12 +174,17 @@ def step_bench(times: dict[str, list[float]], source: str | None) -> dict:
         return bench
     s = spread(timed)
     prof = times["profiled"]
+    # the profiler's overhead against fewer than MIN_TIMED steps would be noise
+    overhead = prof and times["timed"] and len(timed) >= MIN_TIMED
     return bench | {
         "time_per_batch_s": s, "batches": len(timed), "batch_times_s": timed,
-        "elapsed_s": sum(timed), "noisy": s["noisy"],
-        "profiled_time_per_batch_s": statistics.median(prof) if prof else None,
-        "profiler_overhead": statistics.median(prof) / s["median"] if prof else None,
+        "elapsed_s": sum(timed), "noisy": s["noisy"] or len(timed) < MIN_TIMED,
+        **({"profiled_time_per_batch_s": statistics.median(prof),
+            "profiler_overhead": statistics.median(prof) / s["median"]} if overhead else {}),
     }
+
+
+MIN_TIMED = 3  # fewer timed steps: noisy, and no profiler-overhead figure
 
 
 def run_result(out: Path, bench: dict, meta: dict, trace: str | Path | None) -> dict:

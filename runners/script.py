@@ -67,7 +67,7 @@ def _run_target(target: list[str]) -> None:
 def _print_user_traceback(e: BaseException) -> None:
     """The traceback Python would print: from the script's frames, not this runner's."""
     tb = e.__traceback__
-    here = {__file__, runpy.__file__}
+    here = {__file__, runpy.__file__, "<frozen runpy>"}
     while tb is not None and tb.tb_frame.f_code.co_filename in here:
         tb = tb.tb_next
     traceback.print_exception(type(e), e, tb)

@@ -81,10 +81,7 @@ class TorchSession:
         if self._scheduled is not None:
             sched, self._scheduled = self._scheduled, None
             sched.__exit__(None, None, None)  # a partial active phase is saved too
-            if self.trace_path is None:
-                self.notes.append(f"the code ended after {len(self.clock.marks)} step "
-                                  f"marks, before the profiled steps (--warmup {self.warmup}): "
-                                  "nothing was recorded; lower --warmup")
+            self._cut_short(len(self.clock.marks))
         if self._whole is not None:
             whole, self._whole = self._whole, None
             whole.__exit__(None, None, None)
@@ -96,6 +93,23 @@ class TorchSession:
                 + (f"whole run was recorded and cut into {slices} fixed time slices of "
                    f"{(self.slice_s or DEFAULT_SLICE_S) * 1e3:g} ms, taken as steps"
                    if slices else "whole run was recorded"))
+
+    def _cut_short(self, current: int) -> None:
+        """The code ended in step ``current``, before the schedule's end: before an active
+        step, nothing worth keeping was recorded; during them, the unfinished step is no
+        step (its range is renamed, so no window holds its partial work)."""
+        if current <= self.warmup + 1 or self.trace_path is None:  # no active step done
+            if self.trace_path is not None:
+                self.trace_path.unlink(missing_ok=True)
+                self.trace_path = None
+            self.notes.append(f"the code ended after {current} steps, before the profiled ones "
+                              f"(--warmup {self.warmup} unprofiled, then 1 profiler warm-up "
+                              "step): nothing was recorded; lower --warmup")
+            return
+        rename_step(self.trace_path, current)
+        self.notes.append(f"the code ended during the profiled steps: "
+                          f"{current - self.warmup - 1} of {self.active} recorded; step "
+                          f"{current}, cut short, is left out")
 
     # -- the marks -----------------------------------------------------------------
     def _new_profiler(self, schedule: Any) -> Any:
@@ -196,36 +210,58 @@ class TorchSession:
 DEFAULT_SLICE_S = 1.0
 
 
-def add_time_slices(path: Path, slice_s: float) -> int:
-    """Mark a recording without steps: ``ProfilerStep#N`` ranges of ``slice_s`` seconds
-    on the busiest host thread, from its first to its last event (args say they are
-    traceviz's slices, not the code's steps). Returns how many."""
+def _rewrite(path: Path, change: Callable[[list[dict]], int]) -> int:
+    """Apply ``change`` to a gzipped Kineto JSON's events, in place (through a temporary
+    file); returns what ``change`` returns."""
     with gzip.open(path, "rt") as f:
         doc = json.load(f)
-    events = doc.get("traceEvents") or []
-    host = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op",
-                                                                           "user_annotation")]
-    if not host:
-        return 0
-    threads: dict[tuple, int] = {}
-    for e in host:
-        key = (e.get("pid"), e.get("tid"))
-        threads[key] = threads.get(key, 0) + 1
-    pid, tid = max(threads, key=lambda t: threads[t])
-    start = min(float(e["ts"]) for e in host)
-    end = max(float(e["ts"]) + float(e.get("dur", 0)) for e in host)
-    step_us = slice_s * 1e6
-    n = max(1, int(-(-(end - start) // step_us)))
-    for i in range(n):
-        ts = start + i * step_us
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}",
-                       "pid": pid, "tid": tid, "ts": ts, "dur": min(step_us, end - ts),
-                       "args": {"traceviz": "fixed time slice"}})
+    result = change(doc.setdefault("traceEvents", []))
     tmp = path.with_name(path.name + ".tmp")
     with gzip.open(tmp, "wt") as f:
         json.dump(doc, f)
     tmp.replace(path)
-    return n
+    return result
+
+
+def rename_step(path: Path, step: int) -> int:
+    """``ProfilerStep#step`` -> ``unfinished step N``: the step the code did not finish
+    is no step mark (``traceviz/steps.py``). Returns how many ranges were renamed."""
+    def change(events: list[dict]) -> int:
+        hits = [e for e in events if e.get("name") == f"ProfilerStep#{step}"]
+        for e in hits:
+            e["name"] = f"unfinished step {step}"
+            e.setdefault("args", {})["traceviz"] = "cut short: the code ended"
+        return len(hits)
+
+    return _rewrite(path, change)
+
+
+def add_time_slices(path: Path, slice_s: float) -> int:
+    """Mark a recording without steps: ``ProfilerStep#N`` ranges of ``slice_s`` seconds
+    on the busiest host thread, from its first to its last event (args say they are
+    traceviz's slices, not the code's steps). Returns how many."""
+    def change(events: list[dict]) -> int:
+        host = [e for e in events if e.get("ph") == "X"
+                and e.get("cat") in ("cpu_op", "user_annotation")]
+        if not host:
+            return 0
+        threads: dict[tuple, int] = {}
+        for e in host:
+            key = (e.get("pid"), e.get("tid"))
+            threads[key] = threads.get(key, 0) + 1
+        pid, tid = max(threads, key=lambda t: threads[t])
+        start = min(float(e["ts"]) for e in host)
+        end = max(float(e["ts"]) + float(e.get("dur", 0)) for e in host)
+        step_us = slice_s * 1e6
+        n = max(1, int(-(-(end - start) // step_us)))
+        for i in range(n):
+            ts = start + i * step_us
+            events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}",
+                           "pid": pid, "tid": tid, "ts": ts, "dur": min(step_us, end - ts),
+                           "args": {"traceviz": "fixed time slice"}})
+        return n
+
+    return _rewrite(path, change)
 
 
 def _module_ranges(nvtx: Any) -> list[Any]:

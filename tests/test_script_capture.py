@@ -89,11 +89,31 @@ def test_script_that_raises_keeps_what_was_recorded(tmp_path):
     meta = json.loads((out / "meta.json").read_text())
     assert meta["exit_status"] == 1
     assert meta["error"] == "RuntimeError: loss went NaN at step 4"
-    assert _steps_in_raw(_raw(out)) == [3, 4]  # the partial active phase is saved
+    raw = _raw(out)
+    assert _steps_in_raw(raw) == [3]  # the partial active phase is saved, whole steps only
+    cut = [e for e in raw if e.get("name") == "unfinished step 4"]
+    assert len(cut) == 1 and cut[0]["args"]["traceviz"] == "cut short: the code ended"
+    assert "1 of 3 recorded; step 4, cut short, is left out" in r.stderr
     bench = json.loads((out / "bench.json").read_text())
     assert bench["profiled_batches"] == 1 and "time_per_batch_s" in bench
     assert bench["timed_from"].startswith("the profiled steps")
-    assert Trace.load(out / "trace.parquet").meta["exit_status"] == 1
+    trace = Trace.load(out / "trace.parquet")
+    assert trace.meta["exit_status"] == 1
+    assert trace.events.loc[trace.events["kind"] == "step", "name"].tolist() == \
+        ["ProfilerStep#3"]
+
+
+@pytest.mark.capture
+def test_script_that_ends_before_the_profiled_steps_says_so(tmp_path):
+    needs("torch")
+    # 4 steps, --warmup 3: steps 0-2 unprofiled, step 3 the profiler's warm-up, no more
+    r, out = _capture(tmp_path, "--", str(SCRIPTS / "lstm_train.py"), "--steps", "4")
+    assert r.returncode == 0, r.stderr
+    assert "ended after 4 steps, before the profiled ones" in r.stderr
+    assert "lower --warmup" in r.stderr and "Traceback" not in r.stderr
+    assert not (out / "trace.pt.trace.json.gz").exists()
+    assert not (out / "trace.parquet").exists()
+    assert json.loads((out / "bench.json").read_text())["profiled_batches"] == 0
 
 
 @pytest.mark.capture
@@ -207,6 +227,12 @@ def test_profile_in_process(tmp_path):
     assert all(m["calls"] == 2 for m in mods)
     assert (tmp_path / "p" / "trace.parquet").is_file()
     traceviz.step()  # outside a session: nothing happens
+    # a notebook runs the cell again: the function is still the function
+    with traceviz.profile(steps=1, warmup=1, out=tmp_path / "again") as q:
+        for _ in range(4):
+            model(x).sum().backward()
+            opt.step()
+    assert q.trace is not None and q.bench["steps_from"] == "optimizer"
 
 
 @pytest.mark.parametrize("args, words", [
@@ -216,6 +242,9 @@ def test_profile_in_process(tmp_path):
     (["--modules", "--model", "fine_torch"], "--modules: is for a script"),
     (["--", "python", "-X", "dev", "a.py"], "interpreter option -X is not supported"),
     (["--slice", "0", "--", "a.py"], "--slice: is a positive number"),
+    (["--steps", "5", "--", "a.py"], "--steps is for the built-in variants"),
+    (["--", "-m", "no_such_module_here"], "no module named 'no_such_module_here'"),
+    (["--profile-steps", "0", "--", "a.py"], "--profile-steps: is at least 1"),
 ])
 def test_script_usage_errors_are_one_line(tmp_path, args, words):
     r = subprocess.run([*TRACEVIZ, "capture", *args], capture_output=True, text=True,

@@ -18,7 +18,7 @@ from traceviz.errors import TraceVizError
 
 if TYPE_CHECKING:
     from traceviz.analyses.ranks import RanksSummary
-    from traceviz.profile import Profile
+    from traceviz.profiling import Profile
     from traceviz.trace import Trace
 
 __version__ = "0.1.0"
@@ -80,7 +80,7 @@ def profile(steps: int = 3, warmup: int = 3, out: str | Path | None = None,
     without ``p.step()``/``traceviz.step()`` calls each ``optimizer.step()`` ends a step.
     Writes the run folder ``out`` (default ``runs/profile-TIMESTAMP/``) as ``traceviz
     capture`` does; ``modules``: time per ``nn.Module`` (forward ranges)."""
-    from traceviz.profile import profile as start
+    from traceviz.profiling import profile as start
 
     return start(steps, warmup, out, modules, force, slice_s)
 

@@ -55,6 +55,13 @@ class ScriptRequest:
         """The run's name: the script's file name or the module's."""
         return self.target[1] if self.target[0] == "-m" else Path(self.target[0]).name
 
+    @property
+    def stem(self) -> str:
+        """The run folder's stem: ``train`` for ``train.py`` and for ``-m pkg.train``."""
+        if self.target[0] == "-m":
+            return self.target[1].rsplit(".", 1)[-1]
+        return Path(self.target[0]).stem
+
 
 @dataclass
 class ScriptResult:
@@ -85,6 +92,7 @@ def split_command(command: list[str]) -> tuple[str, list[str]]:
     if command[0] == "-m":
         if len(command) < 2:
             raise UsageError("-m needs a module name")
+        _check_module(interpreter, command[1])
         return interpreter, command
     if command[0].startswith("-"):
         raise UsageError(f"interpreter option {command[0]} is not supported; put it in "
@@ -95,6 +103,22 @@ def split_command(command: list[str]) -> tuple[str, list[str]]:
     if not Path(command[0]).is_file():
         raise TraceVizError(f"{command[0]}: no such file")
     return interpreter, command
+
+
+def _check_module(interpreter: str, module: str) -> None:
+    """``-m MODULE``: that the module is found, as ``python -m`` looks for it (the working
+    directory first), before a run folder is made. The named interpreter answers, or this
+    one where that cannot run."""
+    probe = ("import importlib.util, os, sys; sys.path.insert(0, os.getcwd()); "
+             f"sys.exit(importlib.util.find_spec({module!r}) is None)")
+    try:
+        found = subprocess.run([interpreter, "-c", probe], capture_output=True,
+                               timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return  # the run itself will say what is wrong
+    if not found:
+        raise UsageError(f"-m {module}: no module named {module!r} (from "
+                         f"{Path.cwd()})")
 
 
 def is_tf_script(target: list[str]) -> bool:

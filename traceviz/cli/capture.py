@@ -56,14 +56,17 @@ class CaptureCommand(Command):
                             "fixed batch")
         p.add_argument("--warmup", type=int, default=3,
                        help="warm-up batches at least (default 3); warm-up goes on until the "
-                            "last 3 batch times agree within 1.5x, up to --max-warmup")
-        p.add_argument("--max-warmup", type=int, default=15,
+                            "last 3 batch times agree within 1.5x, up to --max-warmup. A "
+                            "script: its unprofiled first steps (default 3, at least 1)")
+        p.add_argument("--max-warmup", type=int,
                        help="warm-up batches at most (default 15)")
-        p.add_argument("--steps", type=int, default=10,
-                       help="timed batches without the profiler (default 10)")
+        p.add_argument("--steps", type=int,
+                       help="timed batches without the profiler (default 10; a script's "
+                            "timed steps are those it runs after the profiled ones)")
         p.add_argument("--profile-steps", type=int, default=3,
-                       help="profiled batches (default 3, after 1 wait + 1 warm-up step)")
-        p.add_argument("--seed", type=int, default=0)
+                       help="profiled batches (default 3, after 1 wait + 1 warm-up step; a "
+                            "script: after 1 profiler warm-up step)")
+        p.add_argument("--seed", type=int)
         p.add_argument("--python", metavar="PATH",
                        help="interpreter for gluon_mxnet (default: $TRACEVIZ_MXNET_PYTHON, "
                             "then ./.venv-mxnet from `traceviz env mxnet`)")
@@ -92,9 +95,10 @@ class CaptureCommand(Command):
         )
         from traceviz.runners.presets import make_workload
 
-        for flag in ("warmup", "steps", "profile_steps"):
-            if getattr(args, flag) < (0 if flag == "warmup" else 1):
-                raise UsageError("is too small", option=flag)
+        for flag in ("warmup", "steps", "profile_steps", "max_warmup"):
+            least = 0 if flag in ("warmup", "max_warmup") else 1
+            if getattr(args, flag) is not None and getattr(args, flag) < least:
+                raise UsageError(f"is at least {least}", option=flag)
         if args.slice is not None and not args.slice > 0:
             raise UsageError("is a positive number of seconds", option="slice")
         if args.script_cmd:
@@ -112,6 +116,9 @@ class CaptureCommand(Command):
                              "profiler already", option="profiler")
         args.profiler = args.profiler or "torch"
         args.preset = args.preset or "ptb_lm"
+        args.steps = 10 if args.steps is None else args.steps
+        args.max_warmup = 15 if args.max_warmup is None else args.max_warmup
+        args.seed = args.seed or 0
         device = args.device or default_device()
         check_runnable(args.model, device, args.profiler, args.python)
         if args.exec_mode and not VARIANTS[args.model].exec_modes:
@@ -155,7 +162,7 @@ class CaptureCommand(Command):
             f"  {tv} analyze {result.parquet} --plot {run_dir}/charts",
             f"  {tv} analyze {result.parquet} --export {run_dir}/tables",
             f"  {tv} analyze {result.parquet} --perfetto {run_dir}/perfetto.json   "
-            "(then open it in https://ui.perfetto.dev)",
+            "# then open it in https://ui.perfetto.dev",
             _open_hint(args.profiler, result.raw_trace, run_dir),
         ]
         for line in lines:  # unwrapped: paths and commands stay copy-pasteable

@@ -7,18 +7,21 @@ terminal, and its output is the user's.
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from traceviz.cli.base import stderr, stdout
 from traceviz.errors import UsageError
 
 SCRIPT_ONLY = ("modules", "slice")
 VARIANT_ONLY = ("preset", "mode", "amp", "exec_mode", "device", "batch", "seq", "hidden",
-                "layers", "embed", "vocab", "workers", "python")
+                "layers", "embed", "vocab", "workers", "python", "steps", "max_warmup", "seed",
+                "sparse_embedding")
 
 
 def self_command() -> str:
@@ -53,12 +56,18 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
                         slice_s=args.slice)
     if req.profiler == "tf" and args.modules:
         raise UsageError("module ranges are for PyTorch scripts", option="modules")
-    run_dir = args.out or stamped_dir(Path(req.name).stem)
+    run_dir = args.out or stamped_dir(req.stem)
     prepare_run_dir(run_dir, args.force)
     err = stderr()
-    err.print(f"traceviz: profiling [bold]{' '.join(command)}[/] under "
-              f"{_profiler_name(req.profiler)}: {max(1, req.warmup)} warm-up steps, then 1 + "
-              f"{req.profile_steps} profiled → {run_dir}", soft_wrap=True)
+    from traceviz.units import plural
+
+    err.print(f"traceviz: profiling {escape(shlex.join(command))} under "
+              f"{_profiler_name(req.profiler)}: {plural(max(1, req.warmup), 'unprofiled step')}"
+              f", 1 profiler warm-up step, then {plural(req.profile_steps, 'profiled step')}"
+              f" → {run_dir}", soft_wrap=True, highlight=False)
+    if req.warmup < 1:
+        err.print("[yellow]note:[/] --warmup 0: a script's first step always runs "
+                  "unprofiled (its end says where steps end): 1")
 
     def settled() -> None:  # the interpreter chosen: say how
         for note in req.notes:
@@ -66,7 +75,7 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
 
     result = run_script(req, run_dir, lambda event: _event(err, event), on_start=settled)
     for note in result.meta.get("notes") or []:
-        err.print(f"[yellow]note:[/] {note}")
+        err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
     out = stdout()
     if result.trace is not None:
         from traceviz.analyses import summarize
@@ -101,7 +110,8 @@ def _event(err: Console, event: dict) -> None:
 
 def _next_lines(out: Console, run_dir: Path, raw: Path | None, parquet: Path | None) -> None:
     files = ", ".join(p for p in (raw and str(raw.relative_to(run_dir)),
-                                  parquet and parquet.name, "bench.json", "meta.json") if p)
+                                  parquet and parquet.name, "bench.json", "meta.json",
+                                  "config.json") if p)
     out.print(f"\nrun folder: {run_dir}  ({files})", soft_wrap=True)
     if parquet is None:
         return
@@ -109,5 +119,5 @@ def _next_lines(out: Console, run_dir: Path, raw: Path | None, parquet: Path | N
     for line in ("next:", f"  {tv} analyze {parquet} --plot {run_dir}/charts",
                  f"  {tv} advise {run_dir}",
                  f"  {tv} analyze {parquet} --perfetto {run_dir}/perfetto.json   "
-                 "(then open it in https://ui.perfetto.dev)"):
+                 "# then open it in https://ui.perfetto.dev"):
         out.print(line, soft_wrap=True)
