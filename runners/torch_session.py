@@ -66,6 +66,7 @@ class TorchSession:
             self._nvtx = nvtx_ranges.provider(torch.cuda.is_available())
         if self.modules:
             self._handles += _module_ranges(self._nvtx if self.profiler == "nsys" else None)
+        self._handles.append(_ProfilerGuard())
         if self.profiler == "torch":
             self._whole = self._new_profiler(None)
             self._whole.__enter__()
@@ -119,9 +120,11 @@ class TorchSession:
         if torch.cuda.is_available():
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         # record_shapes: FLOPs and cast dtypes; profile_memory: the memory figures
-        return torch.profiler.profile(activities=activities, schedule=schedule,
+        prof = torch.profiler.profile(activities=activities, schedule=schedule,
                                       record_shapes=True, profile_memory=True,
                                       on_trace_ready=self._save if schedule else None)
+        prof._traceviz = True  # type: ignore[attr-defined]  # _ProfilerGuard lets it start
+        return prof
 
     def _save(self, prof: Any) -> None:
         self.trace_path = self.out / TRACE_NAME
@@ -262,6 +265,31 @@ def add_time_slices(path: Path, slice_s: float) -> int:
         return n
 
     return _rewrite(path, change)
+
+
+class _ProfilerGuard:
+    """Two torch.profiler sessions in one process crash it (a segmentation fault in
+    Kineto): while a session runs, a profiler the code starts itself raises, saying why.
+    ``remove()`` undoes it, as the hooks' handles do."""
+
+    def __init__(self) -> None:
+        import torch
+
+        cls = torch.profiler.profile
+        self._cls, self._start = cls, cls.start
+
+        def start(prof: Any) -> None:
+            if not getattr(prof, "_traceviz", False):
+                raise RuntimeError(
+                    "this code starts torch.profiler itself, which cannot run inside "
+                    "traceviz's profiler: run it as it is and read the trace it writes with "
+                    "`traceviz analyze`")
+            self._start(prof)
+
+        cls.start = start  # type: ignore[method-assign]
+
+    def remove(self) -> None:
+        self._cls.start = self._start  # type: ignore[method-assign]
 
 
 def _module_ranges(nvtx: Any) -> list[Any]:

@@ -307,3 +307,15 @@ def test_script_without_framework_ops_says_so(tmp_path):
     assert "args ['a', 'b']" in r.stdout
     assert "nothing to analyze" in r.stderr and "Traceback" not in r.stderr
     assert (out / "bench.json").is_file() and not (out / "trace.parquet").exists()
+
+
+@pytest.mark.capture
+def test_script_with_its_own_profiler_is_told_not_crashed(tmp_path):
+    needs("torch")
+    script = tmp_path / "selfprof.py"
+    script.write_text("import torch\nwith torch.profiler.profile():\n"
+                      "    torch.ones(3).sum()\nprint('unreachable')\n")
+    r, out = _capture(tmp_path, "--", str(script))
+    assert r.returncode == 1  # not a crash of the process (a signal)
+    assert "starts torch.profiler itself" in r.stderr and "unreachable" not in r.stdout
+    assert json.loads((out / "meta.json").read_text())["error"].startswith("RuntimeError")
