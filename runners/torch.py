@@ -108,13 +108,18 @@ def _onednn_lstm_works(dtype) -> bool:
 
 def _modules(variant: str, w: dict, device, options: dict | None = None):
     """Embedding (if the workload has a vocabulary) -> LSTM variant -> head, on device;
-    every variant starts from nn.LSTM's initial weights for the same seed."""
+    every variant starts from nn.LSTM's initial weights for the same seed, and so do the
+    embedding and head (equivalent variants then train alike: the same loss curve)."""
+    import torch
     from torch import nn
 
     from traceviz.runners import torch_variants
 
-    lstm: Any = torch_variants.build(variant, w["input"], w["hidden"], w["layers"], options)
-    lstm.load_lstm(nn.LSTM(w["input"], w["hidden"], w["layers"]))
+    ref = nn.LSTM(w["input"], w["hidden"], w["layers"])
+    with torch.random.fork_rng(devices=[]):  # the variant's own init draws nothing after
+        lstm: Any = torch_variants.build(variant, w["input"], w["hidden"], w["layers"],
+                                         options)
+    lstm.load_lstm(ref)
     parts = {"lstm": lstm}
     if w["vocab"]:
         parts["embed"] = nn.Embedding(w["vocab"], w["embed"], sparse=w["sparse_embedding"])

@@ -196,14 +196,25 @@ def amp_render(b: AmpBreakdown, fp32: str, amp: str, width: int = 120) -> Group:
 # ranks (its steps of widest spread)
 
 
-_SWEEP_COLS = (Col("point", "left"), Col("time/batch"), Col("min - max", drop=4),
-               Col("sequences/s", drop=5), Col("TFLOP/s", drop=2), Col("MFU", drop=3),
-               Col("idle", drop=6), Col("top kernel", "left", drop=1, name=True))
+_SWEEP_COLS = (Col("point", "left"), Col("time/batch"), Col("min - max", drop=5),
+               Col("sequences/s", drop=6), Col("TFLOP/s", drop=3), Col("MFU", drop=4),
+               Col("idle", drop=7), Col("first call", drop=2),
+               Col("top kernel", "left", drop=1, name=True))
+
+
+def _first_call(r: object) -> str:
+    """The first batches' time above the median, with the framework's own compile time
+    where it reported one; "–" for a sweep written before either."""
+    first, comp = getattr(r, "first_call_s", None), getattr(r, "framework_compile_s", None)
+    if first is None or first != first:
+        return "–"
+    return f"{first:.2f} s" + (f" (compile {comp:.2f})" if comp is not None and comp == comp
+                               else "")
 
 
 def sweep_render(df: pd.DataFrame, name: str, width: int = 120) -> Group:
     """The points of a sweep that ran: time per batch (NOISY marked) and its range, rate,
-    model TFLOP/s and MFU, idle share, top kernel."""
+    model TFLOP/s and MFU, idle share, first-call time, top kernel."""
     ok = df[df["status"] == "ok"]
 
     def missing(x: object) -> bool:
@@ -219,7 +230,7 @@ def sweep_render(df: pd.DataFrame, name: str, width: int = 120) -> Group:
                      "–" if missing(tflops) else f"{tflops:,.2f}",
                      "–" if missing(mfu) else fmt_pct(mfu),
                      "–" if missing(r.idle_fraction) else fmt_pct(r.idle_fraction),
-                     str(r.top_kernel)])
+                     _first_call(r), str(r.top_kernel)])
     t, left = fitted_table(f"Sweep {name} ({len(ok)} of {len(df)} points ok)", _SWEEP_COLS,
                            rows, width)
     note = left_note(width, left, where=f"a wider terminal or {name}")
