@@ -80,6 +80,9 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                 "warm-up": "–" if not tm or tm.warmup_batches is None else
                 str(tm.warmup_batches) + (" (not settled)" if tm.warmup_settled is False
                                           else ""),
+                "first call": "–" if not tm or tm.first_call_s is None or not
+                tm.warmup_batches else f"{tm.first_call_s:.3f} s"
+                + ("" if tm.compile_s is None else f" (compile {tm.compile_s:.3f} s)"),
                 "profiler overhead": "–" if not tm or tm.profiler_overhead is None else
                 f"{tm.profiler_overhead:.2f}x" if tm.overhead_significant else "within noise",
                 "elapsed": "–" if not bench else f"{bench['elapsed_s']:.3f} s "

@@ -31,6 +31,7 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
         ("  spread (CV)", [_cv(r.timings) for r in runs]),
         ("  profiler overhead", [_overhead(r.timings) for r in runs]),
         ("  warm-up batches", [_warmup(r.timings) for r in runs]),
+        ("  first call (warm-up over median)", [_first(r.timings) for r in runs]),
         ("sequences/s", ["–" if r.sequences_per_s is None else f"{r.sequences_per_s:,.1f}"
                          for r in runs]),
         ("model TFLOP/s (workload FLOPs / median)",
@@ -105,6 +106,13 @@ def _overhead(t: Timings | None) -> str:
     if t is None or t.profiler_overhead is None:
         return "–"
     return f"{t.profiler_overhead:.2f}x" if t.overhead_significant else "within noise"
+
+
+def _first(t: Timings | None) -> str:
+    if t is None or t.first_call_s is None or not t.warmup_batches:
+        return "–"
+    return f"{t.first_call_s:.3f} s" + ("" if t.compile_s is None else
+                                        f" (compile {t.compile_s:.3f} s)")
 
 
 def _warmup(t: Timings | None) -> str:
