@@ -218,7 +218,7 @@ def _gpu_id(device) -> tuple[str | None, int] | None:
     index = device.index if device.index is not None else torch.cuda.current_device()
     p = torch.cuda.get_device_properties(index)
     parts = [getattr(p, f"pci_{k}_id", None) for k in ("domain", "bus", "device")]
-    bus = (f"{parts[0]:08x}:{parts[1]:02x}:{parts[2]:02x}.0"
+    bus = (f"{parts[0]:08X}:{parts[1]:02X}:{parts[2]:02X}.0"
            if all(isinstance(v, int) for v in parts) else None)
     return bus, index
 

@@ -39,12 +39,16 @@ class StreamSet:
         self.cuda = device.type == "cuda"
         self.streams = [torch.cuda.Stream(device) for _ in range(count)] if self.cuda else []
 
+    def fork(self) -> None:
+        """Every side stream waits for what the current stream issued so far (the inputs
+        they read are ready)."""
+        for s in self.streams:
+            s.wait_stream(torch.cuda.current_stream())
+
     def on(self, k: int) -> contextlib.AbstractContextManager:
-        """Issue what follows on side stream k (after what the current stream issued so
-        far: its inputs are ready)."""
+        """Issue what follows on side stream k."""
         if not self.cuda:
             return contextlib.nullcontext()
-        self.streams[k].wait_stream(torch.cuda.current_stream())
         return torch.cuda.stream(self.streams[k])
 
     def mark(self) -> Any:
@@ -83,6 +87,7 @@ class _StreamsLayer(FineLayerW):
             self.streams = StreamSet(x.device, 1)
         s = self.streams
         bias = self.bias_ih + self.bias_hh
+        s.fork()
         with s.on(0):  # every step's input GEMM, each followed by its event
             xws = [(torch.addmm(bias, x[t], self.weight_ih.t()), s.mark())
                    for t in range(x.size(0))]
@@ -172,6 +177,7 @@ class WavefrontLSTM(nn.Module):
         c = [_zeros(x, self.hidden) for _ in range(n)]
         outs: list[list[Tensor]] = [[] for _ in range(n)]
         done: list[list[Any]] = [[] for _ in range(n)]  # event after layer l's step t
+        s.fork()  # x0 and the zero states are made: the layers' streams may start
         for d in range(seq + n - 1):
             for layer in range(max(0, d - seq + 1), min(n, d + 1)):
                 t = d - layer

@@ -59,8 +59,13 @@ class _Nvml:
 
             self.nv = pynvml
             pynvml.nvmlInit()
-            self.handle = (pynvml.nvmlDeviceGetHandleByPciBusId(bus_id) if bus_id
-                           else pynvml.nvmlDeviceGetHandleByIndex(index))
+            try:
+                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id) if bus_id \
+                    else None
+            except pynvml.NVMLError:
+                self.handle = None
+            if self.handle is None:  # NVML's index: right where no devices are hidden
+                self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         except ImportError:
             self.error = "pynvml is not installed (pip install nvidia-ml-py)"
         except Exception as e:  # NVMLError: no driver, no such device, no permission
