@@ -73,7 +73,7 @@ def settled(times: list[float]) -> bool:
     return len(last) == SETTLE_WINDOW and max(last) <= NOISY_MAX_OVER_MIN * min(last)
 
 
-def workload_flops(w: dict) -> dict:
+def workload_flops(w: dict, rank: int | None = None) -> dict:
     """FLOPs of one batch of a workload (multiply and add counted apart), by part.
 
     LSTM layer l: 2 * T * B * 4H * (I_l + H) per direction (the input and recurrent
@@ -82,10 +82,13 @@ def workload_flops(w: dict) -> dict:
     2 * T * B * H * V + T * B * V (bias); classifier: 2 * B * H * C + B * C. Softmax and
     loss: 5 FLOPs per logit forward, 3 backward. Training: the matrix products three
     times (forward, data gradient, weight gradient), the bias twice; the optimizer's
-    update is left out. Gate pointwise arithmetic is not counted (as in opcost)."""
+    update is left out. Gate pointwise arithmetic is not counted (as in opcost).
+    ``rank``: the factorized LSTM's (W ~ W2 W1), whose layer l does
+    2 * T * B * (r * (I_l + H) + 4H * r)."""
     t, b, h, layers = (int(w[k]) for k in ("seq", "batch", "hidden", "layers"))
-    lstm = sum(2 * t * b * 4 * h * ((int(w["input"]) if i == 0 else h) + h)
-               for i in range(layers))
+    widths = [int(w["input"]) if i == 0 else h for i in range(layers)]
+    lstm = sum(2 * t * b * (4 * h * (i + h) if rank is None else rank * (i + h) + 4 * h * rank)
+               for i in widths)
     head, bias, logits = 0, 0, 0
     if w.get("head") == "lm":
         v = int(w["vocab"])
@@ -130,7 +133,7 @@ def first_call_seconds(warmup: list[float], median: float) -> float:
 
 
 def bench_figures(run: Phases, batch: int, workload: dict | None = None,
-                  losses: list[float] | None = None) -> dict:
+                  losses: list[float] | None = None, rank: int | None = None) -> dict:
     """bench.json: timed batches without the profiler, and the profiled ones beside them,
     the workload's FLOPs per batch (and the model TFLOP/s they give at the median batch),
     the timed phase's peak memory, utilization and energy (per batch and per sequence),
@@ -155,7 +158,7 @@ def bench_figures(run: Phases, batch: int, workload: dict | None = None,
     if losses is not None:
         extra.update({"loss_per_batch": losses, "loss_first_batch": len(run.warmup_times)})
     if workload is not None:
-        flops = workload_flops(workload)
+        flops = workload_flops(workload, rank)
         extra.update({"workload_flops": flops["total"],
                       "workload_flops_parts": flops["parts"],
                       "model_tflops": flops["total"] / s["median"] / 1e12})

@@ -345,7 +345,8 @@ def run(cfg: dict, out: Path) -> dict:
                         profile_unmarked=True, memory=_memory_probe(device),
                         usage=usage_probe(_gpu_id(device)))
     bench = bench_figures(phases, w["batch"], w,
-                          losses=[float(v) for v in phases.outputs or []])
+                          losses=[float(v) for v in phases.outputs or []],
+                          rank=getattr(modules["lstm"], "rank", None))  # factorized: its FLOPs
     bench.update(_compile_time(variant))
     meta = {
         "framework": "torch",

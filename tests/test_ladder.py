@@ -66,6 +66,12 @@ def test_a_tiny_cpu_ladder(tmp_path, capsys):
     for name, r in rungs.items():
         assert r["median_s"] == median(name)
         assert r["speedup"] == pytest.approx(base / median(name))
+    # the factorized LSTM's FLOPs per batch (rank 16 // 4 = 4): 2 T B (r (I_l + H) + 4H r)
+    fact = json.loads((out / "factorized_torch" / "bench.json").read_text())
+    assert fact["workload_flops"] == sum(2 * 5 * 4 * (4 * (16 + 16) + 4 * 16 * 4)
+                                         for _ in range(2))
+    assert fact["workload_flops"] < json.loads(
+        (out / "fused_torch" / "bench.json").read_text())["workload_flops"]
     assert rungs["factorized_torch"]["step"] == pytest.approx(
         median("fused_torch") / median("factorized_torch"))
     # whatif on a CPU trace: no fusion model (a reason), a GEMM speed-up for factorized
