@@ -125,6 +125,13 @@ def test_capture_train_has_phases_and_gemm(tmp_path, capsys):
     assert ops["is_work"].sum() == len(t.kernels())
     cats = summarize(trace).categories.set_index("category")
     assert cats.loc["gemm", "count"] > 0 and cats.loc["elementwise", "count"] > 0
+    # training moves the loss; compare shows the timed phase's CPU % and first call
+    assert bench["loss_per_batch"][0] != bench["loss_per_batch"][-1]
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "run"), str(tmp_path / "run"), "--width", "160"]) == 0
+    out = capsys.readouterr().out
+    assert f"{bench['utilization']['cpu_percent']:.0f}%" in out
+    assert f"{bench['first_call_s']:.3f} s" in out
 
 
 @pytest.mark.capture

@@ -38,6 +38,9 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
          ["–" if r.model_tflops is None else f"{r.model_tflops:,.2f}" for r in runs]),
         ("  MFU (of the run's peak)", [_mfu(r) for r in runs]),
         ("peak memory (timed batches)", [_memory(r) for r in runs]),
+        ("CPU % (timed batches)", [_usage(r, "cpu_percent", "{:.0f}%") for r in runs]),
+        ("  GPU utilization", [_usage(r, "gpu_util_percent", "{:.0f}%") for r in runs]),
+        ("  energy per batch", [_usage(r, "energy_per_batch_j", "{:.3g} J") for r in runs]),
         (busy, [fmt_ns(r.busy_ns / r.per_step) for r in runs]),
         ("span", [fmt_ns(r.span_ns / r.per_step) for r in runs]),
         ("idle, 1 - busy/span (CPU: framework)",
@@ -106,6 +109,11 @@ def _overhead(t: Timings | None) -> str:
     if t is None or t.profiler_overhead is None:
         return "–"
     return f"{t.profiler_overhead:.2f}x" if t.overhead_significant else "within noise"
+
+
+def _usage(r: RunFigures, key: str, form: str) -> str:
+    value = (r.utilization or {}).get(key)
+    return "–" if value is None else form.format(value)
 
 
 def _first(t: Timings | None) -> str:
