@@ -131,3 +131,36 @@ def test_options_reach_only_the_variants_that_take_them():
     assert build("compile_full_torch", 4, 8, 1, {"rank": 3, "compile_mode": "max-autotune"}
                  ).mode == "max-autotune"
     assert isinstance(build("fused_torch", 4, 8, 1, {"rank": 3}), MODELS["fused_torch"])
+
+
+# the stream variants' CUDA path (streams, events, record_stream) and the whole-model
+# compile with CUDA graphs; a CPU runs their calls in order (the tests above)
+GPU_VARIANTS = ["streams_torch", "wavefront_torch", "transposed_torch", "compile_full_torch",
+                "graph_torch"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", GPU_VARIANTS)
+@pytest.mark.parametrize("train", [False, True])
+def test_variant_matches_nn_lstm_on_cuda(name, train):
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    ref = torch.nn.LSTM(6, 8, 3).cuda()
+    x = torch.randn(7, 3, 6, device="cuda")
+    model = build(name, 6, 8, 3).cuda()
+    model.load_lstm(ref)
+    with torch.set_grad_enabled(train):
+        for _ in range(3):  # graph capture and CUDA graph trees warm up over calls
+            x_var = x.clone().requires_grad_(train)
+            out, (h, c) = model(x_var)
+            if train:
+                (out.pow(2).sum() + c.sum()).backward()
+        out_ref, (h_ref, c_ref) = ref(x.clone().requires_grad_(train))
+    torch.cuda.synchronize()
+    assert torch.allclose(out, out_ref, atol=1e-4)
+    assert torch.allclose(h, h_ref, atol=1e-4) and torch.allclose(c, c_ref, atol=1e-4)
+    streams = getattr(model, "streams", None) or getattr(
+        getattr(model, "layers", [None])[0], "streams", None)
+    if name in ("streams_torch", "wavefront_torch"):
+        assert streams is not None and streams.cuda and streams.streams
