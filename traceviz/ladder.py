@@ -67,11 +67,14 @@ def factorized_gemm_speedup(w: Workload, rank: int | None = None) -> float:
     return dense / sum(r * (i + w.hidden) + 4 * w.hidden * r for i in widths)
 
 
-def ladder_workload(device: str, full: bool, **sizes: int | None) -> tuple[Workload, list[str]]:
+def ladder_workload(device: str, full: bool, batch: int | None = None, seq: int | None = None,
+                    hidden: int | None = None, layers: int | None = None
+                    ) -> tuple[Workload, list[str]]:
     """The study's shape (``seq100``, forward); on a CPU scaled down (the CPU caps) unless
     ``full`` or sizes are given."""
     # the CPU caps are the only thing the device changes: a full ladder asks for none
-    return make_workload(PRESET, "forward", "cuda" if full else device, **sizes)
+    return make_workload(PRESET, "forward", "cuda" if full else device, batch=batch, seq=seq,
+                         hidden=hidden, layers=layers)
 
 
 @dataclass
