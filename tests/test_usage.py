@@ -90,3 +90,72 @@ def test_energy_per_batch_and_sequence():
     u = bench["utilization"]
     assert u["energy_per_batch_j"] == 2.0 and u["energy_per_sequence_j"] == 0.5
     assert "loss_per_batch" not in bench
+
+
+class _FakeNvml:
+    """pynvml's calls the probe makes, answering from fixed counters: utilization 40 then
+    60 %, power 250 W, the energy counter at 1,000,000 mJ and 1,000,000 + 7,500 mJ."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, energy_supported: bool = True):
+        self.energy = [1_000_000, 1_007_500]
+        self.util = [40, 60]
+        self.supported = energy_supported
+        self.bus_ids: list[str] = []
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus_id):
+        self.bus_ids.append(bus_id)
+        return "gpu0"
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return f"gpu{index}"
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        import types
+
+        value = self.util.pop(0) if len(self.util) > 1 else self.util[0]  # 40, then 60
+        return types.SimpleNamespace(gpu=value)
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return 250_000  # mW
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        if not self.supported:
+            raise self.NVMLError("Not Supported")
+        return self.energy.pop(0)
+
+
+def test_nvml_figures_over_the_phase(monkeypatch, tmp_path):
+    import sys
+
+    fake = _FakeNvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    start, stop = usage_probe(gpu=("00000000:3B:00.0", 0), rapl=tmp_path)
+    start()
+    time.sleep(0.3)  # several 50 ms samples
+    u = stop()
+    assert fake.bus_ids == ["00000000:3B:00.0"]
+    assert u["energy_source"] == "nvml" and u["energy_j"] == pytest.approx(7.5)  # mJ -> J
+    assert u["gpu_samples"] >= 3 and u["gpu_power_w"] == pytest.approx(250.0)
+    # 40 once, then 60 for every later sample
+    n = u["gpu_samples"]
+    assert u["gpu_util_percent"] == pytest.approx((40 + 60 * (n - 1)) / n)
+    bench = protocol.bench_figures(_phases([0.1], [0.1] * 5, u), batch=8)
+    assert bench["utilization"]["energy_per_batch_j"] == pytest.approx(1.5)
+    assert bench["utilization"]["energy_per_sequence_j"] == pytest.approx(1.5 / 8)
+
+
+def test_nvml_without_an_energy_counter(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", _FakeNvml(energy_supported=False))
+    start, stop = usage_probe(gpu=(None, 0), rapl=tmp_path)
+    start()
+    u = stop()
+    assert u["energy_j"] is None and u["energy_source"] is None
+    assert any("no NVML energy counter" in n for n in u["notes"])
