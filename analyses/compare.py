@@ -56,6 +56,11 @@ class RunFigures:
     def per_step(self) -> int:
         return max(self.steps, 1)
 
+    @property
+    def utilization(self) -> dict[str, Any] | None:
+        """bench.json's utilization and energy over the timed batches (None before it)."""
+        return (self.meta.get("bench") or {}).get("utilization")
+
     def to_dict(self) -> dict[str, Any]:
         """``compare --json``'s object of one run: device figures per profiled step (a run
         without steps: its whole window), as ``compare`` prints them."""
@@ -71,6 +76,7 @@ class RunFigures:
             "model_tflops": self.model_tflops, "mfu": self.mfu, "mfu_key": self.mfu_key,
             "peak_memory_bytes": self.peak_memory_bytes,
             "peak_memory_what": self.peak_memory_what or None,
+            "utilization": self.utilization,
             "idle_fraction": self.idle_fraction,
             "launch_bound_fraction": self.launch_bound_fraction,
             "tensor_core_share": self.tensor_core_share,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from traceviz.runners.protocol import NOISY_CV, NOISY_MAX_OVER_MIN, spread
+from traceviz.runners.protocol import NOISY_CV, NOISY_MAX_OVER_MIN, first_call_seconds, spread
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,8 @@ class Timings:
     overhead_significant: bool          # profiled median outside [min, max] unprofiled
     warmup_batches: int | None
     warmup_settled: bool | None         # None: a run from before warm-up settled
+    first_call_s: float | None = None   # the warm-up batches' time above the median
+    compile_s: float | None = None      # the framework's own compile time, where reported
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"noisy_if": {"cv_above": NOISY_CV,
@@ -48,4 +50,8 @@ def timings(bench: dict | None) -> Timings | None:
         overhead_significant=prof is not None and not s["min"] <= prof <= s["max"],
         warmup_batches=bench.get("warmup_batches"),  # type: ignore[union-attr]
         warmup_settled=bench.get("warmup_settled"),  # type: ignore[union-attr]
+        first_call_s=first_call_seconds(
+            [float(t) for t in bench.get("warmup_times_s") or []],  # type: ignore[union-attr]
+            s["median"]),
+        compile_s=bench.get("framework_compile_s"),  # type: ignore[union-attr]
     )

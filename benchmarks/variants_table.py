@@ -57,20 +57,22 @@ def main() -> int:
     from traceviz.analyses.timings import timings
 
     print("| variant | mode | amp | time/batch (median) | min | max | CV | sequences/s | "
-          "warm-up | profiler overhead |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "warm-up | first call | profiler overhead |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for model, mode, amp, b, err in rows:
         if b is None:
-            print(f"| {model} | {mode} | {amp} | failed: {err} | | | | | | |")
+            print(f"| {model} | {mode} | {amp} | failed: {err} | | | | | | | |")
             continue
         t = timings(b)
         assert t is not None
         cv = f"{100 * t.cv:.1f}%" + (" NOISY" if t.noisy else "")
         overhead = (f"{t.profiler_overhead:.2f}x" if t.overhead_significant
                     else "within noise")
+        first = "–" if t.first_call_s is None else f"{t.first_call_s:.3f} s" + (
+            "" if t.compile_s is None else f" (compile {t.compile_s:.3f} s)")
         print(f"| {model} | {mode} | {amp} | {t.median_s:.4f} s | {t.min_s:.4f} | "
               f"{t.max_s:.4f} | {cv} | {b['sequences_per_s']:,.1f} | {t.warmup_batches} | "
-              f"{overhead} |")
+              f"{first} | {overhead} |")
     return 0
 
 

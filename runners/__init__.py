@@ -110,6 +110,17 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("fused_torch", "torch",
             "input projection for all steps + one recurrent GEMM and one fused pointwise step"),
     Variant("graph_torch", "torch", "CUDA graph replay of fused_torch", devices=("cuda",)),
+    Variant("streams_torch", "torch",
+            "combined GEMMs; the input GEMMs on a side CUDA stream ahead of the recurrent "
+            "ones, events between (in order on a CPU)"),
+    Variant("wavefront_torch", "torch",
+            "many-layer (wavefront) schedule: layer l at step t beside layer l+1 at step t-1, "
+            "a stream per layer (in order on a CPU)"),
+    Variant("transposed_torch", "torch", "fused_torch with the weights stored pre-transposed"),
+    Variant("factorized_torch", "torch",
+            "factorized LSTM: W ~ W2 W1 of rank --rank (default hidden/4); another model"),
+    Variant("compile_full_torch", "torch",
+            "torch.compile of the whole model, time loop included (--compile-mode)"),
     Variant("cudnn_tf", "tensorflow",
             "keras.layers.LSTM: cuDNN on GPU, Keras' generic loop on CPU", **_KERAS),
     Variant("generic_tf", "tensorflow", "keras.layers.LSTM(use_cudnn=False): Keras' loop",

@@ -26,6 +26,7 @@ from traceviz.runners.protocol import (
     serve,
 )
 from traceviz.runners.synthetic import samples_needed, synthetic_data
+from traceviz.runners.usage import usage_probe
 
 
 def init_params(w: dict, seed: int) -> dict:
@@ -93,6 +94,14 @@ def run(cfg: dict, out: Path) -> dict:
                               "(pip install 'jax[cuda12]', or --device cpu)") from None
     else:
         device = jax.devices("cpu")[0]
+    # JAX's own compile time: its tracing, lowering and backend compile events
+    compile_events: dict[str, float] = {}
+
+    def on_event(event: str, duration_secs: float, **kwargs: str | int) -> None:
+        if event.startswith("/jax/core/compile/"):
+            compile_events[event] = compile_events.get(event, 0.0) + duration_secs
+
+    jax.monitoring.register_event_duration_secs_listener(on_event)
     if w.get("workers", -1) > 0:
         raise RunnerError("scan_jax has no worker processes for data; --workers 0 feeds "
                           "shuffled batches from the main process")
@@ -161,7 +170,7 @@ def run(cfg: dict, out: Path) -> dict:
 
         x, y = (jnp.asarray(a) for a in batch_arrays())
 
-        def step() -> None:
+        def step() -> object:
             nonlocal state, x, y
             if w.get("workers", -1) >= 0:
                 with jax.profiler.TraceAnnotation("data"):
@@ -170,7 +179,7 @@ def run(cfg: dict, out: Path) -> dict:
                 state, loss = step_jit(state, x, y)
             else:
                 loss = step_jit(state[0], x, y)
-            loss.block_until_ready()
+            return loss.block_until_ready()
 
         logdir = out / "jaxprofile"
         shutil.rmtree(logdir, ignore_errors=True)  # a reused (--force) run folder's old profile
@@ -178,11 +187,16 @@ def run(cfg: dict, out: Path) -> dict:
             step, cfg, lambda: jax.profiler.start_trace(str(logdir)), jax.profiler.stop_trace,
             lambda i: jax.profiler.StepTraceAnnotation("step", step_num=i),
             min_warmup=1,  # the first call compiles
-            memory=_memory_probe(device))
+            memory=_memory_probe(device),
+            usage=usage_probe((None, device.id) if device.platform == "gpu" else None))
     files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
     if not files:
         raise RunnerError(f"jax.profiler wrote no .xplane.pb under {logdir}")
-    bench = bench_figures(phases, batch, w)
+    bench = bench_figures(phases, batch, w, losses=[float(v) for v in phases.outputs or []])
+    bench.update({"framework_compile_s": sum(compile_events.values()) or None,
+                  "framework_compile_note": "jax.monitoring: "
+                  + ", ".join(sorted(compile_events)) if compile_events
+                  else "jax.monitoring reported no compile event"})
     meta = {
         "framework": "jax",
         "framework_version": jax.__version__,

@@ -28,6 +28,7 @@ from protocol import (  # noqa: E402
     serve,
 )
 from synthetic import samples_needed, synthetic_data  # noqa: E402
+from usage import usage_probe  # noqa: E402
 
 # operators one by one in the profile, not fused into "ImperativeBulk" segments
 for _var in ("MXNET_EXEC_BULK_EXEC_TRAIN", "MXNET_EXEC_BULK_EXEC_INFERENCE"):
@@ -119,7 +120,7 @@ def run(cfg: dict, out: Path) -> dict:
 
     feed = batches()
 
-    def step() -> None:
+    def step() -> object:
         x, y = next(feed)
         if train:
             with autograd.record():
@@ -127,8 +128,9 @@ def run(cfg: dict, out: Path) -> dict:
             loss.backward()
             trainer.step(batch)  # type: ignore[union-attr]  # set whenever train
         else:
-            loss_fn(net(x), y)
+            loss = loss_fn(net(x), y)
         nd.waitall()  # MXNet is asynchronous: time the work, not the enqueueing
+        return loss  # per sequence: averaged after the timed phase
 
     # profiled phase: 2 unmarked steps, then the active steps as profiler tasks "step N"
     trace_path = out / "trace.mxnet.json"
@@ -145,9 +147,13 @@ def run(cfg: dict, out: Path) -> dict:
     phases = run_phases(
         step, cfg, lambda: mx.profiler.set_state("run"),
         lambda: (mx.profiler.set_state("stop"), mx.profiler.dump()), task,
-        memory=rss_probe())
+        memory=rss_probe(),
+        usage=usage_probe((None, ctx.device_id) if cfg["device"] == "cuda" else None))
 
-    bench = bench_figures(phases, batch, w)
+    bench = bench_figures(phases, batch, w, losses=[float(v.mean().asscalar())
+                                                   for v in phases.outputs or []])
+    bench.update({"framework_compile_s": None,
+                  "framework_compile_note": "imperative Gluon compiles nothing"})
     meta = {
         "framework": "mxnet",
         "framework_version": mx.__version__,

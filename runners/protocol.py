@@ -73,7 +73,7 @@ def settled(times: list[float]) -> bool:
     return len(last) == SETTLE_WINDOW and max(last) <= NOISY_MAX_OVER_MIN * min(last)
 
 
-def workload_flops(w: dict) -> dict:
+def workload_flops(w: dict, rank: int | None = None) -> dict:
     """FLOPs of one batch of a workload (multiply and add counted apart), by part.
 
     LSTM layer l: 2 * T * B * 4H * (I_l + H) per direction (the input and recurrent
@@ -82,10 +82,13 @@ def workload_flops(w: dict) -> dict:
     2 * T * B * H * V + T * B * V (bias); classifier: 2 * B * H * C + B * C. Softmax and
     loss: 5 FLOPs per logit forward, 3 backward. Training: the matrix products three
     times (forward, data gradient, weight gradient), the bias twice; the optimizer's
-    update is left out. Gate pointwise arithmetic is not counted (as in opcost)."""
+    update is left out. Gate pointwise arithmetic is not counted (as in opcost).
+    ``rank``: the factorized LSTM's (W ~ W2 W1), whose layer l does
+    2 * T * B * (r * (I_l + H) + 4H * r)."""
     t, b, h, layers = (int(w[k]) for k in ("seq", "batch", "hidden", "layers"))
-    lstm = sum(2 * t * b * 4 * h * ((int(w["input"]) if i == 0 else h) + h)
-               for i in range(layers))
+    widths = [int(w["input"]) if i == 0 else h for i in range(layers)]
+    lstm = sum(2 * t * b * (4 * h * (i + h) if rank is None else rank * (i + h) + 4 * h * rank)
+               for i in widths)
     head, bias, logits = 0, 0, 0
     if w.get("head") == "lm":
         v = int(w["vocab"])
@@ -123,10 +126,20 @@ def rss_probe() -> tuple[Callable[[], None], Callable[[], dict]]:
     return reset, read
 
 
-def bench_figures(run: Phases, batch: int, workload: dict | None = None) -> dict:
+def first_call_seconds(warmup: list[float], median: float) -> float:
+    """Compile and first-call time: the warm-up batches' time above the settled median
+    (what tracing, compiling, autotuning and lazy set-up added to the first batches)."""
+    return sum(max(0.0, t - median) for t in warmup)
+
+
+def bench_figures(run: Phases, batch: int, workload: dict | None = None,
+                  losses: list[float] | None = None, rank: int | None = None) -> dict:
     """bench.json: timed batches without the profiler, and the profiled ones beside them,
-    the workload's FLOPs per batch (and the model TFLOP/s they give at the median batch)
-    and the timed phase's peak memory.
+    the workload's FLOPs per batch (and the model TFLOP/s they give at the median batch),
+    the timed phase's peak memory, utilization and energy (per batch and per sequence),
+    the first batches' time above the median, and each timed batch's loss (``losses``;
+    ``loss_first_batch``: the batch number of the first, counted from 0 over warm-up and
+    timed batches, so runs with other warm-up counts line up).
 
     The profiler's overhead counts only where the profiled median lies outside the range
     of the unprofiled batches; inside it, it is indistinguishable from noise.
@@ -135,8 +148,17 @@ def bench_figures(run: Phases, batch: int, workload: dict | None = None) -> dict
     s = spread(times)
     prof_median = statistics.median(prof)
     extra: dict = {"memory": run.memory} if run.memory else {}
+    if run.usage:
+        u = dict(run.usage)
+        joules = u.get("energy_j")
+        u["energy_per_batch_j"] = joules / len(times) if joules is not None else None
+        u["energy_per_sequence_j"] = joules / (len(times) * batch) if joules is not None \
+            else None
+        extra["utilization"] = u
+    if losses is not None:
+        extra.update({"loss_per_batch": losses, "loss_first_batch": len(run.warmup_times)})
     if workload is not None:
-        flops = workload_flops(workload)
+        flops = workload_flops(workload, rank)
         extra.update({"workload_flops": flops["total"],
                       "workload_flops_parts": flops["parts"],
                       "model_tflops": flops["total"] / s["median"] / 1e12})
@@ -154,6 +176,7 @@ def bench_figures(run: Phases, batch: int, workload: dict | None = None) -> dict
         "warmup_settled": run.warmup_settled,
         "warmup_times_s": run.warmup_times,
         "profiled_batches": len(prof),
+        "first_call_s": first_call_seconds(run.warmup_times, s["median"]),
     } | extra
 
 
@@ -194,13 +217,18 @@ def run_result(out: Path, bench: dict, meta: dict, trace: str | Path | None) -> 
     return {"bench": bench, "meta": meta, "trace": str(trace) if trace else None}
 
 
-def timed_steps(step: Callable[[], None], n: int, label: str) -> list[float]:
-    """Run ``step`` n times; wall time of each (``step`` returns once its work is done)."""
+def timed_steps(step: Callable[[], object], n: int, label: str,
+                outputs: list | None = None) -> list[float]:
+    """Run ``step`` n times; wall time of each (``step`` returns once its work is done).
+    What each call returns goes into ``outputs`` (a loss, read after the phase: reading
+    a device value inside the timed step would wait for the device)."""
     times = []
     for i in range(n):
         t = time.perf_counter()
-        step()
+        out = step()
         times.append(time.perf_counter() - t)
+        if outputs is not None:
+            outputs.append(out)
         emit("progress", phase=label, done=i + 1, total=n)
     return times
 
@@ -212,9 +240,11 @@ class Phases(NamedTuple):
     warmup_times: list[float]
     warmup_settled: bool
     memory: dict | None = None  # the timed phase's peak memory (the runner's probe)
+    outputs: list | None = None  # what each timed step returned (its loss)
+    usage: dict | None = None   # utilization and energy over the timed phase
 
 
-def warm_up(step: Callable[[], None], least: int, most: int) -> tuple[list[float], bool]:
+def warm_up(step: Callable[[], object], least: int, most: int) -> tuple[list[float], bool]:
     """At least ``least`` batches, then more until the last ones agree (``settled``), at
     most ``most`` in all. Returns the warm-up times and whether they settled."""
     emit("phase", phase="warmup", total=least)
@@ -228,12 +258,13 @@ def warm_up(step: Callable[[], None], least: int, most: int) -> tuple[list[float
     return times, settled(times) or most <= least
 
 
-def run_phases(step: Callable[[], None], cfg: dict, start: Callable[[], None],
+def run_phases(step: Callable[[], object], cfg: dict, start: Callable[[], None],
                stop: Callable[[], None],
                around_step: Callable[[int], contextlib.AbstractContextManager],
                min_warmup: int = 0, after_step: Callable[[], None] = lambda: None,
                profile_unmarked: bool = False,
-               memory: tuple[Callable[[], None], Callable[[], dict]] | None = None) -> Phases:
+               memory: tuple[Callable[[], None], Callable[[], dict]] | None = None,
+               usage: tuple[Callable[[], None], Callable[[], dict]] | None = None) -> Phases:
     """The phases every runner shares: warm-up (until settled, see ``warm_up``), timed
     batches without the profiler, then one unmarked and one warm-up step and the active
     steps (numbered from 2, as torch.profiler numbers them), each active one inside
@@ -241,16 +272,20 @@ def run_phases(step: Callable[[], None], cfg: dict, start: Callable[[], None],
     with ``profile_unmarked`` before the unmarked ones, for a profiler with its own
     schedule) to ``stop()``; ``after_step()`` follows every step of that phase.
     ``min_warmup``: steps the first call needs whatever --warmup says (tracing, jit).
-    ``memory``: (reset, read) of the runner's peak-memory probe, around the timed
-    batches."""
+    ``memory``: (reset, read) of the runner's peak-memory probe, ``usage``: (start, stop)
+    of its utilization probe, both around the timed batches."""
     least = max(cfg["warmup"], min_warmup)
     warm, ok = warm_up(step, least, max(least, max_warmup(cfg)))
     emit("phase", phase="timed", total=cfg["steps"])
     if memory:
         memory[0]()
+    if usage:
+        usage[0]()
+    outputs: list = []
     t0 = time.perf_counter()
-    times = timed_steps(step, cfg["steps"], "timed")
+    times = timed_steps(step, cfg["steps"], "timed", outputs)
     elapsed = time.perf_counter() - t0
+    used = usage[1]() if usage else None
     peak = memory[1]() if memory else None
     active = cfg["profile_steps"]
     emit("phase", phase="profiled", total=active + 2)
@@ -272,7 +307,7 @@ def run_phases(step: Callable[[], None], cfg: dict, start: Callable[[], None],
     finally:
         if started:
             stop()
-    return Phases(times, elapsed, prof_times, warm, ok, peak)
+    return Phases(times, elapsed, prof_times, warm, ok, peak, outputs, used)
 
 
 def max_warmup(cfg: dict) -> int:

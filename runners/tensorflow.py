@@ -30,6 +30,7 @@ from traceviz.runners.protocol import (
     serve,
 )
 from traceviz.runners.synthetic import samples_needed, synthetic_data
+from traceviz.runners.usage import usage_probe
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # C++ INFO/WARNING lines: to the log
 
@@ -137,14 +138,14 @@ def run(cfg: dict, out: Path) -> dict:
     loader = w.get("workers", -1) >= 0
     device = "/GPU:0" if cfg["device"] == "cuda" else "/CPU:0"
 
-    def step() -> None:
+    def step() -> object:
         nonlocal x, target
         if loader:
             with tf.profiler.experimental.Trace("data"):
                 x, target = next(batches)
         with tf.device(device):
             loss = compiled(x, target)
-        loss.numpy()  # waits for the step's device work
+        return loss.numpy()  # waits for the step's device work
 
     logdir = out / "tfprofile"
     shutil.rmtree(logdir, ignore_errors=True)  # a reused (--force) run folder's old profile
@@ -154,7 +155,8 @@ def run(cfg: dict, out: Path) -> dict:
             tf.profiler.experimental.stop,
             lambda i: tf.profiler.experimental.Trace("step", step_num=i, _r=1),
             min_warmup=1,  # the first call traces (and compiles)
-            memory=_memory_probe(tf, cfg["device"]))
+            memory=_memory_probe(tf, cfg["device"]),
+            usage=usage_probe((None, 0) if cfg["device"] == "cuda" else None))
     except tf.errors.InvalidArgumentError as e:
         if exec_mode != "xla":
             raise
@@ -164,7 +166,11 @@ def run(cfg: dict, out: Path) -> dict:
     if not files:
         raise RunnerError(f"the TensorFlow profiler wrote no .xplane.pb under {logdir}")
 
-    bench = bench_figures(phases, w["batch"], w)
+    bench = bench_figures(phases, w["batch"], w,
+                          losses=[float(v) for v in phases.outputs or []])
+    bench.update({"framework_compile_s": None, "framework_compile_note":
+                  "tf.function and XLA report no compile time of their own; the first "
+                  "call's tracing and compiling are in first_call_s"})
     meta = {
         "framework": "tensorflow",
         "framework_version": tf.__version__,

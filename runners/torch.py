@@ -29,6 +29,7 @@ from traceviz.runners.protocol import (
     serve,
 )
 from traceviz.runners.synthetic import samples_needed, synthetic_data
+from traceviz.runners.usage import usage_probe
 
 
 def _batches(w: dict, cfg: dict, gen) -> Iterator[tuple]:
@@ -105,15 +106,20 @@ def _onednn_lstm_works(dtype) -> bool:
         return False
 
 
-def _modules(variant: str, w: dict, device):
+def _modules(variant: str, w: dict, device, options: dict | None = None):
     """Embedding (if the workload has a vocabulary) -> LSTM variant -> head, on device;
-    every variant starts from nn.LSTM's initial weights for the same seed."""
+    every variant starts from nn.LSTM's initial weights for the same seed, and so do the
+    embedding and head (equivalent variants then train alike: the same loss curve)."""
+    import torch
     from torch import nn
 
-    from traceviz.runners import torch_models
+    from traceviz.runners import torch_variants
 
-    lstm: Any = torch_models.build(variant, w["input"], w["hidden"], w["layers"])
-    lstm.load_lstm(nn.LSTM(w["input"], w["hidden"], w["layers"]))
+    ref = nn.LSTM(w["input"], w["hidden"], w["layers"])
+    with torch.random.fork_rng(devices=[]):  # the variant's own init draws nothing after
+        lstm: Any = torch_variants.build(variant, w["input"], w["hidden"], w["layers"],
+                                         options)
+    lstm.load_lstm(ref)
     parts = {"lstm": lstm}
     if w["vocab"]:
         parts["embed"] = nn.Embedding(w["vocab"], w["embed"], sparse=w["sparse_embedding"])
@@ -202,6 +208,41 @@ def _memory_probe(device) -> tuple[Callable[[], None], Callable[[], dict]]:
     return (lambda: torch.cuda.reset_peak_memory_stats(device)), read
 
 
+def _gpu_id(device) -> tuple[str | None, int] | None:
+    """(PCI bus id, index) of the run's GPU for NVML (whose numbering ignores
+    CUDA_VISIBLE_DEVICES, so the bus id is what names the same GPU); None on a CPU."""
+    import torch
+
+    if device.type != "cuda":
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    p = torch.cuda.get_device_properties(index)
+    parts = [getattr(p, f"pci_{k}_id", None) for k in ("domain", "bus", "device")]
+    bus = (f"{parts[0]:08X}:{parts[1]:02X}:{parts[2]:02X}.0"
+           if all(isinstance(v, int) for v in parts) else None)
+    return bus, index
+
+
+# the variants whose framework reports its own compile time, and how it is read
+COMPILED = ("compile_torch", "compile_full_torch")
+SCRIPTED = ("jit_torch", "static_torch")
+
+
+def _compile_time(variant: str) -> dict:
+    """bench.json's ``framework_compile_s`` (None where the framework reports none) and
+    ``framework_compile_note`` (where it came from, or why it is absent)."""
+    if variant in COMPILED:
+        from traceviz.runners.torch_ladder import compile_seconds
+
+        seconds, note = compile_seconds()
+        return {"framework_compile_s": seconds, "framework_compile_note": note}
+    if variant in SCRIPTED:
+        return {"framework_compile_s": None, "framework_compile_note":
+                "TorchScript reports no compile time of its own; its scripting, tracing "
+                "and profiling runs are in first_call_s"}
+    return {"framework_compile_s": None, "framework_compile_note": "eager: nothing compiled"}
+
+
 def run(cfg: dict, out: Path) -> dict:
     import torch
 
@@ -220,7 +261,10 @@ def run(cfg: dict, out: Path) -> dict:
     amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, None: None}[amp]
     torch.manual_seed(cfg["seed"])
     train = w["mode"] == "train"
-    modules = _modules(variant, w, device)
+    modules = _modules(variant, w, device, cfg.get("options"))
+    note = getattr(modules["lstm"], "cpu_note", None)
+    if note and device.type == "cpu":
+        emit("note", message=f"{variant} {note}")
     loss_of = _loss(modules, w)
     batches = _batches(w, cfg, torch.Generator().manual_seed(cfg["seed"]))
     x, target = (t.to(device) for t in next(batches))
@@ -261,7 +305,7 @@ def run(cfg: dict, out: Path) -> dict:
 
     loader = w.get("workers", -1) >= 0
 
-    def step() -> None:
+    def step() -> Any:
         nonlocal x, target
         if loader:  # a fresh batch through the DataLoader, inside the timed step
             with ranged("data"):
@@ -279,6 +323,7 @@ def run(cfg: dict, out: Path) -> dict:
                 scaler.update()
         if device.type == "cuda":
             torch.cuda.synchronize()  # a step ends when its device work has
+        return loss.detach()  # read after the timed phase (.item() would sync here)
 
     @contextlib.contextmanager
     def active_step(i: int) -> Iterator[None]:
@@ -297,8 +342,12 @@ def run(cfg: dict, out: Path) -> dict:
         torch.cuda.synchronize()  # model set-up's device work, before the first timed step
     start, stop, after_step, trace_path = _profiler_hooks(cfg, device, out)
     phases = run_phases(step, cfg, start, stop, active_step, after_step=after_step,
-                        profile_unmarked=True, memory=_memory_probe(device))
-    bench = bench_figures(phases, w["batch"], w)
+                        profile_unmarked=True, memory=_memory_probe(device),
+                        usage=usage_probe(_gpu_id(device)))
+    bench = bench_figures(phases, w["batch"], w,
+                          losses=[float(v) for v in phases.outputs or []],
+                          rank=getattr(modules["lstm"], "rank", None))  # factorized: its FLOPs
+    bench.update(_compile_time(variant))
     meta = {
         "framework": "torch",
         "framework_version": torch.__version__,

@@ -315,20 +315,3 @@ class GraphLSTM(nn.Module):
         static_x.copy_(x)
         graph.replay()
         return static_out
-
-
-MODELS: dict[str, type[nn.Module]] = {
-    "cudnn_torch": CudnnLSTM,
-    "cell_torch": CellLSTM,
-    "fine_torch": FineLSTM,
-    "jit_torch": JitLSTM,
-    "compile_torch": CompileLSTM,
-    "static_torch": StaticLSTM,
-    "naive8_torch": Naive8LSTM,
-    "fused_torch": FusedLSTM,
-    "graph_torch": GraphLSTM,
-}
-
-
-def build(name: str, input_size: int, hidden: int, layers: int) -> nn.Module:
-    return MODELS[name](input_size, hidden, layers)

@@ -20,9 +20,11 @@ from traceviz.trace import Trace  # noqa: E402
 TINY = ["--preset", "ptb_lm", "--batch", "4", "--seq", "5", "--hidden", "16", "--layers", "2",
         "--vocab", "50", "--embed", "8", "--warmup", "1", "--steps", "3",
         "--profile-steps", "2", "--device", "cpu"]
-# every PyTorch variant that runs on a CPU, from the registry; compile_torch works the
-# same way and is left out here for its ~20 s of compilation
-FAST_VARIANTS = [v.name for v in variants("torch", "cpu") if v.name != "compile_torch"]
+# every PyTorch variant that runs on a CPU, from the registry; compile_torch and
+# compile_full_torch work the same way and are left out here for their ~20 s of
+# compilation (test_compile_time_is_recorded captures one)
+COMPILED = ("compile_torch", "compile_full_torch")
+FAST_VARIANTS = [v.name for v in variants("torch", "cpu") if v.name not in COMPILED]
 
 
 def _capture(tmp_path, *args: str) -> tuple[int, Trace | None, dict]:
@@ -61,12 +63,46 @@ def test_capture_forward(tmp_path, model, capsys):
     assert bench["warmup_settled"] == protocol.settled(warm) or len(warm) == 15
     spread = protocol.spread(bench["batch_times_s"])
     assert bench["noisy"] == spread["noisy"] == bench["time_per_batch_s"]["noisy"]
+    # first call: the warm-up batches' time above the timed median
+    assert bench["first_call_s"] == pytest.approx(
+        sum(max(0.0, w - spread["median"]) for w in warm))
+    # one loss per timed batch; one fixed batch, no update: the same loss every time
+    losses = bench["loss_per_batch"]
+    assert len(losses) == 3 and len(set(losses)) == 1 and losses[0] > 0
+    assert bench["loss_first_batch"] == len(warm)
+    u = bench["utilization"]
+    # the probe runs around the timed batches (a few ms here: too short for a CPU % bound,
+    # the kernel updates other threads' CPU time in bursts; test_usage.py checks it)
+    assert u["wall_s"] >= bench["elapsed_s"] and u["cpu_percent"] >= 0
+    assert u["energy_j"] is not None or any("energy absent" in n for n in u["notes"])
     s = summarize(trace)
     assert s.cpu_trace and s.steps == 2 and s.kernel_count > 0
     names = set(trace.events["name"].astype(str))
     assert "forward" in names and "backward" not in names
     out = capsys.readouterr().out
     assert "Top leaf ops" in out and "sequences/s" in out and "next:" in out
+
+
+@pytest.mark.capture
+def test_compile_time_is_recorded(tmp_path, capsys):
+    code, _, bench = _capture(tmp_path, "--model", "compile_full_torch", "--mode", "forward",
+                              "--compile-mode", "default")
+    assert code == 0, capsys.readouterr().err
+    assert bench["framework_compile_s"] > 0 and "compile_inner" in \
+        bench["framework_compile_note"]
+    # compiling happens in the first call: it is in the warm-up's excess too
+    assert bench["first_call_s"] >= 0.5 * bench["framework_compile_s"]
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["options"] == \
+        {"compile_mode": "default"}
+
+
+def test_variant_options_belong_to_their_variants(tmp_path, capsys):
+    assert main(["capture", "--model", "fused_torch", "--rank", "2", *TINY,
+                 "--out", str(tmp_path / "r")]) == 2
+    assert "--rank: applies to factorized_torch" in capsys.readouterr().err
+    assert main(["capture", "--model", "factorized_torch", "--rank", "0", *TINY,
+                 "--out", str(tmp_path / "r")]) == 2
+    assert "--rank: must be a positive integer" in capsys.readouterr().err
 
 
 @pytest.mark.capture
@@ -89,6 +125,13 @@ def test_capture_train_has_phases_and_gemm(tmp_path, capsys):
     assert ops["is_work"].sum() == len(t.kernels())
     cats = summarize(trace).categories.set_index("category")
     assert cats.loc["gemm", "count"] > 0 and cats.loc["elementwise", "count"] > 0
+    # training moves the loss; compare shows the timed phase's CPU % and first call
+    assert bench["loss_per_batch"][0] != bench["loss_per_batch"][-1]
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "run"), str(tmp_path / "run"), "--width", "160"]) == 0
+    out = capsys.readouterr().out
+    assert f"{bench['utilization']['cpu_percent']:.0f}%" in out
+    assert f"{bench['first_call_s']:.3f} s" in out
 
 
 @pytest.mark.capture

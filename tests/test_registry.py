@@ -31,7 +31,7 @@ def _models_literal(path) -> set[str]:
 
 def test_registry_matches_the_torch_model_map():
     needs("torch")
-    from traceviz.runners.torch_models import MODELS
+    from traceviz.runners.torch_variants import MODELS
 
     _agree(set(MODELS), {v.name for v in variants("torch")})
 

@@ -56,6 +56,9 @@ def test_sweep_table(sweep_dir):
         assert (r.time_min_s, r.time_max_s, r.time_cv, r.noisy) == (
             t["min"], t["max"], t["cv"], t["noisy"])
         assert r.cpu_threads >= 1
+        assert r.first_call_s == bench["first_call_s"]
+        assert list(r.loss_per_batch) == bench["loss_per_batch"]
+        assert r.cpu_percent == bench["utilization"]["cpu_percent"]
 
 
 def test_sweep_resume_and_refusal(sweep_dir, capsys):
@@ -71,13 +74,15 @@ def test_sweep_resume_and_refusal(sweep_dir, capsys):
 def test_sweep_plot_and_reports(sweep_dir, tmp_path):
     assert main(["sweep-plot", str(sweep_dir), "--out", str(tmp_path / "plots")]) == 0
     assert {p.name for p in (tmp_path / "plots").iterdir()} == {
-        "time_vs_batch.png", "time_vs_batch.svg", "tflops_vs_batch.png", "tflops_vs_batch.svg"}
+        "time_vs_batch.png", "time_vs_batch.svg", "tflops_vs_batch.png", "tflops_vs_batch.svg",
+        "loss_curves.png", "loss_curves.svg"}
     run = sweep_dir / "points" / "fine_torch-b8-h8-s4-fp32"
     md = tmp_path / "report.md"
     assert main(["report", str(sweep_dir), str(run), "-o", str(md)]) == 0
     text = md.read_text()
     for heading in ("## Environment", "## Time per batch, elapsed and sequences/s",
-                    "## Idle and launch-bound fractions", "## Where the time goes", "## Sweep"):
+                    "## Idle and launch-bound fractions", "## Where the time goes", "## Sweep",
+                    "## Loss curves"):
         assert heading in text
     images = list((tmp_path / "report_files").iterdir())
     assert images and all(p.read_bytes()[:4] == b"\x89PNG" for p in images)
@@ -99,3 +104,37 @@ def test_an_older_sweep_gets_flops_and_the_noisy_verdict():
     assert (ok["workload_flops"] == 2 * 100 * ok["batch"] * 4 * 512 * (512 + 512)).all()
     assert (ok["model_tflops"] == ok["workload_flops"] / ok["time_per_batch_s"] / 1e12).all()
     assert (ok["noisy"] == (ok["time_max_s"] / ok["time_min_s"] > 1.5)).all()
+
+
+TRAIN = ["sweep", "--models", "cudnn_torch,fused_torch,factorized_torch", "--preset",
+         "rnn_bench", "--mode", "train", "--batch", "4", "--hidden", "8", "--seq", "4",
+         "--layers", "1", "--warmup", "2", "--max-warmup", "2", "--steps", "4",
+         "--profile-steps", "1", "--device", "cpu"]
+
+
+def test_equivalent_variants_draw_the_same_loss_curve(tmp_path):
+    """Training on the same data from the same seed, nn.LSTM and fused_torch compute the
+    same function: the same loss at every batch, the same curve drawn; the factorized
+    LSTM (rank hidden/4) is another model and draws its own."""
+    from traceviz.render.charts import sweep_plots
+    from traceviz.sweep import load_sweep
+
+    out = tmp_path / "train"
+    assert main([*TRAIN, "--out", str(out)]) == 0
+    df = load_sweep(out / "sweep.parquet")
+    assert (df["status"] == "ok").all()
+    bench = {r.model: json.loads((Path(r.run_dir) / "bench.json").read_text())
+             for r in df.itertuples(index=False)}
+    loss = {m: b["loss_per_batch"] for m, b in bench.items()}
+    assert all(len(v) == 4 for v in loss.values())
+    assert loss["cudnn_torch"][0] != loss["cudnn_torch"][-1]  # SGD moves the loss
+    assert loss["fused_torch"] == pytest.approx(loss["cudnn_torch"], rel=1e-5)
+    assert loss["factorized_torch"] != pytest.approx(loss["cudnn_torch"], rel=1e-3)
+    fig = sweep_plots(df, "train")["loss_curves"]
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    assert set(lines) == {"cudnn_torch", "fused_torch", "factorized_torch"}
+    for model, line in lines.items():
+        # x: the batch number from the first warm-up batch (2 warm-up batches here)
+        assert list(line.get_xdata()) == [2, 3, 4, 5] == \
+            [bench[model]["loss_first_batch"] + i for i in range(4)]
+        assert list(line.get_ydata()) == loss[model]

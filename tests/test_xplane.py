@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 from collections import Counter
 from pathlib import Path
@@ -249,6 +250,19 @@ def test_xla_thunks_are_ops(tmp_path_factory, model):
     for name in (gemm, "ynn_fusion"):  # XLA:CPU's YNNPACK dots
         assert set(ev.loc[(ev["kind"] == "op") & (ev["name"] == name), "category"]) <= {"gemm"}
     assert sorted(ev.loc[ev["kind"] == "step", "step"]) == [2, 3]
+    # bench.json: the loss of each timed batch (imdb trains: SGD/Adam moves it), the
+    # utilization probe, and JAX's own compile time (its monitoring events)
+    bench = json.loads((run / "bench.json").read_text())
+    losses = bench["loss_per_batch"]
+    assert len(losses) == 2 and all(math.isfinite(v) and v > 0 for v in losses)
+    assert losses[0] != losses[1]
+    assert bench["loss_first_batch"] == bench["warmup_batches"]
+    assert bench["utilization"]["cpu_percent"] >= 0
+    if model == "scan_jax":
+        assert bench["framework_compile_s"] > 0
+        assert "/jax/core/compile/backend_compile_duration" in bench["framework_compile_note"]
+    else:
+        assert bench["framework_compile_s"] is None and bench["framework_compile_note"]
 
 
 @pytest.mark.capture

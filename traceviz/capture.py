@@ -38,6 +38,7 @@ class CaptureRequest:
     profiler: str = "torch"
     python: str | None = None   # the interpreter for frameworks kept apart (MXNet)
     exec_mode: str | None = None  # TF Keras variants: "eager" or "function"
+    options: dict = field(default_factory=dict)  # a variant's own: rank, compile_mode
     notes: list[str] = field(default_factory=list)
 
     def config(self) -> dict:
@@ -45,7 +46,7 @@ class CaptureRequest:
                 "amp": self.amp, "seed": self.seed, "warmup": self.warmup,
                 "max_warmup": max(self.warmup, self.max_warmup), "steps": self.steps,
                 "profile_steps": self.profile_steps, "profiler": self.profiler,
-                "exec": self.exec_mode}
+                "exec": self.exec_mode, "options": self.options}
 
 
 @dataclass
@@ -81,6 +82,26 @@ def prepare_run_dir(path: Path, force: bool) -> None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise TraceVizError(f"{path}: cannot create the run folder ({e.strerror})") from None
+
+
+# a variant's own options: the variants that take each (runners/torch_variants.py OPTIONS)
+VARIANT_OPTIONS = {"rank": ("factorized_torch",), "compile_mode": ("compile_full_torch",)}
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+
+
+def variant_options(model: str, **given: object) -> dict:
+    """The options given (None: not given) that ``model`` takes; one given to a variant
+    that does not take it, or out of range, is a usage error."""
+    options = {k: v for k, v in given.items() if v is not None}
+    for key, value in options.items():
+        takers = VARIANT_OPTIONS[key]
+        if model not in takers:
+            raise UsageError(f"applies to {', '.join(takers)}, not {model}", option=key)
+        if key == "rank" and not (isinstance(value, int) and value >= 1):
+            raise UsageError("must be a positive integer", option=key)
+        if key == "compile_mode" and value not in COMPILE_MODES:
+            raise UsageError(f"takes {', '.join(COMPILE_MODES)}", option=key)
+    return options
 
 
 PROFILERS = ("torch", "nsys")  # torch: the framework's own profiler; nsys: Nsight Systems
@@ -173,6 +194,7 @@ def run_capture(req: CaptureRequest, run_dir: Path,
         "profiler": {"torch": "torch.profiler", "nsys": "Nsight Systems"}[req.profiler]
         if framework.name == "torch" else done["meta"].get("profiler", framework.name),
         **({"exec": done["meta"]["exec"]} if "exec" in done["meta"] else {}),
+        **({"options": req.options} if req.options else {}),
     })
     parquet = run_dir / "trace.parquet"
     trace.save(parquet, force=True)

@@ -146,8 +146,19 @@ def _row(point: dict, spec: SweepSpec, run_dir: Path, result=None, error: str = 
         "top_kernel": fig.top_kernel, "top_kernel_share": fig.top_kernel_share,
         "workload_flops": bench.get("workload_flops"), "model_tflops": fig.model_tflops,
         "mfu": fig.mfu, "peak_memory_bytes": fig.peak_memory_bytes,
+        "first_call_s": bench.get("first_call_s"),
+        "framework_compile_s": bench.get("framework_compile_s"),
+        "loss_per_batch": bench.get("loss_per_batch"),
+        "loss_first_batch": bench.get("loss_first_batch"),
     })
+    usage = bench.get("utilization") or {}
+    row.update({k: usage.get(k) for k in USAGE_COLUMNS})
     return row
+
+
+# bench.json's utilization figures a sweep row keeps
+USAGE_COLUMNS = ("cpu_percent", "gpu_util_percent", "gpu_power_w", "energy_per_batch_j",
+                 "energy_per_sequence_j")
 
 
 MARKER = ".traceviz-sweep"  # its content tells a worker whether it sees the driver's folder

@@ -22,6 +22,7 @@ from traceviz.cli.capture import CaptureCommand
 from traceviz.cli.compare import CompareCommand
 from traceviz.cli.env import EnvCommand
 from traceviz.cli.import_trace import ImportCommand
+from traceviz.cli.ladder import LadderCommand
 from traceviz.cli.models import ModelsCommand
 from traceviz.cli.report import ReportCommand
 from traceviz.cli.sweep import SweepCommand
@@ -32,7 +33,7 @@ from traceviz.errors import Terminated, TraceVizError
 COMMANDS: tuple[type[Command], ...] = (
     ImportCommand, AnalyzeCommand, CaptureCommand, ModelsCommand, EnvCommand,
     CompareCommand, AmpCommand, SweepCommand, SweepPlotCommand, ReportCommand,
-    WhatIfCommand, AdviseCommand,
+    WhatIfCommand, AdviseCommand, LadderCommand,
 )
 
 INTERNAL_ERROR = 3

@@ -21,7 +21,7 @@ class CaptureCommand(Command):
             "under a profiler; save raw trace, trace.parquet, bench.json")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        from traceviz.capture import PROFILERS
+        from traceviz.capture import COMPILE_MODES, PROFILERS
         from traceviz.runners.presets import PRESETS
 
         keras = [v.name for v in VARIANTS.values() if v.exec_modes]
@@ -44,6 +44,11 @@ class CaptureCommand(Command):
         p.add_argument("--exec", dest="exec_mode", choices=("function", "eager"),
                        help=f"Keras variants ({', '.join(keras)}): run the step "
                             "under tf.function (default) or eagerly")
+        p.add_argument("--rank", type=int,
+                       help="factorized_torch: the rank r of W ~ W2 W1 (default hidden/4)")
+        p.add_argument("--compile-mode", choices=COMPILE_MODES,
+                       help="compile_full_torch: torch.compile's mode (default "
+                            "reduce-overhead on a GPU, default on a CPU)")
         p.add_argument("--device", choices=DEVICES,
                        help="default: cuda when torch sees a GPU, else cpu")
         for name in SIZES:
@@ -92,6 +97,7 @@ class CaptureCommand(Command):
             default_run_dir,
             prepare_run_dir,
             run_capture,
+            variant_options,
         )
         from traceviz.runners.presets import make_workload
 
@@ -128,10 +134,12 @@ class CaptureCommand(Command):
         workload, notes = make_workload(
             args.preset, args.mode, device, sparse_embedding=args.sparse_embedding,
             workers=args.workers, amp=args.amp, **{k: getattr(args, k) for k in SIZES})
+        options = variant_options(args.model, rank=args.rank, compile_mode=args.compile_mode)
         req = CaptureRequest(args.model, workload, device, amp=args.amp, seed=args.seed,
                              warmup=args.warmup, max_warmup=args.max_warmup, steps=args.steps,
                              profile_steps=args.profile_steps, profiler=args.profiler,
-                             python=args.python, exec_mode=args.exec_mode, notes=notes)
+                             python=args.python, exec_mode=args.exec_mode, notes=notes,
+                             options=options)
         run_dir = args.out or default_run_dir(req)
         prepare_run_dir(run_dir, args.force)
         err = stderr()

@@ -11,8 +11,8 @@ from traceviz.errors import InputError
 
 class SweepPlotCommand(Command):
     name = "sweep-plot"
-    help = ("plot a sweep: time per batch vs batch size and vs timesteps per variant, and "
-            "model TFLOP/s vs batch size")
+    help = ("plot a sweep: time per batch vs batch size and vs timesteps per variant, "
+            "model TFLOP/s vs batch size, and the loss of every timed batch")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("sweep", type=Path, help="a sweep.parquet (or its folder)")
@@ -32,7 +32,8 @@ class SweepPlotCommand(Command):
             raise InputError(f"{path}: no captured points to plot")
         figs = sweep_plots(df, path.parent.name or path.stem)
         if not figs:
-            raise InputError(f"{path}: the sweep varies neither batch nor timesteps")
+            raise InputError(f"{path}: the sweep varies neither batch nor timesteps and "
+                             "recorded no losses")
         out = args.out or path.parent / "plots"
         refuse_existing(chart_paths(out, list(figs)), args.force)
         write_charts(out, figs, args.force)

@@ -15,6 +15,7 @@ from traceviz.analyses.amp import AmpBreakdown  # noqa: E402
 from traceviz.analyses.compare import RunFigures  # noqa: E402
 from traceviz.analyses.summary import Summary  # noqa: E402
 from traceviz.names import short_name  # noqa: E402
+from traceviz.render.loss_curves import loss_curves  # noqa: E402
 from traceviz.schema import CATEGORIES  # noqa: E402
 from traceviz.units import fmt_ns  # noqa: E402
 
@@ -190,8 +191,9 @@ def amp_waterfall(b: AmpBreakdown, fp32: str, amp: str) -> plt.Figure:
 
 
 def sweep_plots(df: pd.DataFrame, label: str = "sweep") -> dict[str, plt.Figure]:
-    """Execution time vs batch size and vs timesteps, one line per variant (+amp); the
-    figure is titled with the sweep's ``label``."""
+    """Execution time vs batch size and vs timesteps, one line per variant (+amp), and the
+    loss curves where the points recorded losses; each figure is titled with the sweep's
+    ``label``."""
     ok = df[df["status"] == "ok"].copy()
     ok["series"] = ok["model"] + ok["amp"].map(lambda a: "" if a == "none" else f" ({a})")
     figs = {}
@@ -236,6 +238,9 @@ def sweep_plots(df: pd.DataFrame, label: str = "sweep") -> dict[str, plt.Figure]
         figs[name] = fig
     if "model_tflops" in ok and ok["batch"].nunique() >= 2 and ok["model_tflops"].notna().any():
         figs["tflops_vs_batch"] = _tflops_vs_batch(ok, label)
+    loss = loss_curves(ok, label)
+    if loss is not None:
+        figs["loss_curves"] = loss
     return figs
 
 

@@ -43,6 +43,26 @@ def _safe(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in label)
 
 
+def _loss_section(figs: list[RunFigures]) -> Section | None:
+    """The runs' loss of every timed batch (bench.json), one line per run, a panel per
+    shape; None where no run recorded losses."""
+    from traceviz.render.loss_curves import loss_curves
+
+    rows = [{"series": f.label, **{k: (f.meta.get("workload") or {}).get(k)
+                                   for k in ("batch", "hidden", "seq")},
+             "loss_per_batch": (f.meta.get("bench") or {}).get("loss_per_batch"),
+             "loss_first_batch": (f.meta.get("bench") or {}).get("loss_first_batch")}
+            for f in figs]
+    fig = loss_curves(pd.DataFrame(rows), "runs")
+    if fig is None:
+        return None
+    section = Section("Loss curves", "The loss of every timed batch, against the batch "
+                      "number from the first warm-up batch: equivalent variants on the same "
+                      "data and seed draw the same curve.")
+    section.images.append(("loss_curves.png", _png(fig)))
+    return section
+
+
 def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                  ) -> list[Section]:
     """Sections for runs (their figures) and sweeps (label, sweep table)."""
@@ -80,6 +100,9 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                 "warm-up": "–" if not tm or tm.warmup_batches is None else
                 str(tm.warmup_batches) + (" (not settled)" if tm.warmup_settled is False
                                           else ""),
+                "first call": "–" if not tm or tm.first_call_s is None or not
+                tm.warmup_batches else f"{tm.first_call_s:.3f} s"
+                + ("" if tm.compile_s is None else f" (compile {tm.compile_s:.3f} s)"),
                 "profiler overhead": "–" if not tm or tm.profiler_overhead is None else
                 f"{tm.profiler_overhead:.2f}x" if tm.overhead_significant else "within noise",
                 "elapsed": "–" if not bench else f"{bench['elapsed_s']:.3f} s "
@@ -131,6 +154,9 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
         if len(figs) > 1:
             pies.images.append(("categories.png", _png(category_bars(figs))))
         sections.append(pies)
+        losses = _loss_section(figs)
+        if losses is not None:
+            sections.append(losses)
         if len(mpe_table(figs)) > 1:
             mpe = mpe_table(figs).map(lambda v: "–" if pd.isna(v) else f"{v:+.1f}%")
             sections.append(Section("Mean percentage error", "Time per batch, row vs "

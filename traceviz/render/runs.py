@@ -31,12 +31,16 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
         ("  spread (CV)", [_cv(r.timings) for r in runs]),
         ("  profiler overhead", [_overhead(r.timings) for r in runs]),
         ("  warm-up batches", [_warmup(r.timings) for r in runs]),
+        ("  first call (warm-up over median)", [_first(r.timings) for r in runs]),
         ("sequences/s", ["–" if r.sequences_per_s is None else f"{r.sequences_per_s:,.1f}"
                          for r in runs]),
         ("model TFLOP/s (workload FLOPs / median)",
          ["–" if r.model_tflops is None else f"{r.model_tflops:,.2f}" for r in runs]),
         ("  MFU (of the run's peak)", [_mfu(r) for r in runs]),
         ("peak memory (timed batches)", [_memory(r) for r in runs]),
+        ("CPU % (timed batches)", [_usage(r, "cpu_percent", "{:.0f}%") for r in runs]),
+        ("  GPU utilization", [_usage(r, "gpu_util_percent", "{:.0f}%") for r in runs]),
+        ("  energy per batch", [_usage(r, "energy_per_batch_j", "{:.3g} J") for r in runs]),
         (busy, [fmt_ns(r.busy_ns / r.per_step) for r in runs]),
         ("span", [fmt_ns(r.span_ns / r.per_step) for r in runs]),
         ("idle, 1 - busy/span (CPU: framework)",
@@ -105,6 +109,18 @@ def _overhead(t: Timings | None) -> str:
     if t is None or t.profiler_overhead is None:
         return "–"
     return f"{t.profiler_overhead:.2f}x" if t.overhead_significant else "within noise"
+
+
+def _usage(r: RunFigures, key: str, form: str) -> str:
+    value = (r.utilization or {}).get(key)
+    return "–" if value is None else form.format(value)
+
+
+def _first(t: Timings | None) -> str:
+    if t is None or t.first_call_s is None or not t.warmup_batches:
+        return "–"
+    return f"{t.first_call_s:.3f} s" + ("" if t.compile_s is None else
+                                        f" (compile {t.compile_s:.3f} s)")
 
 
 def _warmup(t: Timings | None) -> str:
@@ -196,14 +212,25 @@ def amp_render(b: AmpBreakdown, fp32: str, amp: str, width: int = 120) -> Group:
 # ranks (its steps of widest spread)
 
 
-_SWEEP_COLS = (Col("point", "left"), Col("time/batch"), Col("min - max", drop=4),
-               Col("sequences/s", drop=5), Col("TFLOP/s", drop=2), Col("MFU", drop=3),
-               Col("idle", drop=6), Col("top kernel", "left", drop=1, name=True))
+_SWEEP_COLS = (Col("point", "left"), Col("time/batch"), Col("min - max", drop=5),
+               Col("sequences/s", drop=6), Col("TFLOP/s", drop=3), Col("MFU", drop=4),
+               Col("idle", drop=7), Col("first call", drop=2),
+               Col("top kernel", "left", drop=1, name=True))
+
+
+def _first_call(r: object) -> str:
+    """The first batches' time above the median, with the framework's own compile time
+    where it reported one; "–" for a sweep written before either."""
+    first, comp = getattr(r, "first_call_s", None), getattr(r, "framework_compile_s", None)
+    if first is None or first != first:
+        return "–"
+    return f"{first:.2f} s" + (f" (compile {comp:.2f})" if comp is not None and comp == comp
+                               else "")
 
 
 def sweep_render(df: pd.DataFrame, name: str, width: int = 120) -> Group:
     """The points of a sweep that ran: time per batch (NOISY marked) and its range, rate,
-    model TFLOP/s and MFU, idle share, top kernel."""
+    model TFLOP/s and MFU, idle share, first-call time, top kernel."""
     ok = df[df["status"] == "ok"]
 
     def missing(x: object) -> bool:
@@ -219,7 +246,7 @@ def sweep_render(df: pd.DataFrame, name: str, width: int = 120) -> Group:
                      "–" if missing(tflops) else f"{tflops:,.2f}",
                      "–" if missing(mfu) else fmt_pct(mfu),
                      "–" if missing(r.idle_fraction) else fmt_pct(r.idle_fraction),
-                     str(r.top_kernel)])
+                     _first_call(r), str(r.top_kernel)])
     t, left = fitted_table(f"Sweep {name} ({len(ok)} of {len(df)} points ok)", _SWEEP_COLS,
                            rows, width)
     note = left_note(width, left, where=f"a wider terminal or {name}")

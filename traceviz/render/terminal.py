@@ -232,6 +232,10 @@ def timings_line(t: Timings) -> str:
     if t.warmup_batches is not None:
         settled = {True: "settled", False: "NOT settled", None: "fixed"}[t.warmup_settled]
         line += f" · warm-up {t.warmup_batches} batches ({settled})"
+    if t.first_call_s is not None and t.warmup_batches:
+        line += f" · first call +{t.first_call_s:.3f} s"
+        if t.compile_s is not None:
+            line += f" (compile {t.compile_s:.3f} s)"
     return line
 
 
