@@ -50,8 +50,9 @@ def timings(bench: dict | None) -> Timings | None:
         overhead_significant=prof is not None and not s["min"] <= prof <= s["max"],
         warmup_batches=bench.get("warmup_batches"),  # type: ignore[union-attr]
         warmup_settled=bench.get("warmup_settled"),  # type: ignore[union-attr]
+        # unknown (not 0) for a run whose bench.json kept no warm-up times
         first_call_s=first_call_seconds(
-            [float(t) for t in bench.get("warmup_times_s") or []],  # type: ignore[union-attr]
-            s["median"]),
+            [float(t) for t in bench["warmup_times_s"]], s["median"])  # type: ignore[index]
+        if (bench or {}).get("warmup_times_s") else None,
         compile_s=bench.get("framework_compile_s"),  # type: ignore[union-attr]
     )

@@ -99,13 +99,12 @@ class Variant:
 _KERAS: dict[str, Any] = {"exec_modes": True}
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("cudnn_torch", "torch", "nn.LSTM: cuDNN on GPU, oneDNN on CPU"),
-    Variant("cell_torch", "torch", "nn.LSTMCell loop (the seed's static LSTM)"),
+    Variant("cell_torch", "torch", "nn.LSTMCell loop, eager (one cell call per time step)"),
     Variant("fine_torch", "torch", "fine-grained gate ops, eager"),
     Variant("jit_torch", "torch", "fine-grained gate ops under TorchScript (torch.jit.script)"),
     Variant("compile_torch", "torch", "fine-grained cell under torch.compile"),
     Variant("static_torch", "torch",
-            "LSTMCell loop traced into one static TorchScript graph "
-            "(the seed's JIT-ed static LSTM)"),
+            "LSTMCell loop traced into one static TorchScript graph"),
     Variant("naive8_torch", "torch", "8 GEMMs per step (one per gate and input)"),
     Variant("fused_torch", "torch",
             "input projection for all steps + one recurrent GEMM and one fused pointwise step"),
@@ -126,10 +125,10 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("generic_tf", "tensorflow", "keras.layers.LSTM(use_cudnn=False): Keras' loop",
             **_KERAS),
     Variant("mode1_tf", "tensorflow",
-            "LSTM(use_cudnn=False, implementation=1): 4 matmuls per input (TF Mode 1)",
+            "LSTM(use_cudnn=False, implementation=1): 4 matmuls per input",
             **_KERAS),
     Variant("mode2_tf", "tensorflow",
-            "LSTM(use_cudnn=False, implementation=2): one batched matmul (TF Mode 2)",
+            "LSTM(use_cudnn=False, implementation=2): one batched matmul",
             **_KERAS),
     Variant("unroll_tf", "tensorflow", "LSTM(unroll=True): the time loop unrolled in the graph",
             **_KERAS),

@@ -153,7 +153,7 @@ class FineLSTM(_Layered):
 
 
 class JitLSTM(nn.Module):
-    """FineLSTM compiled by torch.jit.script (the seed's JIT-compiled fine-grained LSTM)."""
+    """FineLSTM compiled by torch.jit.script (a JIT-compiled fine-grained LSTM)."""
 
     def __init__(self, input_size: int, hidden: int, layers: int):
         super().__init__()

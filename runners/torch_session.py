@@ -286,7 +286,7 @@ class _ProfilerGuard:
                     "`traceviz analyze`")
             self._start(prof)
 
-        cls.start = start  # type: ignore[method-assign]
+        cls.start = start  # type: ignore[method-assign,assignment]
 
     def remove(self) -> None:
         self._cls.start = self._start  # type: ignore[method-assign]

@@ -110,7 +110,8 @@ HISTORY = [
     (r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b", "a commit hash"),
     (r"\bsessions?\b", "'session'"),
     (r"(?<![\w/`])#\d+\b|\bissue\b|\bPR\b", "an issue or pull-request number"),
-    (r"\bseeds?\b", "internal shorthand for the reproduced studies"),
+    # "random seed" and `--seed` are the option; "the seed's", "the seeds" the shorthand
+    (r"(?<!random )(?<!-)\bseeds?\b", "internal shorthand for the reproduced studies"),
     (r"\.\./shared\b", "a path outside the repository"),
 ]
 
