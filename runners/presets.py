@@ -1,4 +1,4 @@
-"""Workloads of the seeds, framework-independent: shapes, loss, optimizer, mode.
+"""Workloads of the reproduced LSTM studies, framework-independent: shapes, loss, optimizer, mode.
 
 A ``Workload`` is plain data so it can cross into a runner subprocess as JSON.
 """

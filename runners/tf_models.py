@@ -15,7 +15,7 @@ import numpy as np
 
 # Keras LSTM arguments per variant. On a GPU, cudnn_tf takes the cuDNN kernel (Keras'
 # "auto"); the others keep the generic Keras loop. generic_tf and mode2_tf build the
-# same graph in Keras 3 (implementation 2 is its default); the seeds named both.
+# same graph in Keras 3 (implementation 2 is its default); the TensorFlow studies named both.
 KERAS_VARIANTS: dict[str, dict] = {
     "cudnn_tf": {},
     "generic_tf": {"use_cudnn": False},
@@ -32,7 +32,7 @@ VARIANTS = (*KERAS_VARIANTS, *FINE_VARIANTS)
 # how the training/inference step runs: "eager", "function" (tf.function), "xla"
 DEFAULT_EXEC = {**dict.fromkeys(KERAS_VARIANTS, "function"), "xla_tf": "xla",
                 "eager_tf": "eager", "graph_tf": "function", "whileop_tf": "function"}
-# the Keras variants that --exec eager|function may switch (the seed's "TF-Eager" rows)
+# the Keras variants that --exec eager|function may switch (the studies' "TF-Eager" rows)
 EXEC_CHOICE = tuple(v for v in KERAS_VARIANTS if v != "xla_tf")
 
 

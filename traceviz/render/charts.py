@@ -24,7 +24,7 @@ SUMMARY_CHARTS = ("kernels_pie", "launch_overhead", "roofline", "memory")
 
 
 def kernel_pie(summary: Summary, label: str, top: int = 8) -> plt.Figure:
-    """Top-N kernels by total time plus "others" (the seeds' Figure 5 layout) of the run
+    """Top-N kernels by total time plus "others" (the reproduced studies' pie) of the run
     named ``label``."""
     k = summary.kernels
     total_ns = k["total_ns"].sum()

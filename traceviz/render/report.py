@@ -1,4 +1,4 @@
-"""Runs and sweeps written up like the seeds' reports (Markdown or HTML).
+"""Runs and sweeps written up like the reproduced studies' reports (Markdown or HTML).
 
 ``build_report`` turns figures already computed (``RunFigures`` with their ``Summary``,
 sweep tables) into sections (text, a table, charts); ``to_markdown`` keeps the charts
