@@ -83,7 +83,8 @@ class Reference:
 
     def cast_kernels(self) -> list[dict]:
         """Copy kernels named ...WithCast, but not those launched by an aten::copy_ whose
-        recorded dtypes keep the floating-point format (an integer copy): the launch
+        recorded dtypes keep the floating-point format (an integer copy) or whose source
+        is a 0-dim tensor (a scalar's conversion): the launch
         found by correlation id, its op by walking the launching thread's cpu_ops."""
         launch = self.launch_of()
         ops: dict = {}
@@ -100,8 +101,11 @@ class Reference:
                       if ns(o["ts"]) <= t < ns(o["ts"]) + ns(o["dur"])]
             op = max(around, key=lambda o: ns(o["ts"])) if around else None
             types = (op or {}).get("args", {}).get("Input type") or []
+            dims = (op or {}).get("args", {}).get("Input Dims") or []
             if not op or op["name"] != "aten::copy_" or len(types) < 2:
                 return False
+            if len(dims) > 1 and dims[1] == []:  # a 0-dim source: a scalar's conversion
+                return True
             return types[0] == types[1] or not (types[0] in FLOATS and types[1] in FLOATS)
 
         return [e for e in self.kernels if "copy_kernel" in e["name"]

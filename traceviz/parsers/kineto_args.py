@@ -119,23 +119,31 @@ def _dtype_change(names: pd.Categorical, args: list[_Args]) -> np.ndarray:
     categories = names.categories.tolist()
     row_names = [str(categories[c]).encode() for c in names.codes[rows].tolist()]
     inverse, combos = _distinct([row_names, list(map(attrgetter("input_type"), ra)),
-                                 list(map(attrgetter("concrete"), ra))])
-    per_key = np.array([dtype_change_of(n.decode(), t, c) for n, t, c in combos],
+                                 list(map(attrgetter("concrete"), ra)),
+                                 list(map(attrgetter("input_dims"), ra))])
+    per_key = np.array([dtype_change_of(n.decode(), t, c, d) for n, t, c, d in combos],
                        dtype=np.int8)
     out[rows] = per_key[inverse]
     return out
 
 
-def dtype_change_of(name: str, input_type: bytes, concrete: bytes) -> int:
+def dtype_change_of(name: str, input_type: bytes, concrete: bytes,
+                    input_dims: bytes = b"") -> int:
     """See ``_dtype_change``: copy_'s types are [dst, src]; _to_copy/to name the target
-    dtype by its ScalarType code in the second concrete input."""
+    dtype by its ScalarType code in the second concrete input. A 0-dim tensor converted
+    (an optimizer's step count or a Python float made a tensor: Adam converts several per
+    step) is bookkeeping, not data changing precision: 0."""
     try:
         types = msgspec.json.decode(input_type) if input_type else None
         values = msgspec.json.decode(concrete) if concrete else None
+        dims = msgspec.json.decode(input_dims) if input_dims else None
     except msgspec.DecodeError:
         return -1
     if not isinstance(types, list) or len(types) < 1:
         return -1
+    source = 1 if name == "aten::copy_" else 0  # the converted tensor's position
+    if isinstance(dims, list) and len(dims) > source and dims[source] == []:
+        return 0
     if name == "aten::copy_":
         if len(types) < 2:
             return -1
