@@ -21,7 +21,7 @@ from traceviz.errors import UsageError
 SCRIPT_ONLY = ("modules", "slice")
 VARIANT_ONLY = ("preset", "mode", "amp", "exec_mode", "device", "batch", "seq", "hidden",
                 "layers", "embed", "vocab", "workers", "python", "steps", "max_warmup", "seed",
-                "sparse_embedding")
+                "sparse_embedding", "rank", "compile_mode")
 
 
 def self_command() -> str:
