@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.phases import in_blocks, row_time
+from traceviz.categorical import per_distinct
 from traceviz.intervals import union_blocks
+from traceviz.schema import is_in
 
 if TYPE_CHECKING:  # the Trace type only
     from traceviz.trace import Trace
@@ -38,9 +40,10 @@ def module_table(trace: Trace, work: pd.DataFrame, wall_start: np.ndarray,
     ``kernels``/``kernel_ns`` (work launched inside them: kernels, or leaf ops on a CPU
     trace) and ``share`` of all that work. Empty when no module range was recorded."""
     ev = trace.events
-    names = ev["name"].astype(str)
-    a = ev[(ev["kind"] == "annotation").to_numpy() & (ev["device"] < 0).to_numpy()
-           & names.str.startswith(MODULE_PREFIX).to_numpy()]
+    # the prefix asked of each distinct name, not of every row (analyze runs this always)
+    named = per_distinct(ev["name"], lambda u: u.str.startswith(MODULE_PREFIX), fill=False)
+    a = ev[is_in(ev["kind"], "annotation") & (ev["device"] < 0).to_numpy()
+           & np.asarray(named, dtype=bool)]
     a = a[in_blocks(a["ts_ns"].to_numpy(np.int64), wall_start, wall_end) >= 0]
     if a.empty:
         return pd.DataFrame({c: pd.Series(dtype=str if c == "module" else

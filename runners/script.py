@@ -82,7 +82,8 @@ def _exit_of(e: SystemExit) -> tuple[int, str | None]:
     return 1, f"sys.exit({e.code!r})"
 
 
-def _versions(framework: str) -> dict:
+def versions(framework: str) -> dict:
+    """Python's and the framework's versions and the device, for meta.json."""
     meta: dict = {"python": platform.python_version(), "framework": framework}
     if framework == "torch" and "torch" in sys.modules:
         import torch
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         session.finish()
     bench = step_bench(session.step_times(), session.clock.source)
-    meta = _versions(cfg["framework"]) | {
+    meta = versions(cfg["framework"]) | {
         "profiler": cfg["profiler_name"], "command": cfg["command"], "cwd": os.getcwd(),
         "exit_status": status, "error": error, "step_marks": len(session.clock.marks),
         "notes": session.notes,

@@ -80,9 +80,9 @@ def profile(steps: int = 3, warmup: int = 3, out: str | Path | None = None,
     without ``p.step()``/``traceviz.step()`` calls each ``optimizer.step()`` ends a step.
     Writes the run folder ``out`` (default ``runs/profile-TIMESTAMP/``) as ``traceviz
     capture`` does; ``modules``: time per ``nn.Module`` (forward ranges)."""
-    from traceviz.profiling import profile as start
+    from traceviz.profiling import Profile
 
-    return start(steps, warmup, out, modules, force, slice_s)
+    return Profile(steps, warmup, out, modules, force, slice_s)
 
 
 def __getattr__(name: str):

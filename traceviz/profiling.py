@@ -14,7 +14,6 @@ unprofiled steps, one profiler warm-up step, ``steps`` recorded, the rest unprof
 
 from __future__ import annotations
 
-import platform
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -56,33 +55,21 @@ class Profile:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
-        import torch
-
         from traceviz.runners.protocol import run_result, step_bench
+        from traceviz.runners.script import versions
         from traceviz.script_capture import save_trace
 
         s = self._session
         s.finish()
         self.notes = s.notes
         self.bench = step_bench(s.step_times(), s.clock.source)
-        meta = {"python": platform.python_version(), "framework": "torch",
-                "framework_version": torch.__version__, "profiler": "torch.profiler",
-                "command": "traceviz.profile()", "step_marks": len(s.clock.marks),
-                "error": f"{kind.__name__}: {error}" if kind else None, "notes": s.notes}
+        meta = versions("torch") | {
+            "profiler": "torch.profiler", "command": "traceviz.profile()",
+            "step_marks": len(s.clock.marks),
+            "error": f"{kind.__name__}: {error}" if kind else None, "notes": s.notes}
         run_result(self.run_dir, self.bench, meta, s.trace_path)
         if s.trace_path is not None:
             self.trace, _ = save_trace(s.trace_path, self.run_dir, {
                 "model": "traceviz.profile", "variant": "traceviz.profile",
                 "bench": self.bench, "runner": meta, "profiler": "torch.profiler"})
 
-
-def profile(steps: int = 3, warmup: int = 3, out: str | Path | None = None,
-            modules: bool = False, force: bool = False,
-            slice_s: float | None = None) -> Profile:
-    """Profile the code inside ``with``: ``warmup`` unprofiled steps, one profiler warm-up
-    step, then ``steps`` recorded under torch.profiler; steps end at ``p.step()``,
-    ``traceviz.step()`` or (without either) each ``optimizer.step()``. On exit the run
-    folder ``out`` (default ``runs/profile-TIMESTAMP/``) holds the raw trace,
-    ``trace.parquet``, ``bench.json`` and ``meta.json``, and ``p.trace`` is the Trace.
-    ``modules``: each ``nn.Module`` call as a ``module: NAME`` range (time per layer)."""
-    return Profile(steps, warmup, out, modules, force, slice_s)
