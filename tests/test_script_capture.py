@@ -239,6 +239,8 @@ def test_profile_in_process(tmp_path):
     (["--model", "fine_torch", "--", "x.py"], "--model is for the built-in variants"),
     (["--", "python", "missing.py"], "missing.py: no such file"),
     (["--", "notes.txt"], "not a Python script"),
+    (["--", "python", str(ROOT / "sample_traces" / "script" / "lstm_train" /
+                          "trace.pt.trace.json.gz")], "not Python source"),
     (["--modules", "--model", "fine_torch"], "--modules: is for a script"),
     (["--", "python", "-X", "dev", "a.py"], "interpreter option -X is not supported"),
     (["--slice", "0", "--", "a.py"], "--slice: is a positive number"),

@@ -102,7 +102,21 @@ def split_command(command: list[str]) -> tuple[str, list[str]]:
                          "SCRIPT ARGS (or -m MODULE ARGS)")
     if not Path(command[0]).is_file():
         raise TraceVizError(f"{command[0]}: no such file")
+    _check_source(Path(command[0]))
     return interpreter, command
+
+
+def _check_source(path: Path) -> None:
+    """That the script is Python source (compiled, not run), before a run folder is made:
+    a trace or a binary given by mistake is one line, not a run of Python's traceback."""
+    try:
+        compile(path.read_bytes(), str(path), "exec")
+    except (SyntaxError, ValueError) as e:  # ValueError: NUL bytes
+        where = f" (line {e.lineno})" if isinstance(e, SyntaxError) and e.lineno else ""
+        reason = e.msg if isinstance(e, SyntaxError) else str(e)
+        raise UsageError(f"{path}: not Python source{where}: {reason}") from None
+    except OSError as e:
+        raise TraceVizError(f"{path}: cannot read it ({e.strerror})") from None
 
 
 def _check_module(interpreter: str, module: str) -> None:

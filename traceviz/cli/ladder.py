@@ -45,8 +45,9 @@ class LadderCommand(Command):
         from traceviz.runners import VARIANTS
 
         for flag in ("warmup", "steps", "profile_steps"):
-            if getattr(args, flag) < (0 if flag == "warmup" else 1):
-                raise UsageError("is too small", option=flag)
+            least = 0 if flag == "warmup" else 1
+            if getattr(args, flag) < least:
+                raise UsageError(f"is at least {least}", option=flag)
         device = args.device or default_device()
         names = {r.variant for r in RUNGS}
         asked = names if not args.rungs else \
