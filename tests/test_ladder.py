@@ -88,3 +88,12 @@ def test_a_tiny_cpu_ladder(tmp_path, capsys):
                  "--width", "160"]) == 0
     text = capsys.readouterr().out
     assert "naive8_torch" in text and "fused_torch" in text and "1.2x" in text
+
+
+def test_a_used_out_folder_is_kept_without_force(tmp_path, capsys):
+    out = tmp_path / "ladder"
+    (out / "naive8_torch").mkdir(parents=True)
+    (out / "naive8_torch" / "bench.json").write_text("{}")
+    assert main(["ladder", "--rungs", "fused_torch", *TINY, "--out", str(out)]) == 2
+    assert "folder is not empty (use --force" in capsys.readouterr().err
+    assert (out / "naive8_torch" / "bench.json").read_text() == "{}"

@@ -124,6 +124,7 @@ def run_ladder(workload: Workload, device: str, out: Path, rungs: tuple[Rung, ..
         req = CaptureRequest(rung.variant, workload, device, warmup=warmup,
                              max_warmup=max_warmup, steps=steps, profile_steps=profile_steps)
         try:
+            # the ladder's folder was checked (or --force given) before the first rung
             prepare_run_dir(run_dir, force=True)
             cap = run_capture(req, run_dir, on_event=partial(_note, res=res))
         except TraceVizError as e:

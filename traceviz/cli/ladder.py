@@ -37,6 +37,8 @@ class LadderCommand(Command):
                        help="profiled batches per rung (whatif replays them)")
         p.add_argument("--out", type=Path, metavar="DIR",
                        help="where the rungs' run folders go (default runs/ladder-<time>/)")
+        p.add_argument("--force", action="store_true",
+                       help="reuse a non-empty --out folder (its rung folders are replaced)")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
 
@@ -61,6 +63,9 @@ class LadderCommand(Command):
         w, notes = ladder_workload(device, args.full, batch=args.batch, seq=args.seq,
                                    hidden=args.hidden, layers=args.layers)
         out = args.out or Path("runs") / f"ladder-{time.strftime('%Y%m%d-%H%M%S')}"
+        from traceviz.capture import prepare_run_dir
+
+        prepare_run_dir(out, args.force)  # before any rung runs: earlier rungs are kept
         err = stderr()
         for note in notes:
             err.print(f"[yellow]note:[/] {note.replace('--batch/--seq', '--full')}")
