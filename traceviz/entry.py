@@ -29,6 +29,8 @@ def entry() -> None:
         from traceviz.cli import main
 
         code = main()
+        if code in INTERRUPTED:  # main caught the interruption and said so
+            _quiet_threads()
         # the work is done and its outputs are in place: a signal from here on has nothing
         # to stop. One landing in the interpreter's shutdown printed a KeyboardInterrupt
         # from threading._shutdown or killed the process by SIGINT (status -2). Set here,
@@ -64,7 +66,8 @@ def _quiet_threads() -> None:
     """After an interruption, errors of threads tearing down are not reported: the decode
     pool's management thread, finding its workers gone with the Ctrl-C, closed an
     already-closed pipe and printed "Exception in thread" with a traceback after
-    "traceviz: interrupted" (CI, once)."""
+    "traceviz: interrupted" (CI, twice: once with the interruption caught here, once
+    caught by ``main``, which says "interrupted" itself and returns 130)."""
     import threading
 
     threading.excepthook = lambda args: None

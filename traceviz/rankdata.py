@@ -182,13 +182,13 @@ def analyze_dataset(path: Path, memory_limit: str | None = None,
 
     meta = dataset_meta(path)
     limit = default_memory_limit() if memory_limit is None else parse_memory_limit(memory_limit)
-    con = _duckdb(limit)
     ranks = sorted(int(r) for r in meta["ranks"])
     # one rank per worker at a time, each worker's DuckDB under the same limit
     jobs = [(str(path), r, meta["ranks"][str(r)], limit) for r in ranks]
     figures, totals = _gather(_pool_map(dataset_rank, workers)(jobs), len(jobs), on_rank)
     summary = summarize_ranks(figures, totals.table())
     if not totals.ranks_without:
+        con = _duckdb(limit)
         summary.top_kernels = _sql_top_kernels(con, path, ranks, summary.top_kernels, limit)
     summary.notes.append(f"{len(ranks)} ranks from the dataset, numbered {meta.get('numbered')}")
     return summary

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from traceviz.errors import InputError, RunFailed
+from traceviz.errors import InputError, RunFailed, TraceVizError
 from traceviz.fileio import atomic_output
 from traceviz.folders import DATASET_META, describe_folder, rank_files
 
@@ -234,19 +234,26 @@ def _pool_map(fn: Callable[..., Any], workers: int | None) -> JobMap:
     """``fn`` over the jobs in ``workers`` local processes (default: one per core), yielding
     (job index, result) as they finish; in this process when one worker would do."""
     def run(jobs: list[tuple]) -> Iterator[tuple[int, Any]]:
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures import as_completed
+        from concurrent.futures.process import BrokenProcessPool
 
         n = min(workers or os.cpu_count() or 1, len(jobs))
         if n <= 1:
             yield from ((i, fn(*j)) for i, j in enumerate(jobs))
             return
-        from traceviz.parsers.jsonstream import kill_pool
+        from traceviz.pools import kill_pool, process_pool
 
-        pool = ProcessPoolExecutor(max_workers=n)
+        pool = process_pool(n, [fn.__module__], fork_if_safe=True)
         try:
             futures = {pool.submit(fn, *j): i for i, j in enumerate(jobs)}
             for fut in as_completed(futures):
-                yield futures[fut], fut.result()
+                try:
+                    result = fut.result()
+                except BrokenProcessPool:
+                    raise TraceVizError(f"a worker process died while reading the ranks ({n} "
+                                        "ran at once): killed by the system, out of memory?"
+                                        ) from None
+                yield futures[fut], result
         except BaseException:
             # Ctrl-C, a failed rank or an abandoned generator: the queued ranks are not
             # worth finishing (a pool's own exit waits for every one: 10 s at 512 ranks)

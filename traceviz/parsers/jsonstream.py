@@ -10,16 +10,15 @@ error and the consumer joins it with the next one (``Piece.sep`` keeps the exact
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
 from traceviz.errors import TraceVizError
+from traceviz.pools import kill_pool, process_pool
 
 _SEP = re.compile(rb"\}\s*,\s*\{")
 _CLOSE = re.compile(rb"\}\s*\]")
@@ -252,16 +251,7 @@ def decode_in_order(
         for piece in pieces:
             yield from settle(piece, *decode(piece))
     else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        # the fork server checks that its parent still is this process (worker_preload)
-        os.environ["TRACEVIZ_POOL_PARENT"] = str(os.getpid())
-        quiet_resource_tracker()
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["traceviz.parsers.worker_preload", decode.__module__])
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                                   initializer=worker_init)
+        pool = process_pool(workers, [decode.__module__])
         try:
             queue: deque = deque()
             for piece in pieces:
@@ -280,60 +270,6 @@ def decode_in_order(
         pool.shutdown()
     if carry is not None:
         raise TraceVizError(f"{name}: malformed JSON ({last_error})")
-
-
-def quiet_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker with its stderr on /dev/null (once per
-    process). After Ctrl-C kills the decode pool, the tracker outlives the CLI by a moment,
-    unlinks the pool's semaphores itself and warns about each ("leaked semaphore objects",
-    "No such file or directory"): lines after "traceviz: interrupted" on the user's
-    terminal (CI, once), about a clean-up that happens anyway."""
-    from multiprocessing import resource_tracker
-
-    if getattr(resource_tracker._resource_tracker, "_fd", None) is not None:
-        return  # running already, with whatever stderr it was started with
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 2)  # the tracker inherits fd 2 when it starts
-        resource_tracker.ensure_running()
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(null)
-
-
-def die_with_parent() -> None:
-    """Have the kernel kill this process when its parent dies (Linux; elsewhere a no-op)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def worker_init() -> None:
-    """In each decode worker: leave Ctrl-C to the parent, and die with the fork server
-    (which dies with the CLI), so a killed import leaves no worker behind."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent()
-
-
-def kill_pool(pool) -> None:
-    """Stop a ProcessPoolExecutor now: its workers killed, queued work cancelled."""
-    # the call queue's feeder thread may be writing a piece into a killed worker's pipe,
-    # where it stays: exit must not wait for it
-    with contextlib.suppress(Exception):
-        pool._call_queue.cancel_join_thread()
-    for proc in list((getattr(pool, "_processes", None) or {}).values()):
-        with contextlib.suppress(Exception):
-            proc.kill()
-    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def file_ranges(path: str, key: bytes, chunk_bytes: int, name: str = "input",

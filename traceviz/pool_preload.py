@@ -1,5 +1,5 @@
 """Imported only by multiprocessing's fork server (``set_forkserver_preload``), to tie
-the decode processes' lives to the CLI's: the server dies with its parent (the CLI), and
+the pool processes' lives to the CLI's: the server dies with its parent (the CLI), and
 every worker it forks dies with the server, from its first instruction on (a worker
 forked just as the CLI is killed would otherwise hold the CLI's pipes open for good).
 The server's and workers' stderr go to /dev/null: when an import is interrupted while a
@@ -8,7 +8,7 @@ real errors travel back to the CLI through the pool)."""
 
 import os
 
-from traceviz.parsers.jsonstream import die_with_parent
+from traceviz.pools import die_with_parent
 
 die_with_parent()
 if os.getppid() != int(os.environ.get("TRACEVIZ_POOL_PARENT", os.getppid())):
