@@ -35,15 +35,17 @@ def test_warm_up_goes_on_until_times_settle():
     (0.41, 0.96, 1.40, 0.80 s, then 0.14-0.18 s in a real jit_torch capture): the warm-up
     keeps going past the minimum until three calls agree."""
     calls = []
-    slow = [0.15, 0.35, 0.25, 0.15]
+    # far enough apart that a busy machine's late wake-ups (tens of ms) change nothing:
+    # no three of the first four within 1.5x (the closest, 0.8/0.35), then three alike
+    slow = [0.15, 0.8, 0.35, 0.8]
 
     def step():
         calls.append(1)
-        time.sleep(slow[len(calls) - 1] if len(calls) <= len(slow) else 0.02)
+        time.sleep(slow[len(calls) - 1] if len(calls) <= len(slow) else 0.1)
 
     times, ok = protocol.warm_up(step, least=2, most=12)
     assert ok and len(times) == 7 and len(calls) == 7  # 4 varying, then 3 that agree
-    times, ok = protocol.warm_up(lambda: time.sleep(0.01), least=3, most=12)
+    times, ok = protocol.warm_up(lambda: time.sleep(0.1), least=3, most=12)
     assert ok and len(times) == 3
     calls.clear()
     times, ok = protocol.warm_up(step, least=2, most=3)  # bounded: not settled
