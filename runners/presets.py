@@ -36,7 +36,8 @@ class Workload:
 
 
 PRESETS: dict[str, Workload] = {
-    # PTB word LM (Zaremba medium-ish): vocab 10001, embed 128, 3 x 256, seq 50, batch 128
+    # PTB word LM (Zaremba medium-ish): vocab 10001, embed 128, 3 x 256, seq 50, batch 128;
+    # the model of "Stacked LSTM Language Model in TensorFlow and PyTorch" (lcy-seso/Carrot)
     "ptb_lm": Workload("ptb_lm", batch=128, seq=50, hidden=256, layers=3, input=128,
                        vocab=10001, embed=128, head="lm", classes=0, loss="xent",
                        optimizer="sgd", lr=1.0, mode="train"),
