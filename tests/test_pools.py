@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import pytest
 
 import traceviz
 from benchmarks.rankgen import PAIR, make_ranks
+from tests.conftest import KINETO
 from traceviz.cli import main
 from traceviz.errors import TraceVizError
 from traceviz.rankdir import _pool_map
@@ -44,6 +46,23 @@ def test_a_worker_that_dies_is_one_clear_error(workers):
         list(_pool_map(signal.raise_signal, workers)([(signal.SIGKILL,)] * 4))
 
 
+def _die(piece) -> tuple[str, object]:
+    os.kill(os.getpid(), signal.SIGKILL)
+    return "ok", None
+
+
+def test_a_decode_worker_that_dies_is_one_clear_error():
+    """The JSON decode pool likewise: a killed worker is a worded error naming the input
+    and how to decode without workers."""
+    from traceviz.parsers.jsonstream import Piece, decode_in_order
+
+    pieces = iter([Piece(b"{}", b"") for _ in range(6)])
+    with pytest.raises(TraceVizError, match=r"^t\.json: a decode worker process died \(killed "
+                                            r"by the system: out of memory\? "
+                                            r"TRACEVIZ_IMPORT_WORKERS=1"):
+        list(decode_in_order(pieces, _die, workers=2, name="t.json"))
+
+
 def test_repeated_dataset_analysis_under_a_tiny_limit_never_breaks_the_pool(tmp_path):
     """DuckDB under 1KB in workers, ten times in a process that has used DuckDB: each time
     the out-of-memory error is worded (forked workers died here one run in eight)."""
@@ -52,3 +71,34 @@ def test_repeated_dataset_analysis_under_a_tiny_limit_never_breaks_the_pool(tmp_
     for _ in range(10):
         with pytest.raises(TraceVizError, match="ran out of memory under the 1KB limit"):
             traceviz.ranks(tmp_path / "ds", memory_limit="1KB")
+
+
+# a user's script with no `if __name__ == "__main__":` guard, having used DuckDB (so the
+# workers come from the fork server); it prints "start" once per run of its body
+UNGUARDED = """
+import os, sys
+print("start", flush=True)
+import duckdb
+import traceviz
+os.environ["TRACEVIZ_IMPORT_WORKERS"] = "2"  # decode workers even at this size
+trace = traceviz.load(sys.argv[1])
+summary = traceviz.ranks(sys.argv[2])
+print(len(trace.events), len(summary.ranks), flush=True)
+"""
+
+
+def test_a_script_without_a_main_guard_is_not_run_again_by_the_workers(tmp_path):
+    """The fork server's workers imported the main script again (for functions defined
+    there; ours are not): the script's body ran in each worker and its traceviz call
+    killed the worker ("a worker process died")."""
+    folder = make_ranks(PAIR, 3, tmp_path / "three")[0].parent
+    assert main(["import", str(folder), "-o", str(tmp_path / "ds")]) == 0
+    script = tmp_path / "job.py"
+    script.write_text(UNGUARDED)
+    trace_file = KINETO / "a100_alexnet.json.gz"
+    r = subprocess.run([sys.executable, str(script), str(trace_file), str(tmp_path / "ds")],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("start") == 1, r.stdout
+    # the trace decoded by two workers has this process's events; the dataset its 3 ranks
+    assert r.stdout.splitlines()[1].split() == [str(len(traceviz.load(trace_file).events)), "3"]

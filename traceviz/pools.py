@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterable
+import types
+from collections.abc import Callable, Iterable, Iterator
 
 _BASE_PRELOAD = ("traceviz.pool_preload",)
 
@@ -39,6 +40,24 @@ def process_pool(workers: int, preload: Iterable[str] = (),
     ctx.set_forkserver_preload([*_BASE_PRELOAD, *preload])
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
                                initializer=initializer or worker_init)
+
+
+@contextlib.contextmanager
+def main_not_rerun() -> Iterator[None]:
+    """Workers started inside (by ``submit``) do not run the caller's script again: a fork
+    server's new worker imports the main script (as ``__mp_main__``) so that functions
+    defined there can be unpickled. Ours live in traceviz's modules; a script without an
+    ``if __name__ == "__main__":`` guard ran its work again in every worker (its call to
+    ``traceviz.ranks`` there killed the worker). The stand-in names no file to import."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+        else:
+            sys.modules.pop("__main__", None)
 
 
 def fork_is_safe() -> bool:

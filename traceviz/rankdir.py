@@ -241,18 +241,20 @@ def _pool_map(fn: Callable[..., Any], workers: int | None) -> JobMap:
         if n <= 1:
             yield from ((i, fn(*j)) for i, j in enumerate(jobs))
             return
-        from traceviz.pools import kill_pool, process_pool
+        from traceviz.pools import kill_pool, main_not_rerun, process_pool
 
         pool = process_pool(n, [fn.__module__], fork_if_safe=True)
         try:
-            futures = {pool.submit(fn, *j): i for i, j in enumerate(jobs)}
+            try:  # a worker can die before the last submit: that submit raises
+                with main_not_rerun():  # the workers start at these submits
+                    futures = {pool.submit(fn, *j): i for i, j in enumerate(jobs)}
+            except BrokenProcessPool:
+                raise _worker_died(n) from None
             for fut in as_completed(futures):
                 try:
                     result = fut.result()
                 except BrokenProcessPool:
-                    raise TraceVizError(f"a worker process died while reading the ranks ({n} "
-                                        "ran at once): killed by the system, out of memory?"
-                                        ) from None
+                    raise _worker_died(n) from None
                 yield futures[fut], result
         except BaseException:
             # Ctrl-C, a failed rank or an abandoned generator: the queued ranks are not
@@ -261,3 +263,8 @@ def _pool_map(fn: Callable[..., Any], workers: int | None) -> JobMap:
             raise
         pool.shutdown()
     return run
+
+
+def _worker_died(n: int) -> TraceVizError:
+    return TraceVizError(f"a worker process died while reading the ranks ({n} ran at once): "
+                         "killed by the system, out of memory?")

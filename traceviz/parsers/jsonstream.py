@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
 from traceviz.errors import TraceVizError
-from traceviz.pools import kill_pool, process_pool
+from traceviz.pools import kill_pool, main_not_rerun, process_pool
 
 _SEP = re.compile(rb"\}\s*,\s*\{")
 _CLOSE = re.compile(rb"\}\s*\]")
@@ -251,17 +251,25 @@ def decode_in_order(
         for piece in pieces:
             yield from settle(piece, *decode(piece))
     else:
+        from concurrent.futures.process import BrokenProcessPool
+
         pool = process_pool(workers, [decode.__module__])
         try:
             queue: deque = deque()
             for piece in pieces:
-                queue.append((piece, pool.submit(decode, piece)))
+                with main_not_rerun():  # a submit may start a worker
+                    queue.append((piece, pool.submit(decode, piece)))
                 if len(queue) >= in_flight:
                     done, fut = queue.popleft()
                     yield from settle(done, *fut.result())
             while queue:
                 done, fut = queue.popleft()
                 yield from settle(done, *fut.result())
+        except BrokenProcessPool:
+            kill_pool(pool)
+            raise TraceVizError(f"{name}: a decode worker process died (killed by the system: "
+                                "out of memory? TRACEVIZ_IMPORT_WORKERS=1 decodes in this "
+                                "process)") from None
         except BaseException:
             # an error, Ctrl-C, SIGTERM or an abandoned generator: stop the decoding now
             # rather than waiting for the pieces in flight
