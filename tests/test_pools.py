@@ -102,3 +102,19 @@ def test_a_script_without_a_main_guard_is_not_run_again_by_the_workers(tmp_path)
     assert r.stdout.count("start") == 1, r.stdout
     # the trace decoded by two workers has this process's events; the dataset its 3 ranks
     assert r.stdout.splitlines()[1].split() == [str(len(traceviz.load(trace_file).events)), "3"]
+
+
+def test_a_failed_rank_exits_at_once_every_time(tmp_path):
+    """A rank that fails stops the pool (kill_pool); a worker killed while writing its
+    result left half a message that the pool's manager thread waited on for good, and the
+    CLI's exit with it (about one run in five with decode workers in the rank workers).
+    Ten runs: each one line, exit 2, within the timeout."""
+    folder = make_ranks(PAIR, 4, tmp_path / "four")[0].parent
+    whole = (KINETO / "a100_alexnet.json.gz").read_bytes()
+    (folder / "rank-99.json.gz").write_bytes(whole[:len(whole) // 2])
+    env = {**os.environ, "TRACEVIZ_IMPORT_WORKERS": "2"}
+    for _ in range(10):
+        r = subprocess.run([sys.executable, "-m", "traceviz", "analyze", str(folder)],
+                           capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert "rank-99.json.gz: truncated gzip file" in r.stderr

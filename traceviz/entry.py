@@ -44,10 +44,12 @@ def entry() -> None:
         _quiet_threads()
         print("traceviz: terminated", file=sys.stderr)
         code = 143
-    if code in INTERRUPTED:
+    pools = sys.modules.get("traceviz.pools")
+    if code in INTERRUPTED or (pools is not None and pools.a_pool_was_killed()):
         # the stack is unwound and temporary outputs are gone; leave now, so that the
         # interpreter's shutdown cannot turn the exit status into a death by SIGINT (and
-        # a second Ctrl-C during the clean-up prints no traceback)
+        # a second Ctrl-C during the clean-up prints no traceback), nor wait for good on
+        # the manager thread of a pool that a failed rank stopped (``kill_pool``)
         _settle(code)
         mp_util = sys.modules.get("multiprocessing.util")
         if mp_util is not None:  # release the decode pool's semaphores first, or the

@@ -113,8 +113,16 @@ def worker_init() -> None:
     die_with_parent()
 
 
+_killed = False  # whether kill_pool stopped a pool in this process
+
+
 def kill_pool(pool) -> None:
     """Stop a ProcessPoolExecutor now: its workers killed, queued work cancelled."""
+    # a worker killed while writing its result leaves half a message in the result pipe:
+    # the pool's manager thread then waits for the rest for good, and so does the
+    # interpreter's exit, which joins it (entry() leaves past it: ``a_pool_was_killed``)
+    global _killed
+    _killed = True
     # the call queue's feeder thread may be writing a piece into a killed worker's pipe,
     # where it stays: exit must not wait for it
     with contextlib.suppress(Exception):
@@ -123,3 +131,8 @@ def kill_pool(pool) -> None:
         with contextlib.suppress(Exception):
             proc.kill()
     pool.shutdown(wait=False, cancel_futures=True)
+
+
+def a_pool_was_killed() -> bool:
+    """Whether ``kill_pool`` ran in this process (its exit must not wait for the pool)."""
+    return _killed
