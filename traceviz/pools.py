@@ -14,13 +14,12 @@ import contextlib
 import os
 import sys
 import types
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 _BASE_PRELOAD = ("traceviz.pool_preload",)
 
 
-def process_pool(workers: int, preload: Iterable[str] = (),
-                 initializer: Callable[[], None] | None = None, fork_if_safe: bool = False):
+def process_pool(workers: int, preload: Iterable[str] = (), fork_if_safe: bool = False):
     """A ``ProcessPoolExecutor`` of ``workers`` processes from the fork server; they ignore
     Ctrl-C (the parent handles it) and die with the CLI. ``preload`` applies when this call
     starts the server (the first pool of the process); later pools import their modules
@@ -29,17 +28,19 @@ def process_pool(workers: int, preload: Iterable[str] = (),
     per command)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing.context import BaseContext
 
+    ctx: BaseContext
     if fork_if_safe and fork_is_safe():
-        return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(
-            "fork"), initializer=initializer or worker_init)
-    # the fork server checks that its parent still is this process (pool_preload)
-    os.environ["TRACEVIZ_POOL_PARENT"] = str(os.getpid())
-    quiet_resource_tracker()
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([*_BASE_PRELOAD, *preload])
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                               initializer=initializer or worker_init)
+        ctx = multiprocessing.get_context("fork")
+    else:
+        # the fork server checks that its parent still is this process (pool_preload)
+        os.environ["TRACEVIZ_POOL_PARENT"] = str(os.getpid())
+        quiet_resource_tracker()
+        server = multiprocessing.get_context("forkserver")
+        server.set_forkserver_preload([*_BASE_PRELOAD, *preload])
+        ctx = server
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=worker_init)
 
 
 @contextlib.contextmanager
