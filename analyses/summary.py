@@ -9,6 +9,7 @@ import pandas as pd
 
 from traceviz.analyses.casts import CastSummary, cast_summary
 from traceviz.analyses.efficiency import Efficiency, efficiency
+from traceviz.analyses.host import HostSplit, host_split, per_device_op_ns
 from traceviz.analyses.idle import Idle, host_wait_total, idle_breakdown, launch_bound
 from traceviz.analyses.kernels import category_table, kernel_table
 from traceviz.analyses.launch import Launches, launch_figures, launch_table
@@ -16,6 +17,8 @@ from traceviz.analyses.memory import Memory, memory
 from traceviz.analyses.modules import module_table
 from traceviz.analyses.phases import phase_table
 from traceviz.analyses.stats import Distribution, plain_row
+from traceviz.analyses.streams import StreamOverlap, stream_overlap
+from traceviz.analyses.timed import TimedStep, timed_step
 from traceviz.analyses.timings import Timings, timings
 from traceviz.analyses.work import (
     analysis_windows,
@@ -56,6 +59,19 @@ class Summary:
     memory: Memory | None = None
     # per nn.Module (see modules.module_table); empty: no --modules ranges
     modules: pd.DataFrame = field(default_factory=pd.DataFrame)
+    timed: TimedStep | None = None       # profiled vs timed step (None: no steps)
+    host: HostSplit | None = None        # launching threads' time by cause (GPU traces)
+    stream_overlap: list[StreamOverlap] = field(default_factory=list)
+
+    @property
+    def host_per_kernel_ns(self) -> dict[str, float | None]:
+        """A step's time per kernel it ran, timed and profiled: what one device op
+        costs end to end when the host sets the pace."""
+        t = self.timed
+        return {"timed": per_device_op_ns(t.timed_ns if t else None, self.kernel_count,
+                                          self.steps),
+                "profiled": per_device_op_ns(t.profiled_ns if t else None,
+                                             self.kernel_count, self.steps)}
 
     @property
     def idle_fraction(self) -> float | None:
@@ -163,6 +179,10 @@ class Summary:
             "modules": [plain_row(r) | {"per_step": _per_step(r, self.steps, MODULE_FIGURES)}
                         for r in self.modules.to_dict("records")],
             "timings": self.timings.to_dict() if self.timings else None,
+            "timed_step": self.timed.to_dict() if self.timed else None,
+            "host": None if self.host is None else self.host.to_dict()
+            | {"per_kernel_ns": self.host_per_kernel_ns},
+            "stream_overlap": [o.to_dict() for o in self.stream_overlap],
             **({"efficiency": self.efficiency.to_dict(top=top)} if self.efficiency else {}),
             **({"memory": self.memory.to_dict()} if self.memory else {}),
             "notes": self.notes,
@@ -204,23 +224,6 @@ def _sum_known(values: list[int | None]) -> int | None:
     return sum(known) if known else None
 
 
-# on a trace with device rows, the rows summarize reads (its other runtime calls are
-# many of its rows): device rows, steps, ranges (phases), the launch calls that reached
-# the device, ops (the efficiency figures' shapes; cast ops' outermost count) and
-# allocator events
-SUMMARY_KINDS = ("kernel", "memcpy", "memset", "step", "annotation", "op", "memory")
-
-
-def summary_rows() -> Any:
-    """The rows ``summarize`` reads from a trace with device rows, as a filter for
-    ``Trace.load(path, rows=...)`` (a test checks the summaries are equal)."""
-    import pyarrow.compute as pc
-
-    kind = pc.field("kind")
-    return (kind.isin(SUMMARY_KINDS)
-            | ((kind == "runtime") & (pc.field("launch_id") >= 0)))
-
-
 def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = False,
               peak: Any = None) -> Summary:
     """Run every analysis of ``traceviz analyze`` on ``trace``; ``by_config`` splits the
@@ -250,6 +253,7 @@ def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = Fal
     busy_ns = sum(d.busy_ns for d in devices)
     eff = efficiency(trace, peak, busy_ns, span_ns, steps) if with_efficiency else None
     mem = memory(trace, ws, we) if with_efficiency else None
+    run_timings = timings(trace.meta.get("bench"))
     return Summary(
         meta=trace.meta,
         cpu_trace=trace.is_cpu,
@@ -272,7 +276,10 @@ def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = Fal
         kernel_dur=Distribution.of(kernels_only["dur_ns"].to_numpy()),
         phases=phase_table(trace, work, ws, we),
         modules=module_table(trace, work, ws, we),
-        timings=timings(trace.meta.get("bench")),
+        timings=run_timings,
+        timed=timed_step(run_timings, span_ns, busy_ns, steps, len(devices)),
+        host=None if trace.is_cpu else host_split(trace, ws, we, steps),
+        stream_overlap=[] if trace.is_cpu else stream_overlap(work, windows),
         by_config=by_config,
         notes=notes,
         efficiency=eff,

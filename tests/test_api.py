@@ -17,7 +17,6 @@ from tests.rawref import load as raw_events
 from tests.rawref import ns
 from traceviz.analyses import summarize
 from traceviz.cli import main
-from traceviz.trace import Trace
 
 CPU_RUN = ROOT / "sample_traces" / "cpu" / "cudnn_torch"
 GPU_TRAIN = ROOT / "sample_traces" / "gpu" / "cudnn_torch" / "train"
@@ -214,43 +213,3 @@ def test_export_names_are_the_tables():
     assert tuple(export_tables(traceviz.load(CPU_RUN))) == EXPORTS
 
 
-def _summaries_of_both_reads(parquet) -> tuple[str, str, int, int]:
-    from traceviz.analyses.summary import summary_rows
-    from traceviz.trace import Trace
-
-    full, part = Trace.load(parquet), Trace.load(parquet, rows=summary_rows())
-    def text(t: Trace) -> str:
-        return json.dumps(summarize(t, with_efficiency=True).to_dict(top=10 ** 6), default=str,
-                          sort_keys=True)
-
-    return (text(full), text(part),
-            len(full.events), len(part.events))
-
-
-@pytest.mark.parametrize("name", ["a100_80gb_queue.json.gz", "a100_nccl.json.gz",
-                                  "mi250_rocm_train.json.gz", "cpu_only.json.gz",
-                                  "../nsys/h100_2gpu_window.sqlite",
-                                  "../xplane/tf24_bert_amp_gpu.xplane.pb.gz"])
-def test_analyze_reads_only_the_rows_the_summary_reads(name, tmp_path):
-    """analyze of a traceviz Parquet reads device rows, steps, ranges, linked launch calls
-    and cast ops only (summary_rows); every figure equals the whole read's."""
-    parquet = tmp_path / "t.parquet"
-    assert main(["import", str(KINETO / name), "-o", str(parquet)]) == 0
-    full, part, n_full, n_part = _summaries_of_both_reads(parquet)
-    assert full == part
-    ev = Trace.load(parquet).events
-    from traceviz.analyses.summary import SUMMARY_KINDS
-
-    kept = ev["kind"].isin(SUMMARY_KINDS) | ((ev["kind"] == "runtime") & (ev["launch_id"] >= 0))
-    if name == "cpu_only.json.gz":
-        assert n_part == n_full  # a CPU trace's ops are its work: read whole
-    else:  # exactly the rows the filter names: unlinked runtime calls are left out
-        assert n_part == int(kept.sum()) <= n_full
-
-
-def test_row_filtered_summary_equals_full_on_every_gpu_capture():
-    captures = sorted((ROOT / "sample_traces" / "gpu").glob("*/*/trace.parquet"))
-    assert len(captures) >= 20
-    for parquet in captures:
-        full, part, _, _ = _summaries_of_both_reads(parquet)
-        assert full == part, parquet

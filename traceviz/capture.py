@@ -180,22 +180,12 @@ def run_capture(req: CaptureRequest, run_dir: Path,
 
     raw = nsys_sqlite(run_dir) if req.profiler == "nsys" else Path(done["trace"])
     trace = load(raw)
-    trace.meta.update({
-        "model": req.model,
-        "variant": req.model,
-        "preset": req.workload.preset,
-        "mode": req.workload.mode,
-        "amp": req.amp,
-        "seed": req.seed,
-        "device_kind": req.device,
-        "workload": req.workload.to_dict(),
-        "bench": done["bench"],
-        "runner": done["meta"],
-        "profiler": {"torch": "torch.profiler", "nsys": "Nsight Systems"}[req.profiler]
-        if framework.name == "torch" else done["meta"].get("profiler", framework.name),
-        **({"exec": done["meta"]["exec"]} if "exec" in done["meta"] else {}),
-        **({"options": req.options} if req.options else {}),
-    })
+    from traceviz.runfolder import run_meta
+
+    # the same metadata a copied run folder gives (config.json, bench.json, meta.json)
+    trace.meta.update(run_meta(req.config(), done["bench"], done["meta"]))
+    if framework.name != "torch":
+        trace.meta["profiler"] = done["meta"].get("profiler", framework.name)
     parquet = run_dir / "trace.parquet"
     trace.save(parquet, force=True)
     return CaptureResult(run_dir, raw, parquet, done["bench"], trace)

@@ -11,6 +11,11 @@ DATASET_META = "_traceviz.json"
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".parquet", ".nsys-rep", ".arrow",
                   ".xplane.pb", ".xplane.pb.gz", ".qdrep")
 _NSYS_TABLE_FILES = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS")
+# what a capture writes beside its trace: a folder holding one of them and one trace is a run
+RUN_FILES = ("bench.json", "config.json", "meta.json")
+# stripped from a raw trace's name to name the .parquet `traceviz import` makes of it
+RAW_SUFFIXES = (".gz", ".json", ".pt.trace", ".trace", ".sqlite", ".arrow", ".nsys-rep",
+                ".parquetdir", ".arrowdir")
 
 
 def is_nsys_folder(path: Path) -> bool:
@@ -49,10 +54,14 @@ def is_dataset(path: Path) -> bool:
 
 
 def rank_files(directory: Path) -> list[Path]:
-    """The trace files directly in ``directory`` (by name), sorted."""
-    return sorted(p for p in directory.iterdir()
-                  if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-                  and not p.name.startswith("."))
+    """The trace files directly in ``directory`` (by name), sorted. A raw trace beside
+    the ``.parquet`` imported from it (``NAME.json.gz`` and ``NAME.parquet``) is one
+    trace: the Parquet stands for both."""
+    files = sorted(p for p in directory.iterdir()
+                   if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+                   and not p.name.startswith(".") and p.name not in RUN_FILES)
+    imported = {p.name.removesuffix(".parquet") for p in files if p.name.endswith(".parquet")}
+    return [p for p in files if p.name.endswith(".parquet") or default_stem(p) not in imported]
 
 
 def xspace_companion(name: str) -> bool:
@@ -71,6 +80,8 @@ def is_rank_folder(path: Path) -> bool:
     are ranks like the others."""
     if not path.is_dir() or is_dataset(path) or (path / "trace.parquet").is_file():
         return False
+    if run_trace(path) is not None:  # a run folder a user copied without its Parquet
+        return False
     if is_nsys_folder(path):
         return False
     files = rank_files(path)
@@ -80,3 +91,52 @@ def is_rank_folder(path: Path) -> bool:
             or all(".xplane.pb" in f.name or xspace_companion(f.name) for f in files)):
         return False
     return bool(files)
+
+
+# where the runners put their raw trace, most specific first (nsys: the exported SQLite
+# before the report it came from)
+_RAW_ORDER = (".sqlite", ".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json",
+              ".xplane.pb.gz", ".xplane.pb", ".nsys-rep", ".qdrep", ".arrow")
+
+
+def has_run_files(path: Path) -> bool:
+    return path.is_dir() and any((path / name).is_file() for name in RUN_FILES)
+
+
+def run_trace(path: Path) -> Path | None:
+    """The raw trace of a run folder (``bench.json``, ``config.json`` or ``meta.json``
+    beside one trace); None when ``path`` is no run folder or holds several unrelated
+    traces (then it is a folder of ranks, or nothing traceviz reads as one run)."""
+    path = Path(path)
+    if not has_run_files(path):
+        return None
+    if (path / "trace.parquet").is_file():
+        return path / "trace.parquet"
+    files = rank_files(path)
+    if not files:
+        # JAX and TensorFlow runners write a log directory
+        subdirs = [d for d in sorted(path.iterdir()) if d.is_dir() and is_xplane_dir(d)]
+        return subdirs[0] if len(subdirs) == 1 else None
+    if len(files) == 1:
+        return files[0]
+    for suffix in _RAW_ORDER:  # one run recorded twice (nsys report and its export)
+        same = [f for f in files if f.name.endswith(suffix)]
+        if same and all(_stem(f) == _stem(same[0]) for f in files):
+            return same[0]
+    return None
+
+
+def _stem(f: Path) -> str:
+    name = f.name
+    for suffix in _RAW_ORDER:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def default_stem(path: Path) -> str:
+    """``NAME`` of the ``NAME.parquet`` that ``traceviz import`` writes for ``path``."""
+    name = path.name
+    for suffix in RAW_SUFFIXES:
+        name = name.removesuffix(suffix)
+    return name or "trace"

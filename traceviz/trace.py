@@ -178,7 +178,7 @@ class Trace:
     def load(cls, path: str | Path, rows: Any = None) -> Trace:
         """Read a traceviz Parquet file. ``rows`` (a ``pyarrow.compute`` expression): on a
         trace with device rows, read only the rows it keeps, for an analysis that reads no
-        others (``analyses.summary.summary_rows``); a CPU trace is read whole."""
+        others; a CPU trace is read whole."""
         path = Path(path)
         check_readable(path)
         try:

@@ -73,7 +73,6 @@ class AnalyzeCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.analyses import summarize
-        from traceviz.analyses.summary import summary_rows
 
         if args.top < 1:
             raise UsageError("must be at least 1", option="top")
@@ -92,11 +91,8 @@ class AnalyzeCommand(Command):
         refuse_existing([*exports, *plots, *perfetto], args.force)
 
         with ExitStack() as stack:
-            # a traceviz Parquet: only the rows the summary reads, unless exporting
-            # the critical path replays every runtime call
-            whole = args.export or args.perfetto or args.critical_path is not None
-            trace = load_with_progress(args.trace, stack,
-                                       rows=None if whole else summary_rows())
+            # every row: the host split reads every runtime call and op
+            trace = load_with_progress(args.trace, stack)
         peak = None
         if args.peak:
             from traceviz.peaks import parse_peak

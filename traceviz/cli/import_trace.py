@@ -10,9 +10,7 @@ from rich.console import Console
 
 from traceviz.cli.base import Command, load_with_progress, progress_bar, refuse_existing, stderr
 from traceviz.errors import UsageError
-
-RAW_SUFFIXES = (".gz", ".json", ".pt.trace", ".trace", ".sqlite", ".arrow", ".nsys-rep",
-                ".parquetdir", ".arrowdir")
+from traceviz.folders import default_stem
 
 
 class ImportCommand(Command):
@@ -91,10 +89,3 @@ class ImportCommand(Command):
             f"wrote [bold]{args.output}[/]: {len(meta['ranks'])} ranks (rank=N/part-0.parquet, "
             f"{DATASET_META}), {events:,} events; ranks numbered {meta['numbered']}")
         return 0
-
-
-def default_stem(path: Path) -> str:
-    name = path.name
-    for suffix in RAW_SUFFIXES:
-        name = name.removesuffix(suffix)
-    return name or "trace"

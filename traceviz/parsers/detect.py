@@ -9,7 +9,13 @@ from typing import Any
 
 from traceviz.errors import TraceVizError
 from traceviz.fileio import check_readable
-from traceviz.folders import describe_folder, is_nsys_folder, is_rank_folder, is_xplane_dir
+from traceviz.folders import (
+    describe_folder,
+    is_nsys_folder,
+    is_rank_folder,
+    is_xplane_dir,
+    run_trace,
+)
 from traceviz.heap import release_free_memory
 from traceviz.trace import Trace
 
@@ -76,7 +82,7 @@ def check_loadable(path: str | Path) -> None:
     a command checks its input before refusing an existing output."""
     path = Path(path)
     if not (path.is_dir() and (path / "trace.parquet").is_file()):
-        detect_format(path)
+        detect_format(run_trace(path) or path if path.is_dir() else path)
 
 
 def load(path: str | Path, progress: Callable[[int], None] | None = None,
@@ -86,11 +92,19 @@ def load(path: str | Path, progress: Callable[[int], None] | None = None,
     path = Path(path)
     if path.is_dir() and (path / "trace.parquet").is_file():
         return Trace.load(path / "trace.parquet", rows=rows)
+    raw = run_trace(path) if path.is_dir() else None
+    if raw is not None:  # a run folder copied without its Parquet: its raw trace
+        path = raw
     fmt = detect_format(path)
     if fmt == "parquet":
         return Trace.load(path, rows=rows)
     trace = _parse(path, fmt, progress)
     release_free_memory()  # the parser's transient objects are gone only now
+    from traceviz.runfolder import folder_meta, run_of
+
+    run_dir = run_of(path)
+    if run_dir is not None:  # the raw trace of a run: its timings and settings with it
+        trace.meta.update(folder_meta(run_dir))
     return trace
 
 

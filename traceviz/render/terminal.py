@@ -39,6 +39,9 @@ def render_summary(summary: Summary, top: int = 15, wide: bool = False,
         mods, left["modules"] = _modules(summary, top, width)
         parts.append(mods)
     if not summary.cpu_trace:
+        if any(o.streams >= 2 for o in summary.stream_overlap):
+            streams, left["streams"] = _streams(summary, width)
+            parts.append(streams)
         launches, left["launch overhead"] = _launches(summary, width)
         parts.append(launches)
     if summary.casts.count or summary.casts.cast_ops:  # an FP32 run: no empty section
@@ -86,6 +89,7 @@ def _header(s: Summary) -> Table:
     summed = f" (summed over {n_dev} {'GPUs' if not s.cpu_trace else 'devices'})" \
         if n_dev > 1 else ""
     grid.add_row("span" + summed, fmt_ns(s.span_ns))
+    grid.add_row("step", step_line(s))
     if s.cpu_trace:
         grid.add_row("CPU busy (leaf ops)", f"{fmt_ns(s.busy_ns)}   framework overhead "
                                             f"{fmt_pct(s.framework_overhead_fraction)}")
@@ -100,6 +104,8 @@ def _header(s: Summary) -> Table:
     what = "leaf ops" if s.cpu_trace else "kernels"
     grid.add_row(what, f"{s.kernel_count:,} ({len(s.kernels):,} distinct), "
                        f"{fmt_ns(s.kernel_total_ns)} total")
+    for label, text in host_rows(s):
+        grid.add_row(label, text)
     if not s.cpu_trace:
         lo = s.launches
         grid.add_row("launches", f"{lo.kernel.count:,} kernel launch calls "
@@ -142,6 +148,27 @@ def _categories(s: Summary, width: int) -> tuple[Table, list[str]]:
             for r in cats.itertuples(index=False) if r.count]
     return fitted_table("Categories", (Col("category", "left"), Col("count"), Col("total"),
                                        Col("share")), rows, width)
+
+
+def _streams(s: Summary, width: int) -> tuple[Table, list[str]]:
+    """Per stream: its work and busy time, per step; the overlap line per device."""
+    per = max(s.steps, 1)
+    rows = []
+    for d in s.devices:
+        busy = d.busy_ns or 1
+        for r in d.streams.sort_values("busy_ns", ascending=False).itertuples(index=False):
+            rows.append([f"{d.device}", f"{r.stream}", f"{r.work_count / per:,.0f}",
+                         fmt_ns(r.busy_ns / per), fmt_pct(r.busy_ns / busy)])
+    unit = "per step" if s.steps else "in the trace"
+    caption = "; ".join(
+        f"device {o.device}: {fmt_ns(o.multi_ns / per)} {unit} with two or more streams "
+        f"busy, {fmt_pct(o.overlap_fraction)} of busy time"
+        + (" — the streams never overlap: their work runs one stream at a time"
+           if o.never_overlaps else f", at most {o.max_streams} at once")
+        for o in s.stream_overlap if o.streams >= 2)
+    return fitted_table(f"Streams ({unit})", (
+        Col("device", "left"), Col("stream", "left"), Col("device ops"), Col("busy"),
+        Col("share of\ndevice busy", drop=1)), rows, width, caption=caption)
 
 
 _LAUNCH_COLS = (Col("metric", "left", wrap=True), Col("value/\nmedian"), Col("p90", drop=1),
@@ -333,3 +360,50 @@ def _rank_spread(s: RanksSummary, what: str) -> str:
     return (f"{what} over all {len(s.ranks):,} ranks: fastest {fmt_ns(rank_time(fast))} "
             f"(rank {fast.rank}), median {fmt_ns(median)}, slowest {fmt_ns(rank_time(slow))} "
             f"(rank {slow.rank}); --json lists every rank")
+
+
+def step_line(s: Summary) -> str:
+    """The profiled step beside the timed one, or why there is none."""
+    t = s.timed
+    if t is None:
+        return "no steps: figures are profiled, over the whole trace"
+    text = f"{fmt_ns(t.profiled_ns)} profiled"
+    if not t.known:
+        return text + " (no timed step in this trace: every figure is profiled time)"
+    over = f"profiler overhead {t.overhead:.2f}x" if t.overhead else "overhead unknown"
+    return (f"{text} · {fmt_ns(t.timed_ns)} timed (median, no profiler) · {over}: the "
+            "figures below are profiled")
+
+
+def host_rows(s: Summary) -> list[tuple[str, str]]:
+    """The launching thread's time by cause, streams and their overlap, and the step's
+    time per kernel."""
+    rows = []
+    main = s.host.main if s.host is not None else None
+    per = max(s.steps, 1)
+    unit = "per step" if s.steps else "in the trace"
+    if main is not None and main["window_ns"]:
+        w = main["window_ns"]
+        rows.append((f"host {unit}", ", ".join(
+            f"{label} {fmt_ns(main[key] / per)} ({fmt_pct(main[key] / w)})"
+            for label, key in (("API calls", "api_ns"), ("framework ops", "op_ns"),
+                               ("between ops", "between_ns")))
+            + f" (thread {main['tid']}; between ops: Python, anything unrecorded)"))
+        apis = s.host.apis.head(3) if s.host is not None else []
+        if len(apis):
+            rows.append(("top API calls", ", ".join(
+                f"{r.name} {fmt_ns(r.total_ns / per)} ({r.calls / per:,.0f})"
+                for r in apis.itertuples(index=False)) + f" {unit}"))
+    k = s.host_per_kernel_ns
+    if k["profiled"] is not None:
+        timed = f"{fmt_ns(k['timed'])} timed, " if k["timed"] is not None else ""
+        rows.append(("step per kernel", f"{timed}{fmt_ns(k['profiled'])} profiled "
+                                        f"({s.kernel_count / per:,.0f} kernels per step)"))
+    for o in s.stream_overlap:
+        if o.streams < 2:
+            continue
+        verdict = " — never overlap" if o.never_overlaps else ""
+        rows.append((f"streams, device {o.device}",
+                     f"{o.streams} ran work; {fmt_ns(o.multi_ns / per)} {unit} with 2+ busy "
+                     f"({fmt_pct(o.overlap_fraction)} of busy){verdict}"))
+    return rows

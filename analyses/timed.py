@@ -1,0 +1,94 @@
+"""Figures in the time a user pays: the timed (unprofiled) step, not the profiled one.
+
+A capture times unprofiled batches (bench.json) and profiles a few more; the profiler
+slows the step, and by a different amount in every run (its per-call cost lands on the
+host: every op and API call is recorded). The model that carries a profiled figure over
+to timed time:
+
+- **device work is unchanged by profiling**: a step's kernels and copies take the same
+  time with or without the profiler (busy time ``B`` per step);
+- **the rest of the step scales**: the profiled step ``P`` and the timed step ``T`` differ
+  only in the part that is not device work, so ``s = (T - B) / (P - B)`` is how much of
+  the profiled host-side time is left without the profiler;
+- a profiled prediction ``P'`` with device busy ``B'`` (a what-if scenario's replay)
+  becomes ``T' = B' + s * (P' - B')``: never below the device work it keeps.
+
+Where the timed step is not longer than the device work (a device-bound run),
+``s`` = 0: the timed step is the device work. Without a timed step figures stay profiled
+(``TimedStep.known`` is False) and every command says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from traceviz.analyses.timings import Timings
+
+
+@dataclass(frozen=True)
+class TimedStep:
+    """One run's profiled and timed step, and the scale between them."""
+
+    profiled_ns: float           # the trace's step window (mean over steps and devices)
+    device_ns: float             # device busy per step
+    timed_ns: float | None       # median timed batch (None: no timing in the run)
+    overhead: float | None       # profiled / timed step (bench.json's, else the trace's)
+
+    @property
+    def known(self) -> bool:
+        return self.timed_ns is not None
+
+    @property
+    def host_scale(self) -> float | None:
+        """s: the share of the profiled non-device time left without the profiler."""
+        if self.timed_ns is None:
+            return None
+        host = self.profiled_ns - self.device_ns
+        if host <= 0:
+            return 1.0
+        return max(0.0, (self.timed_ns - self.device_ns) / host)
+
+    def timed(self, profiled_ns: float, device_ns: float) -> float:
+        """A profiled step (e.g. a scenario's replay) in timed time (profiled as it is
+        where the run has no timing)."""
+        s = self.host_scale
+        if s is None:
+            return profiled_ns
+        return device_ns + s * max(0.0, profiled_ns - device_ns)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"profiled_step_ns": self.profiled_ns, "device_busy_step_ns": self.device_ns,
+                "timed_step_ns": self.timed_ns, "profiler_overhead": self.overhead,
+                "host_scale": self.host_scale,
+                "model": "timed = device busy + host_scale x (profiled - device busy)"}
+
+
+def timed_step(timings: Timings | None, span_ns: int, busy_ns: int, steps: int,
+               devices: int) -> TimedStep | None:
+    """The run's ``TimedStep`` from its summary figures (None: no step in the trace)."""
+    if steps <= 0 or span_ns <= 0:
+        return None
+    n = steps * max(devices, 1)
+    profiled, device = span_ns / n, busy_ns / n
+    if timings is None:
+        return TimedStep(profiled, device, None, None)
+    timed = timings.median_s * 1e9
+    overhead = timings.profiler_overhead or (profiled / timed if timed else None)
+    return TimedStep(profiled, device, timed, overhead)
+
+
+def profiled_note(t: TimedStep | None) -> str:
+    """One line saying which time the figures are in."""
+    if t is None or not t.known:
+        return ("figures are profiled: the trace carries no timed (unprofiled) step to "
+                "hold them against")
+    over = f"{t.overhead:.2f}x" if t.overhead else "unknown"
+    return (f"profiled step {_ms(t.profiled_ns)} vs timed step {_ms(t.timed_ns)} (no "
+            f"profiler): profiler overhead {over}; trace figures are profiled time")
+
+
+def _ms(ns: float | None) -> str:
+    from traceviz.units import fmt_ns
+
+    return fmt_ns(ns) if ns is not None else "–"
