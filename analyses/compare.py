@@ -81,6 +81,10 @@ class RunFigures:
             "launch_bound_fraction": self.launch_bound_fraction,
             "tensor_core_share": self.tensor_core_share,
             "top_kernel": self.top_kernel, "top_kernel_share": self.top_kernel_share,
+            "timed_step": None if self.summary.timed is None else self.summary.timed.to_dict(),
+            "host": None if self.summary.host is None else self.summary.host.to_dict()
+            | {"per_kernel_ns": self.summary.host_per_kernel_ns},
+            "stream_overlap": [o.to_dict() for o in self.summary.stream_overlap],
             "per_step": {
                 "busy_ns": self.busy_ns / per, "span_ns": self.span_ns / per,
                 "queued_idle_ns": None if self.queued_idle_ns is None
@@ -175,6 +179,10 @@ def workload_differences(runs: list[RunFigures]) -> list[str]:
         values = [r.meta.get(key) for r in runs]
         if len({v for v in values if v is not None}) > 1:
             out.append(f"{key.replace('_kind', '')} ({', '.join(str(v) for v in values)})")
+    for what, values in (("device", [_device_names(r.meta) for r in runs]),
+                         ("framework", [_framework(r.meta) for r in runs])):
+        if len({v for v in values if v}) > 1:
+            out.append(f"{what} ({', '.join(v or '?' for v in values)})")
     shapes = [{k: (r.meta.get("workload") or {}).get(k) for k in ("batch", "seq", "hidden",
                                                                   "layers")} for r in runs]
     if all(any(v is not None for v in s.values()) for s in shapes) and len(
@@ -182,6 +190,59 @@ def workload_differences(runs: list[RunFigures]) -> list[str]:
         out.append("shape (" + ", ".join(f"b{s['batch']} s{s['seq']} {s['layers']}x"
                                            f"{s['hidden']}" for s in shapes) + ")")
     return out
+
+
+def _device_names(meta: dict) -> str:
+    """The trace's device names (the host's CPU: empty)."""
+    names = sorted({str(v) for v in (meta.get("devices") or {}).values() if v})
+    return ", ".join(names)
+
+
+def _framework(meta: dict) -> str:
+    """The framework that ran: the runner's record, else what the trace's format says."""
+    runner = (meta.get("runner") or {}).get("framework")
+    if runner:
+        return str(runner)
+    return {"kineto": "torch", "xplane": "tensorflow/jax", "mxnet": "mxnet"}.get(
+        str(meta.get("source_format")), "")
+
+
+def ordering_conflicts(runs: list[RunFigures]) -> list[str]:
+    """Pairs of runs whose profiled steps and timed steps rank them the other way round:
+    the profiler slowed one more than the other, and the trace's ranking is not the
+    one a user pays."""
+    out = []
+    known = [r for r in runs if r.steps and r.time_per_batch_s]
+    for i, a in enumerate(known):
+        for b in known[i + 1:]:
+            pa, pb = a.span_ns / a.per_step, b.span_ns / b.per_step
+            ta, tb = a.time_per_batch_s, b.time_per_batch_s
+            assert ta is not None and tb is not None
+            if (pa - pb) * (ta - tb) < 0:
+                fast_p, slow_p = (a, b) if pa < pb else (b, a)
+                out.append(
+                    f"{fast_p.label} is faster profiled ({_ms(fast_p)} vs {_ms(slow_p)} per "
+                    f"profiled step) but slower timed ({_timed(fast_p)} vs {_timed(slow_p)} "
+                    f"per batch, no profiler): profiler overhead "
+                    f"{_over(fast_p)} vs {_over(slow_p)}; judge speed by the timed step")
+    return out
+
+
+def _ms(r: RunFigures) -> str:
+    from traceviz.units import fmt_ns
+
+    return fmt_ns(r.span_ns / r.per_step)
+
+
+def _timed(r: RunFigures) -> str:
+    from traceviz.units import fmt_ns
+
+    return fmt_ns((r.time_per_batch_s or 0) * 1e9)
+
+
+def _over(r: RunFigures) -> str:
+    t = r.summary.timed
+    return f"{t.overhead:.2f}x" if t is not None and t.overhead else "?"
 
 
 def mean_percentage_error(a: list[float], b: list[float]) -> float | None:

@@ -44,6 +44,7 @@ class CompareCommand(Command):
         from traceviz.analyses.compare import (
             kernel_diff,
             mpe_table,
+            ordering_conflicts,
             run_figures,
             workload_differences,
         )
@@ -56,13 +57,15 @@ class CompareCommand(Command):
         runs = load_runs(args.runs)
         figs = [run_figures(t, label) for label, t in runs]
         differ = workload_differences(figs)
+        conflicts = ordering_conflicts(figs)
         diffs = [(la, lb, kernel_diff(ta, tb))
                  for (la, ta), (lb, tb) in zip(runs, runs[1:], strict=False)]
         mpe = mpe_table(figs)
         pairs = [(a, b, amp_breakdown(a, b)) for a, b in amp_pairs(figs)]
         if args.json:
-            print(json.dumps(compare_dict(figs, differ, diffs, mpe, pairs, args.top),
-                             indent=2, default=json_value))
+            out_dict = compare_dict(figs, differ, diffs, mpe, pairs, args.top)
+            out_dict["profiled_vs_timed_order"] = conflicts
+            print(json.dumps(out_dict, indent=2, default=json_value))
         else:
             out = stdout(args.width)
             width = out.width
@@ -71,6 +74,12 @@ class CompareCommand(Command):
                 out.print(Text.assemble(("note:", "yellow"), f" the runs differ in "
                                         f"{'; '.join(differ)}: their figures are not like "
                                         "for like"))
+            for text in conflicts:
+                out.print(Text.assemble(("note:", "yellow"), " profiled and timed orders "
+                                        f"disagree: {text}"))
+            if any(f.summary.timed is not None and not f.summary.timed.known for f in figs):
+                out.print(Text.assemble(("note:", "yellow"), " a run without timed batches: "
+                                        "its figures are profiled time only"))
             for la, lb, diff in diffs:
                 out.print(diff_table(diff, la, lb, top=args.top, width=width))
             if len(mpe) > 1:  # MPE needs two runs with timed batches

@@ -57,6 +57,13 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
         ("cast time", [fmt_ns(r.cast_ns / r.per_step) for r in runs]),
         ("tensor-core share (TF32/half/bf16/fp8)",
          [fmt_pct(r.tensor_core_share) for r in runs]),
+        ("step per kernel, timed", [_per_kernel(r, "timed") for r in runs]),
+        ("  profiled", [_per_kernel(r, "profiled") for r in runs]),
+        ("host: API calls", [_host(r, "api_ns") for r in runs]),
+        ("  framework ops", [_host(r, "op_ns") for r in runs]),
+        ("  between ops (Python, unrecorded)", [_host(r, "between_ns") for r in runs]),
+        ("streams with work", [_streams(r, False) for r in runs]),
+        ("  2+ streams busy (share of busy)", [_streams(r, True) for r in runs]),
     ]
     phases = [p for p in ("data", "forward", "backward", "optimizer", "(no phase)")
               if any((r.summary.phases["phase"] == p).any() for r in runs)]
@@ -75,6 +82,26 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
         parts.append(Text("NOISY: a run whose timed batches spread by CV > 10% or max/min > "
                           "1.5; its median may not repeat", style="dim"))
     return Group(*parts)
+
+
+def _per_kernel(r: RunFigures, which: str) -> str:
+    v = r.summary.host_per_kernel_ns[which]
+    return "–" if v is None else fmt_ns(v)
+
+
+def _host(r: RunFigures, key: str) -> str:
+    main = r.summary.host.main if r.summary.host is not None else None
+    return "–" if main is None else fmt_ns(main[key] / r.per_step)
+
+
+def _streams(r: RunFigures, overlap: bool) -> str:
+    most = max(r.summary.stream_overlap, key=lambda o: o.streams, default=None)
+    if most is None:
+        return "–"
+    if not overlap:
+        return f"{most.streams}"
+    return "–" if most.streams < 2 else \
+        f"{fmt_ns(most.multi_ns / r.per_step)} ({fmt_pct(most.overlap_fraction)})"
 
 
 def _mfu(r: RunFigures) -> str:
