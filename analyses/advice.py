@@ -23,7 +23,9 @@ from traceviz.analyses.advice_efficiency import (
     tensor_core_shapes,
     tf32_off,
 )
+from traceviz.analyses.advice_streams import streams_never_overlap
 from traceviz.analyses.advice_timing import noisy, profiled_unlike_timed
+from traceviz.analyses.timed import TimedStep
 from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.categorical import each, per_distinct
 from traceviz.intervals import union_blocks
@@ -346,15 +348,41 @@ def data_stalls(ctx: Context) -> Finding | None:
 RULES: tuple[Rule, ...] = (host_bound, kernel_sequences, casts, syncs_in_steps,
                            pageable_memcpy, long_gaps, data_stalls, tensor_core_shapes,
                            tf32_off, memory_bound_gemms, memory_headroom, noisy,
-                           profiled_unlike_timed)
+                           profiled_unlike_timed, streams_never_overlap)
 
 
 def advise(trace: Trace) -> tuple[list[Finding], int]:
     """Every rule's finding on ``trace``, biggest estimated saving first, and the number
     of steps the savings are over."""
+    found, steps, _ = advise_timed(trace)
+    return found, steps
+
+
+def advise_timed(trace: Trace) -> tuple[list[Finding], int, TimedStep | None]:
+    """``advise``, and the run's profiled and timed step the savings were carried by."""
     ctx = Context(trace)
-    found = [no_loss(f) for rule in RULES if (f := rule(ctx)) is not None]
-    return sorted(found, key=lambda f: -(f.saving_ns or 0)), ctx.steps
+    found, steps = _advise(ctx)
+    return found, steps, ctx.timed
+
+
+def _advise(ctx: Context) -> tuple[list[Finding], int]:
+    found = [in_timed(no_loss(f), ctx) for rule in RULES if (f := rule(ctx)) is not None]
+    # the biggest saving in the time a user pays first (profiled where no timed step)
+    return sorted(found, key=lambda f: -(f.timed_saving_ns_per_step
+                                         if f.timed_saving_ns_per_step is not None
+                                         else (f.saving_ns or 0) / max(ctx.steps, 1))), \
+        ctx.steps
+
+
+def in_timed(f: Finding, ctx: Context) -> Finding:
+    """The finding's saving carried to timed time (analyses/timed.py's model), where the
+    run has a timed step."""
+    if f.saving_ns is None or f.saving_scenario is None:
+        return f
+    s = ctx.scenario(f.saving_scenario)
+    if s is None or s.timed_saving_step_ns is None:
+        return f
+    return replace(f, timed_saving_ns_per_step=s.timed_saving_step_ns)
 
 
 def no_loss(f: Finding) -> Finding:

@@ -9,7 +9,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from traceviz.analyses.summary import Summary, summarize
-from traceviz.analyses.whatif import WhatIf, whatif
+from traceviz.analyses.timed import TimedStep
+from traceviz.analyses.whatif import Scenario, WhatIf, whatif
 from traceviz.errors import TraceVizError
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
@@ -25,6 +26,9 @@ class Finding:
     saving_ns: int | None = None       # from a whatif scenario, over the windows
     saving_scenario: str | None = None
     figures: dict[str, Any] = field(default_factory=dict)
+    # the saving per step in timed (unprofiled) time, the step a user pays (None: the
+    # run has no timed step, or the finding no scenario)
+    timed_saving_ns_per_step: float | None = None
 
     def to_dict(self, steps: int = 0) -> dict[str, Any]:
         """The finding, and its saving as ``advise`` prints it: per step where the trace
@@ -61,11 +65,29 @@ class Context:
 
     def saving_of(self, scenario: str) -> int | None:
         """A scenario outside the shared set (a factor a rule computed), replayed alone."""
-        try:
-            s = whatif(self.trace, (scenario,)).scenario(scenario)
-        except TraceVizError:
-            return None
-        return s.saving_ns if s.applies else None
+        s = self.scenario(scenario)
+        return s.saving_ns if s is not None and s.applies else None
+
+    def scenario(self, name: str) -> Scenario | None:
+        """The scenario ``name`` as replayed: from the shared set, else alone (once)."""
+        w = self._whatif
+        if w is not None and any(s.name == name for s in w.scenarios):
+            return w.scenario(name)
+        if name not in self._alone:
+            try:
+                self._alone[name] = whatif(self.trace, (name,)).scenario(name)
+            except TraceVizError:
+                self._alone[name] = None
+        return self._alone[name]
+
+    @cached_property
+    def _alone(self) -> dict[str, Scenario | None]:
+        return {}
+
+    @property
+    def timed(self) -> TimedStep | None:
+        """The run's profiled and timed step (analyses/timed.py)."""
+        return self.summary.timed
 
     @property
     def steps(self) -> int:

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.replay import ReplayGraph, Solution
-from traceviz.analyses.work import analysis_windows
+from traceviz.analyses.work import analysis_windows, work_rows
+from traceviz.intervals import union_in_windows
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
@@ -99,6 +100,7 @@ class Windows:
     span_ns: int
     per_step: pd.Series  # step -> ns; empty without steps
     devices: int = 1     # devices whose windows are summed
+    busy_ns: int = 0     # union of work inside the windows, summed over devices
 
 
 def window_time(trace: Trace, work_index: np.ndarray | None = None) -> Windows:
@@ -111,4 +113,13 @@ def window_time(trace: Trace, work_index: np.ndarray | None = None) -> Windows:
     w = pd.concat(windows.values())
     length = (w["end_ns"] - w["start_ns"]).clip(lower=0)
     per_step = length[w["step"] >= 0].groupby(w["step"][w["step"] >= 0]).sum()
-    return Windows(int(length.sum()), per_step.astype(np.int64), len(windows))
+    work = work_rows(trace) if work is None else work
+    busy = 0
+    dev = work["device"].to_numpy(np.int64)
+    ts = work["ts_ns"].to_numpy(np.int64)
+    end = ts + work["dur_ns"].to_numpy(np.int64)
+    for device, win in windows.items():
+        mine = dev == device
+        busy += int(union_in_windows(ts[mine], end[mine], win["start_ns"].to_numpy(np.int64),
+                                     win["end_ns"].to_numpy(np.int64)).sum())
+    return Windows(int(length.sum()), per_step.astype(np.int64), len(windows), busy)

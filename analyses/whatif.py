@@ -18,6 +18,9 @@ import pandas as pd
 from traceviz.analyses.critical_path import path_of, removed_from_path
 from traceviz.analyses.replay import ReplayGraph, Solution, build, per_device, solve
 from traceviz.analyses.replay_measure import Windows, replayed_trace, window_time
+from traceviz.analyses.timed import TimedStep, timed_step
+from traceviz.analyses.timings import timings
+from traceviz.analyses.whatif_timed import in_timed, timed_graph
 from traceviz.errors import UsageError
 from traceviz.units import fmt_ns
 
@@ -40,6 +43,11 @@ class Scenario:
     assumptions: tuple[str, ...] = ()
     reason: str = ""          # why it does not apply
     path_ns: int | None = None  # what it takes off the critical path as replayed
+    busy_ns: int | None = None  # the scenario's device busy time as replayed
+    # per step in timed (unprofiled) time, by the model of analyses/timed.py; None where
+    # the run has no timed step or no steps
+    timed_step_ns: float | None = None
+    timed_saving_step_ns: float | None = None
 
     @property
     def saving_fraction(self) -> float | None:
@@ -58,6 +66,7 @@ class WhatIf:
     is_cpu: bool
     model: dict[str, Any]      # what the replay learnt from the trace
     scenarios: list[Scenario] = field(default_factory=list)
+    timed: TimedStep | None = None  # the run's profiled and timed step
 
     @property
     def replay_error(self) -> float | None:
@@ -90,9 +99,12 @@ class WhatIf:
                  **({"reason": s.reason}
                                                         if s.reason else {}),
                  "per_step": {"predicted_ns": _per(s.predicted_ns, self.steps),
-                              "saving_ns": _per(s.saving_ns, self.steps)}}
+                              "saving_ns": _per(s.saving_ns, self.steps),
+                              "timed_predicted_ns": s.timed_step_ns,
+                              "timed_saving_ns": s.timed_saving_step_ns}}
                 for s in self.scenarios
             ],
+            "timed_step": None if self.timed is None else self.timed.to_dict(),
             # as whatif prints them: per step where the trace has steps
             "per_step": {"measured_ns": _per(self.measured_ns, self.steps),
                          "replayed_ns": _per(self.replayed_ns, self.steps)},
@@ -338,6 +350,9 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
     sol = solve(g)
     identity = _replayed(g, sol)
     points, path = path_of(g, sol)
+    model_t = timed_step(timings(trace.meta.get("bench")), measured.span_ns, measured.busy_ns,
+                         len(measured.per_step), measured.devices)
+    tg = timed_graph(g, model_t, len(measured.per_step), _replayed)
     out = []
     for text, name, x in parsed:
         transform, _, cpu_reason = SCENARIOS[name]
@@ -356,12 +371,17 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
         if not assumptions:
             out.append(Scenario(text, False, reason=_nothing_to_change(name)))
             continue
-        predicted = _replayed(changed).span_ns
+        replayed = _replayed(changed)
+        predicted = replayed.span_ns
         saving = identity.span_ns - predicted
         removed = removed_from_path(g, changed, points, path)
         if removed is not None:
             assumptions.append(_path_check(saving, removed, max(len(measured.per_step), 1)))
-        out.append(Scenario(text, True, predicted, saving, tuple(assumptions), path_ns=removed))
+        t_step, t_saving = in_timed(tg, _replayed(transform(tg.graph, x)[0]) if tg else None,
+                                    model_t)
+        out.append(Scenario(text, True, predicted, saving, tuple(assumptions), path_ns=removed,
+                            busy_ns=replayed.busy_ns, timed_step_ns=t_step,
+                            timed_saving_step_ns=t_saving))
     model = {
         "launch_latency_ns": g.latency_ns, "queue_gap_ns": g.queue_gap_ns,
         "wait_latency_ns": g.wait_latency_ns,
@@ -369,9 +389,13 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
         "unexplained_waits": {"rows": g.unexplained_rows, "ns": g.unexplained_ns},
         "synchronizing_calls": int((g.h_await >= 0).sum()),
         "host_nodes": len(g.h_ts), "device_rows": len(g.d_ts),
+        "timed_host_factor": tg.factor if tg else None,
+        "timed_replayed_step_ns": tg.per_step(tg.identity) if tg else None,
     }
     return WhatIf(measured.span_ns, identity.span_ns, measured.per_step, identity.per_step,
-                  len(measured.per_step), measured.devices, trace.is_cpu, model, out)
+                  len(measured.per_step), measured.devices, trace.is_cpu, model, out,
+                  model_t)
+
 
 
 def _path_check(saving: int, removed: int, steps: int) -> str:

@@ -158,8 +158,11 @@ def _speedups(results: list[RungResult]) -> None:
 
 
 def _predict(results: list[RungResult], traces: dict[str, Any], w: Workload) -> None:
-    """whatif's speed-up over the baseline for the rungs a scenario stands for: the base
-    rung's measured speed-up times the scenario's (replayed / predicted step time)."""
+    """whatif's speed-up over the baseline for the rungs a scenario stands for: the
+    baseline's timed step over the scenario's predicted timed step on the base rung's trace
+    (the replay with the profiler's host cost taken out, analyses/whatif_timed.py: never
+    shorter than the device work it keeps); without a timed step, the base rung's
+    speed-up times the scenario's profiled (replayed / predicted) ratio."""
     from traceviz.analyses.whatif import whatif
 
     by_name = {r.rung.variant: r for r in results}
@@ -179,5 +182,11 @@ def _predict(results: list[RungResult], traces: dict[str, Any], w: Workload) -> 
         if not s.applies or not s.predicted_ns:
             r.prediction_note = f"{scenario}: {s.reason or 'nothing to change'}"
             continue
+        baseline = by_name.get(BASELINE)
+        if s.timed_step_ns and baseline is not None and baseline.median_s:
+            r.predicted = baseline.median_s * 1e9 / s.timed_step_ns
+            r.prediction_note = (f"{scenario} on {rung.base}'s trace: "
+                                 f"{s.timed_step_ns / 1e6:.1f} ms per timed step")
+            continue
         r.predicted = base.speedup * (s.predicted_ns + (s.saving_ns or 0)) / s.predicted_ns
-        r.prediction_note = f"{scenario} on {rung.base}'s trace"
+        r.prediction_note = f"{scenario} on {rung.base}'s trace (profiled ratio)"

@@ -84,3 +84,27 @@ SYNC_APIS = frozenset({
 def is_sync_call(name: str) -> bool:
     """A call that waits for device work (``cudaStreamSynchronize_v3020`` too)."""
     return base_api_name(name) in SYNC_APIS
+
+
+# Cross-stream bookkeeping: an event recorded on one stream, and another stream told to
+# wait for it (the replay links the two; advise counts their host cost). Kineto and nsys
+# record the runtime names, XSpace the driver's.
+EVENT_RECORD_APIS = frozenset({
+    "cudaEventRecord", "cudaEventRecordWithFlags", "cuEventRecord", "cuEventRecordWithFlags",
+    "hipEventRecord", "hipEventRecordWithFlags",
+})
+STREAM_WAIT_APIS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent",
+                              "hipStreamWaitEvent"})
+# polled by PyTorch's caching allocator for memory used across streams (record_stream)
+EVENT_QUERY_APIS = frozenset({"cudaEventQuery", "cuEventQuery", "hipEventQuery"})
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def event_role(name: str) -> str | None:
+    """``record``, ``wait`` or ``query`` for a cross-stream event call, else None."""
+    base = base_api_name(name)
+    if base in EVENT_RECORD_APIS:
+        return "record"
+    if base in STREAM_WAIT_APIS:
+        return "wait"
+    return "query" if base in EVENT_QUERY_APIS else None

@@ -21,16 +21,18 @@ class AdviseCommand(Command):
         p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.analyses.advice import advise
+        from traceviz.analyses.advice import advise_timed
 
         with ExitStack() as stack:
             trace = load_with_progress(args.trace, stack)
-        findings, steps = advise(trace)
+        findings, steps, timed = advise_timed(trace)
         if args.json:
-            print(json.dumps({"steps": steps, "findings": [f.to_dict(steps) for f in findings]},
+            print(json.dumps({"steps": steps,
+                              "timed_step": None if timed is None else timed.to_dict(),
+                              "findings": [f.to_dict(steps) for f in findings]},
                              indent=2, default=int))
             return 0
         from traceviz.render.advice import advice_render
 
-        stdout(args.width).print(advice_render(findings, steps))
+        stdout(args.width).print(advice_render(findings, steps, timed))
         return 0

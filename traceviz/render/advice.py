@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceviz.analyses.advice_base import Finding
+from traceviz.analyses.timed import TimedStep, profiled_note
 from traceviz.analyses.whatif import WhatIf
 from traceviz.render.fit import Col, fitted_table, left_note
 from traceviz.units import fmt_ns, fmt_pct, plural
@@ -29,6 +30,16 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
     head.add_row("measured", _per_step(w.measured_ns, w.steps), where)
     head.add_row("replayed as recorded", _per_step(w.replayed_ns, w.steps),
                  f"error {fmt_pct(w.replay_error)}" if w.replay_error is not None else "")
+    t = w.timed
+    if t is not None and t.known:
+        over = f"profiler overhead {t.overhead:.2f}x" if t.overhead else ""
+        head.add_row("timed (no profiler)", f"{fmt_ns(t.timed_ns)}/step",
+                     f"{over}; device busy {fmt_ns(t.device_ns)}/step; timed predictions: "
+                     "device work as replayed, the rest scaled by "
+                     f"{t.host_scale:.2f}" if t.host_scale is not None else over)
+    else:
+        head.add_row("timed", "-", "no timed step in this trace: predictions are profiled "
+                                   "time")
     if not w.is_cpu:
         lat = ", ".join(f"device {d}: {fmt_ns(v)}" for d, v in m["launch_latency_ns"].items())
         if any(v < 0 for v in m["launch_latency_ns"].values()):
@@ -41,14 +52,21 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
         if lost["rows"]:
             head.add_row("", f"{lost['rows']:,} rows waited on something the trace does not "
                              f"show ({fmt_ns(lost['ns'])}): kept as recorded", "")
-    cols = (Col("scenario", "left"), Col("predicted"), Col("saving"), Col("%", drop=1),
+    timed = t is not None and t.known and w.steps > 0
+    cols = (Col("scenario", "left"),
+            *((Col("timed\nstep"), Col("timed\nsaving")) if timed else ()),
+            Col("profiled\npredicted", drop=3 if timed else 0),
+            Col("profiled\nsaving", drop=4 if timed else 0), Col("%", drop=1),
             Col("does not apply" if brief else "assumptions", "left", wrap=True, drop=2))
     rows = []
     for s in w.scenarios:
         if not s.applies:
-            rows.append([s.name, "-", "-", "", f"does not apply: {s.reason}"])
+            rows.append([s.name, *(["-", "-"] if timed else []), "-", "-", "",
+                         f"does not apply: {s.reason}"])
             continue
-        rows.append([s.name, _per_step(s.predicted_ns, w.steps),
+        rows.append([s.name, *([fmt_ns(s.timed_step_ns), fmt_ns(s.timed_saving_step_ns)]
+                               if timed else []),
+                     _per_step(s.predicted_ns, w.steps),
                      _per_step(s.saving_ns, w.steps), fmt_pct(s.saving_fraction),
                      "" if brief else "\n".join(f"- {a}" for a in s.assumptions)])
     t, left = fitted_table("scenarios (saving against the replay as recorded)", cols, rows,
@@ -62,18 +80,27 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
     return Group(*parts)
 
 
-def advice_render(findings: list[Finding], steps: int) -> RenderableType:
+def advice_render(findings: list[Finding], steps: int,
+                  timed: TimedStep | None = None) -> RenderableType:
     if not findings:
         return Text("No finding: no rule fired on this trace (docs/advise.md lists what "
                     "each rule looks for).")
+    known = timed is not None and timed.known
     parts: list[RenderableType] = [Text(
         "Each saving is a whatif scenario against the replay as recorded; they overlap and "
-        "do not add up.", style="dim"), Text("")]
+        "do not add up." + (" Savings are per timed step (no profiler), carried over from "
+                            "the profiled replay: device work as recorded, the rest scaled "
+                            "by the run's profiler overhead." if known else ""),
+        style="dim"), Text(profiled_note(timed), style="dim"), Text("")]
     for i, f in enumerate(findings, 1):
         title = Text(f"{i}. {f.title}", style="bold")
-        if f.saving_ns is not None:
-            title.append(f"   est. saving {_per_step(f.saving_ns, steps)} ({f.saving_scenario})",
+        if f.saving_ns is not None and f.timed_saving_ns_per_step is not None:
+            title.append(f"   est. saving {fmt_ns(f.timed_saving_ns_per_step)} per timed step "
+                         f"({_per_step(f.saving_ns, steps)} profiled; {f.saving_scenario})",
                          style="green")
+        elif f.saving_ns is not None:
+            title.append(f"   est. saving {_per_step(f.saving_ns, steps)} profiled "
+                         f"({f.saving_scenario})", style="green")
         parts.append(title)
         for e in f.evidence:
             parts.append(Text(f"   {e}"))
