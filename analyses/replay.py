@@ -36,7 +36,7 @@ import pandas as pd
 from traceviz.analyses.work import work_rows
 from traceviz.categorical import each, per_distinct
 from traceviz.errors import InputError
-from traceviz.launch_apis import is_sync_call
+from traceviz.launch_apis import event_role, is_sync_call
 from traceviz.schema import DEVICE_KINDS
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
@@ -89,6 +89,7 @@ class ReplayGraph:
     wait_latency_ns: dict[int, int]
     unexplained_rows: int    # rows that started late with no wait found
     unexplained_ns: int
+    event_waits: int = 0     # rows that wait on another stream by a recorded event wait
 
     def with_changes(self, **arrays: Any) -> ReplayGraph:
         return replace(self, **arrays)
@@ -210,9 +211,13 @@ def build(trace: Trace) -> ReplayGraph:
     explained = np.maximum(prev_dev_end + gap, np.where(launched, call_end + lat, NEVER))
     late = launched & ~sync_launch & (d_ts - explained > WAIT_SLACK_NS)
     d_dep = _inferred_waits(d_device, d_stream, d_ts, d_end, late, explained)
+    # an event wait the host recorded (cudaStreamWaitEvent after cudaEventRecord) is the
+    # dependency itself: it replaces an inferred one
+    event_dep = _event_waits(host, h_chain, d_launch, d_stream, d_ts, d_end)
+    d_dep = np.where(event_dep >= 0, event_dep, d_dep)
     found = d_dep >= 0
-    # each inferred wait keeps its recorded latency (up to WAIT_WINDOW_NS): the edge is
-    # learnt from this one recording, there is no population to average
+    # each wait keeps its recorded latency (an inferred one up to WAIT_WINDOW_NS): the
+    # edge is learnt from this one recording, there is no population to average
     d_dep_lat = np.where(found, d_ts - d_end[np.maximum(d_dep, 0)], 0)
     wait_lat = _median_by(d_device[found], d_dep_lat[found])
     lost = late & ~found
@@ -227,6 +232,7 @@ def build(trace: Trace) -> ReplayGraph:
         d_dur=d_dur, d_launch=d_launch, d_from_start=sync_launch, d_offset=d_offset,
         d_dep=d_dep, d_dep_lat=d_dep_lat, d_removed=np.zeros(len(dev), bool),
         d_gap=gap, latency_ns=latency, queue_gap_ns=gaps, wait_latency_ns=wait_lat,
+        event_waits=int((event_dep >= 0).sum()),
         unexplained_rows=int(lost.sum()),
         unexplained_ns=int((d_ts - explained)[lost].sum()),
     )
@@ -325,6 +331,52 @@ def _thread_waits(pid: np.ndarray, chain: np.ndarray, ts: np.ndarray, dur: np.nd
         ok = (k >= 0) & (end[cand] > ts[mine] - gap[mine])
         after[mine[ok]] = cand[ok]
     return after
+
+
+def _event_waits(host: pd.DataFrame, h_chain: np.ndarray, d_launch: np.ndarray,
+                 d_stream: np.ndarray, d_ts: np.ndarray, d_end: np.ndarray) -> np.ndarray:
+    """Per device row: the row it waits on by an event wait the host recorded, -1.
+
+    Neither Kineto nor XSpace records which stream an event call names, so the calls'
+    order on their thread does: an event record marks the last row the thread launched
+    before it (torch records on the stream it just used); a stream wait takes the last
+    record before it on the thread, and holds back the first row the thread launches
+    after it. An edge that the recording contradicts (the row started before the
+    recorded row ended; both on one stream, where stream order holds already) is left
+    out."""
+    dep = np.full(len(d_ts), -1, np.int64)
+    names = host["name"]
+    role = per_distinct(names, lambda c: np.array([event_role(str(n)) or "" for n in c],
+                                                  dtype=object), fill="")
+    if not (role == "wait").any() or not len(d_ts):
+        return dep
+    n = len(host)
+    launched = np.flatnonzero(d_launch >= 0)
+    # per host node, the first (and last) device row it launched, by start
+    order = launched[np.argsort(d_ts[launched], kind="stable")]
+    first_row = np.full(n, -1, np.int64)
+    last_row = np.full(n, -1, np.int64)
+    first_row[d_launch[order[::-1]]] = order[::-1]
+    last_row[d_launch[order]] = order
+    chain = pd.Series(h_chain)
+    last_before = pd.Series(np.where(last_row >= 0, last_row, np.nan)).groupby(chain).ffill()
+    record_idx = np.where(role == "record", np.arange(n), -1).astype(float)
+    record_idx[record_idx < 0] = np.nan
+    record_before = pd.Series(record_idx).groupby(chain).ffill()
+    # the first row launched strictly after the node, on its chain
+    nxt = pd.Series(np.where(first_row >= 0, first_row, np.nan)).groupby(chain).bfill()
+    after = nxt.groupby(chain).shift(-1)
+    waits = np.flatnonzero(role == "wait")
+    rec = record_before.to_numpy()[waits]
+    target = after.to_numpy()[waits]
+    ok = ~np.isnan(rec) & ~np.isnan(target)
+    waits, rec, target = waits[ok], rec[ok].astype(np.int64), target[ok].astype(np.int64)
+    src = last_before.to_numpy()[rec]
+    ok = ~np.isnan(src)
+    src, target = src[ok].astype(np.int64), target[ok]
+    real = (d_stream[src] != d_stream[target]) & (d_ts[target] >= d_end[src])
+    dep[target[real]] = src[real]
+    return dep
 
 
 def _inferred_waits(d_device: np.ndarray, d_stream: np.ndarray, d_ts: np.ndarray,

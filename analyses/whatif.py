@@ -385,7 +385,9 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
     model = {
         "launch_latency_ns": g.latency_ns, "queue_gap_ns": g.queue_gap_ns,
         "wait_latency_ns": g.wait_latency_ns,
-        "inferred_waits": int((g.d_dep >= 0).sum()),
+        "inferred_waits": int((g.d_dep >= 0).sum()) - g.event_waits,
+        "event_waits": g.event_waits,
+        "stream_wait_calls": _count_waits(trace, g),
         "unexplained_waits": {"rows": g.unexplained_rows, "ns": g.unexplained_ns},
         "synchronizing_calls": int((g.h_await >= 0).sum()),
         "host_nodes": len(g.h_ts), "device_rows": len(g.d_ts),
@@ -396,6 +398,19 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
                   len(measured.per_step), measured.devices, trace.is_cpu, model, out,
                   model_t)
 
+
+
+def _count_waits(trace: Trace, g: ReplayGraph) -> int:
+    """The stream-wait calls (cudaStreamWaitEvent and kin) among the host nodes."""
+    from traceviz.categorical import per_distinct
+    from traceviz.launch_apis import event_role
+
+    names = trace.events["name"].take(g.h_rows) if len(g.h_rows) else None
+    if names is None:
+        return 0
+    role = per_distinct(names, lambda c: np.array([event_role(str(n)) or "" for n in c],
+                                                  dtype=object), fill="")
+    return int((role == "wait").sum())
 
 
 def _path_check(saving: int, removed: int, steps: int) -> str:

@@ -33,10 +33,11 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
     t = w.timed
     if t is not None and t.known:
         over = f"profiler overhead {t.overhead:.2f}x" if t.overhead else ""
+        f = m.get("timed_host_factor")
         head.add_row("timed (no profiler)", f"{fmt_ns(t.timed_ns)}/step",
-                     f"{over}; device busy {fmt_ns(t.device_ns)}/step; timed predictions: "
-                     "device work as replayed, the rest scaled by "
-                     f"{t.host_scale:.2f}" if t.host_scale is not None else over)
+                     f"{over}; device busy {fmt_ns(t.device_ns)}/step; timed predictions "
+                     f"replay the trace with its host time x {f:.2f} (the profiler's cost "
+                     "taken out), device work as recorded" if f is not None else over)
     else:
         head.add_row("timed", "-", "no timed step in this trace: predictions are profiled "
                                    "time")
@@ -46,7 +47,9 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
             lat += " (below 0: kernels start before their launch call returns, or the GPU's "\
                    "clock runs ahead of the host's)"
         head.add_row("learnt", f"launch latency {lat or '-'}",
-                     f"{m['inferred_waits']:,} cross-stream waits, "
+                     f"{m['inferred_waits'] + m.get('event_waits', 0):,} cross-stream "
+                     f"waits ({m.get('event_waits', 0):,} of "
+                     f"{m.get('stream_wait_calls', 0):,} stream-wait calls linked), "
                      f"{m['synchronizing_calls']:,} synchronizing calls")
         lost = m["unexplained_waits"]
         if lost["rows"]:
