@@ -150,6 +150,8 @@ class CriticalPath:
     unit: str = "step"      # what a window is: a step, a host range, the whole trace
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     # the trace rows of the work on the path (kernels; on a CPU trace, ops)
+    timed_step_ns: float | None = None     # the run's timed (unprofiled) median step
+    profiler_overhead: float | None = None
 
     def totals(self) -> dict[str, int]:
         return {p: int(self.steps[f"{p}_ns"].sum()) for p in ("length", *PARTS)}
@@ -165,6 +167,8 @@ class CriticalPath:
             on_path_calls_per_window=lambda d: d["on_path_calls"] / per)
         off = self.kernels[self.kernels["on_path_ns"] == 0]
         return {"unit": self.unit, "windows": len(self.steps), "steps": rows(self.steps),
+                "timed_step_ns": self.timed_step_ns,
+                "profiler_overhead": self.profiler_overhead,
                 "totals": totals,
                 # as printed: per window (step, range), and each part's share of the length
                 "per_window": {k: v / per for k, v in totals.items()},
@@ -220,6 +224,11 @@ def critical_path(trace: Trace, annotation: str | None = None, g: ReplayGraph | 
     cp = _tables(trace, g, pts, path, amount, kind, steps, inside[ends])
     cp.unit = "range" if annotation is not None else (
         "step" if int(steps["step"].iloc[0]) >= 0 else "whole trace")
+    from traceviz.analyses.timings import timings
+
+    t = timings(trace.meta.get("bench"))
+    if t is not None:
+        cp.timed_step_ns, cp.profiler_overhead = t.median_s * 1e9, t.profiler_overhead
     return cp
 
 
@@ -309,11 +318,21 @@ def _tables(trace: Trace, g: ReplayGraph, pts: Points, path: np.ndarray, amount:
     ops = (pd.DataFrame({"op": pd.Series(op, dtype=object).fillna("(no op)").astype(str),
                          "on_path_ns": on_dev["ns"].to_numpy()})
            .groupby("op").sum().sort_values("on_path_ns", ascending=False).reset_index())
-    host = ~is_dev & np.isin(kind, [HOST, GAP, AFTER])
+    host = ~is_dev & np.isin(kind, [HOST, AFTER])
     h_names = ev["name"].iloc[g.h_rows[i[host]]].astype(str).to_numpy()
-    host_calls = (pd.DataFrame({"name": h_names, "on_path_ns": amount[host]})
-                  .groupby("name").sum().sort_values("on_path_ns", ascending=False)
-                  .reset_index())
+    # the host time before a call is not the call's: framework ops, or nothing recorded
+    gap = ~is_dev & (kind == GAP) if not trace.is_cpu else np.zeros(len(path), bool)
+    in_ops = _op_share(trace, g, i[gap]) * amount[gap]
+    if trace.is_cpu:
+        host = ~is_dev & np.isin(kind, [HOST, GAP, AFTER])
+        h_names = ev["name"].iloc[g.h_rows[i[host]]].astype(str).to_numpy()
+    host_calls = (pd.DataFrame({
+        "name": np.concatenate([h_names, np.full(int(gap.sum()), BETWEEN_OPS, object),
+                                np.full(int(gap.sum()), IN_OPS, object)]),
+        "on_path_ns": np.concatenate([amount[host], amount[gap] - np.round(in_ops),
+                                      np.round(in_ops)]).astype(np.int64)})
+        .groupby("name").sum().sort_values("on_path_ns", ascending=False).reset_index())
+    host_calls = host_calls[host_calls["on_path_ns"] > 0].reset_index(drop=True)
     notes = []
     if g.unexplained_rows:
         rows = "1 device row" if g.unexplained_rows == 1 else \
@@ -322,6 +341,37 @@ def _tables(trace: Trace, g: ReplayGraph, pts: Points, path: np.ndarray, amount:
                      "delay is where the path begins there")
     return CriticalPath(steps, kernels, ops, host_calls, trace.is_cpu, notes,
                         rows=np.sort(on_dev["row"].to_numpy(np.int64)))
+
+
+BETWEEN_OPS = "(between ops: Python, anything unrecorded)"
+IN_OPS = "(framework ops between calls)"
+
+
+def _op_share(trace: Trace, g: ReplayGraph, nodes: np.ndarray) -> np.ndarray:
+    """Per host node: the share of the recorded time before it (since its thread's
+    previous call ended) that framework ops cover, outside any runtime call."""
+    from traceviz.intervals import covered_until, union_blocks
+
+    out = np.zeros(len(nodes), float)
+    if not len(nodes):
+        return out
+    ev = trace.events
+    ops = ev[(ev["kind"] == "op").to_numpy()]
+    end = g.h_ts[nodes]
+    start = end - np.maximum(g.h_gap[nodes], 0)
+    pid = ev["pid"].to_numpy(np.int64)[g.h_rows[nodes]]
+    tid = ev["tid"].to_numpy(np.int64)[g.h_rows[nodes]]
+    o_pid, o_tid = ops["pid"].to_numpy(np.int64), ops["tid"].to_numpy(np.int64)
+    o_ts = ops["ts_ns"].to_numpy(np.int64)
+    o_end = o_ts + ops["dur_ns"].to_numpy(np.int64)
+    for p, t in set(zip(pid.tolist(), tid.tolist(), strict=True)):
+        mine = (pid == p) & (tid == t)
+        sel = (o_pid == p) & (o_tid == t)
+        bs, be = union_blocks(o_ts[sel], o_end[sel])
+        covered = covered_until(bs, be, end[mine]) - covered_until(bs, be, start[mine])
+        length = np.maximum(end[mine] - start[mine], 1)
+        out[mine] = np.clip(covered / length, 0.0, 1.0)
+    return out
 
 
 def _walk(pts: Points, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -45,6 +45,15 @@ def critical_path_render(cp: CriticalPath, top: int = 10, width: int = 120) -> G
         ("path", "bold"), f" {unit}: {fmt_ns(totals['length'] / per)} = ",
         " + ".join(f"{text[p]} {fmt_pct(totals[p] / length)}" for p in PARTS
                    if totals[p]), f"; mostly {text[biggest]}"))
+    if cp.timed_step_ns is not None:
+        over = f"{cp.profiler_overhead:.2f}x" if cp.profiler_overhead else "unknown"
+        parts.append(Text(f"the path is profiled time: the timed step (no profiler) is "
+                          f"{fmt_ns(cp.timed_step_ns)}, profiler overhead {over}; the "
+                          "profiler's cost is host time, so the host's share is smaller "
+                          "unprofiled", style="dim"))
+    else:
+        parts.append(Text("the path is profiled time (no timed step in this trace)",
+                          style="dim"))
     on = cp.kernels[cp.kernels["on_path_ns"] > 0].head(top)
     what = "leaf ops" if cp.is_cpu else "kernels"
     if len(on):
