@@ -382,6 +382,11 @@ def in_timed(f: Finding, ctx: Context) -> Finding:
     s = ctx.scenario(f.saving_scenario)
     if s is None or s.timed_saving_step_ns is None:
         return f
+    if s.timed_saving_step_ns <= 0:
+        return replace(f, saving_ns=None, evidence=[
+            *f.evidence, f"the {f.saving_scenario} replay predicts no gain per timed step "
+            "(the step without the profiler): once the profiler's host cost is taken out, "
+            "the device, not the host or launches, sets the pace; the action may not pay"])
     return replace(f, timed_saving_ns_per_step=s.timed_saving_step_ns)
 
 

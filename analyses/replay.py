@@ -219,6 +219,9 @@ def build(trace: Trace) -> ReplayGraph:
     # each wait keeps its recorded latency (an inferred one up to WAIT_WINDOW_NS): the
     # edge is learnt from this one recording, there is no population to average
     d_dep_lat = np.where(found, d_ts - d_end[np.maximum(d_dep, 0)], 0)
+    # a recorded event wait's row may have started late for its launch, not the event:
+    # the edge itself costs at most the device's launch latency
+    d_dep_lat = np.where(event_dep >= 0, np.minimum(d_dep_lat, np.maximum(lat, 0)), d_dep_lat)
     wait_lat = _median_by(d_device[found], d_dep_lat[found])
     lost = late & ~found
     d_offset = np.where(lost, delay, d_offset)

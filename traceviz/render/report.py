@@ -63,6 +63,41 @@ def _loss_section(figs: list[RunFigures]) -> Section | None:
     return section
 
 
+def _timed_section(figs: list[RunFigures]) -> Section:
+    """Profiled against timed step, the host's time by cause, and the streams' overlap."""
+    from traceviz.analyses.compare import ordering_conflicts
+
+    rows = []
+    for f in figs:
+        s, per = f.summary, f.per_step
+        t = s.timed
+        main = s.host.main if s.host is not None else None
+        most = max(s.stream_overlap, key=lambda o: o.streams, default=None)
+        k = s.host_per_kernel_ns
+        rows.append({
+            "run": f.label,
+            "profiled step": "–" if t is None else fmt_ns(t.profiled_ns),
+            "timed step": "–" if t is None or t.timed_ns is None else fmt_ns(t.timed_ns),
+            "profiler overhead": "–" if t is None or not t.overhead else f"{t.overhead:.2f}x",
+            "step per kernel (timed)": "–" if k["timed"] is None else fmt_ns(k["timed"]),
+            "host: API calls/step": "–" if main is None else fmt_ns(main["api_ns"] / per),
+            "framework ops/step": "–" if main is None else fmt_ns(main["op_ns"] / per),
+            "between ops/step": "–" if main is None else fmt_ns(main["between_ns"] / per),
+            "streams": "–" if most is None else str(most.streams),
+            "2+ streams busy/step": "–" if most is None or most.streams < 2 else
+            f"{fmt_ns(most.multi_ns / per)} ({fmt_pct(most.overlap_fraction)} of busy)",
+        })
+    text = ("The time a user pays is the timed step (no profiler); the trace's figures are "
+            "profiled, slowed on the host by the profiler. Host time of the thread that "
+            "launched the most work, by cause: runtime API calls, framework ops' own time, "
+            "and the time between ops (Python, anything unrecorded). Streams: time with two "
+            "or more busy at once; 0 means their work never overlapped.")
+    conflicts = ordering_conflicts(figs)
+    if conflicts:
+        text += " Profiled and timed orders disagree: " + "; ".join(conflicts) + "."
+    return Section("Profiled and timed step, host time, streams", text, pd.DataFrame(rows))
+
+
 def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                  ) -> list[Section]:
     """Sections for runs (their figures) and sweeps (label, sweep table)."""
@@ -147,6 +182,7 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
             "Per step window: idle = 1 - busy / span; launch-bound = the share of the span "
             "in which the device was idle with nothing launched pending (waiting for the "
             "host); queued idle = idle while launched work waited.", bound))
+        sections.append(_timed_section(figs))
         pies = Section("Where the time goes",
                        "Top kernels (leaf framework ops on a CPU trace) and others.")
         for f in figs:

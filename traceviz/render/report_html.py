@@ -95,7 +95,7 @@ def _run(i: int, label: str, trace: Trace, fig: RunFigures) -> tuple[list[Any], 
 
         if (mem := memory_render(s.memory)) is not None:
             parts.append(Div(text=f"<p>{html.escape(_plain(mem))}</p>"))
-    timeline, check = _timeline(i, label, trace)
+    timeline, check = _timeline(i, label, trace, _streams_line(s))
     if timeline is not None:
         parts.append(timeline)
     parts.append(Div(text=_advice_html(trace), sizing_mode="stretch_width"))
@@ -111,7 +111,11 @@ def _run_line(f: RunFigures) -> str:
             bits.append(f"min {t.min_s * 1e3:,.3f} ms, max {t.max_s * 1e3:,.3f} ms, "
                         f"CV {100 * t.cv:.1f}%" + (" NOISY" if t.noisy else ""))
     per = f.per_step
-    bits.append(f"busy {fmt_ns(f.busy_ns / per)} of {fmt_ns(f.span_ns / per)} per step")
+    bits.append(f"busy {fmt_ns(f.busy_ns / per)} of {fmt_ns(f.span_ns / per)} per profiled "
+                "step")
+    from traceviz.analyses.timed import profiled_note
+
+    bits.append(profiled_note(f.summary.timed))
     if f.launch_bound_fraction is not None:
         bits.append(f"launch-bound {fmt_pct(f.launch_bound_fraction)}")
     if f.model_tflops is not None:
@@ -225,7 +229,17 @@ def _n(x: Any, digits: int = 2) -> str:
     return "–" if x is None or x != x else f"{float(x):,.{digits}f}"
 
 
-def _timeline(i: int, label: str, trace: Trace) -> tuple[Any, dict]:
+def _streams_line(s: Any) -> str:
+    """Whether the run's streams overlap, for the timeline's caption."""
+    per = max(s.steps, 1)
+    return " ".join(
+        f"Device {o.device}: {o.streams} streams ran work, {fmt_ns(o.multi_ns / per)} per "
+        f"step with two or more busy ({fmt_pct(o.overlap_fraction)} of busy time)"
+        + (": they never overlap." if o.never_overlaps else ".")
+        for o in s.stream_overlap if o.streams >= 2)
+
+
+def _timeline(i: int, label: str, trace: Trace, streams: str = "") -> tuple[Any, dict]:
     """One step (the one of median length) of the run: device rows per stream lane,
     launch calls on a host row, host-wait gaps on a row of their own."""
     ColumnDataSource = _bokeh("bokeh.models").ColumnDataSource
@@ -285,6 +299,7 @@ def _timeline(i: int, label: str, trace: Trace) -> tuple[Any, dict]:
                                "x1": (tl.waits["end_ns"] / 1e3).tolist()})
         p.hbar(y="y", left="x0", right="x1", height=0.8, color=PALETTE["host wait"], source=ws)
     note = f" {tl.note}" if tl.note else ""
+    note += f" {streams}" if streams else ""
     column = _bokeh("bokeh.layouts").column
 
     return column(p, Div(text=f"<p><i>{html.escape(note.strip())}</i></p>" if note else ""),
@@ -320,7 +335,11 @@ def _advice_html(trace: Trace) -> str:
         out.append("<p>No rule fired on this trace.</p>")
     for f in findings:
         saving = "" if f.saving_ns is None else \
-            f" <b>est. saving {fmt_ns(f.saving_ns / per)} per step</b> ({f.saving_scenario})"
+            f" <b>est. saving {fmt_ns(f.timed_saving_ns_per_step)} per timed step</b> " \
+            f"({fmt_ns(f.saving_ns / per)} profiled; {f.saving_scenario})" \
+            if f.timed_saving_ns_per_step is not None else \
+            f" <b>est. saving {fmt_ns(f.saving_ns / per)} per profiled step</b> " \
+            f"({f.saving_scenario})"
         out.append(f"<p><b>{html.escape(f.title)}</b>{saving}<br>"
                    + "<br>".join(html.escape(e) for e in f.evidence)
                    + f"<br>&rarr; {html.escape(f.action)}</p>")
