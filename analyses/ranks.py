@@ -128,6 +128,8 @@ class RankFigures:
     # name, category, count, total_ns; a rank folder's analysis empties it once it is
     # folded into the cross-rank table (KernelTotals), so thousands of ranks fit
     kernels: pd.DataFrame = field(repr=False)
+    # what must agree between ranks of one job: device names and the model (if named)
+    identity: str = ""
 
     @property
     def comm_overlap_fraction(self) -> float | None:
@@ -168,8 +170,15 @@ def rank_figures(trace: Trace, rank: int, file: str) -> RankFigures:
         kernel_count=int(kernel.sum()),
         kernel_total_ns=int(work["dur_ns"].to_numpy(np.int64)[kernel].sum()),
         top_kernel=str(per_name["name"].iloc[0]) if len(per_name) else "",
-        step_times=step_times, kernels=per_name,
+        step_times=step_times, kernels=per_name, identity=run_identity(trace.meta),
     )
+
+
+def run_identity(meta: dict[str, Any]) -> str:
+    """The devices (by name) and model a trace ran: ranks of one job share them."""
+    names = sorted({str(v) for v in (meta.get("devices") or {}).values() if v})
+    model = meta.get("model")
+    return " · ".join([", ".join(names) or "CPU", *([str(model)] if model else [])])
 
 
 def _step_times(devices: list[Idle]) -> dict[int, int]:
@@ -207,6 +216,14 @@ def summarize_ranks(ranks: list[RankFigures],
     """The straggler view and the cross-rank kernel table of per-rank figures (or
     ``top_kernels``, that table built as the ranks came: ``KernelTotals``)."""
     ranks = sorted(ranks, key=lambda r: r.rank)
+    kinds = sorted({r.identity for r in ranks if r.identity})
+    if len(kinds) > 1:  # unrelated traces: a straggler is not a slow rank of the job
+        notes = [f"these traces are not ranks of one job: they ran on different devices or "
+                 f"models ({'; '.join(kinds[:4])}{'; ...' if len(kinds) > 4 else ''}); no "
+                 "stragglers are reported (compare them with `traceviz compare`)"]
+        stragglers = straggler_table([])
+        return RanksSummary(ranks, stragglers, cross_rank_kernels(ranks)
+                            if top_kernels is None else top_kernels, notes)
     return RanksSummary(ranks, straggler_table(ranks),
                         cross_rank_kernels(ranks) if top_kernels is None else top_kernels)
 
