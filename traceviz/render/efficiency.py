@@ -66,7 +66,7 @@ def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
                      f"{int(r.calls):,}", fmt_ns(int(r.time_ns)), _num(r.flops / 1e9),
                      _num(r.bytes / 1e9, 3), _num(r.tflops), _num(r.gbps, 0),
                      _num(r.intensity, 1), _pct(r.pct_peak), _pct(r.pct_bw),
-                     r.bound or "-"])
+                     r.bound if isinstance(r.bound, str) and r.bound else "-"])
     if rows:
         table, left = fitted_table("Efficiency: op groups (name and shapes) by device time",
                                    _GROUP_COLS, rows, width)
