@@ -9,14 +9,13 @@ Thresholds are stated in each rule (and in docs/advise.md); a rule that cannot j
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from traceviz.analyses.advice_actions import fusion_action, remedy
-from traceviz.analyses.advice_base import Context, Finding, Rule
+from traceviz.analyses.advice_base import Context, Finding, Rule, in_timed, no_loss
 from traceviz.analyses.advice_efficiency import (
     memory_bound_gemms,
     memory_headroom,
@@ -373,30 +372,3 @@ def _advise(ctx: Context) -> tuple[list[Finding], int]:
                                          else (f.saving_ns or 0) / max(ctx.steps, 1))), \
         ctx.steps
 
-
-def in_timed(f: Finding, ctx: Context) -> Finding:
-    """The finding's saving carried to timed time (analyses/timed.py's model), where the
-    run has a timed step."""
-    if f.saving_ns is None or f.saving_scenario is None:
-        return f
-    s = ctx.scenario(f.saving_scenario)
-    if s is None or s.timed_saving_step_ns is None:
-        return f
-    if s.timed_saving_step_ns <= 0:
-        return replace(f, saving_ns=None, evidence=[
-            *f.evidence, f"the {f.saving_scenario} replay predicts no gain per timed step "
-            "(the step without the profiler): once the profiler's host cost is taken out, "
-            "the device, not the host or launches, sets the pace; the action may not pay"])
-    return replace(f, timed_saving_ns_per_step=s.timed_saving_step_ns)
-
-
-def no_loss(f: Finding) -> Finding:
-    """A finding whose scenario replays slower than the trace claims no saving: it says
-    so instead of recommending an action by its own estimate a loss (a vision model whose
-    kernels already fill the device: CUDA graphs replayed 1.7 ms/step slower)."""
-    if f.saving_ns is None or f.saving_ns >= 0:
-        return f
-    return replace(f, saving_ns=None, evidence=[
-        *f.evidence, f"the {f.saving_scenario} replay predicts no gain here "
-        f"({fmt_ns(-f.saving_ns)} slower over the replayed windows): the device, not the "
-        "host or launches, sets the pace; the action may not pay"])

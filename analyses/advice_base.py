@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +12,7 @@ from traceviz.analyses.summary import Summary, summarize
 from traceviz.analyses.timed import TimedStep
 from traceviz.analyses.whatif import Scenario, WhatIf, whatif
 from traceviz.errors import TraceVizError
+from traceviz.units import fmt_ns
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
@@ -105,3 +106,31 @@ class Context:
 
 
 Rule = Callable[[Context], "Finding | None"]
+
+
+def no_loss(f: Finding) -> Finding:
+    """A finding whose scenario replays slower than the trace claims no saving: it says
+    so instead of recommending an action by its own estimate a loss (a vision model whose
+    kernels already fill the device: CUDA graphs replayed 1.7 ms/step slower)."""
+    if f.saving_ns is None or f.saving_ns >= 0:
+        return f
+    return replace(f, saving_ns=None, evidence=[
+        *f.evidence, f"the {f.saving_scenario} replay predicts no gain here "
+        f"({fmt_ns(-f.saving_ns)} slower over the replayed windows): the device, not the "
+        "host or launches, sets the pace; the action may not pay"])
+
+
+def in_timed(f: Finding, ctx: Context) -> Finding:
+    """The finding's saving carried to timed time (analyses/timed.py's model), where the
+    run has a timed step."""
+    if f.saving_ns is None or f.saving_scenario is None:
+        return f
+    s = ctx.scenario(f.saving_scenario)
+    if s is None or s.timed_saving_step_ns is None:
+        return f
+    if s.timed_saving_step_ns <= 0:
+        return replace(f, saving_ns=None, evidence=[
+            *f.evidence, f"the {f.saving_scenario} replay predicts no gain per timed step "
+            "(the step without the profiler): once the profiler's host cost is taken out, "
+            "the device, not the host or launches, sets the pace; the action may not pay"])
+    return replace(f, timed_saving_ns_per_step=s.timed_saving_step_ns)

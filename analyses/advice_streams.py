@@ -27,7 +27,8 @@ def streams_never_overlap(ctx: Context) -> Finding | None:
             f"device {o.device}: {o.streams} streams ran work ({counts} device ops {unit}), "
             f"{fmt_ns(o.multi_ns / per)} {unit} with two or more busy "
             f"({fmt_pct(o.overlap_fraction)} of its busy time): one stream at a time")
-    calls, host = {}, 0
+    calls: dict[str, int] = {}
+    host = 0
     if s.host is not None:
         for r in s.host.apis.itertuples(index=False):
             role = event_role(str(r.name))
@@ -43,8 +44,10 @@ def streams_never_overlap(ctx: Context) -> Finding | None:
         evidence.append(f"the device waits for the host {fmt_pct(s.launch_bound_fraction)} of "
                         "the span: each stream's work is launched only after the previous "
                         "stream's, so there is nothing queued to run beside it")
+    title = "Work on several streams never overlaps" if not any(o.multi_ns for o in idle) \
+        else "Work on several streams (almost) never overlaps"
     return Finding(
-        "streams_never_overlap", "Work on several streams never overlaps", evidence,
+        "streams_never_overlap", title, evidence,
         "the streams buy nothing here: launch the work from one stream (the event records "
         "and waits go), or give the streams work that is ready together — enough queued "
         "(fewer, larger kernels; a CUDA graph of the step) for the device to run them side "

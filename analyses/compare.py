@@ -82,9 +82,8 @@ class RunFigures:
             "tensor_core_share": self.tensor_core_share,
             "top_kernel": self.top_kernel, "top_kernel_share": self.top_kernel_share,
             "timed_step": None if self.summary.timed is None else self.summary.timed.to_dict(),
-            "host": None if self.summary.host is None else self.summary.host.to_dict()
-            | {"per_kernel_ns": self.summary.host_per_kernel_ns},
-            "stream_overlap": [o.to_dict() for o in self.summary.stream_overlap],
+            "host": self.summary.host_dict(),
+            "stream_overlap": self.summary.overlap_dicts(),
             "per_step": {
                 "busy_ns": self.busy_ns / per, "span_ns": self.span_ns / per,
                 "queued_idle_ns": None if self.queued_idle_ns is None
@@ -179,10 +178,10 @@ def workload_differences(runs: list[RunFigures]) -> list[str]:
         values = [r.meta.get(key) for r in runs]
         if len({v for v in values if v is not None}) > 1:
             out.append(f"{key.replace('_kind', '')} ({', '.join(str(v) for v in values)})")
-    for what, values in (("device", [_device_names(r.meta) for r in runs]),
-                         ("framework", [_framework(r.meta) for r in runs])):
-        if len({v for v in values if v}) > 1:
-            out.append(f"{what} ({', '.join(v or '?' for v in values)})")
+    for what, names in (("device", [_device_names(r.meta) for r in runs]),
+                        ("framework", [_framework(r.meta) for r in runs])):
+        if len({v for v in names if v}) > 1:
+            out.append(f"{what} ({', '.join(v or '?' for v in names)})")
     shapes = [{k: (r.meta.get("workload") or {}).get(k) for k in ("batch", "seq", "hidden",
                                                                   "layers")} for r in runs]
     if all(any(v is not None for v in s.values()) for s in shapes) and len(

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from traceviz.analyses.critical_path_host import BETWEEN_OPS, IN_OPS, host_ranges, op_share
 from traceviz.analyses.replay import (
     NEVER,
     ReplayGraph,
@@ -31,7 +32,7 @@ from traceviz.analyses.replay import (
     build,
     solve,
 )
-from traceviz.analyses.replay_measure import moved_marks, replayed_trace
+from traceviz.analyses.replay_measure import replayed_trace
 from traceviz.analyses.stats import plain_row
 from traceviz.analyses.work import analysis_windows
 
@@ -193,7 +194,7 @@ def critical_path(trace: Trace, annotation: str | None = None, g: ReplayGraph | 
     g = build(trace) if g is None else g
     sol = solve(g) if sol is None else sol
     pts = binding(g, sol)
-    windows = _windows(g, sol) if annotation is None else _ranges(g, sol, annotation)
+    windows = _windows(g, sol) if annotation is None else host_ranges(g, sol, annotation)
     ws, we = windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64)
     kk, inside, pred, last, path = _walk(pts, ws, we)
     start_of = np.where(pred[path] >= 0, pts.value[np.maximum(pred[path], 0)], ws[kk[path]])
@@ -264,26 +265,6 @@ def _windows(g: ReplayGraph, sol: Solution) -> pd.DataFrame:
     return w.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
-def _ranges(g: ReplayGraph, sol: Solution, prefix: str) -> pd.DataFrame:
-    """The host ranges named ``prefix...``, moved with the replay, as windows (numbered
-    in time order; a range that overlaps the previous one is left out)."""
-    from traceviz.errors import UsageError
-
-    ev = g.trace.events
-    names = ev["name"].astype(str)
-    mine = ev[ev["kind"].isin(["annotation", "step"]).to_numpy()
-              & names.str.startswith(prefix).to_numpy() & (ev["device"] < 0).to_numpy()]
-    if mine.empty:
-        raise UsageError(f"no host range named {prefix!r}... in the trace",
-                         option="critical-path")
-    start, end = moved_marks(g, sol, mine)  # the ranges follow their thread's calls
-    order = np.argsort(start, kind="stable")
-    start, end = start[order], end[order]
-    keep = np.r_[True, start[1:] >= np.maximum.accumulate(end)[:-1]]
-    return pd.DataFrame({"step": np.arange(int(keep.sum())), "start_ns": start[keep],
-                         "end_ns": end[keep]})
-
-
 def _tables(trace: Trace, g: ReplayGraph, pts: Points, path: np.ndarray, amount: np.ndarray,
             kind: np.ndarray, steps: pd.DataFrame, in_windows: np.ndarray) -> CriticalPath:
     """What lies on the path: kernels (device work on it against all their time in the
@@ -322,7 +303,7 @@ def _tables(trace: Trace, g: ReplayGraph, pts: Points, path: np.ndarray, amount:
     h_names = ev["name"].iloc[g.h_rows[i[host]]].astype(str).to_numpy()
     # the host time before a call is not the call's: framework ops, or nothing recorded
     gap = ~is_dev & (kind == GAP) if not trace.is_cpu else np.zeros(len(path), bool)
-    in_ops = _op_share(trace, g, i[gap]) * amount[gap]
+    in_ops = op_share(trace, g, i[gap]) * amount[gap]
     if trace.is_cpu:
         host = ~is_dev & np.isin(kind, [HOST, GAP, AFTER])
         h_names = ev["name"].iloc[g.h_rows[i[host]]].astype(str).to_numpy()
@@ -341,37 +322,6 @@ def _tables(trace: Trace, g: ReplayGraph, pts: Points, path: np.ndarray, amount:
                      "delay is where the path begins there")
     return CriticalPath(steps, kernels, ops, host_calls, trace.is_cpu, notes,
                         rows=np.sort(on_dev["row"].to_numpy(np.int64)))
-
-
-BETWEEN_OPS = "(between ops: Python, anything unrecorded)"
-IN_OPS = "(framework ops between calls)"
-
-
-def _op_share(trace: Trace, g: ReplayGraph, nodes: np.ndarray) -> np.ndarray:
-    """Per host node: the share of the recorded time before it (since its thread's
-    previous call ended) that framework ops cover, outside any runtime call."""
-    from traceviz.intervals import covered_until, union_blocks
-
-    out = np.zeros(len(nodes), float)
-    if not len(nodes):
-        return out
-    ev = trace.events
-    ops = ev[(ev["kind"] == "op").to_numpy()]
-    end = g.h_ts[nodes]
-    start = end - np.maximum(g.h_gap[nodes], 0)
-    pid = ev["pid"].to_numpy(np.int64)[g.h_rows[nodes]]
-    tid = ev["tid"].to_numpy(np.int64)[g.h_rows[nodes]]
-    o_pid, o_tid = ops["pid"].to_numpy(np.int64), ops["tid"].to_numpy(np.int64)
-    o_ts = ops["ts_ns"].to_numpy(np.int64)
-    o_end = o_ts + ops["dur_ns"].to_numpy(np.int64)
-    for p, t in set(zip(pid.tolist(), tid.tolist(), strict=True)):
-        mine = (pid == p) & (tid == t)
-        sel = (o_pid == p) & (o_tid == t)
-        bs, be = union_blocks(o_ts[sel], o_end[sel])
-        covered = covered_until(bs, be, end[mine]) - covered_until(bs, be, start[mine])
-        length = np.maximum(end[mine] - start[mine], 1)
-        out[mine] = np.clip(covered / length, 0.0, 1.0)
-    return out
 
 
 def _walk(pts: Points, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, ...]:

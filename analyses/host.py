@@ -58,9 +58,11 @@ class HostSplit:
                 **{f"{k}_ns": int(main[f"{k}_ns"])
                    for k in ("window", "api", "op", "between")},
                 "per_step": {f"{k}_ns": main[f"{k}_ns"] / per
-                             for k in ("window", "api", "op", "between")}},
+                             for k in ("window", "api", "op", "between")},
+                "shares": {k: main[f"{k}_ns"] / main["window_ns"] if main["window_ns"]
+                           else None for k in ("api", "op", "between")}},
             "apis": [{"name": r.name, "calls": int(r.calls), "total_ns": int(r.total_ns),
-                      "per_step_ns": r.total_ns / per}
+                      "per_step_ns": r.total_ns / per, "calls_per_step": r.calls / per}
                      for r in self.apis.itertuples(index=False)],
         }
 
@@ -103,6 +105,8 @@ def host_split(trace: Trace, ws: np.ndarray, we: np.ndarray, steps: int) -> Host
         covered = int(_in_windows(ts[both], end[both], ws, we).sum())
         rows.append((p, t, int(n), window, api, covered - api, window - covered))
     threads = pd.DataFrame(rows, columns=THREAD_COLUMNS)
+    if not rows:  # no launch call inside the windows
+        return HostSplit(threads, pd.DataFrame([], columns=API_COLUMNS), steps)
     p, t = rows[0][0], rows[0][1]
     rt = rt_idx[(pid[rt_idx] == p) & (tid[rt_idx] == t)]
     # a call's time inside the windows (calls do not nest on one thread, except a call

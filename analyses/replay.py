@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from traceviz.analyses.replay_waits import event_waits, inferred_waits  # noqa: F401
 from traceviz.analyses.work import work_rows
 from traceviz.categorical import each, per_distinct
 from traceviz.errors import InputError
-from traceviz.launch_apis import event_role, is_sync_call
+from traceviz.launch_apis import is_sync_call
 from traceviz.schema import DEVICE_KINDS
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
@@ -48,7 +49,6 @@ NEVER = np.int64(-(1 << 62))  # "no constraint" in a max
 # WAIT_WINDOW_NS of a row of another stream ending, else on something the trace does not
 # show (a host event, a graph's internal edge), and keeps its recorded delay
 WAIT_SLACK_NS = 10_000
-WAIT_WINDOW_NS = 50_000
 MAX_PASSES = 20_000
 
 
@@ -210,10 +210,10 @@ def build(trace: Trace) -> ReplayGraph:
     gap = np.where(graph, per_device(graph_gaps, d_device), gap)
     explained = np.maximum(prev_dev_end + gap, np.where(launched, call_end + lat, NEVER))
     late = launched & ~sync_launch & (d_ts - explained > WAIT_SLACK_NS)
-    d_dep = _inferred_waits(d_device, d_stream, d_ts, d_end, late, explained)
+    d_dep = inferred_waits(d_device, d_stream, d_ts, d_end, late, explained)
     # an event wait the host recorded (cudaStreamWaitEvent after cudaEventRecord) is the
     # dependency itself: it replaces an inferred one
-    event_dep = _event_waits(host, h_chain, d_launch, d_stream, d_ts, d_end)
+    event_dep = event_waits(host, h_chain, d_launch, d_stream, d_ts, d_end)
     d_dep = np.where(event_dep >= 0, event_dep, d_dep)
     found = d_dep >= 0
     # each wait keeps its recorded latency (an inferred one up to WAIT_WINDOW_NS): the
@@ -334,74 +334,6 @@ def _thread_waits(pid: np.ndarray, chain: np.ndarray, ts: np.ndarray, dur: np.nd
         ok = (k >= 0) & (end[cand] > ts[mine] - gap[mine])
         after[mine[ok]] = cand[ok]
     return after
-
-
-def _event_waits(host: pd.DataFrame, h_chain: np.ndarray, d_launch: np.ndarray,
-                 d_stream: np.ndarray, d_ts: np.ndarray, d_end: np.ndarray) -> np.ndarray:
-    """Per device row: the row it waits on by an event wait the host recorded, -1.
-
-    Neither Kineto nor XSpace records which stream an event call names, so the calls'
-    order on their thread does: an event record marks the last row the thread launched
-    before it (torch records on the stream it just used); a stream wait takes the last
-    record before it on the thread, and holds back the first row the thread launches
-    after it. An edge that the recording contradicts (the row started before the
-    recorded row ended; both on one stream, where stream order holds already) is left
-    out."""
-    dep = np.full(len(d_ts), -1, np.int64)
-    names = host["name"]
-    role = per_distinct(names, lambda c: np.array([event_role(str(n)) or "" for n in c],
-                                                  dtype=object), fill="")
-    if not (role == "wait").any() or not len(d_ts):
-        return dep
-    n = len(host)
-    launched = np.flatnonzero(d_launch >= 0)
-    # per host node, the first (and last) device row it launched, by start
-    order = launched[np.argsort(d_ts[launched], kind="stable")]
-    first_row = np.full(n, -1, np.int64)
-    last_row = np.full(n, -1, np.int64)
-    first_row[d_launch[order[::-1]]] = order[::-1]
-    last_row[d_launch[order]] = order
-    chain = pd.Series(h_chain)
-    last_before = pd.Series(np.where(last_row >= 0, last_row, np.nan)).groupby(chain).ffill()
-    record_idx = np.where(role == "record", np.arange(n), -1).astype(float)
-    record_idx[record_idx < 0] = np.nan
-    record_before = pd.Series(record_idx).groupby(chain).ffill()
-    # the first row launched strictly after the node, on its chain
-    nxt = pd.Series(np.where(first_row >= 0, first_row, np.nan)).groupby(chain).bfill()
-    after = nxt.groupby(chain).shift(-1)
-    waits = np.flatnonzero(role == "wait")
-    rec = record_before.to_numpy()[waits]
-    target = after.to_numpy()[waits]
-    ok = ~np.isnan(rec) & ~np.isnan(target)
-    waits, rec, target = waits[ok], rec[ok].astype(np.int64), target[ok].astype(np.int64)
-    src = last_before.to_numpy()[rec]
-    ok = ~np.isnan(src)
-    src, target = src[ok].astype(np.int64), target[ok]
-    real = (d_stream[src] != d_stream[target]) & (d_ts[target] >= d_end[src])
-    dep[target[real]] = src[real]
-    return dep
-
-
-def _inferred_waits(d_device: np.ndarray, d_stream: np.ndarray, d_ts: np.ndarray,
-                    d_end: np.ndarray, late: np.ndarray, explained: np.ndarray) -> np.ndarray:
-    """For each late row: the row of another stream of its device that ended last before
-    it started, if that end explains the start (after what launch and stream explain,
-    within WAIT_WINDOW_NS of the start)."""
-    dep = np.full(len(d_ts), -1, np.int64)
-    for s in np.unique(d_stream[late]):  # per stream, few
-        mine = np.flatnonzero(late & (d_stream == s))
-        device = d_device[mine[0]]
-        others = np.flatnonzero((d_device == device) & (d_stream != s))
-        if len(others) == 0:
-            continue
-        order = others[np.argsort(d_end[others], kind="stable")]
-        ends = d_end[order]
-        k = np.searchsorted(ends, d_ts[mine], side="right") - 1
-        cand = order[np.maximum(k, 0)]
-        ok = (k >= 0) & (d_end[cand] >= explained[mine]) \
-            & (d_ts[mine] - d_end[cand] <= WAIT_WINDOW_NS)
-        dep[mine[ok]] = cand[ok]
-    return dep
 
 
 def solve(g: ReplayGraph) -> Solution:

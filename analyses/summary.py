@@ -63,6 +63,29 @@ class Summary:
     host: HostSplit | None = None        # launching threads' time by cause (GPU traces)
     stream_overlap: list[StreamOverlap] = field(default_factory=list)
 
+    def host_dict(self) -> dict[str, Any] | None:
+        """``host`` of ``--json``: the split, and the step per kernel."""
+        if self.host is None:
+            return None
+        return self.host.to_dict() | {"per_kernel_ns": self.host_per_kernel_ns,
+                                      "kernels_per_step": self.kernel_count / max(self.steps, 1)}
+
+    def overlap_dicts(self) -> list[dict[str, Any]]:
+        """``stream_overlap`` of ``--json``: per device, with the per-step figures and the
+        per-stream rows the Streams table prints."""
+        per = max(self.steps, 1)
+        out = []
+        for o in self.stream_overlap:
+            d = next(d for d in self.devices if d.device == o.device)
+            out.append(o.to_dict() | {
+                "per_step": {"multi_stream_ns": o.multi_ns / per, "busy_ns": o.busy_ns / per},
+                "streams_per_step": [
+                    {"stream": int(r.stream), "work_count": r.work_count / per,
+                     "busy_ns": r.busy_ns / per,
+                     "share_of_device_busy": r.busy_ns / d.busy_ns if d.busy_ns else None}
+                    for r in d.streams.itertuples(index=False)]})
+        return out
+
     @property
     def host_per_kernel_ns(self) -> dict[str, float | None]:
         """A step's time per kernel it ran, timed and profiled: what one device op
@@ -179,10 +202,12 @@ class Summary:
             "modules": [plain_row(r) | {"per_step": _per_step(r, self.steps, MODULE_FIGURES)}
                         for r in self.modules.to_dict("records")],
             "timings": self.timings.to_dict() if self.timings else None,
-            "timed_step": self.timed.to_dict() if self.timed else None,
-            "host": None if self.host is None else self.host.to_dict()
-            | {"per_kernel_ns": self.host_per_kernel_ns},
-            "stream_overlap": [o.to_dict() for o in self.stream_overlap],
+            "timed_step": self.timed.to_dict() | {
+                "per_kernel_ns": self.host_per_kernel_ns,
+                "kernels_per_step": self.kernel_count / max(self.steps, 1)}
+            if self.timed else None,
+            "host": self.host_dict(),
+            "stream_overlap": self.overlap_dicts(),
             **({"efficiency": self.efficiency.to_dict(top=top)} if self.efficiency else {}),
             **({"memory": self.memory.to_dict()} if self.memory else {}),
             "notes": self.notes,

@@ -18,9 +18,10 @@ import pandas as pd
 from traceviz.analyses.critical_path import path_of, removed_from_path
 from traceviz.analyses.replay import ReplayGraph, Solution, build, per_device, solve
 from traceviz.analyses.replay_measure import Windows, replayed_trace, window_time
-from traceviz.analyses.timed import TimedStep, timed_step
-from traceviz.analyses.timings import timings
-from traceviz.analyses.whatif_timed import in_timed, scale_host, timed_graph
+from traceviz.analyses.replay_waits import wait_calls
+from traceviz.analyses.timed import TimedStep
+from traceviz.analyses.whatif_notes import nothing_to_change, path_check
+from traceviz.analyses.whatif_timed import scenario_in_timed, timed_model
 from traceviz.errors import UsageError
 from traceviz.units import fmt_ns
 
@@ -350,9 +351,7 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
     sol = solve(g)
     identity = _replayed(g, sol)
     points, path = path_of(g, sol)
-    model_t = timed_step(timings(trace.meta.get("bench")), measured.span_ns, measured.busy_ns,
-                         len(measured.per_step), measured.devices)
-    tg = timed_graph(g, model_t, len(measured.per_step), _replayed)
+    model_t, tg = timed_model(trace, g, measured, _replayed)
     out = []
     for text, name, x in parsed:
         transform, _, cpu_reason = SCENARIOS[name]
@@ -369,18 +368,15 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
             continue
         changed, assumptions = transform(g, x)
         if not assumptions:
-            out.append(Scenario(text, False, reason=_nothing_to_change(name)))
+            out.append(Scenario(text, False, reason=nothing_to_change(name)))
             continue
         replayed = _replayed(changed)
         predicted = replayed.span_ns
         saving = identity.span_ns - predicted
         removed = removed_from_path(g, changed, points, path)
         if removed is not None:
-            assumptions.append(_path_check(saving, removed, max(len(measured.per_step), 1)))
-        # the scenario on the recorded graph, then the profiler's host cost taken out of
-        # all its host work (a graph launch's learnt cost was measured profiled too)
-        t_step, t_saving = in_timed(tg, _replayed(scale_host(changed, tg.factor))
-                                    if tg else None, model_t)
+            assumptions.append(path_check(saving, removed, max(len(measured.per_step), 1)))
+        t_step, t_saving = scenario_in_timed(tg, changed, model_t, _replayed)
         out.append(Scenario(text, True, predicted, saving, tuple(assumptions), path_ns=removed,
                             busy_ns=replayed.busy_ns, timed_step_ns=t_step,
                             timed_saving_step_ns=t_saving))
@@ -389,7 +385,8 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
         "wait_latency_ns": g.wait_latency_ns,
         "inferred_waits": int((g.d_dep >= 0).sum()) - g.event_waits,
         "event_waits": g.event_waits,
-        "stream_wait_calls": _count_waits(trace, g),
+        "cross_stream_waits": int((g.d_dep >= 0).sum()),
+        "stream_wait_calls": wait_calls(trace.events["name"].take(g.h_rows)),
         "unexplained_waits": {"rows": g.unexplained_rows, "ns": g.unexplained_ns},
         "synchronizing_calls": int((g.h_await >= 0).sum()),
         "host_nodes": len(g.h_ts), "device_rows": len(g.d_ts),
@@ -399,41 +396,3 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
     return WhatIf(measured.span_ns, identity.span_ns, measured.per_step, identity.per_step,
                   len(measured.per_step), measured.devices, trace.is_cpu, model, out,
                   model_t)
-
-
-
-def _count_waits(trace: Trace, g: ReplayGraph) -> int:
-    """The stream-wait calls (cudaStreamWaitEvent and kin) among the host nodes."""
-    from traceviz.categorical import per_distinct
-    from traceviz.launch_apis import event_role
-
-    names = trace.events["name"].take(g.h_rows) if len(g.h_rows) else None
-    if names is None:
-        return 0
-    role = per_distinct(names, lambda c: np.array([event_role(str(n)) or "" for n in c],
-                                                  dtype=object), fill="")
-    return int((role == "wait").sum())
-
-
-def _path_check(saving: int, removed: int, steps: int) -> str:
-    """The saving held against what the scenario takes off the critical path."""
-    from traceviz.units import fmt_ns
-
-    off = f"it takes {fmt_ns(removed / steps)} per step off the critical path as replayed"
-    if removed <= 0:
-        return off + ("; the saving comes from work off the path" if saving > 0 else
-                      ": the path does not get shorter")
-    if saving <= removed * 1.02:
-        return off + ("; the saving is that much" if saving >= removed * 0.98 else
-                      "; the saving is less: once it is shorter, another chain bounds the step")
-    return off + "; the saving is more: it also shortens chains that then bound the step"
-
-
-def _nothing_to_change(name: str) -> str:
-    return {
-        "cuda_graphs": "no launch call inside a step (graphs are built per step)",
-        "fuse_pointwise": "no two elementwise kernels launched one after the other",
-        "no_casts": "no cast in the trace",
-        "gemm_speedup": "no gemm or rnn work in the trace",
-        "host_speedup": "no host time between calls",
-    }[name]

@@ -13,7 +13,9 @@ speeds up device work saves nothing where the host still sets the pace.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -48,17 +50,18 @@ def scale_host(g: ReplayGraph, f: float) -> ReplayGraph:
                           h_after_lat=sc(g.h_after_lat))
 
 
-def timed_graph(g: ReplayGraph, t: TimedStep | None, steps: int, replay) -> TimedGraph | None:
+def timed_graph(g: ReplayGraph, t: TimedStep | None, steps: int, replay: Callable
+                ) -> TimedGraph | None:
     """``g`` scaled so that its replay lasts the timed step (``replay``: graph ->
     ``Windows``); None where the run has no timed step or no steps."""
     if t is None or not t.known or not steps or t.timed_ns is None:
         return None
     target = t.timed_ns
-    f = t.host_scale if t.host_scale is not None else 1.0
-    f = min(max(f, 0.0), 1.0) if f <= 1.0 else f
+    f: float | None = t.host_scale if t.host_scale is not None else 1.0
     tried: list[tuple[float, float]] = []
     best = None
     for _ in range(CALIBRATION_STEPS + 1):
+        assert f is not None
         w = replay(scale_host(g, f))
         span = w.span_ns / max(steps * max(w.devices, 1), 1)
         tried.append((f, span))
@@ -97,3 +100,25 @@ def in_timed(tg: TimedGraph | None, scenario: Windows | None, t: TimedStep | Non
     busy = scenario.busy_ns / max(tg.steps * max(scenario.devices, 1), 1)
     step = max(t.timed_ns - saving, busy)
     return step, t.timed_ns - step
+
+
+def timed_model(trace: Any, g: ReplayGraph, measured: Windows, replay: Callable
+                ) -> tuple[TimedStep | None, TimedGraph | None]:
+    """The run's profiled and timed step (from its bench timings) and the graph scaled
+    to the timed step."""
+    from traceviz.analyses.timed import timed_step
+    from traceviz.analyses.timings import timings
+
+    t = timed_step(timings(trace.meta.get("bench")), measured.span_ns, measured.busy_ns,
+                   len(measured.per_step), measured.devices)
+    return t, timed_graph(g, t, len(measured.per_step), replay)
+
+
+def scenario_in_timed(tg: TimedGraph | None, changed: ReplayGraph, t: TimedStep | None,
+                      replay: Callable) -> tuple[float | None, float | None]:
+    """A scenario applied to the recorded graph, then the profiler's host cost taken out of
+    all its host work (a graph launch's learnt cost was measured profiled too), replayed:
+    its (timed step, timed saving) per step."""
+    if tg is None:
+        return None, None
+    return in_timed(tg, replay(scale_host(changed, tg.factor)), t)

@@ -308,3 +308,42 @@ def test_no_timed_step_says_figures_are_profiled(capsys, kineto_dir):
     out = capsys.readouterr().out
     assert "every figure is profiled time" in out or "figures are profiled" in out
 
+
+
+# -- the five questions of the ladder page, figure by figure ------------------------------
+
+def _gemm(e: dict) -> bool:
+    name = e["name"]
+    return "gemm" in name or "sgemm" in name or "splitKreduce" in name
+
+
+def test_factorized_runs_more_kernels_in_less_device_time(capsys):
+    """The ladder page: factorized_torch has fewer FLOPs and more, smaller kernels than
+    fused_torch, and waits for the host more."""
+    fused, fact = Raw("fused_torch"), Raw("factorized_torch")
+    assert (fused.kernels_per_step(), fact.kernels_per_step()) == (1220, 1616)
+    out = _json(capsys, "compare", str(H200 / "fused_torch"), str(H200 / "factorized_torch"),
+                "--json")
+    a, b = out["runs"]
+    assert (a["per_step"]["kernels"], b["per_step"]["kernels"]) == (1220, 1616)
+    gemm = [sum(e["dur"] for e in r.device if _gemm(e)) * 1e3 / r.steps for r in (fused, fact)]
+    assert a["per_step"]["category_ns"]["gemm"] == pytest.approx(gemm[0], rel=1e-6)
+    assert b["per_step"]["category_ns"]["gemm"] == pytest.approx(gemm[1], rel=1e-6)
+    assert gemm[1] < gemm[0] and fact.timed_ns > fused.timed_ns
+    assert b["launch_bound_fraction"] > a["launch_bound_fraction"] > 0.7
+
+
+def test_compile_full_is_device_bound(capsys):
+    raw = Raw("compile_full_torch")
+    kernels = [e for e in raw.device if e["cat"] == "kernel"]
+    busy = sum(e["dur"] for e in kernels) * 1e3 / raw.steps
+    gemm = [e for e in kernels if _gemm(e)]
+    assert len(gemm) / raw.steps == 1600
+    assert busy / raw.timed_ns == pytest.approx(0.87, abs=0.01)
+    out = _json(capsys, "analyze", str(H200 / "compile_full_torch"), "--json")
+    assert out["graphs"]["launches"] == 2
+    assert out["categories"]["gemm"]["count"] / out["steps"] == 1600
+    assert out["categories"]["gemm"]["total_ns"] / out["steps"] == pytest.approx(
+        sum(e["dur"] for e in gemm) * 1e3 / raw.steps, rel=1e-6)
+    assert out["kernels"]["total_ns"] / out["steps"] / out["timed_step"]["timed_step_ns"] \
+        == pytest.approx(busy / raw.timed_ns, rel=1e-3)

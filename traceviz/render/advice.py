@@ -30,12 +30,12 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
     head.add_row("measured", _per_step(w.measured_ns, w.steps), where)
     head.add_row("replayed as recorded", _per_step(w.replayed_ns, w.steps),
                  f"error {fmt_pct(w.replay_error)}" if w.replay_error is not None else "")
-    t = w.timed
-    if t is not None and t.known:
-        over = f"profiler overhead {t.overhead:.2f}x" if t.overhead else ""
+    ts = w.timed
+    if ts is not None and ts.known:
+        over = f"profiler overhead {ts.overhead:.2f}x" if ts.overhead else ""
         f = m.get("timed_host_factor")
-        head.add_row("timed (no profiler)", f"{fmt_ns(t.timed_ns)}/step",
-                     f"{over}; device busy {fmt_ns(t.device_ns)}/step; timed predictions "
+        head.add_row("timed (no profiler)", f"{fmt_ns(ts.timed_ns)}/step",
+                     f"{over}; device busy {fmt_ns(ts.device_ns)}/step; timed predictions "
                      f"replay the trace with its host time x {f:.2f} (the profiler's cost "
                      "taken out), device work as recorded" if f is not None else over)
     else:
@@ -55,7 +55,7 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
         if lost["rows"]:
             head.add_row("", f"{lost['rows']:,} rows waited on something the trace does not "
                              f"show ({fmt_ns(lost['ns'])}): kept as recorded", "")
-    timed = t is not None and t.known and w.steps > 0
+    timed = ts is not None and ts.known and w.steps > 0
     cols = (Col("scenario", "left"),
             *((Col("timed\nstep"), Col("timed\nsaving")) if timed else ()),
             Col("profiled\npredicted", drop=3 if timed else 0),

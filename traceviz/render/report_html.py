@@ -235,7 +235,8 @@ def _streams_line(s: Any) -> str:
     return " ".join(
         f"Device {o.device}: {o.streams} streams ran work, {fmt_ns(o.multi_ns / per)} per "
         f"step with two or more busy ({fmt_pct(o.overlap_fraction)} of busy time)"
-        + (": they never overlap." if o.never_overlaps else ".")
+        + ((": they never overlap." if not o.multi_ns else ": they barely overlap.")
+           if o.never_overlaps else ".")
         for o in s.stream_overlap if o.streams >= 2)
 
 

@@ -20,6 +20,7 @@ from traceviz.analyses.ranks import (
 from traceviz.analyses.summary import Summary
 from traceviz.analyses.timings import Timings
 from traceviz.render.fit import NAME_MIN, Col, fitted_table, left_note
+from traceviz.render.host import host_rows, step_line, streams_table
 from traceviz.units import fmt_ns, fmt_pct, plural
 
 
@@ -40,7 +41,7 @@ def render_summary(summary: Summary, top: int = 15, wide: bool = False,
         parts.append(mods)
     if not summary.cpu_trace:
         if any(o.streams >= 2 for o in summary.stream_overlap):
-            streams, left["streams"] = _streams(summary, width)
+            streams, left["streams"] = streams_table(summary, width)
             parts.append(streams)
         launches, left["launch overhead"] = _launches(summary, width)
         parts.append(launches)
@@ -148,27 +149,6 @@ def _categories(s: Summary, width: int) -> tuple[Table, list[str]]:
             for r in cats.itertuples(index=False) if r.count]
     return fitted_table("Categories", (Col("category", "left"), Col("count"), Col("total"),
                                        Col("share")), rows, width)
-
-
-def _streams(s: Summary, width: int) -> tuple[Table, list[str]]:
-    """Per stream: its work and busy time, per step; the overlap line per device."""
-    per = max(s.steps, 1)
-    rows = []
-    for d in s.devices:
-        busy = d.busy_ns or 1
-        for r in d.streams.sort_values("busy_ns", ascending=False).itertuples(index=False):
-            rows.append([f"{d.device}", f"{r.stream}", f"{r.work_count / per:,.0f}",
-                         fmt_ns(r.busy_ns / per), fmt_pct(r.busy_ns / busy)])
-    unit = "per step" if s.steps else "in the trace"
-    caption = "; ".join(
-        f"device {o.device}: {fmt_ns(o.multi_ns / per)} {unit} with two or more streams "
-        f"busy, {fmt_pct(o.overlap_fraction)} of busy time"
-        + (" — the streams never overlap: their work runs one stream at a time"
-           if o.never_overlaps else f", at most {o.max_streams} at once")
-        for o in s.stream_overlap if o.streams >= 2)
-    return fitted_table(f"Streams ({unit})", (
-        Col("device", "left"), Col("stream", "left"), Col("device ops"), Col("busy"),
-        Col("share of\ndevice busy", drop=1)), rows, width, caption=caption)
 
 
 _LAUNCH_COLS = (Col("metric", "left", wrap=True), Col("value/\nmedian"), Col("p90", drop=1),
@@ -361,49 +341,3 @@ def _rank_spread(s: RanksSummary, what: str) -> str:
             f"(rank {fast.rank}), median {fmt_ns(median)}, slowest {fmt_ns(rank_time(slow))} "
             f"(rank {slow.rank}); --json lists every rank")
 
-
-def step_line(s: Summary) -> str:
-    """The profiled step beside the timed one, or why there is none."""
-    t = s.timed
-    if t is None:
-        return "no steps: figures are profiled, over the whole trace"
-    text = f"{fmt_ns(t.profiled_ns)} profiled"
-    if not t.known:
-        return text + " (no timed step in this trace: every figure is profiled time)"
-    over = f"profiler overhead {t.overhead:.2f}x" if t.overhead else "overhead unknown"
-    return (f"{text} · {fmt_ns(t.timed_ns)} timed (median, no profiler) · {over}: the "
-            "figures below are profiled")
-
-
-def host_rows(s: Summary) -> list[tuple[str, str]]:
-    """The launching thread's time by cause, streams and their overlap, and the step's
-    time per kernel."""
-    rows = []
-    main = s.host.main if s.host is not None else None
-    per = max(s.steps, 1)
-    unit = "per step" if s.steps else "in the trace"
-    if main is not None and main["window_ns"]:
-        w = main["window_ns"]
-        rows.append((f"host {unit}", ", ".join(
-            f"{label} {fmt_ns(main[key] / per)} ({fmt_pct(main[key] / w)})"
-            for label, key in (("API calls", "api_ns"), ("framework ops", "op_ns"),
-                               ("between ops", "between_ns")))
-            + f" (thread {main['tid']}; between ops: Python, anything unrecorded)"))
-        apis = s.host.apis.head(3) if s.host is not None else []
-        if len(apis):
-            rows.append(("top API calls", ", ".join(
-                f"{r.name} {fmt_ns(r.total_ns / per)} ({r.calls / per:,.0f})"
-                for r in apis.itertuples(index=False)) + f" {unit}"))
-    k = s.host_per_kernel_ns
-    if k["profiled"] is not None:
-        timed = f"{fmt_ns(k['timed'])} timed, " if k["timed"] is not None else ""
-        rows.append(("step per kernel", f"{timed}{fmt_ns(k['profiled'])} profiled "
-                                        f"({s.kernel_count / per:,.0f} kernels per step)"))
-    for o in s.stream_overlap:
-        if o.streams < 2:
-            continue
-        verdict = " — never overlap" if o.never_overlaps else ""
-        rows.append((f"streams, device {o.device}",
-                     f"{o.streams} ran work; {fmt_ns(o.multi_ns / per)} {unit} with 2+ busy "
-                     f"({fmt_pct(o.overlap_fraction)} of busy){verdict}"))
-    return rows
