@@ -125,12 +125,13 @@ def in_timed(f: Finding, ctx: Context) -> Finding:
     run has a timed step."""
     if f.saving_ns is None or f.saving_scenario is None:
         return f
-    s = ctx.scenario(f.saving_scenario)
+    # "fuse_pointwise (every pointwise run)": the scenario, with a word on what it covers
+    s = ctx.scenario(f.saving_scenario.split(" (")[0])
     if s is None or s.timed_saving_step_ns is None:
         return f
     if s.timed_saving_step_ns <= 0:
         return replace(f, saving_ns=None, evidence=[
             *f.evidence, f"the {f.saving_scenario} replay predicts no gain per timed step "
-            "(the step without the profiler): once the profiler's host cost is taken out, "
-            "the device, not the host or launches, sets the pace; the action may not pay"])
+            "(the step without the profiler): what it speeds up is not on the chain that "
+            "sets the step's length; the action may not pay on its own"])
     return replace(f, timed_saving_ns_per_step=s.timed_saving_step_ns)

@@ -192,7 +192,11 @@ def workload_differences(runs: list[RunFigures]) -> list[str]:
 
 
 def _device_names(meta: dict) -> str:
-    """The trace's device names (the host's CPU: empty)."""
+    """The devices the run used by name: the runner's record, else the trace's (the host's
+    CPU: empty). An XSpace may name a GPU only "/device:GPU:0"."""
+    runner = (meta.get("runner") or {}).get("device_name")
+    if runner and meta.get("device_kind") != "cpu":
+        return str(runner)
     names = sorted({str(v) for v in (meta.get("devices") or {}).values() if v})
     return ", ".join(names)
 

@@ -60,8 +60,11 @@ class TimedStep:
     def to_dict(self) -> dict[str, Any]:
         return {"profiled_step_ns": self.profiled_ns, "device_busy_step_ns": self.device_ns,
                 "timed_step_ns": self.timed_ns, "profiler_overhead": self.overhead,
-                "host_scale": self.host_scale,
-                "model": "timed = device busy + host_scale x (profiled - device busy)"}
+                "host_scale_estimate": self.host_scale,
+                "model": "device work as recorded; host work (calls and the time between "
+                         "them) scaled so that the replay lasts the timed step (whatif's "
+                         "model.timed_host_factor); host_scale_estimate = (timed - device "
+                         "busy) / (profiled - device busy), its first guess"}
 
 
 def timed_step(timings: Timings | None, span_ns: int, busy_ns: int, steps: int,
@@ -74,8 +77,9 @@ def timed_step(timings: Timings | None, span_ns: int, busy_ns: int, steps: int,
     if timings is None:
         return TimedStep(profiled, device, None, None)
     timed = timings.median_s * 1e9
-    overhead = timings.profiler_overhead or (profiled / timed if timed else None)
-    return TimedStep(profiled, device, timed, overhead)
+    # the trace's own profiled step over the timed one: the figure beside it (bench.json's
+    # profiled wall time per batch can differ, e.g. a JAX step's marks)
+    return TimedStep(profiled, device, timed, profiled / timed if timed else None)
 
 
 def profiled_note(t: TimedStep | None) -> str:

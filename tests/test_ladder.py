@@ -81,8 +81,11 @@ def test_a_tiny_cpu_ladder(tmp_path, capsys):
                                                 layers=2)[0])
     s = whatif(Trace.load(out / "fused_torch" / "trace.parquet"),
                (f"gemm_speedup={x:.3g}",)).scenarios[0]
-    want = rungs["fused_torch"]["speedup"] * (s.predicted_ns + s.saving_ns) / s.predicted_ns
+    # in timed time: the baseline's timed step over the scenario's predicted timed step
+    assert s.timed_step_ns is not None
+    want = median("naive8_torch") * 1e9 / s.timed_step_ns
     assert rungs["factorized_torch"]["predicted"] == pytest.approx(want)
+    assert "ms per timed step" in rungs["factorized_torch"]["prediction_note"]
     # the table form: each rung and the study's figure beside it
     assert main(["ladder", "--rungs", "fused_torch", *TINY, "--out", str(tmp_path / "t"),
                  "--width", "160"]) == 0

@@ -1,5 +1,5 @@
-"""What a folder is, from its file names alone: one trace (an nsys table folder, a
-TensorBoard log directory or profile run, a capture's run folder), a folder of rank
+"""What a folder is, from its file names (and a Parquet's record of its source): one
+trace (an nsys table folder, a TensorBoard log directory or profile run, a capture's run folder), a folder of rank
 traces, or a rank dataset. Format detection (``parsers/detect.py``) and the rank readers
 (``rankdir.py``) both ask; this module imports neither."""
 
@@ -55,13 +55,32 @@ def is_dataset(path: Path) -> bool:
 
 def rank_files(directory: Path) -> list[Path]:
     """The trace files directly in ``directory`` (by name), sorted. A raw trace beside
-    the ``.parquet`` imported from it (``NAME.json.gz`` and ``NAME.parquet``) is one
-    trace: the Parquet stands for both."""
+    the ``.parquet`` imported from it (``NAME.json.gz`` and ``NAME.parquet`` whose
+    metadata names ``NAME.json.gz`` as its source) is one trace: the Parquet stands for
+    both."""
     files = sorted(p for p in directory.iterdir()
                    if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
                    and not p.name.startswith(".") and p.name not in RUN_FILES)
-    imported = {p.name.removesuffix(".parquet") for p in files if p.name.endswith(".parquet")}
-    return [p for p in files if p.name.endswith(".parquet") or default_stem(p) not in imported]
+    parquets = {p.name.removesuffix(".parquet"): p for p in files
+                if p.name.endswith(".parquet")}
+    return [p for p in files if p.name.endswith(".parquet")
+            or default_stem(p) not in parquets
+            or _source_name(parquets[default_stem(p)]) != p.name]
+
+
+def _source_name(parquet: Path) -> str | None:
+    """The raw file a traceviz Parquet was imported from (its metadata's
+    ``source_file``), by name; None when unreadable or not recorded."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    try:
+        raw = (pq.read_schema(parquet).metadata or {}).get(b"traceviz")
+        src = json.loads(raw).get("source_file") if raw else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return Path(str(src)).name if src else None
 
 
 def xspace_companion(name: str) -> bool:

@@ -62,8 +62,39 @@ def run_meta(config: dict[str, Any] | None, bench: dict[str, Any] | None,
 
 def folder_meta(run_dir: Path) -> dict[str, Any]:
     """``run_meta`` of the records in ``run_dir``."""
-    return run_meta(_read(run_dir / "config.json"), _read(run_dir / "bench.json"),
-                    _read(run_dir / "meta.json"))
+    bench = _read(run_dir / "bench.json")
+    if bench is not None:
+        check_bench(bench, run_dir / "bench.json")
+    return run_meta(_read(run_dir / "config.json"), bench, _read(run_dir / "meta.json"))
+
+
+# bench.json's figures the analyses read: numbers, or lists of numbers
+_BENCH_NUMBERS = ("elapsed_s", "sequences_per_s", "batches", "profiled_time_per_batch_s",
+                  "profiler_overhead", "first_call_s", "framework_compile_s",
+                  "workload_flops", "warmup_batches")
+_BENCH_LISTS = ("batch_times_s", "warmup_times_s", "loss_per_batch")
+
+
+def check_bench(bench: dict[str, Any], path: Path) -> None:
+    """Raise ``InputError`` naming the first figure of ``bench`` of the wrong type."""
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    for key in _BENCH_NUMBERS:
+        if bench.get(key) is not None and not number(bench[key]):
+            raise InputError(f"{path}: {key!r} is not a number ({bench[key]!r})")
+    for key in _BENCH_LISTS:
+        v = bench.get(key)
+        if v is not None and not (isinstance(v, list)
+                                  and all(number(x) or x is None for x in v)):
+            raise InputError(f"{path}: {key!r} is not a list of numbers")
+    t = bench.get("time_per_batch_s")
+    if t is not None and not (isinstance(t, dict) and all(
+            number(t.get(k)) for k in ("median", "min", "max") if k in t)):
+        raise InputError(f"{path}: 'time_per_batch_s' holds something other than numbers")
+    for key in ("memory", "utilization", "workload_flops_parts"):
+        if bench.get(key) is not None and not isinstance(bench[key], dict):
+            raise InputError(f"{path}: {key!r} is not a JSON object")
 
 
 def run_of(trace_path: Path) -> Path | None:

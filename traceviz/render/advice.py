@@ -91,9 +91,9 @@ def advice_render(findings: list[Finding], steps: int,
     known = timed is not None and timed.known
     parts: list[RenderableType] = [Text(
         "Each saving is a whatif scenario against the replay as recorded; they overlap and "
-        "do not add up." + (" Savings are per timed step (no profiler), carried over from "
-                            "the profiled replay: device work as recorded, the rest scaled "
-                            "by the run's profiler overhead." if known else ""),
+        "do not add up." + (" Savings are per timed step (no profiler): the replay with "
+                            "device work as recorded and host work scaled so that it "
+                            "lasts the timed step." if known else ""),
         style="dim"), Text(profiled_note(timed), style="dim"), Text("")]
     for i, f in enumerate(findings, 1):
         title = Text(f"{i}. {f.title}", style="bold")
