@@ -1,0 +1,149 @@
+"""Graphed, compiled and XLA runs read as they ran: the real H200 captures of
+``../shared/gpu-h200/`` (run folders; their trace files are read directly). Every expected
+figure is computed here from the raw file: the XSpace protobuf through the project's own
+message copy (``xspace_proto``: the schema only, no traceviz reading), Kineto JSON through
+plain ``json``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.rawref import ns
+from traceviz.analyses import summarize
+from traceviz.parsers import load
+from traceviz.peaks import find
+
+H200 = ROOT.parent / "shared" / "gpu-h200"
+SCAN_JAX = H200 / "scan_jax" / "vm.xplane.pb.gz"
+COMPILE_FULL = H200 / "compile_full_torch" / "trace.pt.trace.json.gz"
+
+pytestmark = pytest.mark.skipif(not H200.is_dir(), reason=f"{H200} not found")
+
+
+def _raw_space(path: Path):
+    from traceviz.parsers.xspace_proto import xspace_class
+
+    space = xspace_class()()
+    with gzip.open(path) as f:
+        space.ParseFromString(f.read())
+    return space
+
+
+def _value(s, names: dict):
+    which = s.WhichOneof("value")
+    return names.get(s.ref_value) if which == "ref_value" else getattr(s, which)
+
+
+def _events(plane):
+    """(name, line, start ps, duration ps, stats) of every event of a plane."""
+    names = {k: m.name for k, m in plane.event_metadata.items()}
+    stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
+    for line in plane.lines:
+        for e in line.events:
+            yield (names[e.metadata_id], line.name, line.timestamp_ns * 1000 + e.offset_ps,
+                   e.duration_ps, {stat_names[s.metadata_id]: _value(s, stat_names)
+                                   for s in e.stats})
+
+
+@pytest.fixture(scope="module")
+def scan_space():
+    return _raw_space(SCAN_JAX)
+
+
+@pytest.fixture(scope="module")
+def scan_trace():
+    return load(SCAN_JAX)
+
+
+@pytest.fixture(scope="module")
+def compile_raw() -> list[dict]:
+    with gzip.open(COMPILE_FULL, "rt") as f:
+        doc = json.load(f, parse_float=Decimal)
+    return [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+
+
+@pytest.fixture(scope="module")
+def compile_trace():
+    return load(COMPILE_FULL)
+
+
+def test_xspace_device_named_by_its_plane_stats(scan_space, scan_trace):
+    """The GPU plane states its device ("NVIDIA H200"), so the H200's peaks apply."""
+    plane = next(p for p in scan_space.planes if p.name == "/device:GPU:0")
+    names = {k: m.name for k, m in plane.stat_metadata.items()}
+    stated = {names[s.metadata_id]: _value(s, names) for s in plane.stats}
+    assert scan_trace.meta["devices"]["0"] == stated["gpu_device_name"] == "NVIDIA H200"
+    props = scan_trace.meta["device_properties"]["0"]
+    assert props["multiprocessors"] == stated["core_count"] == 132
+    assert props["memory_bandwidth_gbps"] == pytest.approx(stated["memory_bandwidth"] / 1e9)
+    s = summarize(scan_trace, with_efficiency=True)
+    assert s.efficiency.peak is not None and s.efficiency.peak.device == "H200 SXM"
+    assert find(scan_trace.meta["devices"]["0"]).device == "H200 SXM"
+
+
+def test_xla_command_buffers_are_graph_launches(scan_space, scan_trace):
+    """``cuGraphLaunch (CudaGraph:N)`` host events are graph launches, each with the
+    kernels its correlation id ran; the remaining kernel launches are the few others."""
+    host = [e for p in scan_space.planes if p.name == "/host:CPU" for e in _events(p)]
+    device = [e for p in scan_space.planes if p.name == "/device:GPU:0" for e in _events(p)]
+    launches = [e for e in host if "correlation_id" in e[4]]
+    graphs = {e[4]["correlation_id"] for e in launches if e[0].startswith("cuGraphLaunch (")}
+    copies = {e[4]["correlation_id"] for e in launches if e[0].startswith("Memcpy")}
+    kernels = [e for e in device if "kernel_details" in e[4]]
+    in_graphs = [e for e in kernels if e[4]["correlation_id"] in graphs]
+    lo = summarize(scan_trace).launches
+    assert lo.graphs.count == len(graphs) == 909
+    assert lo.graphs.kernels == len(in_graphs) == 14_073
+    assert lo.graphs.kernel_ns == sum(e[3] // 1000 for e in in_graphs)
+    assert lo.kernel.count == len(launches) - len(graphs) - len(copies) == 6
+    assert lo.short_kernels <= lo.kernel.count
+    steps = [e for e in host if "step_num" in e[4]]
+    assert round(len(graphs) / len(steps)) == 303  # graph launches per step
+
+
+def test_graph_kernel_delay_from_the_previous_kernel(compile_raw, compile_trace):
+    """compile_full_torch (reduce-overhead: two graph launches of 2,005 kernels): a graph
+    kernel's launch delay runs from the end of the graph's kernels before it, so the
+    median is the graph's own kernel-to-kernel gap, not the wait behind the graph."""
+    calls = {e["args"]["correlation"]: e for e in compile_raw
+             if e.get("cat") == "cuda_runtime" and e["name"] == "cudaGraphLaunch"}
+    assert len(calls) == 2
+    delays = []
+    for corr, call in calls.items():
+        rows = sorted((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in compile_raw
+                      if e.get("cat") == "kernel" and e["args"].get("correlation") == corr)
+        latest = ns(call["ts"]) + ns(call["dur"])
+        for i, (start, end) in enumerate(rows):
+            delays.append(max(0, start - latest))
+            latest = end if i == 0 else max(latest, end)
+    ev = compile_trace.events
+    graph_rows = ev[(ev["kind"] == "kernel") & (ev["launch_api"] == "cudaGraphLaunch")]
+    assert sorted(graph_rows["launch_delay_ns"].astype(int)) == sorted(delays)
+    lo = summarize(compile_trace).launches
+    assert lo.delay.count == len(delays) + lo.kernel.count
+    assert lo.delay.median_ns < 1_000  # 0.42 µs, not the 9.7 ms of the queued kernels
+    assert lo.delay.median_ns == pytest.approx(statistics.median(
+        delays + [float(x) for x in ev.loc[(ev["kind"] == "kernel")
+                                           & (ev["launch_api"] == "cudaLaunchKernel"),
+                                           "launch_delay_ns"]]))
+
+
+def test_phase_busy_never_exceeds_its_wall(compile_raw, compile_trace):
+    """The forward range closes long before its graph's kernels end: the phase's wall
+    stretches over the time its work ran, so busy/wall stays <= 100 %."""
+    fwd = [e for e in compile_raw if e["name"] == "forward" and e.get("cat") ==
+           "user_annotation"]
+    marked = sum(ns(e["dur"]) for e in fwd)
+    s = summarize(compile_trace)
+    row = s.phases.set_index("phase").loc["forward"]
+    assert row["busy_ns"] > marked  # the raw ranges alone read 216 %
+    assert row["busy_ns"] <= row["wall_ns"]
+    assert Counter(s.phases["busy_ns"] <= s.phases["wall_ns"])[False] == 0
