@@ -147,3 +147,29 @@ def test_phase_busy_never_exceeds_its_wall(compile_raw, compile_trace):
     assert row["busy_ns"] > marked  # the raw ranges alone read 216 %
     assert row["busy_ns"] <= row["wall_ns"]
     assert Counter(s.phases["busy_ns"] <= s.phases["wall_ns"])[False] == 0
+
+
+def test_xla_fusions_categorised_by_kind_not_suffix(scan_space, scan_trace):
+    """A fusion and its numbered copies ("loop_add_fusion", "loop_add_fusion_2") get one
+    category, by the fusion's kind; no XLA kernel of the run is "other"; the table's rows
+    from this capture are there with their category."""
+    import re
+
+    from tests.test_classify import _table
+
+    device = [e for p in scan_space.planes if p.name == "/device:GPU:0" for e in _events(p)]
+    raw_names = {e[0] for e in device if "kernel_details" in e[4]}
+    k = scan_trace.kernels()
+    cat = k.groupby(k["name"].astype(str), observed=True)["category"].agg(
+        lambda c: set(c.astype(str)))
+    assert set(cat.index) == raw_names
+    families: dict[str, set] = {}
+    for name in raw_names:
+        families.setdefault(re.sub(r"_\d+$", "", name), set()).update(cat[name])
+    assert all(len(c) == 1 for c in families.values()), families
+    assert not any("other" in c for c in cat)
+    assert cat["loop_add_fusion"] == cat["loop_add_fusion_2"] == {"elementwise"}
+    assert cat["input_reduce_fusion"] == {"reduction"}
+    rows = _table()
+    for r in rows[rows["source"].str.startswith("gpu-h200 scan_jax")].itertuples():
+        assert cat[r.name] == {r.category}, r.name
