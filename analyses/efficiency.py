@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from traceviz.analyses.efficiency_run import apply_workload_flops, fma_note, shapes_note
 from traceviz.analyses.stats import plain_row
 from traceviz.analyses.work import work_rows
 from traceviz.categorical import each, per_distinct
@@ -56,6 +57,7 @@ class Efficiency:
     run_key: str | None         # the peak the run's MFU is held against
     model: dict[str, Any] | None = None  # workload FLOPs per batch, model TFLOP/s, MFU
     notes: list[str] = field(default_factory=list)
+    flops_from: str = "ops"     # "workload": no op gave FLOPs, the run's own are used
 
     @property
     def coverage(self) -> float | None:
@@ -90,16 +92,13 @@ class Efficiency:
                     "busy_ns": self.busy_ns, "span_ns": self.span_ns, "steps": self.steps,
                     "tflops_busy": self.tflops_busy, "tflops_span": self.tflops_span,
                     "peak_key": self.run_key, "mfu_trace": self.mfu_trace,
+                    "flops_from": self.flops_from,
                     **(self.model or {})},
-            "groups": _records(self.groups.head(top)),
-            "kernels": _records(self.kernels.head(top)),
-            "uncovered": _records(self.uncovered.head(top)),
+            **{name: [plain_row(r) for r in frame.head(top).to_dict("records")]
+               for name, frame in (("groups", self.groups), ("kernels", self.kernels),
+                                   ("uncovered", self.uncovered))},
             "notes": self.notes,
         }
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    return [plain_row(r) for r in frame.to_dict("records")]
 
 
 def op_of_kernels(trace: Trace, work: pd.DataFrame) -> np.ndarray:
@@ -233,8 +232,9 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
                          "--peak.")
     if not xla.any() and (not (ev["kind"] == "op").any() or not (
             ev["details"].astype(str).str.startswith("dims:")).any()):
-        eff.notes.append("No op shapes in the trace (torch.profiler record_shapes=True, or "
-                         "nsys --pytorch=autograd-shapes-nvtx): no FLOPs or bytes per op.")
+        eff.notes.append(shapes_note(trace))
+    apply_workload_flops(eff, trace, work)
+    fma_note(eff, work)
     return eff
 
 

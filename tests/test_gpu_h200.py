@@ -173,3 +173,45 @@ def test_xla_fusions_categorised_by_kind_not_suffix(scan_space, scan_trace):
     rows = _table()
     for r in rows[rows["source"].str.startswith("gpu-h200 scan_jax")].itertuples():
         assert cat[r.name] == {r.category}, r.name
+
+
+def _as_run(trace, run: Path):
+    """The trace with what its run folder adds (a capture writes the same into its
+    trace.parquet): bench.json, the config's workload and --amp."""
+    cfg = json.loads((run / "config.json").read_text())
+    trace.meta.update(bench=json.loads((run / "bench.json").read_text()),
+                      workload=cfg["workload"], amp=cfg["amp"])
+    return trace
+
+
+def test_compiled_run_roofline_from_the_workload(compile_raw):
+    """torch.compile records no op shapes: the run's FLOPs are the workload's
+    (bench.json) times the profiled steps, held against the FP32 peak its FFMA GEMM
+    kernels ran at, with the TF32 peak named beside them."""
+    trace = _as_run(load(COMPILE_FULL), COMPILE_FULL.parent)
+    bench = json.loads((COMPILE_FULL.parent / "bench.json").read_text())
+    steps = sum(1 for e in compile_raw if e["name"].startswith("ProfilerStep#"))
+    ffma = sum(1 for e in compile_raw if e.get("cat") == "kernel" and "ffma" in e["name"])
+    assert (steps, ffma) == (2, 3_200)
+    s = summarize(trace, with_efficiency=True)
+    e = s.efficiency
+    assert e.flops == bench["workload_flops"] * steps and e.flops_from == "workload"
+    assert e.run_key == "fp32" and e.run_peak == 66.9
+    assert e.tflops_span == pytest.approx(e.flops / s.span_ns / 1e3)
+    assert e.mfu_trace == pytest.approx(e.tflops_span / 66.9)
+    assert e.model["mfu"] == pytest.approx(bench["workload_flops"]
+                                           / bench["time_per_batch_s"]["median"] / 1e12 / 66.9)
+    note = next(n for n in e.notes if "FMA" in n)
+    assert f"{ffma // steps:,} per step" in note and "494.7" in note
+
+
+def test_xla_efficiency_notes_speak_jax(scan_trace):
+    """No torch.profiler advice to a JAX user; with the run's workload the figures are the
+    run's."""
+    s = summarize(scan_trace, with_efficiency=True)
+    text = " ".join(s.efficiency.notes)
+    assert "record_shapes" not in text and "torch" not in text and "XLA" in text
+    run = _as_run(load(SCAN_JAX), SCAN_JAX.parent)
+    e = summarize(run, with_efficiency=True).efficiency
+    bench = json.loads((SCAN_JAX.parent / "bench.json").read_text())
+    assert e.flops == bench["workload_flops"] * 3 and e.tflops_busy is not None
