@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.advice_base import Context, Finding
+from traceviz.analyses.advice_runs import holds_lstm
 from traceviz.categorical import each, per_distinct
 from traceviz.classify import MATRIX_OPS
 from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
@@ -103,8 +104,10 @@ def memory_bound_gemms(ctx: Context) -> Finding | None:
          f"largest: {top['op']} {top['dims']}: {top['intensity']:.1f} FLOP/byte against "
          f"the {top['peak_key']} ridge of {ridge:.0f} on the {e.peak.device}"],
         "give each matrix op more work: a larger batch (FLOP per byte grows with it), "
-        "fused gates (one GEMM for the four LSTM gates and all time steps' input "
-        "projection, as fused_torch and cuDNN do), or fewer, larger layers",
+        + ("fused gates (one GEMM for the four LSTM gates and all time steps' input "
+           "projection, as fused_torch and cuDNN do), " if holds_lstm(ctx) else
+           "fewer, wider matrix products (projections that share an input fused into one), ")
+        + "or fewer, larger layers",
         None, None, {"share": share, "groups": len(mem)})
 
 

@@ -17,7 +17,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.efficiency_run import apply_workload_flops, fma_note, shapes_note
+from traceviz.analyses.efficiency_run import (
+    apply_workload_flops,
+    fma_note,
+    over_peak_notes,
+    shapes_note,
+)
 from traceviz.analyses.stats import plain_row
 from traceviz.analyses.work import work_rows
 from traceviz.categorical import each, per_distinct
@@ -223,13 +228,7 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
         flops=int(k["flops"].sum()), bytes=int(k["bytes"].sum()), busy_ns=busy_ns,
         span_ns=span_ns, steps=steps, run_key=run_key, notes=notes)
     eff.model = model_figures(trace.meta, eff.run_peak)
-    worst = np.fmax(groups["pct_peak"].to_numpy(float), groups["pct_bw"].to_numpy(float))
-    over = [f"{op} {100 * x:.0f}%" for op, x in zip(groups["op"], worst, strict=True)
-            if x > OVER_PEAK]
-    if over:
-        eff.notes.append(f"Achieved above the peak ({', '.join(over[:3])}): the peak figures "
-                         f"({peak.device if peak else '?'}) are below this device's; check "
-                         "--peak.")
+    eff.notes.extend(over_peak_notes(groups, peak, OVER_PEAK))
     if not xla.any() and (not (ev["kind"] == "op").any() or not (
             ev["details"].astype(str).str.startswith("dims:")).any()):
         eff.notes.append(shapes_note(trace))

@@ -19,6 +19,7 @@ from traceviz.classify import TENSOR_CORE_HALF, TF32_KERNEL
 
 if TYPE_CHECKING:
     from traceviz.analyses.efficiency import Efficiency
+    from traceviz.peaks import Peak
     from traceviz.trace import Trace
 
 # FP32 GEMM kernels on the FMA units: cuBLAS "ffma" xmma tiles and "sgemm" kernels, CUTLASS
@@ -130,3 +131,31 @@ def fma_note(eff: Efficiency, work: pd.DataFrame) -> None:
         f"{f['time_ns'].sum() / total:.0%} of kernel time against the "
         f"{eff.peak.figures['fp32']:g} TFLOP/s FP32 peak, where TF32 tensor cores give "
         f"{eff.peak.figures['tf32']:g}.")
+
+
+def over_peak_notes(groups: pd.DataFrame, peak: Peak | None, over: float) -> list[str]:
+    """Op groups achieving more than ``over`` x a peak. Above the memory bandwidth only:
+    their data came from the caches (tensors that fit in L2, re-read), which serve it
+    faster than HBM; the peak table is right. Above a compute peak: the table's figures
+    are below this device's."""
+    if not len(groups):
+        return []
+    flops = groups["pct_peak"].to_numpy(float)
+    bw = groups["pct_bw"].to_numpy(float)
+    notes = []
+    compute = [f"{op} {100 * x:.0f}%" for op, x in zip(groups["op"], flops, strict=True)
+               if x > over]
+    if compute:
+        notes.append(f"Achieved above the compute peak ({', '.join(compute[:3])}): the peak "
+                     f"figures ({peak.device if peak else '?'}) are below this device's; "
+                     "check --peak.")
+    cached = [f"{op} {100 * x:.0f}%" for op, x, f in zip(groups["op"], bw, flops, strict=True)
+              if x > over and not f > over]
+    if cached:
+        of = f" of {peak.bandwidth:g} GB/s" if peak and peak.bandwidth else ""
+        notes.append(f"Above the memory bandwidth ({', '.join(cached[:3])}{of}): their "
+                     "data was served from "
+                     "the caches (tensors small enough for L2, read again), faster than "
+                     "HBM; the bandwidth figure is right, the bytes counted are the op's, "
+                     "not what reached memory.")
+    return notes

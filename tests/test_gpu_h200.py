@@ -215,3 +215,87 @@ def test_xla_efficiency_notes_speak_jax(scan_trace):
     e = summarize(run, with_efficiency=True).efficiency
     bench = json.loads((SCAN_JAX.parent / "bench.json").read_text())
     assert e.flops == bench["workload_flops"] * 3 and e.tflops_busy is not None
+
+
+def _advice(trace):
+    from traceviz.analyses.advice import advise
+
+    return {f.rule: f for f in advise(trace)[0]}
+
+
+def test_advice_on_a_graphed_compiled_run_names_what_it_uses(compile_raw, compile_trace):
+    """torch.compile reduce-overhead: one graph launch per step runs nearly every kernel.
+    The host-bound finding says so and recommends no CUDA graph or torch.compile."""
+    steps = sum(1 for e in compile_raw if e["name"].startswith("ProfilerStep#"))
+    graphs = [e for e in compile_raw if e["name"] == "cudaGraphLaunch"]
+    found = _advice(compile_trace)
+    f = found["host_bound"]
+    text = " ".join(f.evidence)
+    assert f"{len(graphs) // steps} graph launch per step" in text and "torch.compile" in text
+    for finding in found.values():
+        assert "capture the step in a CUDA graph" not in finding.action
+        assert "torch.compile the" not in finding.action and "(torch.compile" not in \
+            finding.action
+    assert f.saving_scenario == "host_speedup=2" and f.saving_ns > 0
+
+
+def test_advice_on_a_jitted_run_recommends_no_jit(scan_space, scan_trace):
+    """JAX: already jitted and graph-launched. No action says to compile with XLA, and no
+    launch count promised exceeds the launch calls the trace holds per step."""
+    import re
+
+    host = [e for p in scan_space.planes if p.name == "/host:CPU" for e in _events(p)]
+    calls = sum(1 for e in host if "correlation_id" in e[4])
+    steps = sum(1 for e in host if "step_num" in e[4])
+    per_step = calls / steps  # about 308
+    found = _advice(scan_trace)
+    assert "host_bound" in found and "XLA command buffers" in " ".join(
+        found["host_bound"].evidence)
+    for f in found.values():
+        assert "compile the step with XLA" not in f.action
+        assert "compile with XLA" not in f.action
+        for n in re.findall(r"([\d,]+) launches fewer per step", " ".join(f.evidence)):
+            assert int(n.replace(",", "")) <= per_step
+
+
+def test_no_lstm_remedies_without_an_lstm():
+    """A CNN trained with NCCL (no recurrent op or kernel in the raw JSON): its host-bound
+    and kernel-sequence actions name no LSTM."""
+    import re
+
+    from tests.conftest import KINETO
+
+    path = KINETO / "a100_nccl.json.gz"
+    with gzip.open(path, "rt") as f:
+        names = {e.get("name", "") for e in json.load(f)["traceEvents"]}
+    assert not any(re.search(r"lstm|(?<![a-z])gru|rnn", n, re.IGNORECASE) for n in names)
+    found = _advice(load(path))
+    assert "host_bound" in found
+    for f in found.values():
+        assert "LSTM" not in f.action and "TorchScript the cell" not in f.action
+
+
+def test_fp32_tf_run_gets_no_mixed_precision_advice():
+    """eager_tf, FP32 (no --amp): Keras' Cast ops (its integer step counter) carry no
+    dtypes; in a FP32 run they are no mixed precision's cost."""
+    run = ROOT / "sample_traces" / "tf" / "eager_tf"
+    assert json.loads((run / "config.json").read_text())["amp"] is None
+    trace = load(run)
+    assert summarize(trace).casts.count > 0 and not trace.meta.get("dtypes_recorded")
+    assert "casts" not in _advice(trace)
+
+
+def test_bf16_autocast_running_fp16_is_said(compile_raw):
+    """cudnn_torch-forward-bf16: the cuDNN LSTM took c10::Half tensors under bf16
+    autocast; the weight copies float -> c10::Half per step counted from the raw JSON."""
+    path = H200 / "cudnn_torch-forward-bf16" / "trace.pt.trace.json.gz"
+    with gzip.open(path, "rt") as f:
+        raw = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    steps = sum(1 for e in raw if e["name"].startswith("ProfilerStep#"))
+    copies = sum(1 for e in raw if e["name"] == "aten::copy_" and
+                 (e.get("args") or {}).get("Input type", [])[:2] == ["c10::Half", "float"])
+    trace = load(path)
+    f = _advice(trace)["autocast_precision"]
+    assert f.figures["copies"] == copies and copies // steps == 15
+    assert f.figures["ops"] == {"aten::_cudnn_rnn": steps}
+    assert "asked for bf16, ran fp16" in f.evidence[0]
