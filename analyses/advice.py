@@ -22,6 +22,7 @@ from traceviz.analyses.advice_efficiency import (
     memory_headroom,
     tensor_core_shapes,
     tf32_off,
+    tf32_off_kernels,
 )
 from traceviz.analyses.advice_runs import (
     autocast_precision,
@@ -365,7 +366,7 @@ def data_stalls(ctx: Context) -> Finding | None:
 RULES: tuple[Rule, ...] = (host_bound, kernel_sequences, casts, autocast_precision,
                            syncs_in_steps,
                            pageable_memcpy, long_gaps, data_stalls, tensor_core_shapes,
-                           tf32_off, memory_bound_gemms, memory_headroom, noisy,
+                           tf32_off, tf32_off_kernels, memory_bound_gemms, memory_headroom, noisy,
                            profiled_unlike_timed)
 
 

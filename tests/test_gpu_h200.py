@@ -299,3 +299,16 @@ def test_bf16_autocast_running_fp16_is_said(compile_raw):
     assert f.figures["copies"] == copies and copies // steps == 15
     assert f.figures["ops"] == {"aten::_cudnn_rnn": steps}
     assert "asked for bf16, ran fp16" in f.evidence[0]
+
+
+def test_ffma_gemms_are_a_finding_with_the_tf32_peak(compile_raw, compile_trace):
+    """1,600 FP32 FFMA GEMM kernels per step (raw kernel names), no TF32: a finding with
+    the H200's FP32 and TF32 peaks, though no op shapes were recorded."""
+    steps = sum(1 for e in compile_raw if e["name"].startswith("ProfilerStep#"))
+    ffma = [e for e in compile_raw if e.get("cat") == "kernel" and "ffma" in e["name"]]
+    f = _advice(compile_trace)["tf32_off"]
+    text = " ".join(f.evidence)
+    assert f"{len(ffma) // steps:,} per step" in text
+    assert "66.9 TFLOP/s" in text and "494.7 TFLOP/s" in text
+    assert f.figures["fp32_fma_ns"] == sum(ns(e["dur"]) for e in ffma)
+    assert "allow_tf32" in f.action
