@@ -163,6 +163,25 @@ def test_nsys_style_suffixes_are_launches():
     assert list(t.kernels()["launch_api"]) == ["cudaLaunchKernel"]
 
 
+@pytest.mark.parametrize("api", ["cudaGraphLaunch_v10000", "cuGraphLaunch",
+                                 "cudaGraphLaunch_ptsz_v10000"])
+def test_nsys_graph_launches_are_graph_launches(api):
+    """nsys spells the graph launch with its API version (and per-thread suffix) or as
+    the driver call: one call, the kernels its correlation id ran, each timed from the
+    graph's kernel before it."""
+    t = trace(
+        row("runtime", api, 0, 40, corr=9),
+        row("kernel", "a", 50, 10, corr=9),
+        row("kernel", "b", 63, 10, corr=9),
+        row("kernel", "c", 80, 5, corr=9),
+    )
+    s = summarize(t)
+    g = s.launches.graphs
+    assert (g.count, g.kernels, g.kernel_ns) == (1, 3, 25)
+    assert s.launches.kernel.count == 0
+    assert sorted(t.kernels()["launch_delay_ns"].astype(int)) == [3, 7, 10]
+
+
 def test_trivial_children_do_not_hide_work():
     t = trace(
         row("op", "aten::mm", 0, 100),
