@@ -36,7 +36,11 @@ class PrecisionMismatch:
     steps: int
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The totals, and ``per_step`` as ``text`` prints them."""
+        per = max(self.steps, 1)
+        return asdict(self) | {"per_step": {
+            "ops": {op: n / per for op, n in self.ops.items()}, "copies": self.copies / per,
+            "copy_kernels": self.copy_kernels / per, "copy_ns": self.copy_ns / per}}
 
     def text(self) -> str:
         per = max(self.steps, 1)

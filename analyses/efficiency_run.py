@@ -93,7 +93,8 @@ def apply_workload_flops(eff: Efficiency, trace: Trace, work: pd.DataFrame) -> N
     """Where ops gave FLOPs for less than half of the matrix kernel time (compiled code,
     no shapes), the run's own: the workload's FLOPs per batch times the profiled steps,
     held against the peak of the precision its matrix kernels ran in."""
-    per_batch = (eff.model or {}).get("model_flops_per_batch")
+    model = eff.model or {}
+    per_batch = model.get("model_flops_per_batch")
     if not per_batch or not eff.steps:
         return
     matrix = np.isin(work["category"].astype(str).to_numpy(), MATRIX)
@@ -108,8 +109,8 @@ def apply_workload_flops(eff: Efficiency, trace: Trace, work: pd.DataFrame) -> N
         key = precision if precision in eff.peak.figures else "fp32"
         if key in eff.peak.figures:
             eff.run_key = key
-            median = eff.model.get("model_tflops")
-            eff.model["mfu"] = median / eff.peak.figures[key] if median is not None else None
+            median = model.get("model_tflops")
+            model["mfu"] = median / eff.peak.figures[key] if median is not None else None
     eff.notes.append(
         f"FLOPs are the workload's ({per_batch / 1e9:,.2f} GFLOP per batch x "
         f"{eff.steps} profiled steps), not per op: the rates are the run's"
