@@ -22,6 +22,7 @@ from traceviz.analyses.efficiency_run import (
     fma_note,
     over_peak_notes,
     shapes_note,
+    stated_peak,
 )
 from traceviz.analyses.stats import plain_row
 from traceviz.analyses.work import work_rows
@@ -180,11 +181,11 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
     device = _device_name(trace, work)
     notes: list[str] = []
     if peak is None:
-        peak = None if trace.is_cpu else find(device)
-        if peak is None:
+        peak = None if trace.is_cpu else find(device) or stated_peak(trace, device)
+        if peak is None or not peak.figures.keys() - {"bw"}:
             what = "CPUs" if trace.is_cpu else f"device {device or '(unnamed)'!r}"
-            notes.append(f"No peak figures for {what}: rates are shown without % of peak "
-                         "(give them with --peak).")
+            notes.append(f"No {'compute ' * (peak is not None)}peak figures for {what}: rates "
+                         "are shown without % of peak (give them with --peak).")
     ev = trace.events
     op_row = op_of_kernels(trace, work)
     # an XSpace op with XLA's cost analysis is its own op: its row carries the figures

@@ -16,10 +16,10 @@ import pandas as pd
 
 from traceviz.categorical import per_distinct
 from traceviz.classify import TENSOR_CORE_HALF, TF32_KERNEL
+from traceviz.peaks import Peak
 
 if TYPE_CHECKING:
     from traceviz.analyses.efficiency import Efficiency
-    from traceviz.peaks import Peak
     from traceviz.trace import Trace
 
 # FP32 GEMM kernels on the FMA units: cuBLAS "ffma" xmma tiles and "sgemm" kernels, CUTLASS
@@ -160,3 +160,14 @@ def over_peak_notes(groups: pd.DataFrame, peak: Peak | None, over: float) -> lis
                      "HBM; the bandwidth figure is right, the bytes counted are the op's, "
                      "not what reached memory.")
     return notes
+
+
+def stated_peak(trace: Trace, device: str | None) -> Peak | None:
+    """The memory bandwidth a profile states for a device the peak table lacks (an XSpace
+    GPU plane's ``memory_bandwidth``): % of bandwidth without compute peaks."""
+    props = trace.meta.get("device_properties") or {}
+    for p in props.values() if isinstance(props, dict) else ():
+        if isinstance(p, dict) and p.get("name") == device and p.get("memory_bandwidth_gbps"):
+            return Peak(str(device), {"bw": float(p["memory_bandwidth_gbps"])},
+                        "the profile's own device stats (memory bandwidth only)")
+    return None

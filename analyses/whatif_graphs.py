@@ -72,8 +72,9 @@ def cuda_graphs(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
     lat = per_device(g.latency_ns, g.d_device)
     d_launch = np.where(in_graph, owner, g.d_launch)
     # a graph's kernels start while its launch call still enqueues them (as the replay
-    # runs recorded graphs): from the call's start, by the device's launch latency
-    d_offset = np.where(in_graph, lat, g.d_offset)
+    # runs recorded graphs): from the call's start, once the call has enqueued the first
+    # (its cost per kernel) and the device's launch latency has passed
+    d_offset = np.where(in_graph, lat + per_kernel, g.d_offset)
     d_from_start = np.where(in_graph, True, g.d_from_start)
     d_gap, gap_text = _graph_gap(g, in_graph, multi.index[multi > 1].to_numpy(np.int64))
     n_graphs = int(head.sum())
@@ -86,8 +87,9 @@ def cuda_graphs(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
         "dispatcher)",
         f"a graph launch costs {fmt_ns(per_kernel)} of host time per kernel it holds "
         f"({cost_source})",
-        f"the graph's kernels start from the call's start (by the device's launch "
-        f"latency) and run back to back with {gap_text}, never more than the gap each "
+        f"the graph's first kernel starts its cost per kernel and the device's launch "
+        f"latency after the call's start (the call enqueues the rest meanwhile); they run "
+        f"back to back with {gap_text}, never more than the gap each "
         "kernel had as recorded; host time before the step's first launch, after its last, "
         "and synchronizing calls stay",
     ]

@@ -312,3 +312,15 @@ def test_ffma_gemms_are_a_finding_with_the_tf32_peak(compile_raw, compile_trace)
     assert "66.9 TFLOP/s" in text and "494.7 TFLOP/s" in text
     assert f.figures["fp32_fma_ns"] == sum(ns(e["dur"]) for e in ffma)
     assert "allow_tf32" in f.action
+
+
+def test_a_device_the_table_lacks_keeps_the_profiles_bandwidth(scan_space, scan_trace):
+    """A GPU the peak table does not know: the bandwidth its XSpace plane states is used
+    for % of bandwidth (no compute peak is invented)."""
+    plane = next(p for p in scan_space.planes if p.name == "/device:GPU:0")
+    names = {k: m.name for k, m in plane.stat_metadata.items()}
+    stated = {names[s.metadata_id]: _value(s, names) for s in plane.stats}
+    t = load(SCAN_JAX)
+    t.meta["devices"]["0"] = t.meta["device_properties"]["0"]["name"] = "NVIDIA Unlisted"
+    e = summarize(t, with_efficiency=True).efficiency
+    assert e.peak.figures == {"bw": pytest.approx(stated["memory_bandwidth"] / 1e9)}

@@ -167,7 +167,7 @@ def test_no_casts_removes_every_cast_kernel():
 
 @pytest.mark.parametrize(("before", "after", "scenario", "mode", "tolerance"), [
     ("fused_torch", "graph_torch", "cuda_graphs", "forward", 0.20),
-    ("fused_torch", "graph_torch", "cuda_graphs", "train", 0.70),  # syncs stay: +54%
+    ("fused_torch", "graph_torch", "cuda_graphs", "train", 0.70),  # syncs stay: +43%
 ])
 def test_predicted_against_measured_on_h100(before, after, scenario, mode, tolerance):
     """The GPU evidence docs/whatif.md tables: a scenario on one variant's capture against
@@ -251,4 +251,4 @@ def test_cuda_graphs_never_slows_a_device_bound_step():
     w = whatif(trace(*rows), ("cuda_graphs",))
     s = w.scenario("cuda_graphs")
     assert s.applies and s.saving_ns >= 0
-    assert any("from the call's start" in a for a in s.assumptions)
+    assert any("after the call's start" in a for a in s.assumptions)
