@@ -115,6 +115,31 @@ def apply_workload_flops(eff: Efficiency, trace: Trace, work: pd.DataFrame) -> N
         f"FLOPs are the workload's ({per_batch / 1e9:,.2f} GFLOP per batch x "
         f"{eff.steps} profiled steps), not per op: the rates are the run's"
         + (f", its matrix kernels ran {precision.upper()}" if precision else "") + ".")
+    _serial_floor(eff, work, int(per_batch), model)
+
+
+def _serial_floor(eff: Efficiency, work: pd.DataFrame, per_batch: int, model: dict) -> None:
+    """The serial-chain floor: a stream runs its kernels one after the other, so a step
+    takes at least its busiest stream's kernel time, back to back (the median step's);
+    the workload's rate there."""
+    from traceviz.units import fmt_ns
+
+    k = work[(work["step"].to_numpy() >= 0)]
+    if not len(k):
+        return
+    per_stream = k.groupby(["step", "device", "stream"], observed=True)["dur_ns"].sum()
+    floor = float(per_stream.groupby(level="step").max().median())
+    if floor <= 0:
+        return
+    model["serial_floor_ns"] = floor
+    model["floor_tflops"] = per_batch / floor / 1e3
+    peak = eff.run_peak
+    eff.notes.append(
+        f"Serial-chain floor: a step's busiest stream runs {fmt_ns(floor)} of kernels, back "
+        f"to back at best; at that floor the workload runs at "
+        f"{model['floor_tflops']:,.1f} TFLOP/s"
+        + (f", {model['floor_tflops'] / peak:.0%} of the {eff.run_key} peak" if peak else "")
+        + ".")
 
 
 def fma_note(eff: Efficiency, work: pd.DataFrame) -> None:

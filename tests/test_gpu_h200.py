@@ -324,3 +324,30 @@ def test_a_device_the_table_lacks_keeps_the_profiles_bandwidth(scan_space, scan_
     t.meta["devices"]["0"] = t.meta["device_properties"]["0"]["name"] = "NVIDIA Unlisted"
     e = summarize(t, with_efficiency=True).efficiency
     assert e.peak.figures == {"bw": pytest.approx(stated["memory_bandwidth"] / 1e9)}
+
+
+def test_compiled_run_serial_chain_floor(compile_raw):
+    """The serial-chain floor: a step's busiest stream's kernel time, back to back (raw:
+    each kernel in the ProfilerStep around its launch call), and the workload's rate
+    there."""
+    steps = sorted((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in compile_raw
+                   if e["name"].startswith("ProfilerStep#"))
+    launch = {e["args"]["correlation"]: ns(e["ts"]) for e in compile_raw
+              if e.get("cat") == "cuda_runtime" and "correlation" in (e.get("args") or {})}
+    per: dict[tuple, int] = {}
+    for k in compile_raw:
+        if k.get("cat") != "kernel" or k["args"].get("correlation") not in launch:
+            continue
+        at = launch[k["args"]["correlation"]]
+        step = next((i for i, (s, e) in enumerate(steps) if s <= at < e), None)
+        if step is not None:
+            key = (step, k["args"].get("stream"))
+            per[key] = per.get(key, 0) + ns(k["dur"])
+    busiest = [max(v for (s, _), v in per.items() if s == i) for i in range(len(steps))]
+    floor = statistics.median(busiest)
+    trace = _as_run(load(COMPILE_FULL), COMPILE_FULL.parent)
+    e = summarize(trace, with_efficiency=True).efficiency
+    assert e.model["serial_floor_ns"] == pytest.approx(floor)
+    wf = json.loads((COMPILE_FULL.parent / "bench.json").read_text())["workload_flops"]
+    assert e.model["floor_tflops"] == pytest.approx(wf / floor / 1e3)
+    assert any(n.startswith("Serial-chain floor") for n in e.notes)
