@@ -71,9 +71,10 @@ def run_uses(ctx: Context) -> RunUses:
     inductor = names[names.str.match(_INDUCTOR)]
     ops = ev["name"].cat.categories.astype(str)
     compiler = None
-    op_names = ev.loc[(ev["kind"] == "op").to_numpy(), "name"].astype(str)
-    xla_ops = op_names.map(lambda n: xla_category(n) is not None or n.endswith("fusion")) \
-        if t.is_cpu and len(op_names) else pd.Series(dtype=bool)
+    op_names = ev.loc[(ev["kind"] == "op").to_numpy(), "name"]
+    xla_ops = per_distinct(op_names, each(
+        lambda n: xla_category(n) is not None or n.endswith("fusion")), fill=False).astype(
+        bool) if t.is_cpu and len(op_names) else np.zeros(0, bool)
     if len(kernels) and float(time.reindex(xla).fillna(0).sum()) >= COMPILED * total or (
             len(xla_ops) and xla_ops.mean() >= COMPILED):  # XLA:CPU runs fused thunks
         compiler = "XLA"
@@ -96,9 +97,9 @@ def holds_lstm(ctx: Context) -> bool:
 
 
 def fp32_run(ctx: Context) -> bool:
-    """A run that asked for no lower precision and whose matrix kernels ran none: its
-    config says no --amp (or no mixed-precision policy), or, without a config, no
-    matrix kernel shows a half, bf16 or fp8 path and no op casts to one."""
+    """A run that asked for no lower precision: its config says no --amp (nor a
+    mixed-precision option), or, without a config, no matrix kernel shows a half, bf16 or
+    fp8 path."""
     meta = ctx.trace.meta
     if "amp" in meta:
         return not meta.get("amp")
@@ -106,14 +107,9 @@ def fp32_run(ctx: Context) -> bool:
     if any(_HALF_AMP.search(str(v)) for v in opts.values()):
         return False
     ev = ctx.trace.events
-    matrix = ev[ev["category"].isin(["gemm", "rnn", "attention"]).to_numpy()]
-    names = matrix["name"].cat.categories.astype(str) if len(matrix) else []
-    used = set(matrix["name"].astype(str).unique()) if len(matrix) else set()
-    half = any(TENSOR_CORE_HALF.search(n) for n in names if n in used)
-    op_names = ev.loc[(ev["kind"] == "op").to_numpy(), "name"]
-    typed = any(_HALF_AMP.search(str(n)) for n in op_names.cat.categories) if len(
-        op_names) else False
-    return not half and not typed
+    matrix = ev.loc[ev["category"].isin(["gemm", "rnn", "attention"]).to_numpy(), "name"]
+    used = matrix.astype(str).unique() if len(matrix) else []
+    return not any(TENSOR_CORE_HALF.search(n) for n in used)
 
 
 def host_bound_action(ctx: Context, uses: RunUses) -> str:

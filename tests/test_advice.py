@@ -237,3 +237,13 @@ def test_host_bound_not_raised_where_its_replay_finds_no_gain():
     assert whatif(t, ("cuda_graphs",)).scenario("cuda_graphs").saving_ns < 0
     rules = [f.rule for f in A.advise(t)[0]]
     assert "host_bound" not in rules and "syncs_in_steps" in rules
+
+
+@pytest.mark.parametrize("model", ["scan_jax", "xla_tf"])
+def test_xla_compiled_cpu_runs_are_not_told_to_compile(model):
+    """jax.jit and tf.function(jit_compile=True) on a CPU: the work ops are XLA's fused
+    thunks; the framework-overhead finding says the step is compiled, never to compile."""
+    found = A.advise(load(ROOT / "sample_traces" / "tf" / model))[0]
+    f = next(f for f in found if f.rule == "host_bound")
+    assert "already compiled (XLA)" in f.action
+    assert not any("compile the step with XLA" in g.action for g in found)
