@@ -351,3 +351,10 @@ def test_compiled_run_serial_chain_floor(compile_raw):
     wf = json.loads((COMPILE_FULL.parent / "bench.json").read_text())["workload_flops"]
     assert e.model["floor_tflops"] == pytest.approx(wf / floor / 1e3)
     assert any(n.startswith("Serial-chain floor") for n in e.notes)
+
+
+def test_analyze_json_states_the_device(scan_trace):
+    """``analyze --json`` carries what the plane states about its device."""
+    doc = summarize(scan_trace).to_dict()
+    assert doc["source"]["devices"] == {"0": "NVIDIA H200"}
+    assert doc["source"]["device_properties"]["0"]["multiprocessors"] == 132
