@@ -21,6 +21,13 @@ from traceviz.analyses.advice_efficiency import (
     memory_headroom,
     tensor_core_shapes,
     tf32_off,
+    tf32_off_kernels,
+)
+from traceviz.analyses.advice_runs import (
+    autocast_precision,
+    fp32_run,
+    host_bound_action,
+    run_uses,
 )
 from traceviz.analyses.advice_streams import streams_never_overlap
 from traceviz.analyses.advice_timing import noisy, profiled_unlike_timed
@@ -69,7 +76,11 @@ def host_bound(ctx: Context) -> Finding | None:
                          "small ops, or raise the batch size so each op does more",
                     "cut per-op overhead: compile the step with XLA "
                     "(tf.function(jit_compile=True); jax.jit), fuse small ops, or raise the "
-                    "batch size so each op does more"),
+                    "batch size so each op does more")
+            if not (compiler := run_uses(ctx).compiler) else
+            f"the step is already compiled ({compiler}): what is left is the overhead per "
+            "compiled op; fewer, larger ops (more of the step in one compiled function, a "
+            "loop unrolled) or a larger batch so each op does more",
             ctx.saving("host_speedup=2"), "host_speedup=2", {"overhead_fraction": share})
     share = s.launch_bound_fraction
     if share is None or share < HOST_BOUND:
@@ -80,19 +91,24 @@ def host_bound(ctx: Context) -> Finding | None:
                 f"({fmt_ns(s.host_wait_ns)} of {fmt_ns(s.span_ns)} {_over(s.steps)})",
                 f"median kernel {fmt_ns(s.kernel_dur.median_ns)} vs median launch call "
                 f"{fmt_ns(lo.call.median_ns)}"]
+    uses = run_uses(ctx)
+    if uses.graphed:  # the single launches left say nothing of the graphs' cost
+        evidence.pop()
     if per_step:
         evidence.append(f"{per_step:,.0f} kernels per step")
-    graphs = ctx.saving("cuda_graphs")
+    if uses.said(ctx.steps):
+        evidence.append(uses.said(ctx.steps))
+    # a graphed run has no launches left to capture: what the host itself costs decides
+    scenario = "host_speedup=2" if uses.graphed else "cuda_graphs"
+    saving = ctx.saving(scenario)
+    if saving is not None and saving <= 0:
+        return None  # its own replay finds the device, not the host, setting the pace
     return Finding(
-        "host_bound", "Host-bound: the GPU waits for launches", evidence,
-        remedy(ctx, "capture the step in a CUDA graph (torch.cuda.graph, torch.compile "
-                     "mode='reduce-overhead'), fuse pointwise ops (torch.compile, a fused "
-                     "LSTM such as cuDNN's), or raise the batch size so each kernel does more",
-                "compile the step with XLA (tf.function(jit_compile=True); jax.jit), which "
-                "fuses pointwise ops and launches fewer kernels, use a fused LSTM "
-                "(keras.layers.LSTM on cuDNN), or raise the batch size so each kernel does "
-                "more"),
-        graphs, "cuda_graphs", {"launch_bound_fraction": share, "kernels_per_step": per_step})
+        "host_bound", "Host-bound between graph launches: the GPU waits for the host"
+        if uses.graphed else "Host-bound: the GPU waits for launches", evidence,
+        host_bound_action(ctx, uses), saving, scenario,
+        {"launch_bound_fraction": share, "kernels_per_step": per_step,
+         "graphed": uses.graphed, "compiler": uses.compiler})
 
 
 def kernel_sequences(ctx: Context) -> Finding | None:
@@ -187,6 +203,10 @@ def casts(ctx: Context) -> Finding | None:
     s = ctx.summary
     c = s.casts
     if not c.count:
+        return None
+    # without recorded dtypes a conversion op may change no precision (Keras casts its
+    # integer step counter): in a FP32 run they are no mixed precision's cost
+    if not ctx.trace.meta.get("dtypes_recorded") and fp32_run(ctx):
         return None
     cats = s.categories.set_index("category")["total_ns"] if len(s.categories) else pd.Series()
     matrix = int(sum(cats.get(k, 0) for k in ("gemm", "attention", "rnn")))
@@ -344,10 +364,11 @@ def data_stalls(ctx: Context) -> Finding | None:
         None, None, {"data_ns": wall, "share": share})
 
 
-RULES: tuple[Rule, ...] = (host_bound, kernel_sequences, casts, syncs_in_steps,
+RULES: tuple[Rule, ...] = (host_bound, kernel_sequences, casts, autocast_precision,
+                           syncs_in_steps,
                            pageable_memcpy, long_gaps, data_stalls, tensor_core_shapes,
-                           tf32_off, memory_bound_gemms, memory_headroom, noisy,
-                           profiled_unlike_timed, streams_never_overlap)
+                           tf32_off, tf32_off_kernels, memory_bound_gemms, memory_headroom,
+                           noisy, profiled_unlike_timed, streams_never_overlap)
 
 
 def advise(trace: Trace) -> tuple[list[Finding], int]:

@@ -19,7 +19,6 @@ def remedy(ctx: Context, torch: str, tf: str) -> str:
 
 
 OPTIMIZER_RANGE = re.compile(r"^(optimizer$|Optimizer\.step#)")
-RECURRENT = re.compile(r"lstm|gru|rnn", re.IGNORECASE)
 TORCHSCRIPT_VARIANTS = ("jit_torch", "static_torch")
 
 
@@ -41,20 +40,25 @@ def fusion_action(ctx: Context, work: pd.DataFrame, first: str) -> str:
         return ("an optimizer's update, one kernel per parameter: a foreach or fused "
                 "optimizer (torch.optim.SGD/Adam(..., foreach=True) or fused=True) runs it "
                 "as a few kernels")
+    from traceviz.analyses.advice_runs import holds_lstm, run_uses
+
     names = pd.Series(ev["name"].cat.categories.astype(str))
-    lstm = ctx.trace.meta.get("model") is not None or bool(
-        names.str.contains(RECURRENT).any()) or bool((ev["category"] == "rnn").any())
+    lstm = holds_lstm(ctx)
+    compiler = run_uses(ctx).compiler
     scripted = ctx.trace.meta.get("model") in TORCHSCRIPT_VARIANTS or bool(
         names.str.startswith("prim::").any())
     if ctx.framework == "tf":
-        return ("fuse the pattern into one kernel: compile with XLA "
-                "(tf.function(jit_compile=True); jax.jit)"
-                + (", a fused LSTM (keras.layers.LSTM on cuDNN)" if lstm else "")
-                + " or a custom kernel")
-    ways = ["torch.compile the model"]
+        ways = [] if compiler == "XLA" else [
+            "compile with XLA (tf.function(jit_compile=True); jax.jit)"]
+        ways += ["a fused LSTM (keras.layers.LSTM on cuDNN)"] if lstm else []
+        ways.append("a custom kernel")
+        return "fuse the pattern into one kernel: " + (
+            ", ".join(ways[:-1]) + " or " if len(ways) > 1 else "") + ways[-1]
+    ways = [] if compiler == "torch.compile" else ["torch.compile the model"]
     if lstm and not scripted:
         ways.append("TorchScript the cell")
     if lstm:
         ways.append("a fused LSTM (cuDNN's nn.LSTM)")
     ways.append("a custom (Triton) kernel")
-    return "fuse the pattern into one kernel: " + ", ".join(ways[:-1]) + " or " + ways[-1]
+    return "fuse the pattern into one kernel: " + (
+        ", ".join(ways[:-1]) + " or " if len(ways) > 1 else "") + ways[-1]

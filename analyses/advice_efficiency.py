@@ -12,7 +12,10 @@ import re
 import numpy as np
 import pandas as pd
 
+from traceviz.analyses.advice_actions import remedy
 from traceviz.analyses.advice_base import Context, Finding
+from traceviz.analyses.advice_runs import holds_lstm
+from traceviz.analyses.work import work_rows
 from traceviz.categorical import each, per_distinct
 from traceviz.classify import MATRIX_OPS
 from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
@@ -103,8 +106,10 @@ def memory_bound_gemms(ctx: Context) -> Finding | None:
          f"largest: {top['op']} {top['dims']}: {top['intensity']:.1f} FLOP/byte against "
          f"the {top['peak_key']} ridge of {ridge:.0f} on the {e.peak.device}"],
         "give each matrix op more work: a larger batch (FLOP per byte grows with it), "
-        "fused gates (one GEMM for the four LSTM gates and all time steps' input "
-        "projection, as fused_torch and cuDNN do), or fewer, larger layers",
+        + ("fused gates (one GEMM for the four LSTM gates and all time steps' input "
+           "projection, as fused_torch and cuDNN do), " if holds_lstm(ctx) else
+           "fewer, wider matrix products (projections that share an input fused into one), ")
+        + "or fewer, larger layers",
         None, None, {"share": share, "groups": len(mem)})
 
 
@@ -171,3 +176,42 @@ def _tensor_core_misfit(details: str) -> str:
         matrix += [math.prod(shape[:-1]), shape[-1]] if len(shape) > 2 and not matrix \
             else shape[-2:]
     return dims_text[5:] if any(d > 1 and d % TENSOR_CORE_MULTIPLE for d in matrix) else ""
+
+
+def tf32_off_kernels(ctx: Context) -> Finding | None:
+    """FP32 GEMM kernels on the FMA units (by name: cuBLAS ``ffma``/``sgemm``, CUTLASS
+    ``simt_sgemm``) >= 10% of kernel time on a device with TF32 tensor cores, where no op
+    group shows it (compiled code records no shapes: ``tf32_off`` cannot see them)."""
+    from traceviz.analyses.efficiency_run import fma_gemms
+
+    e = ctx.summary.efficiency
+    if e is None or e.peak is None or "tf32" not in e.peak.figures or not e.time_ns:
+        return None
+    g = e.groups
+    seen = g[(g["unit"] == "matrix") & (g["precision"] == "fp32") & (g["peak_key"] == "fp32")]
+    if float(seen["time_ns"].sum()) >= TF32_SHARE * e.time_ns:
+        return None  # tf32_off speaks of them, with their op groups
+    work = work_rows(ctx.trace)
+    f = fma_gemms(work[(work["kind"] == "kernel").to_numpy()])
+    fma_ns = float(f["time_ns"].sum()) if len(f) else 0.0
+    if fma_ns < TF32_SHARE * e.time_ns:
+        return None
+    n = int(f["kernels"].sum())
+    per = f" ({n / ctx.steps:,.0f} per step)" if ctx.steps else ""
+    fig = e.peak.figures
+    return Finding(
+        "tf32_off", f"FP32 GEMMs run on the FMA units, not the TF32 {_cores(ctx)}",
+        [f"{n:,} FP32 GEMM kernels{per} ran without TF32: {fmt_ns(fma_ns)} = "
+         f"{fmt_pct(fma_ns / e.time_ns)} of kernel time",
+         f"the {e.peak.device}'s FP32 peak is {fig['fp32']:g} TFLOP/s, its TF32 tensor-core "
+         f"peak {fig['tf32']:g} TFLOP/s",
+         f"largest: {f['name'].iloc[0][:90]} ({fmt_ns(int(f['time_ns'].iloc[0]))})",
+         "no op shapes: the replay cannot size the saving"],
+        remedy(ctx, "allow TF32 for matmuls where FP32's 23-bit mantissa is not needed: "
+                    "torch.backends.cuda.matmul.allow_tf32 = True (or "
+                    "torch.set_float32_matmul_precision('high'), which torch.compile "
+                    "honours); or run in bf16 (--amp bf16)",
+               "allow TF32 for matmuls: jax.default_matmul_precision('tensorfloat32') "
+               "(JAX), tf.config.experimental.enable_tensor_float_32_execution(True) "
+               "(TensorFlow); or run in bf16"),
+        None, None, {"fp32_fma_ns": int(fma_ns), "kernels": n})

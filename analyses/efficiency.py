@@ -17,6 +17,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from traceviz.analyses.efficiency_run import (
+    apply_workload_flops,
+    fma_note,
+    over_peak_notes,
+    shapes_note,
+    stated_peak,
+)
 from traceviz.analyses.stats import plain_row
 from traceviz.analyses.work import work_rows
 from traceviz.categorical import each, per_distinct
@@ -56,6 +63,7 @@ class Efficiency:
     run_key: str | None         # the peak the run's MFU is held against
     model: dict[str, Any] | None = None  # workload FLOPs per batch, model TFLOP/s, MFU
     notes: list[str] = field(default_factory=list)
+    flops_from: str = "ops"     # "workload": no op gave FLOPs, the run's own are used
 
     @property
     def coverage(self) -> float | None:
@@ -90,16 +98,13 @@ class Efficiency:
                     "busy_ns": self.busy_ns, "span_ns": self.span_ns, "steps": self.steps,
                     "tflops_busy": self.tflops_busy, "tflops_span": self.tflops_span,
                     "peak_key": self.run_key, "mfu_trace": self.mfu_trace,
+                    "flops_from": self.flops_from,
                     **(self.model or {})},
-            "groups": _records(self.groups.head(top)),
-            "kernels": _records(self.kernels.head(top)),
-            "uncovered": _records(self.uncovered.head(top)),
+            **{name: [plain_row(r) for r in frame.head(top).to_dict("records")]
+               for name, frame in (("groups", self.groups), ("kernels", self.kernels),
+                                   ("uncovered", self.uncovered))},
             "notes": self.notes,
         }
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    return [plain_row(r) for r in frame.to_dict("records")]
 
 
 def op_of_kernels(trace: Trace, work: pd.DataFrame) -> np.ndarray:
@@ -176,11 +181,11 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
     device = _device_name(trace, work)
     notes: list[str] = []
     if peak is None:
-        peak = None if trace.is_cpu else find(device)
-        if peak is None:
+        peak = None if trace.is_cpu else find(device) or stated_peak(trace, device)
+        if peak is None or not peak.figures.keys() - {"bw"}:
             what = "CPUs" if trace.is_cpu else f"device {device or '(unnamed)'!r}"
-            notes.append(f"No peak figures for {what}: rates are shown without % of peak "
-                         "(give them with --peak).")
+            notes.append(f"No {'compute ' * (peak is not None)}peak figures for {what}: rates "
+                         "are shown without % of peak (give them with --peak).")
     ev = trace.events
     op_row = op_of_kernels(trace, work)
     # an XSpace op with XLA's cost analysis is its own op: its row carries the figures
@@ -224,17 +229,12 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
         flops=int(k["flops"].sum()), bytes=int(k["bytes"].sum()), busy_ns=busy_ns,
         span_ns=span_ns, steps=steps, run_key=run_key, notes=notes)
     eff.model = model_figures(trace.meta, eff.run_peak)
-    worst = np.fmax(groups["pct_peak"].to_numpy(float), groups["pct_bw"].to_numpy(float))
-    over = [f"{op} {100 * x:.0f}%" for op, x in zip(groups["op"], worst, strict=True)
-            if x > OVER_PEAK]
-    if over:
-        eff.notes.append(f"Achieved above the peak ({', '.join(over[:3])}): the peak figures "
-                         f"({peak.device if peak else '?'}) are below this device's; check "
-                         "--peak.")
+    eff.notes.extend(over_peak_notes(groups, peak, OVER_PEAK))
     if not xla.any() and (not (ev["kind"] == "op").any() or not (
             ev["details"].astype(str).str.startswith("dims:")).any()):
-        eff.notes.append("No op shapes in the trace (torch.profiler record_shapes=True, or "
-                         "nsys --pytorch=autograd-shapes-nvtx): no FLOPs or bytes per op.")
+        eff.notes.append(shapes_note(trace))
+    apply_workload_flops(eff, trace, work)
+    fma_note(eff, work)
     return eff
 
 

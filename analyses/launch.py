@@ -3,7 +3,8 @@
 - kernel launches (``cudaLaunchKernel``, ``hipModuleLaunchKernel``...): one kernel each;
 - graph launches (``cudaGraphLaunch``, ``hipGraphLaunch``): one call, many kernels. Their
   kernels are reported apart (count, time, first-kernel delay) and kept out of the
-  launch-delay and short-kernel figures, which are about one launch per kernel;
+  short-kernel figure, which is about one launch per kernel; a graph kernel's launch
+  delay is its wait after the graph's kernels before it (the first's: after the call);
 - copy and set calls (``cudaMemcpyAsync``, ``hipMemsetAsync``...).
 
 Calls and device rows are joined by ``launch_id``, the one link the normalizer writes
@@ -52,8 +53,8 @@ def launch_table(trace: Trace) -> pd.DataFrame:
     per_group = {
         "count": np.diff(np.r_[lead, len(dev)]),
         "device_ns": _reduce(np.add, ev["dur_ns"].to_numpy(np.int64)[dev], lead),
-        "delay_ns": _reduce(np.minimum, ev["launch_delay_ns"].fillna(no_delay)
-                            .to_numpy(np.int64)[dev], lead),
+        # the group's first row: a graph's later rows are timed from the rows before them
+        "delay_ns": ev["launch_delay_ns"].fillna(no_delay).to_numpy(np.int64)[dev][lead],
         "first": dev[lead],
     }
     got = {k: np.where(has, v[at], 0) if len(lead) else np.zeros(len(calls), np.int64)
@@ -118,7 +119,8 @@ class Launches:
     kernel: CallGroup           # one kernel per call
     copies: CallGroup           # memcpy and memset calls
     graphs: GraphLaunches
-    delay: Distribution         # kernel start - launch end, clipped at 0 (graphs aside)
+    delay: Distribution         # kernel start - launch end (in a graph: - the end of the
+                                # graph's kernels before it), clipped at 0
     short_kernels: int          # kernels shorter than their launch call (graphs aside)
     unlaunched_kernels: int     # kernels whose launch call is not in the trace
 
@@ -150,7 +152,8 @@ def launch_figures(trace: Trace, table: pd.DataFrame, win_start: np.ndarray,
     launch_dur = at_kernels("launch_dur_ns")
     in_graph = np.isin(ev["launch_id"].to_numpy(np.int64)[kernel], graphs["launch_id"].to_numpy())
     single = ~in_graph & ~np.isnan(launch_dur)
-    single_delay = at_kernels("launch_delay_ns")[single]
+    launched = ~np.isnan(launch_dur)
+    delay = at_kernels("launch_delay_ns")[launched]
     g_matched = graphs[graphs["matched"]]
     return Launches(
         kernel=_group(table[pop == "kernel"], win_start, win_end),
@@ -160,7 +163,7 @@ def launch_figures(trace: Trace, table: pd.DataFrame, win_start: np.ndarray,
             kernel_ns=int(dur[in_graph].sum()),
             host_ns=int(graphs["host_ns"].sum()),
             first_delay=Distribution.of(g_matched["delay_ns"].to_numpy(np.float64))),
-        delay=Distribution.of(single_delay),
+        delay=Distribution.of(delay),
         short_kernels=int((dur[single] < launch_dur[single]).sum()),
         unlaunched_kernels=int(np.isnan(launch_dur).sum()),
     )

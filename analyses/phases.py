@@ -72,7 +72,8 @@ def assign_phases(work: pd.DataFrame, ranges: pd.DataFrame) -> np.ndarray:
 def phase_table(trace: Trace, work: pd.DataFrame, wall_start: np.ndarray,
                 wall_end: np.ndarray) -> pd.DataFrame:
     """Per phase: ``ranges`` (its marked spans, duplicates merged), ``wall_ns`` (their
-    union), ``busy_ns`` (union of its work per device, summed), ``kernels``/``kernel_ns``
+    union, stretched per device over the time its work ran there, summed over devices),
+    ``busy_ns`` (union of its work per device, summed), ``kernels``/``kernel_ns``
     (kernels, or leaf ops on a CPU trace), ``casts``/``cast_ns``. Empty when the trace
     marks no phase."""
     ranges = phase_ranges(trace, wall_start, wall_end)
@@ -92,13 +93,20 @@ def phase_table(trace: Trace, work: pd.DataFrame, wall_start: np.ndarray,
         w = work[phase == p]
         k = counted[counted_phase == p]
         busy = 0
+        r_start, r_end = mine["start_ns"].to_numpy(np.int64), mine["end_ns"].to_numpy(np.int64)
+        wall = int((r_end - r_start).sum())
+        reach = 0  # per device: its ranges and the time its work ran there, united
         for _, rows_d in w.groupby("device", observed=True):
             s = rows_d["ts_ns"].to_numpy(np.int64)
-            busy += union_length(s, s + rows_d["dur_ns"].to_numpy(np.int64))
+            e = s + rows_d["dur_ns"].to_numpy(np.int64)
+            busy += union_length(s, e)
+            reach += union_length(np.r_[r_start, s], np.r_[r_end, e])
         casts = w[w["is_cast"].to_numpy()]
         rows.append({
             "phase": p, "ranges": len(mine),
-            "wall_ns": int((mine["end_ns"] - mine["start_ns"]).sum()),
+            # work launched in the phase that ran after its ranges closed (a device behind
+            # its host, a graph launched at the end) stretches it: busy <= wall per device
+            "wall_ns": max(wall, reach),
             "busy_ns": busy, "kernels": len(k), "kernel_ns": int(k["dur_ns"].sum()),
             "casts": len(casts), "cast_ns": int(casts["dur_ns"].sum()),
         })

@@ -132,7 +132,9 @@ class Summary:
         lo = self.launches
         return _integer_ns({
             "source": {key: self.meta.get(key) for key in
-                       ("source_format", "source_file", "profiler", "devices")},
+                       ("source_format", "source_file", "profiler", "devices")} | (
+                {"device_properties": self.meta["device_properties"]}
+                if self.meta.get("device_properties") else {}),
             "trace_type": "cpu" if self.cpu_trace else "gpu",
             "scope": self.scope,
             "steps": self.steps,

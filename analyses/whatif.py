@@ -16,23 +16,19 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.critical_path import path_of, removed_from_path
-from traceviz.analyses.replay import ReplayGraph, Solution, build, per_device, solve
+from traceviz.analyses.replay import ReplayGraph, Solution, build, solve
 from traceviz.analyses.replay_measure import Windows, replayed_trace, window_time
 from traceviz.analyses.replay_waits import wait_calls
 from traceviz.analyses.timed import TimedStep
+from traceviz.analyses.whatif_graphs import cuda_graphs
 from traceviz.analyses.whatif_notes import nothing_to_change, path_check
 from traceviz.analyses.whatif_timed import scenario_in_timed, timed_model
 from traceviz.errors import UsageError
-from traceviz.units import fmt_ns
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
 
 MATRIX_CATEGORIES = ("gemm", "rnn")
-# host cost of a graph launch per kernel it holds, where the trace has no graph launch
-# to learn it from: cudaGraphLaunch under torch.profiler on an H100, median of 6 launches
-# of 614-1355 kernels (sample_traces/gpu/graph_torch/train)
-GRAPH_LAUNCH_PER_KERNEL_NS = 1_578
 
 
 @dataclass(frozen=True)
@@ -177,81 +173,6 @@ def _launch_order(g: ReplayGraph) -> np.ndarray:
     return rank
 
 
-def _host_step(g: ReplayGraph) -> np.ndarray:
-    return g.trace.events["step"].to_numpy(np.int64)[g.h_rows]
-
-
-def _cuda_graphs(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
-    graph_calls = g.trace.launches()
-    graph_calls = graph_calls[(graph_calls["population"] == "graph")
-                              & (graph_calls["device_count"] > 0)]
-    if len(graph_calls):
-        per_kernel = int((graph_calls["host_ns"] / graph_calls["device_count"]).median())
-        cost_source = f"learnt from this trace's {len(graph_calls)} graph launches"
-    else:
-        per_kernel = GRAPH_LAUNCH_PER_KERNEL_NS
-        cost_source = "measured on an H100 (sample_traces/gpu/graph_torch), as this trace " \
-                      "has no graph launch"
-    # segments: per thread and step, the launch calls between synchronizing calls
-    step = _host_step(g)
-    sync = g.h_await >= 0
-    in_step = step >= 0
-    key = pd.DataFrame({"chain": g.h_chain, "step": step,
-                        "cut": pd.Series(sync).groupby(g.h_chain).cumsum().to_numpy()})
-    seg = key.groupby(["chain", "step", "cut"], sort=False).ngroup().to_numpy()
-    seg = np.where(in_step & ~sync, seg, -1)
-    # a graph launch already replays its graph: it stays as it is, outside the segments
-    graph_call = np.zeros(len(seg), bool)
-    multi = pd.Series(g.d_launch[g.d_launch >= 0]).value_counts()
-    graph_call[multi.index[multi > 1].to_numpy(np.int64)] = True
-    seg = np.where(graph_call, -1, seg)
-    launch = g.h_launch & (seg >= 0)
-    if not launch.any():
-        return g, []
-    # from the first to the last launch call of a segment, every call and the host time
-    # before it collapse into the first call: the graph launch
-    s = pd.Series(np.arange(len(seg)))[launch]
-    first = s.groupby(seg[launch]).min()
-    last = s.groupby(seg[launch]).max()
-    lo = np.full(len(seg), -1, np.int64)
-    hi = np.full(len(seg), -1, np.int64)
-    ok = seg >= 0
-    lo[ok] = pd.Series(seg[ok]).map(first).fillna(-1).to_numpy(np.int64)
-    hi[ok] = pd.Series(seg[ok]).map(last).fillna(-1).to_numpy(np.int64)
-    pos = np.arange(len(seg))
-    inside = (lo >= 0) & (pos > lo) & (pos <= hi)
-    head = (lo >= 0) & (pos == lo)
-    graph_of = np.where(inside | head, lo, -1)
-    # device rows launched from a segment follow its graph launch
-    launched = g.d_launch >= 0
-    owner = np.where(launched, graph_of[np.maximum(g.d_launch, 0)], -1)
-    in_graph = owner >= 0
-    kernels = np.bincount(owner[in_graph], minlength=len(seg))
-    h_dur = np.where(inside, 0, g.h_dur)
-    h_dur = np.where(head, kernels * per_kernel, h_dur)
-    h_gap = np.where(inside, 0, g.h_gap)
-    lat = per_device(g.latency_ns, g.d_device)
-    d_launch = np.where(in_graph, owner, g.d_launch)
-    d_offset = np.where(in_graph, lat, g.d_offset)
-    d_from_start = np.where(in_graph, False, g.d_from_start)
-    n_graphs = int(head.sum())
-    per_step = n_graphs / max(len(np.unique(step[head])), 1)
-    gap_text = ", ".join(f"{fmt_ns(v)} on device {d}" for d, v in
-                         sorted(g.queue_gap_ns.items())) or "none learnt"
-    return g.with_changes(h_dur=h_dur, h_gap=h_gap, d_launch=d_launch, d_offset=d_offset,
-                          d_from_start=d_from_start), [
-        f"per thread and step, the launches between synchronizing calls become one graph "
-        f"launch ({n_graphs} graphs, {per_step:.1f} per step): the host time and calls "
-        "between its first and last launch go (the graph replays without Python or the "
-        "dispatcher)",
-        f"a graph launch costs {fmt_ns(per_kernel)} of host time per kernel it holds "
-        f"({cost_source})",
-        f"the graph's kernels run back to back with the device's gap between queued "
-        f"kernels ({gap_text}); host time before the step's first launch, after its last, "
-        "and synchronizing calls stay",
-    ]
-
-
 def _fuse_pointwise(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
     ev = g.trace.events
     cat = ev["category"].to_numpy()[g.d_rows].astype(object)
@@ -301,7 +222,7 @@ def _fuse_pointwise(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
 
 # name -> (transform, needs an argument, on a CPU trace: None or why it does not apply)
 SCENARIOS: dict[str, tuple[Transform, bool, str | None]] = {
-    "cuda_graphs": (_cuda_graphs, False, "a CPU trace has no launches to capture in a graph"),
+    "cuda_graphs": (cuda_graphs, False, "a CPU trace has no launches to capture in a graph"),
     "fuse_pointwise": (_fuse_pointwise, False,
                        "a CPU trace has no kernel launches; its elementwise ops run inline, "
                        "and their fusion is not modelled"),

@@ -216,3 +216,34 @@ def test_actions_speak_the_traces_framework():
     assert any("XLA" in f.action for f in tf)
     pt, _ = advise(load(ROOT / "sample_traces" / "gpu" / "fine_torch" / "train"))
     assert any("torch.compile" in f.action for f in pt)
+
+
+def test_host_bound_not_raised_where_its_replay_finds_no_gain():
+    """Each kernel is waited for (a synchronize after every launch) and the host then
+    spends 10 µs on its own: the device waits for the host 80% of the time, but capturing
+    single-kernel segments in graphs removes no host time, so its own replay predicts a
+    loss: the finding is not raised (the synchronizing calls are)."""
+    from tests.handmade import row, trace
+    from traceviz.analyses.whatif import whatif
+
+    rows = [row("step", "ProfilerStep#1", 0, 20 * 13_000 + 1_000, step=1)]
+    for i in range(20):
+        t0 = 13_000 * i
+        rows.append(row("runtime", "cudaLaunchKernel", t0, 1_000, corr=i + 1))
+        rows.append(row("kernel", "k", t0 + 1_500, 2_000, corr=i + 1))
+        rows.append(row("runtime", "cudaStreamSynchronize", t0 + 1_000, 2_600))
+    t = trace(*rows)
+    assert t.summary()["launch_bound_fraction"] > 0.25
+    assert whatif(t, ("cuda_graphs",)).scenario("cuda_graphs").saving_ns < 0
+    rules = [f.rule for f in A.advise(t)[0]]
+    assert "host_bound" not in rules and "syncs_in_steps" in rules
+
+
+@pytest.mark.parametrize("model", ["scan_jax", "xla_tf"])
+def test_xla_compiled_cpu_runs_are_not_told_to_compile(model):
+    """jax.jit and tf.function(jit_compile=True) on a CPU: the work ops are XLA's fused
+    thunks; the framework-overhead finding says the step is compiled, never to compile."""
+    found = A.advise(load(ROOT / "sample_traces" / "tf" / model))[0]
+    f = next(f for f in found if f.rule == "host_bound")
+    assert "already compiled (XLA)" in f.action
+    assert not any("compile the step with XLA" in g.action for g in found)

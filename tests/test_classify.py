@@ -30,7 +30,8 @@ def _final(names: pd.Index) -> list[str]:
 def test_every_real_name_gets_its_category():
     t = _table()
     assert len(t) >= 80
-    assert set(t["category"]) == set(CATEGORIES) - {"memcpy", "memset"}
+    # memcpy: a CUDA graph's copy node run as a kernel (memset rows are never kernels)
+    assert set(t["category"]) == set(CATEGORIES) - {"memset"}
     got = _final(pd.Index(t["name"]))
     wrong = [(n[:80], want, g) for n, want, g in zip(t["name"], t["category"], got, strict=True)
              if want != g]

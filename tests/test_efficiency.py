@@ -261,7 +261,20 @@ def test_unknown_device_and_user_peak(tmp_path):
     row = e.groups.set_index("op").loc["aten::addmm"]
     assert row["pct_peak"] == pytest.approx(row["tflops"] / 10)
     # 43.6 TFLOP/s against a 10 TFLOP/s "peak": said, not shown silently as 436%
-    assert any(n.startswith("Achieved above the peak") for n in e.notes)
+    assert any(n.startswith("Achieved above the compute peak") for n in e.notes)
+
+
+def test_above_the_bandwidth_is_data_from_cache_not_a_wrong_peak():
+    """Elementwise ops moving more bytes per second than the memory's bandwidth read
+    their small tensors from the caches: said so, and the peak table is not blamed."""
+    t = traceviz.load(FINE)
+    e = efficiency(t, parse_peak("fp32=1000,tf32=1000,bw=10"))
+    g = e.groups
+    over = g[(g["pct_bw"] > 1.05) & ~(g["pct_peak"] > 1.05)]
+    assert len(over)
+    note = next(n for n in e.notes if n.startswith("Above the memory bandwidth"))
+    assert "served from the caches" in note and "of 10 GB/s" in note
+    assert not any("check --peak" in n for n in e.notes)
 
 
 def test_analyze_json_plot_export(tmp_path):

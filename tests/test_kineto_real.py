@@ -88,10 +88,21 @@ def test_launch_delay_matches_raw(pair):
     expected = {}
     for k in ref.kernels:
         la = launch.get(k["args"].get("correlation"))
-        if la is not None:
+        if la is not None and la["name"] != "cudaGraphLaunch":
             expected.setdefault(k["args"]["correlation"], []).append(
                 max(0, ns(k["ts"]) - (ns(la["ts"]) + ns(la["dur"])))
             )
+    # a graph's rows: the first waits for the call, the others for the rows before them
+    for corr, la in launch.items():
+        if la["name"] != "cudaGraphLaunch":
+            continue
+        rows = sorted((ns(d["ts"]), ns(d["ts"]) + ns(d["dur"]), d.get("cat") == "kernel")
+                      for d in ref.device if d["args"].get("correlation") == corr)
+        latest = ns(la["ts"]) + ns(la["dur"])
+        for i, (start, end, is_kernel) in enumerate(rows):
+            if is_kernel:
+                expected.setdefault(corr, []).append(max(0, start - latest))
+            latest = end if i == 0 else max(latest, end)
     kernels = trace.kernels()
     linked = kernels[kernels["launch_delay_ns"].notna()]
     assert len(linked) == sum(len(v) for v in expected.values())

@@ -142,7 +142,7 @@ def test_short_kernels_and_graph_launch():
     t = trace(
         row("runtime", "cudaGraphLaunch", 0, 50, corr=5),
         row("kernel", "a", 60, 10, corr=5),
-        row("kernel", "b", 70, 100, corr=5),
+        row("kernel", "b", 75, 100, corr=5),
     )
     s = summarize(t)
     assert s.launches.kernel.count == 0
@@ -150,9 +150,9 @@ def test_short_kernels_and_graph_launch():
     assert (g.count, g.kernels, g.kernel_ns) == (1, 2, 110)
     assert g.first_delay.median_ns == 10
     # a (10 ns) is shorter than the 50 ns graph launch, but graph kernels share one
-    # launch: they are kept out of the short-kernel and delay figures
-    assert s.launches.short_kernels == 0 and s.launches.delay.count == 0
-    assert sorted(t.kernels()["launch_delay_ns"].astype(int)) == [10, 20]
+    # launch: they are kept out of the short-kernel figure; b's delay runs from a's end
+    assert s.launches.short_kernels == 0 and s.launches.delay.count == 2
+    assert sorted(t.kernels()["launch_delay_ns"].astype(int)) == [5, 10]
 
 
 def test_nsys_style_suffixes_are_launches():
@@ -161,6 +161,25 @@ def test_nsys_style_suffixes_are_launches():
         row("kernel", "k", 10, 10, corr=1),
     )
     assert list(t.kernels()["launch_api"]) == ["cudaLaunchKernel"]
+
+
+@pytest.mark.parametrize("api", ["cudaGraphLaunch_v10000", "cuGraphLaunch",
+                                 "cudaGraphLaunch_ptsz_v10000"])
+def test_nsys_graph_launches_are_graph_launches(api):
+    """nsys spells the graph launch with its API version (and per-thread suffix) or as
+    the driver call: one call, the kernels its correlation id ran, each timed from the
+    graph's kernel before it."""
+    t = trace(
+        row("runtime", api, 0, 40, corr=9),
+        row("kernel", "a", 50, 10, corr=9),
+        row("kernel", "b", 63, 10, corr=9),
+        row("kernel", "c", 80, 5, corr=9),
+    )
+    s = summarize(t)
+    g = s.launches.graphs
+    assert (g.count, g.kernels, g.kernel_ns) == (1, 3, 25)
+    assert s.launches.kernel.count == 0
+    assert sorted(t.kernels()["launch_delay_ns"].astype(int)) == [3, 7, 10]
 
 
 def test_trivial_children_do_not_hide_work():

@@ -175,10 +175,45 @@ def category_codes(names: pd.Index) -> np.ndarray:
 @functools.lru_cache(maxsize=1 << 16)
 def _category_of(name: str) -> str:
     text = _text(name)
+    xla = xla_category(text)
     for cat, rx in _CATEGORY_PATTERNS:
+        if xla is not None and cat not in _BEFORE_XLA:
+            return xla
         if rx.search(text):
             return cat
-    return "other"
+    return xla or "other"
+
+
+# XLA names a GPU kernel after its fusion: the fusion's kind, the HLO ops it fuses, and a
+# uniquifying number ("loop_add_fusion", "loop_add_fusion_2", "input_reduce_fusion",
+# "gemm_fusion_dot_19"), or after the one op it wraps ("wrapped_concatenate"). The kind
+# decides: kLoop fusions are elementwise work (arithmetic, broadcasts, slices, updates),
+# kInput fusions reductions (a scatter: elementwise); a fused reduce is a reduction
+# wherever it sits. Attention, communication and GEMM names keep their own category.
+_BEFORE_XLA = ("attention", "communication", "gemm")
+_XLA_FUSION = re.compile(r"^(?:(?P<kind>loop|input)_(?P<ops>\w+?)_fusion|"
+                         r"wrapped_(?P<op>[a-z][a-z_]*?)|(?P<bare>[a-z][a-z_]*?)_fusion)"
+                         r"(?:_\d+)?$")
+# a CUDA graph's copy node run as a kernel (XLA command buffers): a device copy
+_COPY_KERNEL = re.compile(r"^memcpy\d*_(post|pre)$")
+_XLA_REDUCE = re.compile(r"(^|_)(reduce|reduce_window|sort|argmax|argmin|softmax)(_|$)")
+_XLA_SCATTER = re.compile(r"(^|_)scatter(_|$)")
+
+
+def xla_category(text: str) -> str | None:
+    """The category of an XLA GPU kernel from its fusion kind and ops (None: not an XLA
+    fusion or wrapped op name)."""
+    if _COPY_KERNEL.match(text):
+        return "memcpy"
+    m = _XLA_FUSION.match(text)
+    if m is None:
+        return None
+    ops = m.group("ops") or m.group("op") or m.group("bare") or ""
+    if _XLA_REDUCE.search(ops):
+        return "reduction"
+    if m.group("kind") == "input":
+        return "elementwise" if _XLA_SCATTER.search(ops) else "reduction"
+    return "elementwise"
 
 
 def cast_kernel_flags(names: pd.Index) -> np.ndarray:

@@ -20,7 +20,7 @@ from traceviz import classify, schema
 from traceviz.categorical import from_used_codes, per_distinct
 from traceviz.heap import release_free_memory
 from traceviz.intervals import innermost_enclosing
-from traceviz.launch_apis import base_api_name, launch_kind
+from traceviz.launch_apis import base_api_name, is_graph_launch, launch_kind
 from traceviz.names import demangled_categories
 from traceviz.optree import parents_and_enclosing, thread_key
 from traceviz.rowcodes import KIND_CODE, category_codes, kind_codes
@@ -210,7 +210,7 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
     launch_dur = np.zeros(r.n, dtype=np.int64)
     launch_ts[links.device] = r.ts[links.launch]
     launch_dur[links.device] = r.dur[links.launch]
-    launch_delay = np.maximum(0, r.ts - (launch_ts + launch_dur))
+    launch_delay = _graph_delays(r, links, np.maximum(0, r.ts - (launch_ts + launch_dur)))
     out = pd.DataFrame({
         "kind": pd.Categorical.from_codes(r.kind, dtype=schema.KIND_DTYPE, validate=False),
         "name": r.names.array,
@@ -286,6 +286,38 @@ def _link_launches(r: _Rows, process: np.ndarray) -> _Links:
     api_codes = np.full(r.n, -1, dtype=np.int32)
     api_codes[linked_dev] = api_of_row[linked_launch]
     return _Links(launch_id, linked_dev, linked_launch, api_codes, api_names)
+
+
+def _graph_delays(r: _Rows, links: _Links, delay: np.ndarray) -> np.ndarray:
+    """``delay`` (start - launch end), where a row's launch is a graph launch measured from
+    the end of the graph's rows before it instead (the latest end among them): the
+    graph's first row waits for the call, the others for the graph."""
+    graph_api = np.array([is_graph_launch(str(a)) for a in links.api_names], dtype=bool)
+    rows = links.device[graph_api[links.api_codes[links.device]]] if len(graph_api) \
+        else links.device[:0]
+    if not len(rows):
+        return delay
+    rows = rows[np.lexsort((r.ts[rows], links.launch_id[rows]))]
+    ids = links.launch_id[rows]
+    end = r.ts[rows] + r.dur[rows]
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    prev_end = _running_max_per_group(end, starts)
+    later = np.ones(len(rows), dtype=bool)
+    later[starts] = False
+    out = delay.copy()
+    out[rows[later]] = np.maximum(0, r.ts[rows[later]] - prev_end[later])
+    return out
+
+
+def _running_max_per_group(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per position, the max of ``values`` over the earlier positions of its group (groups
+    are runs beginning at ``starts``; a group's first position gets its own value)."""
+    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(values)]))
+    running = pd.Series(values).groupby(group).cummax().to_numpy(np.int64)
+    shifted = np.empty_like(running)
+    shifted[1:] = running[:-1]
+    shifted[starts] = values[starts]
+    return shifted
 
 
 def _pair_indexer(a1: np.ndarray, b1: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> np.ndarray:

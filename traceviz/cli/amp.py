@@ -48,11 +48,20 @@ class AmpCommand(Command):
             stderr().print("[yellow]note:[/] the runs differ in more than --amp (model, "
                            "workload or device); the breakdown mixes those differences in")
         br = amp_breakdown(a, b)
+        from traceviz.analyses.amp_precision import precision_mismatch
+
+        mismatch = precision_mismatch(tb)
         if args.json:
-            print(json.dumps({"fp32": la, "amp": lb, **br.to_dict()}, indent=2))
+            print(json.dumps({"fp32": la, "amp": lb, **br.to_dict(), "precision_mismatch":
+                              mismatch.to_dict() if mismatch else None}, indent=2))
         else:
             out = stdout(args.width)
             out.print(amp_render(br, la, lb, out.width))
+            if mismatch is not None:
+                from rich.text import Text
+
+                out.print(Text.assemble(("note: ", "yellow"),
+                                        f"the AMP run {mismatch.text()}"))
         if args.plot:
             from traceviz.render.charts import amp_waterfall
 

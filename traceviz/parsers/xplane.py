@@ -22,6 +22,11 @@ What becomes a row:
   the type), and XLA:CPU thunks (``hlo_op`` stat: ``dot.3``, ``MatMul_1.30``, with TF's
   and XLA's uniquifying suffixes dropped); rows are named by op type (``MatMul``,
   ``Cast``, ``dot``), as Kineto names aten ops;
+- a GPU plane's own stats name its device (``gpu_device_name``: "NVIDIA H200", so the
+  peak table matches it; the plane's name where absent) and state its multiprocessors,
+  memory bandwidth and size, clock and compute capability (``meta["device_properties"]``);
+- XLA's command buffers run as CUDA graphs: the host event ``cuGraphLaunch (CudaGraph:N)``
+  is one ``cuGraphLaunch`` call, with every kernel the graph ran under its correlation id;
 - steps: host events with a ``step_num`` stat (``tf.profiler.experimental.Trace("step",
   step_num=N, _r=1)``, Keras' ``train``), else the device planes' derived ``Steps`` line
   with the ``group_id`` stat that tags each kernel of that step;
@@ -107,17 +112,20 @@ def parse(path: str | Path, run: str | None = None) -> Trace:
     hostnames: list[str] = []
     devices: dict[str, str] = {}
     threads: dict[str, str] = {}
+    properties: dict[str, dict] = {}
     dropped = 0
     for host, file in enumerate(resolve(path, run)):
         space = read_space(file)
         hostnames.extend(space.hostnames or [file.name.split(".xplane")[0]])
-        frame, bad = _space_frame(space, host, devices, threads)
+        frame, bad = _space_frame(space, host, devices, threads, properties)
         frames.append(frame.assign(host=host))
         dropped += bad
     base = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     meta = {"source_format": "xplane", "source_file": str(path),
             "profiler": "TensorFlow/JAX profiler (XSpace)", "hostnames": hostnames,
             "devices": devices, "thread_names": threads}
+    if properties:
+        meta["device_properties"] = properties
     notes = dropped_note({"a time beyond 64-bit nanoseconds, or a device or stream number "
                           "beyond 32 bits": dropped})
     if notes:
@@ -126,10 +134,11 @@ def parse(path: str | Path, run: str | None = None) -> Trace:
     return finish(base, meta, link_pid="host" if len(frames) > 1 else None)
 
 
-def _space_frame(space, host: int, devices: dict,
-                 threads: dict | None = None) -> tuple[pd.DataFrame, int]:
+def _space_frame(space, host: int, devices: dict, threads: dict | None = None,
+                 properties: dict | None = None) -> tuple[pd.DataFrame, int]:
     """Base rows of one host's XSpace, and how many were dropped as out of range
-    (``threads`` gains the host's thread names)."""
+    (``threads`` gains the host's thread names, ``properties`` what each device plane
+    states about its device)."""
     rows = Rows()
     for plane in space.planes:
         m = _DEVICE_PLANE.match(plane.name)
@@ -138,12 +147,49 @@ def _space_frame(space, host: int, devices: dict,
         elif m and plane.lines:
             # a second host's GPU:N is device 1000 + N, the third's 2000 + N...
             device = int(m.group(2)) + HOST_DEVICE_STRIDE * host
-            devices[str(device)] = plane.name if host == 0 else f"host {host} {plane.name}"
+            stated = plane_stats(plane)
+            named = str(stated.get("gpu_device_name") or plane.name)
+            devices[str(device)] = named if host == 0 else f"host {host} {named}"
+            if properties is not None and stated:
+                properties[str(device)] = device_properties(stated)
             _add_plane(rows, plane, device=device, pid=-1)
     base = to_base(rows)
     if threads is not None:
         threads.update(rows.threads)
     return base, int(rows.bad.sum()) if rows.bad is not None else 0
+
+
+def plane_stats(plane) -> dict[str, object]:
+    """A plane's own stats by name (a GPU plane's ``gpu_device_name``, ``core_count``,
+    ``memory_bandwidth``...)."""
+    names = {k: sm.name for k, sm in plane.stat_metadata.items()}
+    return {names[s.metadata_id]: _value(s, names) for s in plane.stats
+            if s.metadata_id in names}
+
+
+def device_properties(stated: dict[str, object]) -> dict[str, object]:
+    """What a GPU plane states about its device, in the units traceviz uses: name,
+    multiprocessors, memory bandwidth (GB/s, 10^9 bytes), memory size (bytes), clock (MHz),
+    compute capability."""
+    out: dict[str, object] = {}
+
+    def number(key: str) -> float | None:
+        v = stated.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    if stated.get("gpu_device_name"):
+        out["name"] = str(stated["gpu_device_name"])
+    for key, out_key, scale in (("core_count", "multiprocessors", 1.0),
+                                ("memory_bandwidth", "memory_bandwidth_gbps", 1e-9),
+                                ("memory_size", "memory_bytes", 1.0),
+                                ("clock_rate", "clock_mhz", 1e-3)):
+        v = number(key)
+        if v is not None:
+            out[out_key] = int(v) if scale == 1.0 else round(v * scale, 3)
+    major, minor = number("compute_cap_major"), number("compute_cap_minor")
+    if major is not None:
+        out["compute_capability"] = f"{int(major)}.{int(minor or 0)}"
+    return out
 
 
 def _value(s, stat_names: dict) -> object:

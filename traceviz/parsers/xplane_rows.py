@@ -216,10 +216,23 @@ def _launch_calls(names: pd.Categorical, name: np.ndarray, kind: np.ndarray,
                    np.where(launched == "memset", "cuMemsetD8Async",
                             _memcpy_api(host_name, copy_info)))
     # ROCm's tracer names host events after the API it saw (hipModuleLaunchKernel...):
-    # a recorded API name stays as it is
+    # a recorded API name stays as it is; XLA's command buffers are graph launches
+    # ("cuGraphLaunch (CudaGraph:9)": one call, every kernel of the graph)
+    graph = per_distinct(host_name, lambda u: np.array([_graph_api(str(v)) for v in u],
+                                                       dtype=object), fill="")
     recorded = per_distinct(host_name, each(lambda v: launch_kind(v) is not None), fill=False)
-    name[launch] = np.where(recorded.astype(bool), host_name, api)
+    name[launch] = np.where(graph != "", graph,
+                            np.where(recorded.astype(bool), host_name, api))
     return launch, other_api
+
+
+_GRAPH_LAUNCH = re.compile(r"^((?:cuda|cu|hip)GraphLaunch)\b")
+
+
+def _graph_api(name: str) -> str:
+    """``cuGraphLaunch (CudaGraph:9)`` -> ``cuGraphLaunch``; "" for other calls."""
+    m = _GRAPH_LAUNCH.match(name)
+    return m.group(1) if m else ""
 
 
 def _host_ops(rows: Rows, ev: pd.DataFrame, names: pd.Categorical, name: np.ndarray,

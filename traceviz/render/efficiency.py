@@ -80,7 +80,9 @@ def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
             parts.append(left_line)
     moved = f"bytes {e.bytes / 1e9:,.2f} GB" if e.bytes or not e.flops \
         else "bytes unknown (no dtypes recorded)"
-    run = [f"FLOPs {e.flops / 1e9:,.1f} G, {moved} over {fmt_ns(e.time_ns)} of kernel time "
+    run = [f"FLOPs {e.flops / 1e9:,.1f} G" + (" (the workload's)" if e.flops_from == "workload"
+                                                else "")
+           + f", {moved} over {fmt_ns(e.time_ns)} of kernel time "
            f"({fmt_pct(e.coverage)} covered by a formula)"]
     if e.tflops_busy is not None:
         run.append(f"{_num(e.tflops_busy)} TFLOP/s over busy time; {_num(e.tflops_span)} "

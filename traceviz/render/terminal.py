@@ -170,7 +170,8 @@ def _launches(s: Summary, width: int) -> tuple[Table, list[str]]:
              ["launch call duration", fmt_ns(lo.kernel.call.median_ns),
               fmt_ns(lo.kernel.call.p90_ns), fmt_ns(lo.kernel.call.max_ns), ""],
              ["launch delay", fmt_ns(lo.delay.median_ns), fmt_ns(lo.delay.p90_ns),
-              fmt_ns(lo.delay.max_ns), "kernel start - launch end"],
+              fmt_ns(lo.delay.max_ns), "kernel start - launch end" + (
+                  " (in a graph: - the previous kernel's end)" if lo.graphs.count else "")],
              ["short kernels", f"{lo.short_kernels:,}", "", "",
               "device time < launch call time"]]
     if lo.copies.count:
@@ -179,7 +180,7 @@ def _launches(s: Summary, width: int) -> tuple[Table, list[str]]:
     if lo.graphs.count:
         g = lo.graphs
         rows += [["graph launches", f"{g.count:,}", "", "",
-                  f"{g.kernels:,} kernels, {fmt_ns(g.kernel_ns)} (not in delay/short rows)"],
+                  f"{g.kernels:,} kernels, {fmt_ns(g.kernel_ns)} (not in short kernels)"],
                  ["graph first-kernel delay", fmt_ns(g.first_delay.median_ns),
                   fmt_ns(g.first_delay.p90_ns), fmt_ns(g.first_delay.max_ns), ""]]
     if lo.unlaunched_kernels:
