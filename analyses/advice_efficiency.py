@@ -26,6 +26,8 @@ HEADROOM = 2.0           # device memory / peak allocated, for the headroom find
 TENSOR_CORE_MULTIPLE = 8
 AMD_DEVICE = re.compile(r"\bAMD\b|Instinct|Radeon|\bMI\d{3}", re.IGNORECASE)
 
+# FP32 GEMM kernels without op shapes: what TF32 is taken to buy them, for the saving
+KERNELS_TF32_SPEEDUP = 2.0
 
 def _cores(ctx: Context) -> str:
     """What the vendor calls its matrix units: AMD's matrix cores, NVIDIA's tensor cores."""
@@ -206,7 +208,9 @@ def tf32_off_kernels(ctx: Context) -> Finding | None:
          f"the {e.peak.device}'s FP32 peak is {fig['fp32']:g} TFLOP/s, its TF32 tensor-core "
          f"peak {fig['tf32']:g} TFLOP/s",
          f"largest: {f['name'].iloc[0][:90]} ({fmt_ns(int(f['time_ns'].iloc[0]))})",
-         "no op shapes: the replay cannot size the saving"],
+         f"no op shapes, so no roofline per GEMM: the saving is the replay's with every "
+         f"matrix kernel {KERNELS_TF32_SPEEDUP:g}x faster (small GEMMs are latency-bound: "
+         f"the {fig['tf32'] / fig['fp32']:.1f}x peak ratio is out of reach)"],
         remedy(ctx, "allow TF32 for matmuls where FP32's 23-bit mantissa is not needed: "
                     "torch.backends.cuda.matmul.allow_tf32 = True (or "
                     "torch.set_float32_matmul_precision('high'), which torch.compile "
@@ -214,4 +218,5 @@ def tf32_off_kernels(ctx: Context) -> Finding | None:
                "allow TF32 for matmuls: jax.default_matmul_precision('tensorfloat32') "
                "(JAX), tf.config.experimental.enable_tensor_float_32_execution(True) "
                "(TensorFlow); or run in bf16"),
-        None, None, {"fp32_fma_ns": int(fma_ns), "kernels": n})
+        ctx.saving_of(f"gemm_speedup={KERNELS_TF32_SPEEDUP:g}"),
+        f"gemm_speedup={KERNELS_TF32_SPEEDUP:g}", {"fp32_fma_ns": int(fma_ns), "kernels": n})

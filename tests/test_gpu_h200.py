@@ -236,7 +236,11 @@ def test_advice_on_a_graphed_compiled_run_names_what_it_uses(compile_raw, compil
         assert "capture the step in a CUDA graph" not in finding.action
         assert "torch.compile the" not in finding.action and "(torch.compile" not in \
             finding.action
-    assert f.saving_scenario == "host_speedup=2" and f.saving_ns > 0
+    # timed, the step is the device's: a faster host buys nothing, and the finding says so
+    assert f.saving_scenario == "host_speedup=2" and f.saving_ns is None
+    assert "predicts no gain per timed step" in text
+    tf32 = found["tf32_off"]
+    assert tf32.saving_scenario == "gemm_speedup=2" and tf32.timed_saving_ns_per_step > 0
 
 
 def test_advice_on_a_jitted_run_recommends_no_jit(scan_space, scan_trace):
