@@ -4,7 +4,8 @@ own time, and the time between ops.
 Inside the analysis windows every moment of a host thread is one of:
 
 - **API calls**: a CUDA/HIP runtime or driver call runs (the union of the thread's
-  runtime rows: launches, event records, stream waits, queries);
+  runtime rows: launches, event records, stream waits, queries); of it, the time in
+  synchronizing calls (``sync_ns``) is the host waiting for the device, not host work;
 - **framework ops**: a framework op runs and no API call inside it (the op's own time:
   the dispatcher, shape checks, allocation);
 - **between ops**: neither: Python, the interpreter, the data loader, anything the
@@ -24,13 +25,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from traceviz.categorical import per_distinct
 from traceviz.intervals import union_in_windows
+from traceviz.launch_apis import is_sync_call
 from traceviz.schema import is_in
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
 
-THREAD_COLUMNS = ["pid", "tid", "launches", "window_ns", "api_ns", "op_ns", "between_ns"]
+THREAD_COLUMNS = ["pid", "tid", "launches", "window_ns", "api_ns", "op_ns", "between_ns",
+                  "sync_ns"]
 API_COLUMNS = ["name", "calls", "total_ns"]
 
 
@@ -56,9 +60,9 @@ class HostSplit:
             "main_thread": None if main is None else {
                 "pid": int(main["pid"]), "tid": int(main["tid"]),
                 **{f"{k}_ns": int(main[f"{k}_ns"])
-                   for k in ("window", "api", "op", "between")},
+                   for k in ("window", "api", "op", "between", "sync")},
                 "per_step": {f"{k}_ns": main[f"{k}_ns"] / per
-                             for k in ("window", "api", "op", "between")},
+                             for k in ("window", "api", "op", "between", "sync")},
                 "shares": {k: main[f"{k}_ns"] / main["window_ns"] if main["window_ns"]
                            else None for k in ("api", "op", "between")}},
             "apis": [{"name": r.name, "calls": int(r.calls), "total_ns": int(r.total_ns),
@@ -96,6 +100,8 @@ def host_split(trace: Trace, ws: np.ndarray, we: np.ndarray, steps: int) -> Host
         [pid[launch][ends_in], tid[launch][ends_in]])).groupby(level=[0, 1]).sum()
     counts = counts.sort_values(ascending=False, kind="stable")
     window = int((we - ws).sum())
+    sync_call = per_distinct(ev["name"], lambda c: np.array([is_sync_call(str(n)) for n in c]),
+                             fill=False)
     rows = []
     for (p, t), n in counts.items():
         rt = rt_idx[(pid[rt_idx] == p) & (tid[rt_idx] == t)]
@@ -103,7 +109,9 @@ def host_split(trace: Trace, ws: np.ndarray, we: np.ndarray, steps: int) -> Host
         api = int(_in_windows(ts[rt], end[rt], ws, we).sum())
         both = np.concatenate([rt, op])
         covered = int(_in_windows(ts[both], end[both], ws, we).sum())
-        rows.append((p, t, int(n), window, api, covered - api, window - covered))
+        sync = rt[sync_call[rt]]  # API time that is the host waiting for the device
+        rows.append((p, t, int(n), window, api, covered - api, window - covered,
+                     int(_in_windows(ts[sync], end[sync], ws, we).sum())))
     threads = pd.DataFrame(rows, columns=THREAD_COLUMNS)
     if not rows:  # no launch call inside the windows
         return HostSplit(threads, pd.DataFrame([], columns=API_COLUMNS), steps)

@@ -60,6 +60,10 @@ def host_rows(s: Summary) -> list[tuple[str, str]]:
             for label, key in (("API calls", "api_ns"), ("framework ops", "op_ns"),
                                ("between ops", "between_ns")))
             + f" (thread {main['tid']}; between ops: Python, anything unrecorded)"))
+        if main["sync_ns"]:
+            rows.append(("  of the API calls", f"{fmt_ns(main['sync_ns'] / per)} in "
+                                               "synchronizing calls: the host waiting for "
+                                               "the device, not host work"))
         apis = s.host.apis.head(3) if s.host is not None else None
         if apis is not None and len(apis):
             rows.append(("top API calls", ", ".join(
