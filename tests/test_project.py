@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -41,53 +40,6 @@ def test_launch_api_names_live_in_one_module():
             if "cudaLaunchKernelExC" in p.read_text()]
     hits += [p for p in (ROOT / "analyses").rglob("*.py") if "cudaLaunchKernelExC" in p.read_text()]
     assert [p.name for p in hits] == ["launch_apis.py"]
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """A plain (non-editable) install of the project into its own folder."""
-    site = tmp_path_factory.mktemp("site")
-    # setuptools builds in the tree's build/ and reuses what is there: a module deleted
-    # from the source lived on in the install (and failed the type check) until removed
-    shutil.rmtree(ROOT / "build" / "lib", ignore_errors=True)
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                        "--no-build-isolation", "--target", str(site), str(ROOT)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return site
-
-
-def test_non_editable_install_works_from_another_directory(installed, tmp_path):
-    """A plain install (no source tree on the path) carries analyses/ and runners/ as
-    traceviz.analyses and traceviz.runners, the py.typed marker, and runs the CLI."""
-    site = installed
-    assert (site / "traceviz" / "py.typed").is_file()
-    code = (
-        "import sys, traceviz, traceviz.analyses.idle, traceviz.runners.presets\n"
-        "from traceviz.runners import VARIANTS\n"
-        "site = sys.argv[1]\n"
-        "for m in (traceviz, traceviz.analyses.idle, traceviz.runners.presets):\n"
-        "    assert m.__file__.startswith(site), m.__file__\n"
-        "assert 'cudnn_torch' in VARIANTS\n"
-        "from traceviz.cli import main\n"
-        f"sys.exit(main(['analyze', {str(KINETO / 'a100_alexnet.json.gz')!r}, '--json']))\n"
-    )
-    r = subprocess.run([sys.executable, "-c", code, str(site)], cwd=tmp_path,
-                       env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stderr
-    assert '"kernels"' in r.stdout
-
-
-def test_types_check_on_the_installed_package(installed):
-    """mypy follows traceviz.analyses / traceviz.runners through an install (the source
-    tree maps them from analyses/ and runners/); the package checks clean."""
-    mypy = pytest.importorskip("mypy", reason="mypy is part of the test extras")
-    assert mypy
-    r = subprocess.run([sys.executable, "-m", "mypy", "-p", "traceviz",
-                        "--ignore-missing-imports", "--cache-dir", str(installed / ".mypy")],
-                       cwd=installed, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
 
 
 def _modules() -> dict[str, Path]:
