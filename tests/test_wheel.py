@@ -76,6 +76,23 @@ def dists(tmp_path_factory) -> dict[str, Path]:
     return {"sdist": sdist, "wheel": wheel}
 
 
+def test_wheel_built_in_the_folder_leaves_out_stale_modules(tmp_path):
+    """``pip install .`` builds in the source folder: a module deleted from the source but
+    still in the previous build's ``build/lib`` does not ship."""
+    src = _source_tree(tmp_path / "src")
+    stale = src / "build" / "lib" / "traceviz" / "deleted_module.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("GONE = True\n")
+    r = subprocess.run([sys.executable, "-m", "build", "--wheel",
+                        "--outdir", str(tmp_path / "dist"), str(src)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    wheel, = (tmp_path / "dist").glob("traceviz-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "traceviz/opcost/matrix.py" in names
+    assert "traceviz/deleted_module.py" not in names
+
+
 @pytest.fixture(scope="session")
 def unpacked(dists, tmp_path_factory) -> Path:
     """The wheel's files as an install lays them out, without the dependencies."""
