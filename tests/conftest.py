@@ -42,3 +42,18 @@ def kineto_dir() -> Path:
     if not KINETO.is_dir():
         pytest.fail(f"real traces not found at {KINETO}: the tests need ../shared beside the repo")
     return KINETO
+
+
+@pytest.fixture(scope="session")
+def dists(tmp_path_factory) -> dict[str, Path]:
+    """``python -m build`` on a clean copy of the source: the sdist, then the wheel from
+    the sdist (a stale ``build/lib`` or egg-info in the checkout cannot reach either)."""
+    from tests.installs import build, source_tree
+
+    src = source_tree(tmp_path_factory.mktemp("src"))
+    out = tmp_path_factory.mktemp("dist")
+    r = build(src, out)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    sdist, = out.glob("traceviz-*.tar.gz")
+    wheel, = out.glob("traceviz-*.whl")
+    return {"sdist": sdist, "wheel": wheel}

@@ -9,8 +9,6 @@ still imports there); only a wheel in its own environment shows what ships.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -19,73 +17,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SHARED_TRACES
+from tests.installs import ROOT, TRACES, analyze_json, build, make_venv, run, source_tree
 from tests.test_project import _modules
 
-SAMPLES = ROOT / "sample_traces"
-# one small trace of every format the readers take, and the JSON their analysis gives
-TRACES = {
-    "kineto": SAMPLES / "kineto" / "mi250_rocm_train.json.gz",
-    "nsys": SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite",
-    "xplane": SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz",
-    "parquet": SAMPLES / "kineto" / "a100_alexnet.parquet",
-    "mxnet": SAMPLES / "mxnet" / "gluon_mxnet_imdb_w0" / "trace.mxnet.json",
-}
 TINY = ["--preset", "ptb_lm", "--batch", "4", "--seq", "5", "--hidden", "16", "--layers", "2",
         "--vocab", "50", "--embed", "8", "--warmup", "1", "--steps", "3",
         "--profile-steps", "2", "--device", "cpu"]
 
 
-def _clean_env() -> dict[str, str]:
-    """The environment without anything that points Python at the checkout or this venv."""
-    drop = {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONSAFEPATH", "VIRTUAL_ENV",
-            "TRACEVIZ_DEBUG"}
-    return {k: v for k, v in os.environ.items() if k not in drop}
-
-
-def _run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=cwd, env=_clean_env(), capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def _source_tree(dst: Path) -> Path:
-    """The checkout's files as git sees them (tracked, or new and not ignored), without
-    what builds and installs leave in it (``build/``, ``*.egg-info``: an egg-info's file
-    list carried a module into the sdist that the package configuration left out)."""
-    r = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                       cwd=ROOT, capture_output=True, check=True)
-    for rel in filter(None, r.stdout.decode().split("\0")):
-        src = ROOT / rel
-        if src.is_file():
-            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst / rel)
-    return dst
-
-
-@pytest.fixture(scope="session")
-def dists(tmp_path_factory) -> dict[str, Path]:
-    """``python -m build`` on a clean copy of the source: the sdist, then the wheel from
-    the sdist (a stale ``build/lib`` or egg-info in the checkout cannot reach it)."""
-    src = _source_tree(tmp_path_factory.mktemp("src"))
-    out = tmp_path_factory.mktemp("dist")
-    r = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(src)],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    sdist, = out.glob("traceviz-*.tar.gz")
-    wheel, = out.glob("traceviz-*.whl")
-    return {"sdist": sdist, "wheel": wheel}
-
-
 def test_wheel_built_in_the_folder_leaves_out_stale_modules(tmp_path):
     """``pip install .`` builds in the source folder: a module deleted from the source but
     still in the previous build's ``build/lib`` does not ship."""
-    src = _source_tree(tmp_path / "src")
+    src = source_tree(tmp_path / "src")
     stale = src / "build" / "lib" / "traceviz" / "deleted_module.py"
     stale.parent.mkdir(parents=True)
     stale.write_text("GONE = True\n")
-    r = subprocess.run([sys.executable, "-m", "build", "--wheel",
-                        "--outdir", str(tmp_path / "dist"), str(src)],
-                       capture_output=True, text=True, timeout=600)
+    r = build(src, tmp_path / "dist", "--wheel")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     wheel, = (tmp_path / "dist").glob("traceviz-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -106,12 +53,8 @@ def unpacked(dists, tmp_path_factory) -> Path:
 def venv(dists, tmp_path_factory) -> Path:
     """A fresh virtual environment with the wheel and its ``[torch]`` extra installed
     (from pip's configured indexes; torch's pinned CPU wheel comes from local disk)."""
-    env = tmp_path_factory.mktemp("venv")
-    base = getattr(sys, "_base_executable", sys.executable)
-    r = _run([base, "-m", "venv", str(env)], cwd=env)
-    assert r.returncode == 0, r.stderr
-    r = _run([str(env / "bin" / "python"), "-m", "pip", "install", "-q",
-              f"traceviz[torch] @ {dists['wheel'].as_uri()}"], cwd=env, timeout=1200)
+    env = tmp_path_factory.mktemp("wheel") / "venv"
+    r = make_venv(env, f"traceviz[torch] @ {dists['wheel'].as_uri()}")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return env
 
@@ -153,7 +96,7 @@ def test_types_check_on_the_installed_package(unpacked):
 
 
 def _traceviz(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    r = _run([str(venv / "bin" / "traceviz"), *args], cwd=cwd)
+    r = run([str(venv / "bin" / "traceviz"), *args], cwd=cwd)
     assert r.returncode == 0, f"traceviz {' '.join(args)}:\n{r.stdout[-2000:]}{r.stderr[-3000:]}"
     return r
 
@@ -166,7 +109,7 @@ def test_installed_wheel_is_the_one_imported(venv, tmp_path):
             "print(traceviz.__file__)\n"
             "print([m for m in ('analyses', 'runners', 'tests') "
             "if importlib.util.find_spec(m)])\n")
-    r = _run([str(venv / "bin" / "python"), "-c", code], cwd=tmp_path)
+    r = run([str(venv / "bin" / "python"), "-c", code], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     where, importable = r.stdout.splitlines()
     assert Path(where).is_relative_to(venv) and not Path(where).is_relative_to(ROOT)
@@ -179,8 +122,7 @@ def test_installed_wheel_analyzes_every_format(venv, tmp_path, fmt):
     r = _traceviz(venv, tmp_path, "analyze", str(TRACES[fmt]), "--json")
     installed = json.loads(r.stdout)
     assert installed["busy_ns"] > 0 and installed["source"]["source_format"]
-    ref = subprocess.run([sys.executable, "-m", "traceviz", "analyze", str(TRACES[fmt]),
-                          "--json"], capture_output=True, text=True, cwd=tmp_path)
+    ref = analyze_json(sys.executable, TRACES[fmt], tmp_path)
     assert ref.returncode == 0, ref.stderr
     assert installed == json.loads(ref.stdout)
 
@@ -197,8 +139,8 @@ def test_installed_wheel_runs_the_commands(venv, tmp_path):
     code = ("import sys, traceviz\n"
             "t = traceviz.load(sys.argv[1])\n"
             "print(len(t.events), int((t.events['kind'] == 'kernel').sum()))\n")
-    r = _run([str(venv / "bin" / "python"), "-c", code, str(tmp_path / "t.parquet")],
-             cwd=tmp_path)
+    r = run([str(venv / "bin" / "python"), "-c", code, str(tmp_path / "t.parquet")],
+            cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rows, kernels = map(int, r.stdout.split())
     import traceviz

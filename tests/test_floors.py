@@ -1,0 +1,85 @@
+"""Every dependency at its floor: the wheel installed into a fresh environment under
+``.ci/constraints-floor.txt`` (each dependency pinned to the lowest version
+``pyproject.toml`` allows) reads a trace of every format and gives the same figures, and
+nothing else on stderr, as the test environment's newest releases.
+
+A floor that stops holding (a pandas or numpy call a newer release added, a protobuf that
+crashes the XSpace parser) fails here, not on a user's machine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from tests.installs import ROOT, SAMPLES, TRACES, analyze_json, make_venv, run
+
+CONSTRAINTS = ROOT / ".ci" / "constraints-floor.txt"
+
+
+def _pins() -> dict[str, str]:
+    pins = {}
+    for line in CONSTRAINTS.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[name.lower()] = version
+    return pins
+
+
+def _floors() -> dict[str, str]:
+    """``name: floor`` of every dependency in ``pyproject.toml``'s ``[project]`` table."""
+    text = (ROOT / "pyproject.toml").read_text()
+    deps = text.split("dependencies = [", 1)[1].split("]", 1)[0]
+    return {m[1].lower(): m[2] for m in re.finditer(r'"([A-Za-z0-9_.-]+)>=([0-9.]+)', deps)}
+
+
+def test_constraints_pin_every_floor():
+    """The constraints file pins exactly the floors ``pyproject.toml`` declares."""
+    floors, pins = _floors(), _pins()
+    assert sorted(floors) == sorted(pins)
+    assert {n: Version(floors[n]) for n in floors} == {n: Version(pins[n]) for n in pins}
+    assert _pins()["protobuf"] == "4.25.0" and _pins()["pandas"] == "2.1.0"
+
+
+@pytest.fixture(scope="module")
+def floor_venv(dists, tmp_path_factory) -> Path:
+    env = tmp_path_factory.mktemp("floors") / "venv"
+    r = make_venv(env, "-c", str(CONSTRAINTS), str(dists["wheel"]))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return env
+
+
+def test_floors_are_installed(floor_venv, tmp_path):
+    r = run([str(floor_venv / "bin" / "python"), "-m", "pip", "list", "--format", "json"],
+            cwd=tmp_path)
+    installed = {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(r.stdout)}
+    assert {name: installed.get(name) for name in _pins()} == _pins()
+    assert installed["numpy"] == "1.24.1"
+
+
+@pytest.mark.parametrize("fmt", list(TRACES))
+def test_analyze_at_the_floors(floor_venv, tmp_path, fmt):
+    """The same ``analyze --json``, byte for byte, and no warning on stderr."""
+    floor = analyze_json(str(floor_venv / "bin" / "python"), TRACES[fmt], tmp_path)
+    assert floor.returncode == 0 and floor.stderr == "", floor.stderr[-3000:]
+    newest = analyze_json(sys.executable, TRACES[fmt], tmp_path)
+    assert newest.returncode == 0, newest.stderr
+    assert floor.stdout == newest.stdout
+    assert json.loads(floor.stdout)["busy_ns"] > 0
+
+
+def test_report_at_the_floors(floor_venv, tmp_path):
+    """The terminal tables (rich), the charts (matplotlib) and report.html (Bokeh)."""
+    trace = str(SAMPLES / "kineto" / "mi250_rocm_train.json.gz")
+    traceviz = str(floor_venv / "bin" / "traceviz")
+    for args in (["analyze", trace], ["report", trace, "-o", "r.md"],
+                 ["report", trace, "-o", "r.html"]):
+        r = run([traceviz, *args], cwd=tmp_path)
+        assert r.returncode == 0 and "Warning" not in r.stderr, r.stderr[-3000:]
+    assert (tmp_path / "r_files").is_dir() and "Bokeh" in (tmp_path / "r.html").read_text()
