@@ -57,3 +57,15 @@ def dists(tmp_path_factory) -> dict[str, Path]:
     sdist, = out.glob("traceviz-*.tar.gz")
     wheel, = out.glob("traceviz-*.whl")
     return {"sdist": sdist, "wheel": wheel}
+
+
+@pytest.fixture(scope="session")
+def floor_venv(dists, tmp_path_factory) -> Path:
+    """A fresh virtual environment with the wheel alone (no extra: no torch, DuckDB, Ray),
+    every dependency at its floor (``.ci/constraints-floor.txt``)."""
+    from tests.installs import FLOOR_CONSTRAINTS, make_venv
+
+    env = tmp_path_factory.mktemp("floors") / "venv"
+    r = make_venv(env, "-c", str(FLOOR_CONSTRAINTS), str(dists["wheel"]))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return env

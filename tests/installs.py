@@ -16,6 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 SAMPLES = ROOT / "sample_traces"
+# every dependency pinned at the floor pyproject.toml declares
+FLOOR_CONSTRAINTS = ROOT / ".ci" / "constraints-floor.txt"
 # one small trace of every format the readers take
 TRACES = {
     "kineto": SAMPLES / "kineto" / "mi250_rocm_train.json.gz",

@@ -12,14 +12,12 @@ from __future__ import annotations
 import json
 import re
 import sys
-from pathlib import Path
 
 import pytest
 from packaging.version import Version
 
-from tests.installs import ROOT, SAMPLES, TRACES, analyze_json, make_venv, run
-
-CONSTRAINTS = ROOT / ".ci" / "constraints-floor.txt"
+from tests.installs import FLOOR_CONSTRAINTS as CONSTRAINTS
+from tests.installs import ROOT, SAMPLES, TRACES, analyze_json, run
 
 
 def _pins() -> dict[str, str]:
@@ -45,14 +43,6 @@ def test_constraints_pin_every_floor():
     assert sorted(floors) == sorted(pins)
     assert {n: Version(floors[n]) for n in floors} == {n: Version(pins[n]) for n in pins}
     assert _pins()["protobuf"] == "4.25.0" and _pins()["pandas"] == "2.1.0"
-
-
-@pytest.fixture(scope="module")
-def floor_venv(dists, tmp_path_factory) -> Path:
-    env = tmp_path_factory.mktemp("floors") / "venv"
-    r = make_venv(env, "-c", str(CONSTRAINTS), str(dists["wheel"]))
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return env
 
 
 def test_floors_are_installed(floor_venv, tmp_path):

@@ -13,6 +13,7 @@ from typing import Any
 
 from traceviz.errors import TraceVizError, UsageError
 from traceviz.folders import DATASET_META
+from traceviz.install_hint import pip_install
 from traceviz.rankdir import DATASET_FORMAT, _gather, _pool_map
 
 
@@ -47,7 +48,7 @@ def _duckdb_module() -> Any:
     try:
         import duckdb
     except ImportError:
-        raise TraceVizError("analyzing a rank dataset needs DuckDB: pip install -e '.[dist]' "
+        raise TraceVizError(f"analyzing a rank dataset needs DuckDB: {pip_install('dist')} "
                             "(or analyze the rank folder itself)") from None
     return duckdb
 
