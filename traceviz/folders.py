@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from traceviz.errors import TraceVizError
+
 DATASET_META = "_traceviz.json"
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".parquet", ".nsys-rep", ".arrow",
                   ".xplane.pb", ".xplane.pb.gz", ".qdrep")
@@ -50,9 +52,13 @@ def is_dataset(path: Path) -> bool:
 
 def rank_files(directory: Path) -> list[Path]:
     """The trace files directly in ``directory`` (by name), sorted."""
-    return sorted(p for p in directory.iterdir()
-                  if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-                  and not p.name.startswith("."))
+    try:
+        return sorted(p for p in directory.iterdir()
+                      if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+                      and not p.name.startswith("."))
+    except PermissionError:
+        raise TraceVizError(f"{directory}: permission denied (the folder cannot be listed; "
+                            "a trace file in it can still be named)") from None
 
 
 def xspace_companion(name: str) -> bool:

@@ -22,6 +22,9 @@ def dataset_meta(path: Path) -> dict[str, Any]:
         meta = json.loads((path / DATASET_META).read_text())
     except (OSError, ValueError) as e:
         raise TraceVizError(f"{path}: unreadable dataset metadata ({e})") from None
+    except RecursionError:
+        raise TraceVizError(f"{path}: unreadable dataset metadata (JSON nested too "
+                            "deeply)") from None
     if not isinstance(meta, dict) or meta.get("format") != DATASET_FORMAT:
         raise TraceVizError(f"{path}: {DATASET_META} is not a traceviz rank dataset")
     ranks = meta.get("ranks")
