@@ -105,3 +105,20 @@ def test_no_module_over_400_lines():
     long = {str(f.relative_to(ROOT)): n for f in _modules().values()
             if (n := len(f.read_text().splitlines())) > 400}
     assert not long
+
+
+def test_tests_read_only_the_shared_traces_they_know():
+    """A test takes the real traces from ``conftest.SHARED_TRACE_FILES`` by name, never by
+    listing ``../shared/traces`` (a README, result files or run folders placed there are
+    not traces), and every trace named there exists."""
+    import re
+
+    from tests.conftest import SHARED_TRACES, shared_traces
+
+    listing = re.compile(r"(SHARED_TRACES|KINETO|NSYS|XPLANE|shared_dir|kineto_dir)\b[^\n]*"
+                         r"\.(r?glob|iterdir)\(|os\.(listdir|scandir|walk)\([^)]*shared")
+    hits = [f"{p.name}:{n}" for p in sorted((ROOT / "tests").rglob("*.py"))
+            for n, line in enumerate(p.read_text().splitlines(), 1) if listing.search(line)]
+    assert not hits, hits
+    missing = [str(p.relative_to(SHARED_TRACES)) for p in shared_traces() if not p.is_file()]
+    assert not missing, f"named in tests/conftest.py but not in ../shared/traces: {missing}"
