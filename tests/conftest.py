@@ -53,6 +53,11 @@ def needs(module: str):
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("gpu") is not None:
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA device (a GPU test: CONTRIBUTING.md lists them)")
     for mark in item.iter_markers("requires"):
         absent, reason = mark.args
         if absent:

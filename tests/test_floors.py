@@ -19,6 +19,9 @@ from packaging.version import Version
 from tests.installs import FLOOR_CONSTRAINTS as CONSTRAINTS
 from tests.installs import ROOT, SAMPLES, TRACES, analyze_json, run
 
+# the wheel, the sdist and their virtual environments are built once, on one xdist worker
+pytestmark = pytest.mark.xdist_group("installs")
+
 
 def _pins() -> dict[str, str]:
     pins = {}

@@ -8,7 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.installs import SAMPLES, run
+
+# the wheel, the sdist and their virtual environments are built once, on one xdist worker
+pytestmark = pytest.mark.xdist_group("installs")
 
 TRACE = SAMPLES / "kineto" / "mi250_rocm_train.json.gz"
 

@@ -122,3 +122,12 @@ def test_tests_read_only_the_shared_traces_they_know():
     assert not hits, hits
     missing = [str(p.relative_to(SHARED_TRACES)) for p in shared_traces() if not p.is_file()]
     assert not missing, f"named in tests/conftest.py but not in ../shared/traces: {missing}"
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    """``.ci/run`` ends in the README's test command, word for word."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("Run the tests", 1)[1].split("```sh\n", 1)[1].split("\n```", 1)[0]
+    ci = (ROOT / ".ci" / "run").read_text().rstrip().splitlines()
+    assert block.strip() == ci[-1].strip()
+    assert "-n 2" in block and "set -euo pipefail" in ci

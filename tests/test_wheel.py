@@ -20,6 +20,9 @@ import pytest
 from tests.installs import ROOT, TRACES, analyze_json, build, make_venv, run, source_tree
 from tests.test_project import _modules
 
+# the wheel, the sdist and their virtual environments are built once, on one xdist worker
+pytestmark = pytest.mark.xdist_group("installs")
+
 TINY = ["--preset", "ptb_lm", "--batch", "4", "--seq", "5", "--hidden", "16", "--layers", "2",
         "--vocab", "50", "--embed", "8", "--warmup", "1", "--steps", "3",
         "--profile-steps", "2", "--device", "cpu"]
