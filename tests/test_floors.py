@@ -76,3 +76,43 @@ def test_report_at_the_floors(floor_venv, tmp_path):
         r = run([traceviz, *args], cwd=tmp_path)
         assert r.returncode == 0 and "Warning" not in r.stderr, r.stderr[-3000:]
     assert (tmp_path / "r_files").is_dir() and "Bokeh" in (tmp_path / "r.html").read_text()
+
+
+OTHER_PYTHONS = ("3.10", "3.12", "3.13")
+
+
+def _python(version: str) -> str | None:
+    """``python3.X`` that runs: on PATH, else one pyenv installed ($PYENV_ROOT/versions)."""
+    import glob
+    import os
+    import shutil
+    import subprocess
+
+    found = [shutil.which(f"python{version}")]
+    if os.environ.get("PYENV_ROOT"):
+        found += sorted(glob.glob(os.path.join(os.environ["PYENV_ROOT"], "versions",
+                                               f"{version}.*", "bin", f"python{version}")))
+    for python in filter(None, found):
+        if subprocess.run([python, "-c", "pass"], capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+@pytest.mark.parametrize("version", OTHER_PYTHONS)
+def test_analyze_on_other_pythons(dists, tmp_path, version):
+    """The wheel on the other Python versions the package supports, where the machine has
+    them: the same ``analyze --json``, byte for byte, as here."""
+    python = _python(version)
+    if python is None:
+        pytest.skip(f"no Python {version} on this machine")
+    env = tmp_path / "venv"
+    r = run([python, "-m", "venv", str(env)], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", str(dists["wheel"])],
+            cwd=tmp_path, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for fmt, trace in TRACES.items():
+        other = analyze_json(str(env / "bin" / "python"), trace, tmp_path)
+        assert other.returncode == 0 and other.stderr == "", (fmt, other.stderr[-3000:])
+        here = analyze_json(sys.executable, trace, tmp_path)
+        assert other.stdout == here.stdout, fmt
