@@ -168,7 +168,7 @@ def _tensor_core_misfit(details: str) -> str:
         return ""
     try:
         inputs = json.loads(dims_text[5:])
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     matrix: list[int] = []
     for shape in inputs:

@@ -126,9 +126,12 @@ def op_of_kernels(trace: Trace, work: pd.DataFrame) -> np.ndarray:
         o["pid"].to_numpy(), o["tid"].to_numpy(), o["ts_ns"].to_numpy(), o["dur_ns"].to_numpy(),
         c["pid"].to_numpy(), c["tid"].to_numpy(), c["ts_ns"].to_numpy())
     call_op = np.where(around >= 0, ops[np.maximum(around, 0)], -1)
-    at = pd.Index(c["launch_id"].to_numpy()).get_indexer(work["launch_id"].to_numpy())
-    hit = at >= 0
-    out[hit] = call_op[at[hit]]
+    # a launch id on several calls (a table written elsewhere): the first call's op
+    ids, first = np.unique(c["launch_id"].to_numpy(), return_index=True)
+    want = work["launch_id"].to_numpy()
+    pos = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
+    hit = ids[pos] == want
+    out[hit] = call_op[first[pos[hit]]]
     return out
 
 

@@ -62,8 +62,9 @@ class Framework:
                 "no MXNet interpreter found"
             return (f"{where}; create one with `traceviz env mxnet` (./{MXNET_ENV}) or give "
                     "the interpreter with --python PATH")
-        return (f"needs {self.name}, which is not installed (pip install -e "
-                f"'.[{self.extra}]')")
+        from traceviz.install_hint import pip_install
+
+        return f"needs {self.name}, which is not installed ({pip_install(str(self.extra))})"
 
 
 FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (

@@ -82,7 +82,9 @@ def run(cfg: dict, out: Path) -> dict:
         import jax.numpy as jnp
         import numpy as np
     except ImportError as e:
-        raise RunnerError(f"JAX is not importable here ({e}); pip install -e '.[jax]'") \
+        from traceviz.install_hint import pip_install
+
+        raise RunnerError(f"JAX is not importable here ({e}); {pip_install('jax')}") \
             from None
 
     w = cfg["workload"]

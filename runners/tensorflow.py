@@ -56,8 +56,10 @@ def run(cfg: dict, out: Path) -> dict:
         import keras
         import tensorflow as tf
     except ImportError as e:
+        from traceviz.install_hint import pip_install
+
         raise RunnerError(f"TensorFlow is not importable here ({e}); "
-                          "pip install -e '.[tf]'") from None
+                          f"{pip_install('tf')}") from None
     from traceviz.runners import tf_models
     from traceviz.runners.reference import reference_weights
 

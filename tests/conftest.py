@@ -10,6 +10,28 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 KINETO = SHARED_TRACES / "kineto"
 
+# The real traces the tests read, by folder of ../shared/traces (its README.md says where
+# each comes from). Only these: anything else placed there (a README, result files, run
+# folders) is not a trace the tests know the figures of.
+SHARED_TRACE_FILES: dict[str, tuple[str, ...]] = {
+    "kineto": (
+        "a100_80gb_queue.json.gz", "a100_alexnet.json.gz", "a100_cupti_counters.json.gz",
+        "a100_diff_control.json.gz", "a100_event_sync.json.gz", "a100_nccl.json.gz",
+        "a100_triton_culaunchkernel.json.gz", "ampere_sampled_rank0.json.gz",
+        "ampere_sampled_rank1.json.gz", "cpu_only.json.gz", "mi250_rocm_train.json.gz",
+        "v100_19k_kernels.json.gz", "v100_diff_test.json.gz", "v100_ns_resolution.json.gz"),
+    "nsys": ("h100_2gpu_mfu_after.sqlite", "h100_2gpu_mfu_before.sqlite",
+             "h100_2gpu_window.sqlite", "rtx3080_tiny.sqlite"),
+    "xplane": ("tf24_bert_amp_gpu.xplane.pb.gz",),
+}
+
+
+def shared_traces(folder: str | None = None) -> list[Path]:
+    """The known real traces (of one folder of ``../shared/traces``, or all), sorted."""
+    folders = [folder] if folder else list(SHARED_TRACE_FILES)
+    return sorted(SHARED_TRACES / f / name for f in folders for name in SHARED_TRACE_FILES[f])
+
+
 # .ci/run sets this: there a missing framework or tool is a broken install, and a test
 # that needs it fails instead of being skipped
 REQUIRE = os.environ.get("TRACEVIZ_REQUIRE_FRAMEWORKS") == "1"
@@ -31,6 +53,11 @@ def needs(module: str):
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("gpu") is not None:
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA device (a GPU test: CONTRIBUTING.md lists them)")
     for mark in item.iter_markers("requires"):
         absent, reason = mark.args
         if absent:
@@ -42,3 +69,30 @@ def kineto_dir() -> Path:
     if not KINETO.is_dir():
         pytest.fail(f"real traces not found at {KINETO}: the tests need ../shared beside the repo")
     return KINETO
+
+
+@pytest.fixture(scope="session")
+def dists(tmp_path_factory) -> dict[str, Path]:
+    """``python -m build`` on a clean copy of the source: the sdist, then the wheel from
+    the sdist (a stale ``build/lib`` or egg-info in the checkout cannot reach either)."""
+    from tests.installs import build, source_tree
+
+    src = source_tree(tmp_path_factory.mktemp("src"))
+    out = tmp_path_factory.mktemp("dist")
+    r = build(src, out)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    sdist, = out.glob("traceviz-*.tar.gz")
+    wheel, = out.glob("traceviz-*.whl")
+    return {"sdist": sdist, "wheel": wheel}
+
+
+@pytest.fixture(scope="session")
+def floor_venv(dists, tmp_path_factory) -> Path:
+    """A fresh virtual environment with the wheel alone (no extra: no torch, DuckDB, Ray),
+    every dependency at its floor (``.ci/constraints-floor.txt``)."""
+    from tests.installs import FLOOR_CONSTRAINTS, make_venv
+
+    env = tmp_path_factory.mktemp("floors") / "venv"
+    r = make_venv(env, "-c", str(FLOOR_CONSTRAINTS), str(dists["wheel"]))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return env

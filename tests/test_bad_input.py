@@ -143,3 +143,46 @@ def test_a_full_disk_leaves_no_folder_behind(tmp_path, disk):
     finally:
         if disk == "tmpfs":
             subprocess.run(["umount", str(root)], check=True)
+
+
+def _as_user(cmd: list[str]) -> list[str]:
+    """``cmd`` under the file permissions an ordinary user has: as root, with the
+    capabilities that override them dropped (``setpriv``); otherwise as it is."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        return cmd
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("root without setpriv: file permissions cannot be enforced here")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all",
+            *cmd]
+
+
+def test_a_trace_in_a_folder_that_cannot_be_listed(tmp_path):
+    """A readable trace in a folder without read permission (execute only) is read, by
+    its name; the folder itself, asked for as a folder of traces, is one line."""
+    import shutil
+
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    shutil.copy(ALEXNET, folder / "t.json.gz")
+    folder.chmod(0o111)
+    try:
+        ok = subprocess.run(_as_user([sys.executable, "-m", "traceviz", "analyze",
+                                      str(folder / "t.json.gz"), "--json"]),
+                            capture_output=True, text=True)
+        listed = subprocess.run(_as_user(["ls", str(folder)]), capture_output=True)
+        bad = subprocess.run(_as_user([sys.executable, "-c", "import sys, traceviz\n"
+                                       "try:\n    traceviz.ranks(sys.argv[1])\n"
+                                       "except traceviz.TraceVizError as e:\n    print(e)\n",
+                                       str(folder)]), capture_output=True, text=True)
+    finally:
+        folder.chmod(0o755)
+    assert listed.returncode != 0, "the folder could be listed: permissions not enforced"
+    assert ok.returncode == 0 and ok.stderr == "", ok.stderr
+    assert '"kernels"' in ok.stdout
+    assert bad.returncode == 0, bad.stderr
+    assert bad.stdout.strip() == f"{folder}: permission denied (the folder cannot be listed; " \
+                                 "a trace file in it can still be named)"

@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -114,21 +116,55 @@ def _running_point(raylet: int) -> bool:
     return False
 
 
+def _stop_cluster(temp_dir: Path) -> None:
+    """Stop this cluster's processes only: every process whose command line names its own
+    temporary folder, and their children (``ray stop`` would stop every Ray process on the
+    machine, another test suite's cluster included)."""
+    mark = str(temp_dir).encode()
+    for _ in range(3):
+        pids = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                continue
+            try:
+                if mark in (proc / "cmdline").read_bytes():
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+        if not pids:
+            return
+        kids = _children()  # the raylet's agents retitle themselves: found as its children
+        todo = list(pids)
+        while todo:
+            kid = kids.get(todo.pop(), [])
+            pids += kid
+            todo += kid
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     if not RAY.exists():
         missing("Ray is not installed: pip install -e '.[dist]' (in .[test])")
     RAY_ENV["HOME"] = str(tmp_path_factory.mktemp("home"))
+    # a folder of its own (short: Ray's socket paths must fit 107 bytes)
+    temp_dir = Path(tempfile.mkdtemp(prefix="tvray-"))
     port, worker_port = _free_port(), _free_port()
     common = ["--num-cpus", "1", "--object-store-memory", str(80 << 20),
-              "--disable-usage-stats"]
-    _ray("stop", "--force")
-    _ray("start", "--head", "--port", str(port), "--include-dashboard", "false", *common,
-         env=HEALTH)
-    address = f"127.0.0.1:{port}"
-    _ray("start", "--address", address, "--node-manager-port", str(worker_port), *common)
-    yield address, worker_port
-    _ray("stop", "--force")
+              "--disable-usage-stats", "--temp-dir", str(temp_dir)]
+    try:
+        _ray("start", "--head", "--port", str(port), "--include-dashboard", "false",
+             *common, env=HEALTH)
+        address = f"127.0.0.1:{port}"
+        _ray("start", "--address", address, "--node-manager-port", str(worker_port),
+             *common)
+        yield address, worker_port
+    finally:
+        _stop_cluster(temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def _nodes_alive(address: str) -> int:

@@ -10,13 +10,13 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from tests.conftest import KINETO
+from tests.conftest import KINETO, shared_traces
 from tests.rawref import Reference, ns
 from traceviz.analyses import summarize
 from traceviz.analyses.launch import launch_table
 from traceviz.parsers import load
 
-ALL = sorted(p.name for p in KINETO.glob("*.json.gz"))
+ALL = [p.name for p in shared_traces("kineto")]
 CHECKED = [
     "a100_alexnet.json.gz",
     "a100_triton_culaunchkernel.json.gz",

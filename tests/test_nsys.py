@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -261,21 +262,40 @@ def test_nsys_rep_without_nsys(tmp_path, capsys):
     assert "needs Nsight Systems" in capsys.readouterr().err
 
 
-def test_a_kernel_table_without_names_says_so(tmp_path):
-    """An export whose kernel table lacks its name columns: the kernels are kept, shown as
-    <unknown kernel>, and a note says why (before: exit 0, nothing said)."""
-    db = tmp_path / "r.sqlite"
-    shutil.copy(SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite", db)
+def _kernel_table(db: Path, edit: str) -> int:
+    """Rewrite the kernel table through ``edit`` (a SELECT list over its columns, ``{cols}``
+    standing for every column but the names); its row count."""
     con = sqlite3.connect(db)
-    n = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
+    n = con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
     cols = [r[1] for r in con.execute(f"PRAGMA table_info({t})")
             if r[1] not in ("demangledName", "shortName", "mangledName")]
-    con.execute(f"CREATE TABLE _k AS SELECT {', '.join(cols)} FROM {t}")
+    con.execute(f"CREATE TABLE _k AS SELECT {edit.format(cols=', '.join(cols))} FROM {t}")
     con.execute(f"DROP TABLE {t}")
     con.execute(f"ALTER TABLE _k RENAME TO {t}")
     con.commit()
     con.close()
+    return n
+
+
+def test_a_kernel_table_without_name_columns_is_an_error(tmp_path, capsys):
+    """An export whose kernel table lacks every name column cannot say what ran: one
+    error line and exit 2 (it once read as a success with every kernel unnamed)."""
+    db = tmp_path / "r.sqlite"
+    shutil.copy(SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite", db)
+    _kernel_table(db, "{cols}")
+    assert main(["analyze", str(db), "--json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "CUPTI_ACTIVITY_KIND_KERNEL has no name column" in err[0], err
+
+
+def test_kernels_without_names_are_noted(tmp_path):
+    """Name columns present but empty (NULL string ids): the kernels are kept, shown as
+    <unknown kernel>, and a note says how many."""
+    db = tmp_path / "r.sqlite"
+    shutil.copy(SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite", db)
+    n = _kernel_table(db, "{cols}, NULL AS demangledName, NULL AS shortName, "
+                          "NULL AS mangledName")
     s = summarize(load(db))
     assert s.kernel_count == n
     assert any(f"{n:,} kernels have no name in the export" in x for x in s.notes)

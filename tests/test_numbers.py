@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import KINETO, SHARED_TRACES
+from tests.conftest import KINETO, SHARED_TRACES, shared_traces
 from tests.handmade import row, trace
 from tests.rawref import Reference, ns, split_by_sweep
 from traceviz.analyses import summarize
@@ -35,8 +35,7 @@ from traceviz.parsers import load
 
 NSYS = SHARED_TRACES / "nsys"
 PROCESS = "& -16777216"  # globalTid & 0xFFFFFFFFFF000000: the process of a call
-ALL_SHARED = sorted(str(p.relative_to(SHARED_TRACES)) for p in SHARED_TRACES.glob("*/*")
-                    if p.suffix != ".md")
+ALL_SHARED = [str(p.relative_to(SHARED_TRACES)) for p in shared_traces()]
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -41,53 +40,6 @@ def test_launch_api_names_live_in_one_module():
             if "cudaLaunchKernelExC" in p.read_text()]
     hits += [p for p in (ROOT / "analyses").rglob("*.py") if "cudaLaunchKernelExC" in p.read_text()]
     assert [p.name for p in hits] == ["launch_apis.py"]
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """A plain (non-editable) install of the project into its own folder."""
-    site = tmp_path_factory.mktemp("site")
-    # setuptools builds in the tree's build/ and reuses what is there: a module deleted
-    # from the source lived on in the install (and failed the type check) until removed
-    shutil.rmtree(ROOT / "build" / "lib", ignore_errors=True)
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                        "--no-build-isolation", "--target", str(site), str(ROOT)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return site
-
-
-def test_non_editable_install_works_from_another_directory(installed, tmp_path):
-    """A plain install (no source tree on the path) carries analyses/ and runners/ as
-    traceviz.analyses and traceviz.runners, the py.typed marker, and runs the CLI."""
-    site = installed
-    assert (site / "traceviz" / "py.typed").is_file()
-    code = (
-        "import sys, traceviz, traceviz.analyses.idle, traceviz.runners.presets\n"
-        "from traceviz.runners import VARIANTS\n"
-        "site = sys.argv[1]\n"
-        "for m in (traceviz, traceviz.analyses.idle, traceviz.runners.presets):\n"
-        "    assert m.__file__.startswith(site), m.__file__\n"
-        "assert 'cudnn_torch' in VARIANTS\n"
-        "from traceviz.cli import main\n"
-        f"sys.exit(main(['analyze', {str(KINETO / 'a100_alexnet.json.gz')!r}, '--json']))\n"
-    )
-    r = subprocess.run([sys.executable, "-c", code, str(site)], cwd=tmp_path,
-                       env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stderr
-    assert '"kernels"' in r.stdout
-
-
-def test_types_check_on_the_installed_package(installed):
-    """mypy follows traceviz.analyses / traceviz.runners through an install (the source
-    tree maps them from analyses/ and runners/); the package checks clean."""
-    mypy = pytest.importorskip("mypy", reason="mypy is part of the test extras")
-    assert mypy
-    r = subprocess.run([sys.executable, "-m", "mypy", "-p", "traceviz",
-                        "--ignore-missing-imports", "--cache-dir", str(installed / ".mypy")],
-                       cwd=installed, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
 
 
 def _modules() -> dict[str, Path]:
@@ -153,3 +105,29 @@ def test_no_module_over_400_lines():
     long = {str(f.relative_to(ROOT)): n for f in _modules().values()
             if (n := len(f.read_text().splitlines())) > 400}
     assert not long
+
+
+def test_tests_read_only_the_shared_traces_they_know():
+    """A test takes the real traces from ``conftest.SHARED_TRACE_FILES`` by name, never by
+    listing ``../shared/traces`` (a README, result files or run folders placed there are
+    not traces), and every trace named there exists."""
+    import re
+
+    from tests.conftest import SHARED_TRACES, shared_traces
+
+    listing = re.compile(r"(SHARED_TRACES|KINETO|NSYS|XPLANE|shared_dir|kineto_dir)\b[^\n]*"
+                         r"\.(r?glob|iterdir)\(|os\.(listdir|scandir|walk)\([^)]*shared")
+    hits = [f"{p.name}:{n}" for p in sorted((ROOT / "tests").rglob("*.py"))
+            for n, line in enumerate(p.read_text().splitlines(), 1) if listing.search(line)]
+    assert not hits, hits
+    missing = [str(p.relative_to(SHARED_TRACES)) for p in shared_traces() if not p.is_file()]
+    assert not missing, f"named in tests/conftest.py but not in ../shared/traces: {missing}"
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    """``.ci/run`` ends in the README's test command, word for word."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("Run the tests", 1)[1].split("```sh\n", 1)[1].split("\n```", 1)[0]
+    ci = (ROOT / ".ci" / "run").read_text().rstrip().splitlines()
+    assert block.strip() == ci[-1].strip()
+    assert "-n 2" in block and "set -euo pipefail" in ci

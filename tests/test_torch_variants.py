@@ -139,7 +139,7 @@ GPU_VARIANTS = ["streams_torch", "wavefront_torch", "transposed_torch", "compile
                 "graph_torch"]
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.gpu
 @pytest.mark.parametrize("name", GPU_VARIANTS)
 @pytest.mark.parametrize("train", [False, True])
 def test_variant_matches_nn_lstm_on_cuda(name, train):

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT, SHARED_TRACES
+from tests.conftest import ROOT, SHARED_TRACES, shared_traces
 from tests.handmade import row, trace
 from traceviz import load
 from traceviz.analyses import replay as R
@@ -21,10 +21,8 @@ from traceviz.errors import UsageError
 from traceviz.trace import Trace
 
 GPU_TRACES = sorted(
-    [p for p in (SHARED_TRACES / "kineto").glob("*.json.gz")
-     if p.name not in ("cpu_only.json.gz", "a100_cupti_counters.json.gz")]
-    + list((SHARED_TRACES / "nsys").glob("*.sqlite"))
-    + list((SHARED_TRACES / "xplane").glob("*.xplane.pb.gz")))
+    [p for p in shared_traces()
+     if p.name not in ("cpu_only.json.gz", "a100_cupti_counters.json.gz")])
 H100 = ROOT / "sample_traces" / "gpu"
 
 

@@ -13,12 +13,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from traceviz.errors import RunFailed, TraceVizError
+from traceviz.install_hint import pip_install
 
 
 def connect(address: str | None) -> Any:
     """Join the cluster at ``address`` (``auto``: the one this machine belongs to; none:
     $RAY_ADDRESS, else a local one started for this run)."""
-    missing = TraceVizError("--ray needs Ray: pip install -e '.[dist]'")
+    missing = TraceVizError(f"--ray needs Ray: {pip_install('dist')}")
     try:
         import ray
     except ImportError:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from traceviz.errors import TraceVizError
+
 DATASET_META = "_traceviz.json"
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".parquet", ".nsys-rep", ".arrow",
                   ".xplane.pb", ".xplane.pb.gz", ".qdrep")
@@ -59,9 +61,13 @@ def rank_files(directory: Path) -> list[Path]:
     the ``.parquet`` imported from it (``NAME.json.gz`` and ``NAME.parquet`` whose
     metadata names ``NAME.json.gz`` as its source) is one trace: the Parquet stands for
     both."""
-    files = sorted(p for p in directory.iterdir()
-                   if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-                   and not p.name.startswith(".") and p.name not in RUN_FILES)
+    try:
+        files = sorted(p for p in directory.iterdir()
+                       if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+                       and not p.name.startswith(".") and p.name not in RUN_FILES)
+    except PermissionError:
+        raise TraceVizError(f"{directory}: permission denied (the folder cannot be listed; "
+                            "a trace file in it can still be named)") from None
     parquets = {p.name.removesuffix(".parquet"): p for p in files
                 if p.name.endswith(".parquet")}
     return [p for p in files if p.name.endswith(".parquet")

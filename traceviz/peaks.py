@@ -177,8 +177,9 @@ def parse_peak(spec: str) -> Peak:
     if path.suffix == ".json" or path.is_file():
         try:
             data = json.loads(path.read_text())
-        except (OSError, ValueError) as e:
-            raise UsageError(f"{spec}: not a readable JSON peak file ({e})",
+        except (OSError, ValueError, RecursionError) as e:
+            why = "nested too deeply" if isinstance(e, RecursionError) else e
+            raise UsageError(f"{spec}: not a readable JSON peak file ({why})",
                              option="peak") from None
         if not isinstance(data, dict):
             raise UsageError(f"{spec}: a peak file holds one JSON object", option="peak")

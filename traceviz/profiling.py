@@ -31,10 +31,16 @@ class Profile:
                  modules: bool = False, force: bool = False,
                  slice_s: float | None = None) -> None:
         from traceviz.capture import prepare_run_dir, stamped_dir
-        from traceviz.errors import UsageError
+        from traceviz.errors import TraceVizError, UsageError
+        from traceviz.install_hint import pip_install
 
         if steps < 1 or warmup < 0:
             raise UsageError("steps is at least 1 and warmup at least 0")
+        try:
+            import torch  # noqa: F401  (the session imports it again; here, before a run folder)
+        except ImportError as e:
+            raise TraceVizError(f"traceviz.profile() profiles PyTorch code, and torch is not "
+                                f"importable here ({e}); {pip_install('torch')}") from None
         self.run_dir = Path(out) if out is not None else stamped_dir("profile")
         prepare_run_dir(self.run_dir, force)
         from traceviz.runners.torch_session import TorchSession

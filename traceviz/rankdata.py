@@ -13,6 +13,7 @@ from typing import Any
 
 from traceviz.errors import TraceVizError, UsageError
 from traceviz.folders import DATASET_META
+from traceviz.install_hint import pip_install
 from traceviz.rankdir import DATASET_FORMAT, _gather, _pool_map
 
 
@@ -21,6 +22,9 @@ def dataset_meta(path: Path) -> dict[str, Any]:
         meta = json.loads((path / DATASET_META).read_text())
     except (OSError, ValueError) as e:
         raise TraceVizError(f"{path}: unreadable dataset metadata ({e})") from None
+    except RecursionError:
+        raise TraceVizError(f"{path}: unreadable dataset metadata (JSON nested too "
+                            "deeply)") from None
     if not isinstance(meta, dict) or meta.get("format") != DATASET_FORMAT:
         raise TraceVizError(f"{path}: {DATASET_META} is not a traceviz rank dataset")
     ranks = meta.get("ranks")
@@ -47,7 +51,7 @@ def _duckdb_module() -> Any:
     try:
         import duckdb
     except ImportError:
-        raise TraceVizError("analyzing a rank dataset needs DuckDB: pip install -e '.[dist]' "
+        raise TraceVizError(f"analyzing a rank dataset needs DuckDB: {pip_install('dist')} "
                             "(or analyze the rank folder itself)") from None
     return duckdb
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -121,3 +123,34 @@ def coerce(events: pd.DataFrame) -> pd.DataFrame:
             s = s.astype("category")
         out[col] = s
     return pd.DataFrame(out).reset_index(drop=True)
+
+
+# text columns that may hold no value on a row (an op without a launch call, a device row
+# outside any op); kind and name never lack one
+NULLABLE_TEXT_COLUMNS = ("launch_api", "op", "category", "details")
+
+
+def column_type_problem(fields: Any) -> str | None:
+    """What is wrong with the Arrow types of a Parquet events table (a ``pyarrow.Schema``),
+    worded for the user, or None: whole numbers where the schema has them, true/false in
+    ``is_cast``, text (plain or dictionary-encoded) elsewhere. Checked before pandas reads
+    the file, so that a wrong type is one line naming its column, not a failure deep in
+    an analysis."""
+    import pyarrow as pa
+
+    for f in fields:
+        t = f.type
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        if f.name in INT_COLUMNS or f.name in NULLABLE_INT_COLUMNS:
+            ok, want = pa.types.is_integer(t) or pa.types.is_null(t), "whole numbers"
+        elif f.name in BOOL_COLUMNS:
+            ok, want = pa.types.is_boolean(t), "true/false values"
+        elif f.name in COLUMNS:
+            ok, want = (pa.types.is_string(t) or pa.types.is_large_string(t)
+                        or pa.types.is_null(t)), "text"
+        else:
+            continue
+        if not ok:
+            return f"column {f.name} holds {f.type} values, where the table has {want}"
+    return None

@@ -28,7 +28,8 @@ def _has_device_rows(path: Path) -> bool:
     import pyarrow.compute as pc
 
     f = pq.ParquetFile(path)
-    if not set(schema.COLUMNS) <= set(f.schema_arrow.names):
+    if not set(schema.COLUMNS) <= set(f.schema_arrow.names) \
+            or schema.column_type_problem(f.schema_arrow):
         return False
     kinds = f.read(columns=["kind"]).column("kind")
     return bool(pc.any(pc.is_in(kinds, pa.array(schema.DEVICE_KINDS))).as_py())
@@ -209,6 +210,8 @@ class Trace:
                 f"{path}: trace table schema version {version}, this traceviz reads "
                 f"{schema.SCHEMA_VERSION}; re-import the raw trace"
             )
+        if problem := schema.column_type_problem(table.schema):
+            raise TraceVizError(f"{path}: {problem}")
         try:
             events = table.to_pandas()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as e:
@@ -229,6 +232,20 @@ class Trace:
                 raise TraceVizError(f"{path}: column {col} has {gaps:,} missing "
                                     f"value{'s' if gaps > 1 else ''}; every row needs a "
                                     "whole number there")
+        for col in ("kind", "name"):
+            if col in events and (gaps := int(events[col].isna().sum())):
+                raise TraceVizError(f"{path}: column {col} has {gaps:,} missing "
+                                    f"value{'s' if gaps > 1 else ''}; every row needs one")
+        device = events["kind"].isin(schema.DEVICE_KINDS).to_numpy()
+        if gaps := int((events["category"].isna().to_numpy() & device).sum()):
+            raise TraceVizError(f"{path}: column category has {gaps:,} missing value"
+                                f"{'s' if gaps > 1 else ''} on kernel or copy rows; each "
+                                "has a category")
+        if "details" in events and events["details"].isna().any():  # "" where none
+            details = events["details"].astype("category")
+            if "" not in details.cat.categories:
+                details = details.cat.add_categories([""])
+            events["details"] = details.fillna("")
         try:
             return cls(events=events, meta=meta)
         except (ValueError, TypeError, OverflowError) as e:

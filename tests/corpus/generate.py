@@ -183,6 +183,11 @@ def kineto_cases() -> list[Case]:
         + b"[" * 100_000 + b"]" * 100_000 + b"]}", ERR, "JSON")
     add("deep-nesting-in-metadata", b'{"x": ' + b"[" * 100_000 + b"]" * 100_000
         + b', "traceEvents": ' + events + b"}", ERR, "nested")
+    deep_after = (b'{"traceEvents": ' + events + b', "traceName": ' + b"[" * 100_000
+                  + b"]" * 100_000 + b"}")
+    add("deep-nesting-in-metadata-after-events", deep_after, ERR, "nested too deeply")
+    add("deep-nesting-in-metadata-after-events-gz", gzip.compress(deep_after), ERR,
+        "nested too deeply", name="t.json.gz")
     add("deep-nesting-in-args", _with(doc, _is("kernel"), args=json.loads(
         "[" * 50 + "]" * 50)), ERR, "unexpected event layout")
     for label, props in (("int", 5), ("text", "abc"), ("dict", {"id": 0}),
@@ -318,8 +323,13 @@ def _sqlite_case(edit: Callable[[sqlite3.Connection], None],
 
 
 def _drop_column(table: str, column: str) -> Callable[[sqlite3.Connection], None]:
+    return _drop_columns(table, column)
+
+
+def _drop_columns(table: str, *columns: str) -> Callable[[sqlite3.Connection], None]:
     def edit(db: sqlite3.Connection) -> None:
-        cols = [r[1] for r in db.execute(f"PRAGMA table_info({table})") if r[1] != column]
+        cols = [r[1] for r in db.execute(f"PRAGMA table_info({table})")
+                if r[1] not in columns]
         db.execute(f"CREATE TABLE _t AS SELECT {', '.join(cols)} FROM {table}")
         db.execute(f"DROP TABLE {table}")
         db.execute(f"ALTER TABLE _t RENAME TO {table}")
@@ -374,6 +384,9 @@ def nsys_cases() -> list[Case]:
                        ("META_DATA_EXPORT", "value"), ("TARGET_INFO_GPU", "name"),
                        ("TARGET_INFO_GPU", "cuDevice")):
         add(f"no-column-{table}.{col}", _sqlite_case(_drop_column(table, col)), OK)
+    add("no-name-columns", _sqlite_case(_drop_columns(
+        "CUPTI_ACTIVITY_KIND_KERNEL", "demangledName", "shortName", "mangledName")), ERR,
+        "has no name column")
     add("stringids-duplicate", _sqlite_case(_untyped(
         "StringIds", "INSERT INTO StringIds SELECT id, 'other ' || value FROM StringIds")), OK)
     add("stringids-null-id", _sqlite_case(_untyped(
@@ -578,6 +591,29 @@ def parquet_cases() -> list[Case]:
     add("kind-unknown", _parquet_case(col("kind", lambda n: pa.array(["zzz"] * n))), ERR,
         "unknown values")
     add("zero-rows", _parquet_case(lambda t: t.slice(0, 0)), ERR, "no rows")
+    out.append(Case("parquet/zero-rows-amp", ["amp", "{d}/t.parquet", "{d}/t.parquet"],
+                    _parquet_case(lambda t: t.slice(0, 0)), ERR, "no rows"))
+    # a column of another type than the schema's: named before any analysis meets it
+    for name, label, array in (
+            ("launch_id", "text", lambda n: pa.array(["12"] * n)),
+            ("launch_id", "bool", lambda n: pa.array([True] * n)),
+            ("launch_ts_ns", "text", lambda n: pa.array(["x"] * n)),
+            ("launch_delay_ns", "nan", lambda n: pa.array([float("nan")] * n)),
+            ("pid", "nan-in-one-row", lambda n: pa.array([float("nan")] + [1.0] * (n - 1))),
+            ("kind", "int", lambda n: pa.array([5] * n)),
+            ("name", "float", lambda n: pa.array([1.5] * n)),
+            ("is_cast", "text", lambda n: pa.array(["yes"] * n)),
+            ("category", "int", lambda n: pa.array([3] * n))):
+        add(f"wrong-type-{name}-{label}", _parquet_case(col(name, array)), ERR,
+            f"column {name} holds")
+    add("name-missing", _parquet_case(col("name", lambda n: pa.nulls(n, pa.string()))), ERR,
+        "column name has")
+    add("category-missing-on-kernels", _parquet_case(col(
+        "category", lambda n: pa.nulls(n, pa.string()))), ERR, "column category has")
+    add("details-missing", _parquet_case(col("details", lambda n: pa.nulls(n, pa.string()))),
+        OK)
+    add("launch-id-repeated", _parquet_case(col("launch_id", lambda n: pa.array([5] * n))),
+        OK)
     add("details-junk", _parquet_case(col("details", lambda n: pa.array(
         ["dims:[[", "xla_flops:abc", "dims:[[1e999]] types:[]", "\x00"] * (n // 4)
         + ["dims:[[2]]"] * (n % 4)))), OK)
@@ -661,6 +697,10 @@ def output_cases() -> list[Case]:
     add("plot-existing", _both(inp, _write("p/kernels_pie.png", b"keep")), plot, ERR,
         "already exists", keep=("p/kernels_pie.png",))
     add("analyze-top-0", inp, ["analyze", "{d}/in.json.gz", "--top", "0"], ERR, "--top")
+    for width in ("0", "-5", "39", "wide"):
+        add(f"analyze-width-{width}", inp, ["analyze", "{d}/in.json.gz", "--width", width],
+            ERR, "--width:")
+    add("advise-width-0", inp, ["advise", "{d}/in.json.gz", "--width=0"], ERR, "--width:")
     rep = ["report", "{d}/in.json.gz", "-o", "{d}/r.md"]
     add("report-new", inp, rep, OK, outputs=("r.md", "r_files/*"))
     add("report-existing-files-dir", _both(inp, _write("r_files/pie_in.png", b"keep")), rep,
@@ -789,6 +829,8 @@ def rank_cases() -> list[Case]:
         ds, ERR, "unreadable dataset metadata")
     add("dataset-meta-list", _dataset(lambda p: (p / "_traceviz.json").write_text("[1]")),
         ds, ERR, "not a traceviz rank dataset")
+    add("dataset-meta-nested-deeply", _dataset(lambda p: (p / "_traceviz.json").write_text(
+        '{"ranks": ' + "[" * 100_000 + "]" * 100_000 + "}")), ds, ERR, "nested too deeply")
     add("dataset-meta-no-ranks", _dataset(_set_meta(lambda m: {**m, "ranks": {}})), ds, ERR,
         "malformed")
     add("dataset-meta-rank-not-a-number",

@@ -12,6 +12,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from traceviz import __version__
 from traceviz.cli.advise import AdviseCommand
@@ -28,7 +29,7 @@ from traceviz.cli.report import ReportCommand
 from traceviz.cli.sweep import SweepCommand
 from traceviz.cli.sweep_plot import SweepPlotCommand
 from traceviz.cli.whatif import WhatIfCommand
-from traceviz.errors import Terminated, TraceVizError
+from traceviz.errors import Terminated, TraceVizError, UsageError
 
 COMMANDS: tuple[type[Command], ...] = (
     ImportCommand, AnalyzeCommand, CaptureCommand, ModelsCommand, EnvCommand,
@@ -39,8 +40,20 @@ COMMANDS: tuple[type[Command], ...] = (
 INTERNAL_ERROR = 3
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, its errors as one line like every other error (``--width: at least 40
+    columns, not 0``), not the usage block; ``-h`` still prints the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("argument "):
+            message = message.removeprefix("argument ")
+        else:
+            message = f"{message} ({self.prog} -h lists the options)"
+        raise UsageError(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="traceviz",
         description="Profile LSTM variants (PyTorch, TensorFlow, JAX, MXNet) and read any "
                     "torch.profiler, Nsight Systems or TF/JAX trace through one events table: "
@@ -58,7 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as e:
+        _error(e.cli_text())
+        return e.exit_code
     if getattr(args, "_command", None) is None:
         parser.print_help()
         return 2

@@ -4,6 +4,7 @@ its source."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from traceviz.opcost.shapes import (
     _Args,
@@ -254,7 +255,13 @@ def _attention(a: _Args, name: str) -> tuple[int, list]:
     return flops, [q, k, v, out]
 
 
-_MATRIX = {
+def _named(formula: Callable[[_Args, str], tuple[int, list]],
+           name: str) -> Callable[[_Args], tuple[int, list]]:
+    """``formula`` for the op ``name`` (one formula serves a family of ops)."""
+    return lambda a: formula(a, name)
+
+
+_MATRIX: dict[str, Callable[[_Args], tuple[int, list]]] = {
     "aten::mm": lambda a: _mm(a, 0),
     "aten::addmm": lambda a: _with_first(_mm(a, 1), a),
     "aten::bmm": lambda a: _bmm(a, 0),
@@ -262,9 +269,9 @@ _MATRIX = {
     "aten::matmul": _matmul,
     "aten::linear": _linear,
     "aten::_scaled_mm": lambda a: _mm(a, 0),
-    **{name: (lambda a, n=name: _conv(a, n)) for name in CONV_ARGS},
+    **{name: _named(_conv, name) for name in CONV_ARGS},
     "aten::convolution_backward": _conv_backward,
-    **{name: (lambda a, n=name: _attention(a, n)) for name in ATTENTION_ARGS},
+    **{name: _named(_attention, name) for name in ATTENTION_ARGS},
     "aten::_cudnn_rnn": lambda a: _cudnn_rnn(a, False),
     "aten::_cudnn_rnn_backward": lambda a: _cudnn_rnn(a, True),
     "aten::lstm": lambda a: _with_input(_rnn(a, 2, 1), a),

@@ -141,7 +141,7 @@ def _broadcast(shapes: list[list[int]]) -> list[int]:
 def _int_list(text: str) -> list[int]:
     try:
         v = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     return [int(i) for i in v] if isinstance(v, list) and all(isinstance(i, int) for i in v) \
         else []

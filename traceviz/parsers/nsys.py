@@ -71,16 +71,15 @@ def parse(path: Path, fmt: str) -> Trace:
                                 "CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS)")
         strings = _strings(tables)
         b = _Rows()
-        frames = [_kernels(tables, strings, b), _memcpy(tables, b), _memset(tables, b),
+        frames = [_kernels(tables, strings, b, path), _memcpy(tables, b), _memset(tables, b),
                   _runtime(tables, strings, b), _nvtx(tables, strings, b),
                   _gpu_memory(tables, b)]
         meta = _meta(tables, path, fmt)
     notes = dropped_note({"a value out of range (a time or id beyond 64 bits, a device or "
                           "stream beyond 32)": b.dropped}, "rows")
     if b.unnamed:
-        notes.append(f"{b.unnamed:,} kernels have no name in the export (its kernel table "
-                     f"lacks the name columns, or their string ids): shown as "
-                     f"{UNNAMED_KERNEL}.")
+        notes.append(f"{b.unnamed:,} kernels have no name in the export (no string id, or "
+                     f"one not in StringIds): shown as {UNNAMED_KERNEL}.")
     if notes:
         meta["notes"] = notes
     frames = [f for f in frames if len(f)]
@@ -230,11 +229,16 @@ _LAUNCH_COLS = ["registersPerThread", "staticSharedMemory", "dynamicSharedMemory
 UNNAMED_KERNEL = "<unknown kernel>"
 
 
-def _kernels(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
+def _kernels(tables: ExportTables, strings: pd.Series, b: _Rows, path: Path) -> pd.DataFrame:
     name_cols = ["demangledName", "shortName", "mangledName"]
     df = tables.read(KERNEL, _DEVICE_COLS + name_cols + _LAUNCH_COLS)
     if df.empty:
         return df
+    if not set(name_cols) & set(tables.columns(KERNEL)):
+        # an export that cannot say which kernels ran is not a profile to analyze
+        raise TraceVizError(f"{path}: the kernel table {KERNEL} has no name column "
+                            f"({', '.join(name_cols)}): an incomplete export; export the "
+                            "report again")
     names = np.full(len(df), None, dtype=object)
     for col in name_cols:  # the best name each kernel has
         found = _lookup(strings, df[col], None)

@@ -35,7 +35,7 @@ def _shapes(dims: str) -> str:
     """The tensor shapes of a dims record on one line, scalars left out."""
     try:
         d = json.loads(dims)
-    except ValueError:
+    except (ValueError, RecursionError):
         return dims
     shown = [s for s in d if isinstance(s, list) and s]
     text = " ".join("x".join(map(str, s)) if all(isinstance(v, int) for v in s)
