@@ -153,11 +153,13 @@ def kernel_sequences(ctx: Context) -> Finding | None:
         "kernel_sequences", f"A sequence of {n} kernels repeats {per_step:,.0f} times per step",
         [" -> ".join(distinct_names(list(names), 60)),
          f"{count:,} times in {plural(ctx.steps, 'step')}; categories: {', '.join(cats)}",
-         f"fused into one kernel: {(n - 1) * per_step:,.0f} launches fewer per step"],
+         f"fused into one kernel: {(n - 1) * per_step:,.0f} launches fewer per step",
+         *(["the saving is fuse_pointwise's over every pointwise run of the trace"]
+           if fuse is not None else [])],
         fusion_action(ctx, work, names[0]) + ("" if pointwise else
                                                  "; it holds non-pointwise kernels, so "
                                                  "fusion needs a compiler or a fused op"),
-        fuse, "fuse_pointwise (every pointwise run)" if fuse is not None else None,
+        fuse, "fuse_pointwise" if fuse is not None else None,
         {"sequence": names, "per_step": per_step, "launches_saved_per_step":
          (n - 1) * per_step})
 

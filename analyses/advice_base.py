@@ -125,8 +125,7 @@ def in_timed(f: Finding, ctx: Context) -> Finding:
     run has a timed step."""
     if f.saving_ns is None or f.saving_scenario is None:
         return f
-    # "fuse_pointwise (every pointwise run)": the scenario, with a word on what it covers
-    s = ctx.scenario(f.saving_scenario.split(" (")[0])
+    s = ctx.scenario(f.saving_scenario)
     if s is None or s.timed_saving_step_ns is None:
         return f
     if s.timed_saving_step_ns <= 0:

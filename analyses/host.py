@@ -77,11 +77,6 @@ def _starts_inside(t: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
     return (k < len(we)) & (ws[np.minimum(k, len(ws) - 1)] <= t)
 
 
-def _in_windows(ts: np.ndarray, end: np.ndarray, ws: np.ndarray, we: np.ndarray
-                ) -> np.ndarray:
-    return union_in_windows(ts, end, ws, we)
-
-
 def host_split(trace: Trace, ws: np.ndarray, we: np.ndarray, steps: int) -> HostSplit:
     """Split each launching thread's time inside the wall windows ``ws``/``we``."""
     ev = trace.events
@@ -106,12 +101,12 @@ def host_split(trace: Trace, ws: np.ndarray, we: np.ndarray, steps: int) -> Host
     for (p, t), n in counts.items():
         rt = rt_idx[(pid[rt_idx] == p) & (tid[rt_idx] == t)]
         op = op_idx[(pid[op_idx] == p) & (tid[op_idx] == t)]
-        api = int(_in_windows(ts[rt], end[rt], ws, we).sum())
+        api = int(union_in_windows(ts[rt], end[rt], ws, we).sum())
         both = np.concatenate([rt, op])
-        covered = int(_in_windows(ts[both], end[both], ws, we).sum())
+        covered = int(union_in_windows(ts[both], end[both], ws, we).sum())
         sync = rt[sync_call[rt]]  # API time that is the host waiting for the device
         rows.append((p, t, int(n), window, api, covered - api, window - covered,
-                     int(_in_windows(ts[sync], end[sync], ws, we).sum())))
+                     int(union_in_windows(ts[sync], end[sync], ws, we).sum())))
     threads = pd.DataFrame(rows, columns=THREAD_COLUMNS)
     if not rows:  # no launch call inside the windows
         return HostSplit(threads, pd.DataFrame([], columns=API_COLUMNS), steps)

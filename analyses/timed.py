@@ -7,14 +7,15 @@ to timed time:
 
 - **device work is unchanged by profiling**: a step's kernels and copies take the same
   time with or without the profiler (busy time ``B`` per step);
-- **the rest of the step scales**: the profiled step ``P`` and the timed step ``T`` differ
-  only in the part that is not device work, so ``s = (T - B) / (P - B)`` is how much of
-  the profiled host-side time is left without the profiler;
-- a profiled prediction ``P'`` with device busy ``B'`` (a what-if scenario's replay)
-  becomes ``T' = B' + s * (P' - B')``: never below the device work it keeps.
+- **the profiler's cost is host time**: the profiled step ``P`` and the timed step ``T``
+  differ in the host's part; ``s = (T - B) / (P - B)`` estimates how much of the profiled
+  host-side time is left without the profiler (``host_scale``; 0 where the timed step is
+  not longer than the device work). A what-if scenario is carried to timed time by
+  replaying it with its host work scaled (``whatif_timed.py``, which starts from ``s``
+  and calibrates the factor on the replay), so it never falls below the device work it
+  keeps.
 
-Where the timed step is not longer than the device work (a device-bound run),
-``s`` = 0: the timed step is the device work. Without a timed step figures stay profiled
+Without a timed step figures stay profiled
 (``TimedStep.known`` is False) and every command says so.
 """
 
@@ -48,14 +49,6 @@ class TimedStep:
         if host <= 0:
             return 1.0
         return max(0.0, (self.timed_ns - self.device_ns) / host)
-
-    def timed(self, profiled_ns: float, device_ns: float) -> float:
-        """A profiled step (e.g. a scenario's replay) in timed time (profiled as it is
-        where the run has no timing)."""
-        s = self.host_scale
-        if s is None:
-            return profiled_ns
-        return device_ns + s * max(0.0, profiled_ns - device_ns)
 
     def to_dict(self) -> dict[str, Any]:
         return {"profiled_step_ns": self.profiled_ns, "device_busy_step_ns": self.device_ns,

@@ -40,7 +40,6 @@ class Scenario:
     assumptions: tuple[str, ...] = ()
     reason: str = ""          # why it does not apply
     path_ns: int | None = None  # what it takes off the critical path as replayed
-    busy_ns: int | None = None  # the scenario's device busy time as replayed
     # per step in timed (unprofiled) time, by the model of analyses/timed.py; None where
     # the run has no timed step or no steps
     timed_step_ns: float | None = None
@@ -299,7 +298,7 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
             assumptions.append(path_check(saving, removed, max(len(measured.per_step), 1)))
         t_step, t_saving = scenario_in_timed(tg, changed, model_t, _replayed)
         out.append(Scenario(text, True, predicted, saving, tuple(assumptions), path_ns=removed,
-                            busy_ns=replayed.busy_ns, timed_step_ns=t_step,
+                            timed_step_ns=t_step,
                             timed_saving_step_ns=t_saving))
     model = {
         "launch_latency_ns": g.latency_ns, "queue_gap_ns": g.queue_gap_ns,
