@@ -20,6 +20,7 @@ import pandas as pd
 from traceviz.analyses.efficiency_run import (
     apply_workload_flops,
     fma_note,
+    model_figures,
     over_peak_notes,
     shapes_note,
     stated_peak,
@@ -31,7 +32,6 @@ from traceviz.classify import TF32_KERNEL
 from traceviz.opcost import has_model, op_cost
 from traceviz.optree import op_parents, parents_and_enclosing
 from traceviz.peaks import Peak, find
-from traceviz.runners.protocol import workload_flops
 from traceviz.schema import is_in
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
@@ -233,8 +233,8 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
         span_ns=span_ns, steps=steps, run_key=run_key, notes=notes)
     eff.model = model_figures(trace.meta, eff.run_peak)
     eff.notes.extend(over_peak_notes(groups, peak, OVER_PEAK))
-    if not xla.any() and (not (ev["kind"] == "op").any() or not (
-            ev["details"].astype(str).str.startswith("dims:")).any()):
+    if not xla.any() and (not (ev["kind"] == "op").any() or not per_distinct(
+            ev["details"], lambda d: d.astype(str).str.startswith("dims:"), False).any()):
         eff.notes.append(shapes_note(trace))
     apply_workload_flops(eff, trace, work)
     fma_note(eff, work)
@@ -313,18 +313,25 @@ def _rates(t: pd.DataFrame, peak: Peak | None) -> pd.DataFrame:
     return t
 
 
-def _majority(s: pd.Series) -> Any:
-    s = s.dropna()
-    return s.mode().iloc[0] if len(s) else None
+def _majority(c: pd.DataFrame, key: str, col: str) -> pd.Series:
+    """Per ``key``, the most frequent non-null ``col`` (the smallest on a tie, as
+    ``Series.mode`` orders them), counted per distinct pair, not per row."""
+    n = c.groupby([key, col], sort=True).size().rename("_n").reset_index()
+    return n.sort_values([key, "_n"], ascending=[True, False], kind="stable") \
+        .drop_duplicates(key).set_index(key)[col]
 
 
 def _groups(k: pd.DataFrame, peak: Peak | None) -> pd.DataFrame:
     c = k[k["covered"]].copy()
     if not len(c):
         return pd.DataFrame(columns=GROUP_COLUMNS)
-    dims = c["details"].str.extract(r"^dims:(.*?) types:", expand=False).fillna("")
-    types = c["details"].str.extract(r" types:(.*?)(?: concrete:|$)", expand=False).fillna("")
-    c["dims"], c["types"] = dims, types
+    # the regexes run once per distinct details text, not per kernel
+    codes, texts = pd.factorize(c["details"].to_numpy(object))
+    texts = pd.Series(texts, dtype=object).astype(str).str
+    c["dims"] = texts.extract(r"^dims:(.*?) types:", expand=False).fillna("").to_numpy(
+        object)[codes]
+    c["types"] = texts.extract(r" types:(.*?)(?: concrete:|$)", expand=False).fillna(
+        "").to_numpy(object)[codes]
     c["tf32_ns"] = np.where(c["tf32"], c["dur"], 0.0)
     c["matrix_ns"] = np.where(c["matrix"], c["dur"], 0.0)
     g = c.groupby(["op", "dims", "types"], sort=False).agg(
@@ -346,11 +353,13 @@ def _kernel_groups(k: pd.DataFrame, peak: Peak | None) -> pd.DataFrame:
     if not len(c):
         return pd.DataFrame(columns=["kernel", "category", *GROUP_COLUMNS[3:]])
     g = c.groupby("kernel", sort=False).agg(
-        category=("category", "first"), precision=("precision", _majority),
-        unit=("unit", _majority), calls=("inst", "nunique"), kernels=("dur", "size"),
+        category=("category", "first"), calls=("inst", "nunique"), kernels=("dur", "size"),
         time_ns=("dur", "sum"), flops=("flops", "sum"), bytes=("bytes", "sum"),
         has_flops=("has_flops", "all"), has_bytes=("has_bytes", "all"),
         tf32=("tf32", "any")).reset_index()
+    for col in ("precision", "unit"):
+        g.insert(2 if col == "precision" else 3, col, g["kernel"].map(
+            _majority(c, "kernel", col)).astype(object).where(lambda s: s.notna(), None))
     g = _rates(g, peak).sort_values("time_ns", ascending=False, kind="stable")
     g["time_ns"] = g["time_ns"].astype(np.int64)
     g["flops"] = g["flops"].round().astype(np.int64)
@@ -379,21 +388,3 @@ def _run_key(groups: pd.DataFrame, peak: Peak | None) -> str | None:
     if not len(m) or peak is None:
         return None
     return str(m.groupby("peak_key")["flops"].sum().idxmax())
-
-
-def model_figures(meta: dict, run_peak: float | None) -> dict[str, Any] | None:
-    """A capture's workload FLOPs per batch (bench.json, else from its workload), the
-    model TFLOP/s at the median timed batch and the MFU against ``run_peak``."""
-    bench = meta.get("bench") or {}
-    flops = bench.get("workload_flops")
-    if flops is None and isinstance(meta.get("workload"), dict):
-        try:
-            flops = workload_flops(meta["workload"])["total"]
-        except (KeyError, TypeError, ValueError):
-            flops = None
-    median = (bench.get("time_per_batch_s") or {}).get("median")
-    if not flops:
-        return None
-    tflops = flops / median / 1e12 if median else None
-    return {"model_flops_per_batch": int(flops), "model_tflops": tflops,
-            "mfu": tflops / run_peak if tflops is not None and run_peak else None}

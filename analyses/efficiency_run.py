@@ -9,7 +9,7 @@ the profiler the trace came from.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -17,6 +17,7 @@ import pandas as pd
 from traceviz.categorical import per_distinct
 from traceviz.classify import TENSOR_CORE_HALF, TF32_KERNEL
 from traceviz.peaks import Peak
+from traceviz.runners.protocol import workload_flops
 
 if TYPE_CHECKING:
     from traceviz.analyses.efficiency import Efficiency
@@ -196,3 +197,21 @@ def stated_peak(trace: Trace, device: str | None) -> Peak | None:
             return Peak(str(device), {"bw": float(p["memory_bandwidth_gbps"])},
                         "the profile's own device stats (memory bandwidth only)")
     return None
+
+
+def model_figures(meta: dict, run_peak: float | None) -> dict[str, Any] | None:
+    """A capture's workload FLOPs per batch (bench.json, else from its workload), the
+    model TFLOP/s at the median timed batch and the MFU against ``run_peak``."""
+    bench = meta.get("bench") or {}
+    flops = bench.get("workload_flops")
+    if flops is None and isinstance(meta.get("workload"), dict):
+        try:
+            flops = workload_flops(meta["workload"])["total"]
+        except (KeyError, TypeError, ValueError):
+            flops = None
+    median = (bench.get("time_per_batch_s") or {}).get("median")
+    if not flops:
+        return None
+    tflops = flops / median / 1e12 if median else None
+    return {"model_flops_per_batch": int(flops), "model_tflops": tflops,
+            "mfu": tflops / run_peak if tflops is not None and run_peak else None}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -32,6 +33,19 @@ if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analys
 
 
 @dataclass
+class _Inputs:
+    """What a summary's sections are computed from (its trace, work rows and windows)."""
+
+    trace: Trace
+    work: pd.DataFrame
+    windows: dict
+    ws: Any
+    we: Any
+    with_efficiency: bool
+    peak: Any
+
+
+@dataclass
 class Summary:
     meta: dict[str, Any]
     cpu_trace: bool
@@ -48,20 +62,66 @@ class Summary:
     kernel_total_ns: int
     device_total_ns: int             # kernels + memcpy + memset time (sum, not union)
     categories: pd.DataFrame
-    launches: Launches
-    casts: CastSummary
     kernel_dur: Distribution
-    phases: pd.DataFrame             # per phase (see phases.phase_table); empty: none marked
     timings: Timings | None          # the run's benchmark, when the trace carries one
     by_config: bool = False
     notes: list[str] = field(default_factory=list)
-    efficiency: Efficiency | None = None  # analyze's Efficiency section (opt-in: ranks skip it)
-    memory: Memory | None = None
-    # per nn.Module (see modules.module_table); empty: no --modules ranges
-    modules: pd.DataFrame = field(default_factory=pd.DataFrame)
     timed: TimedStep | None = None       # profiled vs timed step (None: no steps)
-    host: HostSplit | None = None        # launching threads' time by cause (GPU traces)
-    stream_overlap: list[StreamOverlap] = field(default_factory=list)
+    # what the sections below are computed from, when first read
+    inputs: _Inputs | None = field(default=None, repr=False, compare=False)
+
+    # The sections: each computed when first read (a renderer showing it, ``to_dict``),
+    # so a command that shows a few of them does not pay for the others.
+    @cached_property
+    def launches(self) -> Launches:
+        i = self._inputs()
+        return launch_figures(i.trace, launch_table(i.trace), i.ws, i.we)
+
+    @cached_property
+    def casts(self) -> CastSummary:
+        i = self._inputs()
+        return cast_summary(i.trace, i.work, self.trace_busy_ns)
+
+    @cached_property
+    def phases(self) -> pd.DataFrame:
+        """Per phase (see phases.phase_table); empty: none marked."""
+        i = self._inputs()
+        return phase_table(i.trace, i.work, i.ws, i.we)
+
+    @cached_property
+    def modules(self) -> pd.DataFrame:
+        """Per nn.Module (see modules.module_table); empty: no --modules ranges."""
+        i = self._inputs()
+        return module_table(i.trace, i.work, i.ws, i.we)
+
+    @cached_property
+    def host(self) -> HostSplit | None:
+        """Launching threads' time by cause (GPU traces)."""
+        i = self._inputs()
+        return None if self.cpu_trace else host_split(i.trace, i.ws, i.we, self.steps)
+
+    @cached_property
+    def stream_overlap(self) -> list[StreamOverlap]:
+        i = self._inputs()
+        return [] if self.cpu_trace else stream_overlap(i.work, i.windows)
+
+    @cached_property
+    def efficiency(self) -> Efficiency | None:
+        """analyze's Efficiency section (None unless made ``with_efficiency``: ranks skip
+        it)."""
+        i = self._inputs()
+        return efficiency(i.trace, i.peak, self.busy_ns, self.span_ns, self.steps) \
+            if i.with_efficiency else None
+
+    @cached_property
+    def memory(self) -> Memory | None:
+        i = self._inputs()
+        return memory(i.trace, i.ws, i.we) if i.with_efficiency else None
+
+    def _inputs(self) -> _Inputs:
+        if self.inputs is None:
+            raise ValueError("a Summary made without its trace has no lazy sections")
+        return self.inputs
 
     def host_dict(self) -> dict[str, Any] | None:
         """``host`` of ``--json``: the split, and the step per kernel."""
@@ -253,9 +313,11 @@ def _sum_known(values: list[int | None]) -> int | None:
 
 def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = False,
               peak: Any = None) -> Summary:
-    """Run every analysis of ``traceviz analyze`` on ``trace``; ``by_config`` splits the
-    kernel table by launch configuration; ``with_efficiency`` adds the efficiency and
-    memory figures (``peak``: a ``peaks.Peak`` overriding the device's row)."""
+    """The figures of ``traceviz analyze`` for ``trace``: the totals at once, each section
+    (launches, casts, phases, modules, host, streams, efficiency, memory) when first read;
+    ``by_config`` splits the kernel table by launch configuration; ``with_efficiency``
+    adds the efficiency and memory sections (``peak``: a ``peaks.Peak`` overriding the
+    device's row)."""
     work = work_rows(trace)
     windows = analysis_windows(trace, work)
     devices = idle_breakdown(trace, work, windows)
@@ -278,8 +340,6 @@ def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = Fal
     ws, we = wall_windows(windows)
     span_ns = sum(d.span_ns for d in devices)
     busy_ns = sum(d.busy_ns for d in devices)
-    eff = efficiency(trace, peak, busy_ns, span_ns, steps) if with_efficiency else None
-    mem = memory(trace, ws, we) if with_efficiency else None
     run_timings = timings(trace.meta.get("bench"))
     return Summary(
         meta=trace.meta,
@@ -298,17 +358,10 @@ def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = Fal
         kernel_total_ns=int(kernels_only["dur_ns"].sum()),
         device_total_ns=int(work["dur_ns"].sum()),
         categories=category_table(work),
-        launches=launch_figures(trace, launch_table(trace), ws, we),
-        casts=cast_summary(trace, work, whole_busy),
         kernel_dur=Distribution.of(kernels_only["dur_ns"].to_numpy()),
-        phases=phase_table(trace, work, ws, we),
-        modules=module_table(trace, work, ws, we),
         timings=run_timings,
         timed=timed_step(run_timings, span_ns, busy_ns, steps, len(devices)),
-        host=None if trace.is_cpu else host_split(trace, ws, we, steps),
-        stream_overlap=[] if trace.is_cpu else stream_overlap(work, windows),
         by_config=by_config,
         notes=notes,
-        efficiency=eff,
-        memory=mem,
+        inputs=_Inputs(trace, work, windows, ws, we, with_efficiency, peak),
     )

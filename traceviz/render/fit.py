@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
@@ -70,6 +71,27 @@ def _build(title: str, cols: Sequence[Col], rows: Sequence[Sequence[tuple[Col, s
 
 
 def _width(table: Table) -> int:
+    """The width rich gives ``table`` with room to spare, from its cells' text: rich's own
+    measure renders every cell several times (a summary's tables, measured a few times
+    each while they are fitted, cost more than printing them). Rich's rule: per column the
+    longest line of its header and cells plus its padding, at most its ``max_width`` plus
+    the padding, and the box's edges and separators (``measured_width`` is rich's own)."""
+    _, right, _, left = table.padding
+    total = table._extra_width  # noqa: SLF001 (rich's edges and column separators)
+    for col in table.columns:
+        cells = [col.header, *col.cells]
+        if col.width is not None or table.collapse_padding or not table.pad_edge or any(
+                not isinstance(c, Text) and (not isinstance(c, str) or "[" in c)
+                for c in cells):  # markup, or anything but text: rich measures it
+            return measured_width(table)
+        w = max(max((cell_len(line) for line in (c.plain if isinstance(c, Text) else c)
+                     .splitlines()), default=0) for c in cells) + left + right
+        total += w if col.max_width is None else min(w, col.max_width + left + right)
+    return total
+
+
+def measured_width(table: Table) -> int:
+    """Rich's measure of ``table``'s widest form."""
     return Console(width=10_000).measure(table).maximum
 
 
