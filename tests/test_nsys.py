@@ -299,3 +299,31 @@ def test_kernels_without_names_are_noted(tmp_path):
     s = summarize(load(db))
     assert s.kernel_count == n
     assert any(f"{n:,} kernels have no name in the export" in x for x in s.notes)
+
+
+def test_nvtx_range_texts_read_as_python_reads_them():
+    """The Arrow string kernels read each range text as Python's regexes do: step marks
+    (nine digits at most), ops (plain ATen names, emit_nvtx's ranges), names cut at the
+    first comma, recorded shapes as details."""
+    import re
+
+    import pandas as pd
+
+    from traceviz.parsers.nvtx_text import read_ranges
+    from traceviz.steps import step_numbers
+
+    texts = ["aten::mm, seq = 4, op_id = 7, sizes = [[2, 3], [3, 4]], input_op_ids = [1]",
+             "step 3", "ProfilerStep#12", "STEP_7", "step 1234567890", "forward",
+             "aten::add", " aten::x, seq = 1", "MyModule::forward, op_id = 3",
+             "aten::bmm, sizes = []", "x, sizes = [[1]]", "aten::é", "aten::", "", "a,b"]
+    step, kind, name, details = read_ranges(pd.Series(texts, dtype=object))
+    ref_step = step_numbers(np.array(texts, dtype=object))[0]
+    sizes = re.compile(r", sizes = (\[(?:\[[-\d, ]*\](?:, )?)*\])")
+    for i, t in enumerate(texts):
+        is_op = bool(re.match(r"^aten::\w", t) or re.search(r", (?:seq|op_id) = \d+", t)) \
+            and ref_step[i] < 0
+        assert step[i] == ref_step[i], t
+        assert kind[i] == ("step" if ref_step[i] >= 0 else "op" if is_op else "annotation"), t
+        assert name[i] == (t.split(",", 1)[0].strip() if is_op else t), t
+        m = sizes.search(t)
+        assert details[i] == (f"dims:{m.group(1)} types:[]" if is_op and m else ""), t

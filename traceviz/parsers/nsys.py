@@ -13,7 +13,6 @@ become ``op`` rows named ``aten::mm``, so kernels get their op and casts are fou
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import tempfile
@@ -26,7 +25,7 @@ from traceviz.errors import TraceVizError
 from traceviz.normalize import BASE_COLUMNS, finish, launch_details
 from traceviz.parsers.nsys_tables import ExportTables, open_tables
 from traceviz.parsers.numbers import INT32, checked_ints, dropped_note
-from traceviz.steps import step_numbers
+from traceviz.parsers.nvtx_text import read_ranges
 from traceviz.trace import Trace
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -40,12 +39,6 @@ PROCESS_BITS = np.int64(~0xFFFFFF)  # globalTid & 0xFFFFFFFFFF000000 == globalPi
 # NvtxPushPopRange, NvtxStartEndRange and their NVTXT twins (ENUM_NSYS_EVENT_TYPE)
 NVTX_RANGE_TYPES = (59, 60, 70, 71)
 NVTX_DOMAIN_CREATE = 75
-# step numbers fit the 32-bit step column: a longer one is an ordinary range
-# ATen ops named plainly (traceviz's own CPU op ranges); other "ns::name" ranges are user
-# or library ranges (TensorRT's "ExecutionContext::enqueue"), kept as annotations
-NVTX_OP = re.compile(r"^aten::\w")
-# what emit_nvtx appends to every RecordFunction range (ops, autograd functions)
-EMIT_NVTX_SUFFIX = re.compile(r", (?:seq|op_id) = \d+")
 # CUpti_ActivityMemcpyKind, in Kineto's spelling
 MEMCPY_NAMES = {
     0: "Memcpy Unknown", 1: "Memcpy HtoD", 2: "Memcpy DtoH", 3: "Memcpy HtoA",
@@ -335,13 +328,7 @@ def _nvtx(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
     ranges = np.isin(etype, NVTX_RANGE_TYPES)
     df, text, domain_id = df[ranges], text[ranges], domain_id[ranges]
 
-    step_no, _ = step_numbers(text)
-    is_step = step_no >= 0
-    recorded = text.str.contains(EMIT_NVTX_SUFFIX).to_numpy()
-    is_op = (text.str.match(NVTX_OP).to_numpy() | recorded) & ~is_step
-    kind = np.where(is_step, "step", np.where(is_op, "op", "annotation")).astype(object)
-    # "aten::mm, seq = 4, op_id = 7, sizes = [...]" -> "aten::mm"
-    name = np.where(is_op, text.str.split(",", n=1).str[0].str.strip(), text).astype(object)
+    step_no, kind, name, details = read_ranges(text)
     if domains:
         dom = pd.Series(domain_id).map(domains).to_numpy(object)
         named = pd.notna(dom) & (kind == "annotation")
@@ -351,21 +338,7 @@ def _nvtx(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
     pid, tid, key = _host_ids(b.ints(df, "globalTid", bad=bad))
     return b.rows(kind, name, df, pid=pid, tid=tid, device=np.full(n, -1),
                   stream=np.full(n, -1), link_pid=key, bad=bad,
-                  step=step_no, details=_sizes_details(text, is_op))
-
-
-# emit_nvtx(record_shapes=True) (nsys --pytorch=autograd-shapes-nvtx) appends the input
-# shapes: "aten::mm, seq = 4, op_id = 7, sizes = [[2, 3], [3, 4]], input_op_ids = [...]"
-NVTX_SIZES = re.compile(r", sizes = (\[(?:\[[-\d, ]*\](?:, )?)*\])")
-
-
-def _sizes_details(text: pd.Series, is_op: np.ndarray) -> np.ndarray:
-    """An op range's recorded input shapes as ``details`` (``dims:[...] types:[]``: NVTX
-    carries no dtypes, so the efficiency figures get FLOPs but no bytes)."""
-    sizes = text.str.extract(NVTX_SIZES, expand=False)
-    out = np.where(is_op & sizes.notna().to_numpy(), "dims:" + sizes.fillna("") + " types:[]",
-                   "")
-    return out.astype(object)
+                  step=step_no, details=details)
 
 
 def _meta(tables: ExportTables, path: Path, fmt: str) -> dict:
