@@ -1,0 +1,218 @@
+"""The speed goals of ``analyze`` and ``import``, each a ratio to its peer in the same run.
+
+    python benchmarks/fast.py [--reps 5] [--size-mb 200] [--hta-python PATH] [--no-import]
+
+* whole-process ``traceviz analyze`` of a 1.8 MB gzipped Kineto trace
+  (``a100_diff_control``) against ``python -c 'import pandas'``: goal <= 1.5x;
+* the same for a small Nsight Systems export (``h100_2gpu_window.sqlite``): <= 1.5x;
+* ``traceviz import`` of a ~200 MB Kineto JSON to Parquet (``benchmarks/ingest.py``'s
+  child, its file built the same way) against HolisticTraceAnalysis'
+  ``parse_trace_dataframe`` (its own venv, see ``ingest.py``): >= 8x, peak RSS of the
+  process tree < 2x the JSON.
+
+Runs alternate (traceviz, peer, traceviz, peer, ...), so that a busy machine slows both
+sides alike; each figure is the median of ``--reps`` runs (the imports: 3 each) and each
+ratio is taken between medians of the same run. Before timing, each command runs once with
+Python allowed to write its bytecode: no timed run compiles traceviz's sources (an
+installed wheel has them compiled; ``PYTHONDONTWRITEBYTECODE`` would otherwise make every
+run compile them, ~0.2 s). The floors print beside them: what the Python stack costs before
+traceviz's own work (the interpreter, pandas, inflating and decoding the JSON with msgspec's
+typed structs; reading the export's tables; for the import, decoding and writing the
+Parquet), as the same ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.ingest import CHILD_HTA, CHILD_TRACEVIZ, DATA, build, child  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "traces"
+KINETO = SHARED / "kineto" / "a100_diff_control.json.gz"
+NSYS = SHARED / "nsys" / "h100_2gpu_window.sqlite"
+PY = sys.executable
+PANDAS = [PY, "-c", "import pandas"]
+# the floor of an analyze of a Kineto trace: interpreter, pandas, the file inflated and
+# decoded by msgspec into typed structs of the fields an analysis reads (what any reading
+# of it in Python pays)
+FLOOR_KINETO = """
+import sys, gzip
+import msgspec, pandas
+class Args(msgspec.Struct, gc=False):
+    correlation: int | float | str | bool | None = None
+    device: int | float | str | bool | None = None
+    stream: int | float | str | bool | None = None
+class Event(msgspec.Struct, gc=False):
+    ph: str | None = None
+    cat: str | None = None
+    name: str | None = None
+    pid: int | float | str | bool | None = None
+    tid: int | float | str | bool | None = None
+    ts: msgspec.Raw = msgspec.Raw(b"")
+    dur: msgspec.Raw = msgspec.Raw(b"")
+    args: Args | None = None
+class Doc(msgspec.Struct, gc=False):
+    traceEvents: list[Event] = []
+msgspec.json.Decoder(Doc).decode(gzip.decompress(open(sys.argv[1], 'rb').read()))
+"""
+# the floor of an analyze of an nsys export: interpreter, pandas, its activity tables read
+FLOOR_NSYS = """
+import sys, sqlite3
+import pandas
+db = sqlite3.connect(sys.argv[1])
+names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "StringIds",
+          "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS"):
+    if t in names:
+        pandas.read_sql_query(f"SELECT * FROM {t}", db)
+"""
+# where the import's time goes: decoding, columns, normalizing, writing (one run), and
+# its floor, decoding alone plus the same Parquet write
+CHILD_SPLIT = """
+import sys, time
+from pathlib import Path
+import traceviz.parsers.kineto as K
+acc = {"decode": 0.0, "columns": 0.0, "normalize": 0.0}
+def timed(key, fn):
+    def run(*a, **k):
+        t = time.perf_counter(); r = fn(*a, **k); acc[key] += time.perf_counter() - t
+        return r
+    return run
+class Timed:
+    decode = staticmethod(timed("decode", K.EVENTS.decode))
+K.EVENTS, K.event_columns = Timed, timed("columns", K.event_columns)
+K.finish = timed("normalize", K.finish)
+t = time.perf_counter(); trace = K.parse(Path(sys.argv[1])); parse = time.perf_counter() - t
+t = time.perf_counter(); trace.save(sys.argv[2], force=True); acc["write"] = time.perf_counter() - t
+acc["other"] = parse - acc["decode"] - acc["columns"] - acc["normalize"]
+print(" ".join(f"{k}={v:.2f}s" for k, v in acc.items()))
+print("floor", acc["decode"] + acc["write"])
+"""
+
+
+def _run(cmd: list[str], cwd: str | None = None, bytecode: bool = False) -> float:
+    """Wall seconds of ``cmd``; ``bytecode``: Python may write its bytecode."""
+    env = dict(os.environ)
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    t = time.perf_counter()
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                       env=env, cwd=cwd)
+    secs = time.perf_counter() - t
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+    return secs
+
+
+def alternate(cmds: dict[str, tuple[list[str], str | None]], reps: int
+              ) -> dict[str, list[float]]:
+    """Wall seconds of each (command, working folder), ``reps`` rounds, the commands in
+    turn each round."""
+    for cmd, cwd in cmds.values():  # untimed: bytecode written, files in the page cache
+        _run(cmd, cwd, bytecode=True)
+    times: dict[str, list[float]] = {k: [] for k in cmds}
+    for _ in range(reps):
+        for k, (cmd, cwd) in cmds.items():
+            times[k].append(_run(cmd, cwd))
+    return times
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def analyze_goal(label: str, trace: Path, floor: str, reps: int,
+                 before: str | None) -> list[str]:
+    analyze = [PY, "-m", "traceviz", "analyze", str(trace)]
+    cmds = {"analyze": (analyze, str(ROOT)), "pandas": (PANDAS, None),
+            "floor": ([PY, "-c", floor, str(trace)], None)}
+    if before:  # run in its folder: the first entry of sys.path, before this checkout
+        cmds["before"] = (analyze, before)
+    t = alternate(cmds, reps)
+    ratio = med(t["analyze"]) / med(t["pandas"])
+    was = f"{med(t['before']) / med(t['pandas']):.2f}x ({med(t['before']):.2f} s)" \
+        if before else "-"
+    return [f"| `analyze` {label} | {med(t['analyze']):.2f} s | `import pandas` "
+            f"{med(t['pandas']):.2f} s | **{ratio:.2f}x** | {was} | <= 1.5x | "
+            f"{'met' if ratio <= 1.5 else 'not met'} | "
+            f"{med(t['floor']) / med(t['pandas']):.2f}x |"]
+
+
+def import_goal(size_mb: int, hta: Path | None, reps: int, before: str | None) -> list[str]:
+    src = build(size_mb)
+    size = src.stat().st_size
+    out = str(DATA / "fast.parquet")
+    ours, rss, peer, was = [], [], [], []
+    for _ in range(reps):
+        secs, peak, _ = child(PY, CHILD_TRACEVIZ, str(src), out)
+        ours.append(secs)
+        rss.append(peak)
+        if hta is not None:
+            peer.append(child(str(hta), CHILD_HTA, str(src))[0])
+        if before:
+            here = os.getcwd()
+            os.chdir(before)  # its sources first on sys.path
+            try:
+                was.append(child(PY, CHILD_TRACEVIZ, str(src), out)[0])
+            finally:
+                os.chdir(here)
+    split = subprocess.run([PY, "-c", CHILD_SPLIT, str(src), out], capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    floor = float(split[1].split()[1])
+    print(f"import {size / 1e6:.0f} MB: {split[0]}; floor (decode + write) {floor:.2f} s",
+          file=sys.stderr)
+    if not peer:
+        return [f"| import {size / 1e6:,.0f} MB JSON | {med(ours):.2f} s | (no HTA) | - | "
+                f"- | >= 8x | - | - |"]
+    ratio = med(peer) / med(ours)
+    before_ratio = f"{med(peer) / med(was):.1f}x ({med(was):.2f} s)" if was else "-"
+    return [f"| import {size / 1e6:,.0f} MB JSON | {med(ours):.2f} s "
+            f"({size / 1e6 / med(ours):.0f} MB/s), peak RSS {max(rss) / size:.2f}x the JSON | "
+            f"HTA `parse_trace_dataframe` {med(peer):.2f} s | **{ratio:.1f}x** | "
+            f"{before_ratio} | >= 8x, RSS < 2x | "
+            f"{'met' if ratio >= 8 and max(rss) < 2 * size else 'not met'} | "
+            f"{med(peer) / floor:.1f}x |"]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reps", type=int, default=5, help="runs of each analyze figure (>= 3)")
+    p.add_argument("--size-mb", type=int, default=200, help="import: JSON size in MB")
+    p.add_argument("--import-reps", type=int, default=3)
+    p.add_argument("--hta-python", default=os.environ.get("HTA_PYTHON", "/tmp/hta/bin/python"))
+    p.add_argument("--no-import", action="store_true", help="the analyze goals only")
+    p.add_argument("--before", metavar="DIR",
+                   help="an earlier traceviz's sources (a folder holding its traceviz/, with "
+                        "analyses/ and runners/ linked in as traceviz/analyses and "
+                        "traceviz/runners), measured in the same run")
+    args = p.parse_args()
+    if args.reps < 3 or args.import_reps < 1:
+        raise SystemExit("--reps: at least 3 (the figures are medians)")
+    before = str(Path(args.before).resolve()) if args.before else None
+    rows = ["| goal | traceviz (median) | peer (median) | ratio | before | target | | "
+            "floor ratio |", "|---|---|---|---|---|---|---|---|"]
+    rows += analyze_goal(f"{KINETO.name} ({KINETO.stat().st_size / 1e6:.1f} MB)", KINETO,
+                         FLOOR_KINETO, args.reps, before)
+    rows += analyze_goal(NSYS.name, NSYS, FLOOR_NSYS, args.reps, before)
+    if not args.no_import:
+        hta = Path(args.hta_python)
+        if not hta.exists():
+            print(f"note: no HTA interpreter at {hta}: the import ratio is not measured",
+                  file=sys.stderr)
+        rows += import_goal(args.size_mb, hta if hta.exists() else None, args.import_reps,
+                            before)
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
