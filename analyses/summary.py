@@ -190,7 +190,7 @@ class Summary:
         k = self.kernels.head(top)
         rest = self.kernels.iloc[top:]
         lo = self.launches
-        return _integer_ns({
+        return integer_ns({
             "source": {key: self.meta.get(key) for key in
                        ("source_format", "source_file", "profiler", "devices")} | (
                 {"device_properties": self.meta["device_properties"]}
@@ -294,13 +294,13 @@ def _per_step(row: dict, steps: int, keys: tuple[str, ...]) -> dict[str, float |
     return {k: row[k] / per for k in keys}
 
 
-def _integer_ns(obj: Any, key: str = "") -> Any:
+def integer_ns(obj: Any, key: str = "") -> Any:
     """Every ``*_ns`` value as an integer (medians and means are rounded): docs/formats.md
     promises integer nanoseconds."""
     if isinstance(obj, dict):
-        return {k: _integer_ns(v, k) for k, v in obj.items()}
+        return {k: integer_ns(v, k) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_integer_ns(v, key) for v in obj]
+        return [integer_ns(v, key) for v in obj]
     if isinstance(obj, float) and key.endswith("_ns") and obj == obj:
         return int(round(obj))
     return obj

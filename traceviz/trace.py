@@ -117,19 +117,24 @@ class Trace:
     def efficiency(self, peak: str | None = None) -> dict[str, Any]:
         """``analyze --json``'s ``efficiency``: FLOPs, bytes, TFLOP/s, GB/s, % of peak and
         bound per op group and kernel, the run's totals and MFU (``peak``: as --peak)."""
-        return self._with_efficiency(peak)["efficiency"]
+        return self._section("efficiency", peak)
 
     def memory(self) -> dict[str, Any]:
         """``analyze --json``'s ``memory``: peak allocated, allocated and freed bytes per
         device and phase, and the timed batches' peak (bench.json)."""
-        return self._with_efficiency(None)["memory"]
+        return self._section("memory", None)
 
-    def _with_efficiency(self, peak: str | None) -> dict[str, Any]:
-        from traceviz.analyses.summary import summarize
+    def _section(self, name: str, peak: str | None) -> dict[str, Any]:
+        """One section of ``summary()``, every row, computed alone."""
+        from traceviz.analyses.summary import integer_ns, summarize
         from traceviz.peaks import parse_peak
 
-        return summarize(self, with_efficiency=True,
-                         peak=parse_peak(peak) if peak else None).to_dict(top=1 << 30)
+        s = summarize(self, with_efficiency=True, peak=parse_peak(peak) if peak else None)
+        section = getattr(s, name)
+        if section is None:
+            raise KeyError(name)
+        return integer_ns({name: section.to_dict(top=1 << 30) if name == "efficiency"
+                           else section.to_dict()})[name]
 
     def whatif(self, *scenarios: str) -> dict[str, Any]:
         """``traceviz whatif --json``: the replay and each scenario (default: all, e.g.
