@@ -8,6 +8,7 @@ their ``drop`` order, and the caller names them in a note.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,7 +57,7 @@ def _build(title: str, cols: Sequence[Col], rows: Sequence[Sequence[tuple[Col, s
                          max_width=name_width)
         else:
             t.add_column(header, justify=c.justify, no_wrap=True)
-    names = {k: distinct_names([row[k][1] for row in rows], name_width)
+    names = {k: _distinct(tuple(row[k][1] for row in rows), name_width)
              for k, c in enumerate(cols) if c.name and not wide}
     for r, row in enumerate(rows):
         cells = []
@@ -68,6 +69,13 @@ def _build(title: str, cols: Sequence[Col], rows: Sequence[Sequence[tuple[Col, s
             cells.append(Text(v))  # names from traces are text, never rich markup
         t.add_row(*cells)
     return t
+
+
+@functools.lru_cache(maxsize=64)
+def _distinct(names: tuple[str, ...], width: int) -> tuple[str, ...]:
+    """``distinct_names``, once per table's names and width: a table is built several
+    times while it is fitted."""
+    return tuple(distinct_names(list(names), width))
 
 
 def _width(table: Table) -> int:
