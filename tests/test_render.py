@@ -196,3 +196,27 @@ def test_a_copied_run_folder_names_its_own_raw_trace(capsys):
     assert Path(t.meta["source_file"]) == run / "trace.pt.trace.json.gz"
     assert main(["analyze", str(run), "--width", "200"]) == 0
     assert str(run / "trace.pt.trace.json.gz") in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("trace", [KINETO / "a100_diff_control.json.gz",
+                                   ROOT.parent / "shared" / "traces" / "nsys"
+                                   / "h100_2gpu_window.sqlite", KINETO / "cpu_only.json.gz"])
+def test_table_widths_are_rich_measures(trace, monkeypatch):
+    """Fitting measures a table from its cells' text, not by rendering it: the same width
+    rich measures, for every table analyze fits, at every width tried."""
+    from traceviz.render import fit
+
+    own = fit._width
+    seen = []
+
+    def both(table: Table) -> int:
+        seen.append((table.title, own(table), fit.measured_width(table)))
+        return seen[-1][2]
+
+    monkeypatch.setattr(fit, "_width", both)
+    s = summarize(load(trace), with_efficiency=True)
+    for width in (40, 72, 100, 160):
+        for wide in (False, True):
+            print_summary(Console(file=io.StringIO(), width=width), s, top=15, wide=wide)
+    assert seen and all(ours == rich for _, ours, rich in seen), \
+        [s for s in seen if s[1] != s[2]][:5]
