@@ -166,7 +166,8 @@ def analyze_goal(label: str, trace: Path, floor: str, reps: int,
             f"{med(t['pandas']):.2f} s | **{ratio:.2f}x** (CPU "
             f"{med(cpu['analyze']) / med(cpu['pandas']):.2f}x{was_cpu}) | {was} | <= 1.5x | "
             f"{'met' if ratio <= 1.5 else 'not met'} | "
-            f"{med(t['floor']) / med(t['pandas']):.2f}x |"]
+            f"{med(t['floor']) / med(t['pandas']):.2f}x (CPU "
+            f"{med(cpu['floor']) / med(cpu['pandas']):.2f}x) |"]
 
 
 def import_goal(size_mb: int, hta: Path | None, reps: int, before: str | None) -> list[str]:
