@@ -87,15 +87,21 @@ def _width(table: Table) -> int:
     _, right, _, left = table.padding
     total = table._extra_width  # noqa: SLF001 (rich's edges and column separators)
     for col in table.columns:
-        cells = [col.header, *col.cells]
-        if col.width is not None or table.collapse_padding or not table.pad_edge or any(
-                not isinstance(c, Text) and (not isinstance(c, str) or "[" in c)
-                for c in cells):  # markup, or anything but text: rich measures it
+        texts = [_plain(c) for c in (col.header, *col.cells)]
+        if col.width is not None or table.collapse_padding or not table.pad_edge or \
+                None in texts:  # markup, or anything but text: rich measures it
             return measured_width(table)
-        w = max(max((cell_len(line) for line in (c.plain if isinstance(c, Text) else c)
-                     .splitlines()), default=0) for c in cells) + left + right
+        w = max(max((cell_len(line) for line in str(t).splitlines()), default=0)
+                for t in texts) + left + right
         total += w if col.max_width is None else min(w, col.max_width + left + right)
     return total
+
+
+def _plain(cell: object) -> str | None:
+    """A cell's text as rich shows it; None where rich would read markup or render it."""
+    if isinstance(cell, Text):
+        return cell.plain
+    return cell if isinstance(cell, str) and "[" not in cell else None
 
 
 def measured_width(table: Table) -> int:
