@@ -21,10 +21,11 @@ def _ms(t: Timing | None) -> str:
     if t is None or not t.ran:
         return "failed" if t and t.error and not t.error.startswith("no graph") else "—"
     assert t.median_s is not None
-    s = f"{t.median_s * 1e3:.2f}"
-    if t.spread_s is not None:
-        s += f" ±{t.spread_s * 1e3 / 2:.2f}"
-    return s + (" NOISY" if t.noisy else "")
+    return f"{t.median_s * 1e3:.2f} ms" + (" NOISY" if t.noisy else "")
+
+
+def _spread(t: Timing | None) -> str:
+    return "—" if t is None or t.spread_s is None else f"{t.spread_s * 1e3:.2f} ms"
 
 
 def _over(t: Timing | None) -> str:
@@ -64,13 +65,17 @@ def _predicted(r: RungResult, mode: str) -> str:
 
 
 def ladder_cols(modes: tuple[str, ...]) -> list[Col]:
+    """The columns, per mode; a narrow terminal leaves out the description first, the
+    cumulative figure of the study and each mode's median last."""
     cols = [Col("rung", "left")]
-    for m in modes:
-        cols += [Col(f"{MODE_LABEL[m]}\nms"), Col(f"{MODE_LABEL[m]}\nx naive8")]
-    cols += [Col("study x naive8\ncumulative"), Col("study alone", "left", drop=2, wrap=True)]
-    cols += [Col(f"whatif {MODE_LABEL[m]}\nms, x naive8", "left", wrap=True,
-                 drop=3 if m == "graph" else 0) for m in modes]
-    cols += [Col("first\ncall s", drop=4), Col("what", "left", drop=1, wrap=True)]
+    for k, m in enumerate(modes):
+        cols += [Col(f"{MODE_LABEL[m]}\nmedian", drop=8 if k else 0),
+                 Col(f"{MODE_LABEL[m]}\nspread", drop=5),
+                 Col(f"{MODE_LABEL[m]}\nx naive8", drop=7 if k else 0)]
+    cols += [Col("study\ncumulative", drop=9), Col("study alone", "left", drop=4, wrap=True)]
+    cols += [Col(f"whatif {MODE_LABEL[m]}\nstep, x naive8", "left", wrap=True,
+                 drop=3 if m == "graph" else 6) for m in modes]
+    cols += [Col("first\ncall s", drop=2), Col("what", "left", drop=1, wrap=True)]
     return cols
 
 
@@ -80,7 +85,7 @@ def ladder_rows(ladder: Ladder) -> list[list[str]]:
         row = [r.rung.variant + (" (reference)" if r.rung.reference else "")]
         for m in ladder.modes:
             t = r.modes.get(m)
-            row += [_ms(t), _over(t)]
+            row += [_ms(t), _spread(t), _over(t)]
         row += list(_study(r))
         row += [_predicted(r, m) for m in ladder.modes]
         eager = r.modes.get("eager")
@@ -96,11 +101,11 @@ def ladder_rows(ladder: Ladder) -> list[list[str]]:
 def ladder_footnotes(ladder: Ladder) -> list[str]:
     lines = []
     if any(t.spread_s is not None for r in ladder.rungs for t in r.modes.values()):
-        lines.append(f"ms: the median of {ladder.repeats} repeats' medians ± half their "
-                     "spread; ? : the step from the rung below is within the repeats' "
-                     "spread (not resolved)")
+        lines.append(f"median: of the {ladder.repeats} repeats' timed medians; spread: their "
+                     "max - min; ? : the step from the rung below is within the spread "
+                     "(not resolved)")
     else:
-        lines.append("ms: the timed median of one repeat (--repeat N gives a spread)")
+        lines.append("median: the timed median of one repeat (--repeat N gives a spread)")
     added = [r.rung.variant for r in ladder.rungs
              if r.rung.alone is not None and not r.rung.alone_comparable]
     if added:
