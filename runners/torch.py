@@ -310,11 +310,13 @@ def run(cfg: dict, out: Path) -> dict:
         if loader:  # a fresh batch through the DataLoader, inside the timed step
             with ranged("data"):
                 x, target = (t.to(device, non_blocking=True) for t in next(batches))
+        # gradients start anew before the forward: under CUDA graph trees
+        # (compile_full_torch) a .grad the last step's replay made is overwritten by this one
+        for opt in optimizers:
+            opt.zero_grad(set_to_none=True)
         with ranged("forward"), autocast(), torch.set_grad_enabled(train):
             loss = forward(x, target)
         if train:
-            for opt in optimizers:
-                opt.zero_grad(set_to_none=True)
             with ranged("backward"):
                 scaler.scale(loss).backward()
             with ranged("optimizer"):
