@@ -46,6 +46,7 @@ class Scenario:
     # the run has no timed step or no steps
     timed_step_ns: float | None = None
     timed_saving_step_ns: float | None = None
+    parts: tuple[str, ...] = ()  # the scenarios applied together (name joins them by +)
 
     @property
     def saving_fraction(self) -> float | None:
@@ -91,7 +92,8 @@ class WhatIf:
             "devices": self.devices,
             "model": self.model,
             "scenarios": [
-                {"name": s.name, "applies": s.applies, "predicted_ns": s.predicted_ns,
+                {"name": s.name, "parts": list(s.parts or (s.name,)),
+                 "applies": s.applies, "predicted_ns": s.predicted_ns,
                  "saving_ns": s.saving_ns, "saving_fraction": s.saving_fraction,
                  "assumptions": list(s.assumptions), "path_removed_ns": s.path_ns,
                  **({"reason": s.reason}
@@ -315,10 +317,11 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
     model_t, tg = timed_model(trace, g, measured, _replayed)
     out = []
     for text, parts in parsed:
+        names = tuple(name for name, _ in parts)
         reason = next((r for r in (_cannot(trace, g, measured, name, len(parts) > 1)
                                    for name, _ in parts) if r), None)
         if reason:
-            out.append(Scenario(text, False, reason=reason))
+            out.append(Scenario(text, False, reason=reason, parts=names))
             continue
         changed, assumptions, idle = g, [], []
         for name, x in parts:  # in the order given, each on the last one's graph
@@ -328,7 +331,7 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
                 idle.append(name)
         if not assumptions:
             out.append(Scenario(text, False, reason="; ".join(
-                _named(n, nothing_to_change(n), len(parts) > 1) for n in idle)))
+                _named(n, nothing_to_change(n), len(parts) > 1) for n in idle), parts=names))
             continue
         assumptions += [f"{n}: nothing to change ({nothing_to_change(n)})" for n in idle]
         replayed = _replayed(changed)
@@ -339,8 +342,8 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
             assumptions.append(path_check(saving, removed, max(len(measured.per_step), 1)))
         t_step, t_saving = scenario_in_timed(tg, changed, model_t, _replayed)
         out.append(Scenario(text, True, predicted, saving, tuple(assumptions), path_ns=removed,
-                            timed_step_ns=t_step,
-                            timed_saving_step_ns=t_saving))
+                            timed_step_ns=t_step, timed_saving_step_ns=t_saving,
+                            parts=names))
     model = {
         "launch_latency_ns": g.latency_ns, "queue_gap_ns": g.queue_gap_ns,
         "wait_latency_ns": g.wait_latency_ns,

@@ -57,7 +57,7 @@ def launches(g: ReplayGraph) -> Launches:
                                            pid[h_ev], tid[h_ev], g.h_ts[node])
     op = _outermost_alone(parents, inner)
     has = op >= 0
-    o_ev = ops[np.maximum(op, 0)]
+    o_ev = ops[np.maximum(op, 0)] if len(ops) else np.zeros(len(op), np.int64)
     r = np.maximum(row, 0)
     d_ev = g.d_rows[r]
     codes = [ev[c].cat.codes.to_numpy(np.int64) for c in ("name", "details")]
@@ -78,6 +78,8 @@ def _outermost_alone(parents: np.ndarray, inner: np.ndarray) -> np.ndarray:
     """Per launch, from its innermost op up to the outermost one that launched nothing
     else (``aten::linear`` over ``aten::addmm``: the linear)."""
     n = len(parents)
+    if not n:
+        return inner
     total = np.bincount(inner[inner >= 0], minlength=n)
     depth = np.zeros(n, np.int64)
     up = parents.copy()
