@@ -115,10 +115,35 @@ def test_from_the_h200_folder(capsys):
         p["eager_step_s"] / _median(H200 / "factorized_torch") - 1)
     assert rungs["transposed_torch"]["prediction"]["note"] == \
         "no whatif scenario changes a weight's layout"
+    assert rungs["fine_torch"]["prediction"]["scenario"] == "merge_gemms"
+    assert rungs["fused_torch"]["prediction"]["scenario"] == \
+        "fuse_pointwise+batch_input_gemms+drop_stream_sync"
+    assert rungs["fused_torch"]["prediction"]["on"] == "streams_torch"
     # the table: the study's cumulative figure beside the measured one
     assert main(["ladder", "--from", str(H200), "--width", "220"]) == 0
     text = capsys.readouterr().out
     assert "cumulative" in text and "3.74x" in text and "7.98x" in text
+
+
+def test_from_the_h200_folder_with_graph_predictions(capsys):
+    """Asked for the graph mode too: each rung's scenario with +cuda_graphs on the rung
+    below's trace, the same figure whatif gives; no graph-replayed run to compare with."""
+    import traceviz
+    from traceviz.analyses.whatif import whatif
+
+    doc = _json(capsys, "ladder", "--from", str(H200), "--rungs", "fine_torch", "--modes",
+                "eager,graph", "--json")
+    assert doc["modes"] == ["eager", "graph"]
+    fine = doc["rungs"][1]
+    assert fine["modes"]["graph"]["error"] == "not captured"
+    trace = traceviz.load(H200 / "naive8_torch")
+    eager, graph = whatif(trace, ("merge_gemms", "merge_gemms+cuda_graphs")).scenarios
+    p = fine["prediction"]
+    assert p["eager_step_s"] == pytest.approx(eager.timed_step_ns / 1e9)
+    assert p["graph_step_s"] == pytest.approx(graph.timed_step_ns / 1e9)
+    assert p["graph_step_s"] < p["eager_step_s"] and p["graph_error"] is None
+    assert p["eager_error"] == pytest.approx(p["eager_step_s"] / _median(H200 / "fine_torch")
+                                             - 1)
 
 
 def _fake_run(d: Path, model: str, medians: float, graph: bool = False) -> None:

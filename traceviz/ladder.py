@@ -24,6 +24,7 @@ BASELINE = "naive8_torch"
 REFERENCE = "cudnn_torch"
 PRESET = "seq100"
 MODES = ("eager", "graph")
+NOT_CAPTURED = "not captured"
 # the factorized LSTM's figure: 42.8 -> 8.36 ms at hidden 256, seq 100, over its dense LSTM
 FACTORIZED_ALONE = 42.8 / 8.36
 # what fused_torch changes over streams_torch, as whatif scenarios on streams_torch's trace
@@ -69,7 +70,8 @@ RUNGS: tuple[Rung, ...] = (
          "42.8 -> 8.36 ms at hidden 256, seq 100, over its dense LSTM", scenario="gemm_speedup"),
     Rung("compile_full_torch", "torch.compile of the whole model (automatic)", "fine_torch",
          study_note="the question: how near the hand-made 7.98x?", scenario="cuda_graphs",
-         no_graph="it replays CUDA graphs itself (mode reduce-overhead)"),
+         no_graph="its eager run replays CUDA graphs already (torch.compile, mode "
+                  "reduce-overhead)"),
     Rung(REFERENCE, "cuDNN's LSTM (nn.LSTM): the vendor's fused kernels, the target",
          no_prediction="the reference", reference=True),
 )

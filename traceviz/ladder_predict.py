@@ -97,7 +97,7 @@ def predict(results: list[RungResult], root: Path, workload: dict[str, Any],
         if "graph" not in modes:
             continue
         if r.rung.no_graph:
-            p.graph_note = f"no graph-replayed run ({r.rung.no_graph})"
+            p.graph_note = f"no graph-replayed run: {r.rung.no_graph}"
             continue
         spec = p.scenario if "cuda_graphs" in p.scenario.split("+") \
             else f"{p.scenario}+cuda_graphs"

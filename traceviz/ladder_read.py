@@ -16,7 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from traceviz.errors import TraceVizError
-from traceviz.ladder import BASELINE, BY_NAME, MODES, Ladder, Rung, RungResult, Timing
+from traceviz.ladder import (
+    BASELINE,
+    BY_NAME,
+    MODES,
+    NOT_CAPTURED,
+    Ladder,
+    Rung,
+    RungResult,
+    Timing,
+)
 from traceviz.runfolder import check_bench
 
 NOISY_CV = 0.10  # the repeats' medians vary more than this: NOISY, as one run's batches
@@ -55,7 +64,7 @@ def folder_modes(root: Path) -> tuple[str, ...]:
 def _one_run(run_dir: Path, variant: str, mode: str) -> dict[str, Any] | str:
     """One repeat's figures of a rung, or why there are none."""
     if not run_dir.is_dir():
-        return "not captured"
+        return NOT_CAPTURED
     bench = _json(run_dir / "bench.json")
     if bench is None:
         return f"{run_dir.name}/ has no bench.json (its capture failed or was stopped)"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
-from traceviz.ladder import Ladder, RungResult, Timing
+from traceviz.ladder import NOT_CAPTURED, Ladder, RungResult, Timing
 from traceviz.render.fit import Col, fitted_table, left_note
 
 MODE_LABEL = {"eager": "eager", "graph": "graph-replayed"}
@@ -19,9 +19,14 @@ def _x(v: float | None) -> str:
 
 def _ms(t: Timing | None) -> str:
     if t is None or not t.ran:
-        return "failed" if t and t.error and not t.error.startswith("no graph") else "—"
+        return "failed" if t and _failed(t) else "—"
     assert t.median_s is not None
     return f"{t.median_s * 1e3:.2f} ms" + (" NOISY" if t.noisy else "")
+
+
+def _failed(t: Timing) -> bool:
+    """A capture that ran and failed (not one never made here, or a mode a rung lacks)."""
+    return bool(t.error) and t.error != NOT_CAPTURED and not t.error.startswith("no graph")
 
 
 def _spread(t: Timing | None) -> str:
@@ -58,7 +63,8 @@ def _predicted(r: RungResult, mode: str) -> str:
         note = p.note if mode == "eager" or not p.scenario else (p.graph_note or p.note)
         return f"— ({note})" if note else "—"
     err = getattr(p, f"{mode}_error")
-    out = f"{step * 1e3:.2f} ms, {_x(getattr(p, f'{mode}_x'))}"
+    x = getattr(p, f"{mode}_x")
+    out = f"{step * 1e3:.2f} ms" + (f", {_x(x)}" if x is not None else "")
     if err is not None:
         out += f", error {100 * err:+.0f}%"
     return out + (f" ({p.scenario})" if mode == "eager" else "")
@@ -114,10 +120,15 @@ def ladder_footnotes(ladder: Ladder) -> list[str]:
                      "cumulative figure")
     lines += [f"* {r.rung.variant}: {r.rung.study_note}" for r in ladder.rungs
               if r.rung.study_note]
-    for r in ladder.rungs:
-        for m, t in r.modes.items():
-            if t.error and not t.error.startswith("no graph"):
-                lines.append(f"{r.rung.variant} ({MODE_LABEL[m]}): {t.error}")
+    for m in ladder.modes:
+        absent = [r.rung.variant for r in ladder.rungs
+                  if (t := r.modes.get(m)) is not None and t.error == NOT_CAPTURED]
+        if absent:
+            has_mode = [r for r in ladder.rungs if not (m == "graph" and r.rung.no_graph)]
+            which = "every rung" if len(absent) == len(has_mode) else ", ".join(absent)
+            lines.append(f"{MODE_LABEL[m]}: not captured in this folder ({which})")
+        lines += [f"{r.rung.variant} ({MODE_LABEL[m]}): {t.error}" for r in ladder.rungs
+                  if (t := r.modes.get(m)) is not None and _failed(t)]
     lines += [f"note: {n}" for n in ladder.notes]
     lines += [f"note: {n}" for n in sorted({n for r in ladder.rungs for n in r.notes})]
     return lines
