@@ -69,7 +69,8 @@ RUNGS: tuple[Rung, ...] = (
          None, FACTORIZED_ALONE, "fused_torch",
          "42.8 -> 8.36 ms at hidden 256, seq 100, over its dense LSTM", scenario="gemm_speedup"),
     Rung("compile_full_torch", "torch.compile of the whole model (automatic)", "fine_torch",
-         study_note="the question: how near the hand-made 7.98x?", scenario="cuda_graphs",
+         study_note="the question: how near the hand-made 7.98x?",
+         scenario="fuse_pointwise+cuda_graphs",
          no_graph="its eager run replays CUDA graphs already (torch.compile, mode "
                   "reduce-overhead)"),
     Rung(REFERENCE, "cuDNN's LSTM (nn.LSTM): the vendor's fused kernels, the target",

@@ -61,8 +61,10 @@ def _replay(trace: Any, spec: str) -> tuple[float | None, str]:
 
 
 def predict(results: list[RungResult], root: Path, workload: dict[str, Any],
-            modes: tuple[str, ...], traces: dict[str, Any] | None = None) -> None:
-    """Fill each rung's ``prediction``; ``traces``: eager traces already loaded, by rung."""
+            modes: tuple[str, ...], traces: dict[str, Any] | None = None,
+            only: set[str] | None = None) -> None:
+    """Fill each rung's ``prediction`` (``only``: of these rungs; the others are there as
+    the rungs below them); ``traces``: eager traces already loaded, by rung."""
     from traceviz.parsers import load
 
     by = {r.rung.variant: r for r in results}
@@ -82,6 +84,8 @@ def predict(results: list[RungResult], root: Path, workload: dict[str, Any],
 
     base = by.get(BASELINE)
     for r in results:
+        if only is not None and r.rung.variant not in only:
+            continue
         p = r.prediction = Prediction(scenario=scenario_of(r, workload), on=r.rung.below)
         if p.scenario is None:
             p.note = r.rung.no_prediction

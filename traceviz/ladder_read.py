@@ -187,14 +187,18 @@ def read_ladder(root: Path, rungs: tuple[Rung, ...] | None = None,
     modes = modes or folder_modes(root)
     present = {p.name.removesuffix("-graph") for d in repeat_dirs(root) for p in d.iterdir()
                if p.is_dir()}
-    rungs = tuple(r for r in (rungs or tuple(BY_NAME.values())) if r.variant in present)
-    if not rungs:
+    asked = {r.variant for r in (rungs or tuple(BY_NAME.values())) if r.variant in present}
+    if not asked:
         raise TraceVizError(f"{root}: no rung folders here ({', '.join(BY_NAME)}, or "
                             "repeat-N/ folders holding them)")
-    results, workload, device, notes = read_rungs(root, rungs, modes)
+    # every rung present is read: the speed-ups and predictions of the asked ones need
+    # the rungs below them
+    every = tuple(r for r in BY_NAME.values() if r.variant in present)
+    results, workload, device, notes = read_rungs(root, every, modes)
     if workload is None:
         raise TraceVizError(f"{root}: no rung here has a readable run (bench.json with a "
                             "timed median)")
-    predict(results, root, workload, modes)
+    predict(results, root, workload, modes, only=asked)
+    results = [r for r in results if r.rung.variant in asked]
     return Ladder(workload, device or "?", str(root), len(repeat_dirs(root)), modes,
                   results, notes)

@@ -49,7 +49,7 @@ def run_ladder(workload: Workload, device: str, out: Path, rungs: tuple[Rung, ..
                            mode)
         req = CaptureRequest(rung.variant, workload, device, warmup=warmup,
                              max_warmup=max_warmup, steps=steps, profile_steps=profile_steps,
-                             **({"graph_replay": True} if mode == "graph" else {}))
+                             graph_replay=mode == "graph")
         try:
             # the ladder's folder was checked (or --force given) before the first rung
             prepare_run_dir(run_dir, force=True)
