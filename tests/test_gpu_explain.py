@@ -14,18 +14,14 @@ import numpy as np
 import pytest
 
 import traceviz
-from tests.conftest import ROOT
+from tests.conftest import H200, ROOT
 from tests.handmade import row, trace
 from traceviz.cli import main
 
-H200 = ROOT.parent / "shared" / "gpu-h200"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _h200():
-    if not (H200 / "fused_torch" / "bench.json").is_file():
-        pytest.fail(f"the H200 run folders are not at {H200}: the tests need ../shared")
+pytestmark = pytest.mark.usefixtures("h200")
 
 
 class Raw:

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, needs
+from tests.conftest import H200, needs
 from traceviz.cli import main
 from traceviz.ladder import BY_NAME, RUNGS, factorized_gemm_speedup, ladder_workload
 from traceviz.runners import VARIANTS
 from traceviz.runners.presets import PRESETS
 
-H200 = ROOT.parent / "shared" / "gpu-h200"
+pytestmark = pytest.mark.usefixtures("h200")
 TINY = ["--device", "cpu", "--batch", "4", "--seq", "5", "--hidden", "16", "--layers", "2",
         "--warmup", "1", "--steps", "3", "--profile-steps", "1"]
 

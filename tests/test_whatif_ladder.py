@@ -15,22 +15,18 @@ import numpy as np
 import pytest
 
 import traceviz
-from tests.conftest import ROOT
+from tests.conftest import H200, ROOT
 from traceviz.analyses.replay import ReplayGraph, build
 from traceviz.analyses.whatif import SCENARIOS, WhatIf, parse_scenarios, whatif
 from traceviz.cli import main
 from traceviz.errors import UsageError
 
-H200 = ROOT.parent / "shared" / "gpu-h200"
 COMBINED = "fuse_pointwise+batch_input_gemms+drop_stream_sync"
 EVENT_CALLS = ("cudaEventRecord", "cudaEventRecordWithFlags", "cudaStreamWaitEvent",
                "cudaEventQuery")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _h200():
-    if not (H200 / "fused_torch" / "bench.json").is_file():
-        pytest.fail(f"the H200 run folders are not at {H200}: the tests need ../shared")
+pytestmark = pytest.mark.usefixtures("h200")
 
 
 class Raw:
