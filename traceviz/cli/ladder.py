@@ -36,7 +36,8 @@ class LadderCommand(Command):
                             "(default there: batch 16, seq 20)")
         p.add_argument("--rungs", metavar="NAMES",
                        help="comma-separated rungs to run (default: all that run on the "
-                            "device); the baseline naive8_torch always runs")
+                            "device); the baseline naive8_torch always runs, and whatif "
+                            "predicts a rung from the rung below it when that one runs too")
         p.add_argument("--modes", metavar="MODES",
                        help="eager, graph (each forward captured once in a CUDA graph and "
                             "replayed, timed with CUDA events) or eager,graph (default on a "
