@@ -381,6 +381,7 @@ def removed_from_path(base: ReplayGraph, changed: ReplayGraph, pts: Points,
     the weight each loses (None where the scenario changes the graph's shape). The
     replay's saving is at most about this: once the path is shorter, another chain may
     bound the step."""
-    if len(changed.h_dur) != len(base.h_dur) or len(changed.d_dur) != len(base.d_dur):
+    if len(changed.h_dur) != len(base.h_dur) or len(changed.d_dur) != len(base.d_dur) \
+            or not np.array_equal(changed.d_rows, base.d_rows):  # rows reordered
         return None
     return int((_weights(base, pts, path) - _weights(changed, pts, path)).sum())

@@ -16,10 +16,11 @@ WAIT_WINDOW_NS = 50_000
 
 def wait_calls(names: pd.Series) -> int:
     """How many of ``names`` are stream-wait calls (cudaStreamWaitEvent and kin)."""
-    return int((_roles(names) == "wait").sum())
+    return int((event_roles(names) == "wait").sum())
 
 
-def _roles(names: pd.Series) -> np.ndarray:
+def event_roles(names: pd.Series) -> np.ndarray:
+    """Per name: ``record``, ``wait``, ``query`` (``launch_apis.event_role``) or ``""``."""
     return per_distinct(names, lambda c: np.array([event_role(str(n)) or "" for n in c],
                                                   dtype=object), fill="")
 
@@ -36,7 +37,7 @@ def event_waits(host: pd.DataFrame, h_chain: np.ndarray, d_launch: np.ndarray,
     recorded row ended; both on one stream, where stream order holds already) is left
     out."""
     dep = np.full(len(d_ts), -1, np.int64)
-    role = _roles(host["name"])
+    role = event_roles(host["name"])
     if not (role == "wait").any() or not len(d_ts):
         return dep
     n = len(host)

@@ -8,6 +8,7 @@ reproduces the measured window time. Each scenario states its assumptions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from traceviz.analyses.replay_measure import Windows, replayed_trace, window_tim
 from traceviz.analyses.replay_waits import wait_calls
 from traceviz.analyses.timed import TimedStep
 from traceviz.analyses.whatif_graphs import cuda_graphs
+from traceviz.analyses.whatif_ladder import batch_input_gemms, drop_stream_sync, merge_gemms
 from traceviz.analyses.whatif_notes import nothing_to_change, path_check
 from traceviz.analyses.whatif_timed import scenario_in_timed, timed_model
 from traceviz.errors import UsageError
@@ -44,6 +46,7 @@ class Scenario:
     # the run has no timed step or no steps
     timed_step_ns: float | None = None
     timed_saving_step_ns: float | None = None
+    parts: tuple[str, ...] = ()  # the scenarios applied together (name joins them by +)
 
     @property
     def saving_fraction(self) -> float | None:
@@ -89,7 +92,8 @@ class WhatIf:
             "devices": self.devices,
             "model": self.model,
             "scenarios": [
-                {"name": s.name, "applies": s.applies, "predicted_ns": s.predicted_ns,
+                {"name": s.name, "parts": list(s.parts or (s.name,)),
+                 "applies": s.applies, "predicted_ns": s.predicted_ns,
                  "saving_ns": s.saving_ns, "saving_fraction": s.saving_fraction,
                  "assumptions": list(s.assumptions), "path_removed_ns": s.path_ns,
                  **({"reason": s.reason}
@@ -228,10 +232,31 @@ SCENARIOS: dict[str, tuple[Transform, bool, str | None]] = {
     "no_casts": (_no_casts, False, None),
     "gemm_speedup": (_gemm_speedup, True, None),
     "host_speedup": (_host_speedup, True, None),
+    "merge_gemms": (merge_gemms, False,
+                    "a CPU trace has no kernel launches; its GEMM ops run inline, and merging "
+                    "them is not modelled"),
+    "batch_input_gemms": (batch_input_gemms, False,
+                          "a CPU trace has no kernel launches; its GEMM ops run inline, and "
+                          "batching them is not modelled"),
+    "drop_stream_sync": (drop_stream_sync, False,
+                         "a CPU trace has no streams or events to synchronize them"),
 }
-LAUNCH_SCENARIOS = ("cuda_graphs", "fuse_pointwise")  # they rewrite launch calls
+# they rewrite launch calls
+LAUNCH_SCENARIOS = ("cuda_graphs", "fuse_pointwise", "merge_gemms", "batch_input_gemms",
+                    "drop_stream_sync")
 DEFAULT_SCENARIOS = ("cuda_graphs", "fuse_pointwise", "no_casts", "gemm_speedup=2",
                      "host_speedup=2")
+
+
+def parse_scenarios(text: str) -> list[tuple[str, float]]:
+    """A scenario or several applied together in one replay, joined by ``+``:
+    ``fuse_pointwise+drop_stream_sync`` -> [("fuse_pointwise", 0), ("drop_stream_sync", 0)];
+    applied in the order given."""
+    parts = re.split(r"\+(?=[A-Za-z_])", text)
+    names = [p.partition("=")[0] for p in parts]
+    if len(set(names)) < len(names):
+        raise UsageError(f"{text}: a scenario appears twice", option="scenario")
+    return [parse_scenario(p) for p in parts]
 
 
 def parse_scenario(text: str) -> tuple[str, float]:
@@ -258,6 +283,24 @@ def parse_scenario(text: str) -> tuple[str, float]:
     return name, x
 
 
+def _named(name: str, text: str, several: bool) -> str:
+    return f"{name}: {text}" if several else text
+
+
+def _cannot(trace: Trace, g: ReplayGraph, measured: Windows, name: str, several: bool
+            ) -> str | None:
+    """Why a scenario cannot apply to this trace at all (None: it can)."""
+    cpu_reason = SCENARIOS[name][2]
+    if trace.is_cpu and cpu_reason:
+        return _named(name, cpu_reason, several)
+    if name == "cuda_graphs" and not len(measured.per_step):
+        return _named(name, "the trace marks no steps (graphs are built per step)", several)
+    if name in LAUNCH_SCENARIOS and not g.h_launch.any():
+        return _named(name, "no launch call in the trace (its device rows' launches were "
+                            "not recorded)", several)
+    return None
+
+
 def _replayed(g: ReplayGraph, sol: Solution | None = None) -> Windows:
     sol = solve(g) if sol is None else sol
     return window_time(replayed_trace(g, sol), g.h_rows if g.trace.is_cpu else None)
@@ -265,7 +308,7 @@ def _replayed(g: ReplayGraph, sol: Solution | None = None) -> Windows:
 
 def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> WhatIf:
     """Replay the trace as recorded and under each scenario."""
-    parsed = [(text, *parse_scenario(text)) for text in scenarios]
+    parsed = [(text, parse_scenarios(text)) for text in scenarios]
     g = build(trace)
     measured = window_time(trace)
     sol = solve(g)
@@ -273,23 +316,24 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
     points, path = path_of(g, sol)
     model_t, tg = timed_model(trace, g, measured, _replayed)
     out = []
-    for text, name, x in parsed:
-        transform, _, cpu_reason = SCENARIOS[name]
-        if trace.is_cpu and cpu_reason:
-            out.append(Scenario(text, False, reason=cpu_reason))
+    for text, parts in parsed:
+        names = tuple(name for name, _ in parts)
+        reason = next((r for r in (_cannot(trace, g, measured, name, len(parts) > 1)
+                                   for name, _ in parts) if r), None)
+        if reason:
+            out.append(Scenario(text, False, reason=reason, parts=names))
             continue
-        if name == "cuda_graphs" and not len(measured.per_step):
-            out.append(Scenario(text, False, reason="the trace marks no steps (graphs are "
-                                                    "built per step)"))
-            continue
-        if name in LAUNCH_SCENARIOS and not g.h_launch.any():
-            out.append(Scenario(text, False, reason="no launch call in the trace (its "
-                                                    "device rows' launches were not recorded)"))
-            continue
-        changed, assumptions = transform(g, x)
+        changed, assumptions, idle = g, [], []
+        for name, x in parts:  # in the order given, each on the last one's graph
+            changed, notes = SCENARIOS[name][0](changed, x)
+            assumptions += notes
+            if not notes:
+                idle.append(name)
         if not assumptions:
-            out.append(Scenario(text, False, reason=nothing_to_change(name)))
+            out.append(Scenario(text, False, reason="; ".join(
+                _named(n, nothing_to_change(n), len(parts) > 1) for n in idle), parts=names))
             continue
+        assumptions += [f"{n}: nothing to change ({nothing_to_change(n)})" for n in idle]
         replayed = _replayed(changed)
         predicted = replayed.span_ns
         saving = identity.span_ns - predicted
@@ -298,8 +342,8 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
             assumptions.append(path_check(saving, removed, max(len(measured.per_step), 1)))
         t_step, t_saving = scenario_in_timed(tg, changed, model_t, _replayed)
         out.append(Scenario(text, True, predicted, saving, tuple(assumptions), path_ns=removed,
-                            timed_step_ns=t_step,
-                            timed_saving_step_ns=t_saving))
+                            timed_step_ns=t_step, timed_saving_step_ns=t_saving,
+                            parts=names))
     model = {
         "launch_latency_ns": g.latency_ns, "queue_gap_ns": g.queue_gap_ns,
         "wait_latency_ns": g.wait_latency_ns,

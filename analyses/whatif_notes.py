@@ -25,4 +25,10 @@ def nothing_to_change(name: str) -> str:
         "no_casts": "no cast in the trace",
         "gemm_speedup": "no gemm or rnn work in the trace",
         "host_speedup": "no host time between calls",
+        "merge_gemms": "no block of launches with a GEMM repeated back to back inside one "
+                       "recurrence step",
+        "batch_input_gemms": "no GEMM call repeated back to back more times than one "
+                             "recurrence step holds",
+        "drop_stream_sync": "no event call, no stream bookkeeping op and one stream per "
+                            "device",
     }[name]

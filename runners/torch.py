@@ -29,6 +29,7 @@ from traceviz.runners.protocol import (
     serve,
 )
 from traceviz.runners.synthetic import samples_needed, synthetic_data
+from traceviz.runners.torch_compile import announce_compile, compile_mode, compile_time
 from traceviz.runners.usage import usage_probe
 
 
@@ -223,26 +224,6 @@ def _gpu_id(device) -> tuple[str | None, int] | None:
     return bus, index
 
 
-# the variants whose framework reports its own compile time, and how it is read
-COMPILED = ("compile_torch", "compile_full_torch")
-SCRIPTED = ("jit_torch", "static_torch")
-
-
-def _compile_time(variant: str) -> dict:
-    """bench.json's ``framework_compile_s`` (None where the framework reports none) and
-    ``framework_compile_note`` (where it came from, or why it is absent)."""
-    if variant in COMPILED:
-        from traceviz.runners.torch_ladder import compile_seconds
-
-        seconds, note = compile_seconds()
-        return {"framework_compile_s": seconds, "framework_compile_note": note}
-    if variant in SCRIPTED:
-        return {"framework_compile_s": None, "framework_compile_note":
-                "TorchScript reports no compile time of its own; its scripting, tracing "
-                "and profiling runs are in first_call_s"}
-    return {"framework_compile_s": None, "framework_compile_note": "eager: nothing compiled"}
-
-
 def run(cfg: dict, out: Path) -> dict:
     import torch
 
@@ -257,6 +238,13 @@ def run(cfg: dict, out: Path) -> dict:
     if variant == "graph_torch" and device.type != "cuda":
         raise RunnerError("graph_torch replays CUDA graphs and needs --device cuda; "
                           "this run is on the CPU")
+    graph_replay = bool(cfg.get("graph_replay"))
+    if graph_replay:
+        from traceviz.capture import graph_replay_refusal
+
+        refused = graph_replay_refusal(variant, device.type, w["mode"], cfg.get("options"))
+        if refused:
+            raise RunnerError(f"--graph-replay: {refused}")
     amp = cfg.get("amp")
     amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, None: None}[amp]
     torch.manual_seed(cfg["seed"])
@@ -265,7 +253,19 @@ def run(cfg: dict, out: Path) -> dict:
     note = getattr(modules["lstm"], "cpu_note", None)
     if note and device.type == "cpu":
         emit("note", message=f"{variant} {note}")
-    loss_of = _loss(modules, w)
+    loss_of = forward = _loss(modules, w)
+    graphed = None
+    if graph_replay:  # the whole forward step (embedding, LSTM, head, loss) in one graph
+        from traceviz.runners.torch_graphs import ForwardGraph, GraphCaptureError, replay_phases
+
+        graphed = ForwardGraph(loss_of, timed=True)
+
+        def forward(inp, target):
+            try:
+                return graphed(inp, target)
+            except GraphCaptureError as e:
+                raise RunnerError(f"{variant} cannot be captured in a CUDA graph: {e}") \
+                    from None
     batches = _batches(w, cfg, torch.Generator().manual_seed(cfg["seed"]))
     x, target = (t.to(device) for t in next(batches))
     optimizers = _optimizers(modules, w) if train else []
@@ -301,7 +301,7 @@ def run(cfg: dict, out: Path) -> dict:
             return contextlib.nullcontext()
         # graph replay needs the autocast cache off (make_graphed_callables' rule)
         return torch.autocast(device.type, dtype=amp_dtype,
-                              cache_enabled=variant != "graph_torch")
+                              cache_enabled=variant != "graph_torch" and not graph_replay)
 
     loader = w.get("workers", -1) >= 0
 
@@ -310,11 +310,13 @@ def run(cfg: dict, out: Path) -> dict:
         if loader:  # a fresh batch through the DataLoader, inside the timed step
             with ranged("data"):
                 x, target = (t.to(device, non_blocking=True) for t in next(batches))
+        # gradients start anew before the forward: under CUDA graph trees
+        # (compile_full_torch) a .grad the last step's replay made is overwritten by this one
+        for opt in optimizers:
+            opt.zero_grad(set_to_none=True)
         with ranged("forward"), autocast(), torch.set_grad_enabled(train):
-            loss = loss_of(x, target)
+            loss = forward(x, target)
         if train:
-            for opt in optimizers:
-                opt.zero_grad(set_to_none=True)
             with ranged("backward"):
                 scaler.scale(loss).backward()
             with ranged("optimizer"):
@@ -323,7 +325,9 @@ def run(cfg: dict, out: Path) -> dict:
                 scaler.update()
         if device.type == "cuda":
             torch.cuda.synchronize()  # a step ends when its device work has
-        return loss.detach()  # read after the timed phase (.item() would sync here)
+        # read after the timed phase (.item() would sync here); a replay's loss is the
+        # graph's buffer, which the next replay overwrites
+        return loss.detach().clone() if graphed is not None else loss.detach()
 
     @contextlib.contextmanager
     def active_step(i: int) -> Iterator[None]:
@@ -341,13 +345,18 @@ def run(cfg: dict, out: Path) -> dict:
     if device.type == "cuda":
         torch.cuda.synchronize()  # model set-up's device work, before the first timed step
     start, stop, after_step, trace_path = _profiler_hooks(cfg, device, out)
-    phases = run_phases(step, cfg, start, stop, active_step, after_step=after_step,
-                        profile_unmarked=True, memory=_memory_probe(device),
-                        usage=usage_probe(_gpu_id(device)))
+    mode = compile_mode(variant, modules["lstm"], device.type)
+    phases = run_phases(announce_compile(step, mode) if mode else step, cfg, start, stop,
+                        active_step, after_step=after_step, profile_unmarked=True,
+                        memory=_memory_probe(device), usage=usage_probe(_gpu_id(device)))
+    timing: dict = {"timing": "wall"}
+    if graphed is not None:
+        phases, timing = replay_phases(phases, graphed.times_s())
     bench = bench_figures(phases, w["batch"], w,
                           losses=[float(v) for v in phases.outputs or []],
                           rank=getattr(modules["lstm"], "rank", None))  # factorized: its FLOPs
-    bench.update(_compile_time(variant))
+    bench.update(compile_time(variant))
+    bench.update(timing)
     meta = {
         "framework": "torch",
         "framework_version": torch.__version__,

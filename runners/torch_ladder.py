@@ -13,7 +13,6 @@ layer). On a CPU there are no streams: the same calls run in order, same results
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import Any
 
 import torch
@@ -287,16 +286,3 @@ class CompileFullLSTM(nn.Module):
             torch.compiler.cudagraph_mark_step_begin()
         return self.compiled(x)
 
-
-def compile_seconds() -> tuple[float | None, str]:
-    """torch.compile's own compile time so far (TorchDynamo's ``_compile.compile_inner``
-    total, which holds the Inductor compile of every graph it traced), and where it came
-    from; None where nothing was compiled."""
-    from torch._dynamo.utils import compile_times
-
-    text = compile_times(repr="str", aggregate=True)
-    total = [float(line.rsplit(",", 1)[1]) for line in str(text or "").splitlines()
-             if line.startswith("_compile.compile_inner,")]
-    if not total or not math.isfinite(total[0]) or total[0] <= 0:
-        return None, "torch._dynamo compiled nothing in this process"
-    return total[0], "torch._dynamo.utils.compile_times(): _compile.compile_inner"

@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from traceviz.runners.torch_graphs import ForwardGraph
+
 
 def _zeros(x: Tensor, hidden: int) -> Tensor:
     return torch.zeros(x.size(1), hidden, dtype=x.dtype, device=x.device)
@@ -278,15 +280,16 @@ class GraphLSTM(nn.Module):
     """fused_torch captured once as CUDA graphs and replayed.
 
     Training: ``torch.cuda.make_graphed_callables`` (forward and backward graphs).
-    Inference (grad disabled): one ``torch.cuda.graph`` capture of the forward pass,
-    replayed after copying the new input into the captured input buffer.
+    Inference (grad disabled): the forward pass captured by ``torch_graphs.ForwardGraph``
+    (one ``torch.cuda.graph`` capture, replayed after copying the new input into the
+    captured input buffer).
     """
 
     def __init__(self, input_size: int, hidden: int, layers: int):
         super().__init__()
         self.inner = FusedLSTM(input_size, hidden, layers)
         self.graphed: Any = None  # a graphed callable once the first batch is seen
-        self.fwd: tuple | None = None  # (graph, static input, static outputs)
+        self.fwd: Any = None  # the forward pass's ForwardGraph, once one ran without grad
 
     def load_lstm(self, ref: nn.LSTM) -> None:
         self.inner.load_lstm(ref)
@@ -299,19 +302,6 @@ class GraphLSTM(nn.Module):
                 sample = x.detach().clone().requires_grad_(x.requires_grad)
                 self.graphed = torch.cuda.make_graphed_callables(self.inner, (sample,))
             return self.graphed(x)
-        if self.fwd is None or self.fwd[1].shape != x.shape or self.fwd[1].dtype != x.dtype:
-            static_x = x.detach().clone()
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(3):  # warm up allocations and lazy init off the graph
-                    self.inner(static_x)
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                static_out = self.inner(static_x)
-            self.fwd = (graph, static_x, static_out)
-        graph, static_x, static_out = self.fwd
-        static_x.copy_(x)
-        graph.replay()
-        return static_out
+        if self.fwd is None:
+            self.fwd = ForwardGraph(self.inner)
+        return self.fwd(x)

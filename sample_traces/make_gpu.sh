@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU evidence: every PyTorch variant on ptb_lm (train and forward; FP32, --amp fp16,
+# GPU evidence: the optimization ladder (WORK/ladder/, for sample_traces/gpu-ladder/), every
+# PyTorch variant on ptb_lm (train and forward; FP32, --amp fp16,
 # --amp bf16), a deepbench-style batch sweep and an AMP sweep over hidden x timesteps.
 #
 #   bash sample_traces/make_gpu.sh WORK [SECONDS]
@@ -70,6 +71,21 @@ sweep() {  # name, then traceviz sweep arguments
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
 "cudnn", torch.backends.cudnn.version())'; } > "$work/machine.txt" 2>&1
 
+ladder() {  # the CUDA LSTM study's ladder: eager and graph-replayed, 3 repeats interleaved
+  [ -f sample_traces/gpu-ladder/repeat-1/naive8_torch/bench.json ] && return 0
+  [ "$(left)" -gt 120 ] || return 1
+  echo "traceviz ladder --device $device --repeat 3 --out $work/ladder --json" >> "$work/commands.txt"
+  local s=$SECONDS
+  timeout --signal=INT "$(left)" python3 -m traceviz ladder --device "$device" --repeat 3 \
+      --out "$work/ladder" --force --json > "$work/ladder.json" 2> "$work/logs/ladder.log"
+  echo "ladder rc=$? $((SECONDS - s))s" | tee -a "$work/progress.txt"
+  # raw traces of three rungs kept (the last repeat's); the Parquet files hold the rest
+  find "$work/ladder" -name 'trace.pt.trace.json.gz' ! -path '*/repeat-3/naive8_torch/*' \
+      ! -path '*/repeat-3/fused_torch/*' ! -path '*/repeat-3/fused_torch-graph/*' -delete
+  pack
+}
+
+ladder
 for m in $variants; do capture "$m" train none; done
 for m in $variants; do capture "$m" forward none; done
 sweep sweep-batch --models cudnn_torch,fine_torch,jit_torch,compile_torch,graph_torch \

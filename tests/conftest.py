@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# the real H200 run folders (raw traces and bench.json, no Parquet), beside the checkout
+H200 = ROOT.parent / "shared" / "gpu-h200"
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 KINETO = SHARED_TRACES / "kineto"
 
@@ -96,3 +98,11 @@ def floor_venv(dists, tmp_path_factory) -> Path:
     r = make_venv(env, "-c", str(FLOOR_CONSTRAINTS), str(dists["wheel"]))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return env
+
+
+@pytest.fixture(scope="session")
+def h200() -> Path:
+    """The H200 run folders; a module that reads them fails (not skips) without them."""
+    if not (H200 / "fused_torch" / "bench.json").is_file():
+        pytest.fail(f"the H200 run folders are not at {H200}: the tests need ../shared")
+    return H200

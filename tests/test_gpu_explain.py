@@ -14,18 +14,14 @@ import numpy as np
 import pytest
 
 import traceviz
-from tests.conftest import ROOT
+from tests.conftest import H200, ROOT
 from tests.handmade import row, trace
 from traceviz.cli import main
 
-H200 = ROOT.parent / "shared" / "gpu-h200"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _h200():
-    if not (H200 / "fused_torch" / "bench.json").is_file():
-        pytest.fail(f"the H200 run folders are not at {H200}: the tests need ../shared")
+pytestmark = pytest.mark.usefixtures("h200")
 
 
 class Raw:
@@ -195,23 +191,23 @@ def test_compare_says_when_profiled_and_timed_orders_disagree(capsys):
 
 
 def test_a_ladder_prediction_is_never_faster_than_the_base_rungs_kernels():
-    from traceviz.ladder import RUNGS, RungResult, _predict, _speedups
-    from traceviz.runners.presets import PRESETS
+    from traceviz.ladder import BY_NAME
+    from traceviz.ladder_read import read_ladder
 
-    rungs = {r.variant: r for r in RUNGS}
-    results, traces = [], {}
-    for name in ("naive8_torch", "fine_torch"):
-        res = RungResult(rungs[name], str(H200 / name))
-        res.median_s = Raw(name).timed_ns / 1e9
-        results.append(res)
-        traces[name] = traceviz.load(H200 / name)
-    _speedups(results)
-    _predict(results, traces, PRESETS["seq100"])
-    graphs = [r for r in results if r.rung.scenario == "cuda_graphs"]
-    kernels = sum(e["dur"] for e in Raw("naive8_torch").device) * 1e3 / 2
-    for r in graphs:
-        assert r.predicted is not None
-        assert results[0].median_s * 1e9 / r.predicted >= kernels * 0.99
+    rungs = tuple(BY_NAME[n] for n in ("naive8_torch", "fine_torch", "compile_full_torch"))
+    ladder = read_ladder(H200, rungs)
+    graphs = next(r for r in ladder.rungs if r.rung.variant == "compile_full_torch")
+    assert graphs.prediction.on == "fine_torch"
+    # fuse_pointwise+cuda_graphs on fine_torch's trace keeps every GEMM kernel: never
+    # below their time per step
+    fine = Raw("fine_torch")
+    kernels = sum(e["dur"] for e in fine.device if "gemm" in e["name"].lower()) * 1e3 / \
+        fine.steps
+    assert kernels > 0
+    assert graphs.prediction.eager_step_s * 1e9 >= kernels * 0.99
+    naive8 = Raw("naive8_torch").bench["time_per_batch_s"]["median"]
+    assert graphs.prediction.eager_x == pytest.approx(
+        naive8 / graphs.prediction.eager_step_s)
 
 
 # -- host time by its cause ---------------------------------------------------------------

@@ -152,14 +152,27 @@ def test_variant_matches_nn_lstm_on_cuda(name, train):
     model.load_lstm(ref)
     with torch.set_grad_enabled(train):
         for _ in range(3):  # graph capture and CUDA graph trees warm up over calls
+            # one training step each, as the runner's: compile_full_torch marks the step
+            # (torch.compiler.cudagraph_mark_step_begin) in its forward; the gradients
+            # start anew (a .grad made by one replay is overwritten by the next, so it
+            # cannot be accumulated into); what is compared is cloned before the next
+            # replay overwrites the graphs' outputs
+            model.zero_grad(set_to_none=True)
             x_var = x.clone().requires_grad_(train)
             out, (h, c) = model(x_var)
+            out, h, c = out.clone(), h.clone(), c.clone()
             if train:
                 (out.pow(2).sum() + c.sum()).backward()
-        out_ref, (h_ref, c_ref) = ref(x.clone().requires_grad_(train))
+                grad = x_var.grad.clone()
+        x_ref = x.clone().requires_grad_(train)
+        out_ref, (h_ref, c_ref) = ref(x_ref)
+        if train:
+            (out_ref.pow(2).sum() + c_ref.sum()).backward()
     torch.cuda.synchronize()
     assert torch.allclose(out, out_ref, atol=1e-4)
     assert torch.allclose(h, h_ref, atol=1e-4) and torch.allclose(c, c_ref, atol=1e-4)
+    if train:
+        assert torch.allclose(grad, x_ref.grad, atol=1e-4)
     streams = getattr(model, "streams", None) or getattr(
         getattr(model, "layers", [None])[0], "streams", None)
     if name in ("streams_torch", "wavefront_torch"):

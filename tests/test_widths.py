@@ -34,6 +34,7 @@ CASES: dict[str, list[str]] = {
     "critical path": ["analyze", str(SHARED / "kineto" / "a100_alexnet.json.gz"),
                       "--critical-path", "[param|pytorch.model.alex_net|0|0|0|measure|forward]"],
     "whatif": ["whatif", str(GPU / "cudnn_torch" / "train")],
+    "ladder": ["ladder", "--from", str(ROOT.parent / "shared" / "gpu-h200")],
     "whatif brief": ["whatif", str(GPU / "cudnn_torch" / "train"), "--brief"],
 }
 WIDTHS = (60, 80, 100, 120, 160, 200, None)  # None: piped, no --width

@@ -40,13 +40,15 @@ class CaptureRequest:
     exec_mode: str | None = None  # TF Keras variants: "eager" or "function"
     options: dict = field(default_factory=dict)  # a variant's own: rank, compile_mode
     notes: list[str] = field(default_factory=list)
+    graph_replay: bool = False  # the forward pass captured in a CUDA graph and replayed
 
     def config(self) -> dict:
         return {"model": self.model, "workload": self.workload.to_dict(), "device": self.device,
                 "amp": self.amp, "seed": self.seed, "warmup": self.warmup,
                 "max_warmup": max(self.warmup, self.max_warmup), "steps": self.steps,
                 "profile_steps": self.profile_steps, "profiler": self.profiler,
-                "exec": self.exec_mode, "options": self.options}
+                "exec": self.exec_mode, "options": self.options,
+                "graph_replay": self.graph_replay}
 
 
 @dataclass
@@ -130,10 +132,82 @@ def check_runnable(model: str, device: str, profiler: str = "torch",
                              "Installing Nsight Systems)", option="profiler")
 
 
+# compile modes whose compiled model replays CUDA graphs of its own (on a GPU)
+GRAPHING_COMPILE_MODES = ("reduce-overhead", "max-autotune")
+
+
+def graph_replay_refusal(model: str, device: str, mode: str,
+                         options: dict | None = None) -> str | None:
+    """Why ``model`` cannot run graph-replayed (``graph_replay``) here, or None."""
+    if device != "cuda":
+        return "captures the forward pass in a CUDA graph and needs --device cuda"
+    v = VARIANTS.get(model)
+    if v is not None and v.framework != "torch":
+        return f"applies to the PyTorch variants; {model} is a {v.framework} variant"
+    if mode != "forward":
+        return ("captures the forward pass only and needs --mode forward (graph_torch "
+                "replays training in CUDA graphs)")
+    if model == "graph_torch":
+        return "graph_torch replays its forward pass from a CUDA graph already"
+    compile_mode = (options or {}).get("compile_mode") or "reduce-overhead"
+    if model == "compile_full_torch" and compile_mode in GRAPHING_COMPILE_MODES:
+        return (f"compile_full_torch (torch.compile, mode {compile_mode}) replays CUDA "
+                "graphs of its own, which cannot be captured in another; --compile-mode "
+                "default (no CUDA graphs) can be")
+    return None
+
+
+def check_graph_replay(req: CaptureRequest) -> None:
+    """A ``UsageError`` where ``req.graph_replay`` cannot work, before anything runs."""
+    if req.graph_replay:
+        refused = graph_replay_refusal(req.model, req.device, req.workload.mode, req.options)
+        if refused:
+            raise UsageError(refused, option="graph_replay")
+
+
+# a compile longer than this, with CUDA graphs, earns the hint to compile without them
+LONG_COMPILE_S = 30.0
+FASTER_COMPILE = "--compile-mode default (no CUDA graphs) compiles faster"
+
+
+class CompileWatch:
+    """What the runner's ``compile`` events said: whether its first call is compiling,
+    since when, in which mode; the note for a long compile."""
+
+    def __init__(self) -> None:
+        self.what: str | None = None
+        self.mode: str | None = None
+        self.started: float | None = None  # set while compiling
+        self.seconds: float | None = None
+
+    def see(self, event: dict) -> str | None:
+        """Take one runner event; returns a note to show, if it calls for one."""
+        if event.get("event") != "compile":
+            return None
+        self.mode = event.get("mode")
+        if event.get("state") == "start":
+            self.what, self.started = event.get("what"), time.monotonic()
+            return None
+        self.started, self.seconds = None, float(event.get("seconds") or 0.0)
+        if self.seconds >= LONG_COMPILE_S and self.mode in GRAPHING_COMPILE_MODES:
+            return (f"the first call compiled for {self.seconds:.1f} s ({self.what}); "
+                    f"{FASTER_COMPILE}")
+        return None
+
+    def interrupted(self) -> str | None:
+        """Where the run ended while compiling: how long it had compiled, and the hint."""
+        if self.started is None:
+            return None
+        hint = f"; {FASTER_COMPILE}" if self.mode in GRAPHING_COMPILE_MODES else ""
+        return (f"it ended while compiling ({self.what}, "
+                f"{time.monotonic() - self.started:.0f} s){hint}")
+
+
 def run_capture(req: CaptureRequest, run_dir: Path,
                 on_event: Callable[[dict], None] | None = None) -> CaptureResult:
     """Run the variant's runner in a subprocess, then import and save its trace."""
     check_runnable(req.model, req.device, req.profiler, req.python)
+    check_graph_replay(req)
     framework = FRAMEWORKS[VARIANTS[req.model].framework]
     cfg_path = run_dir / "config.json"
     cfg_path.write_text(json.dumps(req.config(), indent=2))
@@ -148,32 +222,44 @@ def run_capture(req: CaptureRequest, run_dir: Path,
                "--cpuctxsw=none", "--force-overwrite=true",
                "--output", str(run_dir / "report"), *cmd]
     error = done = None
+    watch = CompileWatch()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
                                 errors="replace")
         assert proc.stdout is not None
-        for line in proc.stdout:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                log.write(line)  # a framework printing on stdout
-                continue
-            if event.get("event") == "error":
-                error = event.get("message")
-            elif event.get("event") == "done":
-                done = event
-            if on_event:
-                on_event(event)
+        try:
+            for line in proc.stdout:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    log.write(line)  # a framework printing on stdout
+                    continue
+                if event.get("event") == "error":
+                    error = event.get("message")
+                elif event.get("event") == "done":
+                    done = event
+                note = watch.see(event)
+                if on_event:
+                    on_event(event)
+                    if note:
+                        on_event({"event": "note", "message": f"{req.model}: {note}"})
+        except BaseException:  # Ctrl-C, SIGTERM: say so where it came while compiling
+            during = watch.interrupted()
+            if during and on_event:
+                on_event({"event": "note", "message": f"{req.model}: {during}"})
+            raise
         code = proc.wait()
     if code != 0 or done is None:
+        during = watch.interrupted()
+        during = f"; {during}" if during else ""
         if error:
-            raise RunFailed(f"{req.model} failed: {error} (details: {log_path})")
+            raise RunFailed(f"{req.model} failed: {error}{during} (details: {log_path})")
         if code < 0:
             name = signal.Signals(-code).name
             hint = " (out of memory?)" if -code == signal.SIGKILL else ""
-            raise RunFailed(f"{req.model}: the runner was killed by {name}{hint} "
+            raise RunFailed(f"{req.model}: the runner was killed by {name}{hint}{during} "
                             f"(details: {log_path})")
-        raise RunFailed(f"{req.model}: the runner exited with code {code} "
+        raise RunFailed(f"{req.model}: the runner exited with code {code}{during} "
                         f"(details: {log_path})")
 
     from traceviz.parsers import load

@@ -1,6 +1,13 @@
 """The LSTM optimization ladder of the CUDA LSTM study ("Optimizing Performance of
-Recurrent Neural Networks on GPUs"): each rung captured, its speed-up over the 8-GEMM
-baseline beside the study's figure and what ``whatif`` predicts for it.
+Recurrent Neural Networks on GPUs"): the rungs, what the study says of each, and the
+figures a ladder computes for them.
+
+The study gives two kinds of figure: each optimization **alone** over its baseline (combined
+GEMMs 2x, streams 1.82x, fused pointwise 1.2x, transposed weights 1.063x, many-layer
+scheduling 1.30x) and the **cumulative** speed-up of the combinations (1+2 = 3.74x, +3 =
+6.21x, +4 = 6.55x, +5 = 7.98x). The rungs here are built one on another, so each rung's
+measured speed-up over the baseline compares with the cumulative figure; a rung compares
+with an individual figure only where it adds one optimization to the baseline itself.
 
 The study's shape: 4 layers, seq 100, hidden 512, batch 64, forward (the ``seq100``
 preset); a CPU run is scaled down unless the full shape is asked for.
@@ -8,54 +15,68 @@ preset); a CPU run is scaled down unless the full shape is asked for.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from functools import partial
-from pathlib import Path
 from typing import Any
 
-from traceviz.errors import TraceVizError
 from traceviz.runners.presets import Workload, make_workload
 
 BASELINE = "naive8_torch"
+REFERENCE = "cudnn_torch"
 PRESET = "seq100"
-# the study's whole ladder, every rung together, over its 8-GEMM baseline
-STUDY_ALL = 7.98
-# the factorized LSTM's study figure: 42.8 -> 8.36 ms at hidden 256, seq 100
-STUDY_FACTORIZED = 42.8 / 8.36
+MODES = ("eager", "graph")
+NOT_CAPTURED = "not captured"
+# the factorized LSTM's figure: 42.8 -> 8.36 ms at hidden 256, seq 100, over its dense LSTM
+FACTORIZED_ALONE = 42.8 / 8.36
+# what fused_torch changes over streams_torch, as whatif scenarios on streams_torch's trace
+FUSED_CHANGE = "fuse_pointwise+batch_input_gemms+drop_stream_sync"
 
 
 @dataclass(frozen=True)
 class Rung:
     variant: str
     what: str
-    base: str | None = None       # the rung below: the study's figure is over it
-    study: float | None = None    # the study's speed-up over ``base``
+    below: str | None = None       # the rung this one adds its change to
+    cumulative: float | None = None  # the study: every optimization up to here, x baseline
+    alone: float | None = None     # the study: this rung's optimization alone, x its baseline
+    alone_over: str | None = None  # the rung that measures that optimization alone here
     study_note: str = ""
-    scenario: str | None = None   # the whatif scenario, on ``base``'s trace, for this rung
-    no_prediction: str = ""       # why whatif predicts nothing for it
+    scenario: str | None = None    # whatif's stand-in for the change, on ``below``'s trace
+    no_prediction: str = ""        # why whatif predicts nothing for it
+    no_graph: str = ""             # why it has no graph-replayed mode
+    reference: bool = False        # not a rung: the target the rungs chase
+
+    @property
+    def alone_comparable(self) -> bool:
+        return self.alone is not None and self.alone_over is not None
 
 
 RUNGS: tuple[Rung, ...] = (
-    Rung(BASELINE, "8 GEMMs per step (the baseline)",
+    Rung(BASELINE, "8 GEMMs per step (the baseline)", cumulative=1.0,
          no_prediction="the baseline"),
-    Rung("fine_torch", "combined GEMMs: 2 per step", BASELINE, 2.0,
-         no_prediction="no whatif scenario merges GEMMs"),
-    Rung("streams_torch", "+ input and recurrent GEMMs on separate streams", "fine_torch", 1.82,
-         no_prediction="no whatif scenario moves work onto other streams"),
+    Rung("fine_torch", "combined GEMMs: 2 per step", BASELINE, 2.0, 2.0, BASELINE,
+         scenario="merge_gemms"),
+    Rung("streams_torch", "+ input and recurrent GEMMs on separate streams", "fine_torch",
+         3.74, 1.82,
+         no_prediction="no whatif scenario adds streams (running work side by side is what "
+                       "the rung changes)"),
     Rung("fused_torch", "+ fused pointwise ops, all steps' input GEMMs in one",
-         "streams_torch", 1.2, scenario="fuse_pointwise"),
-    Rung("transposed_torch", "+ pre-transposed weights", "fused_torch", 1.063,
+         "streams_torch", 6.21, 1.2, scenario=FUSED_CHANGE),
+    Rung("transposed_torch", "+ pre-transposed weights", "fused_torch", 6.55, 1.063,
          no_prediction="no whatif scenario changes a weight's layout"),
-    Rung("wavefront_torch", "+ many-layer (wavefront) scheduling", "transposed_torch", 1.30,
-         f"all rungs together: {STUDY_ALL}x",
-         no_prediction="no whatif scenario reschedules layers"),
+    Rung("wavefront_torch", "+ many-layer (wavefront) scheduling", "transposed_torch", 7.98,
+         1.30, no_prediction="no whatif scenario reschedules layers"),
     Rung("factorized_torch", "factorized LSTM, rank hidden/4 (another model)", "fused_torch",
-         STUDY_FACTORIZED, "42.8 -> 8.36 ms at hidden 256, seq 100, over its dense LSTM",
-         scenario="gemm_speedup"),
+         None, FACTORIZED_ALONE, "fused_torch",
+         "42.8 -> 8.36 ms at hidden 256, seq 100, over its dense LSTM", scenario="gemm_speedup"),
     Rung("compile_full_torch", "torch.compile of the whole model (automatic)", "fine_torch",
-         None, f"the question: how near the hand-made {STUDY_ALL}x?", scenario="cuda_graphs"),
+         study_note="the question: how near the hand-made 7.98x?",
+         scenario="fuse_pointwise+cuda_graphs",
+         no_graph="its eager run replays CUDA graphs already (torch.compile, mode "
+                  "reduce-overhead)"),
+    Rung(REFERENCE, "cuDNN's LSTM (nn.LSTM): the vendor's fused kernels, the target",
+         no_prediction="the reference", reference=True),
 )
+BY_NAME = {r.variant: r for r in RUNGS}
 
 
 def factorized_gemm_speedup(w: Workload, rank: int | None = None) -> float:
@@ -78,115 +99,80 @@ def ladder_workload(device: str, full: bool, batch: int | None = None, seq: int 
 
 
 @dataclass
+class Timing:
+    """One rung in one mode over the repeats: the median of the repeats' medians, their
+    spread, and the speed-ups computed from it."""
+    run_dirs: list[str] = field(default_factory=list)
+    medians_s: list[float] = field(default_factory=list)   # one per repeat that ran
+    median_s: float | None = None      # the median of ``medians_s``
+    spread_s: float | None = None      # max - min of ``medians_s`` (None: one repeat)
+    min_s: float | None = None         # over every timed batch of every repeat
+    max_s: float | None = None
+    cv: float | None = None            # of the repeats' medians (one repeat: its batches')
+    noisy: bool | None = None          # a repeat said NOISY, or the repeats' CV over 10%
+    first_call_s: float | None = None  # the first repeat's
+    compile_s: float | None = None
+    compile_note: str = ""
+    timing: str = "wall"               # "cuda_events" for a graph-replayed run
+    error: str = ""
+    x_over_baseline: float | None = None   # the baseline's median over this one, same mode
+    x_over_below: float | None = None
+    x_alone: float | None = None       # over ``alone_over`` (where comparable alone)
+    resolved: bool | None = None       # the step from the rung below exceeds both spreads
+
+    @property
+    def ran(self) -> bool:
+        return self.median_s is not None
+
+
+@dataclass
+class Prediction:
+    """whatif's prediction for a rung, in timed time: the scenario that stands for the
+    rung's change, replayed on the rung below's eager trace; in graph mode with the
+    launches captured in a graph too (``+cuda_graphs``)."""
+    scenario: str | None = None
+    on: str | None = None              # the rung whose trace it replays
+    note: str = ""                     # why there is none, or what it replayed
+    eager_step_s: float | None = None
+    eager_x: float | None = None       # over the baseline's eager median
+    eager_error: float | None = None   # predicted / measured - 1
+    graph_step_s: float | None = None
+    graph_x: float | None = None
+    graph_error: float | None = None
+    graph_note: str = ""
+
+
+@dataclass
 class RungResult:
     rung: Rung
-    run_dir: str
-    error: str = ""
-    median_s: float | None = None
-    min_s: float | None = None
-    max_s: float | None = None
-    cv: float | None = None
-    noisy: bool | None = None
-    first_call_s: float | None = None
-    compile_s: float | None = None
-    speedup: float | None = None        # over the baseline, measured
-    step: float | None = None           # over the rung's base, measured
-    predicted: float | None = None      # over the baseline, whatif's
-    prediction_note: str = ""
+    modes: dict[str, Timing] = field(default_factory=dict)
+    prediction: Prediction = field(default_factory=Prediction)
+    notes: list[str] = field(default_factory=list)
+
+    def timing(self, mode: str) -> Timing | None:
+        return self.modes.get(mode)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["rung"]["alone_comparable"] = self.rung.alone_comparable
+        return d
+
+
+@dataclass
+class Ladder:
+    workload: dict[str, Any]
+    device: str
+    out: str
+    repeats: int
+    modes: tuple[str, ...]
+    rungs: list[RungResult]
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"workload": self.workload, "device": self.device, "out": self.out,
+                "repeats": self.repeats, "modes": list(self.modes),
+                "rungs": [r.to_dict() for r in self.rungs], "notes": self.notes}
 
-
-OnRung = Callable[[int, int, str], None]
-
-
-def run_ladder(workload: Workload, device: str, out: Path, rungs: tuple[Rung, ...] = RUNGS,
-               warmup: int = 2, max_warmup: int = 15, steps: int = 10,
-               profile_steps: int = 2, on_start: OnRung | None = None) -> list[RungResult]:
-    """Capture every rung (a failing one is recorded and the ladder goes on), then its
-    speed-ups and whatif's predictions."""
-    from traceviz.capture import CaptureRequest, prepare_run_dir, run_capture
-    from traceviz.runners import VARIANTS
-
-    results: list[RungResult] = []
-    traces: dict[str, Any] = {}
-    for k, rung in enumerate(rungs, 1):
-        run_dir = out / rung.variant
-        res = RungResult(rung, str(run_dir))
-        results.append(res)
-        if on_start:
-            on_start(k, len(rungs), rung.variant)
-        if not VARIANTS[rung.variant].runs_on(device):
-            res.error = f"runs only on {', '.join(VARIANTS[rung.variant].devices)}"
-            continue
-        req = CaptureRequest(rung.variant, workload, device, warmup=warmup,
-                             max_warmup=max_warmup, steps=steps, profile_steps=profile_steps)
-        try:
-            # the ladder's folder was checked (or --force given) before the first rung
-            prepare_run_dir(run_dir, force=True)
-            cap = run_capture(req, run_dir, on_event=partial(_note, res=res))
-        except TraceVizError as e:
-            res.error = str(e)
-            continue
-        b = cap.bench
-        t = b["time_per_batch_s"]
-        res.median_s, res.min_s, res.max_s = t["median"], t["min"], t["max"]
-        res.cv, res.noisy = t.get("cv"), t.get("noisy")
-        res.first_call_s, res.compile_s = b.get("first_call_s"), b.get("framework_compile_s")
-        traces[rung.variant] = cap.trace
-    _speedups(results)
-    _predict(results, traces, workload)
-    return results
-
-
-def _note(event: dict, res: RungResult) -> None:
-    if event.get("event") == "note":
-        res.notes.append(str(event.get("message")))
-
-
-def _speedups(results: list[RungResult]) -> None:
-    median = {r.rung.variant: r.median_s for r in results if r.median_s}
-    base = median.get(BASELINE)
-    for r in results:
-        if r.median_s is None:
-            continue
-        r.speedup = base / r.median_s if base else None
-        below = median.get(r.rung.base or "")
-        r.step = below / r.median_s if below else None
-
-
-def _predict(results: list[RungResult], traces: dict[str, Any], w: Workload) -> None:
-    """whatif's speed-up over the baseline for the rungs a scenario stands for: the
-    baseline's timed step over the scenario's predicted timed step on the base rung's trace
-    (the replay with the profiler's host cost taken out, analyses/whatif_timed.py: never
-    shorter than the device work it keeps); without a timed step, the base rung's
-    speed-up times the scenario's profiled (replayed / predicted) ratio."""
-    from traceviz.analyses.whatif import whatif
-
-    by_name = {r.rung.variant: r for r in results}
-    for r in results:
-        rung = r.rung
-        if rung.scenario is None:
-            r.prediction_note = rung.no_prediction
-            continue
-        base = by_name.get(rung.base or "")
-        if base is None or rung.base not in traces or base.speedup is None:
-            r.prediction_note = f"no {rung.base} capture to replay"
-            continue
-        scenario = rung.scenario
-        if scenario == "gemm_speedup":
-            scenario = f"gemm_speedup={factorized_gemm_speedup(w):.3g}"
-        s = whatif(traces[rung.base], (scenario,)).scenarios[0]
-        if not s.applies or not s.predicted_ns:
-            r.prediction_note = f"{scenario}: {s.reason or 'nothing to change'}"
-            continue
-        baseline = by_name.get(BASELINE)
-        if s.timed_step_ns and baseline is not None and baseline.median_s:
-            r.predicted = baseline.median_s * 1e9 / s.timed_step_ns
-            r.prediction_note = (f"{scenario} on {rung.base}'s trace: "
-                                 f"{s.timed_step_ns / 1e6:.1f} ms per timed step")
-            continue
-        r.predicted = base.speedup * (s.predicted_ns + (s.saving_ns or 0)) / s.predicted_ns
-        r.prediction_note = f"{scenario} on {rung.base}'s trace (profiled ratio)"
+    @property
+    def any_ran(self) -> bool:
+        return any(t.ran for r in self.rungs for t in r.modes.values())

@@ -99,6 +99,21 @@ STREAM_WAIT_APIS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent",
 EVENT_QUERY_APIS = frozenset({"cudaEventQuery", "cuEventQuery", "hipEventQuery"})
 
 
+# asked by PyTorch before it records an event or makes a stream wait (is the stream being
+# captured in a graph?): part of that bookkeeping where it comes right before such a call
+CAPTURE_QUERY_APIS = frozenset({"cudaStreamIsCapturing", "cudaStreamGetCaptureInfo",
+                                "cuStreamIsCapturing", "cuStreamGetCaptureInfo",
+                                "hipStreamIsCapturing", "hipStreamGetCaptureInfo"})
+# framework ops that only do cross-stream bookkeeping (a tensor marked as used on
+# another stream, for the caching allocator)
+STREAM_BOOKKEEPING_OPS = frozenset({"aten::record_stream"})
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def is_capture_query(name: str) -> bool:
+    return base_api_name(name) in CAPTURE_QUERY_APIS
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def event_role(name: str) -> str | None:
     """``record``, ``wait`` or ``query`` for a cross-stream event call, else None."""

@@ -57,6 +57,8 @@ def run_meta(config: dict[str, Any] | None, bench: dict[str, Any] | None,
         out["exec"] = config["exec"]
     if config.get("options"):
         out["options"] = config["options"]
+    if config.get("graph_replay"):
+        out["graph_replay"] = True
     return out
 
 

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from traceviz.cli.base import Command, progress_bar, stderr, stdout
 from traceviz.cli.capture_script import self_command
-from traceviz.errors import UsageError
+from traceviz.errors import Terminated, UsageError
 from traceviz.runners import DEVICES, VARIANTS, default_device
 
 SIZES = ("batch", "seq", "hidden", "layers", "embed", "vocab")
@@ -49,6 +49,10 @@ class CaptureCommand(Command):
         p.add_argument("--compile-mode", choices=COMPILE_MODES,
                        help="compile_full_torch: torch.compile's mode (default "
                             "reduce-overhead on a GPU, default on a CPU)")
+        p.add_argument("--graph-replay", action="store_true",
+                       help="PyTorch variants, forward, on a GPU: capture the forward pass "
+                            "once in a CUDA graph and replay it every batch, timed by CUDA "
+                            "events (what the model costs without Python's dispatch)")
         p.add_argument("--device", choices=DEVICES,
                        help="default: cuda when torch sees a GPU, else cpu")
         for name in SIZES:
@@ -93,6 +97,7 @@ class CaptureCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.capture import (
             CaptureRequest,
+            check_graph_replay,
             check_runnable,
             default_run_dir,
             prepare_run_dir,
@@ -139,7 +144,8 @@ class CaptureCommand(Command):
                              warmup=args.warmup, max_warmup=args.max_warmup, steps=args.steps,
                              profile_steps=args.profile_steps, profiler=args.profiler,
                              python=args.python, exec_mode=args.exec_mode, notes=notes,
-                             options=options)
+                             options=options, graph_replay=args.graph_replay)
+        check_graph_replay(req)
         run_dir = args.out or default_run_dir(req)
         prepare_run_dir(run_dir, args.force)
         err = stderr()
@@ -148,7 +154,8 @@ class CaptureCommand(Command):
         w = workload
         err.print(f"capturing [bold]{args.model}[/] · {w.preset} {w.mode} · batch {w.batch}, "
                   f"seq {w.seq}, {w.layers}x{w.hidden} · {device}"
-                  + (f" · amp {args.amp}" if args.amp else "") + f" → {run_dir}")
+                  + (f" · amp {args.amp}" if args.amp else "")
+                  + (" · graph-replayed" if args.graph_replay else "") + f" → {run_dir}")
         runner_notes: list[str] = []
         result = _with_phases(err, lambda cb: run_capture(req, run_dir, cb), runner_notes)
         for note in runner_notes:
@@ -213,7 +220,20 @@ def _with_phases(err: Console, job: Callable, notes: list[str]):
             elif kind == "progress" and event.get("phase") in tasks:
                 progress.update(tasks[event["phase"]], completed=event["done"],
                                 total=event.get("total"))
+            elif kind == "compile" and event.get("state") == "start":
+                # the first call compiles: its own line, the time elapsed counting on
+                tasks["compile"] = progress.add_task(f"compiling ({event.get('what')})",
+                                                     total=None)
+            elif kind == "compile" and "compile" in tasks:
+                progress.update(tasks["compile"], total=1, completed=1,
+                                description=f"compiled ({event.get('what') or event.get('mode')})")
             elif kind == "note":
                 notes.append(event["message"])
 
-        return job(on_event)
+        try:
+            return job(on_event)
+        except (KeyboardInterrupt, Terminated):  # the notes so far (a compile's hint) first
+            for note in notes:
+                err.print(f"[yellow]note:[/] {note}")
+            notes.clear()
+            raise

@@ -17,20 +17,22 @@ class WhatIfCommand(Command):
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("trace", type=Path,
                        help="a traceviz .parquet, any raw trace, or a capture's run folder")
-        p.add_argument("--scenario", action="append", metavar="NAME[=X]",
+        p.add_argument("--scenario", action="append", metavar="NAME[=X][+NAME...]",
                        help="cuda_graphs, fuse_pointwise, no_casts, gemm_speedup=X, "
-                            "host_speedup=X (repeatable; default: all, with X=2)")
+                            "host_speedup=X, merge_gemms, batch_input_gemms, "
+                            "drop_stream_sync; several joined by + apply together in one "
+                            "replay (repeatable; default: the first five, with X=2)")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--brief", action="store_true",
                        help="one screen: the scenarios' figures without their assumptions")
         p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.analyses.whatif import DEFAULT_SCENARIOS, parse_scenario, whatif
+        from traceviz.analyses.whatif import DEFAULT_SCENARIOS, parse_scenarios, whatif
 
         scenarios = tuple(args.scenario or DEFAULT_SCENARIOS)
         for s in scenarios:  # usage errors before reading the trace
-            parse_scenario(s)
+            parse_scenarios(s)
         with ExitStack() as stack:
             trace = load_with_progress(args.trace, stack)
         result = whatif(trace, scenarios)
