@@ -8,7 +8,8 @@ scaled graph's replay lasts the timed step (a few secant steps from the first gu
 ``analyses/timed.py``). A scenario's timed saving is the scaled identity replay less the
 scaled scenario's replay; the timed prediction is the timed step less that saving. Being
 a replay, it never falls below the device work the scenario keeps, and a scenario that
-speeds up device work saves nothing where the host still sets the pace.
+speeds up device work saves nothing where the host still sets the pace. A CPU trace's ops
+are its host work, slowed by the profiler as well: there the factor scales every op.
 """
 
 from __future__ import annotations
@@ -57,7 +58,12 @@ def timed_graph(g: ReplayGraph, t: TimedStep | None, steps: int, replay: Callabl
     if t is None or not t.known or not steps or t.timed_ns is None:
         return None
     target = t.timed_ns
-    f: float | None = t.host_scale if t.host_scale is not None else 1.0
+    # a CPU trace has no device rows: its ops are the host work, and the profiler slowed
+    # them too, so all of the step scales (no device floor)
+    cpu = bool(g.trace.is_cpu)
+    floor = 0.0 if cpu else t.device_ns
+    f: float | None = target / t.profiled_ns if cpu and t.profiled_ns > 0 else \
+        t.host_scale if t.host_scale is not None else 1.0
     tried: list[tuple[float, float]] = []
     best = None
     for _ in range(CALIBRATION_STEPS + 1):
@@ -69,7 +75,7 @@ def timed_graph(g: ReplayGraph, t: TimedStep | None, steps: int, replay: Callabl
             best = (f, span, w)
         if abs(span - target) <= CALIBRATED_WITHIN * target:
             break
-        f = _next_factor(tried, target, t.device_ns)
+        f = _next_factor(tried, target, floor)
         if f is None:
             break
     assert best is not None

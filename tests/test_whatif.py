@@ -250,3 +250,19 @@ def test_cuda_graphs_never_slows_a_device_bound_step():
     s = w.scenario("cuda_graphs")
     assert s.applies and s.saving_ns >= 0
     assert any("after the call's start" in a for a in s.assumptions)
+
+
+def test_timed_predictions_on_a_cpu_trace_scale_every_op():
+    """A CPU trace's ops are its host work, slowed by the profiler as well: the timed model
+    scales every op (no device floor), so a faster GEMM saves time per timed step; it
+    once calibrated the factor to 0 and predicted the timed step unchanged."""
+    run = ROOT / "sample_traces" / "cpu" / "fused_torch"
+    bench = json.loads((run / "bench.json").read_text())
+    w = whatif(load(run), ("gemm_speedup=4",))
+    s = w.scenarios[0]
+    timed = bench["time_per_batch_s"]["median"] * 1e9
+    assert w.model["timed_host_factor"] == pytest.approx(timed / (w.measured_ns / w.steps),
+                                                         rel=0.05)
+    assert 0 < s.timed_step_ns < timed
+    # the same share of the step as the profiled prediction, within the calibration
+    assert s.timed_step_ns / timed == pytest.approx(s.predicted_ns / w.replayed_ns, rel=0.05)

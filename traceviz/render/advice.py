@@ -34,10 +34,13 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
     if ts is not None and ts.known:
         over = f"profiler overhead {ts.overhead:.2f}x" if ts.overhead else ""
         f = m.get("timed_host_factor")
+        what = (f"{over}; timed predictions replay the trace with every op's time x {f:.2f} "
+                "(the profiler's cost taken out)") if w.is_cpu else (
+            f"{over}; device busy {fmt_ns(ts.device_ns)}/step; timed predictions replay the "
+            f"trace with its host time x {f:.2f} (the profiler's cost taken out), device "
+            "work as recorded")
         head.add_row("timed (no profiler)", f"{fmt_ns(ts.timed_ns)}/step",
-                     f"{over}; device busy {fmt_ns(ts.device_ns)}/step; timed predictions "
-                     f"replay the trace with its host time x {f:.2f} (the profiler's cost "
-                     "taken out), device work as recorded" if f is not None else over)
+                     what if f is not None else over)
     else:
         head.add_row("timed", "-", "no timed step in this trace: predictions are profiled "
                                    "time")
