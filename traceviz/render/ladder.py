@@ -116,8 +116,8 @@ def ladder_footnotes(ladder: Ladder) -> list[str]:
              if r.rung.alone is not None and not r.rung.alone_comparable]
     if added:
         lines.append(f"(x) *: the study's figure for the optimization alone over its baseline; "
-                     f"{', '.join(added)} add theirs to the rungs below: compare the "
-                     "cumulative figure")
+                     f"{', '.join(added)} add{'s it' if len(added) == 1 else ' theirs'} to "
+                     "the rungs below: compare the cumulative figure")
     lines += [f"* {r.rung.variant}: {r.rung.study_note}" for r in ladder.rungs
               if r.rung.study_note]
     for m in ladder.modes:
