@@ -10,21 +10,18 @@ The machine line comes from the baseline's meta.json and config.json.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from traceviz.ladder_read import read_ladder, repeat_dirs, rung_dir
 from traceviz.render.ladder import ladder_cols, ladder_footnotes, ladder_rows
+from traceviz.runfolder import read_record
 
 
 def _machine(root: Path) -> str:
     d = rung_dir(repeat_dirs(root)[0], "naive8_torch", "eager")
-    try:
-        meta = json.loads((d / "meta.json").read_text())
-        cfg = json.loads((d / "config.json").read_text())
-    except (OSError, ValueError):
-        return ""
+    meta = read_record(d / "meta.json") or {}
+    cfg = read_record(d / "config.json") or {}
     return (f"{meta.get('device_name')}, {meta.get('framework')} "
             f"{meta.get('framework_version')} ({meta.get('cpu_threads')} threads); "
             f"{cfg.get('steps')} timed batches per rung and repeat")

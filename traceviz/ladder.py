@@ -25,6 +25,7 @@ REFERENCE = "cudnn_torch"
 PRESET = "seq100"
 MODES = ("eager", "graph")
 NOT_CAPTURED = "not captured"
+NO_GRAPH = "no graph-replayed run"
 # the factorized LSTM's figure: 42.8 -> 8.36 ms at hidden 256, seq 100, over its dense LSTM
 FACTORIZED_ALONE = 42.8 / 8.36
 # what fused_torch changes over streams_torch, as whatif scenarios on streams_torch's trace
@@ -42,12 +43,19 @@ class Rung:
     study_note: str = ""
     scenario: str | None = None    # whatif's stand-in for the change, on ``below``'s trace
     no_prediction: str = ""        # why whatif predicts nothing for it
-    no_graph: str = ""             # why it has no graph-replayed mode
     reference: bool = False        # not a rung: the target the rungs chase
 
     @property
     def alone_comparable(self) -> bool:
         return self.alone is not None and self.alone_over is not None
+
+    @property
+    def no_graph(self) -> str:
+        """Why the rung has no graph-replayed run on a GPU ("": it has one): capture's own
+        refusal (compile_full_torch replays CUDA graphs of its own)."""
+        from traceviz.capture import graph_replay_refusal
+
+        return graph_replay_refusal(self.variant, "cuda", "forward") or ""
 
 
 RUNGS: tuple[Rung, ...] = (
@@ -70,9 +78,7 @@ RUNGS: tuple[Rung, ...] = (
          "42.8 -> 8.36 ms at hidden 256, seq 100, over its dense LSTM", scenario="gemm_speedup"),
     Rung("compile_full_torch", "torch.compile of the whole model (automatic)", "fine_torch",
          study_note="the question: how near the hand-made 7.98x?",
-         scenario="fuse_pointwise+cuda_graphs",
-         no_graph="its eager run replays CUDA graphs already (torch.compile, mode "
-                  "reduce-overhead)"),
+         scenario="fuse_pointwise+cuda_graphs"),
     Rung(REFERENCE, "cuDNN's LSTM (nn.LSTM): the vendor's fused kernels, the target",
          no_prediction="the reference", reference=True),
 )

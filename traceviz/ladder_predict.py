@@ -9,12 +9,12 @@ graph-replayed median. The error is predicted / measured - 1.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from traceviz.errors import TraceVizError, UsageError
-from traceviz.ladder import BASELINE, Prediction, RungResult, factorized_gemm_speedup
+from traceviz.ladder import BASELINE, NO_GRAPH, Prediction, RungResult, factorized_gemm_speedup
+from traceviz.runfolder import read_record
 from traceviz.runners.presets import Workload
 
 
@@ -25,10 +25,7 @@ def _workload(d: dict[str, Any]) -> Workload:
 def _rank(run_dirs: list[str]) -> int | None:
     """The factorized rung's rank as its capture was asked for (None: hidden/4)."""
     for d in run_dirs:
-        try:
-            opts = json.loads((Path(d) / "config.json").read_text()).get("options") or {}
-        except (OSError, ValueError):
-            continue
+        opts = (read_record(Path(d) / "config.json") or {}).get("options") or {}
         if isinstance(opts.get("rank"), int):
             return opts["rank"]
     return None
@@ -60,7 +57,7 @@ def _replay(trace: Any, spec: str) -> tuple[float | None, str]:
     return s.timed_step_ns / 1e9, ""
 
 
-def predict(results: list[RungResult], root: Path, workload: dict[str, Any],
+def predict(results: list[RungResult], workload: dict[str, Any],
             modes: tuple[str, ...], traces: dict[str, Any] | None = None,
             only: set[str] | None = None) -> None:
     """Fill each rung's ``prediction`` (``only``: of these rungs; the others are there as
@@ -101,7 +98,7 @@ def predict(results: list[RungResult], root: Path, workload: dict[str, Any],
         if "graph" not in modes:
             continue
         if r.rung.no_graph:
-            p.graph_note = f"no graph-replayed run: {r.rung.no_graph}"
+            p.graph_note = f"{NO_GRAPH}: {r.rung.no_graph}"
             continue
         spec = p.scenario if "cuda_graphs" in p.scenario.split("+") \
             else f"{p.scenario}+cuda_graphs"

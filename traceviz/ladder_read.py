@@ -9,7 +9,6 @@ Layout: ``DIR/<rung>/`` (eager) and ``DIR/<rung>-graph/`` (graph-replayed) for o
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from pathlib import Path
@@ -20,13 +19,14 @@ from traceviz.ladder import (
     BASELINE,
     BY_NAME,
     MODES,
+    NO_GRAPH,
     NOT_CAPTURED,
     Ladder,
     Rung,
     RungResult,
     Timing,
 )
-from traceviz.runfolder import check_bench
+from traceviz.runfolder import check_bench, read_record
 
 NOISY_CV = 0.10  # the repeats' medians vary more than this: NOISY, as one run's batches
 
@@ -42,18 +42,6 @@ def rung_dir(repeat_dir: Path, variant: str, mode: str) -> Path:
     return repeat_dir / (variant if mode == "eager" else f"{variant}-{mode}")
 
 
-def _json(path: Path) -> dict[str, Any] | None:
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        raise TraceVizError(f"{path}: not readable JSON ({e})") from None
-    if not isinstance(doc, dict):
-        raise TraceVizError(f"{path}: not a JSON object")
-    return doc
-
-
 def folder_modes(root: Path) -> tuple[str, ...]:
     """The modes a ladder folder holds: eager, and graph where a ``-graph`` folder is."""
     dirs = [p for d in repeat_dirs(root) for p in d.iterdir() if p.is_dir()]
@@ -65,11 +53,11 @@ def _one_run(run_dir: Path, variant: str, mode: str) -> dict[str, Any] | str:
     """One repeat's figures of a rung, or why there are none."""
     if not run_dir.is_dir():
         return NOT_CAPTURED
-    bench = _json(run_dir / "bench.json")
+    bench = read_record(run_dir / "bench.json")
     if bench is None:
         return f"{run_dir.name}/ has no bench.json (its capture failed or was stopped)"
     check_bench(bench, run_dir / "bench.json")
-    config = _json(run_dir / "config.json") or {}
+    config = read_record(run_dir / "config.json") or {}
     model = config.get("model", variant)
     if model != variant:
         return f"{run_dir.name}/ holds a {model} run, not {variant}"
@@ -153,7 +141,7 @@ def read_rungs(root: Path, rungs: tuple[Rung, ...], modes: tuple[str, ...],
         results.append(res)
         for mode in modes:
             if mode == "graph" and rung.no_graph:
-                res.modes[mode] = Timing(error=f"no graph-replayed run: {rung.no_graph}")
+                res.modes[mode] = Timing(error=f"{NO_GRAPH}: {rung.no_graph}")
                 continue
             runs, errs = [], list((errors or {}).get((rung.variant, mode), []))
             for rep in reps:
@@ -198,7 +186,7 @@ def read_ladder(root: Path, rungs: tuple[Rung, ...] | None = None,
     if workload is None:
         raise TraceVizError(f"{root}: no rung here has a readable run (bench.json with a "
                             "timed median)")
-    predict(results, root, workload, modes, only=asked)
+    predict(results, workload, modes, only=asked)
     results = [r for r in results if r.rung.variant in asked]
     return Ladder(workload, device or "?", str(root), len(repeat_dirs(root)), modes,
                   results, notes)

@@ -63,7 +63,7 @@ def run_ladder(workload: Workload, device: str, out: Path, rungs: tuple[Rung, ..
     results, w, dev, read_notes = read_rungs(out, rungs, modes, errors)
     for r in results:
         r.notes = sorted(set(notes.get(r.rung.variant, [])))
-    predict(results, out, w or workload.to_dict(), modes, traces)
+    predict(results, w or workload.to_dict(), modes, traces)
     return Ladder(w or workload.to_dict(), dev or device, str(out), repeats, modes, results,
                   read_notes)
 

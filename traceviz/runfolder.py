@@ -16,7 +16,8 @@ from traceviz.errors import InputError
 from traceviz.folders import run_trace
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A run's JSON record (bench/config/meta.json); None where the file is absent."""
     if not path.is_file():
         return None
     try:
@@ -64,10 +65,11 @@ def run_meta(config: dict[str, Any] | None, bench: dict[str, Any] | None,
 
 def folder_meta(run_dir: Path) -> dict[str, Any]:
     """``run_meta`` of the records in ``run_dir``."""
-    bench = _read(run_dir / "bench.json")
+    bench = read_record(run_dir / "bench.json")
     if bench is not None:
         check_bench(bench, run_dir / "bench.json")
-    return run_meta(_read(run_dir / "config.json"), bench, _read(run_dir / "meta.json"))
+    return run_meta(read_record(run_dir / "config.json"), bench,
+                    read_record(run_dir / "meta.json"))
 
 
 # bench.json's figures the analyses read: numbers, or lists of numbers

@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
-from traceviz.ladder import NOT_CAPTURED, Ladder, RungResult, Timing
+from traceviz.ladder import NO_GRAPH, NOT_CAPTURED, Ladder, RungResult, Timing
 from traceviz.render.fit import Col, fitted_table, left_note
 
 MODE_LABEL = {"eager": "eager", "graph": "graph-replayed"}
@@ -26,7 +26,7 @@ def _ms(t: Timing | None) -> str:
 
 def _failed(t: Timing) -> bool:
     """A capture that ran and failed (not one never made here, or a mode a rung lacks)."""
-    return bool(t.error) and t.error != NOT_CAPTURED and not t.error.startswith("no graph")
+    return bool(t.error) and t.error != NOT_CAPTURED and not t.error.startswith(NO_GRAPH)
 
 
 def _spread(t: Timing | None) -> str:
