@@ -263,3 +263,17 @@ def test_a_used_out_folder_is_kept_without_force(tmp_path, capsys):
     assert main(["ladder", "--rungs", "fused_torch", *TINY, "--out", str(out)]) == 2
     assert "folder is not empty (use --force" in capsys.readouterr().err
     assert (out / "naive8_torch" / "bench.json").read_text() == "{}"
+
+
+def test_from_a_folder_with_a_truncated_trace_says_why_there_is_no_prediction(tmp_path,
+                                                                              capsys):
+    for name in ("naive8_torch", "fine_torch"):
+        shutil.copytree(H200 / name, tmp_path / name)
+    raw = tmp_path / "naive8_torch" / "trace.pt.trace.json.gz"
+    raw.write_bytes(raw.read_bytes()[:5000])
+    doc = _json(capsys, "ladder", "--from", str(tmp_path), "--json")
+    fine = doc["rungs"][1]
+    assert fine["modes"]["eager"]["median_s"] == _median(H200 / "fine_torch")
+    assert fine["prediction"]["eager_step_s"] is None
+    assert fine["prediction"]["note"].startswith("no naive8_torch trace to replay (")
+    assert "truncated gzip file" in fine["prediction"]["note"]

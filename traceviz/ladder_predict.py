@@ -66,6 +66,7 @@ def predict(results: list[RungResult], workload: dict[str, Any],
 
     by = {r.rung.variant: r for r in results}
     loaded: dict[str, Any] = dict(traces or {})
+    unreadable: dict[str, str] = {}  # why a rung's trace could not be read
 
     def trace_of(name: str) -> Any:
         if name not in loaded:
@@ -75,8 +76,8 @@ def predict(results: list[RungResult], workload: dict[str, Any],
                 try:
                     loaded[name] = load(Path(d))
                     break
-                except TraceVizError:
-                    continue
+                except TraceVizError as e:
+                    unreadable.setdefault(name, str(e))
         return loaded[name]
 
     base = by.get(BASELINE)
@@ -90,7 +91,8 @@ def predict(results: list[RungResult], workload: dict[str, Any],
         below = by.get(r.rung.below or "")
         trace = trace_of(below.rung.variant) if below else None
         if trace is None:
-            p.note = f"no {r.rung.below} trace to replay"
+            why = unreadable.get(r.rung.below or "")
+            p.note = f"no {r.rung.below} trace to replay" + (f" ({why})" if why else "")
             continue
         step, why = _replay(trace, p.scenario)
         p.note = why or f"{p.scenario} on {r.rung.below}'s trace"
