@@ -185,7 +185,11 @@ def test_repeats_give_the_median_of_medians_and_their_spread(tmp_path, capsys):
     assert rungs["fine_torch"]["modes"]["graph"]["timing"] == "cuda_events"
     assert rungs["streams_torch"]["modes"]["graph"]["median_s"] is None
     # no trace to replay: a reason, not a figure
-    assert rungs["fine_torch"]["prediction"]["note"] == "no naive8_torch trace to replay"
+    assert rungs["fine_torch"]["prediction"]["note"] == (
+        f"no naive8_torch trace to replay ({tmp_path / 'repeat-3' / 'naive8_torch'}: no "
+        "trace files in this folder (expected a capture's run folder, a folder of rank "
+        "traces named *.json, *.json.gz, *.sqlite, *.parquet..., an nsys table folder or a "
+        "TensorBoard log directory))")
     assert main(["ladder", "--from", str(tmp_path), "--width", "200"]) == 0
     text = capsys.readouterr().out
     assert "150.00 ms" in text and "20.00 ms" in text  # naive8: 140, 150, 160 ms
