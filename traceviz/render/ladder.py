@@ -79,7 +79,7 @@ def ladder_cols(modes: tuple[str, ...]) -> list[Col]:
                  Col(f"{MODE_LABEL[m]}\nspread", drop=5),
                  Col(f"{MODE_LABEL[m]}\nx naive8", drop=7 if k else 0)]
     cols += [Col("study\ncumulative", drop=9), Col("study alone", "left", drop=4, wrap=True)]
-    cols += [Col(f"whatif {MODE_LABEL[m]}\nstep, x naive8", "left", wrap=True,
+    cols += [Col(f"whatif {MODE_LABEL[m]}\ntimed step, x naive8", "left", wrap=True,
                  drop=3 if m == "graph" else 6) for m in modes]
     cols += [Col("first\ncall s", drop=2), Col("what", "left", drop=1, wrap=True)]
     return cols
