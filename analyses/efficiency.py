@@ -17,6 +17,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from traceviz.analyses.efficiency_groups import (
+    KernelColumns,
+    kernel_groups,
+    op_groups,
+    uncovered_groups,
+)
 from traceviz.analyses.efficiency_run import (
     apply_workload_flops,
     fma_note,
@@ -29,8 +35,9 @@ from traceviz.analyses.stats import plain_row
 from traceviz.analyses.work import work_rows
 from traceviz.categorical import each, per_distinct
 from traceviz.classify import TF32_KERNEL
+from traceviz.intervals import innermost_enclosing
 from traceviz.opcost import has_model, op_cost
-from traceviz.optree import op_parents, parents_and_enclosing
+from traceviz.optree import op_parents, thread_key
 from traceviz.peaks import Peak, find
 from traceviz.schema import is_in
 
@@ -39,9 +46,6 @@ if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analys
 
 MATRIX_CATEGORIES = ("gemm", "rnn", "attention")
 OVER_PEAK = 1.05  # an achieved rate above its peak by more than timing noise
-GROUP_COLUMNS = ["op", "dims", "types", "precision", "unit", "peak_key", "calls", "kernels",
-                 "time_ns", "flops", "bytes", "tflops", "gbps", "intensity", "pct_peak",
-                 "pct_bw", "bound"]
 
 
 @dataclass
@@ -120,14 +124,17 @@ def op_of_kernels(trace: Trace, work: pd.DataFrame) -> np.ndarray:
     out = np.full(len(work), -1, dtype=np.int64)
     if not len(calls) or not len(ops):
         return out
-    c = ev.iloc[calls]
-    o = ev.iloc[ops]
-    _, around = parents_and_enclosing(
-        o["pid"].to_numpy(), o["tid"].to_numpy(), o["ts_ns"].to_numpy(), o["dur_ns"].to_numpy(),
-        c["pid"].to_numpy(), c["tid"].to_numpy(), c["ts_ns"].to_numpy())
+    # the columns' rows, not frames of every column; the calls only ask (the ops' own
+    # parents, which parents_and_enclosing adds, are not needed here)
+    pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
+    ts = ev["ts_ns"].to_numpy(np.int64)
+    start = ts[ops]
+    around = innermost_enclosing(
+        thread_key(pid[ops], tid[ops]), start, start + ev["dur_ns"].to_numpy(np.int64)[ops],
+        thread_key(pid[calls], tid[calls]), ts[calls])
     call_op = np.where(around >= 0, ops[np.maximum(around, 0)], -1)
     # a launch id on several calls (a table written elsewhere): the first call's op
-    ids, first = np.unique(c["launch_id"].to_numpy(), return_index=True)
+    ids, first = np.unique(ev["launch_id"].to_numpy()[calls], return_index=True)
     want = work["launch_id"].to_numpy()
     pos = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
     hit = ids[pos] == want
@@ -159,19 +166,30 @@ def _modelled_inside(trace: Trace, work: pd.DataFrame) -> np.ndarray:
         if len(chosen) else np.full(len(work), -1, dtype=np.int64)
 
 
-def _cost_columns(names: np.ndarray, details: np.ndarray) -> pd.DataFrame:
-    """FLOPs, bytes, precision, unit and note per (name, details) pair, one formula call
-    per distinct pair."""
-    pairs = pd.DataFrame({"name": names, "details": details})
-    distinct = pairs.drop_duplicates().reset_index(drop=True)
-    costs = [op_cost(n, d) for n, d in zip(distinct["name"], distinct["details"],
-                                           strict=True)]
-    distinct["flops"] = [c.flops if c else None for c in costs]
-    distinct["bytes"] = [c.bytes if c else None for c in costs]
-    distinct["precision"] = [c.precision if c else None for c in costs]
-    distinct["unit"] = [c.unit if c else None for c in costs]
-    distinct["note"] = [(c.note if c else "no model for this op") for c in costs]
-    return pairs.merge(distinct, on=["name", "details"], how="left")
+def _cost_columns(names: np.ndarray, details: np.ndarray) -> dict[str, Any]:
+    """FLOPs and bytes (float, NaN: none), precision and unit (Series, typed as pandas
+    infers them) and note per (name, details) pair, one formula call per distinct pair."""
+    n_codes, _ = pd.factorize(names, use_na_sentinel=False)
+    d_codes, d_uniques = pd.factorize(details, use_na_sentinel=False)
+    _, at, pair = np.unique(n_codes.astype(np.int64) * len(d_uniques) + d_codes,
+                            return_index=True, return_inverse=True)
+    costs = [op_cost(names[i], details[i]) for i in at]
+
+    def figure(x: int | float | None) -> float:
+        return np.nan if x is None else float(x)
+
+    def text(values: list) -> pd.Series:
+        # a column of the distinct pairs, spread over the rows: the types pandas gives
+        return pd.Series(pd.Series(values).to_numpy(dtype=object)[pair])
+
+    return {"flops": np.array([figure(c.flops if c else None) for c in costs],
+                              dtype=np.float64)[pair],
+            "bytes": np.array([figure(c.bytes if c else None) for c in costs],
+                              dtype=np.float64)[pair],
+            "precision": text([c.precision if c else None for c in costs]),
+            "unit": text([c.unit if c else None for c in costs]),
+            "note": np.array([(c.note if c else "no model for this op") for c in costs],
+                             dtype=object)[pair]}
 
 
 def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns: int = 0,
@@ -197,39 +215,45 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
     xla = own.notna().to_numpy()
     op_row = np.where(xla, work.index.to_numpy(), op_row)
     has_op = op_row >= 0
-    names = np.where(has_op, ev["name"].astype(object).to_numpy()[np.maximum(op_row, 0)], "")
-    label = work["op"].astype(object).where(work["op"].notna(), work["name"].astype(object))
-    names = np.where(xla, label.astype(str).to_numpy(), names)
-    details = np.where(has_op, ev["details"].astype(object).to_numpy()[np.maximum(op_row, 0)],
-                       "")
-    details = np.where(xla, own.fillna("").to_numpy(), details)
-    details = pd.Series(details, dtype=object).fillna("").astype(str).to_numpy(object)
+    at = np.maximum(op_row, 0)
+    names = np.where(has_op, _values_at(ev["name"], at), "")
+    details = np.where(has_op, _values_at(ev["details"], at), "")
+    if xla.any():
+        label = work["op"].astype(object).where(work["op"].notna(),
+                                                work["name"].astype(object))
+        names = np.where(xla, label.astype(str).to_numpy(), names)
+        details = np.where(xla, own.fillna("").to_numpy(), details)
+    details = _as_text(details)
     cost = _cost_columns(names.astype(object), details)
     dur = work["dur_ns"].to_numpy(np.float64)
-    k = pd.DataFrame({
-        "kernel": work["name"].astype(str).to_numpy(), "category": work["category"].astype(
-            str).to_numpy(), "dur": dur, "inst": op_row, "op": names, "details": details,
-        "op_flops": cost["flops"].to_numpy(dtype=object), "op_bytes": cost["bytes"].to_numpy(
-            dtype=object), "precision": cost["precision"].to_numpy(dtype=object),
-        "unit": cost["unit"].to_numpy(dtype=object), "note": cost["note"].to_numpy(dtype=object)})
-    k["covered"] = has_op & (pd.notna(k["op_flops"]) | pd.notna(k["op_bytes"])).to_numpy()
-    k["matrix"] = np.isin(k["category"].to_numpy(), MATRIX_CATEGORIES)
+    category = _text_of(work["category"])
+    matrix = np.isin(category, MATRIX_CATEGORIES)
     tf32_name = per_distinct(work["name"], lambda n: np.array(
         [bool(TF32_KERNEL.search(str(x))) for x in n], dtype=bool), fill=False)
-    k["tf32"] = (k["precision"] == "fp32").to_numpy(bool) & k["matrix"].to_numpy(bool) & \
-        np.asarray(tf32_name, dtype=bool)
+    k = KernelColumns(
+        kernel=_text_of(work["name"]), category=category, dur=dur, inst=op_row,
+        op=names.astype(object), details=details, precision=cost["precision"],
+        unit=cost["unit"], note=cost["note"],
+        covered=has_op & (~np.isnan(cost["flops"]) | ~np.isnan(cost["bytes"])),
+        matrix=matrix, tf32=(cost["precision"] == "fp32").to_numpy(bool) & matrix
+        & np.asarray(tf32_name, dtype=bool),
+        flops=cost["flops"], bytes=cost["bytes"],
+        has_flops=np.zeros(0, bool), has_bytes=np.zeros(0, bool))
     _share(k)
-    groups = _groups(k, peak)
-    kernels = _kernel_groups(k, peak)
-    uncovered = _uncovered(k, "XLA gave no cost for this op" if
-                           trace.meta.get("source_format") == "xplane" else
-                           "no formula for this op or any op inside it" if trace.is_cpu else
-                           "no framework op around the launch", own_name=trace.is_cpu)
+    groups = op_groups(k, peak)
+    kernels = kernel_groups(k, peak)
+    uncovered = uncovered_groups(k, "XLA gave no cost for this op" if
+                                 trace.meta.get("source_format") == "xplane" else
+                                 "no formula for this op or any op inside it" if trace.is_cpu
+                                 else "no framework op around the launch",
+                                 own_name=trace.is_cpu)
     run_key = _run_key(groups, peak)
     eff = Efficiency(
         device=device, peak=peak, groups=groups, kernels=kernels, uncovered=uncovered,
-        time_ns=int(dur.sum()), covered_ns=int(dur[k["covered"].to_numpy()].sum()),
-        flops=int(k["flops"].sum()), bytes=int(k["bytes"].sum()), busy_ns=busy_ns,
+        time_ns=int(dur.sum()), covered_ns=int(dur[k.covered].sum()),
+        # pandas' sums, as before (its own summation where bottleneck is installed)
+        flops=int(pd.Series(k.flops).sum()), bytes=int(pd.Series(k.bytes).sum()),
+        busy_ns=busy_ns,
         span_ns=span_ns, steps=steps, run_key=run_key, notes=notes)
     eff.model = model_figures(trace.meta, eff.run_peak)
     eff.notes.extend(over_peak_notes(groups, peak, OVER_PEAK))
@@ -239,6 +263,31 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
     apply_workload_flops(eff, trace, work)
     fma_note(eff, work)
     return eff
+
+
+def _values_at(col: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """``col.astype(object).to_numpy()[rows]``: of a categorical, only those rows read."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        text = np.append(col.cat.categories.to_numpy(dtype=object), np.nan)
+        return text[col.cat.codes.to_numpy()[rows]]
+    return col.astype(object).to_numpy()[rows]
+
+
+def _text_of(col: pd.Series) -> np.ndarray:
+    """``col.astype(str).to_numpy()``, once per category of a categorical."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = col.cat.codes.to_numpy()
+        if not (codes < 0).any():  # a missing value: as astype(str) writes it, below
+            return col.cat.categories.astype(str).to_numpy(dtype=object)[codes]
+    return col.astype(str).to_numpy(dtype=object)
+
+
+def _as_text(values: np.ndarray) -> np.ndarray:
+    """``Series(values, dtype=object).fillna("").astype(str)`` as objects, once per
+    distinct value."""
+    codes, uniques = pd.factorize(values)
+    text = pd.Series(uniques, dtype=object).astype(str).to_numpy(dtype=object)
+    return np.append(text, "")[codes]
 
 
 def _xla_part(details: pd.Index) -> np.ndarray:
@@ -260,126 +309,29 @@ def _device_name(trace: Trace, work: pd.DataFrame) -> str | None:
     return str(next(iter(devices.values())))
 
 
-def _share(k: pd.DataFrame) -> None:
+def _share(k: KernelColumns) -> None:
     """Each op call's FLOPs over its matrix kernels (all of them where it has none) and
     its bytes over all of its kernels, in proportion to device time."""
-    inst = k["inst"].to_numpy()
-    dur = k["dur"].to_numpy()
-    valid = k["covered"].to_numpy()
-    matrix = k["matrix"].to_numpy()
-    key = pd.Series(np.where(valid, inst, -1))
-    total = key.map(pd.Series(dur).groupby(key).sum()).to_numpy()
-    has_matrix = key.map(pd.Series(matrix).groupby(key).any()).to_numpy(dtype=bool)
-    flop_weight = np.where(has_matrix, np.where(matrix, dur, 0.0), dur)
-    flop_total = key.map(pd.Series(flop_weight).groupby(key).sum()).to_numpy()
-    op_flops = pd.to_numeric(k["op_flops"], errors="coerce").to_numpy(np.float64)
-    op_bytes = pd.to_numeric(k["op_bytes"], errors="coerce").to_numpy(np.float64)
+    valid = k.covered
+    dur = k.dur
+    # per op call (all uncovered kernels: one key): sums of whole ns, exact in float64
+    key = pd.factorize(np.where(valid, k.inst, -1))[0]
+    n_keys = int(key.max()) + 1 if len(key) else 0
+    total = np.bincount(key, weights=dur, minlength=n_keys)[key]
+    has_matrix = np.bincount(key, weights=k.matrix.astype(np.float64),
+                             minlength=n_keys)[key] > 0
+    flop_weight = np.where(has_matrix, np.where(k.matrix, dur, 0.0), dur)
+    flop_total = np.bincount(key, weights=flop_weight, minlength=n_keys)[key]
     with np.errstate(invalid="ignore", divide="ignore"):
         # a call whose kernels all took 0 ns: shared equally
-        n = key.map(key.value_counts()).to_numpy(np.float64)
+        n = np.bincount(key, minlength=n_keys)[key].astype(np.float64)
         f_part = np.where(flop_total > 0, flop_weight / flop_total, 1.0 / n)
         b_part = np.where(total > 0, dur / total, 1.0 / n)
-    k["flops"] = np.where(valid, np.nan_to_num(op_flops * f_part), 0.0)
-    k["bytes"] = np.where(valid, np.nan_to_num(op_bytes * b_part), 0.0)
-    k["has_flops"] = valid & ~np.isnan(op_flops)
-    k["has_bytes"] = valid & ~np.isnan(op_bytes)
-
-
-def _rates(t: pd.DataFrame, peak: Peak | None) -> pd.DataFrame:
-    """TFLOP/s, GB/s, intensity, % of the applicable peak and of bandwidth, bound."""
-    time = t["time_ns"].to_numpy(np.float64)
-    flops = t["flops"].to_numpy(np.float64)
-    nbytes = t["bytes"].to_numpy(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        t["tflops"] = np.where(t["has_flops"] & (time > 0), flops / time / 1e3, np.nan)
-        t["gbps"] = np.where(t["has_bytes"] & (time > 0), nbytes / time, np.nan)
-        t["intensity"] = np.where(t["has_flops"] & t["has_bytes"] & (nbytes > 0),
-                                  flops / nbytes, np.nan)
-    keys, peaks = [], []
-    for prec, unit, tf32 in zip(t["precision"], t["unit"], t["tf32"], strict=True):
-        hit = peak.applicable(prec, unit or "vector", bool(tf32)) if peak else None
-        keys.append(hit[0] if hit else None)
-        peaks.append(hit[1] if hit else np.nan)
-    t["peak_key"] = keys
-    peak_arr = np.asarray(peaks, dtype=np.float64)
-    bw = peak.bandwidth if peak and peak.bandwidth else np.nan
-    t["pct_peak"] = t["tflops"].to_numpy(np.float64) / peak_arr
-    t["pct_bw"] = t["gbps"].to_numpy(np.float64) / bw
-    ridge = peak_arr * 1e3 / bw  # FLOP per byte where the roofs meet
-    inten = t["intensity"].to_numpy(np.float64)
-    bound = np.where(np.nan_to_num(inten, nan=0.0) >= ridge, "compute", "memory")
-    unknown = np.isnan(ridge) | ~t["has_bytes"].to_numpy(bool)
-    t["bound"] = pd.Series(bound, dtype=object).where(~unknown, None).to_numpy()
-    return t
-
-
-def _majority(c: pd.DataFrame, key: str, col: str) -> pd.Series:
-    """Per ``key``, the most frequent non-null ``col`` (the smallest on a tie, as
-    ``Series.mode`` orders them), counted per distinct pair, not per row."""
-    n = c.groupby([key, col], sort=True).size().rename("_n").reset_index()
-    return n.sort_values([key, "_n"], ascending=[True, False], kind="stable") \
-        .drop_duplicates(key).set_index(key)[col]
-
-
-def _groups(k: pd.DataFrame, peak: Peak | None) -> pd.DataFrame:
-    c = k[k["covered"]].copy()
-    if not len(c):
-        return pd.DataFrame(columns=GROUP_COLUMNS)
-    # the regexes run once per distinct details text, not per kernel
-    codes, texts = pd.factorize(c["details"].to_numpy(object))
-    texts = pd.Series(texts, dtype=object).astype(str).str
-    c["dims"] = texts.extract(r"^dims:(.*?) types:", expand=False).fillna("").to_numpy(
-        object)[codes]
-    c["types"] = texts.extract(r" types:(.*?)(?: concrete:|$)", expand=False).fillna(
-        "").to_numpy(object)[codes]
-    c["tf32_ns"] = np.where(c["tf32"], c["dur"], 0.0)
-    c["matrix_ns"] = np.where(c["matrix"], c["dur"], 0.0)
-    g = c.groupby(["op", "dims", "types"], sort=False).agg(
-        precision=("precision", "first"), unit=("unit", "first"), calls=("inst", "nunique"),
-        kernels=("dur", "size"), time_ns=("dur", "sum"), flops=("flops", "sum"),
-        bytes=("bytes", "sum"), has_flops=("has_flops", "all"),
-        has_bytes=("has_bytes", "all"), tf32_ns=("tf32_ns", "sum"),
-        matrix_ns=("matrix_ns", "sum")).reset_index()
-    g["tf32"] = g["tf32_ns"] > 0.5 * g["matrix_ns"]
-    g = _rates(g, peak).sort_values("time_ns", ascending=False, kind="stable")
-    g["time_ns"] = g["time_ns"].astype(np.int64)
-    g["flops"] = g["flops"].round().astype(np.int64)
-    g["bytes"] = g["bytes"].round().astype(np.int64)
-    return g[GROUP_COLUMNS].reset_index(drop=True)
-
-
-def _kernel_groups(k: pd.DataFrame, peak: Peak | None) -> pd.DataFrame:
-    c = k[k["covered"]]
-    if not len(c):
-        return pd.DataFrame(columns=["kernel", "category", *GROUP_COLUMNS[3:]])
-    g = c.groupby("kernel", sort=False).agg(
-        category=("category", "first"), calls=("inst", "nunique"), kernels=("dur", "size"),
-        time_ns=("dur", "sum"), flops=("flops", "sum"), bytes=("bytes", "sum"),
-        has_flops=("has_flops", "all"), has_bytes=("has_bytes", "all"),
-        tf32=("tf32", "any")).reset_index()
-    for col in ("precision", "unit"):
-        g.insert(2 if col == "precision" else 3, col, g["kernel"].map(
-            _majority(c, "kernel", col)).astype(object).where(lambda s: s.notna(), None))
-    g = _rates(g, peak).sort_values("time_ns", ascending=False, kind="stable")
-    g["time_ns"] = g["time_ns"].astype(np.int64)
-    g["flops"] = g["flops"].round().astype(np.int64)
-    g["bytes"] = g["bytes"].round().astype(np.int64)
-    return g[["kernel", "category", *GROUP_COLUMNS[3:]]].reset_index(drop=True)
-
-
-def _uncovered(k: pd.DataFrame, no_op: str, own_name: bool = False) -> pd.DataFrame:
-    """Work without figures, grouped by op and reason. ``own_name``: a CPU trace's work
-    rows are ops themselves, named as such where no modelled op was found for them."""
-    u = k[~k["covered"]].copy()
-    total = float(k["dur"].sum()) or 1.0
-    unnamed = (u["op"] == "").to_numpy()
-    u["op"] = np.where(unnamed, u["kernel"] if own_name else "(no op)", u["op"])
-    u["note"] = np.where(unnamed, no_op, u["note"].fillna("no model for this op"))
-    g = u.groupby(["op", "note"], sort=False).agg(kernels=("dur", "size"),
-                                                  time_ns=("dur", "sum")).reset_index()
-    g["share"] = g["time_ns"] / total
-    g["time_ns"] = g["time_ns"].astype(np.int64)
-    return g.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)
+    op_flops, op_bytes = k.flops, k.bytes
+    k.flops = np.where(valid, np.nan_to_num(op_flops * f_part), 0.0)
+    k.bytes = np.where(valid, np.nan_to_num(op_bytes * b_part), 0.0)
+    k.has_flops = valid & ~np.isnan(op_flops)
+    k.has_bytes = valid & ~np.isnan(op_bytes)
 
 
 def _run_key(groups: pd.DataFrame, peak: Peak | None) -> str | None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from traceviz.categorical import per_distinct
+from traceviz.categorical import categorical_of, per_distinct
 from traceviz.classify import TENSOR_CORE_HALF, TF32_KERNEL
 from traceviz.peaks import Peak
 from traceviz.runners.protocol import workload_flops
@@ -48,22 +48,33 @@ def _precision_of_names(names: pd.Index) -> np.ndarray:
 def matrix_precision(work: pd.DataFrame) -> str | None:
     """The precision most matrix kernel time ran in, by kernel name: ``tf32``, ``fp16``,
     ``bf16``, ``fp8`` (tensor-core tiles) or ``fp32``; None without matrix kernels."""
-    m = work[np.isin(work["category"].astype(str).to_numpy(), MATRIX)]
+    m = np.flatnonzero(np.isin(work["category"].astype(str).to_numpy(), MATRIX))
     if not len(m):
         return None
-    prec = per_distinct(m["name"], _precision_of_names, fill="fp32")
-    return str(pd.Series(m["dur_ns"].to_numpy(), index=prec).groupby(level=0).sum().idxmax())
+    prec = per_distinct(_used(work["name"].iloc[m]), _precision_of_names, fill="fp32")
+    return str(pd.Series(work["dur_ns"].to_numpy()[m], index=prec).groupby(level=0).sum()
+               .idxmax())
+
+
+def _used(names: pd.Series) -> pd.Categorical:
+    """The names as a Categorical of the names these rows hold: a trace's name column
+    has every event's name as a category, and the patterns run once per category."""
+    return categorical_of(names).remove_unused_categories()
 
 
 def fma_gemms(work: pd.DataFrame) -> pd.DataFrame:
     """FP32 GEMM kernels on the FMA units (no tensor cores): one row per name with
     ``kernels`` and ``time_ns``, most time first."""
-    g = work[work["category"].astype(str).to_numpy() == "gemm"]
-    names = g["name"]
-    fma = per_distinct(names, lambda u: np.array(
+    gemm = np.flatnonzero(work["category"].astype(str).to_numpy() == "gemm")
+    names = work["name"].iloc[gemm]
+    fma = np.asarray(per_distinct(_used(names), lambda u: np.array(
         [bool(FP32_FMA_GEMM.search(str(n))) and not TF32_KERNEL.search(str(n))
-         and not TENSOR_CORE_HALF.search(str(n)) for n in u], dtype=bool), fill=False)
-    f = g[np.asarray(fma, dtype=bool)]
+         and not TENSOR_CORE_HALF.search(str(n)) for n in u], dtype=bool), fill=False),
+        dtype=bool)
+    # the two columns read, not every column of the rows
+    f = pd.DataFrame({"name": names.to_numpy()[fma] if not isinstance(
+        names.dtype, pd.CategoricalDtype) else names.array[fma],
+        "dur_ns": work["dur_ns"].to_numpy()[gemm][fma]})
     out = f.groupby(f["name"].astype(str)).agg(kernels=("dur_ns", "size"),
                                                 time_ns=("dur_ns", "sum"))
     return out.sort_values("time_ns", ascending=False).reset_index()
