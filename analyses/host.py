@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from traceviz.categorical import per_distinct
-from traceviz.intervals import union_in_windows
+from traceviz.categorical import categorical_of, per_distinct
+from traceviz.intervals import clipped_lengths, union_in_windows
 from traceviz.launch_apis import is_sync_call
 from traceviz.schema import is_in
 
@@ -114,25 +114,56 @@ def host_split(trace: Trace, ws: np.ndarray, we: np.ndarray, steps: int) -> Host
     rt = rt_idx[(pid[rt_idx] == p) & (tid[rt_idx] == t)]
     # a call's time inside the windows (calls do not nest on one thread, except a call
     # recorded twice, nsys' inner record: its outer one counts)
-    part = union_per_name(ev["name"].to_numpy()[rt], ts[rt], end[rt], ws, we)
+    # the names' codes, not the column as text: one string per row of the whole trace
+    # cost more than the rest of the split
+    name = categorical_of(ev["name"])
+    part = union_per_name(name.codes[rt], name.categories, ts[rt], end[rt], ws, we)
     return HostSplit(threads, part, steps)
 
 
-def union_per_name(names: np.ndarray, ts: np.ndarray, end: np.ndarray, ws: np.ndarray,
-                   we: np.ndarray) -> pd.DataFrame:
-    """Per API name: calls starting inside the windows and the union of their time there."""
-    frame = pd.DataFrame({"name": pd.Categorical(names).astype(str), "ts": ts, "end": end})
-    starts_in = _starts_inside(ts, ws, we)
-    out = []
-    for name, g in frame.groupby("name", sort=False, observed=True):
-        s, e = g["ts"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
-        total = int(union_in_windows(s, e, ws, we).sum())
-        calls = int(starts_in[g.index.to_numpy()].sum())
-        if calls or total:
-            out.append((name, calls, total))
-    table = pd.DataFrame(out, columns=API_COLUMNS)
+def union_per_name(codes: np.ndarray, categories: pd.Index, ts: np.ndarray,
+                   end: np.ndarray, ws: np.ndarray, we: np.ndarray) -> pd.DataFrame:
+    """Per API name (``codes`` into ``categories``, -1 missing: "nan"): calls starting
+    inside the windows and the union of their time there."""
+    # a group per distinct text (a name's text, as the table shows it), from the few
+    # distinct names, not the rows
+    labels = np.append(np.asarray(categories.astype(str), dtype=object), "nan")
+    label_codes, names = pd.factorize(labels)
+    group = label_codes[np.asarray(codes, dtype=np.int64)]  # -1 reads the last: "nan"
+    calls = np.bincount(group, weights=_starts_inside(ts, ws, we),
+                        minlength=len(names)).astype(np.int64)
+    total = union_per_group(group, ts, end, ws, we, len(names))
+    present = np.zeros(len(names), dtype=bool)
+    present[group] = True
+    keep = present & ((calls > 0) | (total > 0))
+    table = pd.DataFrame({"name": np.asarray(names, dtype=object)[keep],
+                          "calls": calls[keep], "total_ns": total[keep]},
+                         columns=API_COLUMNS)
     return table.sort_values(["total_ns", "name"], ascending=[False, True],
                              ignore_index=True)
+
+
+def union_per_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                    ws: np.ndarray, we: np.ndarray, n: int) -> np.ndarray:
+    """Per group 0..n-1: the length of the union of its intervals inside the sorted,
+    disjoint windows (``union_in_windows`` of each group, summed, in one pass)."""
+    keep = ends > starts
+    g, s, e = group[keep], starts[keep], ends[keep]
+    out = np.zeros(n, dtype=np.int64)
+    if not len(s):
+        return out
+    order = np.lexsort((s, g))
+    g, s, e = g[order], s[order], e[order]
+    reach = pd.Series(e).groupby(g, sort=False).cummax().to_numpy(np.int64)
+    # a block starts at a group's first interval, or where an interval starts after
+    # everything before it in its group has ended (touching intervals join)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = (g[1:] != g[:-1]) | (s[1:] > reach[:-1])
+    firsts = np.flatnonzero(new)
+    lasts = np.append(firsts[1:] - 1, len(s) - 1)
+    # the blocks of a group are disjoint: their lengths inside the windows add up
+    np.add.at(out, g[firsts], clipped_lengths(s[firsts], reach[lasts], ws, we))
+    return out
 
 
 def per_device_op_ns(step_ns: float | None, device_ops: int, steps: int) -> float | None:
