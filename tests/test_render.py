@@ -203,20 +203,26 @@ def test_a_copied_run_folder_names_its_own_raw_trace(capsys):
                                    / "h100_2gpu_window.sqlite", KINETO / "cpu_only.json.gz"])
 def test_table_widths_are_rich_measures(trace, monkeypatch):
     """Fitting measures a table from its cells' text, not by rendering it: the same width
-    rich measures, for every table analyze fits, at every width tried."""
+    rich measures, for every table analyze fits, at every width and form tried (each
+    form's measure is a sum of its columns' widths, taken once per table)."""
     from traceviz.render import fit
 
-    own = fit._width
+    own = fit._form_width
     seen = []
 
-    def both(table: Table) -> int:
-        seen.append((table.title, own(table), fit.measured_width(table)))
-        return seen[-1][2]
+    def both(sizes: fit._Sizes, kept: list[int], two_lines: bool) -> int:
+        cols = sizes.cols
+        table = fit._build("", [cols[i] for i in kept],
+                           [[(cols[i], row[i]) for i in kept] for row in sizes.rows],
+                           two_lines, sizes.name_width, sizes.wide, measuring=True)
+        seen.append((tuple(c.header for c in cols), own(sizes, kept, two_lines),
+                     fit._width(table), fit.measured_width(table)))
+        return seen[-1][3]
 
-    monkeypatch.setattr(fit, "_width", both)
+    monkeypatch.setattr(fit, "_form_width", both)
     s = summarize(load(trace), with_efficiency=True)
     for width in (40, 72, 100, 160):
         for wide in (False, True):
             print_summary(Console(file=io.StringIO(), width=width), s, top=15, wide=wide)
-    assert seen and all(ours == rich for _, ours, rich in seen), \
-        [s for s in seen if s[1] != s[2]][:5]
+    assert seen and all(ours == cells == rich for _, ours, cells, rich in seen), \
+        [s for s in seen if not s[1] == s[2] == s[3]][:5]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from rich import box
 from rich.cells import cell_len
 from rich.console import Console, JustifyMethod
+from rich.control import strip_control_codes
 from rich.table import Table
 from rich.text import Text
 
@@ -129,12 +130,15 @@ def fitted_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]],
               measuring: bool = False) -> Table:
         return _build(title, shown, cells, two, name_width, wide, measuring, caption)
 
+    # each form tried is measured from the columns' text widths, taken once: building
+    # and measuring a table per form cost more than printing the one chosen
+    sizes = _Sizes.of(cols, rows, most, wide)
     while True:
         shown = [cols[i] for i in kept]
         cells = [[(cols[i], row[i]) for i in kept] for row in rows]
         names = longest and any(c.name for c in shown)
         for two_lines in (False, True):
-            over = _width(build(shown, cells, two_lines, most, measuring=True)) - width
+            over = _form_width(sizes, kept, two_lines) - width
             if over <= 0:
                 return build(shown, cells, two_lines, most), _left(cols, kept)
             if names and most - over >= least:  # the names give up what is over
@@ -143,6 +147,62 @@ def fitted_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]],
             narrow = max(NAME_MIN, min(most - over, least)) if names else most
             return build(shown, cells, True, narrow), _left(cols, kept)
         kept.remove(leaving.pop(0))
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """A table's columns as ``_width`` measures the measuring form (``_build``'s, at
+    ``name_width``): per column its widest header line (on one line and as given) and
+    cell line, and its cap. Any form of the table (columns left out, headers on two
+    lines) is then measured by a sum, without building it."""
+
+    cols: Sequence[Col]
+    rows: Sequence[Sequence[str]]
+    name_width: int
+    wide: bool
+    one: tuple[int, ...]
+    two: tuple[int, ...]
+    body: tuple[int, ...]
+    cap: tuple[int | None, ...]
+    markup: bool  # a header rich would read as markup: rich measures the built table
+
+    @classmethod
+    def of(cls, cols: Sequence[Col], rows: Sequence[Sequence[str]], name_width: int,
+           wide: bool) -> _Sizes:
+        body = []
+        for k, c in enumerate(cols):
+            values = [row[k] for row in rows]
+            if c.name and not wide:
+                values = list(_distinct(tuple(values), name_width))
+            elif c.wrap or (c.name and wide):  # folded: cut as _build cuts it to measure
+                values = [v[: name_width if c.name else WRAP_MIN] for v in values]
+            body.append(max((_lines_width(strip_control_codes(v)) for v in values),
+                            default=0))
+        return cls(cols, rows, name_width, wide,
+                   tuple(_lines_width(c.one_line) for c in cols),
+                   tuple(_lines_width(c.header) for c in cols), tuple(body),
+                   tuple(name_width if c.name and not (c.wrap or wide) else None
+                         for c in cols),
+                   any("[" in c.header or "[" in c.one_line for c in cols))
+
+
+def _lines_width(text: str) -> int:
+    return max((cell_len(line) for line in text.splitlines()), default=0)
+
+
+def _form_width(sizes: _Sizes, kept: list[int], two_lines: bool) -> int:
+    """``_width`` of the measuring form of ``sizes``' table with the columns ``kept``."""
+    if sizes.markup:
+        cols = sizes.cols
+        return _width(_build("", [cols[i] for i in kept],
+                             [[(cols[i], row[i]) for i in kept] for row in sizes.rows],
+                             two_lines, sizes.name_width, sizes.wide, measuring=True))
+    pad = 2  # _build's tables: rich's padding (0, 1), one column left and right
+    total = 2 + len(kept) - 1  # box.SIMPLE_HEAD: its edges and a separator per column
+    for i in kept:
+        w = max(sizes.two[i] if two_lines else sizes.one[i], sizes.body[i]) + pad
+        total += w if sizes.cap[i] is None else min(w, sizes.cap[i] + pad)
+    return total
 
 
 def _left(cols: Sequence[Col], kept: list[int]) -> list[str]:
