@@ -201,7 +201,8 @@ def _form_width(sizes: _Sizes, kept: list[int], two_lines: bool) -> int:
     total = 2 + len(kept) - 1  # box.SIMPLE_HEAD: its edges and a separator per column
     for i in kept:
         w = max(sizes.two[i] if two_lines else sizes.one[i], sizes.body[i]) + pad
-        total += w if sizes.cap[i] is None else min(w, sizes.cap[i] + pad)
+        cap = sizes.cap[i]
+        total += w if cap is None else min(w, cap + pad)
     return total
 
 
