@@ -130,13 +130,18 @@ def _has(python: str, module: str) -> bool:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size-mb", type=int, default=200, help="JSON size in MB")
-    p.add_argument("--reps", type=int, default=3, help="runs of each (median)")
-    p.add_argument("--hta-python", default=os.environ.get("HTA_PYTHON", "/tmp/hta/bin/python"))
+    p.add_argument("--reps", type=int, default=3,
+                   help="runs of each (median; at least 3: 'import with it' is a difference "
+                        "of two medians)")
+    p.add_argument("--hta-python", default=os.environ.get("HTA_PYTHON", "/tmp/hta/bin/python"),
+                   help="the interpreter of HTA's own venv (default: $HTA_PYTHON or "
+                        "/tmp/hta/bin/python)")
     p.add_argument("--simdjson-python", default="/tmp/simd/bin/python",
                    help="an interpreter with pysimdjson installed")
     args = p.parse_args()
-    if args.reps < 1:
-        raise SystemExit("--reps: at least 1")
+    if args.reps < 3:
+        raise SystemExit("--reps: at least 3 ('import with it' is the difference of two "
+                         "medians: with one run each it moved nearly 2x)")
     src = build(args.size_mb)
     size = src.stat().st_size
     scratch = str(DATA / "readers_array.json")
