@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.categorical import categorical_of, per_distinct
-from traceviz.intervals import clipped_lengths, union_in_windows
+from traceviz.intervals import clipped_lengths, union_blocks_by_group, union_in_windows
 from traceviz.launch_apis import is_sync_call
 from traceviz.schema import is_in
 
@@ -145,22 +145,10 @@ def union_per_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                     ws: np.ndarray, we: np.ndarray, n: int) -> np.ndarray:
     """Per group 0..n-1: the length of the union of its intervals inside the sorted,
     disjoint windows (``union_in_windows`` of each group, summed, in one pass)."""
-    keep = ends > starts
-    g, s, e = group[keep], starts[keep], ends[keep]
+    g, s, e = union_blocks_by_group(group, starts, ends)
     out = np.zeros(n, dtype=np.int64)
-    if not len(s):
-        return out
-    order = np.lexsort((s, g))
-    g, s, e = g[order], s[order], e[order]
-    reach = pd.Series(e).groupby(g, sort=False).cummax().to_numpy(np.int64)
-    # a block starts at a group's first interval, or where an interval starts after
-    # everything before it in its group has ended (touching intervals join)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = (g[1:] != g[:-1]) | (s[1:] > reach[:-1])
-    firsts = np.flatnonzero(new)
-    lasts = np.append(firsts[1:] - 1, len(s) - 1)
     # the blocks of a group are disjoint: their lengths inside the windows add up
-    np.add.at(out, g[firsts], clipped_lengths(s[firsts], reach[lasts], ws, we))
+    np.add.at(out, g, clipped_lengths(s, e, ws, we))
     return out
 
 

@@ -11,6 +11,8 @@ from traceviz.intervals import (
     innermost_enclosing,
     max_overlap_in_windows,
     overlaps_windows,
+    union_blocks,
+    union_blocks_by_group,
     union_length,
 )
 
@@ -20,6 +22,27 @@ def test_union_overlapping_nested_and_disjoint():
     e = np.array([10, 8, 12, 25, 30])  # [0,10)+[5,8)+[6,12) -> [0,12); [20,25); empty
     assert union_length(s, e) == 12 + 5
     assert union_length(np.array([], np.int64), np.array([], np.int64)) == 0
+
+
+def test_union_blocks_by_group_is_each_groups_union():
+    # group 0: [0,10)+[5,8)+[10,12) -> [0,12) (touching joins); group 1: [3,4), [6,9)
+    # (a group's blocks never merge with another's); group 2: only an empty interval
+    g = np.array([1, 0, 0, 1, 2, 0, 1])
+    s = np.array([6, 5, 0, 3, 7, 10, 7])
+    e = np.array([8, 8, 10, 4, 7, 12, 9])
+    bg, bs, be = union_blocks_by_group(g, s, e)
+    assert bg.tolist() == [0, 1, 1]
+    assert bs.tolist() == [0, 3, 6]
+    assert be.tolist() == [12, 4, 9]
+    rng = np.random.default_rng(7)
+    g = rng.integers(0, 5, 400)
+    s = rng.integers(0, 1000, 400)
+    e = s + rng.integers(-5, 60, 400)
+    bg, bs, be = union_blocks_by_group(g, s, e)
+    for k in range(5):
+        ws, we = union_blocks(s[g == k], e[g == k])
+        assert bs[bg == k].tolist() == ws.tolist()
+        assert be[bg == k].tolist() == we.tolist()
 
 
 def test_union_is_order_independent():

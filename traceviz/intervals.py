@@ -15,15 +15,41 @@ def union_blocks(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.n
         return s, e
     order = np.argsort(s, kind="stable")
     s, e = s[order], e[order]
-    # running max of ends: an interval starts a new covered block iff it starts
-    # after everything before it has ended
-    reach = np.maximum.accumulate(e)
+    firsts, lasts, reach = _blocks(s, np.maximum.accumulate(e))
+    return s[firsts], reach[lasts]
+
+
+def union_blocks_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``union_blocks`` of each group's intervals at once: (group, start, end) of every
+    block, sorted by group then start."""
+    g = np.asarray(group, dtype=np.int64)
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    keep = e > s
+    g, s, e = g[keep], s[keep], e[keep]
+    if len(s) == 0:
+        return g, s, e
+    order = np.lexsort((s, g))
+    g, s, e = g[order], s[order], e[order]
+    import pandas as pd  # a grouped running max (the rest of this module needs numpy only)
+
+    reach = pd.Series(e).groupby(g, sort=False).cummax().to_numpy(np.int64)
+    firsts, lasts, reach = _blocks(s, reach, g[1:] != g[:-1])
+    return g[firsts], s[firsts], reach[lasts]
+
+
+def _blocks(s: np.ndarray, reach: np.ndarray, breaks: np.ndarray | bool = False
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """First and last interval of each covered block of the sorted intervals, given the
+    running max of their ends (``reach``): an interval starts a new block iff it starts
+    after everything before it has ended, or where ``breaks`` says (a new group)."""
     new_block = np.empty(len(s), dtype=bool)
     new_block[0] = True
-    new_block[1:] = s[1:] > reach[:-1]
+    new_block[1:] = (s[1:] > reach[:-1]) | breaks
     firsts = np.flatnonzero(new_block)
     lasts = np.append(firsts[1:] - 1, len(s) - 1)
-    return s[firsts], reach[lasts]
+    return firsts, lasts, reach
 
 
 def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
