@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.idle import _pending, _Rows
+from traceviz.algos.categorical import groups
+from traceviz.algos.intervals import union_blocks
+from traceviz.analyses.summary.idle import _pending, _Rows
 from traceviz.analyses.work import analysis_windows, work_rows
-from traceviz.categorical import groups
-from traceviz.intervals import union_blocks
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
@@ -138,7 +138,7 @@ def step_rows(trace: Trace, budget: int) -> StepRows:
     """The step of median length (the whole trace without steps), its device rows on
     their stream lanes: at most ``budget`` of them, the longest, with a note saying how
     many are left out and their time."""
-    from traceviz.schema import DEVICE_KINDS
+    from traceviz.table.schema import DEVICE_KINDS
     from traceviz.units import fmt_ns, plural
 
     ev = trace.events
@@ -206,7 +206,7 @@ def step_rows(trace: Trace, budget: int) -> StepRows:
 
 def _op_shapes(trace: Trace, dev: pd.DataFrame) -> list[str]:
     """Per device row: the input shapes recorded on the op it ran for ("" where none)."""
-    from traceviz.analyses.efficiency import op_of_kernels
+    from traceviz.analyses.efficiency.ops import op_of_kernels
 
     op_row = op_of_kernels(trace, dev)
     details = trace.events["details"].astype(object).to_numpy() \

@@ -1,7 +1,7 @@
 """Benchmark timings a reader can trust: spread, the noisy flag, warm-up, and profiler
 overhead only where it exceeds the noise.
 
-The definitions live in ``runners/protocol.py`` (the runners write them into bench.json);
+The definitions live in ``runners/benchdefs.py`` (the runners write them into bench.json);
 here a bench of an older run, without them, gets the same figures from its batch times.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from traceviz.runners.protocol import NOISY_CV, NOISY_MAX_OVER_MIN, first_call_seconds, spread
+from traceviz.runners.benchdefs import NOISY_CV, NOISY_MAX_OVER_MIN, first_call_seconds, spread
 
 
 @dataclass(frozen=True)

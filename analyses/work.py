@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from traceviz.categorical import groups, per_distinct
-from traceviz.classify import trivial_op_flags
-from traceviz.intervals import union_length
-from traceviz.optree import work_op_mask
-from traceviz.schema import is_in
+from traceviz.algos.categorical import groups, per_distinct
+from traceviz.algos.intervals import union_length
+from traceviz.algos.optree import work_op_mask
+from traceviz.table.classify import trivial_op_flags
+from traceviz.table.schema import is_in
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
@@ -121,7 +121,7 @@ def analysis_windows(trace: Trace, work: pd.DataFrame | None = None
 
 def wall_windows(windows: dict[int, pd.DataFrame]) -> tuple[np.ndarray, np.ndarray]:
     """The union of every device's windows: the wall-clock time under analysis."""
-    from traceviz.intervals import union_blocks
+    from traceviz.algos.intervals import union_blocks
 
     if not windows:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)

@@ -67,7 +67,7 @@ def hta(python: str, trace: Path, annotation: str, n: int) -> list[dict]:
 
 
 def ours(trace: Path, annotation: str) -> list[dict]:
-    from traceviz.analyses.critical_path import PARTS, critical_path
+    from traceviz.analyses.critical_path.path import PARTS, critical_path
     from traceviz.parsers import load
 
     t = load(trace)

@@ -13,9 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from traceviz.ladder_read import read_ladder, repeat_dirs, rung_dir
-from traceviz.render.ladder import ladder_cols, ladder_footnotes, ladder_rows
-from traceviz.runfolder import read_record
+from traceviz.files.runfolder import read_record
+from traceviz.ladder.read import read_ladder, repeat_dirs, rung_dir
+from traceviz.render.terminal.ladder import ladder_cols, ladder_footnotes, ladder_rows
 
 
 def _machine(root: Path) -> str:

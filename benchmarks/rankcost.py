@@ -43,7 +43,7 @@ def main() -> int:
     p.add_argument("trace", nargs="?", type=Path, default=DEFAULT)
     p.add_argument("--reps", type=int, default=30)
     args = p.parse_args()
-    from traceviz.rankdir import folder_rank
+    from traceviz.rankset.folder import folder_rank
 
     with gzip.open(args.trace, "rt") as f:
         doc = json.load(f)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from traceviz import load
-from traceviz.analyses.replay_measure import window_time
-from traceviz.analyses.whatif import DEFAULT_SCENARIOS, whatif
+from traceviz.analyses.replay.measure import window_time
+from traceviz.analyses.whatif.engine import DEFAULT_SCENARIOS, whatif
 from traceviz.render.report import md_table
 from traceviz.units import fmt_ns, fmt_pct
 

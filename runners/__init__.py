@@ -62,7 +62,7 @@ class Framework:
                 "no MXNet interpreter found"
             return (f"{where}; create one with `traceviz env mxnet` (./{MXNET_ENV}) or give "
                     "the interpreter with --python PATH")
-        from traceviz.install_hint import pip_install
+        from traceviz.system.install_hint import pip_install
 
         return f"needs {self.name}, which is not installed ({pip_install(str(self.extra))})"
 

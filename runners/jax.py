@@ -82,7 +82,7 @@ def run(cfg: dict, out: Path) -> dict:
         import jax.numpy as jnp
         import numpy as np
     except ImportError as e:
-        from traceviz.install_hint import pip_install
+        from traceviz.system.install_hint import pip_install
 
         raise RunnerError(f"JAX is not importable here ({e}); {pip_install('jax')}") \
             from None

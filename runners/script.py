@@ -39,10 +39,10 @@ def _events() -> Any:
 
 def _session(cfg: dict, out: Path, emit: Any) -> Any:
     if cfg["framework"] == "tensorflow":
-        from traceviz.runners.tf_session import TfSession
+        from traceviz.runners.tensorflow.session import TfSession
 
         return TfSession(out, cfg["warmup"], cfg["profile_steps"], on_event=emit)
-    from traceviz.runners.torch_session import TorchSession
+    from traceviz.runners.torch.session import TorchSession
 
     return TorchSession(out, cfg["warmup"], cfg["profile_steps"], cfg["profiler"],
                         modules=cfg.get("modules", False), slice_s=cfg.get("slice_s"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from traceviz.normalize import finish
+from traceviz.parsers.normalize import finish
 from traceviz.trace import Trace
 
 HOST = dict(pid=1, tid=1, device=-1, stream=-1)

@@ -10,9 +10,9 @@ import pytest
 from tests.conftest import ROOT, SHARED_TRACES
 from tests.handmade import row, trace
 from traceviz import load
-from traceviz.analyses import advice as A
-from traceviz.classify import MATRIX_OPS
+from traceviz.analyses.advice import rules as A
 from traceviz.cli import main
+from traceviz.table.classify import MATRIX_OPS
 from traceviz.units import fmt_ns
 
 H100 = ROOT / "sample_traces" / "gpu"
@@ -204,7 +204,7 @@ def test_fusion_advice_fits_the_trace():
     t = load(_path(H100 / "fine_torch/train"))
     k = t.kernels()
     opt = k[k["phase"] == "optimizer"]["name"].astype(str).iloc[0]
-    from traceviz.analyses.advice_actions import fusion_action
+    from traceviz.analyses.advice.actions import fusion_action
 
     action = fusion_action(A.Context(t), A.work_rows(t), opt)
     assert "foreach or fused optimizer" in action
@@ -229,7 +229,7 @@ def test_whole_trace_totals_say_so_beside_per_step_savings():
 def test_actions_speak_the_traces_framework():
     """A TensorFlow profile is told of XLA and Keras, never of torch; a PyTorch one of
     torch.compile."""
-    from traceviz.analyses.advice import advise
+    from traceviz.analyses.advice.rules import advise
     from traceviz.parsers import load
 
     shared = ROOT.parent / "shared" / "traces"
@@ -246,7 +246,7 @@ def test_host_bound_not_raised_where_its_replay_finds_no_gain():
     single-kernel segments in graphs removes no host time, so its own replay predicts a
     loss: the finding is not raised (the synchronizing calls are)."""
     from tests.handmade import row, trace
-    from traceviz.analyses.whatif import whatif
+    from traceviz.analyses.whatif.engine import whatif
 
     rows = [row("step", "ProfilerStep#1", 0, 20 * 13_000 + 1_000, step=1)]
     for i in range(20):

@@ -207,7 +207,7 @@ def test_public_names():
 
 
 def test_export_names_are_the_tables():
-    from traceviz.analyses.tables import export_tables
+    from traceviz.analyses.summary.tables import export_tables
     from traceviz.cli.analyze import EXPORTS
 
     assert tuple(export_tables(traceviz.load(CPU_RUN))) == EXPORTS

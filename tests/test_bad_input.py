@@ -66,7 +66,7 @@ def test_directory_missing_and_unreadable(tmp_path, capsys, monkeypatch):
     locked = tmp_path / "locked.json"
     locked.write_bytes(gzip.decompress(ALEXNET.read_bytes()))
     # tests may run as root, where chmod 000 does not stop reading: ask os.access instead
-    monkeypatch.setattr("traceviz.fileio.os.access", lambda path, mode: False)
+    monkeypatch.setattr("traceviz.files.fileio.os.access", lambda path, mode: False)
     assert main(["analyze", str(locked)]) == 2
     assert "permission denied" in capsys.readouterr().err
 

@@ -14,7 +14,7 @@ needs("torch")
 import traceviz  # noqa: E402
 from traceviz.analyses import summarize  # noqa: E402
 from traceviz.cli import main  # noqa: E402
-from traceviz.runners import VARIANTS, protocol, variants  # noqa: E402
+from traceviz.runners import VARIANTS, benchdefs, variants  # noqa: E402
 from traceviz.trace import Trace  # noqa: E402
 
 TINY = ["--preset", "ptb_lm", "--batch", "4", "--seq", "5", "--hidden", "16", "--layers", "2",
@@ -60,8 +60,8 @@ def test_capture_forward(tmp_path, model, capsys):
     # warm-up: at least --warmup 1, more until three batches agree, at most 15
     warm = bench["warmup_times_s"]
     assert bench["warmup_batches"] == len(warm) and 1 <= len(warm) <= 15
-    assert bench["warmup_settled"] == protocol.settled(warm) or len(warm) == 15
-    spread = protocol.spread(bench["batch_times_s"])
+    assert bench["warmup_settled"] == benchdefs.settled(warm) or len(warm) == 15
+    spread = benchdefs.spread(bench["batch_times_s"])
     assert bench["noisy"] == spread["noisy"] == bench["time_per_batch_s"]["noisy"]
     # first call: the warm-up batches' time above the timed median
     assert bench["first_call_s"] == pytest.approx(

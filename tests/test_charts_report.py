@@ -23,12 +23,12 @@ from rich.console import Console  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.handmade import step_trace  # noqa: E402
 from traceviz.analyses import summarize  # noqa: E402
-from traceviz.analyses.amp import amp_breakdown  # noqa: E402
-from traceviz.analyses.compare import run_figures  # noqa: E402
+from traceviz.analyses.compare.amp import amp_breakdown  # noqa: E402
+from traceviz.analyses.compare.runs import run_figures  # noqa: E402
 from traceviz.cli import main  # noqa: E402
 from traceviz.render import charts  # noqa: E402
-from traceviz.render.runs import amp_rows  # noqa: E402
-from traceviz.render.terminal import print_summary  # noqa: E402
+from traceviz.render.terminal.runs import amp_rows  # noqa: E402
+from traceviz.render.terminal.summary import print_summary  # noqa: E402
 from traceviz.trace import Trace  # noqa: E402
 
 S = ROOT / "sample_traces"
@@ -200,7 +200,7 @@ def test_html_report_explores_offline(tmp_path):
 
 def test_pie_slices_are_readable():
     """No slice under 1% but the first and "others" (a 94% pie listed six 0.0% rows)."""
-    from traceviz.analyses.summary import summarize
+    from traceviz.analyses.summary.figures import summarize
     from traceviz.render.charts import kernel_pie
 
     for path in (RUNS["gpu"], S / "cpu" / "jit_torch"):

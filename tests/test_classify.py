@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from tests.conftest import SHARED_TRACES
-from traceviz.classify import cast_kernel_flags, category_codes, precision_change
 from traceviz.parsers import load
-from traceviz.schema import CATEGORIES
+from traceviz.table.classify import cast_kernel_flags, category_codes, precision_change
+from traceviz.table.schema import CATEGORIES
 
 TABLE = Path(__file__).parent / "data" / "kernel_names.tsv"
 
@@ -81,7 +81,7 @@ def test_groups_and_per_distinct_categorical_follow_the_rows():
     import numpy as np
     import pandas as pd
 
-    from traceviz.categorical import groups, per_distinct_categorical
+    from traceviz.algos.categorical import groups, per_distinct_categorical
 
     values = np.array([3, 1, 3, -1, 1, 3])
     assert [(v, idx.tolist()) for v, idx in groups(values)] == [
@@ -101,8 +101,8 @@ def test_codes_helpers_agree_with_text_on_real_tables():
     categorical of the categories in use: both equal their pandas spellings."""
     import numpy as np
 
-    from traceviz.categorical import from_used_codes
-    from traceviz.schema import DEVICE_KINDS, is_in
+    from traceviz.algos.categorical import from_used_codes
+    from traceviz.table.schema import DEVICE_KINDS, is_in
 
     ev = load(SHARED_TRACES / "kineto" / "a100_nccl.json.gz").events
     for kinds in (("kernel",), DEVICE_KINDS, ("step", "op"), ("nope",)):

@@ -9,8 +9,8 @@ import pytest
 
 from tests.conftest import KINETO, ROOT
 from tests.handmade import step_trace
-from traceviz.analyses.amp import amp_breakdown
-from traceviz.analyses.compare import (
+from traceviz.analyses.compare.amp import amp_breakdown
+from traceviz.analyses.compare.runs import (
     kernel_diff,
     mean_percentage_error,
     run_figures,

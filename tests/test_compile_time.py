@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import needs
-from traceviz import capture
-from traceviz.runners.torch_compile import from_metrics, from_phases, text_rows
+from traceviz.capture import run as capture
+from traceviz.runners.torch.compile_time import from_metrics, from_phases, text_rows
 
 # compile_times(repr="str", aggregate=True) without the tabulate package (torch 2.13)
 COMMAS = """TorchDynamo compilation metrics:
@@ -137,7 +137,7 @@ def test_compile_seconds_of_this_torch():
     torch = needs("torch")
     from torch._dynamo import utils
 
-    from traceviz.runners.torch_compile import compile_seconds
+    from traceviz.runners.torch.compile_time import compile_seconds
 
     torch._dynamo.reset()
     f = torch.compile(lambda x: torch.sin(x) * 2 + 1, dynamic=False)

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import KINETO, ROOT
 from tests.handmade import row, trace
-from traceviz.analyses.critical_path import BETWEEN_OPS, PARTS, ancestors, critical_path
+from traceviz.analyses.critical_path.path import BETWEEN_OPS, PARTS, ancestors, critical_path
 
 GPU = ROOT / "sample_traces" / "gpu"
 
@@ -139,7 +139,7 @@ def test_the_kernels_on_the_path_are_htas():
 def test_whatif_holds_a_saving_against_the_path():
     """The chain of queued GEMMs: halving them takes 150 us off the path, and the replay
     saves exactly that; in the host-bound step the same scenario takes nothing off it."""
-    from traceviz.analyses.whatif import whatif
+    from traceviz.analyses.whatif.engine import whatif
 
     t = trace(step(310_000),
               launch(1000, 1), launch(2000, 2), launch(3000, 3), sync(4000, 305_000),
@@ -190,7 +190,7 @@ def _rank(collective_at: int) -> object:
 def test_a_collective_on_the_path_names_the_rank_it_waited_for():
     """Rank 0 reaches the all-reduce at 52.5 us; rank 1 at 190 us, rank 2 at 100 us: on
     rank 0's path the all-reduce waited for rank 1, 137.5 us."""
-    from traceviz.analyses.critical_path_ranks import collective_starts, waits_of
+    from traceviz.analyses.critical_path.ranks import collective_starts, waits_of
 
     t0 = _rank(52_500)
     cp = critical_path(t0)
@@ -207,9 +207,9 @@ def test_a_collective_on_the_path_names_the_rank_it_waited_for():
 def test_a_rank_folder_gives_the_slowest_ranks_path(tmp_path, capsys):
     import shutil
 
-    from traceviz.analyses.ranks import slowest_ranks
+    from traceviz.analyses.compare.ranks import slowest_ranks
     from traceviz.cli import main
-    from traceviz.rankdir import analyze_folder
+    from traceviz.rankset.folder import analyze_folder
 
     for r in (0, 1):
         shutil.copy(KINETO / f"ampere_sampled_rank{r}.json.gz", tmp_path)

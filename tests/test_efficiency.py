@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 import traceviz
-from traceviz.analyses.efficiency import efficiency
-from traceviz.analyses.summary import summarize
+from traceviz.analyses.efficiency.ops import efficiency
+from traceviz.analyses.summary.figures import summarize
 from traceviz.errors import UsageError
 from traceviz.opcost import op_cost
-from traceviz.peaks import PEAKS, find, parse_peak
-from traceviz.runners.protocol import workload_flops
+from traceviz.opcost.peaks import PEAKS, find, parse_peak
+from traceviz.runners.benchdefs import workload_flops
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU = ROOT / "sample_traces" / "gpu"
@@ -339,7 +339,7 @@ def test_memory_events_against_kineto_totals(tmp_path):
     assert {"forward", "backward"} <= set(phases)
     assert sum(r["allocated"] for r in m["phases"]) == host["allocated"]
     # the running total from the stored sizes is Kineto's own at every event
-    from traceviz.analyses.memory import memory
+    from traceviz.analyses.summary.memory import memory
 
     series = memory(t).series
     assert series["total"].tolist() == totals
@@ -395,7 +395,7 @@ def test_xspace_allocator_events_against_the_protobuf():
             dev = int(alloc.split("_")[1]) if alloc.startswith("GPU_") else -1
             raw.setdefault(dev, []).append((line.timestamp_ns * 1000 + e.offset_ps,
                                             int(s["bytes_allocated"])))
-    from traceviz.analyses.memory import memory
+    from traceviz.analyses.summary.memory import memory
 
     t = traceviz.load(path)
     series = memory(t).series
@@ -576,7 +576,7 @@ def test_a_cpu_work_op_without_a_formula_takes_its_modelled_op(tmp_path):
     """On a CPU trace the work op may be an autograd node (its own time past half):
     the figures come from the modelled op inside it."""
     pytest.importorskip("torch")
-    from traceviz.analyses.efficiency import _modelled_inside
+    from traceviz.analyses.efficiency.ops import _modelled_inside
 
     path = tmp_path / "t.json"
     subprocess.run([sys.executable, "-c", _CONV_ATTENTION, str(path)], check=True,

@@ -128,7 +128,7 @@ def test_sigkill_leaves_no_process_and_no_output(big_trace, tmp_path):
 SEMAPHORE_LEFT_REGISTERED = """
 import multiprocessing, os, sys
 import _multiprocessing
-from traceviz.pools import quiet_resource_tracker
+from traceviz.system.pools import quiet_resource_tracker
 if sys.argv[1] == "quiet":
     quiet_resource_tracker()
 lock = multiprocessing.get_context("forkserver").Lock()  # registered with the tracker
@@ -270,7 +270,7 @@ def test_rank_pool_stops_at_once():
     pool's own exit waited for every queued rank (40 x 0.5 s over 2 workers: 10 s)."""
     import multiprocessing
 
-    from traceviz.rankdir import _pool_map
+    from traceviz.rankset.folder import _pool_map
 
     results = _pool_map(_slow_rank, 2)([(i,) for i in range(40)])
     assert next(results)[1] in range(40)

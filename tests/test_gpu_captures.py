@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.rawref import Reference, ns
-from traceviz.analyses.summary import summarize
+from traceviz.analyses.summary.figures import summarize
 from traceviz.parsers.detect import load as load_any
 from traceviz.trace import Trace
 

@@ -103,7 +103,7 @@ def test_a_copied_run_folder_is_one_run_with_its_timings(capsys, tmp_path):
 
 
 def test_a_trace_beside_its_own_parquet_is_one_rank(tmp_path):
-    from traceviz.folders import rank_files
+    from traceviz.files.folders import rank_files
 
     src = ROOT / "sample_traces" / "kineto"
     for f in ("a100_alexnet.json.gz", "a100_alexnet.parquet", "mi250_rocm_train.json.gz"):
@@ -191,8 +191,8 @@ def test_compare_says_when_profiled_and_timed_orders_disagree(capsys):
 
 
 def test_a_ladder_prediction_is_never_faster_than_the_base_rungs_kernels():
-    from traceviz.ladder import BY_NAME
-    from traceviz.ladder_read import read_ladder
+    from traceviz.ladder.read import read_ladder
+    from traceviz.ladder.rungs import BY_NAME
 
     rungs = tuple(BY_NAME[n] for n in ("naive8_torch", "fine_torch", "compile_full_torch"))
     ladder = read_ladder(H200, rungs)
@@ -354,7 +354,7 @@ def test_compile_full_is_device_bound(capsys):
 
 
 def test_a_parquet_of_another_trace_is_not_taken_for_its_namesake(tmp_path):
-    from traceviz.folders import rank_files
+    from traceviz.files.folders import rank_files
 
     src = ROOT / "sample_traces" / "kineto"
     shutil.copy(src / "a100_alexnet.json.gz", tmp_path / "a.json.gz")

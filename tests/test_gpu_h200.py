@@ -18,8 +18,8 @@ import pytest
 from tests.conftest import ROOT
 from tests.rawref import ns
 from traceviz.analyses import summarize
+from traceviz.opcost.peaks import find
 from traceviz.parsers import load
-from traceviz.peaks import find
 
 H200 = ROOT.parent / "shared" / "gpu-h200"
 SCAN_JAX = H200 / "scan_jax" / "vm.xplane.pb.gz"
@@ -218,7 +218,7 @@ def test_xla_efficiency_notes_speak_jax(scan_trace):
 
 
 def _advice(trace):
-    from traceviz.analyses.advice import advise
+    from traceviz.analyses.advice.rules import advise
 
     return {f.rule: f for f in advise(trace)[0]}
 

@@ -11,15 +11,15 @@ import sys
 import pytest
 
 from tests.conftest import needs
-from traceviz.capture import (
+from traceviz.capture.run import (
     CaptureRequest,
     check_graph_replay,
-    graph_replay_refusal,
     run_capture,
 )
 from traceviz.cli import main
 from traceviz.errors import UsageError
 from traceviz.runners.presets import make_workload
+from traceviz.runners.torch.refusals import graph_replay_refusal
 
 CPU_LINE = "--graph-replay: captures the forward pass in a CUDA graph and needs --device cuda"
 TINY = ["--batch", "2", "--seq", "3", "--hidden", "8", "--layers", "1", "--vocab", "20",
@@ -84,7 +84,7 @@ def test_config_records_graph_replay():
     assert cfg["graph_replay"] is True
     plain = CaptureRequest("fused_torch", _request("fused_torch", "cuda").workload, "cuda")
     assert plain.config()["graph_replay"] is False
-    from traceviz.runfolder import run_meta
+    from traceviz.files.runfolder import run_meta
 
     assert run_meta(cfg, None, None)["graph_replay"] is True
     assert "graph_replay" not in run_meta(plain.config(), None, None)
@@ -108,8 +108,9 @@ def test_runner_refuses_graph_replay_on_a_cpu(tmp_path):
 
 def test_replay_phases_splits_the_event_times():
     needs("torch")
-    from traceviz.runners.protocol import Phases, first_call_seconds
-    from traceviz.runners.torch_graphs import GraphCaptureError, replay_phases
+    from traceviz.runners.benchdefs import first_call_seconds
+    from traceviz.runners.protocol import Phases
+    from traceviz.runners.torch.graphs import GraphCaptureError, replay_phases
 
     wall = Phases(times=[0.020, 0.022, 0.021], elapsed=0.063, prof_times=[0.030, 0.034],
                   warmup_times=[1.5, 0.021], warmup_settled=True)
@@ -135,8 +136,8 @@ GRAPH_VARIANTS = ["fused_torch", "streams_torch", "wavefront_torch", "naive8_tor
 @pytest.mark.parametrize("name", GRAPH_VARIANTS)
 def test_forward_graph_replays_the_eager_forward(name):
     torch = needs("torch")
-    from traceviz.runners.torch_graphs import ForwardGraph
-    from traceviz.runners.torch_variants import build
+    from traceviz.runners.torch.graphs import ForwardGraph
+    from traceviz.runners.torch.variants import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

@@ -65,7 +65,7 @@ def test_wheel_without_torch_names_the_extra(floor_venv, tmp_path):
 def test_editable_checkout_says_install_from_the_checkout(tmp_path: Path):
     """This test environment's editable install: ``pip install -e '.[torch]'`` (torch made
     unimportable in the child process)."""
-    from traceviz.install_hint import editable_checkout, pip_install
+    from traceviz.system.install_hint import editable_checkout, pip_install
 
     assert editable_checkout()
     assert pip_install("dist") == "pip install -e '.[dist]'"

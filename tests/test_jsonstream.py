@@ -215,7 +215,7 @@ def test_a_small_file_decoded_whole_equals_its_streamed_pieces(tmp_path, monkeyp
 def test_read_whole_within_its_limit_with_either_inflater(tmp_path, monkeypatch):
     import zlib
 
-    from traceviz import fileio
+    from traceviz.files import fileio
 
     text = b'{"traceEvents": []}' * 1000
     gz, plain = tmp_path / "a.json.gz", tmp_path / "a.json"
@@ -238,7 +238,7 @@ def test_read_whole_within_its_limit_with_either_inflater(tmp_path, monkeypatch)
 
 
 def test_streamed_gzip_with_the_standard_librarys_inflater(monkeypatch):
-    from traceviz import fileio
+    from traceviz.files import fileio
 
     path = KINETO / "ampere_sampled_rank1.json.gz"
     fast = kineto.parse(path, chunk_bytes=1 << 20)  # 1 MB pieces: streamed

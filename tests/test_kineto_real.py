@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import KINETO, shared_traces
 from tests.rawref import Reference, ns
 from traceviz.analyses import summarize
-from traceviz.analyses.launch import launch_table
+from traceviz.analyses.summary.launch import launch_table
 from traceviz.parsers import load
 
 ALL = [p.name for p in shared_traces("kineto")]

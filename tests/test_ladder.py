@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import H200, needs
 from traceviz.cli import main
-from traceviz.ladder import BY_NAME, RUNGS, factorized_gemm_speedup, ladder_workload
+from traceviz.ladder.rungs import BY_NAME, RUNGS, factorized_gemm_speedup, ladder_workload
 from traceviz.runners import VARIANTS
 from traceviz.runners.presets import PRESETS
 
@@ -129,7 +129,7 @@ def test_from_the_h200_folder_with_graph_predictions(capsys):
     """Asked for the graph mode too: each rung's scenario with +cuda_graphs on the rung
     below's trace, the same figure whatif gives; no graph-replayed run to compare with."""
     import traceviz
-    from traceviz.analyses.whatif import whatif
+    from traceviz.analyses.whatif.engine import whatif
 
     doc = _json(capsys, "ladder", "--from", str(H200), "--rungs", "fine_torch", "--modes",
                 "eager,graph", "--json")
@@ -220,7 +220,7 @@ def test_from_a_rung_with_a_damaged_bench_is_one_line(tmp_path, capsys):
 @pytest.mark.capture
 def test_a_tiny_cpu_ladder_with_repeats(tmp_path, capsys):
     needs("torch")
-    from traceviz.analyses.whatif import whatif
+    from traceviz.analyses.whatif.engine import whatif
     from traceviz.trace import Trace
 
     out = tmp_path / "ladder"

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from tests.handmade import row, trace
-from traceviz.analyses import summarize
-from traceviz.intervals import (
+from traceviz.algos.intervals import (
     innermost_enclosing,
     max_overlap_in_windows,
     overlaps_windows,
@@ -15,6 +14,7 @@ from traceviz.intervals import (
     union_blocks_by_group,
     union_length,
 )
+from traceviz.analyses import summarize
 
 
 def test_union_overlapping_nested_and_disjoint():
@@ -261,7 +261,7 @@ def test_work_ops_do_not_flip_between_steps():
     are."""
     import pandas as pd
 
-    from traceviz.optree import work_op_mask
+    from traceviz.algos.optree import work_op_mask
 
     rows = []
     for step, (total, own) in enumerate([(17.6, 11.4), (18.7, 8.7), (18.7, 8.7)]):

@@ -9,8 +9,8 @@ import pytest
 
 from tests.conftest import KINETO
 from tests.rawref import Reference
-from traceviz.names import demangle, distinct_names, short_name
 from traceviz.parsers import load
+from traceviz.table.names import demangle, distinct_names, short_name
 
 NCCL = KINETO / "a100_nccl.json.gz"
 

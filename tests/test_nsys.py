@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import SHARED_TRACES
 from traceviz.analyses import summarize
-from traceviz.analyses.compare import kernel_diff, run_figures
+from traceviz.analyses.compare.runs import kernel_diff, run_figures
 from traceviz.cli import main
 from traceviz.parsers import detect_format, load
 from traceviz.trace import Trace
@@ -310,7 +310,7 @@ def test_nvtx_range_texts_read_as_python_reads_them():
     import pandas as pd
 
     from traceviz.parsers.nvtx_text import read_ranges
-    from traceviz.steps import step_numbers
+    from traceviz.table.steps import step_numbers
 
     texts = ["aten::mm, seq = 4, op_id = 7, sizes = [[2, 3], [3, 4]], input_op_ids = [1]",
              "step 3", "ProfilerStep#12", "STEP_7", "step 1234567890", "forward",

@@ -26,12 +26,12 @@ from tests.conftest import KINETO, SHARED_TRACES, shared_traces
 from tests.handmade import row, trace
 from tests.rawref import Reference, ns, split_by_sweep
 from traceviz.analyses import summarize
-from traceviz.analyses.launch import launch_table
-from traceviz.analyses.tables import export_tables
+from traceviz.analyses.summary.launch import launch_table
+from traceviz.analyses.summary.tables import export_tables
 from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.cli import main
-from traceviz.launch_apis import is_graph_launch, launch_kind
 from traceviz.parsers import load
+from traceviz.table.launch_apis import is_graph_launch, launch_kind
 
 NSYS = SHARED_TRACES / "nsys"
 PROCESS = "& -16777216"  # globalTid & 0xFFFFFFFFFF000000: the process of a call

@@ -11,11 +11,11 @@ import pytest
 
 from tests.conftest import KINETO, ROOT
 from tests.handmade import row, trace
-from traceviz.analyses.summary import summarize
+from traceviz.analyses.summary.figures import summarize
 from traceviz.cli import main
 from traceviz.parsers import load
 from traceviz.render.perfetto import TRACEVIZ, perfetto_json
-from traceviz.schema import DEVICE_KINDS
+from traceviz.table.schema import DEVICE_KINDS
 
 SHARED = ROOT.parent / "shared" / "traces"
 CASES = [ROOT / "sample_traces" / "gpu" / "cudnn_torch-fp16" / "train",

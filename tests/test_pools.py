@@ -14,11 +14,11 @@ from benchmarks.rankgen import PAIR, make_ranks
 from tests.conftest import KINETO
 from traceviz.cli import main
 from traceviz.errors import TraceVizError
-from traceviz.rankdir import _pool_map
+from traceviz.rankset.folder import _pool_map
 
 CHECK = """
 import threading
-from traceviz.pools import fork_is_safe
+from traceviz.system.pools import fork_is_safe
 first = fork_is_safe()
 t = threading.Thread(target=threading.Event().wait, args=(5,), daemon=True)
 t.start()

@@ -1,4 +1,5 @@
-"""Project-level promises: ruff-clean, analyze without torch/tensorflow, one launch-API list."""
+"""Project-level promises: ruff-clean, analyze without torch/tensorflow, one launch-API list,
+the layers and the layout (docs/layout.md)."""
 
 from __future__ import annotations
 
@@ -98,7 +99,118 @@ def test_no_import_circle():
         list(graphlib.TopologicalSorter(graph).static_order())
     except graphlib.CycleError as e:
         pytest.fail(f"import circle: {' -> '.join(e.args[1])}")
-    assert len(graph) > 80 and graph["traceviz.normalize"] >= {"traceviz.trace"}
+    assert len(graph) > 80 and graph["traceviz.parsers.normalize"] >= {"traceviz.trace"}
+
+
+# The layers: each part of the package by the prefixes of its modules (the first match),
+# and the parts each one may import. Read bottom up: definitions, the table and its
+# algorithms, files and the machine, the Trace, parsers, analyses, renderers, the
+# orchestration (capture, ladder, rank sets), the command line. docs/layout.md draws it.
+PARTS: tuple[tuple[str, str], ...] = (
+    # shared definitions, standard library only: errors, units, and what a run's benchmark
+    # figures mean (the runners write them, the analyses read them)
+    ("traceviz.errors", "definitions"), ("traceviz.units", "definitions"),
+    ("traceviz.runners.benchdefs", "definitions"),
+    ("traceviz.system.install_hint", "install_hint"),
+    ("traceviz.runners", "runners"), ("traceviz.analyses", "analyses"),
+    ("traceviz.render", "render"), ("traceviz.cli", "cli"), ("traceviz.entry", "cli"),
+    ("traceviz.__main__", "cli"), ("traceviz.parsers", "parsers"), ("traceviz.table", "table"),
+    ("traceviz.algos", "algos"), ("traceviz.opcost", "opcost"), ("traceviz.files", "files"),
+    ("traceviz.system", "system"), ("traceviz.trace", "trace"), ("traceviz.capture", "capture"),
+    ("traceviz.ladder", "ladder"), ("traceviz.rankset", "rankset"), ("traceviz", "face"),
+)
+BELOW_TRACE = {"definitions", "algos", "table", "opcost"}
+ALLOWED: dict[str, set[str]] = {
+    "definitions": set(),
+    "install_hint": {"definitions"},
+    "algos": {"definitions"},
+    "table": {"definitions", "algos"},
+    "opcost": {"definitions"},
+    "files": {"definitions"},
+    "system": {"definitions", "install_hint"},
+    # the notebook API (Trace.summary(), .kernels()) calls the analyses, lazily
+    "trace": BELOW_TRACE | {"files", "analyses"},
+    "parsers": BELOW_TRACE | {"trace", "files", "system", "install_hint"},
+    # pure functions over a Trace: no parser, renderer, CLI, runner or file I/O
+    "analyses": BELOW_TRACE,
+    # the capture processes: nothing of the parent side but errors and install hints
+    "runners": {"definitions", "install_hint"},
+    # results in, text and figures out (the ladder's rungs name the ladder table's rows)
+    "render": BELOW_TRACE | {"trace", "analyses", "ladder"},
+    "capture": BELOW_TRACE | {"trace", "files", "system", "install_hint", "parsers",
+                              "analyses", "runners"},
+    "rankset": BELOW_TRACE | {"trace", "files", "system", "install_hint", "parsers",
+                              "analyses"},
+    "ladder": BELOW_TRACE | {"trace", "files", "system", "install_hint", "parsers",
+                             "analyses", "runners", "capture"},
+    "cli": {p for _, p in PARTS} - {"cli"},
+    "face": {p for _, p in PARTS} - {"cli", "face"},
+}
+
+
+def part_of(module: str) -> str:
+    return next(p for prefix, p in PARTS if module == prefix or module.startswith(prefix + "."))
+
+
+def wrong_directions(graph: dict[str, set[str]]) -> list[str]:
+    """Every import (``module -> imported``) that the table above does not allow."""
+    return sorted(f"{m} -> {d} ({part_of(m)} may not import {part_of(d)})"
+                  for m, deps in graph.items() for d in deps
+                  if part_of(m) != part_of(d) and part_of(d) not in ALLOWED[part_of(m)])
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    return {m: _imports(f, mods) - {m} for m, f in mods.items()}
+
+
+def test_every_import_goes_the_way_the_layers_allow():
+    assert not wrong_directions(_graph())
+
+
+def test_a_wrong_direction_is_caught():
+    """The check fails on an analysis importing a renderer, a runner importing the capture
+    side, a parser importing an analysis, as it would on the real graph."""
+    graph = _graph()
+    graph["traceviz.analyses.work"] = graph["traceviz.analyses.work"] | {
+        "traceviz.render.charts"}
+    graph["traceviz.runners.torch.run"] = graph["traceviz.runners.torch.run"] | {
+        "traceviz.capture.run"}
+    graph["traceviz.parsers.kineto"] = graph["traceviz.parsers.kineto"] | {
+        "traceviz.analyses.work"}
+    graph["traceviz.analyses.timings"] = graph["traceviz.analyses.timings"] | {
+        "traceviz.runners.protocol"}
+    assert [w.split(" (")[0] for w in wrong_directions(graph)] == [
+        "traceviz.analyses.timings -> traceviz.runners.protocol",
+        "traceviz.analyses.work -> traceviz.render.charts",
+        "traceviz.parsers.kineto -> traceviz.analyses.work",
+        "traceviz.runners.torch.run -> traceviz.capture.run"]
+
+
+def test_every_module_has_a_part():
+    assert all(part_of(m) for m in _modules())
+
+
+def test_the_layout_has_no_flat_family():
+    """At most 12 flat modules in analyses/ and runners/, 16 in traceviz/; no prefix shared
+    by three flat modules (a family is a package); no subpackage named like a public
+    function of ``traceviz`` (it would shadow it)."""
+    import re
+
+    limits = {"analyses": 12, "runners": 12, "traceviz": 16}
+    for folder, limit in limits.items():
+        flat = sorted(f.stem for f in (ROOT / folder).glob("*.py"))
+        assert len(flat) <= limit, (folder, flat)
+        for root in [ROOT / folder, *(d for d in (ROOT / folder).rglob("*") if d.is_dir())]:
+            stems = [f.stem for f in root.glob("*.py") if not f.stem.startswith("__")]
+            prefixes = [m.group(1) for s in stems if (m := re.match(r"([a-z]+)_", s))]
+            families = {p for p in prefixes if prefixes.count(p) >= 3}
+            assert not families, (str(root.relative_to(ROOT)), families)
+    import traceviz
+
+    shadowed = {d.name for d in (ROOT / "traceviz").iterdir()
+                if (d / "__init__.py").exists()} & set(traceviz.__all__)
+    assert not shadowed
 
 
 def test_no_module_over_400_lines():

@@ -20,9 +20,9 @@ from tests.conftest import KINETO
 from tests.rawref import load as raw_events
 from tests.rawref import ns, union
 from traceviz.cli import main
-from traceviz.folders import rank_files
-from traceviz.rankdata import analyze_dataset
-from traceviz.rankdir import analyze_folder, import_folder
+from traceviz.files.folders import rank_files
+from traceviz.rankset.dataset import analyze_dataset
+from traceviz.rankset.folder import analyze_folder, import_folder
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_notebook_ranks_is_analyze_json(pair_dir, tmp_path, capsys):
 
 
 def test_rank_kernels_per_name_match_raw():
-    from traceviz.rankdir import folder_rank
+    from traceviz.rankset.folder import folder_rank
 
     for rank, path in enumerate(PAIR):
         raw: dict[str, list[int]] = {}
@@ -128,8 +128,8 @@ def test_kernel_totals_folded_in_batches_match_raw(monkeypatch):
     """The cross-rank kernel table, folded a few ranks at a time (so a folder of thousands
     of ranks keeps one row per kernel name), equals per-name tallies of the raw JSON:
     ranks having it, count, total, least rank total (0 where a rank lacks it), most."""
-    from traceviz.analyses.ranks import KernelTotals
-    from traceviz.rankdir import folder_rank
+    from traceviz.analyses.compare.ranks import KernelTotals
+    from traceviz.rankset.folder import folder_rank
 
     monkeypatch.setattr(KernelTotals, "BATCH", 2)
     tables = [folder_rank(k, str(p)).kernels for k, p in enumerate(PAIR)]
@@ -172,7 +172,7 @@ def test_kernel_totals_folded_in_batches_match_raw(monkeypatch):
 
 
 def test_ranks_numbered_by_name_then_order(tmp_path):
-    from traceviz.rankdir import assign_ranks
+    from traceviz.rankset.folder import assign_ranks
 
     files = [tmp_path / n for n in ("worker3.json", "worker1.json")]
     ranks, _ = assign_ranks(files, [{}, {}])
@@ -314,9 +314,9 @@ def test_many_ranks_list_the_slowest_ranks_and_the_widest_steps():
     """Over 32 ranks the terminal lists the --top slowest ranks and the --top steps of
     widest max/median, plus one line of fastest/median/slowest; --json keeps every rank.
     Ranks are the real rank 0's figures with known, distinct step times."""
-    from traceviz.analyses.ranks import summarize_ranks
-    from traceviz.rankdir import folder_rank
-    from traceviz.render.terminal import ranks_render
+    from traceviz.analyses.compare.ranks import summarize_ranks
+    from traceviz.rankset.folder import folder_rank
+    from traceviz.render.terminal.summary import ranks_render
     from traceviz.units import fmt_ns
 
     base = folder_rank(0, str(PAIR[0]))
@@ -370,7 +370,7 @@ def test_memory_limit_spellings(text, limit):
     """Each spelling traceviz passes on is one DuckDB takes."""
     import duckdb
 
-    from traceviz.rankdata import parse_memory_limit
+    from traceviz.rankset.dataset import parse_memory_limit
 
     assert parse_memory_limit(text) == limit
     duckdb.connect().execute(f"SET memory_limit = '{limit}'")
@@ -433,7 +433,7 @@ def test_a_dataset_without_duckdb_installed_is_one_line(eight, tmp_path):
 def test_rank_tables_fit_the_width_without_cutting_a_figure(eight, capsys, width):
     """Narrow terminals: every line fits, every figure shown is whole (at 80 columns rich
     cropped the table mid-value, `14.` for 14.9%), and what is left out is named."""
-    from traceviz.names import short_name
+    from traceviz.table.names import short_name
     from traceviz.units import fmt_ns, fmt_pct
 
     assert main(["analyze", str(eight), "--json", "--top", "5"]) == 0
@@ -474,7 +474,7 @@ def test_xplane_files_beside_other_traces_make_a_rank_folder(tmp_path, capsys):
     merged); with traces of other formats beside them it is a folder of ranks: read as a
     profile run, the other files were left out without a word."""
     import traceviz
-    from traceviz.folders import is_rank_folder
+    from traceviz.files.folders import is_rank_folder
 
     xplane = KINETO.parent / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
     run = tmp_path / "run"
@@ -502,7 +502,7 @@ def test_xplane_run_folders_and_log_directories_stay_one_trace(tmp_path):
     """A profile run's companions (TF's trace viewer JSON, JAX's Perfetto trace, memory
     profiles) do not make it a rank folder, and a log directory with a stray file at its top
     stays a log directory; a PyTorch trace beside an XSpace file is a rank."""
-    from traceviz.folders import is_rank_folder
+    from traceviz.files.folders import is_rank_folder
 
     xplane = KINETO.parent / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
     run = tmp_path / "run"
@@ -524,8 +524,8 @@ def test_xplane_run_folders_and_log_directories_stay_one_trace(tmp_path):
 def test_fitted_table_edge_cases():
     """No rows, short names, and a width nothing fits: the narrowest form, names at their
     minimum; the columns that leave are named in their drop order."""
-    from traceviz.render.fit import NAME_MIN, Col, fitted_table
-    from traceviz.render.terminal import _KERNEL_COLS
+    from traceviz.render.terminal.fit import NAME_MIN, Col, fitted_table
+    from traceviz.render.terminal.summary import _KERNEL_COLS
 
     def width(table) -> int:
         return max(len(x.rstrip()) for x in _rendered(table).splitlines())

@@ -31,13 +31,13 @@ def _models_literal(path) -> set[str]:
 
 def test_registry_matches_the_torch_model_map():
     needs("torch")
-    from traceviz.runners.torch_variants import MODELS
+    from traceviz.runners.torch.variants import MODELS
 
     _agree(set(MODELS), {v.name for v in variants("torch")})
 
 
 def test_registry_matches_the_tensorflow_maps():
-    from traceviz.runners import tf_models  # numpy only; TF is imported inside
+    from traceviz.runners.tensorflow import models as tf_models  # numpy only; TF is imported inside
 
     _agree(set(tf_models.VARIANTS), {v.name for v in variants("tensorflow")})
     assert set(tf_models.EXEC_CHOICE) == {v.name for v in VARIANTS.values() if v.exec_modes}

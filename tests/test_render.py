@@ -12,10 +12,10 @@ from rich.text import Text
 
 from tests.conftest import KINETO, ROOT
 from traceviz.analyses import summarize
-from traceviz.classify import CAST_KERNEL, _category_of
-from traceviz.names import short_name
 from traceviz.parsers import load
-from traceviz.render.terminal import print_summary, render_summary
+from traceviz.render.terminal.summary import print_summary, render_summary
+from traceviz.table.classify import CAST_KERNEL, _category_of
+from traceviz.table.names import short_name
 from traceviz.units import fmt_ns, fmt_pct
 
 GOLDEN = ROOT / "tests" / "golden"
@@ -205,7 +205,7 @@ def test_table_widths_are_rich_measures(trace, monkeypatch):
     """Fitting measures a table from its cells' text, not by rendering it: the same width
     rich measures, for every table analyze fits, at every width and form tried (each
     form's measure is a sum of its columns' widths, taken once per table)."""
-    from traceviz.render import fit
+    from traceviz.render.terminal.summary import fit
 
     own = fit._form_width
     seen = []

@@ -10,24 +10,24 @@ import pytest
 
 from tests.conftest import ROOT
 from traceviz.analyses.timings import timings
-from traceviz.runners import protocol
+from traceviz.runners import benchdefs, protocol
 from traceviz.runners.presets import cpu_has_native, make_workload
 
 GPU = ROOT / "sample_traces" / "gpu"
 
 
 def test_spread_and_noisy_flag():
-    quiet = protocol.spread([1.0, 1.02, 0.98, 1.01])
+    quiet = benchdefs.spread([1.0, 1.02, 0.98, 1.01])
     assert quiet["cv"] == pytest.approx(0.01479, abs=1e-4) and not quiet["noisy"]
-    assert protocol.spread([1.0, 1.6, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])["noisy"]  # max/min
-    wide = protocol.spread([1.0, 1.3, 1.0, 1.3])  # max/min 1.3, CV 13 %
+    assert benchdefs.spread([1.0, 1.6, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])["noisy"]  # max/min
+    wide = benchdefs.spread([1.0, 1.3, 1.0, 1.3])  # max/min 1.3, CV 13 %
     assert wide["max_over_min"] < 1.5 and wide["cv"] > 0.10 and wide["noisy"]
 
 
 def test_settled_needs_the_last_three_within_the_ratio():
-    assert not protocol.settled([0.8, 0.12])
-    assert not protocol.settled([0.12, 0.8, 0.12, 0.12])  # 0.8 still among the last three
-    assert protocol.settled([0.8, 0.12, 0.13, 0.12])
+    assert not benchdefs.settled([0.8, 0.12])
+    assert not benchdefs.settled([0.12, 0.8, 0.12, 0.12])  # 0.8 still among the last three
+    assert benchdefs.settled([0.8, 0.12, 0.13, 0.12])
 
 
 def test_warm_up_goes_on_until_times_settle():

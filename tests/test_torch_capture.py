@@ -10,9 +10,9 @@ import pytest
 from tests.conftest import needs
 from tests.rawref import ns
 from traceviz.analyses import summarize
-from traceviz.classify import TRIVIAL_OP
 from traceviz.cli import main
 from traceviz.parsers import load
+from traceviz.table.classify import TRIVIAL_OP
 
 torch = needs("torch")
 pytestmark = pytest.mark.capture  # every test here runs real captures

@@ -9,7 +9,7 @@ from tests.conftest import needs
 
 torch = needs("torch")
 
-from traceviz.runners.torch_variants import MODELS, build  # noqa: E402
+from traceviz.runners.torch.variants import MODELS, build  # noqa: E402
 
 # factorized_torch is another model: tested against its own formula below
 CPU_VARIANTS = [m for m in MODELS if m not in ("graph_torch", "factorized_torch")]
@@ -113,7 +113,7 @@ def test_factorized_at_full_rank_is_nn_lstm():
 
 @pytest.mark.parametrize("rank", [None, 3])
 def test_factorized_parameter_count(rank):
-    from traceviz.runners.torch_ladder import factorized_parameters
+    from traceviz.runners.torch.ladder import factorized_parameters
 
     inp, hid, layers = 10, 16, 3
     model = build("factorized_torch", inp, hid, layers, {"rank": rank})

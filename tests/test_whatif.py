@@ -13,9 +13,9 @@ import pytest
 from tests.conftest import ROOT, SHARED_TRACES, shared_traces
 from tests.handmade import row, trace
 from traceviz import load
-from traceviz.analyses import replay as R
-from traceviz.analyses.replay_measure import window_time
-from traceviz.analyses.whatif import SCENARIOS, parse_scenario, whatif
+from traceviz.analyses.replay import graph as R
+from traceviz.analyses.replay.measure import window_time
+from traceviz.analyses.whatif.engine import SCENARIOS, parse_scenario, whatif
 from traceviz.cli import main
 from traceviz.errors import UsageError
 from traceviz.trace import Trace

@@ -16,8 +16,8 @@ import pytest
 
 import traceviz
 from tests.conftest import H200, ROOT
-from traceviz.analyses.replay import ReplayGraph, build
-from traceviz.analyses.whatif import SCENARIOS, WhatIf, parse_scenarios, whatif
+from traceviz.analyses.replay.graph import ReplayGraph, build
+from traceviz.analyses.whatif.engine import SCENARIOS, WhatIf, parse_scenarios, whatif
 from traceviz.cli import main
 from traceviz.errors import UsageError
 

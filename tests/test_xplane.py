@@ -268,8 +268,8 @@ def test_xla_thunks_are_ops(tmp_path_factory, model):
 @pytest.mark.capture
 def test_every_variant_computes_what_cudnn_tf_computes():
     tf = needs("tensorflow")
-    from traceviz.runners import tf_models
     from traceviz.runners.reference import reference_weights
+    from traceviz.runners.tensorflow import models as tf_models
 
     batch, seq, width, hidden, layers = 3, 5, 4, 6, 2
     x = np.random.default_rng(1).normal(size=(batch, seq, width)).astype(np.float32)
@@ -424,8 +424,8 @@ def test_bert_span_is_per_gpu_step(bert):
     """Steps marked per GPU scope their own GPU: span = Σ of the Steps lines, busy = the
     union of each GPU's step-0 work, both counted from the protobuf."""
     space, trace = bert
+    from traceviz.algos.intervals import union_length
     from traceviz.analyses import summarize
-    from traceviz.intervals import union_length
 
     windows = {int(p.name.rsplit(":", 1)[1]): ((line.timestamp_ns * 1000 + e.offset_ps) // 1000,
                                                 e.duration_ps // 1000)

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from traceviz.errors import TraceVizError
 
 if TYPE_CHECKING:
-    from traceviz.analyses.ranks import RanksSummary
-    from traceviz.profiling import Profile
+    from traceviz.analyses.compare.ranks import RanksSummary
+    from traceviz.capture.in_process import Profile
     from traceviz.trace import Trace
 
 __version__ = "0.1.0"
@@ -41,10 +41,10 @@ def ranks(path: str | Path, memory_limit: str | None = None) -> RanksSummary:
     and ``.top_kernels`` (pandas), ``.to_dict(top)`` (exactly ``analyze --json``).
     ``memory_limit``: DuckDB's, for a dataset (default a quarter of RAM). Raises
     ``TraceVizError`` with one line when it cannot."""
-    from traceviz.folders import is_dataset, is_rank_folder
+    from traceviz.files.folders import is_dataset, is_rank_folder
     from traceviz.parsers.detect import check_loadable
-    from traceviz.rankdata import analyze_dataset
-    from traceviz.rankdir import analyze_folder
+    from traceviz.rankset.dataset import analyze_dataset
+    from traceviz.rankset.folder import analyze_folder
 
     path = Path(path)
     if is_dataset(path):
@@ -80,7 +80,7 @@ def profile(steps: int = 3, warmup: int = 3, out: str | Path | None = None,
     without ``p.step()``/``traceviz.step()`` calls each ``optimizer.step()`` ends a step.
     Writes the run folder ``out`` (default ``runs/profile-TIMESTAMP/``) as ``traceviz
     capture`` does; ``modules``: time per ``nn.Module`` (forward ranges)."""
-    from traceviz.profiling import Profile
+    from traceviz.capture.in_process import Profile
 
     return Profile(steps, warmup, out, modules, force, slice_s)
 

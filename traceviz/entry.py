@@ -44,7 +44,7 @@ def entry() -> None:
         _quiet_threads()
         print("traceviz: terminated", file=sys.stderr)
         code = 143
-    pools = sys.modules.get("traceviz.pools")
+    pools = sys.modules.get("traceviz.system.pools")
     if code in INTERRUPTED or (pools is not None and pools.a_pool_was_killed()):
         # the stack is unwound and temporary outputs are gone; leave now, so that the
         # interpreter's shutdown cannot turn the exit status into a death by SIGINT (and

@@ -12,9 +12,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from traceviz import schema
 from traceviz.errors import TraceVizError
-from traceviz.fileio import atomic_output, check_readable
+from traceviz.files.fileio import atomic_output, check_readable
+from traceviz.table import schema
 
 META_KEY = b"traceviz"
 
@@ -37,7 +37,7 @@ def _has_device_rows(path: Path) -> bool:
 
 @dataclass
 class Trace:
-    """One events table (see ``traceviz.schema``) and its metadata.
+    """One events table (see ``traceviz.table.schema``) and its metadata.
 
     Metadata keys in use: ``schema_version``, ``source_format``, ``source_file``,
     ``profiler``, ``devices`` (index -> name), ``origin_ns`` (absolute time of ts_ns 0
@@ -78,39 +78,39 @@ class Trace:
     def kernels(self) -> pd.DataFrame:
         """One row per kernel (on a CPU trace: per leaf op doing the work), with its
         category, launch call, delay, cast flag and ``phase``."""
-        from traceviz.analyses.tables import kernel_rows
+        from traceviz.analyses.summary.tables import kernel_rows
 
         return kernel_rows(self)
 
     def launches(self) -> pd.DataFrame:
         """One row per launch call (kernel, graph, copy, set) with the work it launched."""
-        from traceviz.analyses.launch import launch_table
+        from traceviz.analyses.summary.launch import launch_table
 
         return launch_table(self)
 
     def casts(self) -> pd.DataFrame:
         """The rows of ``kernels()`` that convert between floating-point formats."""
-        from traceviz.analyses.tables import cast_table
+        from traceviz.analyses.summary.tables import cast_table
 
         return cast_table(self)
 
     def ops(self) -> pd.DataFrame:
         """Framework ops with ``depth``, ``is_leaf``, ``self_ns`` and ``parent``: sum
         ``self_ns`` (not ``dur_ns``) to count nested ops once."""
-        from traceviz.analyses.tables import op_table
+        from traceviz.analyses.summary.tables import op_table
 
         return op_table(self)
 
     def phases(self) -> pd.DataFrame:
         """Per marked phase (data, forward, backward, optimizer): wall time, device busy,
         kernels, casts."""
-        from traceviz.analyses.tables import phases_of
+        from traceviz.analyses.summary.tables import phases_of
 
         return phases_of(self)
 
     def summary(self, top: int = 20) -> dict[str, Any]:
         """The figures of ``traceviz analyze --json`` (``top``: kernels listed)."""
-        from traceviz.analyses.summary import summarize
+        from traceviz.analyses.summary.figures import summarize
 
         return summarize(self, with_efficiency=True).to_dict(top=top)
 
@@ -126,8 +126,8 @@ class Trace:
 
     def _section(self, name: str, peak: str | None) -> dict[str, Any]:
         """One section of ``summary()``, every row, computed alone."""
-        from traceviz.analyses.summary import integer_ns, summarize
-        from traceviz.peaks import parse_peak
+        from traceviz.analyses.summary.figures import integer_ns, summarize
+        from traceviz.opcost.peaks import parse_peak
 
         s = summarize(self, with_efficiency=True, peak=parse_peak(peak) if peak else None)
         section = getattr(s, name)
@@ -139,7 +139,7 @@ class Trace:
     def whatif(self, *scenarios: str) -> dict[str, Any]:
         """``traceviz whatif --json``: the replay and each scenario (default: all, e.g.
         ``t.whatif("cuda_graphs", "gemm_speedup=4")``)."""
-        from traceviz.analyses.whatif import DEFAULT_SCENARIOS, whatif
+        from traceviz.analyses.whatif.engine import DEFAULT_SCENARIOS, whatif
 
         return whatif(self, tuple(scenarios) or DEFAULT_SCENARIOS).to_dict()
 
@@ -147,13 +147,13 @@ class Trace:
         """``analyze --critical-path --json``'s ``critical_path``: per step the path's length
         and parts, the kernels and host calls on it (``annotation``: per host range of
         that name instead of per step)."""
-        from traceviz.analyses.critical_path import critical_path
+        from traceviz.analyses.critical_path.path import critical_path
 
         return critical_path(self, annotation).to_dict(top=top)
 
     def advise(self) -> list[dict[str, Any]]:
         """``traceviz advise --json``'s findings: rule, title, evidence, action, saving."""
-        from traceviz.analyses.advice import advise
+        from traceviz.analyses.advice.rules import advise
 
         findings, steps = advise(self)
         return [f.to_dict(steps) for f in findings]
@@ -222,7 +222,7 @@ class Trace:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as e:
             raise TraceVizError(f"{path}: unreadable columns ({e})") from None
         if version == 1 and "launch_ts_ns" in events and "launch_id" not in events:
-            from traceviz.upgrade import from_v1
+            from traceviz.table.upgrade import from_v1
 
             events = from_v1(events)
             meta["schema_version"] = schema.SCHEMA_VERSION

@@ -763,7 +763,7 @@ def _ranks(*broken: tuple[str, bytes]) -> Callable[[Path], None]:
 def _dataset(edit: Callable[[Path], None] = lambda ds: None) -> Callable[[Path], None]:
     """The two ranks imported into a dataset ``ds`` (by traceviz itself), then ``edit``ed."""
     def setup(d: Path) -> None:
-        from traceviz.rankdir import import_folder
+        from traceviz.rankset.folder import import_folder
 
         _ranks()(d)
         import_folder(d / "ranks", d / "ds", workers=1)

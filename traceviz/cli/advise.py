@@ -21,7 +21,7 @@ class AdviseCommand(Command):
         p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.analyses.advice import advise_timed
+        from traceviz.analyses.advice.rules import advise_timed
 
         with ExitStack() as stack:
             trace = load_with_progress(args.trace, stack)
@@ -32,7 +32,7 @@ class AdviseCommand(Command):
                               "findings": [f.to_dict(steps) for f in findings]},
                              indent=2, default=int))
             return 0
-        from traceviz.render.advice import advice_render
+        from traceviz.render.terminal.advice import advice_render
 
         stdout(args.width).print(advice_render(findings, steps, timed))
         return 0

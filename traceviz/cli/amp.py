@@ -33,9 +33,9 @@ class AmpCommand(Command):
                        help="terminal width for the table (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.analyses.amp import amp_breakdown, differs_only_in_amp
-        from traceviz.analyses.compare import run_figures
-        from traceviz.render.runs import amp_render
+        from traceviz.analyses.compare.amp import amp_breakdown, differs_only_in_amp
+        from traceviz.analyses.compare.runs import run_figures
+        from traceviz.render.terminal.runs import amp_render
 
         if args.plot:
             refuse_existing(chart_paths(args.plot, ["amp_waterfall"]), args.force)
@@ -48,7 +48,7 @@ class AmpCommand(Command):
             stderr().print("[yellow]note:[/] the runs differ in more than --amp (model, "
                            "workload or device); the breakdown mixes those differences in")
         br = amp_breakdown(a, b)
-        from traceviz.analyses.amp_precision import precision_mismatch
+        from traceviz.analyses.compare.amp_precision import precision_mismatch
 
         mismatch = precision_mismatch(tb)
         if args.json:

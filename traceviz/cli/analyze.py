@@ -22,7 +22,7 @@ from traceviz.cli.base import (
     write_charts,
 )
 from traceviz.errors import UsageError
-from traceviz.fileio import atomic_output, output_folder
+from traceviz.files.fileio import atomic_output, output_folder
 
 # = analyses.tables.export_tables
 EXPORTS = ("kernels", "launches", "casts", "ops", "phases", "efficiency", "memory")
@@ -76,7 +76,7 @@ class AnalyzeCommand(Command):
 
         if args.top < 1:
             raise UsageError("must be at least 1", option="top")
-        from traceviz.folders import is_dataset, is_rank_folder
+        from traceviz.files.folders import is_dataset, is_rank_folder
 
         if is_dataset(args.trace) or is_rank_folder(args.trace):
             return self.run_ranks(args)
@@ -95,14 +95,14 @@ class AnalyzeCommand(Command):
             trace = load_with_progress(args.trace, stack)
         peak = None
         if args.peak:
-            from traceviz.peaks import parse_peak
+            from traceviz.opcost.peaks import parse_peak
 
             peak = parse_peak(args.peak)
         summary = summarize(trace, by_config=args.by == "config", with_efficiency=True,
                             peak=peak)
         path = None
         if args.critical_path is not None:
-            from traceviz.analyses.critical_path import critical_path
+            from traceviz.analyses.critical_path.path import critical_path
 
             path = critical_path(trace, args.critical_path or None)
         if args.json:
@@ -111,18 +111,18 @@ class AnalyzeCommand(Command):
                 out["critical_path"] = path.to_dict(top=args.top)
             print(json.dumps(out, indent=2))
         else:
-            from traceviz.render.terminal import print_summary
+            from traceviz.render.terminal.summary import print_summary
 
             console = stdout(args.width)
             print_summary(console, summary, top=args.top, wide=args.wide)
             if path is not None:
-                from traceviz.render.critical_path import critical_path_render
+                from traceviz.render.terminal.critical_path import critical_path_render
 
                 console.print(critical_path_render(path, top=args.top, width=console.width))
         written = []
         with ExitStack() as outputs:  # a failed --plot also takes back the --export folder
             if args.export:
-                from traceviz.analyses.tables import export_tables
+                from traceviz.analyses.summary.tables import export_tables
 
                 outputs.enter_context(output_folder(args.export))
                 for name, table in export_tables(trace, peak).items():
@@ -149,9 +149,9 @@ class AnalyzeCommand(Command):
         """A folder of rank traces, or the dataset ``traceviz import DIR`` made of one."""
         from rich.progress import MofNCompleteColumn, TimeElapsedColumn
 
-        from traceviz.folders import is_dataset
-        from traceviz.rankdata import analyze_dataset
-        from traceviz.rankdir import analyze_folder
+        from traceviz.files.folders import is_dataset
+        from traceviz.rankset.dataset import analyze_dataset
+        from traceviz.rankset.folder import analyze_folder
 
         if args.plot or args.export or args.perfetto:
             raise UsageError("--plot, --export and --perfetto take one trace; for many ranks, "
@@ -171,12 +171,12 @@ class AnalyzeCommand(Command):
                 out["critical_path"] = path.to_dict(top=args.top)
             print(json.dumps(out, indent=2))
         else:
-            from traceviz.render.terminal import ranks_render
+            from traceviz.render.terminal.summary import ranks_render
 
             console = stdout(args.width)
             console.print(ranks_render(summary, top=args.top, width=console.width))
             if path is not None:
-                from traceviz.render.critical_path import ranks_path_render
+                from traceviz.render.terminal.critical_path import ranks_path_render
 
                 console.print(ranks_path_render(path, top=args.top, width=console.width))
         return 0
@@ -186,8 +186,8 @@ class AnalyzeCommand(Command):
         """The slowest rank's critical path and the ranks its collectives waited for."""
         from rich.progress import MofNCompleteColumn, TimeElapsedColumn
 
-        from traceviz.analyses.critical_path_ranks import ranks_path
-        from traceviz.analyses.ranks import slowest_ranks
+        from traceviz.analyses.compare.ranks import slowest_ranks
+        from traceviz.rankset.slowest_path import ranks_path
 
         slowest = slowest_ranks(summary.ranks, 1)[0].rank
         with progress_bar(stderr(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rich.console import Console
 
 from traceviz.errors import UsageError
-from traceviz.fileio import atomic_output, check_output, is_gzip, output_folder
+from traceviz.files.fileio import atomic_output, check_output, is_gzip, output_folder
 
 if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
@@ -57,7 +57,7 @@ def width_arg(text: str) -> int:
 
 def memory_limit_arg(text: str) -> str:
     """``--memory-limit``: a size DuckDB understands (``2GB``, ``512MiB``)."""
-    from traceviz.rankdata import parse_memory_limit
+    from traceviz.rankset.dataset import parse_memory_limit
 
     try:
         return parse_memory_limit(text)

@@ -21,7 +21,7 @@ class CaptureCommand(Command):
             "under a profiler; save raw trace, trace.parquet, bench.json")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        from traceviz.capture import COMPILE_MODES, PROFILERS
+        from traceviz.capture.run import COMPILE_MODES, PROFILERS
         from traceviz.runners.presets import PRESETS
 
         keras = [v.name for v in VARIANTS.values() if v.exec_modes]
@@ -95,7 +95,7 @@ class CaptureCommand(Command):
         p.add_argument("--top", type=int, default=10, help="kernels in the summary (default 10)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.capture import (
+        from traceviz.capture.run import (
             CaptureRequest,
             check_graph_replay,
             check_runnable,
@@ -162,7 +162,7 @@ class CaptureCommand(Command):
             err.print(f"[yellow]note:[/] {note}")
 
         from traceviz.analyses import summarize
-        from traceviz.render.terminal import print_summary
+        from traceviz.render.terminal.summary import print_summary
 
         out = stdout()
         print_summary(out, summarize(result.trace, with_efficiency=True), top=args.top)

@@ -41,8 +41,8 @@ def self_command() -> str:
 
 
 def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
-    from traceviz.capture import prepare_run_dir, stamped_dir
-    from traceviz.script_capture import ScriptRequest, run_script
+    from traceviz.capture.run import prepare_run_dir, stamped_dir
+    from traceviz.capture.script import ScriptRequest, run_script
 
     given = [f"--{k.replace('_', '-')}" for k in VARIANT_ONLY
              if getattr(args, k, None) not in (None, False)]
@@ -79,7 +79,7 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
     out = stdout()
     if result.trace is not None:
         from traceviz.analyses import summarize
-        from traceviz.render.terminal import print_summary
+        from traceviz.render.terminal.summary import print_summary
 
         print_summary(out, summarize(result.trace, with_efficiency=True), top=args.top)
     if result.status != 0:
@@ -92,7 +92,7 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def _profiler_name(profiler: str | None) -> str:
-    from traceviz.script_capture import PROFILER_NAMES
+    from traceviz.capture.script import PROFILER_NAMES
 
     return PROFILER_NAMES[str(profiler)]
 

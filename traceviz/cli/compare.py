@@ -40,15 +40,15 @@ class CompareCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from rich.text import Text
 
-        from traceviz.analyses.amp import amp_breakdown, amp_pairs
-        from traceviz.analyses.compare import (
+        from traceviz.analyses.compare.amp import amp_breakdown, amp_pairs
+        from traceviz.analyses.compare.runs import (
             kernel_diff,
             mpe_table,
             ordering_conflicts,
             run_figures,
             workload_differences,
         )
-        from traceviz.render.runs import amp_render, diff_table, mpe_render, runs_table
+        from traceviz.render.terminal.runs import amp_render, diff_table, mpe_render, runs_table
 
         if len(args.runs) < 2:
             raise UsageError("compare needs at least two runs")
@@ -109,7 +109,7 @@ def compare_dict(figs: list, differ: list[str], diffs: list, mpe: Any, pairs: li
                  top: int) -> dict[str, Any]:
     """``compare --json``: every figure ``compare`` prints (the kernel differences: the
     ``--top`` biggest of each pair)."""
-    from traceviz.analyses.compare import CHANGES
+    from traceviz.analyses.compare.runs import CHANGES
 
     return {
         "runs": [f.to_dict() for f in figs],

@@ -22,7 +22,7 @@ class EnvCommand(Command):
                        help="base interpreter for the venv (default: traceviz's own base)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.envs import make_mxnet_env
+        from traceviz.capture.envs import make_mxnet_env
 
         with stderr().status("...") as status:
             interp = make_mxnet_env(args.path, args.python,

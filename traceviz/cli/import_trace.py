@@ -10,7 +10,7 @@ from rich.console import Console
 
 from traceviz.cli.base import Command, load_with_progress, progress_bar, refuse_existing, stderr
 from traceviz.errors import UsageError
-from traceviz.folders import default_stem
+from traceviz.files.folders import default_stem
 
 
 class ImportCommand(Command):
@@ -35,7 +35,7 @@ class ImportCommand(Command):
                             "must be on a path the workers see")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.folders import is_rank_folder
+        from traceviz.files.folders import is_rank_folder
 
         if is_rank_folder(args.raw):
             return self.run_folder(args)
@@ -64,8 +64,8 @@ class ImportCommand(Command):
     def run_folder(self, args: argparse.Namespace) -> int:
         from rich.progress import MofNCompleteColumn, TimeElapsedColumn
 
-        from traceviz.folders import DATASET_META
-        from traceviz.rankdir import import_folder, import_rank
+        from traceviz.files.folders import DATASET_META
+        from traceviz.rankset.folder import import_folder, import_rank
 
         if args.output is None:
             raise UsageError("is required for a folder of rank traces: the dataset folder "
@@ -75,7 +75,7 @@ class ImportCommand(Command):
             raise UsageError("must be at least 1", option="workers")
         job_map = None
         if args.ray is not None:
-            from traceviz.cluster import ray_map
+            from traceviz.system.cluster import ray_map
 
             job_map = ray_map(import_rank, args.ray or None)
         with progress_bar(stderr(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -13,7 +13,7 @@ from traceviz.errors import UsageError
 from traceviz.runners import DEVICES, default_device
 
 if TYPE_CHECKING:
-    from traceviz.ladder import Ladder
+    from traceviz.ladder.rungs import Ladder
 
 GRAPH_ON_CPU = ("the graph-replayed mode captures each forward pass in a CUDA graph and "
                 "needs --device cuda")
@@ -62,7 +62,7 @@ class LadderCommand(Command):
         p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.ladder import BASELINE, MODES, RUNGS
+        from traceviz.ladder.rungs import BASELINE, MODES, RUNGS
 
         names = {r.variant for r in RUNGS}
         asked = names if not args.rungs else \
@@ -97,9 +97,9 @@ class LadderCommand(Command):
 
     def _capture(self, args: argparse.Namespace, rungs: tuple, device: str,
                  modes: tuple[str, ...], repeat: int) -> int:
-        from traceviz.capture import prepare_run_dir
-        from traceviz.ladder import ladder_workload
-        from traceviz.ladder_run import plan, run_ladder
+        from traceviz.capture.run import prepare_run_dir
+        from traceviz.ladder.run import plan, run_ladder
+        from traceviz.ladder.rungs import ladder_workload
         from traceviz.runners import VARIANTS
 
         rungs = tuple(r for r in rungs if VARIANTS[r.variant].runs_on(device))
@@ -126,7 +126,7 @@ class LadderCommand(Command):
 
     def _render_from(self, args: argparse.Namespace, rungs: tuple,
                      modes: tuple[str, ...] | None) -> int:
-        from traceviz.ladder_read import read_ladder
+        from traceviz.ladder.read import read_ladder
 
         captured = [f for f in ("device", "full", "batch", "seq", "hidden", "layers", "out",
                                 "force", "repeat") if getattr(args, f) not in (None, False)]
@@ -141,7 +141,7 @@ class LadderCommand(Command):
         if args.json:
             print(json.dumps(ladder.to_dict(), indent=2))
             return
-        from traceviz.render.ladder import ladder_render
+        from traceviz.render.terminal.ladder import ladder_render
 
         w = ladder.workload
         shape = (f"{w.get('layers')} x {w.get('hidden')}, seq {w.get('seq')}, batch "

@@ -48,7 +48,7 @@ class ModelsCommand(Command):
         if args.json:
             print(json.dumps(rows, indent=2))
             return 0
-        from traceviz.render.fit import Col, fitted_table
+        from traceviz.render.terminal.fit import Col, fitted_table
 
         out = stdout(args.width)
         cols = (Col("name", "left"), Col("framework", "left"), Col("runs here", "left", wrap=True),

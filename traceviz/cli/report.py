@@ -7,7 +7,7 @@ from pathlib import Path
 
 from traceviz.cli.base import Command, load_runs, refuse_existing, stderr
 from traceviz.errors import UsageError
-from traceviz.fileio import atomic_output
+from traceviz.files.fileio import atomic_output
 
 SUFFIXES = (".md", ".html", ".htm")
 
@@ -25,9 +25,9 @@ class ReportCommand(Command):
         p.add_argument("--force", action="store_true", help="replace an existing report")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.analyses.compare import run_figures
+        from traceviz.analyses.compare.runs import run_figures
+        from traceviz.capture.sweep import SWEEP_FILE, load_sweep
         from traceviz.render.report import build_report, to_markdown
-        from traceviz.sweep import SWEEP_FILE, load_sweep
 
         suffix = args.output.suffix.lower()
         if suffix not in SUFFIXES:

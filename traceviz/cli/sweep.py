@@ -56,7 +56,7 @@ class SweepCommand(Command):
             TimeRemainingColumn,
         )
 
-        from traceviz.sweep import SWEEP_FILE, SweepSpec, point_id, run_sweep
+        from traceviz.capture.sweep import SWEEP_FILE, SweepSpec, point_id, run_sweep
 
         amps = [None if a.strip() in ("none", "fp32", "") else a.strip()
                 for a in args.amp.split(",")]
@@ -92,8 +92,8 @@ class SweepCommand(Command):
 
             point_map = None
             if args.ray is not None:
-                from traceviz.cluster import point_resources, ray_map
-                from traceviz.sweep import capture_point
+                from traceviz.capture.sweep import capture_point
+                from traceviz.system.cluster import point_resources, ray_map
 
                 point_map = ray_map(capture_point, args.ray or None, point_resources)
             df = run_sweep(spec, out, resume=args.resume, force=args.force, on_start=on_start,
@@ -101,7 +101,7 @@ class SweepCommand(Command):
         for row in failed:
             err.print(f"[red]failed[/] {row['point']}: {row['error']}")
         ok = df[df["status"] == "ok"]
-        from traceviz.render.runs import sweep_render
+        from traceviz.render.terminal.runs import sweep_render
 
         console = stdout()
         console.print(sweep_render(df, str(out), console.width))

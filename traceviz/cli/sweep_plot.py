@@ -21,9 +21,9 @@ class SweepPlotCommand(Command):
         p.add_argument("--force", action="store_true", help="replace existing chart files")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.fileio import check_readable
+        from traceviz.capture.sweep import SWEEP_FILE, load_sweep
+        from traceviz.files.fileio import check_readable
         from traceviz.render.charts import sweep_plots
-        from traceviz.sweep import SWEEP_FILE, load_sweep
 
         path = args.sweep / SWEEP_FILE if args.sweep.is_dir() else args.sweep
         check_readable(path)

@@ -28,7 +28,7 @@ class WhatIfCommand(Command):
         p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.analyses.whatif import DEFAULT_SCENARIOS, parse_scenarios, whatif
+        from traceviz.analyses.whatif.engine import DEFAULT_SCENARIOS, parse_scenarios, whatif
 
         scenarios = tuple(args.scenario or DEFAULT_SCENARIOS)
         for s in scenarios:  # usage errors before reading the trace
@@ -39,7 +39,7 @@ class WhatIfCommand(Command):
         if args.json:
             print(json.dumps(result.to_dict(), indent=2))
             return 0
-        from traceviz.render.advice import whatif_render
+        from traceviz.render.terminal.advice import whatif_render
 
         out = stdout(args.width)
         out.print(whatif_render(result, brief=args.brief, width=out.width))

@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from traceviz.errors import TraceVizError
-from traceviz.fileio import check_readable
-from traceviz.folders import (
+from traceviz.files.fileio import check_readable
+from traceviz.files.folders import (
     describe_folder,
     is_nsys_folder,
     is_rank_folder,
     is_xplane_dir,
     run_trace,
 )
-from traceviz.heap import release_free_memory
+from traceviz.system.heap import release_free_memory
 from traceviz.trace import Trace
 
 FORMATS = ("parquet", "kineto", "nsys-sqlite", "nsys-arrow", "nsys-dir", "nsys-rep", "mxnet",
@@ -28,7 +28,7 @@ _NSYS_REPORTS = (b"NVIDIA Tegra Profiler Report", b"U3w[END]NVIDIA")
 
 def _first_text(path: Path, window: int = 1 << 16) -> bytes:
     """The (decompressed) file's first ``window`` bytes after any leading white space."""
-    from traceviz.fileio import open_input
+    from traceviz.files.fileio import open_input
 
     with open_input(path) as f:
         while True:
@@ -100,7 +100,7 @@ def load(path: str | Path, progress: Callable[[int], None] | None = None,
         return Trace.load(path, rows=rows)
     trace = _parse(path, fmt, progress)
     release_free_memory()  # the parser's transient objects are gone only now
-    from traceviz.runfolder import folder_meta, run_of
+    from traceviz.files.runfolder import folder_meta, run_of
 
     run_dir = run_of(path)
     if run_dir is not None:  # the raw trace of a run: its timings and settings with it

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
 from traceviz.errors import TraceVizError
-from traceviz.pools import kill_pool, main_not_rerun, process_pool
+from traceviz.system.pools import kill_pool, main_not_rerun, process_pool
 
 _SEP = re.compile(rb"\}\s*,\s*\{")
 _CLOSE = re.compile(rb"\}\s*\]")

@@ -20,10 +20,10 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from traceviz.errors import TraceVizError
-from traceviz.fileio import is_gzip, open_input, read_whole
-from traceviz.normalize import finish
+from traceviz.files.fileio import is_gzip, open_input, read_whole
 from traceviz.parsers.jsonstream import ArrayChunks, Piece, Range, decode_in_order, file_ranges
 from traceviz.parsers.kineto_events import BIG_STEP, DOCUMENT, EVENTS, NEGATIVE, event_columns
+from traceviz.parsers.normalize import finish
 from traceviz.parsers.numbers import dropped_note
 from traceviz.trace import Trace
 

@@ -11,8 +11,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from traceviz.classify import SCALAR_TYPES, precision_change
 from traceviz.opcost import CONCRETE_OPS
+from traceviz.table.classify import SCALAR_TYPES, precision_change
 
 _NO_RAW = msgspec.Raw(b"")  # one shared default: an absent field allocates nothing
 # joins a row's raw fields into one key: JSON text holds no NUL byte

@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 
 from traceviz.parsers.kineto_args import _NO_RAW, _details, _dtype_change, _gather
 from traceviz.parsers.numbers import INT32, INT64, checked_ints
-from traceviz.schema import DEVICE_KINDS, KIND_DTYPE, KINDS
-from traceviz.steps import PROFILER_STEP, step_numbers
+from traceviz.table.schema import DEVICE_KINDS, KIND_DTYPE, KINDS
+from traceviz.table.steps import PROFILER_STEP, step_numbers
 
 # Kineto category (lower-cased; PyTorch 1.8 wrote "Kernel", "Runtime", ...) -> kind
 CATEGORY_KIND = {
@@ -243,7 +243,7 @@ BIG_STEP = "a ProfilerStep number beyond 32 bits (kept as an annotation)"
 
 
 def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFrame, Counter]:
-    """Base columns (see ``traceviz.normalize``) for the kept events of one chunk, and
+    """Base columns (see ``traceviz.parsers.normalize``) for the kept events of one chunk, and
     counts of what was dropped or altered and why. ``details=False``: the details column
     is left empty (figures that never read it, such as a rank folder's, skip its cost)."""
     counts: Counter = Counter()

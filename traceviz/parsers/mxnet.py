@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from traceviz.errors import TraceVizError
-from traceviz.fileio import open_input
-from traceviz.normalize import BASE_COLUMNS, finish
+from traceviz.files.fileio import open_input
+from traceviz.parsers.normalize import BASE_COLUMNS, finish
 from traceviz.parsers.numbers import checked_ints, dropped_note
-from traceviz.steps import step_numbers
+from traceviz.table.steps import step_numbers
 from traceviz.trace import Trace
 
 SNIFF = re.compile(rb'"cat"\s*:\s*"(?:operator|MXNET_C_API)"')

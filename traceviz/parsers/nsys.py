@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.errors import TraceVizError
-from traceviz.normalize import BASE_COLUMNS, finish, launch_details
+from traceviz.parsers.normalize import BASE_COLUMNS, finish, launch_details
 from traceviz.parsers.nsys_tables import ExportTables, open_tables
 from traceviz.parsers.numbers import INT32, checked_ints, dropped_note
 from traceviz.parsers.nvtx_text import read_ranges

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from traceviz.steps import STEP_MARK, step_numbers
+from traceviz.table.steps import STEP_MARK, step_numbers
 
 # ATen ops named plainly (traceviz's own CPU op ranges); other "ns::name" ranges are user
 # or library ranges (TensorRT's "ExecutionContext::enqueue"), kept as annotations

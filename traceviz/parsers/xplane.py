@@ -42,8 +42,8 @@ from pathlib import Path
 import pandas as pd
 
 from traceviz.errors import TraceVizError
-from traceviz.fileio import open_input
-from traceviz.normalize import finish
+from traceviz.files.fileio import open_input
+from traceviz.parsers.normalize import finish
 from traceviz.parsers.numbers import dropped_note
 from traceviz.parsers.xplane_rows import HOST_DEVICE_STRIDE, Rows, to_base
 from traceviz.trace import Trace

@@ -15,11 +15,11 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from traceviz.categorical import each, per_distinct
-from traceviz.intervals import innermost_enclosing
-from traceviz.launch_apis import launch_kind
-from traceviz.normalize import BASE_COLUMNS
+from traceviz.algos.categorical import each, per_distinct
+from traceviz.algos.intervals import innermost_enclosing
+from traceviz.parsers.normalize import BASE_COLUMNS
 from traceviz.parsers.numbers import INT32, checked_ints
+from traceviz.table.launch_apis import launch_kind
 
 _OP_EVENT = re.compile(r"^([^:\s]+):([A-Za-z_][\w]*)$")   # "node/name:Type"
 _RUNTIME_API = r"^(?:hip|cuda|cu)[A-Z]\w*$"  # hipStreamWaitEvent; not cutlass_80_..., cudnn

@@ -11,12 +11,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from traceviz.analyses.amp import AmpBreakdown  # noqa: E402
-from traceviz.analyses.compare import RunFigures  # noqa: E402
-from traceviz.analyses.summary import Summary  # noqa: E402
-from traceviz.names import short_name  # noqa: E402
+from traceviz.analyses.compare.amp import AmpBreakdown  # noqa: E402
+from traceviz.analyses.compare.runs import RunFigures  # noqa: E402
+from traceviz.analyses.summary.figures import Summary  # noqa: E402
 from traceviz.render.loss_curves import loss_curves  # noqa: E402
-from traceviz.schema import CATEGORIES  # noqa: E402
+from traceviz.table.names import short_name  # noqa: E402
+from traceviz.table.schema import CATEGORIES  # noqa: E402
 from traceviz.units import fmt_ns  # noqa: E402
 
 # analyze --plot, by file stem

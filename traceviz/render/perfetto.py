@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.critical_path import CriticalPath
+from traceviz.analyses.critical_path.path import CriticalPath
 from traceviz.analyses.timeline import idle_intervals, lanes, queue_depth
-from traceviz.schema import DEVICE_KINDS
+from traceviz.table.schema import DEVICE_KINDS
 from traceviz.trace import Trace
 
 # device processes and traceviz's own sit above every host pid of the trace: a device's is

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from traceviz.analyses.amp import amp_breakdown, amp_pairs
-from traceviz.analyses.compare import RunFigures, mpe_table, workload_differences
-from traceviz.render.runs import amp_rows, amp_verdict
+from traceviz.analyses.compare.amp import amp_breakdown, amp_pairs
+from traceviz.analyses.compare.runs import RunFigures, mpe_table, workload_differences
+from traceviz.render.terminal.runs import amp_rows, amp_verdict
 from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
 
@@ -65,7 +65,7 @@ def _loss_section(figs: list[RunFigures]) -> Section | None:
 
 def _timed_section(figs: list[RunFigures]) -> Section:
     """Profiled against timed step, the host's time by cause, and the streams' overlap."""
-    from traceviz.analyses.compare import ordering_conflicts
+    from traceviz.analyses.compare.runs import ordering_conflicts
 
     rows = []
     for f in figs:

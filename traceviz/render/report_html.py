@@ -16,7 +16,7 @@ import html
 import json
 from typing import Any
 
-from traceviz.analyses.compare import RunFigures
+from traceviz.analyses.compare.runs import RunFigures
 from traceviz.render.report import Section, section_html
 from traceviz.trace import Trace
 from traceviz.units import fmt_ns, fmt_pct
@@ -91,7 +91,7 @@ def _run(i: int, label: str, trace: Trace, fig: RunFigures) -> tuple[list[Any], 
     if s.efficiency is not None and len(s.efficiency.groups):
         parts.append(_efficiency(s))
     if s.memory is not None:
-        from traceviz.render.efficiency import memory_render
+        from traceviz.render.terminal.efficiency import memory_render
 
         if (mem := memory_render(s.memory)) is not None:
             parts.append(Div(text=f"<p>{html.escape(_plain(mem))}</p>"))
@@ -141,7 +141,7 @@ def _kernels_table(i: int, s: Any) -> Any:
     TableColumn = models.TableColumn
     TextInput = models.TextInput
 
-    from traceviz.names import distinct_names
+    from traceviz.table.names import distinct_names
 
     k = s.kernels.head(200)
     full = [str(n)[:10 * NAME_CHARS] for n in k["name"]]
@@ -311,7 +311,7 @@ def _on_critical_path(trace: Trace, rows: Any) -> Any:
     """bool per row: on the step's critical path (outlined in the timeline)."""
     import numpy as np
 
-    from traceviz.analyses.critical_path import critical_path
+    from traceviz.analyses.critical_path.path import critical_path
     from traceviz.errors import TraceVizError
 
     try:
@@ -321,8 +321,8 @@ def _on_critical_path(trace: Trace, rows: Any) -> Any:
 
 
 def _advice_html(trace: Trace) -> str:
-    from traceviz.analyses.advice import advise
-    from traceviz.analyses.whatif import whatif
+    from traceviz.analyses.advice.rules import advise
+    from traceviz.analyses.whatif.engine import whatif
     from traceviz.errors import TraceVizError
 
     out = ["<h3>Findings (advise)</h3>"]
@@ -360,9 +360,9 @@ def _advice_html(trace: Trace) -> str:
 def _differences(runs: list[tuple[str, Trace, RunFigures]]) -> Any:
     Div = _bokeh("bokeh.models").Div
 
-    from traceviz.analyses.compare import kernel_diff
-    from traceviz.names import distinct_names
-    from traceviz.render.runs import _calls
+    from traceviz.analyses.compare.runs import kernel_diff
+    from traceviz.render.terminal.runs import _calls
+    from traceviz.table.names import distinct_names
 
     out = []
     for (la, ta, _), (lb, tb, _) in zip(runs, runs[1:], strict=False):

@@ -8,9 +8,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from traceviz.analyses.efficiency import Efficiency  # noqa: E402
-from traceviz.analyses.memory import Memory  # noqa: E402
-from traceviz.names import short_name  # noqa: E402
+from traceviz.analyses.efficiency.ops import Efficiency  # noqa: E402
+from traceviz.analyses.summary.memory import Memory  # noqa: E402
+from traceviz.table.names import short_name  # noqa: E402
 
 
 def roofline_chart(e: Efficiency, label: str, top: int = 12) -> plt.Figure:

@@ -1,0 +1,64 @@
+"""The remedies a finding names, in the words of the trace's framework: what fuses a
+repeated kernel sequence (an optimizer's update, an LSTM cell, a compiler), and the
+PyTorch or TensorFlow/JAX form of an action."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from traceviz.algos.intervals import union_blocks
+from traceviz.analyses.advice.base import Context
+
+
+def remedy(ctx: Context, torch: str, tf: str) -> str:
+    """The action in the words of the trace's framework (TensorFlow/JAX or PyTorch)."""
+    return tf if ctx.framework == "tf" else torch
+
+
+OPTIMIZER_RANGE = re.compile(r"^(optimizer$|Optimizer\.step#)")
+TORCHSCRIPT_VARIANTS = ("jit_torch", "static_torch")
+
+
+def fusion_action(ctx: Context, work: pd.DataFrame, first: str) -> str:
+    """What fuses a repeated sequence, for this trace: an optimizer's per-parameter
+    update (its first kernel launched inside the optimizer's step range most of the
+    time) wants a foreach or fused optimizer; an LSTM (every traceviz capture, or a trace
+    naming one) a fused cell; TorchScript only for a model not already scripted."""
+    ev = ctx.trace.events
+    rows = work[work["name"].astype(str) == first]
+    at = rows["launch_ts_ns"].fillna(rows["ts_ns"]).to_numpy(np.int64)
+    ranges = ev[(ev["kind"] == "annotation") & ev["name"].astype(str).str.match(
+        OPTIMIZER_RANGE)]
+    bs, be = union_blocks(ranges["ts_ns"].to_numpy(np.int64),
+                          (ranges["ts_ns"] + ranges["dur_ns"]).to_numpy(np.int64))
+    i = np.searchsorted(bs, at, side="right") - 1
+    inside = (i >= 0) & (at < be[np.maximum(i, 0)]) if len(bs) else np.zeros(len(at), bool)
+    if len(at) and inside.mean() >= 0.5:
+        return ("an optimizer's update, one kernel per parameter: a foreach or fused "
+                "optimizer (torch.optim.SGD/Adam(..., foreach=True) or fused=True) runs it "
+                "as a few kernels")
+    from traceviz.analyses.advice.runs import holds_lstm, run_uses
+
+    names = pd.Series(ev["name"].cat.categories.astype(str))
+    lstm = holds_lstm(ctx)
+    compiler = run_uses(ctx).compiler
+    scripted = ctx.trace.meta.get("model") in TORCHSCRIPT_VARIANTS or bool(
+        names.str.startswith("prim::").any())
+    if ctx.framework == "tf":
+        ways = [] if compiler == "XLA" else [
+            "compile with XLA (tf.function(jit_compile=True); jax.jit)"]
+        ways += ["a fused LSTM (keras.layers.LSTM on cuDNN)"] if lstm else []
+        ways.append("a custom kernel")
+        return "fuse the pattern into one kernel: " + (
+            ", ".join(ways[:-1]) + " or " if len(ways) > 1 else "") + ways[-1]
+    ways = [] if compiler == "torch.compile" else ["torch.compile the model"]
+    if lstm and not scripted:
+        ways.append("TorchScript the cell")
+    if lstm:
+        ways.append("a fused LSTM (cuDNN's nn.LSTM)")
+    ways.append("a custom (Triton) kernel")
+    return "fuse the pattern into one kernel: " + (
+        ", ".join(ways[:-1]) + " or " if len(ways) > 1 else "") + ways[-1]

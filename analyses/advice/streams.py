@@ -1,0 +1,55 @@
+"""Advice on streams: work spread over several streams that never runs two at once."""
+
+from __future__ import annotations
+
+from traceviz.analyses.advice.base import Context, Finding
+from traceviz.table.launch_apis import event_role
+from traceviz.units import fmt_ns, fmt_pct
+
+
+def streams_never_overlap(ctx: Context) -> Finding | None:
+    """A device ran work on two or more streams, and (almost) never two at once
+    (``analyses/summary/streams.py``): the streams cost event records and waits and bought no
+    concurrency."""
+    s = ctx.summary
+    idle = [o for o in s.stream_overlap if o.never_overlaps]
+    if not idle:
+        return None
+    per = max(s.steps, 1)
+    unit = "per step" if s.steps else "in the trace"
+    evidence = []
+    for o in idle:
+        d = next(d for d in s.devices if d.device == o.device)
+        counts = ", ".join(f"{int(r.work_count / per):,}" for r in
+                           d.streams.sort_values("busy_ns", ascending=False)
+                           .itertuples(index=False))
+        evidence.append(
+            f"device {o.device}: {o.streams} streams ran work ({counts} device ops {unit}), "
+            f"{fmt_ns(o.multi_ns / per)} {unit} with two or more busy "
+            f"({fmt_pct(o.overlap_fraction)} of its busy time): one stream at a time")
+    calls: dict[str, int] = {}
+    host = 0
+    if s.host is not None:
+        for r in s.host.apis.itertuples(index=False):
+            role = event_role(str(r.name))
+            if role is not None:
+                calls[role] = calls.get(role, 0) + int(r.calls)
+                host += int(r.total_ns)
+    if calls:
+        evidence.append("cross-stream bookkeeping on the launching thread: " + ", ".join(
+            f"{n / per:,.0f} event {role} calls" for role, n in sorted(calls.items()))
+            + f" {unit}, {fmt_ns(host / per)} of API time")
+    main = s.host.main if s.host is not None else None
+    if main is not None and s.launch_bound_fraction and s.launch_bound_fraction > 0.25:
+        evidence.append(f"the device waits for the host {fmt_pct(s.launch_bound_fraction)} of "
+                        "the span: each stream's work is launched only after the previous "
+                        "stream's, so there is nothing queued to run beside it")
+    title = "Work on several streams never overlaps" if not any(o.multi_ns for o in idle) \
+        else "Work on several streams (almost) never overlaps"
+    return Finding(
+        "streams_never_overlap", title, evidence,
+        "the streams buy nothing here: launch the work from one stream (the event records "
+        "and waits go), or give the streams work that is ready together — enough queued "
+        "(fewer, larger kernels; a CUDA graph of the step) for the device to run them side "
+        "by side",
+        None, None, {"devices": [o.to_dict() for o in idle]})

@@ -1,0 +1,228 @@
+"""Run-level efficiency where the ops give no FLOPs: compiled code (torch.compile's graphs,
+XLA) records no op shapes, yet the run's work is known, from the workload that was run
+(``workload_flops``: bench.json, or the capture's workload). Its achieved TFLOP/s is held
+against the peak of the precision its matrix kernels ran in, read from their names; FP32
+GEMM kernels on the FP32 FMA units (no TF32) are found by name too. Notes are worded for
+the profiler the trace came from.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from traceviz.algos.categorical import categorical_of, per_distinct
+from traceviz.opcost.peaks import Peak
+from traceviz.runners.benchdefs import workload_flops
+from traceviz.table.classify import TENSOR_CORE_HALF, TF32_KERNEL
+
+if TYPE_CHECKING:
+    from traceviz.analyses.efficiency.ops import Efficiency
+    from traceviz.trace import Trace
+
+# FP32 GEMM kernels on the FMA units: cuBLAS "ffma" xmma tiles and "sgemm" kernels, CUTLASS
+# simt sgemm; not TF32 or half tensor-core tiles (checked apart)
+FP32_FMA_GEMM = re.compile(r"ffma|(^|[_\s:])sgemm|simt_sgemm|gemm_f32f32_f32f32", re.IGNORECASE)
+_BF16 = re.compile(r"bf16|bfloat16|(^|_)b\d{3,5}|Cijk_\w+?_BB", re.IGNORECASE)
+_FP8 = re.compile(r"e4m3|e5m2|fp8", re.IGNORECASE)
+MATRIX = ("gemm", "rnn", "attention")
+
+
+def _precision_of_names(names: pd.Index) -> np.ndarray:
+    out = []
+    for n in names.astype(str):
+        if TF32_KERNEL.search(n):
+            out.append("tf32")
+        elif _FP8.search(n):
+            out.append("fp8")
+        elif TENSOR_CORE_HALF.search(n):
+            out.append("bf16" if _BF16.search(n) else "fp16")
+        else:
+            out.append("fp32")
+    return np.asarray(out, dtype=object)
+
+
+def matrix_precision(work: pd.DataFrame) -> str | None:
+    """The precision most matrix kernel time ran in, by kernel name: ``tf32``, ``fp16``,
+    ``bf16``, ``fp8`` (tensor-core tiles) or ``fp32``; None without matrix kernels."""
+    m = np.flatnonzero(np.isin(work["category"].astype(str).to_numpy(), MATRIX))
+    if not len(m):
+        return None
+    prec = per_distinct(_used(work["name"].iloc[m]), _precision_of_names, fill="fp32")
+    return str(pd.Series(work["dur_ns"].to_numpy()[m], index=prec).groupby(level=0).sum()
+               .idxmax())
+
+
+def _used(names: pd.Series) -> pd.Categorical:
+    """The names as a Categorical of the names these rows hold: a trace's name column
+    has every event's name as a category, and the patterns run once per category."""
+    return categorical_of(names).remove_unused_categories()
+
+
+def fma_gemms(work: pd.DataFrame) -> pd.DataFrame:
+    """FP32 GEMM kernels on the FMA units (no tensor cores): one row per name with
+    ``kernels`` and ``time_ns``, most time first."""
+    gemm = np.flatnonzero(work["category"].astype(str).to_numpy() == "gemm")
+    names = work["name"].iloc[gemm]
+    fma = np.asarray(per_distinct(_used(names), lambda u: np.array(
+        [bool(FP32_FMA_GEMM.search(str(n))) and not TF32_KERNEL.search(str(n))
+         and not TENSOR_CORE_HALF.search(str(n)) for n in u], dtype=bool), fill=False),
+        dtype=bool)
+    # the two columns read, not every column of the rows
+    f = pd.DataFrame({"name": names.to_numpy()[fma] if not isinstance(
+        names.dtype, pd.CategoricalDtype) else names.array[fma],
+        "dur_ns": work["dur_ns"].to_numpy()[gemm][fma]})
+    out = f.groupby(f["name"].astype(str)).agg(kernels=("dur_ns", "size"),
+                                                time_ns=("dur_ns", "sum"))
+    return out.sort_values("time_ns", ascending=False).reset_index()
+
+
+def shapes_note(trace: Trace) -> str:
+    """Why the trace gives no FLOPs per op, and what records them, in its profiler's
+    words."""
+    fmt = trace.meta.get("source_format")
+    if fmt == "xplane":
+        return ("The profile holds no XLA cost analysis for its GPU kernels (no flops or "
+                "bytes_accessed stats): no FLOPs or bytes per op.")
+    if fmt == "nsys":
+        return ("No op shapes in the trace (nsys --pytorch=autograd-shapes-nvtx records "
+                "them for PyTorch): no FLOPs or bytes per op.")
+    if fmt == "mxnet":
+        return "The MXNet profiler records no op shapes: no FLOPs or bytes per op."
+    compiled = trace.events["name"].astype(str).str.startswith("Torch-Compiled Region")
+    if compiled.any():
+        return ("No op shapes for the compiled region (torch.compile runs its graph as "
+                "one op; record_shapes=True gives the shapes of eager ops only): no FLOPs "
+                "or bytes per op.")
+    return ("No op shapes in the trace (torch.profiler record_shapes=True): no FLOPs or "
+            "bytes per op.")
+
+
+def apply_workload_flops(eff: Efficiency, trace: Trace, work: pd.DataFrame) -> None:
+    """Where ops gave FLOPs for less than half of the matrix kernel time (compiled code,
+    no shapes), the run's own: the workload's FLOPs per batch times the profiled steps,
+    held against the peak of the precision its matrix kernels ran in."""
+    model = eff.model or {}
+    per_batch = model.get("model_flops_per_batch")
+    if not per_batch or not eff.steps:
+        return
+    matrix = np.isin(work["category"].astype(str).to_numpy(), MATRIX)
+    k = eff.kernels
+    covered = float(k.loc[k["category"].isin(MATRIX), "time_ns"].sum()) if len(k) else 0.0
+    if eff.flops and covered >= 0.5 * float(work["dur_ns"].to_numpy()[matrix].sum()):
+        return
+    eff.flops = int(per_batch) * eff.steps
+    eff.flops_from = "workload"
+    precision = matrix_precision(work)
+    if eff.peak is not None and precision is not None and eff.run_key is None:
+        key = precision if precision in eff.peak.figures else "fp32"
+        if key in eff.peak.figures:
+            eff.run_key = key
+            median = model.get("model_tflops")
+            model["mfu"] = median / eff.peak.figures[key] if median is not None else None
+    eff.notes.append(
+        f"FLOPs are the workload's ({per_batch / 1e9:,.2f} GFLOP per batch x "
+        f"{eff.steps} profiled steps), not per op: the rates are the run's"
+        + (f", its matrix kernels ran {precision.upper()}" if precision else "") + ".")
+    _serial_floor(eff, work, int(per_batch), model)
+
+
+def _serial_floor(eff: Efficiency, work: pd.DataFrame, per_batch: int, model: dict) -> None:
+    """The serial-chain floor: a stream runs its kernels one after the other, so a step
+    takes at least its busiest stream's kernel time, back to back (the median step's);
+    the workload's rate there."""
+    from traceviz.units import fmt_ns
+
+    k = work[(work["step"].to_numpy() >= 0)]
+    if not len(k):
+        return
+    per_stream = k.groupby(["step", "device", "stream"], observed=True)["dur_ns"].sum()
+    floor = float(per_stream.groupby(level="step").max().median())
+    if floor <= 0:
+        return
+    model["serial_floor_ns"] = floor
+    model["floor_tflops"] = per_batch / floor / 1e3
+    peak = eff.run_peak
+    eff.notes.append(
+        f"Serial-chain floor: a step's busiest stream runs {fmt_ns(floor)} of kernels, back "
+        f"to back at best; at that floor the workload runs at "
+        f"{model['floor_tflops']:,.1f} TFLOP/s"
+        + (f", {model['floor_tflops'] / peak:.0%} of the {eff.run_key} peak" if peak else "")
+        + ".")
+
+
+def fma_note(eff: Efficiency, work: pd.DataFrame) -> None:
+    """FP32 GEMM kernels on the FMA units where the device has TF32 tensor cores."""
+    if eff.peak is None or "tf32" not in eff.peak.figures:
+        return
+    f = fma_gemms(work)
+    total = float(work["dur_ns"].sum())
+    if not len(f) or not total or f["time_ns"].sum() < 0.10 * total:
+        return
+    n = int(f["kernels"].sum())
+    per = f" ({n / eff.steps:,.0f} per step)" if eff.steps else ""
+    eff.notes.append(
+        f"{n:,} FP32 GEMM kernels{per} ran on the FP32 FMA units, no TF32: "
+        f"{f['time_ns'].sum() / total:.0%} of kernel time against the "
+        f"{eff.peak.figures['fp32']:g} TFLOP/s FP32 peak, where TF32 tensor cores give "
+        f"{eff.peak.figures['tf32']:g}.")
+
+
+def over_peak_notes(groups: pd.DataFrame, peak: Peak | None, over: float) -> list[str]:
+    """Op groups achieving more than ``over`` x a peak. Above the memory bandwidth only:
+    their data came from the caches (tensors that fit in L2, re-read), which serve it
+    faster than HBM; the peak table is right. Above a compute peak: the table's figures
+    are below this device's."""
+    if not len(groups):
+        return []
+    flops = groups["pct_peak"].to_numpy(float)
+    bw = groups["pct_bw"].to_numpy(float)
+    notes = []
+    compute = [f"{op} {100 * x:.0f}%" for op, x in zip(groups["op"], flops, strict=True)
+               if x > over]
+    if compute:
+        notes.append(f"Achieved above the compute peak ({', '.join(compute[:3])}): the peak "
+                     f"figures ({peak.device if peak else '?'}) are below this device's; "
+                     "check --peak.")
+    cached = [f"{op} {100 * x:.0f}%" for op, x, f in zip(groups["op"], bw, flops, strict=True)
+              if x > over and not f > over]
+    if cached:
+        of = f" of {peak.bandwidth:g} GB/s" if peak and peak.bandwidth else ""
+        notes.append(f"Above the memory bandwidth ({', '.join(cached[:3])}{of}): their "
+                     "data was served from "
+                     "the caches (tensors small enough for L2, read again), faster than "
+                     "HBM; the bandwidth figure is right, the bytes counted are the op's, "
+                     "not what reached memory.")
+    return notes
+
+
+def stated_peak(trace: Trace, device: str | None) -> Peak | None:
+    """The memory bandwidth a profile states for a device the peak table lacks (an XSpace
+    GPU plane's ``memory_bandwidth``): % of bandwidth without compute peaks."""
+    props = trace.meta.get("device_properties") or {}
+    for p in props.values() if isinstance(props, dict) else ():
+        if isinstance(p, dict) and p.get("name") == device and p.get("memory_bandwidth_gbps"):
+            return Peak(str(device), {"bw": float(p["memory_bandwidth_gbps"])},
+                        "the profile's own device stats (memory bandwidth only)")
+    return None
+
+
+def model_figures(meta: dict, run_peak: float | None) -> dict[str, Any] | None:
+    """A capture's workload FLOPs per batch (bench.json, else from its workload), the
+    model TFLOP/s at the median timed batch and the MFU against ``run_peak``."""
+    bench = meta.get("bench") or {}
+    flops = bench.get("workload_flops")
+    if flops is None and isinstance(meta.get("workload"), dict):
+        try:
+            flops = workload_flops(meta["workload"])["total"]
+        except (KeyError, TypeError, ValueError):
+            flops = None
+    median = (bench.get("time_per_batch_s") or {}).get("median")
+    if not flops:
+        return None
+    tflops = flops / median / 1e12 if median else None
+    return {"model_flops_per_batch": int(flops), "model_tflops": tflops,
+            "mfu": tflops / run_peak if tflops is not None and run_peak else None}

@@ -1,0 +1,385 @@
+"""Replay a trace: rebuild its dependency graph of host calls and device work, and solve
+it again, as recorded or transformed (``analyses/whatif/engine.py``). Daydream's idea (USENIX
+ATC'20) on traceviz's one table, where launch calls are already linked to their work.
+
+The graph (DESIGN.md "What-if"):
+
+- **host chains**: per host thread its outermost runtime calls in recorded order (on a
+  CPU trace, its work ops); a call starts ``gap`` after the previous one ends (the host
+  time between them: Python, the framework's dispatcher), the first where it was
+  recorded; it lasts its recorded time, except that
+- a **synchronizing call** (``launch_apis.SYNC_APIS``, or a launch call that returned only
+  after its copy ended) ends ``tail`` after the device row it waited for ends: the row
+  that ended last during the call in the recording;
+- **device rows** per (device, stream) in recorded order; a row starts at the latest of
+  its launch call's end + the device's **launch latency** (learnt: the median delay of
+  rows launched onto an idle stream), the end of the previous row on its stream, and the
+  end of the row it **waits on** + the device's wait latency. A wait is inferred where the
+  recording shows one: a row that started later than its launch and its stream explain,
+  right after a row of another stream ended (an event wait, a NCCL stream joining).
+  A row whose launch is not in the trace starts where it was recorded.
+
+Solved as a longest path by a fixed point: host chains and streams are max-plus scans
+(``end_i = max(end_{i-1} + b_i, a_i)`` is a cumulative sum plus a cumulative maximum),
+each pass vectorized; passes alternate until no time moves. Every edge points forward in
+recorded time, so the graph has no cycle and the passes stop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from traceviz.algos.categorical import each, per_distinct
+from traceviz.analyses.replay.waits import event_waits, inferred_waits  # noqa: F401
+from traceviz.analyses.work import work_rows
+from traceviz.errors import InputError
+from traceviz.table.launch_apis import is_sync_call
+from traceviz.table.schema import DEVICE_KINDS
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
+
+NEVER = np.int64(-(1 << 62))  # "no constraint" in a max
+# a row started late when it started this much later than its launch (with the learnt
+# latency) and its stream explain: it waited on another stream when it started within
+# WAIT_WINDOW_NS of a row of another stream ending, else on something the trace does not
+# show (a host event, a graph's internal edge), and keeps its recorded delay
+WAIT_SLACK_NS = 10_000
+MAX_PASSES = 20_000
+
+
+@dataclass(frozen=True)
+class ReplayGraph:
+    """The graph as arrays. Host nodes sorted by (chain, recorded start); device rows by
+    (stream key, recorded start). Scenarios change copies of the editable arrays."""
+
+    trace: Trace
+    # host nodes
+    h_rows: np.ndarray       # index into trace.events
+    h_chain: np.ndarray      # chain id (contiguous)
+    h_ts: np.ndarray
+    h_dur: np.ndarray        # the call's own time (a call that waited: its tail)
+    h_end_rec: np.ndarray    # recorded end
+    h_gap: np.ndarray        # recorded start - previous end in the chain (first: 0)
+    h_first: np.ndarray      # bool: first of its chain
+    h_await: np.ndarray      # device row index the call waited for, -1
+    h_tail: np.ndarray       # call end - awaited row end
+    h_launch: np.ndarray     # bool: a launch call
+    h_after: np.ndarray      # host node of another thread this one waited for, -1
+    h_after_lat: np.ndarray  # its start - that node's end
+    # device rows
+    d_rows: np.ndarray
+    d_stream: np.ndarray     # (device, stream) id, contiguous
+    d_device: np.ndarray
+    d_ts: np.ndarray
+    d_dur: np.ndarray
+    d_launch: np.ndarray     # host node that launched it, -1
+    d_from_start: np.ndarray  # bool: ready relative to the call's start (synchronous copy)
+    d_offset: np.ndarray     # ready = launch end (or start) + offset
+    d_dep: np.ndarray        # device row it waits on, -1
+    d_dep_lat: np.ndarray
+    d_removed: np.ndarray    # bool: a scenario removed it
+    d_gap: np.ndarray        # the device's gap after the previous row of the stream
+    latency_ns: dict[int, int]     # per device: launch latency learnt
+    queue_gap_ns: dict[int, int]   # per device: gap between queued rows learnt
+    wait_latency_ns: dict[int, int]
+    unexplained_rows: int    # rows that started late with no wait found
+    unexplained_ns: int
+    event_waits: int = 0     # rows that wait on another stream by a recorded event wait
+
+    def with_changes(self, **arrays: Any) -> ReplayGraph:
+        return replace(self, **arrays)
+
+
+@dataclass(frozen=True)
+class Solution:
+    h_start: np.ndarray
+    h_end: np.ndarray
+    d_start: np.ndarray
+    d_end: np.ndarray
+    passes: int
+
+
+def _group_starts(ids: np.ndarray) -> np.ndarray:
+    """bool: first element of each run of equal ids (ids contiguous)."""
+    first = np.ones(len(ids), bool)
+    first[1:] = ids[1:] != ids[:-1]
+    return first
+
+
+def _grouped_cumsum(values: np.ndarray, first: np.ndarray) -> np.ndarray:
+    c = np.cumsum(values)
+    start = np.maximum.accumulate(np.where(first, np.arange(len(values)), 0))
+    return c - (c[start] - values[start]) if len(values) else c
+
+
+def _grouped_cummax(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    return pd.Series(values).groupby(ids, sort=False).cummax().to_numpy(np.int64)
+
+
+def build(trace: Trace) -> ReplayGraph:
+    """The replay graph of a trace (GPU: runtime calls and device rows; CPU: work ops)."""
+    ev = trace.events
+    if trace.is_cpu:
+        host = work_rows(trace)
+        dev = ev.iloc[0:0]
+    else:
+        host = _outermost(ev[ev["kind"] == "runtime"])
+        dev = ev[ev["kind"].isin(DEVICE_KINDS)]
+    if host.empty and dev.empty:
+        raise InputError("nothing to replay: the trace has no runtime calls, device rows "
+                         "or framework ops")
+    host = host.sort_values(["pid", "tid", "ts_ns"], kind="stable")
+    h_ts = host["ts_ns"].to_numpy(np.int64)
+    h_dur = host["dur_ns"].to_numpy(np.int64)
+    h_chain = host.groupby(["pid", "tid"], sort=False).ngroup().to_numpy(np.int64)
+    h_first = _group_starts(h_chain)
+    prev_end = np.roll(h_ts + h_dur, 1)
+    h_gap = np.where(h_first, 0, h_ts - prev_end)
+    h_launch = host["launch_id"].to_numpy(np.int64) >= 0
+
+    dev = dev.sort_values(["device", "stream", "ts_ns"], kind="stable")
+    d_ts = dev["ts_ns"].to_numpy(np.int64)
+    d_dur = dev["dur_ns"].to_numpy(np.int64)
+    d_device = dev["device"].to_numpy(np.int64)
+    d_stream = dev.groupby(["device", "stream"], sort=False).ngroup().to_numpy(np.int64)
+    pos = pd.Series(np.arange(len(host)), index=host["launch_id"].to_numpy(np.int64))
+    pos = pos[pos.index >= 0]
+    pos = pos[~pos.index.duplicated()]
+    d_launch = (pd.Series(dev["launch_id"].to_numpy(np.int64)).map(pos)
+                .fillna(-1).to_numpy(np.int64))
+
+    h_await = np.full(len(host), -1, np.int64)
+    h_tail = np.zeros(len(host), np.int64)
+    d_end = d_ts + d_dur
+    # rows that ended before their launch call returned: a synchronous copy (the call
+    # waited for it), or a short kernel / a graph's kernels (the call was still busy):
+    # they follow the call's start as recorded; only a copy makes its call wait
+    launched = d_launch >= 0
+    copy = (dev["kind"] != "kernel").to_numpy()
+    sync_launch = np.zeros(len(dev), bool)
+    sync_launch[launched] = (h_ts[d_launch[launched]] + h_dur[d_launch[launched]]
+                             >= d_end[launched]) & (d_dur[launched] > 0)
+    # a graph launch's kernels start while the call still enqueues them: from the call's
+    # start, by the delay of the graph's first kernel, then in stream order with the
+    # graph's own gap between kernels
+    graph = launched & pd.Series(d_launch).duplicated(keep=False).to_numpy()
+    sync_launch |= graph
+    copies = np.flatnonzero(sync_launch & copy & ~graph)
+    if len(copies):  # per call, the copy that ended last
+        last = pd.Series(d_end[copies], index=copies).groupby(d_launch[copies]).idxmax()
+        h_await[last.index.to_numpy(np.int64)] = last.to_numpy(np.int64)
+    has = h_await >= 0
+    h_tail[has] = h_ts[has] + h_dur[has] - d_end[h_await[has]]
+
+    _awaited_by_sync_calls(host, h_ts, h_dur, h_await, h_tail, dev, d_end, d_launch)
+    h_after = _thread_waits(host["pid"].to_numpy(np.int64), h_chain, h_ts, h_dur, h_gap)
+    h_after_lat = np.where(h_after >= 0, h_ts - (h_ts + h_dur)[np.maximum(h_after, 0)], 0)
+    h_gap = np.where(h_after >= 0, 0, h_gap)
+    h_end_rec = h_ts + h_dur
+    # a call that waited costs only its tail of its own: the rest was the wait
+    h_dur = np.where(h_await >= 0, np.minimum(h_dur, h_tail), h_dur)
+
+    d_first = _group_starts(d_stream)
+    prev_dev_end = np.where(d_first, NEVER, np.roll(d_end, 1))
+    call_start = _of_launch(h_ts, d_launch)
+    call_end = np.where(launched, call_start + _of_launch(h_dur, d_launch), NEVER)
+    delay = d_ts - call_end
+    # the launch latency: rows launched onto an idle stream, one per launch call
+    first_of_launch = launched & ~pd.Series(d_launch).duplicated().to_numpy()
+    idle_at_launch = first_of_launch & ~sync_launch & (prev_dev_end <= call_end)
+    latency = _typical_by(d_device[idle_at_launch], delay[idle_at_launch])
+    lat = per_device(latency, d_device)
+    d_offset = np.where(sync_launch, d_ts - call_start, lat)
+    if graph.any():  # the delay of the graph's first kernel, for all of them
+        d_offset[graph] = (pd.Series(d_offset[graph]).groupby(d_launch[graph])
+                           .transform("min").to_numpy())
+
+    # a device leaves a small gap between rows of a stream even when the next one was
+    # already launched (its own per-row cost): learnt from rows that were queued
+    queued = launched & ~sync_launch & ~d_first & (call_end + lat < prev_dev_end)
+    gaps = _typical_by(d_device[queued], (d_ts - prev_dev_end)[queued])
+    gap = per_device(gaps, d_device)
+    # a graph's kernels follow each other with the graph's own gap
+    inside = graph & ~d_first & (np.roll(d_launch, 1) == d_launch)
+    graph_gaps = _typical_by(d_device[inside], (d_ts - prev_dev_end)[inside])
+    gap = np.where(graph, per_device(graph_gaps, d_device), gap)
+    explained = np.maximum(prev_dev_end + gap, np.where(launched, call_end + lat, NEVER))
+    late = launched & ~sync_launch & (d_ts - explained > WAIT_SLACK_NS)
+    d_dep = inferred_waits(d_device, d_stream, d_ts, d_end, late, explained)
+    # an event wait the host recorded (cudaStreamWaitEvent after cudaEventRecord) is the
+    # dependency itself: it replaces an inferred one
+    event_dep = event_waits(host, h_chain, d_launch, d_stream, d_ts, d_end)
+    d_dep = np.where(event_dep >= 0, event_dep, d_dep)
+    found = d_dep >= 0
+    # each wait keeps its recorded latency (an inferred one up to WAIT_WINDOW_NS): the
+    # edge is learnt from this one recording, there is no population to average
+    d_dep_lat = np.where(found, d_ts - d_end[np.maximum(d_dep, 0)], 0)
+    # a recorded event wait's row may have started late for its launch, not the event:
+    # the edge itself costs at most the device's launch latency
+    d_dep_lat = np.where(event_dep >= 0, np.minimum(d_dep_lat, np.maximum(lat, 0)), d_dep_lat)
+    wait_lat = _median_by(d_device[found], d_dep_lat[found])
+    lost = late & ~found
+    d_offset = np.where(lost, delay, d_offset)
+    return ReplayGraph(
+        trace=trace,
+        h_rows=host.index.to_numpy(), h_chain=h_chain, h_ts=h_ts, h_dur=h_dur,
+        h_end_rec=h_end_rec, h_gap=h_gap,
+        h_first=h_first, h_await=h_await, h_tail=h_tail, h_launch=h_launch,
+        h_after=h_after, h_after_lat=h_after_lat,
+        d_rows=dev.index.to_numpy(), d_stream=d_stream, d_device=d_device, d_ts=d_ts,
+        d_dur=d_dur, d_launch=d_launch, d_from_start=sync_launch, d_offset=d_offset,
+        d_dep=d_dep, d_dep_lat=d_dep_lat, d_removed=np.zeros(len(dev), bool),
+        d_gap=gap, latency_ns=latency, queue_gap_ns=gaps, wait_latency_ns=wait_lat,
+        event_waits=int((event_dep >= 0).sum()),
+        unexplained_rows=int(lost.sum()),
+        unexplained_ns=int((d_ts - explained)[lost].sum()),
+    )
+
+
+def per_device(values: dict[int, int], device: np.ndarray) -> np.ndarray:
+    """``values[device]`` for every row (0 for a device without a value)."""
+    out = np.zeros(len(device), np.int64)
+    for d, v in values.items():  # per device, few
+        out[device == d] = v
+    return out
+
+
+def _of_launch(values: np.ndarray, launch: np.ndarray) -> np.ndarray:
+    """Per device row, the value of its launch call (0 where it has none; a trace may
+    hold device rows and no call at all)."""
+    if len(values) == 0:
+        return np.zeros(len(launch), np.int64)
+    return values[np.maximum(launch, 0)]
+
+
+def _outermost(rt: pd.DataFrame) -> pd.DataFrame:
+    """Runtime calls not inside another call of their thread (nsys records a
+    ``cudaMemcpy`` around its ``cudaMemcpy_v3020``: one call)."""
+    rt = rt.sort_values(["pid", "tid", "ts_ns", "dur_ns"], ascending=[True, True, True, False],
+                        kind="stable")
+    end = (rt["ts_ns"] + rt["dur_ns"]).to_numpy(np.int64)
+    thread = rt.groupby(["pid", "tid"], sort=False).ngroup().to_numpy(np.int64)
+    before = np.roll(_grouped_cummax(end, thread), 1)
+    inside = ~_group_starts(thread) & (end <= before)
+    return rt[~inside]
+
+
+def _median_by(keys: np.ndarray, values: np.ndarray) -> dict[int, int]:
+    if len(keys) == 0:
+        return {}
+    med = pd.Series(values).groupby(keys).median()
+    return {int(k): int(round(v)) for k, v in med.items()}
+
+
+def _typical_by(keys: np.ndarray, values: np.ndarray) -> dict[int, int]:
+    """Per key the mean of the values within WAIT_SLACK_NS of their median: the mean,
+    not the median, so that a launch-bound stretch replays as long as it was (delays are
+    skewed); the late ones beyond the slack are waits, modelled apart."""
+    if len(keys) == 0:
+        return {}
+    s = pd.Series(values)
+    med = s.groupby(keys).transform("median")
+    near = (s - med).abs() <= WAIT_SLACK_NS
+    mean = s[near].groupby(keys[near.to_numpy()]).mean()
+    return {int(k): int(round(v)) for k, v in mean.items()}
+
+
+def _awaited_by_sync_calls(host: pd.DataFrame, h_ts: np.ndarray, h_dur: np.ndarray,
+                           h_await: np.ndarray, h_tail: np.ndarray, dev: pd.DataFrame,
+                           d_end: np.ndarray, d_launch: np.ndarray) -> None:
+    """A synchronize call waited for the row of its process that ended last during it
+    (none ended: the device was done before the call; it keeps its recorded time)."""
+    if dev.empty or host.empty:
+        return
+    sync = per_distinct(host["name"], each(is_sync_call)).astype(bool)
+    if not sync.any():
+        return
+    h_pid = host["pid"].to_numpy(np.int64)
+    d_pid = np.where(d_launch >= 0, h_pid[np.maximum(d_launch, 0)], -1)
+    for pid in np.unique(h_pid[sync]):  # per process, few
+        calls = np.flatnonzero(sync & (h_pid == pid))
+        rows = np.flatnonzero((d_pid == pid) | (d_pid < 0))
+        order = rows[np.argsort(d_end[rows], kind="stable")]
+        ends = d_end[order]
+        call_end = h_ts[calls] + h_dur[calls]
+        k = np.searchsorted(ends, call_end, side="right") - 1
+        ok = (k >= 0) & (ends[np.maximum(k, 0)] > h_ts[calls])
+        h_await[calls[ok]] = order[k[ok]]
+        h_tail[calls[ok]] = call_end[ok] - ends[k[ok]]
+
+
+def _thread_waits(pid: np.ndarray, chain: np.ndarray, ts: np.ndarray, dur: np.ndarray,
+                  gap: np.ndarray) -> np.ndarray:
+    """A thread that stood still (a gap over WAIT_SLACK_NS) while another thread of its
+    process made calls waited for that thread (PyTorch: the autograd thread for the
+    main thread's backward call, the main thread for the backward to finish): the call
+    ending last in the gap is what it waited for."""
+    after = np.full(len(ts), -1, np.int64)
+    end = ts + dur
+    for c in np.unique(chain):  # per thread, few
+        mine = np.flatnonzero((chain == c) & (gap > WAIT_SLACK_NS))
+        if len(mine) == 0:
+            continue
+        others = np.flatnonzero((pid == pid[mine[0]]) & (chain != c))
+        if len(others) == 0:
+            continue
+        order = others[np.argsort(end[others], kind="stable")]
+        k = np.searchsorted(end[order], ts[mine], side="right") - 1
+        cand = order[np.maximum(k, 0)]
+        ok = (k >= 0) & (end[cand] > ts[mine] - gap[mine])
+        after[mine[ok]] = cand[ok]
+    return after
+
+
+def solve(g: ReplayGraph) -> Solution:
+    """Start and end of every host node and device row in the replay."""
+    h_ids, d_ids = g.h_chain, g.d_stream
+    h_first = g.h_first
+    d_first = _group_starts(d_ids)
+    # b_i: what call i adds after the previous end; the first starts where recorded
+    b = np.where(h_first, g.h_ts, g.h_gap) + g.h_dur
+    big_b = _grouped_cumsum(b, h_first)
+    d_dur = np.where(g.d_removed, 0, g.d_dur)
+    # start = max(previous end + gap, ready): the same scan over durations + gap
+    step = np.where(g.d_removed, 0, d_dur + g.d_gap)
+    big_d = _grouped_cumsum(step, d_first)
+    d_end = np.full(len(g.d_ts), NEVER)
+    has_await = g.h_await >= 0
+    has_after = g.h_after >= 0
+    h_end = np.full(len(b), NEVER)
+    launched = g.d_launch >= 0
+    li = np.maximum(g.d_launch, 0)
+    has_dep = g.d_dep >= 0
+    anchored = np.where(launched | g.d_removed, NEVER, g.d_ts)
+    prev = None
+    # each pass fixes at least one more node of every dependency path, and a path visits a
+    # node once: without a cycle the values settle within a pass per node (plus one to see
+    # it); with one they grow for ever, and a small input says so at once
+    limit = min(MAX_PASSES, len(b) + len(d_dur) + 2)
+    for passes in range(1, limit + 1):
+        a = np.full(len(b), NEVER)
+        a[has_await] = d_end[g.h_await[has_await]] + g.h_tail[has_await]
+        if has_after.any():  # start no earlier than the other thread's call allows
+            a[has_after] = np.maximum(a[has_after], h_end[g.h_after[has_after]]
+                                      + g.h_after_lat[has_after] + g.h_dur[has_after])
+        y = _grouped_cummax(np.maximum(a - big_b, 0), h_ids) if len(b) else a
+        h_end = big_b + y
+        h_start = np.where(h_first, g.h_ts, np.roll(h_end, 1) + g.h_gap)
+        ready = anchored.copy()
+        base = np.where(g.d_from_start, _of_launch(h_start, li), _of_launch(h_end, li))
+        ready = np.where(launched & ~g.d_removed, base + g.d_offset, ready)
+        dep_ready = np.where(has_dep, d_end[np.maximum(g.d_dep, 0)] + g.d_dep_lat, NEVER)
+        ready = np.maximum(ready, np.where(g.d_removed, NEVER, dep_ready))
+        z = _grouped_cummax(ready - (big_d - step), d_ids) if len(d_dur) else ready
+        new_end = big_d + z - np.where(g.d_removed, 0, g.d_gap)
+        if prev is not None and np.array_equal(prev[0], h_end) \
+                and np.array_equal(prev[1], new_end):
+            return Solution(h_start, h_end, new_end - d_dur, new_end, passes)
+        prev = (h_end, new_end)
+        d_end = new_end
+    raise InputError(f"the replay did not settle in {limit:,} passes (a dependency cycle?)")

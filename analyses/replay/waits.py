@@ -1,0 +1,91 @@
+"""Which device row waits on a row of another stream, for the replay (``replay.py``):
+recorded event waits, and waits inferred from a late start."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceviz.algos.categorical import per_distinct
+from traceviz.table.launch_apis import event_role
+
+# a late row (replay.WAIT_SLACK_NS) waited on another stream when it started within
+# WAIT_WINDOW_NS of a row of another stream ending
+WAIT_WINDOW_NS = 50_000
+
+
+def wait_calls(names: pd.Series) -> int:
+    """How many of ``names`` are stream-wait calls (cudaStreamWaitEvent and kin)."""
+    return int((event_roles(names) == "wait").sum())
+
+
+def event_roles(names: pd.Series) -> np.ndarray:
+    """Per name: ``record``, ``wait``, ``query`` (``launch_apis.event_role``) or ``""``."""
+    return per_distinct(names, lambda c: np.array([event_role(str(n)) or "" for n in c],
+                                                  dtype=object), fill="")
+
+
+def event_waits(host: pd.DataFrame, h_chain: np.ndarray, d_launch: np.ndarray,
+                 d_stream: np.ndarray, d_ts: np.ndarray, d_end: np.ndarray) -> np.ndarray:
+    """Per device row: the row it waits on by an event wait the host recorded, -1.
+
+    Neither Kineto nor XSpace records which stream an event call names, so the calls'
+    order on their thread does: an event record marks the last row the thread launched
+    before it (torch records on the stream it just used); a stream wait takes the last
+    record before it on the thread, and holds back the first row the thread launches
+    after it. An edge that the recording contradicts (the row started before the
+    recorded row ended; both on one stream, where stream order holds already) is left
+    out."""
+    dep = np.full(len(d_ts), -1, np.int64)
+    role = event_roles(host["name"])
+    if not (role == "wait").any() or not len(d_ts):
+        return dep
+    n = len(host)
+    launched = np.flatnonzero(d_launch >= 0)
+    # per host node, the first (and last) device row it launched, by start
+    order = launched[np.argsort(d_ts[launched], kind="stable")]
+    first_row = np.full(n, -1, np.int64)
+    last_row = np.full(n, -1, np.int64)
+    first_row[d_launch[order[::-1]]] = order[::-1]
+    last_row[d_launch[order]] = order
+    chain = pd.Series(h_chain)
+    last_before = pd.Series(np.where(last_row >= 0, last_row, np.nan)).groupby(chain).ffill()
+    record_idx = np.where(role == "record", np.arange(n), -1).astype(float)
+    record_idx[record_idx < 0] = np.nan
+    record_before = pd.Series(record_idx).groupby(chain).ffill()
+    # the first row launched strictly after the node, on its chain
+    nxt = pd.Series(np.where(first_row >= 0, first_row, np.nan)).groupby(chain).bfill()
+    after = nxt.groupby(chain).shift(-1)
+    waits = np.flatnonzero(role == "wait")
+    rec = record_before.to_numpy()[waits]
+    target = after.to_numpy()[waits]
+    ok = ~np.isnan(rec) & ~np.isnan(target)
+    waits, rec, target = waits[ok], rec[ok].astype(np.int64), target[ok].astype(np.int64)
+    src = last_before.to_numpy()[rec]
+    ok = ~np.isnan(src)
+    src, target = src[ok].astype(np.int64), target[ok]
+    real = (d_stream[src] != d_stream[target]) & (d_ts[target] >= d_end[src])
+    dep[target[real]] = src[real]
+    return dep
+
+
+def inferred_waits(d_device: np.ndarray, d_stream: np.ndarray, d_ts: np.ndarray,
+                    d_end: np.ndarray, late: np.ndarray, explained: np.ndarray) -> np.ndarray:
+    """For each late row: the row of another stream of its device that ended last before
+    it started, if that end explains the start (after what launch and stream explain,
+    within WAIT_WINDOW_NS of the start)."""
+    dep = np.full(len(d_ts), -1, np.int64)
+    for s in np.unique(d_stream[late]):  # per stream, few
+        mine = np.flatnonzero(late & (d_stream == s))
+        device = d_device[mine[0]]
+        others = np.flatnonzero((d_device == device) & (d_stream != s))
+        if len(others) == 0:
+            continue
+        order = others[np.argsort(d_end[others], kind="stable")]
+        ends = d_end[order]
+        k = np.searchsorted(ends, d_ts[mine], side="right") - 1
+        cand = order[np.maximum(k, 0)]
+        ok = (k >= 0) & (d_end[cand] >= explained[mine]) \
+            & (d_ts[mine] - d_end[cand] <= WAIT_WINDOW_NS)
+        dep[mine[ok]] = cand[ok]
+    return dep

@@ -1,0 +1,101 @@
+"""Do a device's streams overlap? Per device: how many streams ran work, the time with two
+or more of them busy at once, and that time's share of busy time.
+
+Work on several streams is meant to overlap (an input projection beside the recurrent
+step, one layer beside the next); whether it does shows only in time: a stream is busy
+while the union of its rows runs, and the device runs streams *together* only while two
+or more are busy. A run that spreads kernels over five streams but never has two busy at
+once paid for the streams' bookkeeping (events, waits) and got nothing for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from traceviz.algos.categorical import groups
+from traceviz.algos.intervals import clipped_lengths, union_blocks, union_in_windows
+
+# below this share of busy time, streams are said not to overlap (a few rows that touch
+# at their edges are not concurrency)
+OVERLAP_NONE = 0.01
+
+
+@dataclass(frozen=True)
+class StreamOverlap:
+    """One device's streams over the analysis windows."""
+
+    device: int
+    streams: int             # streams that ran work inside the windows
+    busy_ns: int             # union of all its work inside the windows
+    multi_ns: int            # time with >= 2 streams busy at once
+    max_streams: int         # the most streams busy at one moment
+    per_step: pd.DataFrame   # step, busy_ns, multi_ns
+
+    @property
+    def overlap_fraction(self) -> float | None:
+        """Time with >= 2 streams busy / busy time."""
+        return self.multi_ns / self.busy_ns if self.busy_ns else None
+
+    @property
+    def never_overlaps(self) -> bool:
+        """Several streams ran work, and (almost) never two at once."""
+        f = self.overlap_fraction
+        return self.streams >= 2 and f is not None and f < OVERLAP_NONE
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "streams": self.streams, "busy_ns": self.busy_ns,
+                "multi_stream_ns": self.multi_ns, "overlap_fraction": self.overlap_fraction,
+                "max_streams_busy": self.max_streams}
+
+
+def _depth_segments(starts: np.ndarray, ends: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[t_i, t_i+1) and how many of the intervals are open there (closings first at
+    equal times, so touching intervals are not counted as overlapping)."""
+    times = np.concatenate([ends, starts])
+    delta = np.concatenate([-np.ones(len(ends), np.int64), np.ones(len(starts), np.int64)])
+    order = np.argsort(times, kind="stable")
+    times, depth = times[order], np.cumsum(delta[order])
+    return times[:-1], times[1:], depth[:-1]
+
+
+def stream_overlap(work: pd.DataFrame, windows: dict[int, pd.DataFrame]
+                   ) -> list[StreamOverlap]:
+    """Per device with windows: its streams' overlap (device rows only: a CPU trace's
+    work has no streams)."""
+    out = []
+    device = work["device"].to_numpy(np.int64)
+    start = work["ts_ns"].to_numpy(np.int64)
+    end = start + work["dur_ns"].to_numpy(np.int64)
+    stream = work["stream"].to_numpy(np.int64)
+    for dev, idx in groups(device):
+        win = windows.get(dev)
+        if win is None or dev < 0:
+            continue
+        ws, we = win["start_ns"].to_numpy(np.int64), win["end_ns"].to_numpy(np.int64)
+        bs, be, used = [], [], 0
+        for _, sidx in groups(stream[idx]):
+            s, e = union_blocks(start[idx][sidx], end[idx][sidx])
+            if union_in_windows(s, e, ws, we).sum() > 0:
+                used += 1
+            bs.append(s)
+            be.append(e)
+        s_all, e_all = np.concatenate(bs), np.concatenate(be)
+        busy = union_in_windows(start[idx], end[idx], ws, we)
+        if len(s_all):
+            a, b, depth = _depth_segments(s_all, e_all)
+            multi_seg = depth >= 2
+            multi = union_in_windows(a[multi_seg], b[multi_seg], ws, we)
+            inside = clipped_lengths(a, b, ws, we) > 0
+            most = int(depth[inside].max()) if inside.any() else 0
+        else:
+            multi, most = np.zeros(len(ws), np.int64), 0
+        out.append(StreamOverlap(
+            device=int(dev), streams=used, busy_ns=int(busy.sum()), multi_ns=int(multi.sum()),
+            max_streams=most,
+            per_step=pd.DataFrame({"step": win["step"].to_numpy(np.int64), "busy_ns": busy,
+                                   "multi_ns": multi})))
+    return out

@@ -1,0 +1,109 @@
+"""The query tables of ``analyze --export`` and of the notebook API (``Trace.kernels()``
+and friends): kernels, launches, casts, ops, phases.
+
+``launch_id`` joins kernels.parquet and casts.parquet to launches.parquet; the schemas are
+in docs/formats.md ("Exported tables").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from traceviz.algos.optree import op_tree
+from traceviz.analyses.summary.casts import cast_rows
+from traceviz.analyses.summary.launch import launch_table
+from traceviz.analyses.summary.phases import NO_PHASE, assign_phases, phase_ranges, phase_table
+from traceviz.analyses.work import analysis_windows, wall_windows, work_rows
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
+
+KERNEL_COLUMNS = [
+    "name", "category", "kind", "ts_ns", "dur_ns", "device", "stream", "step", "correlation",
+    "launch_id", "launch_api", "launch_ts_ns", "launch_dur_ns", "launch_delay_ns", "op",
+    "is_cast", "details", "phase",
+]
+OP_COLUMNS = [
+    "name", "category", "ts_ns", "dur_ns", "self_ns", "depth", "is_leaf", "is_work", "parent",
+    "pid", "tid", "step", "is_cast",
+]
+
+
+Work = tuple[pd.DataFrame, np.ndarray, np.ndarray]  # work rows, wall-window starts, ends
+
+
+def _work(trace: Trace) -> Work:
+    """What every table starts from, made once per export."""
+    work = work_rows(trace)
+    ws, we = wall_windows(analysis_windows(trace, work))
+    return work, ws, we
+
+
+def kernel_rows(trace: Trace, w: Work | None = None) -> pd.DataFrame:
+    """Kernels (GPU trace) or the leaf ops that play them (CPU trace), with their phase."""
+    work, ws, we = w or _work(trace)
+    phase = assign_phases(work, phase_ranges(trace, ws, we))
+    work = work.assign(phase=pd.Categorical(phase))
+    kernels = work if trace.is_cpu else work[work["kind"] == "kernel"]
+    return _plain(kernels[KERNEL_COLUMNS])
+
+
+def cast_table(trace: Trace) -> pd.DataFrame:
+    """One row per cast, as analyze counts them: cast kernels (cast leaf ops on a CPU)."""
+    return cast_rows(kernel_rows(trace)).reset_index(drop=True)
+
+
+def op_table(trace: Trace, w: Work | None = None) -> pd.DataFrame:
+    """Framework op rows with their nesting: ``depth``, ``is_leaf``, ``self_ns``, ``parent``
+    (row number of the enclosing op in this table, -1 at the top) and ``is_work`` (the
+    op is a unit of work: on a CPU trace, one of the rows ``kernels()`` returns)."""
+    ev = trace.events
+    ops = ev[ev["kind"] == "op"]
+    tree = op_tree(ops)
+    work = (w or _work(trace))[0] if trace.is_cpu else None
+    out = ops.assign(**tree, is_work=ops.index.isin(work.index) if work is not None else False)
+    return _plain(out[OP_COLUMNS])
+
+
+def phases_of(trace: Trace, w: Work | None = None) -> pd.DataFrame:
+    """The per-phase table of ``analyze`` (``phases.phase_table``) for a whole trace."""
+    work, ws, we = w or _work(trace)
+    return phase_table(trace, work, ws, we)
+
+
+def export_tables(trace: Trace, peak: Any = None) -> dict[str, pd.DataFrame]:
+    """The tables by name (the CLI's ``analyze.EXPORTS``), ready to write as Parquet
+    (``peak``: a ``peaks.Peak`` for the efficiency table's % of peak)."""
+    from traceviz.analyses.efficiency.ops import efficiency
+    from traceviz.analyses.summary.memory import memory
+
+    w = _work(trace)
+    kernels = kernel_rows(trace, w)
+    eff = efficiency(trace, peak).groups
+    return {
+
+        "kernels": kernels,
+        "launches": launch_table(trace),
+        "casts": cast_rows(kernels).reset_index(drop=True),
+        "ops": op_table(trace, w),
+        "phases": phases_of(trace, w),
+        "efficiency": eff.astype({c: "float64" for c in ("tflops", "gbps", "intensity",
+                                                         "pct_peak", "pct_bw")}),
+        "memory": memory(trace).series.astype("int64"),
+    }
+
+
+def _plain(df: pd.DataFrame) -> pd.DataFrame:
+    """Drop unused categories so each file carries only its own dictionary."""
+    out = df.reset_index(drop=True).copy()
+    for col in out.columns:
+        if isinstance(out[col].dtype, pd.CategoricalDtype):
+            out[col] = out[col].cat.remove_unused_categories()
+    return out
+
+
+__all__ = ["NO_PHASE", "cast_table", "export_tables", "kernel_rows", "op_table",
+           "phases_of"]

@@ -1,0 +1,71 @@
+"""What a run's benchmark figures mean: the spread of the timed batches and when it is
+noisy, when warm-up has settled, the first-call time, and a workload's FLOPs.
+
+The runners write these figures into bench.json (``protocol.py``); the analyses recompute
+them for a bench.json of an older run (``analyses/timings.py``) and hold the run's work
+against the device (``analyses/efficiency/run.py``). Standard library only, like
+``protocol.py``: the MXNet runner loads both by path.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+# A benchmark is noisy when its timed batches spread this much (docs/capture.md, "Timings").
+NOISY_CV = 0.10          # coefficient of variation (stdev / mean)
+NOISY_MAX_OVER_MIN = 1.5
+# Warm-up goes on until the last SETTLE_WINDOW batches agree within NOISY_MAX_OVER_MIN
+# (TorchScript profiles then optimizes, torch.compile/XLA compile on their first calls),
+# bounded by --max-warmup batches.
+SETTLE_WINDOW = 3
+
+
+def spread(times: list[float]) -> dict:
+    """min/median/max/mean, coefficient of variation, max/min, and the noisy verdict."""
+    median = statistics.median(times)
+    mean = statistics.fmean(times)
+    cv = statistics.pstdev(times) / mean if mean > 0 else 0.0
+    ratio = max(times) / min(times) if min(times) > 0 else float("inf")
+    return {"median": median, "min": min(times), "max": max(times), "mean": mean,
+            "cv": cv, "max_over_min": ratio,
+            "noisy": cv > NOISY_CV or ratio > NOISY_MAX_OVER_MIN}
+
+
+def settled(times: list[float]) -> bool:
+    last = times[-SETTLE_WINDOW:]
+    return len(last) == SETTLE_WINDOW and max(last) <= NOISY_MAX_OVER_MIN * min(last)
+
+
+def first_call_seconds(warmup: list[float], median: float) -> float:
+    """Compile and first-call time: the warm-up batches' time above the settled median
+    (what tracing, compiling, autotuning and lazy set-up added to the first batches)."""
+    return sum(max(0.0, t - median) for t in warmup)
+
+
+def workload_flops(w: dict, rank: int | None = None) -> dict:
+    """FLOPs of one batch of a workload (multiply and add counted apart), by part.
+
+    LSTM layer l: 2 * T * B * 4H * (I_l + H) per direction (the input and recurrent
+    products of the four gates; I_0 = the input width, then H), the count
+    ``traceviz.opcost`` gives aten::_cudnn_rnn. Embedding: 0 (a lookup). Decoder ("lm"):
+    2 * T * B * H * V + T * B * V (bias); classifier: 2 * B * H * C + B * C. Softmax and
+    loss: 5 FLOPs per logit forward, 3 backward. Training: the matrix products three
+    times (forward, data gradient, weight gradient), the bias twice; the optimizer's
+    update is left out. Gate pointwise arithmetic is not counted (as in opcost).
+    ``rank``: the factorized LSTM's (W ~ W2 W1), whose layer l does
+    2 * T * B * (r * (I_l + H) + 4H * r)."""
+    t, b, h, layers = (int(w[k]) for k in ("seq", "batch", "hidden", "layers"))
+    widths = [int(w["input"]) if i == 0 else h for i in range(layers)]
+    lstm = sum(2 * t * b * (4 * h * (i + h) if rank is None else rank * (i + h) + 4 * h * rank)
+               for i in widths)
+    head, bias, logits = 0, 0, 0
+    if w.get("head") == "lm":
+        v = int(w["vocab"])
+        head, bias, logits = 2 * t * b * h * v, t * b * v, t * b * v
+    elif w.get("head") == "classify":
+        c = int(w["classes"])
+        head, bias, logits = 2 * b * h * c, b * c, b * c
+    train = w.get("mode") == "train"
+    parts = {"lstm": lstm * (3 if train else 1), "head": head * (3 if train else 1)
+             + bias * (2 if train else 1), "softmax": logits * (8 if train else 5)}
+    return {"total": sum(parts.values()), "parts": parts}

@@ -1,0 +1,1 @@
+"""Vectorized algorithms over the table: per distinct value, intervals, op nesting."""

@@ -1,0 +1,81 @@
+"""``traceviz.profile()``: a notebook's or a training loop's own code, profiled in-process.
+
+::
+
+    with traceviz.profile(steps=3) as p:
+        for batch in loader:
+            train_step(batch)
+            p.step()          # or traceviz.step(), or let optimizer.step() mark steps
+    p.trace.summary()         # the Trace; p.run_dir holds what `traceviz capture` writes
+
+The schedule is the script capture's (``runners/torch/session.py``): ``warmup``
+unprofiled steps, one profiler warm-up step, ``steps`` recorded, the rest unprofiled.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from traceviz.runners import marks
+
+if TYPE_CHECKING:
+    from traceviz.trace import Trace
+
+
+class Profile:
+    """The context manager ``traceviz.profile`` returns."""
+
+    def __init__(self, steps: int = 3, warmup: int = 3, out: str | Path | None = None,
+                 modules: bool = False, force: bool = False,
+                 slice_s: float | None = None) -> None:
+        from traceviz.capture.run import prepare_run_dir, stamped_dir
+        from traceviz.errors import TraceVizError, UsageError
+        from traceviz.system.install_hint import pip_install
+
+        if steps < 1 or warmup < 0:
+            raise UsageError("steps is at least 1 and warmup at least 0")
+        try:
+            import torch  # noqa: F401  (the session imports it again; here, before a run folder)
+        except ImportError as e:
+            raise TraceVizError(f"traceviz.profile() profiles PyTorch code, and torch is not "
+                                f"importable here ({e}); {pip_install('torch')}") from None
+        self.run_dir = Path(out) if out is not None else stamped_dir("profile")
+        prepare_run_dir(self.run_dir, force)
+        from traceviz.runners.torch.session import TorchSession
+
+        self._session = TorchSession(self.run_dir, warmup, steps, modules=modules,
+                                     slice_s=slice_s)
+        self.trace: Trace | None = None
+        self.bench: dict[str, Any] = {}
+        self.notes: list[str] = []
+
+    def __enter__(self) -> Profile:
+        self._session.start()
+        return self
+
+    def step(self) -> None:
+        """A step ends here (as ``traceviz.step()``)."""
+        marks.step()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        from traceviz.capture.script import save_trace
+        from traceviz.runners.protocol import run_result, step_bench
+        from traceviz.runners.script import versions
+
+        s = self._session
+        s.finish()
+        self.notes = s.notes
+        self.bench = step_bench(s.step_times(), s.clock.source)
+        meta = versions("torch") | {
+            "profiler": "torch.profiler", "command": "traceviz.profile()",
+            "step_marks": len(s.clock.marks),
+            "error": f"{kind.__name__}: {error}" if kind else None, "notes": s.notes}
+        run_result(self.run_dir, self.bench, meta, s.trace_path)
+        if s.trace_path is not None:
+            self.trace, _ = save_trace(s.trace_path, self.run_dir, {
+                "model": "traceviz.profile", "variant": "traceviz.profile",
+                "bench": self.bench, "runner": meta, "profiler": "torch.profiler"})
+

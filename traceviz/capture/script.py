@@ -1,0 +1,264 @@
+"""Parent side of ``traceviz capture -- python train.py ARGS``: a user's own script.
+
+The script runs in its own interpreter under ``runners/script.py`` with its stdin,
+stdout and stderr untouched (its output is the user's); progress comes back through a
+pipe. Whatever the script's end, what was recorded becomes the same run folder a
+built-in capture writes, and the script's exit status is the command's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from traceviz.errors import RunFailed, TraceVizError, UsageError
+
+if TYPE_CHECKING:
+    from traceviz.trace import Trace
+
+PYTHON_NAME = re.compile(r"^python[0-9.]*$")
+PROFILER_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems",
+                  "tf": "TensorFlow profiler"}
+TF_IMPORT = re.compile(r"^\s*(?:import|from)\s+(?:tensorflow|keras)\b", re.MULTILINE)
+TORCH_IMPORT = re.compile(r"^\s*(?:import|from)\s+torch\b", re.MULTILINE)
+
+
+@dataclass
+class ScriptRequest:
+    command: list[str]            # as typed after ``--``
+    profiler: str | None = None   # torch | nsys | tf; None: tf for a TF/Keras script
+    warmup: int = 3
+    profile_steps: int = 3
+    modules: bool = False
+    slice_s: float | None = None
+    interpreter: str = field(default="")
+    target: list[str] = field(default_factory=list)  # SCRIPT ARGS or -m MODULE ARGS
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.interpreter, self.target = split_command(self.command)
+        if self.profiler is None:
+            self.profiler = "tf" if is_tf_script(self.target) else "torch"
+
+    @property
+    def name(self) -> str:
+        """The run's name: the script's file name or the module's."""
+        return self.target[1] if self.target[0] == "-m" else Path(self.target[0]).name
+
+    @property
+    def stem(self) -> str:
+        """The run folder's stem: ``train`` for ``train.py`` and for ``-m pkg.train``."""
+        if self.target[0] == "-m":
+            return self.target[1].rsplit(".", 1)[-1]
+        return Path(self.target[0]).stem
+
+
+@dataclass
+class ScriptResult:
+    run_dir: Path
+    raw_trace: Path | None
+    parquet: Path | None
+    bench: dict
+    meta: dict
+    trace: Trace | None
+    status: int
+
+
+def split_command(command: list[str]) -> tuple[str, list[str]]:
+    """(interpreter, SCRIPT ARGS | -m MODULE ARGS) of ``python train.py ARGS``,
+    ``python -m pkg.train ARGS``, ``train.py ARGS`` or ``-m pkg.train ARGS``."""
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("nothing to run after `--`: traceviz capture -- python train.py ARGS")
+    interpreter = sys.executable
+    if PYTHON_NAME.match(Path(command[0]).name):
+        found = shutil.which(command[0])
+        if found is None:
+            raise UsageError(f"{command[0]}: no such interpreter on PATH")
+        interpreter, command = found, command[1:]
+    if not command:
+        raise UsageError("a script or -m MODULE must follow the interpreter")
+    if command[0] == "-m":
+        if len(command) < 2:
+            raise UsageError("-m needs a module name")
+        _check_module(interpreter, command[1])
+        return interpreter, command
+    if command[0].startswith("-"):
+        raise UsageError(f"interpreter option {command[0]} is not supported; put it in "
+                         "PYTHONFLAGS-style environment variables (PYTHONUNBUFFERED=1...)")
+    if not command[0].endswith(".py") and not Path(command[0]).is_file():
+        raise UsageError(f"{command[0]}: not a Python script; traceviz capture -- python "
+                         "SCRIPT ARGS (or -m MODULE ARGS)")
+    if not Path(command[0]).is_file():
+        raise TraceVizError(f"{command[0]}: no such file")
+    _check_source(Path(command[0]))
+    return interpreter, command
+
+
+def _check_source(path: Path) -> None:
+    """That the script is Python source (compiled, not run), before a run folder is made:
+    a trace or a binary given by mistake is one line, not a run of Python's traceback."""
+    try:
+        compile(path.read_bytes(), str(path), "exec")
+    except (SyntaxError, ValueError) as e:  # ValueError: NUL bytes
+        where = f" (line {e.lineno})" if isinstance(e, SyntaxError) and e.lineno else ""
+        reason = e.msg if isinstance(e, SyntaxError) else str(e)
+        raise UsageError(f"{path}: not Python source{where}: {reason}") from None
+    except OSError as e:
+        raise TraceVizError(f"{path}: cannot read it ({e.strerror})") from None
+
+
+def _check_module(interpreter: str, module: str) -> None:
+    """``-m MODULE``: that the module is found, as ``python -m`` looks for it (the working
+    directory first), before a run folder is made. The named interpreter answers, or this
+    one where that cannot run."""
+    probe = ("import importlib.util, os, sys; sys.path.insert(0, os.getcwd()); "
+             f"sys.exit(importlib.util.find_spec({module!r}) is None)")
+    try:
+        found = subprocess.run([interpreter, "-c", probe], capture_output=True,
+                               timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return  # the run itself will say what is wrong
+    if not found:
+        raise UsageError(f"-m {module}: no module named {module!r} (from "
+                         f"{Path.cwd()})")
+
+
+def is_tf_script(target: list[str]) -> bool:
+    """A script that imports TensorFlow or Keras and not torch."""
+    if target[0] == "-m":
+        return False
+    try:
+        text = Path(target[0]).read_text(errors="replace")
+    except OSError:
+        return False
+    return bool(TF_IMPORT.search(text)) and not TORCH_IMPORT.search(text)
+
+
+def _runner_command(req: ScriptRequest, cfg_path: Path, run_dir: Path) -> list[str]:
+    if req.interpreter != sys.executable and subprocess.run(
+            [req.interpreter, "-c", "import traceviz.runners.script"],
+            capture_output=True).returncode != 0:
+        # `python` on PATH is another installation (a venv not activated): traceviz's
+        # own interpreter runs the script, and says so
+        req.notes.append(f"{req.interpreter} cannot import traceviz; the script runs "
+                         f"with traceviz's interpreter, {sys.executable}")
+        req.interpreter = sys.executable
+    cmd = [req.interpreter, "-m", "traceviz.runners.script", "--config", str(cfg_path),
+           "--out", str(run_dir), "--", *req.target]
+    if req.profiler == "nsys":
+        from traceviz.capture.run import NSYS_TRACE
+        from traceviz.parsers.nsys import nsys_binary
+
+        nsys = nsys_binary()
+        if nsys is None:
+            raise UsageError("Nsight Systems (`nsys`) is not on PATH", option="profiler")
+        cmd = [str(nsys), "profile", f"--trace={NSYS_TRACE}", "--sample=none",
+               "--cpuctxsw=none", "--force-overwrite=true",
+               "--output", str(run_dir / "report"), *cmd]
+    return cmd
+
+
+def run_script(req: ScriptRequest, run_dir: Path,
+               on_event: Callable[[dict], None] | None = None,
+               on_start: Callable[[], object] = lambda: None) -> ScriptResult:
+    """Run the script under its profiler; import and save what it recorded.
+    ``on_start`` is called once the command is settled (``req.notes`` say how)."""
+    from traceviz.runners.script import EVENTS_FD
+
+    framework = "tensorflow" if req.profiler == "tf" else "torch"
+    cfg = {"framework": framework, "profiler": req.profiler,
+           "profiler_name": PROFILER_NAMES[str(req.profiler)], "warmup": req.warmup,
+           "profile_steps": req.profile_steps, "modules": req.modules,
+           "slice_s": req.slice_s, "command": req.command}
+    cfg_path = run_dir / "config.json"
+    cfg_path.write_text(json.dumps(cfg, indent=2))
+    cmd = _runner_command(req, cfg_path, run_dir)
+    on_start()
+    read_fd, write_fd = os.pipe()
+    env = dict(os.environ, **{EVENTS_FD: str(write_fd)})
+    # Ctrl-C reaches the script (same process group), which stops and writes what it has;
+    # this side waits for it instead of dying first
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc = subprocess.Popen(cmd, env=env, pass_fds=(write_fd,),
+                                preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                 signal.SIG_DFL))
+        os.close(write_fd)
+        reader = threading.Thread(target=_read_events, args=(read_fd, on_event), daemon=True)
+        reader.start()
+        status = proc.wait()
+        reader.join(timeout=5)  # a forked child of the script may hold the pipe open
+    finally:
+        signal.signal(signal.SIGINT, old)
+    return _collect(req, run_dir, status)
+
+
+def _read_events(fd: int, on_event: Callable[[dict], None] | None) -> None:
+    with os.fdopen(fd) as pipe:
+        for line in pipe:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if on_event:
+                on_event(event)
+
+
+def _collect(req: ScriptRequest, run_dir: Path, status: int) -> ScriptResult:
+    if status < 0:
+        name = signal.Signals(-status).name
+        raise RunFailed(f"{req.name}: killed by {name}; nothing was written")
+    try:
+        bench = json.loads((run_dir / "bench.json").read_text())
+        meta = json.loads((run_dir / "meta.json").read_text())
+    except (OSError, ValueError):
+        raise RunFailed(f"{req.name}: the profiling runner ended (status {status}) "
+                        "before writing its results") from None
+    raw = _raw_trace(req, run_dir)
+    if raw is None:
+        return ScriptResult(run_dir, None, None, bench, meta, None, status)
+    try:
+        trace, parquet = save_trace(raw, run_dir, {
+            "model": req.name, "variant": req.name, "script": " ".join(req.command),
+            "bench": bench, "runner": meta, "profiler": PROFILER_NAMES[str(req.profiler)],
+            "exit_status": status,
+        })
+    except TraceVizError as e:  # e.g. a script that ran no framework op: nothing to read
+        meta.setdefault("notes", []).append(f"nothing to analyze: {e}")
+        return ScriptResult(run_dir, raw, None, bench, meta, None, status)
+    return ScriptResult(run_dir, raw, parquet, bench, meta, trace, status)
+
+
+def save_trace(raw: Path, run_dir: Path, meta: dict) -> tuple[Trace, Path]:
+    """Import the recorded trace, add the run's ``meta``, save ``trace.parquet``."""
+    from traceviz.parsers import load
+
+    trace = load(raw)
+    trace.meta.update(meta)
+    parquet = run_dir / "trace.parquet"
+    trace.save(parquet, force=True)
+    return trace, parquet
+
+
+def _raw_trace(req: ScriptRequest, run_dir: Path) -> Path | None:
+    if req.profiler == "nsys":
+        from traceviz.capture.run import nsys_sqlite
+
+        return nsys_sqlite(run_dir)
+    if req.profiler == "tf":
+        found = sorted(run_dir.glob("tfprofile/plugins/profile/*/*.xplane.pb"))
+        return found[-1] if found else None
+    raw = run_dir / "trace.pt.trace.json.gz"
+    return raw if raw.is_file() else None

@@ -1,0 +1,1 @@
+"""The CUDA LSTM study's ladder: rungs, capture, read back, whatif prediction."""

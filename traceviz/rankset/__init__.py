@@ -1,0 +1,1 @@
+"""Many ranks: a folder of rank traces, and its DuckDB dataset."""

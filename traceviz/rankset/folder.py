@@ -1,0 +1,270 @@
+"""Folders of rank traces and the Parquet datasets made from them (``traceviz import DIR
+-o DATASET``): finding the ranks, importing them in parallel, and analysing a folder one
+rank at a time so that memory does not grow with the number of ranks (a dataset:
+``rankdata.py``).
+
+Dataset layout (hive-partitioned, readable by DuckDB, polars and pyarrow.dataset)::
+
+    DATASET/_traceviz.json          {"format": "traceviz-ranks", "schema_version", "ranks":
+                                     {"<rank>": {"file", "events", "meta"}}}
+    DATASET/rank=<N>/part-0.parquet the rank's events table (the `Trace` columns; the rank
+                                     is the partition key, not a column in the file)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from traceviz.errors import InputError, RunFailed, TraceVizError
+from traceviz.files.fileio import atomic_output
+from traceviz.files.folders import DATASET_META, describe_folder, rank_files
+
+if TYPE_CHECKING:
+    from traceviz.analyses.compare.ranks import KernelTotals, RankFigures
+
+MARKER = ".traceviz-import"  # its content tells a worker whether it sees the dataset folder
+DATASET_FORMAT = "traceviz-ranks"
+
+
+@dataclass(frozen=True)
+class RankFile:
+    rank: int
+    path: Path
+
+
+def assign_ranks(files: list[Path], metas: list[dict[str, Any]]) -> tuple[list[RankFile], str]:
+    """Each file's rank: ``distributedInfo.rank``, else the number in its name; when that
+    leaves a file without a rank or two files with one, file order for all. Returns the
+    ranks and how they were found."""
+    from traceviz.analyses.compare.ranks import rank_from
+
+    found = [rank_from(p, m) for p, m in zip(files, metas, strict=True)]
+    known = [r for r in found if r is not None]
+    if len(known) == len(found) and len(set(known)) == len(known):
+        return [RankFile(r, p) for r, p in zip(known, files, strict=True)], \
+            "from the traces (distributedInfo.rank) or their file names"
+    return [RankFile(i, p) for i, p in enumerate(files)], "by file order (file names sorted)"
+
+
+def _load(path: Path, details: bool = True):
+    from traceviz.parsers import load
+    from traceviz.parsers.detect import detect_format
+
+    if not details and detect_format(path) == "kineto":
+        from traceviz.parsers import kineto
+
+        return kineto.parse(path, details=False)
+    return load(path)
+
+
+def folder_rank(rank: int, path: str):
+    """One rank's figures from its trace file (runs in a worker process): the events are
+    dropped once the figures are made (they never read the kernels' launch details)."""
+    from traceviz.analyses.compare.ranks import rank_figures
+
+    return rank_figures(_load(Path(path), details=False), rank, Path(path).name)
+
+
+def analyze_folder(directory: Path, on_rank: Callable[[int, int], None] | None = None,
+                   workers: int | None = None):
+    """``RanksSummary`` of a rank folder: ranks in ``workers`` processes (default one per
+    core), each holding one rank's events at a time."""
+    from traceviz.analyses.compare.ranks import summarize_ranks
+
+    files = rank_files(directory)
+    if not files:
+        raise InputError(describe_folder(directory))
+    ranks, how = assign_ranks(files, [_probe_meta(f) for f in files])
+    jobs = [(rf.rank, str(rf.path)) for rf in ranks]
+    figures, totals = _gather(_pool_map(folder_rank, workers)(jobs), len(jobs), on_rank)
+    summary = summarize_ranks(figures, totals.table())
+    summary.notes.append(f"{len(files)} ranks, numbered {how}")
+    return summary
+
+
+def _gather(results: Iterator[tuple[int, Any]], n: int,
+            on_rank: Callable[[int, int], None] | None
+            ) -> tuple[list[RankFigures], KernelTotals]:
+    """The ranks' figures as they come, each rank's kernel table folded into the cross-rank
+    one and dropped: what stays per rank is its row of figures (~1.5 KB)."""
+    import pandas as pd
+
+    from traceviz.analyses.compare.ranks import KernelTotals
+
+    figures: list[RankFigures] = []
+    totals = KernelTotals()
+    folded = pd.DataFrame({"name": [], "category": [], "count": [], "total_ns": []})
+    for i, (_, fig) in enumerate(results, 1):
+        totals.add(fig.kernels)
+        fig.kernels = folded
+        figures.append(fig)
+        if on_rank:
+            on_rank(i, n)
+    return figures, totals
+
+
+# -- datasets ----------------------------------------------------------------------------
+def import_rank(rank: int, path: str, out: str, marker: str) -> dict[str, Any]:
+    """Parse one rank's trace and write its partition (runs in a worker process, or a Ray
+    task on another node: one that does not see ``out`` (its marker file) returns the
+    partition's bytes as ``_partition`` for the driver to write)."""
+    trace = _load(Path(path))
+    try:
+        shared = (Path(out) / MARKER).read_text() == marker
+    except OSError:
+        shared = False
+    result: dict[str, Any] = {"rank": rank, "file": Path(path).name,
+                              "events": len(trace.events), "meta": trace.meta}
+    part = Path(out) / f"rank={rank}" / "part-0.parquet"
+    if shared:
+        part.parent.mkdir(parents=True, exist_ok=True)
+        trace.save(part, force=True)
+        return result
+    with tempfile.TemporaryDirectory(prefix="traceviz-rank-") as tmp:
+        local = Path(tmp) / "part-0.parquet"
+        trace.save(local)
+        result["_partition"] = local.read_bytes()
+    return result
+
+
+_DIST_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)')
+PROBE_MAX = 8 << 20
+
+
+def _probe_meta(path: Path) -> dict[str, Any]:
+    """The metadata that numbers a rank, read before parsing (so a folder and its dataset
+    number ranks alike): a Kineto trace's ``distributedInfo``, which torch.profiler writes
+    ahead of ``traceEvents``; the head is read up to there (at most ``PROBE_MAX``)."""
+    from traceviz.files.fileio import open_input
+
+    if not path.name.endswith((".json", ".json.gz")):
+        return {}
+    head = b""
+    with open_input(path) as f:
+        while len(head) < PROBE_MAX:
+            block = f.read(1 << 16)
+            if not block:
+                break
+            head += block
+            m = _DIST_RANK.search(head)
+            if m:
+                return {"kineto_distributedInfo": {"rank": int(m.group(1))}}
+            if b'"traceEvents"' in head:
+                break
+    return {}
+
+
+JobMap = Callable[[list[tuple]], Iterator[tuple[int, Any]]]
+
+
+def import_folder(directory: Path, out: Path, workers: int | None = None,
+                  on_rank: Callable[[int, int], None] | None = None,
+                  job_map: JobMap | None = None) -> dict:
+    """Write the dataset of a rank folder: ranks in parallel (``workers`` processes, each
+    holding one rank at a time, so memory is bounded by workers x the largest rank), the
+    metadata file last (a dataset without it is incomplete and is not read). ``job_map``
+    runs ``import_rank`` over the jobs elsewhere (Ray tasks: ``cluster.ray_map``), yielding
+    (job index, result or the exception that lost it)."""
+    files = rank_files(directory)
+    if not files:
+        raise InputError(describe_folder(directory))
+    if out.resolve() == directory.resolve():
+        raise InputError(f"{out}: is the rank folder itself; write the dataset elsewhere")
+    ranks, how = assign_ranks(files, [_probe_meta(f) for f in files])
+    created = not out.exists()
+    # partitions go to a staging folder inside the dataset, moved into place when every rank
+    # is done: a failed import leaves an earlier dataset as it was
+    token = uuid.uuid4().hex
+    stage = out / f".import-{token}"
+    stage.mkdir(parents=True)
+    (stage / MARKER).write_text(token)
+    jobs = [(r.rank, str(r.path), str(stage), token) for r in ranks]
+    try:
+        results = _import_jobs(stage, ranks, jobs, workers, on_rank, job_map)
+        (out / DATASET_META).unlink(missing_ok=True)  # incomplete while partitions move
+        for old in out.glob("rank=*"):
+            shutil.rmtree(old)
+        for r in ranks:
+            (stage / f"rank={r.rank}").rename(out / f"rank={r.rank}")
+        meta = {"format": DATASET_FORMAT, "schema_version": 2, "numbered": how,
+                "ranks": {str(r): {k: v for k, v in results[r].items() if k != "rank"}
+                          for r in sorted(results)}}
+        with atomic_output(out / DATASET_META, force=True) as tmp:
+            tmp.write_text(json.dumps(meta, default=str))
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return meta
+
+
+def _import_jobs(out: Path, ranks: list[RankFile], jobs: list[tuple], workers: int | None,
+                 on_rank: Callable[[int, int], None] | None,
+                 job_map: JobMap | None) -> dict[int, dict[str, Any]]:
+    """Run the rank imports; each partition lands under ``out``. Returns the results."""
+    results: dict[int, dict[str, Any]] = {}
+    for i, (k, res) in enumerate((job_map or _pool_map(import_rank, workers))(jobs), 1):
+        if isinstance(res, BaseException):
+            raise RunFailed(f"rank {ranks[k].rank} ({ranks[k].path.name}): "
+                            f"{type(res).__name__}: {str(res).splitlines()[0] if str(res) else ''}")
+        data = res.pop("_partition", None)
+        if data is not None:
+            part = out / f"rank={res['rank']}" / "part-0.parquet"
+            part.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_output(part, force=True) as tmp:
+                tmp.write_bytes(data)
+        results[res["rank"]] = res
+        if on_rank:
+            on_rank(i, len(jobs))
+    return results
+
+
+def _pool_map(fn: Callable[..., Any], workers: int | None) -> JobMap:
+    """``fn`` over the jobs in ``workers`` local processes (default: one per core), yielding
+    (job index, result) as they finish; in this process when one worker would do."""
+    def run(jobs: list[tuple]) -> Iterator[tuple[int, Any]]:
+        from concurrent.futures import as_completed
+        from concurrent.futures.process import BrokenProcessPool
+
+        n = min(workers or os.cpu_count() or 1, len(jobs))
+        if n <= 1:
+            yield from ((i, fn(*j)) for i, j in enumerate(jobs))
+            return
+        from traceviz.system.pools import kill_pool, main_not_rerun, process_pool
+
+        pool = process_pool(n, [fn.__module__], fork_if_safe=True)
+        try:
+            try:  # a worker can die before the last submit: that submit raises
+                with main_not_rerun():  # the workers start at these submits
+                    futures = {pool.submit(fn, *j): i for i, j in enumerate(jobs)}
+            except BrokenProcessPool:
+                raise _worker_died(n) from None
+            for fut in as_completed(futures):
+                try:
+                    result = fut.result()
+                except BrokenProcessPool:
+                    raise _worker_died(n) from None
+                yield futures[fut], result
+        except BaseException:
+            # Ctrl-C, a failed rank or an abandoned generator: the queued ranks are not
+            # worth finishing (a pool's own exit waits for every one: 10 s at 512 ranks)
+            kill_pool(pool)
+            raise
+        pool.shutdown()
+    return run
+
+
+def _worker_died(n: int) -> TraceVizError:
+    return TraceVizError(f"a worker process died while reading the ranks ({n} ran at once): "
+                         "killed by the system, out of memory?")

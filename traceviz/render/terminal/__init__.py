@@ -1,0 +1,1 @@
+"""Rich renderables for the terminal, fitted to its width."""

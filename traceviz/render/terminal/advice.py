@@ -1,0 +1,115 @@
+"""Terminal output of ``whatif`` (the replay and its scenarios) and ``advise``."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.timed import TimedStep, profiled_note
+from traceviz.analyses.whatif.engine import WhatIf
+from traceviz.render.terminal.fit import Col, fitted_table, left_note
+from traceviz.units import fmt_ns, fmt_pct, plural
+
+
+def _per_step(ns: int | None, steps: int) -> str:
+    if ns is None:
+        return "-"
+    return fmt_ns(ns / steps) + "/step" if steps else fmt_ns(ns)
+
+
+def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> RenderableType:
+    """The replay's figures and one row per scenario; ``brief``: without the assumptions
+    (one screen), which a line then points to."""
+    m = w.model
+    head = Table.grid(padding=(0, 2))
+    where = f"over {plural(w.steps, 'step')}" if w.steps else "over the trace's windows"
+    if w.devices > 1:
+        where += f", {w.devices} devices summed"
+    head.add_row("measured", _per_step(w.measured_ns, w.steps), where)
+    head.add_row("replayed as recorded", _per_step(w.replayed_ns, w.steps),
+                 f"error {fmt_pct(w.replay_error)}" if w.replay_error is not None else "")
+    ts = w.timed
+    if ts is not None and ts.known:
+        over = f"profiler overhead {ts.overhead:.2f}x" if ts.overhead else ""
+        f = m.get("timed_host_factor")
+        what = (f"{over}; timed predictions replay the trace with every op's time x {f:.2f} "
+                "(the profiler's cost taken out)") if w.is_cpu else (
+            f"{over}; device busy {fmt_ns(ts.device_ns)}/step; timed predictions replay the "
+            f"trace with its host time x {f:.2f} (the profiler's cost taken out), device "
+            "work as recorded")
+        head.add_row("timed (no profiler)", f"{fmt_ns(ts.timed_ns)}/step",
+                     what if f is not None else over)
+    else:
+        head.add_row("timed", "-", "no timed step in this trace: predictions are profiled "
+                                   "time")
+    if not w.is_cpu:
+        lat = ", ".join(f"device {d}: {fmt_ns(v)}" for d, v in m["launch_latency_ns"].items())
+        if any(v < 0 for v in m["launch_latency_ns"].values()):
+            lat += " (below 0: kernels start before their launch call returns, or the GPU's "\
+                   "clock runs ahead of the host's)"
+        head.add_row("learnt", f"launch latency {lat or '-'}",
+                     f"{m['inferred_waits'] + m.get('event_waits', 0):,} cross-stream "
+                     f"waits ({m.get('event_waits', 0):,} of "
+                     f"{m.get('stream_wait_calls', 0):,} stream-wait calls linked), "
+                     f"{m['synchronizing_calls']:,} synchronizing calls")
+        lost = m["unexplained_waits"]
+        if lost["rows"]:
+            head.add_row("", f"{lost['rows']:,} rows waited on something the trace does not "
+                             f"show ({fmt_ns(lost['ns'])}): kept as recorded", "")
+    timed = ts is not None and ts.known and w.steps > 0
+    cols = (Col("scenario", "left"),
+            *((Col("timed\nstep"), Col("timed\nsaving")) if timed else ()),
+            Col("profiled\npredicted", drop=3 if timed else 0),
+            Col("profiled\nsaving", drop=4 if timed else 0), Col("%", drop=1),
+            Col("does not apply" if brief else "assumptions", "left", wrap=True, drop=2))
+    rows = []
+    for s in w.scenarios:
+        if not s.applies:
+            rows.append([s.name, *(["-", "-"] if timed else []), "-", "-", "",
+                         f"does not apply: {s.reason}"])
+            continue
+        rows.append([s.name, *([fmt_ns(s.timed_step_ns), fmt_ns(s.timed_saving_step_ns)]
+                               if timed else []),
+                     _per_step(s.predicted_ns, w.steps),
+                     _per_step(s.saving_ns, w.steps), fmt_pct(s.saving_fraction),
+                     "" if brief else "\n".join(f"- {a}" for a in s.assumptions)])
+    t, left = fitted_table("scenarios (saving against the replay as recorded)", cols, rows,
+                           width)
+    parts: list[RenderableType] = [head, t]
+    if note := left_note(width, left):
+        parts.append(note)
+    if brief:
+        parts.append(Text("each scenario's assumptions: whatif without --brief, or --json",
+                          style="dim"))
+    return Group(*parts)
+
+
+def advice_render(findings: list[Finding], steps: int,
+                  timed: TimedStep | None = None) -> RenderableType:
+    if not findings:
+        return Text("No finding: no rule fired on this trace (docs/advise.md lists what "
+                    "each rule looks for).")
+    known = timed is not None and timed.known
+    parts: list[RenderableType] = [Text(
+        "Each saving is a whatif scenario against the replay as recorded; they overlap and "
+        "do not add up." + (" Savings are per timed step (no profiler): the replay with "
+                            "device work as recorded and host work scaled so that it "
+                            "lasts the timed step." if known else ""),
+        style="dim"), Text(profiled_note(timed), style="dim"), Text("")]
+    for i, f in enumerate(findings, 1):
+        title = Text(f"{i}. {f.title}", style="bold")
+        if f.saving_ns is not None and f.timed_saving_ns_per_step is not None:
+            title.append(f"   est. saving {fmt_ns(f.timed_saving_ns_per_step)} per timed step "
+                         f"({_per_step(f.saving_ns, steps)} profiled; {f.saving_scenario})",
+                         style="green")
+        elif f.saving_ns is not None:
+            title.append(f"   est. saving {_per_step(f.saving_ns, steps)} profiled "
+                         f"({f.saving_scenario})", style="green")
+        parts.append(title)
+        for e in f.evidence:
+            parts.append(Text(f"   {e}"))
+        parts.append(Text(f"   -> {f.action}", style="cyan"))
+        parts.append(Text(""))
+    return Group(*parts)

@@ -1,0 +1,91 @@
+"""The host's time by cause, the step per kernel, the profiled and timed step and the
+streams' overlap, as ``analyze`` prints them (header rows and the Streams table)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from traceviz.analyses.summary.figures import Summary
+from traceviz.render.terminal.fit import Col, fitted_table
+from traceviz.units import fmt_ns, fmt_pct
+
+
+def streams_table(s: Summary, width: int) -> tuple[Table, list[str]]:
+    """Per stream: its work and busy time, per step; the overlap line per device."""
+    per = max(s.steps, 1)
+    rows = []
+    for d in s.devices:
+        busy = d.busy_ns or 1
+        for r in d.streams.sort_values("busy_ns", ascending=False).itertuples(index=False):
+            rows.append([f"{d.device}", f"{r.stream}", f"{r.work_count / per:,.0f}",
+                         fmt_ns(r.busy_ns / per), fmt_pct(r.busy_ns / busy)])
+    unit = "per step" if s.steps else "in the trace"
+    caption = "; ".join(
+        f"device {o.device}: {fmt_ns(o.multi_ns / per)} {unit} with two or more streams "
+        f"busy, {fmt_pct(o.overlap_fraction)} of busy time"
+        + ((" — the streams never overlap: their work runs one stream at a time"
+            if not o.multi_ns else " — the streams barely overlap: their work runs one "
+            "stream at a time almost always")
+           if o.never_overlaps else f", at most {o.max_streams} at once")
+        for o in s.stream_overlap if o.streams >= 2)
+    return fitted_table(f"Streams ({unit})", (
+        Col("device", "left"), Col("stream", "left"), Col("device ops"), Col("busy"),
+        Col("share of\ndevice busy", drop=1)), rows, width, caption=caption)
+
+
+def step_line(s: Summary) -> str:
+    """The profiled step beside the timed one, or why there is none."""
+    t = s.timed
+    if t is None:
+        return "no steps: figures are profiled, over the whole trace"
+    text = f"{fmt_ns(t.profiled_ns)} profiled"
+    if not t.known:
+        return text + " (no timed step in this trace: every figure is profiled time)"
+    over = f"profiler overhead {t.overhead:.2f}x" if t.overhead else "overhead unknown"
+    return (f"{text} · {fmt_ns(t.timed_ns)} timed (median, no profiler) · {over}: the "
+            "figures below are profiled")
+
+
+def host_rows(s: Summary) -> list[tuple[str, str]]:
+    """The launching thread's time by cause, streams and their overlap, and the step's
+    time per kernel."""
+    rows = []
+    main = s.host.main if s.host is not None else None
+    per = max(s.steps, 1)
+    unit = "per step" if s.steps else "in the trace"
+    if main is not None and main["window_ns"]:
+        w = main["window_ns"]
+        rows.append((f"host {unit}", ", ".join(
+            f"{label} {fmt_ns(main[key] / per)} ({fmt_pct(main[key] / w)})"
+            for label, key in (("API calls", "api_ns"), ("framework ops", "op_ns"),
+                               ("between ops", "between_ns")))
+            + f" (thread {main['tid']}; between ops: Python, anything unrecorded)"))
+        if main["sync_ns"]:
+            rows.append(("  of the API calls", f"{fmt_ns(main['sync_ns'] / per)} in "
+                                               "synchronizing calls: the host waiting for "
+                                               "the device, not host work"))
+        apis = s.host.apis.head(3) if s.host is not None else None
+        if apis is not None and len(apis):
+            rows.append(("top API calls", ", ".join(
+                f"{r.name} {fmt_ns(r.total_ns / per)} ({_count(r.calls / per)})"
+                for r in apis.itertuples(index=False)) + f" {unit}"))
+    k = s.host_per_kernel_ns
+    if k["profiled"] is not None:
+        timed = f"{fmt_ns(k['timed'])} timed, " if k["timed"] is not None else ""
+        what = "leaf op" if s.cpu_trace else "kernel"
+        rows.append((f"step per {what}", f"{timed}{fmt_ns(k['profiled'])} profiled "
+                                         f"({s.kernel_count / per:,.0f} {what}s per step)"))
+    for o in s.stream_overlap:
+        if o.streams < 2:
+            continue
+        verdict = (" — never overlap" if not o.multi_ns else " — barely overlap") \
+            if o.never_overlaps else ""
+        rows.append((f"streams, device {o.device}",
+                     f"{o.streams} ran work; {fmt_ns(o.multi_ns / per)} {unit} with 2+ busy "
+                     f"({fmt_pct(o.overlap_fraction)} of busy){verdict}"))
+    return rows
+
+
+def _count(x: float) -> str:
+    """A count per step: whole where it is, else with one decimal under 10."""
+    return f"{x:,.0f}" if x == int(x) or x >= 10 else f"{x:.1f}"

@@ -1,0 +1,1 @@
+"""The machine: process pools, memory, Ray, install hints."""
