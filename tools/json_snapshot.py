@@ -88,6 +88,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path, help="folder for the outputs (created)")
     ap.add_argument("--jobs", type=int, default=2, help="inputs at a time (default 2)")
+    ap.add_argument("--only", metavar="TEXT", action="append",
+                    help="only the inputs and commands whose text holds TEXT (repeatable)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -97,6 +99,8 @@ def main() -> int:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     batches = [commands(p) for p in inputs()] + [[c] for c in extra_commands()]
+    if args.only:
+        batches = [b for b in batches if any(t in " ".join(b[0]) for t in args.only)]
 
     def one(batch: list[list[str]]) -> int:
         return subprocess.run([sys.executable, __file__, str(args.out), "--child",
