@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import atexit
+import functools
 import importlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,6 +30,18 @@ SHARED_TRACE_FILES: dict[str, tuple[str, ...]] = {
              "h100_2gpu_window.sqlite", "rtx3080_tiny.sqlite"),
     "xplane": ("tf24_bert_amp_gpu.xplane.pb.gz",),
 }
+
+
+@functools.cache
+def shared_parquet(folder: str, name: str) -> Path:
+    """A trace of ``../shared/traces`` imported into a Parquet events table by traceviz
+    itself, once per test process (traces from other projects are read from ../shared,
+    never committed; tests that need their table make it)."""
+    from traceviz.parsers import load
+
+    out = Path(tempfile.mkdtemp(prefix="traceviz-shared-")) / (name.split(".")[0] + ".parquet")
+    atexit.register(shutil.rmtree, out.parent, True)
+    return load(SHARED_TRACES / folder / name).save(out)
 
 
 def shared_traces(folder: str | None = None) -> list[Path]:

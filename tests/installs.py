@@ -20,10 +20,10 @@ SAMPLES = ROOT / "sample_traces"
 FLOOR_CONSTRAINTS = ROOT / ".ci" / "constraints-floor.txt"
 # one small trace of every format the readers take
 TRACES = {
-    "kineto": SAMPLES / "kineto" / "mi250_rocm_train.json.gz",
+    "kineto": SHARED_TRACES / "kineto" / "mi250_rocm_train.json.gz",
     "nsys": SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite",
     "xplane": SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz",
-    "parquet": SAMPLES / "kineto" / "a100_alexnet.parquet",
+    "parquet": SAMPLES / "gpu" / "cudnn_torch" / "forward" / "trace.parquet",
     "mxnet": SAMPLES / "mxnet" / "gluon_mxnet_imdb_w0" / "trace.mxnet.json",
 }
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.conftest import KINETO, ROOT
+from tests.conftest import KINETO, shared_parquet
 from tests.handmade import step_trace
 from traceviz.analyses.compare.amp import amp_breakdown
 from traceviz.analyses.compare.runs import (
@@ -75,7 +75,7 @@ def test_tensor_core_share_on_real_trace():
 
 
 def test_compare_and_amp_cli(tmp_path, capsys):
-    a = ROOT / "sample_traces" / "kineto" / "a100_diff_control.parquet"
+    a = shared_parquet("kineto", "a100_diff_control.json.gz")
     b = KINETO / "v100_diff_test.json.gz"
     assert main(["compare", str(a), str(b), "--plot", str(tmp_path)]) == 0
     out = capsys.readouterr().out

@@ -17,7 +17,7 @@ import pytest
 from packaging.version import Version
 
 from tests.installs import FLOOR_CONSTRAINTS as CONSTRAINTS
-from tests.installs import ROOT, SAMPLES, TRACES, analyze_json, run
+from tests.installs import ROOT, TRACES, analyze_json, run
 
 # the wheel, the sdist and their virtual environments are built once, on one xdist worker
 pytestmark = pytest.mark.xdist_group("installs")
@@ -69,7 +69,7 @@ def test_analyze_at_the_floors(floor_venv, tmp_path, fmt):
 
 def test_report_at_the_floors(floor_venv, tmp_path):
     """The terminal tables (rich), the charts (matplotlib) and report.html (Bokeh)."""
-    trace = str(SAMPLES / "kineto" / "mi250_rocm_train.json.gz")
+    trace = str(TRACES["kineto"])
     traceviz = str(floor_venv / "bin" / "traceviz")
     for args in (["analyze", trace], ["report", trace, "-o", "r.md"],
                  ["report", trace, "-o", "r.html"]):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import traceviz
-from tests.conftest import H200, ROOT
+from tests.conftest import H200, KINETO, ROOT, shared_parquet
 from tests.handmade import row, trace
 from traceviz.cli import main
 
@@ -105,15 +105,21 @@ def test_a_copied_run_folder_is_one_run_with_its_timings(capsys, tmp_path):
 def test_a_trace_beside_its_own_parquet_is_one_rank(tmp_path):
     from traceviz.files.folders import rank_files
 
-    src = ROOT / "sample_traces" / "kineto"
-    for f in ("a100_alexnet.json.gz", "a100_alexnet.parquet", "mi250_rocm_train.json.gz"):
-        shutil.copy(src / f, tmp_path / f)
+    shutil.copy(KINETO / "a100_alexnet.json.gz", tmp_path / "a100_alexnet.json.gz")
+    shutil.copy(shared_parquet("kineto", "a100_alexnet.json.gz"), tmp_path / "a100_alexnet.parquet")
+    shutil.copy(KINETO / "mi250_rocm_train.json.gz", tmp_path / "mi250_rocm_train.json.gz")
     assert [p.name for p in rank_files(tmp_path)] == ["a100_alexnet.parquet",
                                                        "mi250_rocm_train.json.gz"]
 
 
-def test_unrelated_traces_are_not_called_stragglers(capsys):
-    src = ROOT / "sample_traces" / "kineto"
+def test_unrelated_traces_are_not_called_stragglers(tmp_path, capsys):
+    src = tmp_path / "unrelated"  # five unrelated jobs; one trace beside its own Parquet
+    src.mkdir()
+    for name in ("a100_alexnet", "a100_triton_culaunchkernel", "ampere_sampled_rank0",
+                 "mi250_rocm_train"):
+        shutil.copy(KINETO / f"{name}.json.gz", src / f"{name}.json.gz")
+    for name in ("a100_alexnet", "v100_19k_kernels"):
+        shutil.copy(shared_parquet("kineto", f"{name}.json.gz"), src / f"{name}.parquet")
     stems = {p.name.split(".")[0] for p in src.iterdir() if p.is_file()}
     out = _json(capsys, "analyze", str(src), "--json")
     assert len(out["ranks"]) == len(stems)  # one rank per trace, not per file
@@ -356,9 +362,8 @@ def test_compile_full_is_device_bound(capsys):
 def test_a_parquet_of_another_trace_is_not_taken_for_its_namesake(tmp_path):
     from traceviz.files.folders import rank_files
 
-    src = ROOT / "sample_traces" / "kineto"
-    shutil.copy(src / "a100_alexnet.json.gz", tmp_path / "a.json.gz")
-    shutil.copy(src / "mi250_rocm_train.parquet", tmp_path / "a.parquet")
+    shutil.copy(KINETO / "a100_alexnet.json.gz", tmp_path / "a.json.gz")
+    shutil.copy(shared_parquet("kineto", "mi250_rocm_train.json.gz"), tmp_path / "a.parquet")
     assert [p.name for p in rank_files(tmp_path)] == ["a.json.gz", "a.parquet"]
 
 

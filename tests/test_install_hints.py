@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.installs import SAMPLES, run
+from tests.installs import TRACES, run
 
 # the wheel, the sdist and their virtual environments are built once, on one xdist worker
 pytestmark = pytest.mark.xdist_group("installs")
 
-TRACE = SAMPLES / "kineto" / "mi250_rocm_train.json.gz"
+TRACE = TRACES["kineto"]
 
 
 def _error_line(r: subprocess.CompletedProcess) -> str:

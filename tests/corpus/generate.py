@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.conftest import shared_parquet
+
 ROOT = Path(__file__).resolve().parents[2]
 _RANDOM = random.Random(14)  # junk bytes, the same on every run
 
@@ -548,7 +550,7 @@ def _parquet_case(edit: Callable) -> Callable[[Path], None]:
     def setup(d: Path) -> None:
         import pyarrow.parquet as pq
 
-        table = pq.read_table(ROOT / "sample_traces" / "kineto" / "mi250_rocm_train.parquet")
+        table = pq.read_table(shared_parquet("kineto", "mi250_rocm_train.json.gz"))
         table = edit(table)
         pq.write_table(table, d / "t.parquet")
     return setup
@@ -557,7 +559,7 @@ def _parquet_case(edit: Callable) -> Callable[[Path], None]:
 def parquet_cases() -> list[Case]:
     import pyarrow as pa
 
-    src = (ROOT / "sample_traces" / "kineto" / "mi250_rocm_train.parquet").read_bytes()
+    src = (shared_parquet("kineto", "mi250_rocm_train.json.gz")).read_bytes()
     out = []
 
     def add(id_: str, setup: Callable[[Path], None], expect: int, says: str = "") -> None:
@@ -658,7 +660,7 @@ def sweep_cases() -> list[Case]:
 # --- commands that write ----------------------------------------------------------------
 
 def output_cases() -> list[Case]:
-    trace = (ROOT / "sample_traces" / "kineto" / "mi250_rocm_train.json.gz").read_bytes()
+    trace = (SHARED / "kineto" / "mi250_rocm_train.json.gz").read_bytes()
     inp = _write("in.json.gz", trace)
     out = []
 
@@ -727,7 +729,7 @@ def output_cases() -> list[Case]:
                 SHARED / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz", d / "h.xplane.pb.gz"),
              "h.xplane.pb.gz"),
             ("parquet", lambda d: shutil.copyfile(
-                ROOT / "sample_traces" / "kineto" / "mi250_rocm_train.parquet", d / "t.parquet"),
+                shared_parquet("kineto", "mi250_rocm_train.json.gz"), d / "t.parquet"),
              "t.parquet")):
         add(f"import-{fmt}", setup, ["import", "{d}/" + name, "-o", "{d}/o.parquet"], OK,
             outputs=("o.parquet",))
@@ -749,7 +751,7 @@ def output_cases() -> list[Case]:
 
 def _ranks(*broken: tuple[str, bytes]) -> Callable[[Path], None]:
     """A folder ``ranks`` of two real rank traces, then ``broken`` files written into it."""
-    trace = (ROOT / "sample_traces" / "kineto" / "mi250_rocm_train.json.gz").read_bytes()
+    trace = (SHARED / "kineto" / "mi250_rocm_train.json.gz").read_bytes()
 
     def setup(d: Path) -> None:
         (d / "ranks").mkdir()
@@ -782,7 +784,7 @@ def rank_cases() -> list[Case]:
     """``analyze DIR``, ``import DIR`` and ``analyze DATASET`` on damaged folders and
     datasets: a bad rank is named, a damaged dataset says to import again, and an earlier
     dataset survives a failed import."""
-    gz = (ROOT / "sample_traces" / "kineto" / "mi250_rocm_train.json.gz").read_bytes()
+    gz = (SHARED / "kineto" / "mi250_rocm_train.json.gz").read_bytes()
     out = []
 
     def add(id_: str, setup, argv: list[str], expect: int, says: str = "",
