@@ -243,3 +243,32 @@ def test_ci_runs_exactly_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text().rstrip().splitlines()
     assert block.strip() == ci[-1].strip()
     assert "-n 2" in block and "set -euo pipefail" in ci
+
+
+def test_the_heads_keep_their_import_paths():
+    """Each family's head, once one module, is now a package whose face keeps its names:
+    what users and notebooks imported still imports."""
+    from traceviz.analyses import Summary, summarize
+    from traceviz.analyses.advice import RULES, advise, advise_timed
+    from traceviz.analyses.compare import RunFigures
+    from traceviz.analyses.critical_path import critical_path
+    from traceviz.analyses.efficiency import efficiency
+    from traceviz.analyses.replay import build, solve
+    from traceviz.analyses.summary import Summary as S2
+    from traceviz.analyses.summary import summarize as s2
+    from traceviz.analyses.whatif import SCENARIOS, WhatIf, whatif
+
+    assert S2 is Summary and s2 is summarize and callable(whatif) and RULES
+    assert {"cuda_graphs", "no_casts"} <= set(SCENARIOS) and WhatIf.__name__ == "WhatIf"
+    assert all(callable(f) for f in (advise, advise_timed, critical_path, efficiency, build,
+                                     solve)) and RunFigures.__name__ == "RunFigures"
+
+
+@pytest.mark.parametrize("runner", ["torch", "tensorflow", "jax"])
+def test_runners_start_as_modules(runner):
+    """``python -m traceviz.runners.NAME`` is how ``capture`` starts a runner; the torch and
+    tensorflow runners are packages (their ``__main__``)."""
+    r = subprocess.run([sys.executable, "-m", f"traceviz.runners.{runner}", "--help"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "--config" in r.stdout
