@@ -1,26 +1,9 @@
-"""Several traces side by side: runs, FP32 vs AMP, ranks of a job.
+"""Several traces side by side: runs (``runs.py``), FP32 against mixed precision
+(``amp.py``, ``amp_precision.py``), the ranks of one job (``ranks.py``).
 
-The face keeps the import path of ``traceviz.analyses.compare`` (once one module): the
-names of ``runs.py``.
+The package keeps the import path of its head, once one module.
 """
 
-from traceviz.analyses.compare.runs import (
-    CHANGES,
-    LIKE_FOR_LIKE,
-    MATRIX_CATEGORIES,
-    RunFigures,
-    kernel_diff,
-    mean_percentage_error,
-    mpe_table,
-    ordering_conflicts,
-    peak_memory,
-    run_figures,
-    tensor_core_share,
-    workload_differences,
-)
+from traceviz.analyses.compare.runs import RunFigures, kernel_diff, mpe_table, run_figures
 
-__all__ = [
-    "CHANGES", "LIKE_FOR_LIKE", "MATRIX_CATEGORIES", "RunFigures", "kernel_diff",
-    "mean_percentage_error", "mpe_table", "ordering_conflicts", "peak_memory", "run_figures",
-    "tensor_core_share", "workload_differences",
-]
+__all__ = ["RunFigures", "kernel_diff", "mpe_table", "run_figures"]

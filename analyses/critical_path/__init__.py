@@ -1,21 +1,9 @@
-"""What bounds each step: device, host, ranks.
+"""What bounds each step: the device and host chain (``path.py``), the host's share
+(``host.py``), across ranks the rank each collective waited for (``ranks.py``).
 
-The face keeps the import path of ``traceviz.analyses.critical_path`` (once one module): the
-names of ``path.py``.
+The package keeps the import path of its head, once one module.
 """
 
-from traceviz.analyses.critical_path.path import (
-    PARTS,
-    CriticalPath,
-    Points,
-    ancestors,
-    binding,
-    critical_path,
-    path_of,
-    removed_from_path,
-)
+from traceviz.analyses.critical_path.path import CriticalPath, critical_path
 
-__all__ = [
-    "CriticalPath", "PARTS", "Points", "ancestors", "binding", "critical_path", "path_of",
-    "removed_from_path",
-]
+__all__ = ["CriticalPath", "critical_path"]

@@ -1,15 +1,9 @@
-"""FLOPs and bytes against the device's peaks.
+"""FLOPs and bytes against the device's peaks: per op (``ops.py``), grouped through
+integer codes (``groups.py``), from the run's workload where ops give none (``run.py``).
 
-The face keeps the import path of ``traceviz.analyses.efficiency`` (once one module): the
-names of ``ops.py``.
+The package keeps the import path of its head, once one module.
 """
 
-from traceviz.analyses.efficiency.ops import (
-    MATRIX_CATEGORIES,
-    OVER_PEAK,
-    Efficiency,
-    efficiency,
-    op_of_kernels,
-)
+from traceviz.analyses.efficiency.ops import Efficiency, efficiency
 
-__all__ = ["Efficiency", "MATRIX_CATEGORIES", "OVER_PEAK", "efficiency", "op_of_kernels"]
+__all__ = ["Efficiency", "efficiency"]

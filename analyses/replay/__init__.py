@@ -1,21 +1,9 @@
-"""The trace's dependency graph, solved and measured.
+"""The trace's dependency graph, solved (``graph.py``), measured over the trace's
+windows (``measure.py``), with the waits across streams (``waits.py``).
 
-The face keeps the import path of ``traceviz.analyses.replay`` (once one module): the
-names of ``graph.py``.
+The package keeps the import path of its head, once one module.
 """
 
-from traceviz.analyses.replay.graph import (
-    MAX_PASSES,
-    NEVER,
-    WAIT_SLACK_NS,
-    ReplayGraph,
-    Solution,
-    build,
-    per_device,
-    solve,
-)
+from traceviz.analyses.replay.graph import ReplayGraph, Solution, build, solve
 
-__all__ = [
-    "MAX_PASSES", "NEVER", "ReplayGraph", "Solution", "WAIT_SLACK_NS", "build", "per_device",
-    "solve",
-]
+__all__ = ["ReplayGraph", "Solution", "build", "solve"]
