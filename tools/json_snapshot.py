@@ -89,7 +89,8 @@ def main() -> int:
     ap.add_argument("out", type=Path, help="folder for the outputs (created)")
     ap.add_argument("--jobs", type=int, default=2, help="inputs at a time (default 2)")
     ap.add_argument("--only", metavar="TEXT", action="append",
-                    help="only the inputs and commands whose text holds TEXT (repeatable)")
+                    help="only the commands whose text (command, input, options) holds TEXT "
+                         "(repeatable: any of them)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -99,8 +100,10 @@ def main() -> int:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     batches = [commands(p) for p in inputs()] + [[c] for c in extra_commands()]
-    if args.only:
-        batches = [b for b in batches if any(t in " ".join(b[0]) for t in args.only)]
+    if args.only:  # the commands (of any input) whose text holds one of them
+        batches = [[c for c in b if any(t in " ".join(c) for t in args.only)]
+                   for b in batches]
+        batches = [b for b in batches if b]
 
     def one(batch: list[list[str]]) -> int:
         return subprocess.run([sys.executable, __file__, str(args.out), "--child",
