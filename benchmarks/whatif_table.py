@@ -16,7 +16,8 @@ import pandas as pd
 
 from traceviz import load
 from traceviz.analyses.replay.measure import window_time
-from traceviz.analyses.whatif.engine import DEFAULT_SCENARIOS, whatif
+from traceviz.analyses.whatif.engine import whatif
+from traceviz.analyses.whatif.scenarios import DEFAULT_SCENARIOS
 from traceviz.render.report import md_table
 from traceviz.units import fmt_ns, fmt_pct
 

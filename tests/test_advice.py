@@ -10,7 +10,8 @@ import pytest
 from tests.conftest import ROOT, SHARED_TRACES
 from tests.handmade import row, trace
 from traceviz import load
-from traceviz.analyses.advice import rules as A
+from traceviz.analyses import advice as A
+from traceviz.analyses.work import work_rows
 from traceviz.cli import main
 from traceviz.table.classify import MATRIX_OPS
 from traceviz.units import fmt_ns
@@ -206,7 +207,7 @@ def test_fusion_advice_fits_the_trace():
     opt = k[k["phase"] == "optimizer"]["name"].astype(str).iloc[0]
     from traceviz.analyses.advice.actions import fusion_action
 
-    action = fusion_action(A.Context(t), A.work_rows(t), opt)
+    action = fusion_action(A.Context(t), work_rows(t), opt)
     assert "foreach or fused optimizer" in action
 
 
@@ -229,7 +230,7 @@ def test_whole_trace_totals_say_so_beside_per_step_savings():
 def test_actions_speak_the_traces_framework():
     """A TensorFlow profile is told of XLA and Keras, never of torch; a PyTorch one of
     torch.compile."""
-    from traceviz.analyses.advice.rules import advise
+    from traceviz.analyses.advice.engine import advise
     from traceviz.parsers import load
 
     shared = ROOT.parent / "shared" / "traces"

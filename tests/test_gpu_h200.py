@@ -218,7 +218,7 @@ def test_xla_efficiency_notes_speak_jax(scan_trace):
 
 
 def _advice(trace):
-    from traceviz.analyses.advice.rules import advise
+    from traceviz.analyses.advice.engine import advise
 
     return {f.rule: f for f in advise(trace)[0]}
 

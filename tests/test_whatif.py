@@ -15,7 +15,8 @@ from tests.handmade import row, trace
 from traceviz import load
 from traceviz.analyses.replay import graph as R
 from traceviz.analyses.replay.measure import window_time
-from traceviz.analyses.whatif.engine import SCENARIOS, parse_scenario, whatif
+from traceviz.analyses.whatif.engine import whatif
+from traceviz.analyses.whatif.scenarios import SCENARIOS, parse_scenario
 from traceviz.cli import main
 from traceviz.errors import UsageError
 from traceviz.trace import Trace
@@ -97,11 +98,11 @@ def test_replay_by_hand():
     assert list(sol.d_start) == [3 * us, 34 * us, 65 * us]   # identity, exactly
     assert sol.h_end[sync] == 98 * us
     # gemm 2x faster: k3 lasts 15 µs, the sync returns 15 µs earlier
-    fast, _ = SCENARIOS["gemm_speedup"][0](g, 2.0)
+    fast, _ = SCENARIOS["gemm_speedup"].transform(g, 2.0)
     assert R.solve(fast).h_end[sync] == 83 * us
     # fusing k1..k2 (two elementwise kernels launched one after the other): one kernel of
     # max(30, 60 x 4/6) = 40 µs, k2's launch and the 8 µs before it gone
-    fused, notes = SCENARIOS["fuse_pointwise"][0](g, 0.0)
+    fused, notes = SCENARIOS["fuse_pointwise"].transform(g, 0.0)
     s = R.solve(fused)
     assert fused.d_removed.tolist() == [False, True, False]
     assert s.d_end[0] - s.d_start[0] == 40 * us
@@ -155,7 +156,7 @@ def test_factor_one_is_the_identity():
 def test_no_casts_removes_every_cast_kernel():
     t = load(H100 / "cudnn_torch-bf16" / "train" / "trace.parquet")
     g = R.build(t)
-    changed, _ = SCENARIOS["no_casts"][0](g, 0.0)
+    changed, _ = SCENARIOS["no_casts"].transform(g, 0.0)
     assert changed.d_removed.sum() == t.events["is_cast"][t.events["kind"] == "kernel"].sum()
     w = whatif(t, ("no_casts",))
     assert 0 < w.scenario("no_casts").saving_ns < w.replayed_ns

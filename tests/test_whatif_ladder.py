@@ -17,7 +17,8 @@ import pytest
 import traceviz
 from tests.conftest import H200, ROOT
 from traceviz.analyses.replay.graph import ReplayGraph, build
-from traceviz.analyses.whatif.engine import SCENARIOS, WhatIf, parse_scenarios, whatif
+from traceviz.analyses.whatif.engine import WhatIf, whatif
+from traceviz.analyses.whatif.scenarios import SCENARIOS, parse_scenarios
 from traceviz.cli import main
 from traceviz.errors import UsageError
 
@@ -77,7 +78,7 @@ def result(run: str, scenario: str) -> WhatIf:
 
 def changed(run: str, name: str) -> tuple[ReplayGraph, ReplayGraph]:
     g = build(trace(run))
-    return g, SCENARIOS[name][0](g, 0.0)[0]
+    return g, SCENARIOS[name].transform(g, 0.0)[0]
 
 
 def _live_gemm(g: ReplayGraph) -> np.ndarray:
@@ -203,7 +204,7 @@ def test_streams_torch_with_fused_torchs_three_changes_predicts_fused_torch():
 def changed_all() -> ReplayGraph:
     g = build(trace("streams_torch"))
     for name, x in parse_scenarios(COMBINED):
-        g = SCENARIOS[name][0](g, x)[0]
+        g = SCENARIOS[name].transform(g, x)[0]
     return g
 
 

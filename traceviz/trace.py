@@ -139,7 +139,8 @@ class Trace:
     def whatif(self, *scenarios: str) -> dict[str, Any]:
         """``traceviz whatif --json``: the replay and each scenario (default: all, e.g.
         ``t.whatif("cuda_graphs", "gemm_speedup=4")``)."""
-        from traceviz.analyses.whatif.engine import DEFAULT_SCENARIOS, whatif
+        from traceviz.analyses.whatif.engine import whatif
+        from traceviz.analyses.whatif.scenarios import DEFAULT_SCENARIOS
 
         return whatif(self, tuple(scenarios) or DEFAULT_SCENARIOS).to_dict()
 
@@ -153,7 +154,7 @@ class Trace:
 
     def advise(self) -> list[dict[str, Any]]:
         """``traceviz advise --json``'s findings: rule, title, evidence, action, saving."""
-        from traceviz.analyses.advice.rules import advise
+        from traceviz.analyses.advice.engine import advise
 
         findings, steps = advise(self)
         return [f.to_dict(steps) for f in findings]

@@ -1,36 +1,52 @@
-"""RULES and the findings they return, one module per theme.
+"""Advice: the rules, one module per theme, registered in ``rules.py`` (``RULES``), run by
+``engine.py`` (``advise``) on one ``Context``.
 
-The face keeps the import path of ``traceviz.analyses.advice`` (once one module): the
-names of ``rules.py``.
+The face keeps the import path of ``traceviz.analyses.advice`` (once one module): every
+rule, its thresholds, the registry, ``advise`` and what the rules share.
 """
 
-from traceviz.analyses.advice.rules import (
-    CAST_OF_MATRIX,
+from traceviz.analyses.advice.base import Finding, Rule, RuleSpec, in_timed, no_loss
+from traceviz.analyses.advice.engine import Context, advise, advise_timed
+from traceviz.analyses.advice.host import FRAMEWORK_BOUND, HOST_BOUND, host_bound, syncs_in_steps
+from traceviz.analyses.advice.idle import (
     DATA_SHARE,
-    FRAMEWORK_BOUND,
-    HOST_BOUND,
     LONG_GAP_NS,
     LONG_GAPS_SHARE,
-    PAGEABLE,
-    PAGEABLE_SHARE,
+    data_stalls,
+    long_gaps,
+)
+from traceviz.analyses.advice.kernels import (
     POINTWISE,
-    RULES,
     SEQUENCE_LENGTHS,
     SEQUENCE_MIN_PER_STEP,
-    advise,
-    advise_timed,
-    casts,
-    data_stalls,
-    host_bound,
     kernel_sequences,
-    long_gaps,
-    pageable_memcpy,
-    syncs_in_steps,
+    memory_bound_gemms,
+    tensor_core_shapes,
 )
+from traceviz.analyses.advice.memory import (
+    PAGEABLE,
+    PAGEABLE_SHARE,
+    memory_headroom,
+    pageable_memcpy,
+)
+from traceviz.analyses.advice.precision import (
+    CAST_OF_MATRIX,
+    autocast_precision,
+    casts,
+    tf32_off,
+    tf32_off_kernels,
+)
+from traceviz.analyses.advice.rules import RULES, SHARED_SCENARIOS, THEMES
+from traceviz.analyses.advice.streams import streams_never_overlap
+from traceviz.analyses.advice.timing import noisy, profiled_unlike_timed
 
 __all__ = [
     "CAST_OF_MATRIX", "DATA_SHARE", "FRAMEWORK_BOUND", "HOST_BOUND", "LONG_GAPS_SHARE",
     "LONG_GAP_NS", "PAGEABLE", "PAGEABLE_SHARE", "POINTWISE", "RULES", "SEQUENCE_LENGTHS",
-    "SEQUENCE_MIN_PER_STEP", "advise", "advise_timed", "casts", "data_stalls", "host_bound",
-    "kernel_sequences", "long_gaps", "pageable_memcpy", "syncs_in_steps",
+    "SEQUENCE_MIN_PER_STEP", "SHARED_SCENARIOS", "THEMES", "Context", "Finding", "Rule",
+    "RuleSpec", "advise", "advise_timed", "autocast_precision", "casts", "data_stalls",
+    "host_bound", "in_timed", "kernel_sequences", "long_gaps", "memory_bound_gemms",
+    "memory_headroom", "no_loss", "noisy", "pageable_memcpy", "profiled_unlike_timed",
+    "streams_never_overlap", "syncs_in_steps", "tensor_core_shapes", "tf32_off",
+    "tf32_off_kernels",
 ]

@@ -1,21 +1,38 @@
 """The remedies a finding names, in the words of the trace's framework: what fuses a
-repeated kernel sequence (an optimizer's update, an LSTM cell, a compiler), and the
-PyTorch or TensorFlow/JAX form of an action."""
+repeated kernel sequence (an optimizer's update, an LSTM cell, a compiler), the PyTorch or
+TensorFlow/JAX form of an action, and what the vendor calls its matrix units."""
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from traceviz.algos.intervals import union_blocks
-from traceviz.analyses.advice.base import Context
+
+if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
+    from traceviz.analyses.advice.engine import Context
+
+
+AMD_DEVICE = re.compile(r"\bAMD\b|Instinct|Radeon|\bMI\d{3}", re.IGNORECASE)
 
 
 def remedy(ctx: Context, torch: str, tf: str) -> str:
     """The action in the words of the trace's framework (TensorFlow/JAX or PyTorch)."""
     return tf if ctx.framework == "tf" else torch
+
+
+def cores(ctx: Context) -> str:
+    """What the vendor calls its matrix units: AMD's matrix cores, NVIDIA's tensor cores."""
+    devices = ctx.trace.meta.get("devices") or {}
+    names = devices.values() if isinstance(devices, dict) else []
+    apis = ctx.trace.events["launch_api"]
+    apis = apis.cat.categories if isinstance(apis.dtype, pd.CategoricalDtype) else apis.unique()
+    amd = any(AMD_DEVICE.search(str(n)) for n in names) or any(
+        str(a).startswith("hip") for a in apis)
+    return "matrix cores" if amd else "tensor cores"
 
 
 OPTIMIZER_RANGE = re.compile(r"^(optimizer$|Optimizer\.step#)")

@@ -1,21 +1,17 @@
-"""What every advice rule shares: the ``Finding`` it returns and the ``Context`` it reads
-(the trace, its summary and whatif scenarios, each computed once)."""
+"""What every advice rule shares: the ``Finding`` it returns, the ``RuleSpec`` that registers
+it (``rules.py``), and what ``advise`` does to each finding's saving (``no_loss``,
+``in_timed``). The ``Context`` a rule reads is ``engine.py``'s."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from traceviz.analyses.summary.figures import Summary, summarize
-from traceviz.analyses.timed import TimedStep
-from traceviz.analyses.whatif.engine import Scenario, WhatIf, whatif
-from traceviz.errors import TraceVizError
 from traceviz.units import fmt_ns
 
-if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
-    from traceviz.trace import Trace
+if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
+    from traceviz.analyses.advice.engine import Context
 
 
 @dataclass(frozen=True)
@@ -38,74 +34,29 @@ class Finding:
         return asdict(self) | {"saving_ns_per_step": per}
 
 
-@dataclass
-class Context:
-    """What rules share: the trace, its summary and the whatif scenarios, each computed
-    once, when a rule first asks."""
+Rule = Callable[["Context"], "Finding | None"]
 
-    trace: Trace
 
-    @cached_property
-    def summary(self) -> Summary:
-        return summarize(self.trace, with_efficiency=True)
+@dataclass(frozen=True)
+class RuleSpec:
+    """One advice rule, as ``rules.RULES`` lists it: the function, its theme (the module of
+    ``analyses/advice/`` it lives in, one of ``rules.THEMES``) and the what-if scenarios
+    it prices its finding with."""
 
-    @cached_property
-    def _whatif(self) -> WhatIf | None:
-        try:
-            return whatif(self.trace, ("cuda_graphs", "fuse_pointwise", "no_casts",
-                                       "host_speedup=2"))
-        except TraceVizError:  # nothing to replay: advice without a saving
-            return None
-
-    def saving(self, scenario: str) -> int | None:
-        w = self._whatif
-        if w is None:
-            return None
-        s = w.scenario(scenario)
-        return s.saving_ns if s.applies else None
-
-    def saving_of(self, scenario: str) -> int | None:
-        """A scenario outside the shared set (a factor a rule computed), replayed alone."""
-        s = self.scenario(scenario)
-        return s.saving_ns if s is not None and s.applies else None
-
-    def scenario(self, name: str) -> Scenario | None:
-        """The scenario ``name`` as replayed: from the shared set, else alone (once)."""
-        w = self._whatif
-        if w is not None and any(s.name == name for s in w.scenarios):
-            return w.scenario(name)
-        if name not in self._alone:
-            try:
-                self._alone[name] = whatif(self.trace, (name,)).scenario(name)
-            except TraceVizError:
-                self._alone[name] = None
-        return self._alone[name]
-
-    @cached_property
-    def _alone(self) -> dict[str, Scenario | None]:
-        return {}
+    rule: Rule
+    theme: str
+    # scenario texts replayed once for every rule (Context.saving): the shared set
+    scenarios: tuple[str, ...] = ()
+    # scenario names the rule replays on its own, with a factor it computes, when it fires
+    # (Context.saving_of)
+    alone: tuple[str, ...] = ()
 
     @property
-    def timed(self) -> TimedStep | None:
-        """The run's profiled and timed step (analyses/timed.py)."""
-        return self.summary.timed
+    def name(self) -> str:
+        return self.rule.__name__
 
-    @property
-    def steps(self) -> int:
-        return self.summary.steps
-
-    @cached_property
-    def framework(self) -> str:
-        """``tf`` for TensorFlow/JAX profiles (XSpace), ``mxnet``, else ``torch``: which
-        framework's remedies an action names."""
-        fmt = str(self.trace.meta.get("source_format", ""))
-        runner = (self.trace.meta.get("runner") or {}).get("framework", "")
-        if fmt == "xplane" or runner in ("tensorflow", "jax"):
-            return "tf"
-        return "mxnet" if fmt == "mxnet" or runner == "mxnet" else "torch"
-
-
-Rule = Callable[[Context], "Finding | None"]
+    def __call__(self, ctx: Context) -> Finding | None:
+        return self.rule(ctx)
 
 
 def no_loss(f: Finding) -> Finding:

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from traceviz.algos.categorical import each, per_distinct
-from traceviz.analyses.advice.base import Context, Finding
 from traceviz.table.classify import TENSOR_CORE_HALF, xla_category
 from traceviz.table.launch_apis import is_graph_launch
 from traceviz.units import fmt_ns
+
+if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
+    from traceviz.analyses.advice.engine import Context
 
 GRAPHED = 0.5   # share of kernels launched by graph launches for a run to be "graphed"
 COMPILED = 0.5  # share of kernel time in compiler-made kernels
@@ -110,57 +113,3 @@ def fp32_run(ctx: Context) -> bool:
     matrix = ev.loc[ev["category"].isin(["gemm", "rnn", "attention"]).to_numpy(), "name"]
     used = matrix.astype(str).unique() if len(matrix) else []
     return not any(TENSOR_CORE_HALF.search(n) for n in used)
-
-
-def host_bound_action(ctx: Context, uses: RunUses) -> str:
-    """What to do about a host-bound step, leaving out what the run already does."""
-    lstm = holds_lstm(ctx)
-    per = f" ({uses.graph_launches / ctx.steps:,.0f} per step)" if ctx.steps else ""
-    if ctx.framework == "tf":
-        if uses.graphed:
-            return ("the step already runs compiled, as XLA command buffers: what is left "
-                    f"is the host between their launches{per}; launch fewer, larger ones "
-                    "(more of the step under one jax.jit or tf.function(jit_compile=True), "
-                    "a loop unrolled: jax.lax.scan(..., unroll=k)) or raise the batch size "
-                    "so each launch does more")
-        ways = [] if uses.compiler == "XLA" else [
-            "compile the step with XLA (tf.function(jit_compile=True); jax.jit), which "
-            "fuses pointwise ops and launches fewer kernels"]
-        if lstm:
-            ways.append("use a fused LSTM (keras.layers.LSTM on cuDNN)")
-        ways.append("raise the batch size so each kernel does more")
-        return ", ".join(ways[:-1]) + (", or " if len(ways) > 1 else "") + ways[-1]
-    if uses.graphed:
-        return ("the step already runs as CUDA graphs: what is left is the host work "
-                f"between graph launches{per} (Python, the loss, the optimizer or input "
-                "copies outside the graph) and the launch calls; move that work into the "
-                "graph (compile the loss and the optimizer step with the model), launch "
-                "fewer, larger graphs, or raise the batch size so each graph does more")
-    compiled = uses.compiler == "torch.compile"
-    ways = ["capture the step in a CUDA graph (torch.cuda.graph, torch.compile "
-            "mode='reduce-overhead')"]
-    if not compiled:
-        ways.append("fuse pointwise ops (torch.compile" + (", a fused LSTM such as cuDNN's"
-                                                           if lstm else "") + ")")
-    elif lstm:
-        ways.append("use a fused LSTM such as cuDNN's")
-    ways.append("raise the batch size so each kernel does more")
-    return ", ".join(ways[:-1]) + ", or " + ways[-1]
-
-
-def autocast_precision(ctx: Context) -> Finding | None:
-    """bf16 autocast whose matrix ops ran FP16 (cuDNN's LSTM under torch.autocast): the
-    user asked for one precision and got another, with weight copies per call."""
-    from traceviz.analyses.compare.amp_precision import precision_mismatch
-
-    m = precision_mismatch(ctx.trace)
-    if m is None:
-        return None
-    return Finding(
-        "autocast_precision", f"Asked for {m.asked}, the LSTM ran {m.ran}",
-        [m.text(), "the recorded dtypes show the cuDNN RNN call under bf16 autocast taking "
-         "half tensors: its FP32 weights were copied to half on every call"],
-        "for bf16 throughout, keep the LSTM itself in bf16 (lstm.to(torch.bfloat16), inputs "
-        "bf16) so no copy runs per call; or ask for fp16 (--amp fp16, a GradScaler when "
-        "training), which is what ran",
-        None, None, m.to_dict())

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from traceviz.analyses.advice.base import Context, Finding
+from typing import TYPE_CHECKING
+
+from traceviz.analyses.advice.base import Finding
 from traceviz.table.launch_apis import event_role
 from traceviz.units import fmt_ns, fmt_pct
+
+if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
+    from traceviz.analyses.advice.engine import Context
 
 
 def streams_never_overlap(ctx: Context) -> Finding | None:

@@ -1,7 +1,7 @@
 """The what-if scenarios of the optimization ladder's rungs (``analyses/whatif/engine.py`` runs
 them): merging the gates' GEMMs, batching the input projections of all steps into one
 GEMM, and removing cross-stream bookkeeping. Each finds what it changes in the trace
-alone (``whatif_calls.py``: launches, their framework ops, blocks that repeat)."""
+alone (``calls.py``: launches, their framework ops, blocks that repeat)."""
 
 from __future__ import annotations
 

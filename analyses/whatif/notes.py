@@ -1,5 +1,5 @@
 """What a what-if scenario's result says in words: its saving held against the critical
-path, and why a scenario does not apply."""
+path (why a scenario does not apply, or changes nothing, is its row's in ``scenarios.py``)."""
 
 from __future__ import annotations
 
@@ -17,18 +17,3 @@ def path_check(saving: int, removed: int, steps: int) -> str:
                       "; the saving is less: once it is shorter, another chain bounds the step")
     return off + "; the saving is more: it also shortens chains that then bound the step"
 
-
-def nothing_to_change(name: str) -> str:
-    return {
-        "cuda_graphs": "no launch call inside a step (graphs are built per step)",
-        "fuse_pointwise": "no two elementwise kernels launched one after the other",
-        "no_casts": "no cast in the trace",
-        "gemm_speedup": "no gemm or rnn work in the trace",
-        "host_speedup": "no host time between calls",
-        "merge_gemms": "no block of launches with a GEMM repeated back to back inside one "
-                       "recurrence step",
-        "batch_input_gemms": "no GEMM call repeated back to back more times than one "
-                             "recurrence step holds",
-        "drop_stream_sync": "no event call, no stream bookkeeping op and one stream per "
-                            "device",
-    }[name]

@@ -21,7 +21,7 @@ class AdviseCommand(Command):
         p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.analyses.advice.rules import advise_timed
+        from traceviz.analyses.advice.engine import advise_timed
 
         with ExitStack() as stack:
             trace = load_with_progress(args.trace, stack)

@@ -28,7 +28,8 @@ class WhatIfCommand(Command):
         p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.analyses.whatif.engine import DEFAULT_SCENARIOS, parse_scenarios, whatif
+        from traceviz.analyses.whatif.engine import whatif
+        from traceviz.analyses.whatif.scenarios import DEFAULT_SCENARIOS, parse_scenarios
 
         scenarios = tuple(args.scenario or DEFAULT_SCENARIOS)
         for s in scenarios:  # usage errors before reading the trace

@@ -321,7 +321,7 @@ def _on_critical_path(trace: Trace, rows: Any) -> Any:
 
 
 def _advice_html(trace: Trace) -> str:
-    from traceviz.analyses.advice.rules import advise
+    from traceviz.analyses.advice.engine import advise
     from traceviz.analyses.whatif.engine import whatif
     from traceviz.errors import TraceVizError
 

@@ -1,0 +1,114 @@
+"""``advise``: every rule of ``rules.RULES`` run in order on one ``Context``, the findings
+sorted by the saving a user pays; the ``Context`` the rules read (the trace, its summary,
+the what-if scenarios their rows declare, each computed once)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from traceviz.analyses.advice.base import Finding, in_timed, no_loss
+from traceviz.analyses.advice.rules import RULES, SHARED_SCENARIOS
+from traceviz.analyses.summary.figures import Summary, summarize
+from traceviz.analyses.timed import TimedStep
+from traceviz.analyses.whatif.engine import Scenario, WhatIf, whatif
+from traceviz.errors import TraceVizError
+
+if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+    from traceviz.trace import Trace
+
+
+@dataclass
+class Context:
+    """What rules share: the trace, its summary and the whatif scenarios the rules declare
+    (``rules.SHARED_SCENARIOS``), each computed once, when a rule first asks."""
+
+    trace: Trace
+
+    @cached_property
+    def summary(self) -> Summary:
+        return summarize(self.trace, with_efficiency=True)
+
+    @cached_property
+    def _whatif(self) -> WhatIf | None:
+        try:
+            return whatif(self.trace, SHARED_SCENARIOS)
+        except TraceVizError:  # nothing to replay: advice without a saving
+            return None
+
+    def saving(self, scenario: str) -> int | None:
+        """A scenario of the shared set (one a rule's row declares), replayed with the
+        others once."""
+        if scenario not in SHARED_SCENARIOS:
+            raise ValueError(f"{scenario} is in no rule's row (rules.RULES): declare it "
+                             "in the row of the rule that prices with it")
+        w = self._whatif
+        if w is None:
+            return None
+        s = w.scenario(scenario)
+        return s.saving_ns if s.applies else None
+
+    def saving_of(self, scenario: str) -> int | None:
+        """A scenario outside the shared set (a factor a rule computed), replayed alone."""
+        s = self.scenario(scenario)
+        return s.saving_ns if s is not None and s.applies else None
+
+    def scenario(self, name: str) -> Scenario | None:
+        """The scenario ``name`` as replayed: from the shared set, else alone (once)."""
+        w = self._whatif
+        if w is not None and any(s.name == name for s in w.scenarios):
+            return w.scenario(name)
+        if name not in self._alone:
+            try:
+                self._alone[name] = whatif(self.trace, (name,)).scenario(name)
+            except TraceVizError:
+                self._alone[name] = None
+        return self._alone[name]
+
+    @cached_property
+    def _alone(self) -> dict[str, Scenario | None]:
+        return {}
+
+    @property
+    def timed(self) -> TimedStep | None:
+        """The run's profiled and timed step (analyses/timed.py)."""
+        return self.summary.timed
+
+    @property
+    def steps(self) -> int:
+        return self.summary.steps
+
+    @cached_property
+    def framework(self) -> str:
+        """``tf`` for TensorFlow/JAX profiles (XSpace), ``mxnet``, else ``torch``: which
+        framework's remedies an action names."""
+        fmt = str(self.trace.meta.get("source_format", ""))
+        runner = (self.trace.meta.get("runner") or {}).get("framework", "")
+        if fmt == "xplane" or runner in ("tensorflow", "jax"):
+            return "tf"
+        return "mxnet" if fmt == "mxnet" or runner == "mxnet" else "torch"
+
+
+def advise(trace: Trace) -> tuple[list[Finding], int]:
+    """Every rule's finding on ``trace``, biggest estimated saving first, and the number
+    of steps the savings are over."""
+    found, steps, _ = advise_timed(trace)
+    return found, steps
+
+
+def advise_timed(trace: Trace) -> tuple[list[Finding], int, TimedStep | None]:
+    """``advise``, and the run's profiled and timed step the savings were carried by."""
+    ctx = Context(trace)
+    found, steps = _advise(ctx)
+    return found, steps, ctx.timed
+
+
+def _advise(ctx: Context) -> tuple[list[Finding], int]:
+    found = [in_timed(no_loss(f), ctx) for rule in RULES if (f := rule(ctx)) is not None]
+    # the biggest saving in the time a user pays first (profiled where no timed step)
+    return sorted(found, key=lambda f: -(f.timed_saving_ns_per_step
+                                         if f.timed_saving_ns_per_step is not None
+                                         else (f.saving_ns or 0) / max(ctx.steps, 1))), \
+        ctx.steps
+

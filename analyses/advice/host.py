@@ -1,0 +1,146 @@
+"""Advice on the host and its launches (theme ``host``): a step bound by the host (the GPU
+waiting for launches, a CPU run's framework overhead), synchronizing calls inside steps.
+``rules.py`` registers them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from traceviz.algos.categorical import each, per_distinct
+from traceviz.analyses.advice.actions import remedy
+from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.advice.runs import RunUses, holds_lstm, run_uses
+from traceviz.table.launch_apis import is_sync_call
+from traceviz.units import fmt_ns, fmt_pct, plural
+
+if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
+    from traceviz.analyses.advice.engine import Context
+
+HOST_BOUND = 0.25          # launch-bound share of the span (GPU)
+FRAMEWORK_BOUND = 0.30     # framework overhead share (CPU)
+
+
+def _over(steps: int) -> str:
+    """Whole-trace totals say so beside the per-step savings."""
+    return f"in all {plural(steps, 'step')}" if steps else "over the whole trace"
+
+
+def host_bound(ctx: Context) -> Finding | None:
+    """GPU: the device waits for the host (nothing launched pending) >= 25% of the span.
+    CPU: framework overhead (time outside work ops) >= 30%."""
+    s = ctx.summary
+    if s.cpu_trace:
+        share = s.framework_overhead_fraction
+        if share is None or share < FRAMEWORK_BOUND:
+            return None
+        return Finding(
+            "host_bound", "Framework overhead dominates",
+            [f"{fmt_pct(share)} of the span ({fmt_ns(s.span_ns - s.busy_ns)} of "
+             f"{fmt_ns(s.span_ns)} {_over(s.steps)}) is outside the work ops",
+             f"{s.kernel_count:,} work ops, median {fmt_ns(s.kernel_dur.median_ns)}"],
+            remedy(ctx, "cut per-op overhead: TorchScript or torch.compile the step, fuse "
+                         "small ops, or raise the batch size so each op does more",
+                    "cut per-op overhead: compile the step with XLA "
+                    "(tf.function(jit_compile=True); jax.jit), fuse small ops, or raise the "
+                    "batch size so each op does more")
+            if not (compiler := run_uses(ctx).compiler) else
+            f"the step is already compiled ({compiler}): what is left is the overhead per "
+            "compiled op; fewer, larger ops (more of the step in one compiled function, a "
+            "loop unrolled) or a larger batch so each op does more",
+            ctx.saving("host_speedup=2"), "host_speedup=2", {"overhead_fraction": share})
+    share = s.launch_bound_fraction
+    if share is None or share < HOST_BOUND:
+        return None
+    per_step = s.kernel_count / s.steps if s.steps else None
+    lo = s.launches.kernel
+    evidence = [f"the device waits for the host {fmt_pct(share)} of the span "
+                f"({fmt_ns(s.host_wait_ns)} of {fmt_ns(s.span_ns)} {_over(s.steps)})",
+                f"median kernel {fmt_ns(s.kernel_dur.median_ns)} vs median launch call "
+                f"{fmt_ns(lo.call.median_ns)}"]
+    uses = run_uses(ctx)
+    if uses.graphed:  # the single launches left say nothing of the graphs' cost
+        evidence.pop()
+    if per_step:
+        evidence.append(f"{per_step:,.0f} kernels per step")
+    if uses.said(ctx.steps):
+        evidence.append(uses.said(ctx.steps))
+    # a graphed run has no launches left to capture: what the host itself costs decides
+    scenario = "host_speedup=2" if uses.graphed else "cuda_graphs"
+    saving = ctx.saving(scenario)
+    if saving is not None and saving <= 0:
+        return None  # its own replay finds the device, not the host, setting the pace
+    return Finding(
+        "host_bound", "Host-bound between graph launches: the GPU waits for the host"
+        if uses.graphed else "Host-bound: the GPU waits for launches", evidence,
+        host_bound_action(ctx, uses), saving, scenario,
+        {"launch_bound_fraction": share, "kernels_per_step": per_step,
+         "graphed": uses.graphed, "compiler": uses.compiler})
+
+
+def host_bound_action(ctx: Context, uses: RunUses) -> str:
+    """What to do about a host-bound step, leaving out what the run already does."""
+    lstm = holds_lstm(ctx)
+    per = f" ({uses.graph_launches / ctx.steps:,.0f} per step)" if ctx.steps else ""
+    if ctx.framework == "tf":
+        if uses.graphed:
+            return ("the step already runs compiled, as XLA command buffers: what is left "
+                    f"is the host between their launches{per}; launch fewer, larger ones "
+                    "(more of the step under one jax.jit or tf.function(jit_compile=True), "
+                    "a loop unrolled: jax.lax.scan(..., unroll=k)) or raise the batch size "
+                    "so each launch does more")
+        ways = [] if uses.compiler == "XLA" else [
+            "compile the step with XLA (tf.function(jit_compile=True); jax.jit), which "
+            "fuses pointwise ops and launches fewer kernels"]
+        if lstm:
+            ways.append("use a fused LSTM (keras.layers.LSTM on cuDNN)")
+        ways.append("raise the batch size so each kernel does more")
+        return ", ".join(ways[:-1]) + (", or " if len(ways) > 1 else "") + ways[-1]
+    if uses.graphed:
+        return ("the step already runs as CUDA graphs: what is left is the host work "
+                f"between graph launches{per} (Python, the loss, the optimizer or input "
+                "copies outside the graph) and the launch calls; move that work into the "
+                "graph (compile the loss and the optimizer step with the model), launch "
+                "fewer, larger graphs, or raise the batch size so each graph does more")
+    compiled = uses.compiler == "torch.compile"
+    ways = ["capture the step in a CUDA graph (torch.cuda.graph, torch.compile "
+            "mode='reduce-overhead')"]
+    if not compiled:
+        ways.append("fuse pointwise ops (torch.compile" + (", a fused LSTM such as cuDNN's"
+                                                           if lstm else "") + ")")
+    elif lstm:
+        ways.append("use a fused LSTM such as cuDNN's")
+    ways.append("raise the batch size so each kernel does more")
+    return ", ".join(ways[:-1]) + ", or " + ways[-1]
+
+
+def _sync_calls(ctx: Context) -> pd.DataFrame:
+    ev = ctx.trace.events
+    rt = ev[(ev["kind"] == "runtime") & (ev["step"] >= 0)]
+    return rt[per_distinct(rt["name"], each(is_sync_call)).astype(bool)]
+
+
+def syncs_in_steps(ctx: Context) -> Finding | None:
+    """More than one synchronizing call per step (one at the step's end is how a
+    benchmark times a step; more stall the host mid-step)."""
+    if not ctx.steps or ctx.trace.is_cpu:
+        return None
+    calls = _sync_calls(ctx)
+    if calls.empty:
+        return None
+    per_step = calls.groupby("step").size()
+    extra = int((per_step - 1).clip(lower=0).sum())
+    if extra < ctx.steps:  # fewer than one extra per step
+        return None
+    blocked = int(calls["dur_ns"].sum())
+    names = ", ".join(f"{n} x{k}" for n, k in calls["name"].astype(str).value_counts()
+                      .head(3).items())
+    return Finding(
+        "syncs_in_steps", "The host synchronizes with the GPU inside steps",
+        [f"{plural(len(calls), 'synchronizing call')} in {plural(ctx.steps, 'step')} "
+         f"({len(calls) / ctx.steps:.1f} per step): {names}",
+         f"the host spent {fmt_ns(blocked)} in them"],
+        "move .item(), .cpu(), printing of tensors and explicit synchronize calls out of "
+        "the step (log every N steps), and copy with non_blocking=True",
+        None, None, {"per_step": len(calls) / ctx.steps, "blocked_ns": blocked})

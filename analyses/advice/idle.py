@@ -1,0 +1,93 @@
+"""Advice on the device left idle by what lies outside the step's work (theme ``idle``):
+long gaps inside the windows, steps waiting for their data. ``rules.py`` registers them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from traceviz.algos.intervals import union_blocks
+from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.work import analysis_windows, work_rows
+from traceviz.units import fmt_ns, fmt_pct, plural
+
+if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
+    from traceviz.analyses.advice.engine import Context
+
+LONG_GAP_NS = 1_000_000
+LONG_GAPS_SHARE = 0.10
+DATA_SHARE = 0.10
+
+
+def long_gaps(ctx: Context) -> Finding | None:
+    """Idle stretches of >= 1 ms inside the windows, together >= 10% of the span."""
+    work = work_rows(ctx.trace)
+    windows = analysis_windows(ctx.trace, work)
+    total, count, longest = 0, 0, 0
+    for device, w in windows.items():
+        rows = work[work["device"] == device]
+        s = rows["ts_ns"].to_numpy(np.int64)
+        bs, be = union_blocks(s, s + rows["dur_ns"].to_numpy(np.int64))
+        ws, we = w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64)
+        gs, ge = _idle_in(bs, be, ws, we)
+        length = ge - gs
+        big = length >= LONG_GAP_NS
+        total += int(length[big].sum())
+        count += int(big.sum())
+        longest = max(longest, int(length.max()) if len(length) else 0)
+    span = ctx.summary.span_ns
+    if not span or total < LONG_GAPS_SHARE * span:
+        return None
+    s = ctx.summary
+    cause = "the host (nothing launched was pending)" if (s.host_wait_ns or 0) >= \
+        (s.queued_idle_ns or 0) else "dependencies or synchronization (launched work waited)"
+    return Finding(
+        "long_gaps", "Long idle gaps on the device",
+        [f"{plural(count, 'gap')} of >= {fmt_ns(LONG_GAP_NS)}, {fmt_ns(total)} in all "
+         f"({fmt_pct(total / span)} of the span), longest {fmt_ns(longest)}",
+         f"most idle time waits for {cause}"],
+        "look at what the host does in the gaps (traceviz analyze --plot, the phases): "
+        "data loading, logging, checkpointing or a synchronizing call; overlap it with "
+        "device work",
+        None, None, {"count": count, "total_ns": total, "longest_ns": longest})
+
+
+def _idle_in(bs: np.ndarray, be: np.ndarray, ws: np.ndarray, we: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The idle intervals (complement of the busy blocks) clipped to the windows."""
+    gap_s = np.concatenate([[np.iinfo(np.int64).min], be])
+    gap_e = np.concatenate([bs, [np.iinfo(np.int64).max]])
+    out_s, out_e = [], []
+    for a, b in zip(ws, we, strict=True):  # per window, few
+        s = np.maximum(gap_s, a)
+        e = np.minimum(gap_e, b)
+        keep = e > s
+        out_s.append(s[keep])
+        out_e.append(e[keep])
+    if not out_s:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(out_s), np.concatenate(out_e)
+
+
+def data_stalls(ctx: Context) -> Finding | None:
+    """The ``data`` phase takes >= 10% of the span: the step waits for its batch."""
+    p = ctx.summary.phases
+    if p.empty or "data" not in set(p["phase"]):
+        return None
+    data = p.set_index("phase").loc["data"]
+    wall = int(data["wall_ns"])
+    span = ctx.summary.span_ns
+    devices = max(len(ctx.summary.devices), 1)
+    share = wall / (span / devices) if span else 0
+    if share < DATA_SHARE:
+        return None
+    workers = ctx.trace.meta.get("workers")
+    return Finding(
+        "data_stalls", "Steps wait for data",
+        [f"the data phase takes {fmt_ns(wall)}, {fmt_pct(share)} of the step time",
+         f"data loader workers: {workers if workers is not None else 'not recorded'}"],
+        "load batches in parallel with the step: more DataLoader workers (`--workers N` "
+        "in traceviz capture), pin_memory=True, prefetching; as in the MXNet/PyTorch "
+        "comparison, workers hide loading behind compute",
+        None, None, {"data_ns": wall, "share": share})
