@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 
+from traceviz.runners.benchdefs import Workload
 from traceviz.runners.protocol import (
     Capture,
     RunConfig,
@@ -25,7 +26,6 @@ from traceviz.runners.protocol import (
 )
 from traceviz.runners.synthetic import samples_needed, synthetic_data
 from traceviz.runners.usage import usage_probe
-from traceviz.runners.workload import Workload
 
 
 def init_params(w: Workload, seed: int) -> dict:

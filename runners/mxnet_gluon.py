@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-# protocol.py, benchdefs.py, workload.py, usage.py (stdlib) and synthetic.py (numpy):
+# protocol.py, benchdefs.py, usage.py (stdlib) and synthetic.py (numpy):
 # nothing else from traceviz
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from protocol import (  # noqa: E402

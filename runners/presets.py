@@ -1,6 +1,6 @@
 """Workloads of the reproduced LSTM studies, framework-independent: shapes, loss, optimizer, mode.
 
-``Workload`` itself lives in ``workload.py`` (standard library only, so that every
+``Workload`` itself lives in ``benchdefs.py`` (standard library only, so that every
 runner, the MXNet one included, rebuilds it from its config); it is re-exported here.
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from traceviz.errors import TraceVizError, UsageError
-from traceviz.runners.workload import Workload
+from traceviz.runners.benchdefs import Workload
 
 PRESETS: dict[str, Workload] = {
     # PTB word LM (Zaremba medium-ish): vocab 10001, embed 128, 3 x 256, seq 50, batch 128;

@@ -26,20 +26,20 @@ from typing import Any, NamedTuple
 # beside them
 try:
     from traceviz.runners.benchdefs import (
+        Workload,
         first_call_seconds,
         settled,
         spread,
         workload_flops,
     )
-    from traceviz.runners.workload import Workload
 except ImportError:  # pragma: no cover - the MXNet runner's interpreter has no traceviz
     from benchdefs import (  # type: ignore[no-redef]
+        Workload,
         first_call_seconds,
         settled,
         spread,
         workload_flops,
     )
-    from workload import Workload  # type: ignore[no-redef]
 
 
 def emit(event: str, **fields: object) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from traceviz.runners.workload import Workload
+    from traceviz.runners.benchdefs import Workload
 
 
 def samples_needed(w: Workload, cfg: dict) -> int:

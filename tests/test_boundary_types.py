@@ -15,8 +15,8 @@ import pytest
 
 from tests.conftest import ROOT, SHARED_TRACES
 from traceviz.runners import protocol
+from traceviz.runners.benchdefs import Workload
 from traceviz.runners.presets import PRESETS, make_workload
-from traceviz.runners.workload import Workload
 from traceviz.table.meta import TraceMeta
 
 META_KEYS = set(TraceMeta.__annotations__)
@@ -50,8 +50,8 @@ def test_workload_helpers():
 
 
 def test_the_runner_side_loads_without_traceviz():
-    """The MXNet runner's interpreter has no traceviz: protocol.py finds benchdefs.py and
-    workload.py beside it (standard library only)."""
+    """The MXNet runner's interpreter has no traceviz: protocol.py finds benchdefs.py (the
+    figures and the Workload) beside it; standard library only."""
     code = ("import sys\n"
             "sys.modules['traceviz'] = None  # any import of it fails\n"
             f"sys.path.insert(0, {str(ROOT / 'runners')!r})\n"

@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Iterator
 
+from traceviz.runners.benchdefs import Workload
 from traceviz.runners.protocol import (
     Capture,
     RunConfig,
@@ -30,7 +31,6 @@ from traceviz.runners.protocol import (
 )
 from traceviz.runners.synthetic import samples_needed, synthetic_data
 from traceviz.runners.usage import usage_probe
-from traceviz.runners.workload import Workload
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # C++ INFO/WARNING lines: to the log
 

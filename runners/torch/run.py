@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from traceviz.runners.benchdefs import Workload
 from traceviz.runners.protocol import (
     Capture,
     RunConfig,
@@ -30,7 +31,6 @@ from traceviz.runners.protocol import (
 from traceviz.runners.synthetic import samples_needed, synthetic_data
 from traceviz.runners.torch.compile_time import announce_compile, compile_mode, compile_time
 from traceviz.runners.usage import usage_probe
-from traceviz.runners.workload import Workload
 
 
 def _batches(w: Workload, cfg: dict, gen) -> Iterator[tuple]:

@@ -192,8 +192,7 @@ def finish(base: pd.DataFrame, meta: TraceMeta, link_pid: str | None = None) -> 
         del base[col]
     ev = _within_range(ev, meta)
     origin = int(ev["ts_ns"].min()) if len(ev) else 0
-    meta = meta.copy()  # the parser's stays as it gave it
-    meta["origin_ns"] = int(meta.get("origin_ns", 0)) + origin
+    meta = {**meta, "origin_ns": int(meta.get("origin_ns", 0)) + origin}
     if "dtype_change" in ev:  # the source recorded dtypes: casts are told from copies
         meta["dtypes_recorded"] = bool((ev["dtype_change"].to_numpy() >= 0).any())
     if "mem_total" in ev:

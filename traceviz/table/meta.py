@@ -42,7 +42,7 @@ class TraceMeta(TypedDict, total=False):
     amp: str | None               # fp16, bf16, or None (fp32)
     seed: int | None              # the run's seed
     device_kind: str | None       # cpu or cuda, as asked
-    workload: dict[str, Any]      # the run's Workload (runners/workload.py), as a dict
+    workload: dict[str, Any]      # the run's Workload (runners/benchdefs.py), as a dict
     bench: dict[str, Any]         # bench.json: the timed, unprofiled batches and more
     runner: dict[str, Any]        # meta.json: the runner's versions, device, profiler
     exec: str                     # Keras variants: function or eager, as asked
