@@ -1,15 +1,20 @@
 """What a run's benchmark figures mean: the spread of the timed batches and when it is
-noisy, when warm-up has settled, the first-call time, and a workload's FLOPs.
+noisy, when warm-up has settled, the first-call time, and a workload (``Workload``: one
+run's shapes, loss, optimizer and mode) and its FLOPs.
 
 The runners write these figures into bench.json (``protocol.py``); the analyses recompute
 them for a bench.json of an older run (``analyses/timings.py``) and hold the run's work
 against the device (``analyses/efficiency/run.py``). Standard library only, like
-``protocol.py``: the MXNet runner loads both by path.
+``protocol.py``: the MXNet runner loads both by path. The parent side builds the
+``Workload`` (``presets.make_workload``, which re-exports it), writes it into the runner's
+config as ``to_dict()``, and every runner rebuilds it with ``from_dict``.
 """
 
 from __future__ import annotations
 
 import statistics
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 # A benchmark is noisy when its timed batches spread this much (docs/capture.md, "Timings").
 NOISY_CV = 0.10          # coefficient of variation (stdev / mean)
@@ -69,3 +74,49 @@ def workload_flops(w: dict, rank: int | None = None) -> dict:
     parts = {"lstm": lstm * (3 if train else 1), "head": head * (3 if train else 1)
              + bias * (2 if train else 1), "softmax": logits * (8 if train else 5)}
     return {"total": sum(parts.values()), "parts": parts}
+
+
+@dataclass(frozen=True)
+class Workload:
+    preset: str
+    batch: int
+    seq: int
+    hidden: int
+    layers: int
+    input: int          # LSTM input width (= embed when there is a vocabulary)
+    vocab: int          # 0: no embedding, inputs are dense vectors
+    embed: int
+    head: str           # "lm" (decoder to vocab), "classify" (FC + softmax), "last_mse", "none"
+    classes: int
+    loss: str           # "xent" or "mse"
+    optimizer: str      # "sgd" or "adam"
+    lr: float
+    mode: str           # "forward" or "train"
+    sparse_embedding: bool = False
+    workers: int = -1   # >= 0: batches come from a DataLoader with that many workers
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (config.json's ``workload``, ``Trace.meta["workload"]``)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Workload:
+        """The workload of ``to_dict``'s form; keys it does not know are left out (a
+        trace's metadata may carry more), a missing required one raises TypeError."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    @property
+    def train(self) -> bool:
+        return self.mode == "train"
+
+    @property
+    def loader(self) -> bool:
+        """Batches come from a data loader (``workers`` >= 0), not one fixed batch."""
+        return self.workers >= 0
+
+    @property
+    def outputs(self) -> int | None:
+        """The head's output width: the vocabulary (lm), the classes (classify), or None
+        (no head: the loss is on the LSTM's states)."""
+        return {"lm": self.vocab, "classify": self.classes}.get(self.head)

@@ -12,38 +12,36 @@ Writes ``jaxprofile/`` (a TensorBoard log directory), ``bench.json``, ``meta.jso
 
 from __future__ import annotations
 
-import platform
-import shutil
 import sys
-from pathlib import Path
 
+from traceviz.runners.benchdefs import Workload
 from traceviz.runners.protocol import (
+    Capture,
+    RunConfig,
     RunnerError,
-    bench_figures,
+    profile_dir,
     rss_probe,
-    run_phases,
-    run_result,
-    serve,
+    serve_capture,
+    xplane_file,
 )
 from traceviz.runners.synthetic import samples_needed, synthetic_data
 from traceviz.runners.usage import usage_probe
 
 
-def init_params(w: dict, seed: int) -> dict:
+def init_params(w: Workload, seed: int) -> dict:
     """Reference LSTM weights (shared with the TF variants), embedding and head (numpy)."""
     import numpy as np
 
     from traceviz.runners.reference import reference_weights
 
     rng = np.random.default_rng(seed + 1)
-    params: dict = {"lstm": reference_weights(w["input"], w["hidden"], w["layers"], seed)}
-    if w["vocab"]:
-        params["embed"] = rng.normal(0, 0.05, (w["vocab"], w["embed"])).astype(np.float32)
-    outputs = {"lm": w["vocab"], "classify": w["classes"]}.get(w["head"])
-    if outputs:
-        bound = 1 / np.sqrt(w["hidden"])
-        params["head"] = (rng.uniform(-bound, bound, (w["hidden"], outputs)).astype(np.float32),
-                          np.zeros(outputs, np.float32))
+    params: dict = {"lstm": reference_weights(w.input, w.hidden, w.layers, seed)}
+    if w.vocab:
+        params["embed"] = rng.normal(0, 0.05, (w.vocab, w.embed)).astype(np.float32)
+    if w.outputs:
+        bound = 1 / np.sqrt(w.hidden)
+        params["head"] = (rng.uniform(-bound, bound, (w.hidden, w.outputs)).astype(np.float32),
+                          np.zeros(w.outputs, np.float32))
     return params
 
 
@@ -74,9 +72,10 @@ def lstm_stack(layers: list, xs, dtype=None):
 MODELS = ("scan_jax",)
 
 
-def run(cfg: dict, out: Path) -> dict:
-    if cfg["model"] not in MODELS:
-        raise RunnerError(f"{cfg['model']}: not a JAX variant ({', '.join(MODELS)})")
+def setup(run: RunConfig) -> Capture:
+    """The JAX run of ``run``: parameters, the jit-compiled step and jax.profiler."""
+    if run.model not in MODELS:
+        raise RunnerError(f"{run.model}: not a JAX variant ({', '.join(MODELS)})")
     try:
         import jax
         import jax.numpy as jnp
@@ -87,8 +86,8 @@ def run(cfg: dict, out: Path) -> dict:
         raise RunnerError(f"JAX is not importable here ({e}); {pip_install('jax')}") \
             from None
 
-    w = cfg["workload"]
-    if cfg["device"] == "cuda":
+    w, cfg = run.workload, run.cfg
+    if run.device == "cuda":
         try:
             device = jax.devices("gpu")[0]
         except RuntimeError:
@@ -104,35 +103,35 @@ def run(cfg: dict, out: Path) -> dict:
             compile_events[event] = compile_events.get(event, 0.0) + duration_secs
 
     jax.monitoring.register_event_duration_secs_listener(on_event)
-    if w.get("workers", -1) > 0:
+    if w.workers > 0:
         raise RunnerError("scan_jax has no worker processes for data; --workers 0 feeds "
                           "shuffled batches from the main process")
-    dtype = {"fp16": jnp.float16, "bf16": jnp.bfloat16, None: None}[cfg.get("amp")]
-    train = w["mode"] == "train"
-    batch = w["batch"]
+    dtype = {"fp16": jnp.float16, "bf16": jnp.bfloat16, None: None}[run.amp]
+    train = run.train
+    batch = w.batch
     n = samples_needed(w, cfg)
-    xs, ys = synthetic_data(w, n, cfg["seed"])
-    rng = np.random.default_rng(cfg["seed"])
+    xs, ys = synthetic_data(w, n, run.seed)
+    rng = np.random.default_rng(run.seed)
 
     def loss_fn(params, x, y):
-        h = params["embed"][x] if w["vocab"] else x
+        h = params["embed"][x] if w.vocab else x
         h = jnp.swapaxes(h, 0, 1)  # time-major for scan
         if dtype is not None:
             h = h.astype(dtype)
         out = jnp.swapaxes(lstm_stack(params["lstm"], h, dtype), 0, 1)
-        if w["head"] in ("lm", "classify"):
+        if w.head in ("lm", "classify"):
             wh, bh = params["head"]
-            feats = out if w["head"] == "lm" else out[:, -1]
+            feats = out if w.head == "lm" else out[:, -1]
             if dtype is not None:
                 wh, bh = wh.astype(dtype), bh.astype(dtype)
             logits = (feats @ wh + bh).astype(jnp.float32)
             logp = jax.nn.log_softmax(logits, axis=-1)
             return -jnp.mean(jnp.take_along_axis(logp, y[..., None], axis=-1))
-        pred = (out[:, -1] if w["head"] == "last_mse" else out).astype(jnp.float32)
+        pred = (out[:, -1] if w.head == "last_mse" else out).astype(jnp.float32)
         return jnp.mean((pred - y) ** 2)
 
-    lr = w["lr"]
-    adam = w["optimizer"] == "adam"
+    lr = w.lr
+    adam = w.optimizer == "adam"
 
     def update(state, x, y):
         params, opt = state
@@ -150,7 +149,7 @@ def run(cfg: dict, out: Path) -> dict:
         return (params, opt), loss
 
     with jax.default_device(device):
-        params = jax.tree_util.tree_map(jnp.asarray, init_params(w, cfg["seed"]))
+        params = jax.tree_util.tree_map(jnp.asarray, init_params(w, run.seed))
         def zeros():  # separate buffers: the step donates its state
             return jax.tree_util.tree_map(jnp.zeros_like, params)
 
@@ -162,7 +161,7 @@ def run(cfg: dict, out: Path) -> dict:
 
         def batch_arrays():
             nonlocal cursor
-            if w.get("workers", -1) < 0:
+            if not w.loader:
                 return xs, ys
             if cursor + batch > n:
                 cursor = 0
@@ -174,7 +173,7 @@ def run(cfg: dict, out: Path) -> dict:
 
         def step() -> object:
             nonlocal state, x, y
-            if w.get("workers", -1) >= 0:
+            if w.loader:
                 with jax.profiler.TraceAnnotation("data"):
                     x, y = (jnp.asarray(a) for a in batch_arrays())
             if train:
@@ -183,32 +182,24 @@ def run(cfg: dict, out: Path) -> dict:
                 loss = step_jit(state[0], x, y)
             return loss.block_until_ready()
 
-        logdir = out / "jaxprofile"
-        shutil.rmtree(logdir, ignore_errors=True)  # a reused (--force) run folder's old profile
-        phases = run_phases(
-            step, cfg, lambda: jax.profiler.start_trace(str(logdir)), jax.profiler.stop_trace,
-            lambda i: jax.profiler.StepTraceAnnotation("step", step_num=i),
-            min_warmup=1,  # the first call compiles
-            memory=_memory_probe(device),
-            usage=usage_probe((None, device.id) if device.platform == "gpu" else None))
-    files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
-    if not files:
-        raise RunnerError(f"jax.profiler wrote no .xplane.pb under {logdir}")
-    bench = bench_figures(phases, batch, w, losses=[float(v) for v in phases.outputs or []])
-    bench.update({"framework_compile_s": sum(compile_events.values()) or None,
-                  "framework_compile_note": "jax.monitoring: "
-                  + ", ".join(sorted(compile_events)) if compile_events
-                  else "jax.monitoring reported no compile event"})
-    meta = {
-        "framework": "jax",
-        "framework_version": jax.__version__,
-        "python": platform.python_version(),
-        "device_name": getattr(device, "device_kind", str(device)),
-        "compute_dtype": str(np.dtype(dtype)) if dtype is not None else "float32",
-        "profiler": "jax.profiler",
-        "logdir": str(logdir),
-    }
-    return run_result(out, bench, meta, files[-1])
+    logdir = profile_dir(run.out / "jaxprofile")
+    return Capture(
+        framework="jax", version=jax.__version__, profiler="jax.profiler",
+        device_name=getattr(device, "device_kind", str(device)),
+        step=step, start=lambda: jax.profiler.start_trace(str(logdir)),
+        stop=jax.profiler.stop_trace,
+        around_step=lambda i: jax.profiler.StepTraceAnnotation("step", step_num=i),
+        trace=lambda: xplane_file(logdir, "jax.profiler"),
+        within=lambda: jax.default_device(device),
+        min_warmup=1,  # the first call compiles
+        memory=_memory_probe(device),
+        usage=usage_probe((None, device.id) if device.platform == "gpu" else None),
+        bench=lambda: {"framework_compile_s": sum(compile_events.values()) or None,
+                       "framework_compile_note": "jax.monitoring: "
+                       + ", ".join(sorted(compile_events)) if compile_events
+                       else "jax.monitoring reported no compile event"},
+        meta={"compute_dtype": str(np.dtype(dtype)) if dtype is not None else "float32",
+              "logdir": str(logdir)})
 
 
 def _memory_probe(device) -> tuple:
@@ -229,8 +220,8 @@ def _memory_probe(device) -> tuple:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return serve(run, "python -m traceviz.runners.jax",
-                 "capture the JAX LSTM variant (used by `traceviz capture`)", argv)
+    return serve_capture(setup, "python -m traceviz.runners.jax",
+                         "capture the JAX LSTM variant (used by `traceviz capture`)", argv)
 
 
 if __name__ == "__main__":

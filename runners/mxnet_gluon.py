@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-import platform
 import sys
 from pathlib import Path
 
-# protocol.py (stdlib) and synthetic.py (numpy): nothing else from traceviz
+# protocol.py, benchdefs.py, usage.py (stdlib) and synthetic.py (numpy):
+# nothing else from traceviz
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from protocol import (  # noqa: E402
+    Capture,
+    RunConfig,
     RunnerError,
-    bench_figures,
+    cpu_name,
     rss_probe,
-    run_phases,
-    run_result,
-    serve,
+    serve_capture,
 )
 from synthetic import samples_needed, synthetic_data  # noqa: E402
 from usage import usage_probe  # noqa: E402
@@ -39,9 +39,10 @@ for _var in ("MXNET_EXEC_BULK_EXEC_TRAIN", "MXNET_EXEC_BULK_EXEC_INFERENCE"):
 MODELS = ("gluon_mxnet",)
 
 
-def run(cfg: dict, out: Path) -> dict:
-    if cfg["model"] not in MODELS:
-        raise RunnerError(f"{cfg['model']}: not an MXNet variant ({', '.join(MODELS)})")
+def setup(run: RunConfig) -> Capture:
+    """The MXNet run of ``run``: the Gluon model, its imperative step and mx.profiler."""
+    if run.model not in MODELS:
+        raise RunnerError(f"{run.model}: not an MXNet variant ({', '.join(MODELS)})")
     try:
         import mxnet as mx
     except ImportError as e:
@@ -49,41 +50,40 @@ def run(cfg: dict, out: Path) -> dict:
                           "create one with `traceviz env mxnet`") from None
     from mxnet import autograd, gluon, nd
 
-    w = cfg["workload"]
-    if cfg.get("amp"):
+    w, cfg = run.workload, run.cfg
+    if run.amp:
         raise RunnerError("gluon_mxnet runs in fp32 only (MXNet's AMP is not wired in)")
-    if cfg["device"] == "cuda":
+    if run.device == "cuda":
         if mx.context.num_gpus() == 0:
             raise RunnerError("--device cuda: this MXNet build sees no GPU (the PyPI "
                               "mxnet wheel is CPU-only)")
         ctx = mx.gpu(0)
     else:
         ctx = mx.cpu()
-    mx.random.seed(cfg["seed"])
-    train = w["mode"] == "train"
-    batch = w["batch"]
+    mx.random.seed(run.seed)
+    train = run.train
+    batch = w.batch
 
     class Net(gluon.HybridBlock):
         def __init__(self) -> None:
             super().__init__()
             with self.name_scope():
-                self.embed = gluon.nn.Embedding(w["vocab"], w["embed"],
-                                                sparse_grad=w["sparse_embedding"]) \
-                    if w["vocab"] else None
-                self.lstm = gluon.rnn.LSTM(w["hidden"], num_layers=w["layers"], layout="TNC",
-                                           input_size=w["input"])
-                outputs = {"lm": w["vocab"], "classify": w["classes"]}.get(w["head"])
-                self.head = gluon.nn.Dense(outputs, flatten=False) if outputs else None
+                self.embed = gluon.nn.Embedding(w.vocab, w.embed,
+                                                sparse_grad=w.sparse_embedding) \
+                    if w.vocab else None
+                self.lstm = gluon.rnn.LSTM(w.hidden, num_layers=w.layers, layout="TNC",
+                                           input_size=w.input)
+                self.head = gluon.nn.Dense(w.outputs, flatten=False) if w.outputs else None
 
         def hybrid_forward(self, F, x):  # noqa: N803 (Gluon's signature)
             h = self.embed(x) if self.embed is not None else x
             out = self.lstm(h)
-            if w["head"] == "lm":
+            if w.head == "lm":
                 return self.head(out)
-            if w["head"] == "classify":
+            if w.head == "classify":
                 return self.head(F.squeeze(F.slice_axis(out, axis=0, begin=-1, end=None),
                                            axis=0))
-            if w["head"] == "last_mse":
+            if w.head == "last_mse":
                 return F.squeeze(F.slice_axis(out, axis=0, begin=-1, end=None), axis=0)
             return out
 
@@ -91,29 +91,29 @@ def run(cfg: dict, out: Path) -> dict:
     net.initialize(mx.init.Xavier(), ctx=ctx)
     # imperative, not hybridized: a hybridized block's profile shows only anonymous
     # "ImperativeBulk" segments (seen with and without static_alloc), no operator names
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss() if w["head"] in ("lm", "classify") \
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss() if w.head in ("lm", "classify") \
         else gluon.loss.L2Loss()
-    trainer = gluon.Trainer(net.collect_params(), w["optimizer"],
-                            {"learning_rate": w["lr"]}) if train else None
+    trainer = gluon.Trainer(net.collect_params(), w.optimizer,
+                            {"learning_rate": w.lr}) if train else None
 
     # data: one fixed batch, or a DataLoader with `workers` processes over a dataset
-    xs, ys = synthetic_data(w, samples_needed(w, cfg), cfg["seed"])
+    xs, ys = synthetic_data(w, samples_needed(w, cfg), run.seed)
     xs, ys = xs.astype("float32"), ys.astype("float32")  # Gluon's embedding takes floats
 
     def time_major(x, y):
         x = nd.swapaxes(x, 0, 1)
-        if y.ndim > 1 and w["head"] != "last_mse":
+        if y.ndim > 1 and w.head != "last_mse":
             y = nd.swapaxes(y, 0, 1)
         return x.as_in_context(ctx), y.as_in_context(ctx)
 
     def batches():
-        if w.get("workers", -1) < 0:
+        if not w.loader:
             fixed = time_major(nd.array(xs), nd.array(ys))
             while True:
                 yield fixed
         data = gluon.data.DataLoader(gluon.data.ArrayDataset(xs, ys), batch_size=batch,
                                      shuffle=True, last_batch="discard",
-                                     num_workers=w["workers"])
+                                     num_workers=w.workers)
         while True:
             for xb, yb in data:
                 yield time_major(xb, yb)
@@ -133,7 +133,7 @@ def run(cfg: dict, out: Path) -> dict:
         return loss  # per sequence: averaged after the timed phase
 
     # profiled phase: 2 unmarked steps, then the active steps as profiler tasks "step N"
-    trace_path = out / "trace.mxnet.json"
+    trace_path = run.out / "trace.mxnet.json"
     mx.profiler.set_config(profile_all=True, aggregate_stats=False, filename=str(trace_path))
     domain = mx.profiler.Domain("traceviz")
 
@@ -144,33 +144,28 @@ def run(cfg: dict, out: Path) -> dict:
         yield
         t.stop()
 
-    phases = run_phases(
-        step, cfg, lambda: mx.profiler.set_state("run"),
-        lambda: (mx.profiler.set_state("stop"), mx.profiler.dump()), task,
-        memory=rss_probe(),
-        usage=usage_probe((None, ctx.device_id) if cfg["device"] == "cuda" else None))
+    def stop() -> None:
+        mx.profiler.set_state("stop")
+        mx.profiler.dump()
 
-    bench = bench_figures(phases, batch, w, losses=[float(v.mean().asscalar())
-                                                   for v in phases.outputs or []])
-    bench.update({"framework_compile_s": None,
-                  "framework_compile_note": "imperative Gluon compiles nothing"})
-    meta = {
-        "framework": "mxnet",
-        "framework_version": mx.__version__,
-        "numpy_version": __import__("numpy").__version__,
-        "python": platform.python_version(),
-        "interpreter": sys.executable,
-        "device_name": platform.processor() or platform.machine() if ctx.device_type == "cpu"
-        else f"gpu {ctx.device_id}",
-        "hybridized": False,
-        "profiler": "mx.profiler",
-    }
-    return run_result(out, bench, meta, trace_path)
+    return Capture(
+        framework="mxnet", version=mx.__version__, profiler="mx.profiler",
+        device_name=cpu_name() if ctx.device_type == "cpu" else f"gpu {ctx.device_id}",
+        step=step, start=lambda: mx.profiler.set_state("run"),
+        stop=stop,
+        around_step=task, trace=lambda: trace_path,
+        memory=rss_probe(),
+        usage=usage_probe((None, ctx.device_id) if run.device == "cuda" else None),
+        loss=lambda v: float(v.mean().asscalar()),  # per sequence: averaged here
+        bench=lambda: {"framework_compile_s": None,
+                       "framework_compile_note": "imperative Gluon compiles nothing"},
+        meta={"numpy_version": __import__("numpy").__version__,
+              "interpreter": sys.executable, "hybridized": False})
 
 
 def main(argv: list[str] | None = None) -> int:
-    return serve(run, "mxnet_gluon.py", "capture the Gluon LSTM (used by `traceviz capture`)",
-                 argv)
+    return serve_capture(setup, "mxnet_gluon.py",
+                         "capture the Gluon LSTM (used by `traceviz capture`)", argv)
 
 
 if __name__ == "__main__":

@@ -1,39 +1,17 @@
 """Workloads of the reproduced LSTM studies, framework-independent: shapes, loss, optimizer, mode.
 
-A ``Workload`` is plain data so it can cross into a runner subprocess as JSON.
+``Workload`` itself lives in ``benchdefs.py`` (standard library only, so that every
+runner, the MXNet one included, rebuilds it from its config); it is re-exported here.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from traceviz.errors import TraceVizError, UsageError
-
-
-@dataclass(frozen=True)
-class Workload:
-    preset: str
-    batch: int
-    seq: int
-    hidden: int
-    layers: int
-    input: int          # LSTM input width (= embed when there is a vocabulary)
-    vocab: int          # 0: no embedding, inputs are dense vectors
-    embed: int
-    head: str           # "lm" (decoder to vocab), "classify" (FC + softmax), "last_mse", "none"
-    classes: int
-    loss: str           # "xent" or "mse"
-    optimizer: str      # "sgd" or "adam"
-    lr: float
-    mode: str           # "forward" or "train"
-    sparse_embedding: bool = False
-    workers: int = -1   # >= 0: batches come from a DataLoader with that many workers
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
+from traceviz.runners.benchdefs import Workload
 
 PRESETS: dict[str, Workload] = {
     # PTB word LM (Zaremba medium-ish): vocab 10001, embed 128, 3 x 256, seq 50, batch 128;

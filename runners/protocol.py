@@ -1,4 +1,6 @@
-"""The runner side of the capture protocol: JSON lines on stdout, one-line errors.
+"""The runner side of the capture protocol: JSON lines on stdout, one-line errors, and
+the one capture skeleton every framework's runner fills in (``capture``: the config read,
+the framework's set-up, the phases, bench.json and meta.json).
 
 Imports nothing but the standard library, so the MXNet runner, which runs in an
 interpreter without traceviz's dependencies, loads it by path.
@@ -9,17 +11,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import platform
+import shutil
 import statistics
 import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-# the figures' definitions; the MXNet runner loads this file by path, beside them
+# the figures' and the workload's definitions; the MXNet runner loads this file by path,
+# beside them
 try:
     from traceviz.runners.benchdefs import (
+        Workload,
         first_call_seconds,
         settled,
         spread,
@@ -27,6 +34,7 @@ try:
     )
 except ImportError:  # pragma: no cover - the MXNet runner's interpreter has no traceviz
     from benchdefs import (  # type: ignore[no-redef]
+        Workload,
         first_call_seconds,
         settled,
         spread,
@@ -269,3 +277,113 @@ def run_phases(step: Callable[[], object], cfg: dict, start: Callable[[], None],
 def max_warmup(cfg: dict) -> int:
     """The warm-up bound: ``max_warmup`` of the config (older configs: --warmup + 10)."""
     return int(cfg.get("max_warmup", cfg["warmup"] + 10))
+
+
+# -- the capture skeleton: what every framework's runner does, in one place ----------------
+
+Probe = tuple[Callable[[], None], Callable[[], dict]]  # (reset or start, read or stop)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A runner's config.json, read: what the parent asked for (``CaptureRequest.config``)."""
+
+    model: str
+    workload: Workload
+    device: str            # "cpu" or "cuda"
+    seed: int
+    amp: str | None        # "fp16", "bf16" or None
+    out: Path              # the run folder
+    cfg: dict[str, Any]    # the whole config: options, profiler, exec, graph_replay...
+
+    @classmethod
+    def read(cls, cfg: dict[str, Any], out: Path) -> RunConfig:
+        return cls(cfg["model"], Workload.from_dict(cfg["workload"]), cfg["device"],
+                   cfg["seed"], cfg.get("amp"), out, cfg)
+
+    @property
+    def train(self) -> bool:
+        return self.workload.train
+
+
+def _as_timed(phases: Phases) -> tuple[Phases, dict]:
+    return phases, {}
+
+
+@dataclass
+class Capture:
+    """A framework's run, set up: what ``capture`` runs and records. The step runs one
+    batch and returns once its work is done (its return value: the batch's loss, read
+    with ``loss`` after the timed phase); the profiler runs from ``start`` to ``stop``
+    around the profiled steps, each active one inside ``around_step(i)``."""
+
+    framework: str                        # meta.json's "framework"
+    version: str                          # its "framework_version"
+    device_name: str
+    profiler: str                         # meta.json's "profiler"
+    step: Callable[[], object]
+    start: Callable[[], None]
+    stop: Callable[[], None]
+    around_step: Callable[[int], contextlib.AbstractContextManager]
+    trace: Callable[[], Path | None]      # the raw trace, asked once the profiler stopped
+    meta: dict[str, Any] = field(default_factory=dict)  # meta.json's framework-specific keys
+    after_step: Callable[[], None] = lambda: None       # after every profiled-phase step
+    profile_unmarked: bool = False        # the profiler has its own schedule (run_phases)
+    min_warmup: int = 0                   # steps the first call needs (tracing, compiling)
+    memory: Probe | None = None           # the timed phase's peak memory (reset, read)
+    usage: Probe | None = None            # utilization and energy (start, stop)
+    within: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+    loss: Callable[[Any], float] = float  # a step's return value as a number
+    rank: int | None = None               # the factorized LSTM's rank (its FLOPs)
+    bench: Callable[[], dict] = dict      # bench.json's framework figures (compile time)
+    retime: Callable[[Phases], tuple[Phases, dict]] = _as_timed  # other clocks' times
+
+
+def capture(setup: Callable[[RunConfig], Capture], cfg: dict[str, Any], out: Path) -> dict:
+    """The runner skeleton: the config read (``RunConfig``), the framework's ``setup``,
+    the warm-up, timed and profiled phases (``run_phases``) inside ``within()``, then
+    bench.json (``bench_figures``, ``bench()``, ``retime``'s figures) and meta.json
+    (framework, version, Python, device, profiler, then ``meta``); the ``done`` fields."""
+    run = RunConfig.read(cfg, out)
+    c = setup(run)
+    with c.within():
+        phases = run_phases(c.step, cfg, c.start, c.stop, c.around_step,
+                            min_warmup=c.min_warmup, after_step=c.after_step,
+                            profile_unmarked=c.profile_unmarked, memory=c.memory,
+                            usage=c.usage)
+    trace = c.trace()
+    phases, timing = c.retime(phases)
+    w = run.workload
+    bench = bench_figures(phases, w.batch, w.to_dict(),
+                          losses=[c.loss(v) for v in phases.outputs or []], rank=c.rank)
+    bench.update(c.bench())
+    bench.update(timing)
+    meta = {"framework": c.framework, "framework_version": c.version,
+            "python": platform.python_version(), "device_name": c.device_name,
+            "profiler": c.profiler, **c.meta}
+    return run_result(out, bench, meta, trace)
+
+
+def serve_capture(setup: Callable[[RunConfig], Capture], prog: str, description: str,
+                  argv: list[str] | None = None) -> int:
+    """A runner's ``main``: ``serve`` with the skeleton around ``setup``."""
+    return serve(lambda cfg, out: capture(setup, cfg, out), prog, description, argv)
+
+
+def profile_dir(path: Path) -> Path:
+    """The profiler's log directory, emptied (a reused, --force, run folder's old one)."""
+    shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
+def xplane_file(logdir: Path, profiler: str) -> Path:
+    """The newest ``.xplane.pb`` the TensorFlow or JAX profiler wrote under ``logdir``."""
+    files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
+    if not files:
+        raise RunnerError(f"{profiler} wrote no .xplane.pb under {logdir}")
+    return files[-1]
+
+
+def cpu_name() -> str:
+    """meta.json's ``device_name`` of a CPU run."""
+    return platform.processor() or platform.machine()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from traceviz.errors import TraceVizError
 from traceviz.files.fileio import atomic_output, check_readable
 from traceviz.table import schema
+from traceviz.table.meta import TraceMeta
 
 META_KEY = b"traceviz"
 
@@ -39,13 +40,14 @@ def _has_device_rows(path: Path) -> bool:
 class Trace:
     """One events table (see ``traceviz.table.schema``) and its metadata.
 
-    Metadata keys in use: ``schema_version``, ``source_format``, ``source_file``,
-    ``profiler``, ``devices`` (index -> name), ``origin_ns`` (absolute time of ts_ns 0
-    in the source's clock), and whatever a runner adds (model, preset, bench...).
+    ``meta``'s keys are named, each with what it holds, by ``traceviz.table.meta.TraceMeta``:
+    the source's (``source_format``, ``source_file``, ``profiler``, ``devices``,
+    ``origin_ns``...), the import's (``notes``, ``dtypes_recorded``, ``memory_base``) and
+    a run's (``model``, ``workload``, ``bench``, ``runner``...).
     """
 
     events: pd.DataFrame
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: TraceMeta = field(default_factory=lambda: TraceMeta())
 
     def __post_init__(self) -> None:
         self.events = schema.coerce(self.events)
@@ -253,7 +255,7 @@ class Trace:
                 details = details.cat.add_categories([""])
             events["details"] = details.fillna("")
         try:
-            return cls(events=events, meta=meta)
+            return cls(events=events, meta=cast(TraceMeta, meta))
         except (ValueError, TypeError, OverflowError) as e:
             raise TraceVizError(f"{path}: a column has the wrong type or missing values "
                                 f"({e})") from None

@@ -16,6 +16,7 @@ as closed-open intervals; HTA's cumulative-status sweep depends on sort order at
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -174,7 +175,7 @@ def rank_figures(trace: Trace, rank: int, file: str) -> RankFigures:
     )
 
 
-def run_identity(meta: dict[str, Any]) -> str:
+def run_identity(meta: Mapping[str, Any]) -> str:
     """The devices (by name) and model a trace ran: ranks of one job share them."""
     names = sorted({str(v) for v in (meta.get("devices") or {}).values() if v})
     model = meta.get("model")

@@ -14,6 +14,7 @@ from traceviz.analyses.summary.kernels import category_busy_ns
 from traceviz.analyses.timings import Timings
 from traceviz.analyses.work import analysis_windows, step_count, wall_windows, work_rows
 from traceviz.table.classify import tensor_core_flags
+from traceviz.table.meta import TraceMeta
 from traceviz.table.schema import CATEGORIES
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
@@ -25,7 +26,7 @@ class RunFigures:
     """What `traceviz compare` puts in one column."""
 
     label: str
-    meta: dict
+    meta: TraceMeta
     cpu_trace: bool
     time_per_batch_s: float | None
     sequences_per_s: float | None
@@ -191,7 +192,7 @@ def workload_differences(runs: list[RunFigures]) -> list[str]:
     return out
 
 
-def _device_names(meta: dict) -> str:
+def _device_names(meta: TraceMeta) -> str:
     """The devices the run used by name: the runner's record, else the trace's (the host's
     CPU: empty). An XSpace may name a GPU only "/device:GPU:0"."""
     runner = (meta.get("runner") or {}).get("device_name")
@@ -201,7 +202,7 @@ def _device_names(meta: dict) -> str:
     return ", ".join(names)
 
 
-def _framework(meta: dict) -> str:
+def _framework(meta: TraceMeta) -> str:
     """The framework that ran: the runner's record, else what the trace's format says."""
     runner = (meta.get("runner") or {}).get("framework")
     if runner:

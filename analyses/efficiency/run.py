@@ -9,6 +9,7 @@ the profiler the trace came from.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -210,7 +211,7 @@ def stated_peak(trace: Trace, device: str | None) -> Peak | None:
     return None
 
 
-def model_figures(meta: dict, run_peak: float | None) -> dict[str, Any] | None:
+def model_figures(meta: Mapping[str, Any], run_peak: float | None) -> dict[str, Any] | None:
     """A capture's workload FLOPs per batch (bench.json, else from its workload), the
     model TFLOP/s at the median timed batch and the MFU against ``run_peak``."""
     bench = meta.get("bench") or {}

@@ -40,7 +40,7 @@ def replayed_trace(g: ReplayGraph, sol: Solution) -> Trace:
     drop = g.d_rows[g.d_removed]
     if len(drop):
         ev = ev.drop(index=drop)
-    return replace(g.trace, events=ev, meta=dict(g.trace.meta))
+    return replace(g.trace, events=ev, meta=g.trace.meta.copy())
 
 
 def moved_marks(g: ReplayGraph, sol: Solution, marks: pd.DataFrame

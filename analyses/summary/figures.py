@@ -27,6 +27,7 @@ from traceviz.analyses.work import (
     wall_windows,
     work_rows,
 )
+from traceviz.table.meta import TraceMeta
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
@@ -47,7 +48,7 @@ class _Inputs:
 
 @dataclass
 class Summary:
-    meta: dict[str, Any]
+    meta: TraceMeta
     cpu_trace: bool
     scope: str                       # "steps" or "trace": what the windows are
     steps: int                       # step windows (per device where steps are per device)

@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-import platform
-import shutil
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
+from traceviz.runners.benchdefs import Workload
 from traceviz.runners.protocol import (
+    Capture,
+    RunConfig,
     RunnerError,
-    bench_figures,
+    cpu_name,
+    profile_dir,
     rss_probe,
-    run_phases,
-    run_result,
-    serve,
+    serve_capture,
+    xplane_file,
 )
 from traceviz.runners.synthetic import samples_needed, synthetic_data
 from traceviz.runners.usage import usage_probe
@@ -35,23 +35,25 @@ from traceviz.runners.usage import usage_probe
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # C++ INFO/WARNING lines: to the log
 
 
-def _data(w: dict, cfg: dict, tf) -> Iterator[tuple]:
+def _data(w: Workload, cfg: dict, tf) -> Iterator[tuple]:
     """Endless (input, target) batches, batch-major as Keras wants them: one fixed
     synthetic batch, or with ``workers >= 0`` a shuffled tf.data pipeline over enough
     samples for every batch of the run (``workers`` > 0: that many prefetched)."""
     xs, ys = (tf.constant(a) for a in synthetic_data(w, samples_needed(w, cfg),
                                                        cfg["seed"]))
-    if w.get("workers", -1) < 0:
+    if not w.loader:
         while True:
             yield xs, ys
     data = (tf.data.Dataset.from_tensor_slices((xs, ys))
-            .shuffle(len(xs), seed=cfg["seed"]).batch(w["batch"], drop_remainder=True).repeat())
-    if w["workers"] > 0:
-        data = data.prefetch(w["workers"])
+            .shuffle(len(xs), seed=cfg["seed"]).batch(w.batch, drop_remainder=True).repeat())
+    if w.workers > 0:
+        data = data.prefetch(w.workers)
     yield from data
 
 
-def run(cfg: dict, out: Path) -> dict:
+def setup(run: RunConfig) -> Capture:
+    """The TensorFlow run of ``run``: Keras model, step under tf.function (or eager) and
+    the TensorFlow profiler."""
     try:
         import keras
         import tensorflow as tf
@@ -63,29 +65,27 @@ def run(cfg: dict, out: Path) -> dict:
     from traceviz.runners.reference import reference_weights
     from traceviz.runners.tensorflow import models as tf_models
 
-    w = cfg["workload"]
-    variant = cfg["model"]
+    w, cfg, variant = run.workload, run.cfg, run.model
     exec_mode = cfg.get("exec") or tf_models.DEFAULT_EXEC[variant]
     if exec_mode != tf_models.DEFAULT_EXEC[variant] and variant not in tf_models.EXEC_CHOICE:
         raise RunnerError(f"--exec {exec_mode}: {variant} is defined by how it runs "
                           f"({tf_models.DEFAULT_EXEC[variant]}); --exec applies to "
                           + ", ".join(tf_models.EXEC_CHOICE))
     gpus = tf.config.list_physical_devices("GPU")
-    if cfg["device"] == "cuda" and not gpus:
+    if run.device == "cuda" and not gpus:
         raise RunnerError(f"--device cuda: TensorFlow {tf.__version__} sees no GPU "
                           "(use --device cpu)")
-    if cfg["device"] == "cpu" and gpus:
+    if run.device == "cpu" and gpus:
         tf.config.set_visible_devices([], "GPU")
-    policy = {"fp16": "mixed_float16", "bf16": "mixed_bfloat16", None: "float32"}[cfg.get("amp")]
+    policy = {"fp16": "mixed_float16", "bf16": "mixed_bfloat16", None: "float32"}[run.amp]
     keras.mixed_precision.set_dtype_policy(policy)
-    keras.utils.set_random_seed(cfg["seed"])
-    train = w["mode"] == "train"
+    keras.utils.set_random_seed(run.seed)
+    train = run.train
 
     # --- model: embedding? -> LSTM variant -> head ---------------------------------
-    stack = tf_models.lstm_layers(variant, w["hidden"], w["layers"])
-    embed = keras.layers.Embedding(w["vocab"], w["embed"]) if w["vocab"] else None
-    outputs = {"lm": w["vocab"], "classify": w["classes"]}.get(w["head"])
-    head = keras.layers.Dense(outputs) if outputs else None
+    stack = tf_models.lstm_layers(variant, w.hidden, w.layers)
+    embed = keras.layers.Embedding(w.vocab, w.embed) if w.vocab else None
+    head = keras.layers.Dense(w.outputs) if w.outputs else None
     batches = _data(w, cfg, tf)
     x, target = next(batches)
 
@@ -93,25 +93,24 @@ def run(cfg: dict, out: Path) -> dict:
         h = embed(inp) if embed is not None else inp
         h = tf_models.run_stack(stack, h)
         if head is not None:  # lm: logits per step; classify: from the last step
-            return head(h) if w["head"] == "lm" else head(h[:, -1])
-        return h[:, -1] if w["head"] == "last_mse" else h
+            return head(h) if w.head == "lm" else head(h[:, -1])
+        return h[:, -1] if w.head == "last_mse" else h
 
     def loss_of(inp, tgt, training: bool):
         pred = tf.cast(forward(inp, training), tf.float32)
-        if w["head"] in ("lm", "classify"):
+        if w.head in ("lm", "classify"):
             return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(tgt, pred))
         return tf.reduce_mean(tf.square(pred - tgt))
 
     loss_of(x, target, False)  # builds every layer
-    tf_models.load_weights(stack, reference_weights(
-        w["input"], w["hidden"], w["layers"], cfg["seed"]))
+    tf_models.load_weights(stack, reference_weights(w.input, w.hidden, w.layers, run.seed))
     params = [v for layer in ([embed] if embed else []) + stack + ([head] if head else [])
               for v in layer.trainable_variables]
     opt = None
     if train:
-        opt = keras.optimizers.Adam(w["lr"]) if w["optimizer"] == "adam" \
-            else keras.optimizers.SGD(w["lr"])
-        if cfg.get("amp") == "fp16":
+        opt = keras.optimizers.Adam(w.lr) if w.optimizer == "adam" \
+            else keras.optimizers.SGD(w.lr)
+        if run.amp == "fp16":
             opt = keras.optimizers.LossScaleOptimizer(opt)
         opt.build(params)
 
@@ -137,57 +136,42 @@ def run(cfg: dict, out: Path) -> dict:
         return loss
 
     compiled = tf_models.step_wrapper(exec_mode)(step_fn)
-    loader = w.get("workers", -1) >= 0
-    device = "/GPU:0" if cfg["device"] == "cuda" else "/CPU:0"
+    loader = w.loader
+    device = "/GPU:0" if run.device == "cuda" else "/CPU:0"
 
     def step() -> object:
         nonlocal x, target
         if loader:
             with tf.profiler.experimental.Trace("data"):
                 x, target = next(batches)
-        with tf.device(device):
-            loss = compiled(x, target)
-        return loss.numpy()  # waits for the step's device work
+        try:
+            with tf.device(device):
+                loss = compiled(x, target)
+            return loss.numpy()  # waits for the step's device work
+        except tf.errors.InvalidArgumentError as e:
+            if exec_mode != "xla":
+                raise
+            raise RunnerError(f"{variant}: XLA could not compile the step: "
+                              f"{str(e).strip().splitlines()[0][:300]}") from None
 
-    logdir = out / "tfprofile"
-    shutil.rmtree(logdir, ignore_errors=True)  # a reused (--force) run folder's old profile
-    try:
-        phases = run_phases(
-            step, cfg, lambda: tf.profiler.experimental.start(str(logdir)),
-            tf.profiler.experimental.stop,
-            lambda i: tf.profiler.experimental.Trace("step", step_num=i, _r=1),
-            min_warmup=1,  # the first call traces (and compiles)
-            memory=_memory_probe(tf, cfg["device"]),
-            usage=usage_probe((None, 0) if cfg["device"] == "cuda" else None))
-    except tf.errors.InvalidArgumentError as e:
-        if exec_mode != "xla":
-            raise
-        raise RunnerError(f"{variant}: XLA could not compile the step: "
-                          f"{str(e).strip().splitlines()[0][:300]}") from None
-    files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
-    if not files:
-        raise RunnerError(f"the TensorFlow profiler wrote no .xplane.pb under {logdir}")
-
-    bench = bench_figures(phases, w["batch"], w,
-                          losses=[float(v) for v in phases.outputs or []])
-    bench.update({"framework_compile_s": None, "framework_compile_note":
-                  "tf.function and XLA report no compile time of their own; the first "
-                  "call's tracing and compiling are in first_call_s"})
-    meta = {
-        "framework": "tensorflow",
-        "framework_version": tf.__version__,
-        "keras_version": keras.__version__,
-        "python": platform.python_version(),
-        "device_name": (tf.config.experimental.get_device_details(gpus[0]).get("device_name",
-                                                                              "GPU")
-                        if cfg["device"] == "cuda" else platform.processor()
-                        or platform.machine()),
-        "exec": exec_mode,
-        "dtype_policy": policy,
-        "profiler": "TensorFlow profiler",
-        "logdir": str(logdir),
-    }
-    return run_result(out, bench, meta, files[-1])
+    logdir = profile_dir(run.out / "tfprofile")
+    return Capture(
+        framework="tensorflow", version=tf.__version__, profiler="TensorFlow profiler",
+        device_name=tf.config.experimental.get_device_details(gpus[0]).get("device_name",
+                                                                           "GPU")
+        if run.device == "cuda" else cpu_name(),
+        step=step, start=lambda: tf.profiler.experimental.start(str(logdir)),
+        stop=tf.profiler.experimental.stop,
+        around_step=lambda i: tf.profiler.experimental.Trace("step", step_num=i, _r=1),
+        trace=lambda: xplane_file(logdir, "the TensorFlow profiler"),
+        min_warmup=1,  # the first call traces (and compiles)
+        memory=_memory_probe(tf, run.device),
+        usage=usage_probe((None, 0) if run.device == "cuda" else None),
+        bench=lambda: {"framework_compile_s": None, "framework_compile_note":
+                       "tf.function and XLA report no compile time of their own; the first "
+                       "call's tracing and compiling are in first_call_s"},
+        meta={"keras_version": keras.__version__, "exec": exec_mode, "dtype_policy": policy,
+              "logdir": str(logdir)})
 
 
 def _memory_probe(tf, device: str) -> tuple:
@@ -204,8 +188,9 @@ def _memory_probe(tf, device: str) -> tuple:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return serve(run, "python -m traceviz.runners.tensorflow",
-                 "capture one TensorFlow LSTM variant (used by `traceviz capture`)", argv)
+    return serve_capture(setup, "python -m traceviz.runners.tensorflow",
+                         "capture one TensorFlow LSTM variant (used by `traceviz capture`)",
+                         argv)
 
 
 if __name__ == "__main__":

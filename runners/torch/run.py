@@ -13,27 +13,27 @@ reports progress to the parent as JSON lines on stdout.
 from __future__ import annotations
 
 import contextlib
-import platform
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from traceviz.runners.benchdefs import Workload
 from traceviz.runners.protocol import (
+    Capture,
+    RunConfig,
     RunnerError,
-    bench_figures,
+    cpu_name,
     emit,
     rss_probe,
-    run_phases,
-    run_result,
-    serve,
+    serve_capture,
 )
 from traceviz.runners.synthetic import samples_needed, synthetic_data
 from traceviz.runners.torch.compile_time import announce_compile, compile_mode, compile_time
 from traceviz.runners.usage import usage_probe
 
 
-def _batches(w: dict, cfg: dict, gen) -> Iterator[tuple]:
+def _batches(w: Workload, cfg: dict, gen) -> Iterator[tuple]:
     """Endless time-major (input, target) batches on the CPU: one fixed synthetic batch,
     or with ``workers >= 0`` a real DataLoader (shuffled by ``gen``, that many workers)
     over enough synthetic samples for every batch of the run."""
@@ -43,19 +43,19 @@ def _batches(w: dict, cfg: dict, gen) -> Iterator[tuple]:
                                                           cfg["seed"]))
 
     def time_major(x: torch.Tensor, y: torch.Tensor) -> tuple:
-        if y.dim() > 1 and w["head"] != "last_mse":
+        if y.dim() > 1 and w.head != "last_mse":
             y = y.transpose(0, 1).contiguous()
         return x.transpose(0, 1).contiguous(), y
 
-    if w.get("workers", -1) < 0:
+    if not w.loader:
         fixed = time_major(xs, ys)
         while True:
             yield fixed
     from torch.utils.data import DataLoader, TensorDataset
 
-    data = DataLoader(TensorDataset(xs, ys), batch_size=w["batch"], shuffle=True,
-                      drop_last=True, num_workers=w["workers"], generator=gen,
-                      persistent_workers=w["workers"] > 0)
+    data = DataLoader(TensorDataset(xs, ys), batch_size=w.batch, shuffle=True,
+                      drop_last=True, num_workers=w.workers, generator=gen,
+                      persistent_workers=w.workers > 0)
     while True:
         for xb, yb in data:
             yield time_major(xb, yb)
@@ -107,7 +107,7 @@ def _onednn_lstm_works(dtype) -> bool:
         return False
 
 
-def _modules(variant: str, w: dict, device, options: dict | None = None):
+def _modules(variant: str, w: Workload, device, options: dict | None = None):
     """Embedding (if the workload has a vocabulary) -> LSTM variant -> head, on device;
     every variant starts from nn.LSTM's initial weights for the same seed, and so do the
     embedding and head (equivalent variants then train alike: the same loss curve)."""
@@ -116,52 +116,49 @@ def _modules(variant: str, w: dict, device, options: dict | None = None):
 
     from traceviz.runners.torch import variants as torch_variants
 
-    ref = nn.LSTM(w["input"], w["hidden"], w["layers"])
+    ref = nn.LSTM(w.input, w.hidden, w.layers)
     with torch.random.fork_rng(devices=[]):  # the variant's own init draws nothing after
-        lstm: Any = torch_variants.build(variant, w["input"], w["hidden"], w["layers"],
-                                         options)
+        lstm: Any = torch_variants.build(variant, w.input, w.hidden, w.layers, options)
     lstm.load_lstm(ref)
     parts = {"lstm": lstm}
-    if w["vocab"]:
-        parts["embed"] = nn.Embedding(w["vocab"], w["embed"], sparse=w["sparse_embedding"])
-    if w["head"] == "lm":
-        parts["head"] = nn.Linear(w["hidden"], w["vocab"])
-    elif w["head"] == "classify":
-        parts["head"] = nn.Linear(w["hidden"], w["classes"])
+    if w.vocab:
+        parts["embed"] = nn.Embedding(w.vocab, w.embed, sparse=w.sparse_embedding)
+    if w.outputs is not None:  # lm: to the vocabulary; classify: to the classes
+        parts["head"] = nn.Linear(w.hidden, w.outputs)
     return nn.ModuleDict(parts).to(device)
 
 
-def _loss(modules, w: dict) -> Callable:
+def _loss(modules, w: Workload) -> Callable:
     from torch import nn
 
     def loss_of(inp, target):
         h = modules["embed"](inp) if "embed" in modules else inp
         out, _ = modules["lstm"](h)
-        if w["head"] == "lm":
+        if w.head == "lm":
             logits = modules["head"](out)
-            return nn.functional.cross_entropy(logits.float().view(-1, w["vocab"]),
+            return nn.functional.cross_entropy(logits.float().view(-1, w.vocab),
                                                target.view(-1))
-        if w["head"] == "classify":
+        if w.head == "classify":
             return nn.functional.cross_entropy(modules["head"](out[-1]).float(), target)
-        if w["head"] == "last_mse":
+        if w.head == "last_mse":
             return nn.functional.mse_loss(out[-1].float(), target)
         return nn.functional.mse_loss(out.float(), target)
 
     return loss_of
 
 
-def _optimizers(modules, w: dict) -> list:
+def _optimizers(modules, w: Workload) -> list:
     """SGD over everything, or Adam (SparseAdam for a sparse embedding's gradients)."""
     import torch
 
     params = [p for n, p in modules.named_parameters() if not n.startswith("embed.")]
     emb_params = list(modules["embed"].parameters()) if "embed" in modules else []
-    if w["optimizer"] != "adam":
-        return [torch.optim.SGD(params + emb_params, lr=w["lr"])]
-    optimizers: list[torch.optim.Optimizer] = [torch.optim.Adam(params, lr=w["lr"])]
+    if w.optimizer != "adam":
+        return [torch.optim.SGD(params + emb_params, lr=w.lr)]
+    optimizers: list[torch.optim.Optimizer] = [torch.optim.Adam(params, lr=w.lr)]
     if emb_params:
-        cls = torch.optim.SparseAdam if w["sparse_embedding"] else torch.optim.Adam
-        optimizers.append(cls(emb_params, lr=w["lr"]))
+        cls = torch.optim.SparseAdam if w.sparse_embedding else torch.optim.Adam
+        optimizers.append(cls(emb_params, lr=w.lr))
     return optimizers
 
 
@@ -224,14 +221,14 @@ def _gpu_id(device) -> tuple[str | None, int] | None:
     return bus, index
 
 
-def run(cfg: dict, out: Path) -> dict:
+def setup(run: RunConfig) -> Capture:
+    """The PyTorch run of ``run``: model, data, step and torch.profiler (or nsys) hooks."""
     import torch
 
     from traceviz.runners import nvtx_ranges
 
-    w = cfg["workload"]
-    variant = cfg["model"]
-    device = torch.device(cfg["device"])
+    w, cfg, variant = run.workload, run.cfg, run.model
+    device = torch.device(run.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RunnerError("--device cuda: no CUDA device is visible to torch "
                           f"{torch.__version__} (use --device cpu)")
@@ -242,13 +239,13 @@ def run(cfg: dict, out: Path) -> dict:
     if graph_replay:
         from traceviz.runners.torch.refusals import graph_replay_refusal
 
-        refused = graph_replay_refusal(variant, device.type, w["mode"], cfg.get("options"))
+        refused = graph_replay_refusal(variant, device.type, w.mode, cfg.get("options"))
         if refused:
             raise RunnerError(f"--graph-replay: {refused}")
-    amp = cfg.get("amp")
+    amp = run.amp
     amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, None: None}[amp]
-    torch.manual_seed(cfg["seed"])
-    train = w["mode"] == "train"
+    torch.manual_seed(run.seed)
+    train = run.train
     modules = _modules(variant, w, device, cfg.get("options"))
     note = getattr(modules["lstm"], "cpu_note", None)
     if note and device.type == "cpu":
@@ -256,7 +253,7 @@ def run(cfg: dict, out: Path) -> dict:
     loss_of = forward = _loss(modules, w)
     graphed = None
     if graph_replay:  # the whole forward step (embedding, LSTM, head, loss) in one graph
-        from traceviz.runners.torch.refusals import ForwardGraph, GraphCaptureError, replay_phases
+        from traceviz.runners.torch.graphs import ForwardGraph, GraphCaptureError, replay_phases
 
         graphed = ForwardGraph(loss_of, timed=True)
 
@@ -266,7 +263,7 @@ def run(cfg: dict, out: Path) -> dict:
             except GraphCaptureError as e:
                 raise RunnerError(f"{variant} cannot be captured in a CUDA graph: {e}") \
                     from None
-    batches = _batches(w, cfg, torch.Generator().manual_seed(cfg["seed"]))
+    batches = _batches(w, cfg, torch.Generator().manual_seed(run.seed))
     x, target = (t.to(device) for t in next(batches))
     optimizers = _optimizers(modules, w) if train else []
     scaler = torch.amp.GradScaler(device.type, enabled=train and amp == "fp16")
@@ -303,7 +300,7 @@ def run(cfg: dict, out: Path) -> dict:
         return torch.autocast(device.type, dtype=amp_dtype,
                               cache_enabled=variant != "graph_torch" and not graph_replay)
 
-    loader = w.get("workers", -1) >= 0
+    loader = w.loader
 
     def step() -> Any:
         nonlocal x, target
@@ -344,36 +341,31 @@ def run(cfg: dict, out: Path) -> dict:
 
     if device.type == "cuda":
         torch.cuda.synchronize()  # model set-up's device work, before the first timed step
-    start, stop, after_step, trace_path = _profiler_hooks(cfg, device, out)
+    start, stop, after_step, trace_path = _profiler_hooks(cfg, device, run.out)
     mode = compile_mode(variant, modules["lstm"], device.type)
-    phases = run_phases(announce_compile(step, mode) if mode else step, cfg, start, stop,
-                        active_step, after_step=after_step, profile_unmarked=True,
-                        memory=_memory_probe(device), usage=usage_probe(_gpu_id(device)))
-    timing: dict = {"timing": "wall"}
-    if graphed is not None:
-        phases, timing = replay_phases(phases, graphed.times_s())
-    bench = bench_figures(phases, w["batch"], w,
-                          losses=[float(v) for v in phases.outputs or []],
-                          rank=getattr(modules["lstm"], "rank", None))  # factorized: its FLOPs
-    bench.update(compile_time(variant))
-    bench.update(timing)
-    meta = {
-        "framework": "torch",
-        "framework_version": torch.__version__,
-        "python": platform.python_version(),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
-        else (platform.processor() or platform.machine()),
-        "cpu_threads": torch.get_num_threads(),
-        "nvtx": nvtx is not None,
-        "profiler": profiler,
-        "onednn_rnn": onednn_rnn,
-    }
-    return run_result(out, bench, meta, trace_path)
+
+    def retime(phases):
+        if graphed is None:
+            return phases, {"timing": "wall"}
+        return replay_phases(phases, graphed.times_s())
+
+    return Capture(
+        framework="torch", version=torch.__version__, profiler=profiler,
+        device_name=torch.cuda.get_device_name(device) if device.type == "cuda"
+        else cpu_name(),
+        step=announce_compile(step, mode) if mode else step, start=start, stop=stop,
+        around_step=active_step, trace=lambda: trace_path, after_step=after_step,
+        profile_unmarked=True,
+        memory=_memory_probe(device), usage=usage_probe(_gpu_id(device)),
+        rank=getattr(modules["lstm"], "rank", None),  # factorized: its FLOPs
+        bench=lambda: compile_time(variant), retime=retime,
+        meta={"cpu_threads": torch.get_num_threads(), "nvtx": nvtx is not None,
+              "onednn_rnn": onednn_rnn})
 
 
 def main(argv: list[str] | None = None) -> int:
-    return serve(run, "python -m traceviz.runners.torch",
-                 "capture one PyTorch LSTM variant (used by `traceviz capture`)", argv)
+    return serve_capture(setup, "python -m traceviz.runners.torch",
+                         "capture one PyTorch LSTM variant (used by `traceviz capture`)", argv)
 
 
 if __name__ == "__main__":

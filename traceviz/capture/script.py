@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from traceviz.errors import RunFailed, TraceVizError, UsageError
 
 if TYPE_CHECKING:
+    from traceviz.table.meta import TraceMeta
     from traceviz.trace import Trace
 
 PYTHON_NAME = re.compile(r"^python[0-9.]*$")
@@ -241,7 +242,7 @@ def _collect(req: ScriptRequest, run_dir: Path, status: int) -> ScriptResult:
     return ScriptResult(run_dir, raw, parquet, bench, meta, trace, status)
 
 
-def save_trace(raw: Path, run_dir: Path, meta: dict) -> tuple[Trace, Path]:
+def save_trace(raw: Path, run_dir: Path, meta: TraceMeta) -> tuple[Trace, Path]:
     """Import the recorded trace, add the run's ``meta``, save ``trace.parquet``."""
     from traceviz.parsers import load
 

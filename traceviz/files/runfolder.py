@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from traceviz.errors import InputError
 from traceviz.files.folders import run_trace
+
+if TYPE_CHECKING:  # the type only: the table's definitions sit above files/
+    from traceviz.table.meta import TraceMeta
 
 
 def read_record(path: Path) -> dict[str, Any] | None:
@@ -30,9 +33,9 @@ def read_record(path: Path) -> dict[str, Any] | None:
 
 
 def run_meta(config: dict[str, Any] | None, bench: dict[str, Any] | None,
-             runner: dict[str, Any] | None) -> dict[str, Any]:
+             runner: dict[str, Any] | None) -> TraceMeta:
     """The ``Trace.meta`` keys a run adds to its trace's, from config.json, bench.json
-    and meta.json (any of them may be missing)."""
+    and meta.json (any of them may be missing); ``TraceMeta`` says what each holds."""
     config, runner = config or {}, runner or {}
     workload = config.get("workload") or {}
     out: dict[str, Any] = {}
@@ -60,10 +63,10 @@ def run_meta(config: dict[str, Any] | None, bench: dict[str, Any] | None,
         out["options"] = config["options"]
     if config.get("graph_replay"):
         out["graph_replay"] = True
-    return out
+    return cast("TraceMeta", out)
 
 
-def folder_meta(run_dir: Path) -> dict[str, Any]:
+def folder_meta(run_dir: Path) -> TraceMeta:
     """``run_meta`` of the records in ``run_dir``."""
     bench = read_record(run_dir / "bench.json")
     if bench is not None:

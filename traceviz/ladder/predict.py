@@ -24,10 +24,6 @@ from traceviz.ladder.rungs import (
 from traceviz.runners.presets import Workload
 
 
-def _workload(d: dict[str, Any]) -> Workload:
-    return Workload(**{k: v for k, v in d.items() if k in Workload.__dataclass_fields__})
-
-
 def _rank(run_dirs: list[str]) -> int | None:
     """The factorized rung's rank as its capture was asked for (None: hidden/4)."""
     for d in run_dirs:
@@ -43,7 +39,7 @@ def scenario_of(r: RungResult, workload: dict[str, Any]) -> str | None:
     s = r.rung.scenario
     if s == "gemm_speedup":
         t = r.modes.get("eager")
-        x = factorized_gemm_speedup(_workload(workload), _rank(t.run_dirs if t else []))
+        x = factorized_gemm_speedup(Workload.from_dict(workload), _rank(t.run_dirs if t else []))
         return f"gemm_speedup={x:.3g}"
     return s
 

@@ -25,6 +25,7 @@ from traceviz.parsers.jsonstream import ArrayChunks, Piece, Range, decode_in_ord
 from traceviz.parsers.kineto_events import BIG_STEP, DOCUMENT, EVENTS, NEGATIVE, event_columns
 from traceviz.parsers.normalize import finish
 from traceviz.parsers.numbers import dropped_note
+from traceviz.table.meta import TraceMeta
 from traceviz.trace import Trace
 
 CHUNK_BYTES = 16 << 20
@@ -189,19 +190,25 @@ def _streamed(path: Path, progress: Callable[[int], None] | None, workers: int,
     return frames, dropped, doc
 
 
-def _meta(doc: dict, path: Path) -> dict:
+def _meta(doc: dict, path: Path) -> TraceMeta:
     devices = {}
     props = doc.get("deviceProperties")
     for d in props if isinstance(props, list) else []:
         if isinstance(d, dict) and "id" in d and "name" in d:
             devices[str(d["id"])] = str(d["name"])
-    meta = {
+    meta: TraceMeta = {
         "source_format": "kineto",
         "source_file": str(path),
         "profiler": "torch.profiler",
         "devices": devices,
     }
-    for key in ("schemaVersion", "distributedInfo", "baseTimeNanoseconds", "traceName"):
-        if key in doc:
-            meta[f"kineto_{key}"] = doc[key]
+    # the document's own keys, kept as recorded
+    if "schemaVersion" in doc:
+        meta["kineto_schemaVersion"] = doc["schemaVersion"]
+    if "distributedInfo" in doc:
+        meta["kineto_distributedInfo"] = doc["distributedInfo"]
+    if "baseTimeNanoseconds" in doc:
+        meta["kineto_baseTimeNanoseconds"] = doc["baseTimeNanoseconds"]
+    if "traceName" in doc:
+        meta["kineto_traceName"] = doc["traceName"]
     return meta

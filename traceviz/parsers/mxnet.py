@@ -21,6 +21,7 @@ from traceviz.errors import TraceVizError
 from traceviz.files.fileio import open_input
 from traceviz.parsers.normalize import BASE_COLUMNS, finish
 from traceviz.parsers.numbers import checked_ints, dropped_note
+from traceviz.table.meta import TraceMeta
 from traceviz.table.steps import step_numbers
 from traceviz.trace import Trace
 
@@ -95,7 +96,7 @@ def parse(path: Path) -> Trace:
         "tid": rows["tid"], "device": -1, "stream": -1, "correlation": -1,
         "step": rows["step"].astype(np.int64), "bytes": -1,
     })[list(BASE_COLUMNS)]
-    meta = {"source_format": "mxnet", "source_file": str(path),
+    meta: TraceMeta = {"source_format": "mxnet", "source_file": str(path),
             "profiler": "mx.profiler", "devices": {},
             "mxnet_processes": sorted(set(devices.values()))}
     notes = dropped_note({"a timestamp beyond 64-bit nanoseconds": int(bad.sum())})

@@ -22,6 +22,7 @@ from traceviz.algos.optree import parents_and_enclosing, thread_key
 from traceviz.system.heap import release_free_memory
 from traceviz.table import classify, schema
 from traceviz.table.launch_apis import base_api_name, is_graph_launch, launch_kind
+from traceviz.table.meta import TraceMeta
 from traceviz.table.names import demangled_categories
 from traceviz.table.rowcodes import KIND_CODE, category_codes, kind_codes
 from traceviz.trace import Trace
@@ -64,7 +65,7 @@ def _nullable(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerArray:
 MAX_SPAN_NS = 2 ** 62
 
 
-def _within_range(ev: pd.DataFrame, meta: dict) -> pd.DataFrame:
+def _within_range(ev: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
     """Drop rows whose end lies beyond ``MAX_SPAN_NS`` from the first start; say so."""
     if ev.empty:
         return ev
@@ -176,7 +177,7 @@ class _Ops:
     same_format: np.ndarray    # per op row: its recorded dtypes show no float change
 
 
-def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace:
+def finish(base: pd.DataFrame, meta: TraceMeta, link_pid: str | None = None) -> Trace:
     """Derive the launch, op, step and category columns and return the ``Trace``.
 
     ``link_pid`` names a column giving, for runtime and device rows, the host process
@@ -238,7 +239,7 @@ def finish(base: pd.DataFrame, meta: dict, link_pid: str | None = None) -> Trace
     return Trace(events=out, meta=meta)
 
 
-def memory_base(ev: pd.DataFrame) -> dict:
+def memory_base(ev: pd.DataFrame) -> TraceMeta:
     """``{"memory_base": {device: bytes}}``: what each device's allocator held before the
     trace's first memory event (its total after the event less the event's size), so
     that base + the running sum of sizes is the allocator's total at every event."""

@@ -26,6 +26,7 @@ from traceviz.parsers.normalize import BASE_COLUMNS, finish, launch_details
 from traceviz.parsers.nsys_tables import ExportTables, open_tables
 from traceviz.parsers.numbers import INT32, checked_ints, dropped_note
 from traceviz.parsers.nvtx_text import read_ranges
+from traceviz.table.meta import TraceMeta
 from traceviz.trace import Trace
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -341,18 +342,19 @@ def _nvtx(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
                   step=step_no, details=details)
 
 
-def _meta(tables: ExportTables, path: Path, fmt: str) -> dict:
-    meta: dict = {"source_format": fmt, "source_file": str(path),
+def _meta(tables: ExportTables, path: Path, fmt: str) -> TraceMeta:
+    meta: TraceMeta = {"source_format": fmt, "source_file": str(path),
                   "profiler": "Nsight Systems", "devices": {}}
     for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
         info = tables.read(table, ["name", "value"])
         if info["name"].notna().any():
             kv = dict(zip(info["name"], info["value"], strict=True))
-            for key, out in (("EXPORT_PRODUCT_VERSION", "nsys_version"),
-                             ("EXPORT_SCHEMA_VERSION", "nsys_schema"),
-                             ("DERIVED_WINDOW_NS", "nsys_window_ns")):
-                if kv.get(key) is not None:
-                    meta[out] = str(kv[key])
+            if kv.get("EXPORT_PRODUCT_VERSION") is not None:
+                meta["nsys_version"] = str(kv["EXPORT_PRODUCT_VERSION"])
+            if kv.get("EXPORT_SCHEMA_VERSION") is not None:
+                meta["nsys_schema"] = str(kv["EXPORT_SCHEMA_VERSION"])
+            if kv.get("DERIVED_WINDOW_NS") is not None:
+                meta["nsys_window_ns"] = str(kv["DERIVED_WINDOW_NS"])
     gpus = tables.read("TARGET_INFO_GPU", ["id", "cuDevice", "name"])
     # reports of older nsys exported by a newer one leave cuDevice NULL: use id then
     ids = checked_ints(gpus["cuDevice"])[0]

@@ -46,6 +46,7 @@ from traceviz.files.fileio import open_input
 from traceviz.parsers.normalize import finish
 from traceviz.parsers.numbers import dropped_note
 from traceviz.parsers.xplane_rows import HOST_DEVICE_STRIDE, Rows, to_base
+from traceviz.table.meta import TraceMeta
 from traceviz.trace import Trace
 
 _STREAM = re.compile(r"^Stream #(\d+)")
@@ -121,7 +122,7 @@ def parse(path: str | Path, run: str | None = None) -> Trace:
         frames.append(frame.assign(host=host))
         dropped += bad
     base = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    meta = {"source_format": "xplane", "source_file": str(path),
+    meta: TraceMeta = {"source_format": "xplane", "source_file": str(path),
             "profiler": "TensorFlow/JAX profiler (XSpace)", "hostnames": hostnames,
             "devices": devices, "thread_names": threads}
     if properties:
