@@ -138,7 +138,12 @@ class Summary:
         section's part, in the registry's order (reading each lazy one)."""
         out: dict[str, Any] = {}
         for s in sections():
-            out |= s.json(self, top)
+            part = s.json(self, top)
+            # a key the section did not declare could overwrite another section's
+            if stray := [k for k in part if k not in s.json_keys]:
+                raise ValueError(f"section {s.key!r} gave {', '.join(stray)}, not among its "
+                                 "keys")
+            out |= part
         return integer_ns(out)
 
 
