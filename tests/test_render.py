@@ -205,7 +205,7 @@ def test_table_widths_are_rich_measures(trace, monkeypatch):
     """Fitting measures a table from its cells' text, not by rendering it: the same width
     rich measures, for every table analyze fits, at every width and form tried (each
     form's measure is a sum of its columns' widths, taken once per table)."""
-    from traceviz.render.terminal.summary import fit
+    from traceviz.render.terminal import fit
 
     own = fit._form_width
     seen = []

@@ -132,11 +132,8 @@ class Trace:
         from traceviz.opcost.peaks import parse_peak
 
         s = summarize(self, with_efficiency=True, peak=parse_peak(peak) if peak else None)
-        section = getattr(s, name)
-        if section is None:
-            raise KeyError(name)
-        return integer_ns({name: section.to_dict(top=1 << 30) if name == "efficiency"
-                           else section.to_dict()})[name]
+        # its part of --json with every row listed; {} where the section gives none
+        return integer_ns(s.section_json(name, top=1 << 30))[name]
 
     def whatif(self, *scenarios: str) -> dict[str, Any]:
         """``traceviz whatif --json``: the replay and each scenario (default: all, e.g.

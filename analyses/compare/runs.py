@@ -83,8 +83,8 @@ class RunFigures:
             "tensor_core_share": self.tensor_core_share,
             "top_kernel": self.top_kernel, "top_kernel_share": self.top_kernel_share,
             "timed_step": None if self.summary.timed is None else self.summary.timed.to_dict(),
-            "host": self.summary.host_dict(),
-            "stream_overlap": self.summary.overlap_dicts(),
+            **self.summary.section_json("host"),
+            **self.summary.section_json("stream_overlap"),
             "per_step": {
                 "busy_ns": self.busy_ns / per, "span_ns": self.span_ns / per,
                 "queued_idle_ns": None if self.queued_idle_ns is None

@@ -35,13 +35,15 @@ from traceviz.analyses.efficiency.run import (
     stated_peak,
 )
 from traceviz.analyses.stats import plain_row
+from traceviz.analyses.summary.protocol import Inputs, Section
 from traceviz.analyses.work import work_rows
 from traceviz.opcost import has_model, op_cost
 from traceviz.opcost.peaks import Peak, find
 from traceviz.table.classify import TF32_KERNEL
 from traceviz.table.schema import is_in
 
-if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
+    from traceviz.analyses.summary.figures import Summary
     from traceviz.trace import Trace
 
 MATRIX_CATEGORIES = ("gemm", "rnn", "attention")
@@ -340,3 +342,13 @@ def _run_key(groups: pd.DataFrame, peak: Peak | None) -> str | None:
     if not len(m) or peak is None:
         return None
     return str(m.groupby("peak_key")["flops"].sum().idxmax())
+
+
+def _compute(i: Inputs, s: Summary) -> Efficiency | None:
+    """analyze's Efficiency section (None unless made ``with_efficiency``: ranks skip it)."""
+    return efficiency(i.trace, i.peak, s.busy_ns, s.span_ns, s.steps) \
+        if i.with_efficiency else None
+
+
+SECTION = Section("efficiency", lambda s, top: {"efficiency": s.efficiency.to_dict(top=top)}
+                  if s.efficiency else {}, _compute)

@@ -11,13 +11,15 @@ integer or bool type, is not a cast (``normalize``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from traceviz.algos.optree import op_parents
+from traceviz.analyses.summary.protocol import Inputs, Section
 
-if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
+    from traceviz.analyses.summary.figures import Summary
     from traceviz.trace import Trace
 
 
@@ -49,3 +51,19 @@ def cast_summary(trace: Trace, work: pd.DataFrame, busy_ns: int) -> CastSummary:
     top = top.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
     return CastSummary(len(casts), total, total / busy_ns if busy_ns else None,
                        len(outer_cast_ops(trace)), top)
+
+
+def _json(s: Summary, top: int) -> dict[str, Any]:
+    c = s.casts
+    return {"casts": {"count": c.count, "total_ns": c.total_ns,
+                      "share_of_busy": c.share_of_busy, "cast_ops": c.cast_ops,
+                      "top": [{"name": str(r.name), "op": None if r.op != r.op else r.op,
+                               "count": int(r.count), "total_ns": int(r.total_ns)}
+                              for r in c.top.head(5).itertuples(index=False)]}}
+
+
+def _compute(i: Inputs, s: Summary) -> CastSummary:
+    return cast_summary(i.trace, i.work, s.trace_busy_ns)
+
+
+SECTION = Section("casts", _json, _compute)

@@ -20,17 +20,19 @@ step ran: what one device op costs the host end to end.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from traceviz.algos.categorical import categorical_of, per_distinct
 from traceviz.algos.intervals import clipped_lengths, union_blocks_by_group, union_in_windows
+from traceviz.analyses.summary.protocol import Inputs, Section
 from traceviz.table.launch_apis import is_sync_call
 from traceviz.table.schema import is_in
 
-if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
+    from traceviz.analyses.summary.figures import Summary
     from traceviz.trace import Trace
 
 THREAD_COLUMNS = ["pid", "tid", "launches", "window_ns", "api_ns", "op_ns", "between_ns",
@@ -157,3 +159,19 @@ def per_device_op_ns(step_ns: float | None, device_ops: int, steps: int) -> floa
     if step_ns is None or not device_ops:
         return None
     return step_ns / (device_ops / max(steps, 1))
+
+
+def _json(s: Summary, top: int) -> dict[str, Any]:
+    """``host`` of ``--json``: the split, and the step per kernel (None on a CPU trace)."""
+    if s.host is None:
+        return {"host": None}
+    return {"host": s.host.to_dict() | {"per_kernel_ns": s.host_per_kernel_ns,
+                                        "kernels_per_step": s.kernel_count / max(s.steps, 1)}}
+
+
+def _compute(i: Inputs, s: Summary) -> HostSplit | None:
+    """Launching threads' time by cause (GPU traces)."""
+    return None if s.cpu_trace else host_split(i.trace, i.ws, i.we, s.steps)
+
+
+SECTION = Section("host", _json, _compute)

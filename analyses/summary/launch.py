@@ -13,8 +13,8 @@ Calls and device rows are joined by ``launch_id``, the one link the normalizer w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -22,10 +22,12 @@ import pandas as pd
 from traceviz.algos.categorical import each, per_distinct_categorical
 from traceviz.algos.intervals import union_blocks, union_in_windows
 from traceviz.analyses.stats import Distribution
+from traceviz.analyses.summary.protocol import Inputs, Section
 from traceviz.table.launch_apis import base_api_name, is_graph_launch, launch_kind
 from traceviz.table.schema import DEVICE_KINDS
 
-if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
+    from traceviz.analyses.summary.figures import Summary
     from traceviz.trace import Trace
 
 
@@ -167,3 +169,30 @@ def launch_figures(trace: Trace, table: pd.DataFrame, win_start: np.ndarray,
         short_kernels=int((dur[single] < launch_dur[single]).sum()),
         unlaunched_kernels=int(np.isnan(launch_dur).sum()),
     )
+
+
+def _json(s: Summary, top: int) -> dict[str, Any]:
+    """The three populations of ``--json``: kernel launches, copies, graph launches."""
+    lo = s.launches
+    return {
+        "launches": {
+            "count": lo.kernel.count, "matched": lo.kernel.matched,
+            "host_ns": lo.kernel.host_ns, "api_share": lo.kernel.api_share,
+            "call_ns": asdict(lo.kernel.call), "delay_ns": asdict(lo.delay),
+            "short_kernels": lo.short_kernels,
+            "unlaunched_kernels": lo.unlaunched_kernels,
+        },
+        "copies": {"count": lo.copies.count, "matched": lo.copies.matched,
+                   "host_ns": lo.copies.host_ns, "api_share": lo.copies.api_share,
+                   "call_ns": asdict(lo.copies.call)},
+        "graphs": {"launches": lo.graphs.count, "kernels": lo.graphs.kernels,
+                   "kernel_ns": lo.graphs.kernel_ns, "host_ns": lo.graphs.host_ns,
+                   "first_kernel_delay_ns": asdict(lo.graphs.first_delay)},
+    }
+
+
+def _compute(i: Inputs, s: Summary) -> Launches:
+    return launch_figures(i.trace, launch_table(i.trace), i.ws, i.we)
+
+
+SECTION = Section("launches", _json, _compute, keys=("launches", "copies", "graphs"))

@@ -17,9 +17,11 @@ import pandas as pd
 
 from traceviz.analyses.stats import plain_row
 from traceviz.analyses.summary.phases import NO_PHASE, assign_phases, phase_ranges
+from traceviz.analyses.summary.protocol import Inputs, Section
 from traceviz.table.schema import is_in
 
-if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
+    from traceviz.analyses.summary.figures import Summary
     from traceviz.trace import Trace
 
 
@@ -108,3 +110,12 @@ def memory(trace: Trace, wall_start: np.ndarray | None = None,
         notes.append("The trace does not give the allocator's totals: peaks count from "
                      "the first event.")
     return Memory(devices, phases, series, bench, notes)
+
+
+def _compute(i: Inputs, s: Summary) -> Memory | None:
+    """analyze's Memory section (None unless made ``with_efficiency``: ranks skip it)."""
+    return memory(i.trace, i.ws, i.we) if i.with_efficiency else None
+
+
+SECTION = Section("memory", lambda s, top: {"memory": s.memory.to_dict()} if s.memory else {},
+                  _compute)

@@ -8,21 +8,25 @@ module whose call launched it; a leaf op on a CPU trace, to the module it starts
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from traceviz.algos.categorical import per_distinct
 from traceviz.algos.intervals import union_blocks
-from traceviz.analyses.summary.phases import in_blocks, row_time
+from traceviz.analyses.stats import plain_row
+from traceviz.analyses.summary.phases import in_blocks, per_step, row_time
+from traceviz.analyses.summary.protocol import Inputs, Section
 from traceviz.table.schema import is_in
 
-if TYPE_CHECKING:  # the Trace type only
+if TYPE_CHECKING:  # types only
+    from traceviz.analyses.summary.figures import Summary
     from traceviz.trace import Trace
 
 MODULE_PREFIX = "module: "  # runners/torch/session.py writes it
 COLUMNS = ("module", "depth", "calls", "wall_ns", "kernels", "kernel_ns", "share")
+MODULE_FIGURES = ("calls", "wall_ns", "kernels", "kernel_ns")  # per step in --json
 
 
 def depth_of(name: str) -> int:
@@ -66,3 +70,16 @@ def module_table(trace: Trace, work: pd.DataFrame, wall_start: np.ndarray,
                      "first": int(s[0])})
     table = pd.DataFrame(rows).sort_values(["first", "depth"], kind="stable")
     return table[list(COLUMNS)].reset_index(drop=True)
+
+
+def _json(s: Summary, top: int) -> dict[str, Any]:
+    return {"modules": [plain_row(r) | {"per_step": per_step(r, s.steps, MODULE_FIGURES)}
+                        for r in s.modules.to_dict("records")]}
+
+
+def _compute(i: Inputs, s: Summary) -> pd.DataFrame:
+    """Per nn.Module (see ``module_table``); empty: no --modules ranges."""
+    return module_table(i.trace, i.work, i.ws, i.we)
+
+
+SECTION = Section("modules", _json, _compute)

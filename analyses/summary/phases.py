@@ -10,14 +10,17 @@ every phase is the ``(no phase)`` row.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from traceviz.algos.intervals import union_blocks, union_length
+from traceviz.analyses.stats import plain_row
+from traceviz.analyses.summary.protocol import Inputs, Section
 
-if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
+if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
+    from traceviz.analyses.summary.figures import Summary
     from traceviz.trace import Trace
 
 PHASES = ("data", "forward", "backward", "optimizer")
@@ -111,3 +114,31 @@ def phase_table(trace: Trace, work: pd.DataFrame, wall_start: np.ndarray,
             "casts": len(casts), "cast_ns": int(casts["dur_ns"].sum()),
         })
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def per_step(row: dict, steps: int, keys: tuple[str, ...]) -> dict[str, float | None]:
+    """``keys`` of a row per step (the whole trace's where it has no steps)."""
+    per = max(steps, 1)
+    return {k: row[k] / per for k in keys}
+
+
+def _per_step_phase(row: dict, steps: int) -> dict[str, float | None]:
+    """A phase's figures per step, as ``analyze`` prints them (the whole trace where it has
+    no steps), and its busy share of wall time."""
+    out = per_step(row, steps, ("wall_ns", "busy_ns", "kernels", "kernel_ns", "casts",
+                                "cast_ns"))
+    out["busy_fraction"] = row["busy_ns"] / row["wall_ns"] if row["wall_ns"] else None
+    return out
+
+
+def _json(s: Summary, top: int) -> dict[str, Any]:
+    return {"phases": [plain_row(r) | {"per_step": _per_step_phase(r, s.steps)}
+                       for r in s.phases.to_dict("records")]}
+
+
+def _compute(i: Inputs, s: Summary) -> pd.DataFrame:
+    """Per phase (see ``phase_table``); empty: none marked."""
+    return phase_table(i.trace, i.work, i.ws, i.we)
+
+
+SECTION = Section("phases", _json, _compute)

@@ -11,12 +11,17 @@ once paid for the streams' bookkeeping (events, waits) and got nothing for it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from traceviz.algos.categorical import groups
 from traceviz.algos.intervals import clipped_lengths, union_blocks, union_in_windows
+from traceviz.analyses.summary.protocol import Inputs, Section
+
+if TYPE_CHECKING:  # the Summary type only: figures.py imports the registry
+    from traceviz.analyses.summary.figures import Summary
 
 # below this share of busy time, streams are said not to overlap (a few rows that touch
 # at their edges are not concurrency)
@@ -99,3 +104,27 @@ def stream_overlap(work: pd.DataFrame, windows: dict[int, pd.DataFrame]
             per_step=pd.DataFrame({"step": win["step"].to_numpy(np.int64), "busy_ns": busy,
                                    "multi_ns": multi})))
     return out
+
+
+def _json(s: Summary, top: int) -> dict[str, Any]:
+    """``stream_overlap`` of ``--json``: per device, with the per-step figures and the
+    per-stream rows the Streams table prints."""
+    per = max(s.steps, 1)
+    out = []
+    for o in s.stream_overlap:
+        d = next(d for d in s.devices if d.device == o.device)
+        out.append(o.to_dict() | {
+            "per_step": {"multi_stream_ns": o.multi_ns / per, "busy_ns": o.busy_ns / per},
+            "streams_per_step": [
+                {"stream": int(r.stream), "work_count": r.work_count / per,
+                 "busy_ns": r.busy_ns / per,
+                 "share_of_device_busy": r.busy_ns / d.busy_ns if d.busy_ns else None}
+                for r in d.streams.itertuples(index=False)]})
+    return {"stream_overlap": out}
+
+
+def _compute(i: Inputs, s: Summary) -> list[StreamOverlap]:
+    return [] if s.cpu_trace else stream_overlap(i.work, i.windows)
+
+
+SECTION = Section("stream_overlap", _json, _compute)

@@ -8,8 +8,10 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from traceviz.analyses.efficiency.ops import Efficiency
+from traceviz.analyses.summary.figures import Summary
 from traceviz.analyses.summary.memory import Memory
 from traceviz.render.terminal.fit import Col, fitted_table, left_note
+from traceviz.render.terminal.page import Page
 from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
 # at the narrowest: op, time, TFLOP/s, % of peak (what the section is for)
@@ -18,6 +20,18 @@ _GROUP_COLS = [Col("op", "left", name=True), Col("shapes", "left", drop=3),
                Col("GFLOP", drop=2), Col("GB", drop=1), Col("TFLOP/s"), Col("GB/s", drop=9),
                Col("FLOP/\nbyte", drop=4), Col("% of\npeak"), Col("% of\nBW", drop=7),
                Col("bound", "left", drop=8)]
+
+
+def efficiency_section(s: Summary, page: Page) -> None:
+    """The Efficiency section (a summary made without it, as ranks make theirs: none)."""
+    if s.efficiency is not None:
+        page.add(efficiency_render(s.efficiency, top=page.top, width=page.width))
+
+
+def memory_section(s: Summary, page: Page) -> None:
+    """The memory lines, where there is anything to say."""
+    if s.memory is not None and (mem := memory_render(s.memory)):
+        page.add(mem)
 
 
 def _pct(x: float | None) -> str:

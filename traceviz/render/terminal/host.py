@@ -7,7 +7,14 @@ from rich.table import Table
 
 from traceviz.analyses.summary.figures import Summary
 from traceviz.render.terminal.fit import Col, fitted_table
+from traceviz.render.terminal.page import Page
 from traceviz.units import fmt_ns, fmt_pct
+
+
+def streams(s: Summary, page: Page) -> None:
+    """The Streams table, where a device ran work on two or more streams (GPU traces)."""
+    if not s.cpu_trace and any(o.streams >= 2 for o in s.stream_overlap):
+        page.add_fitted("streams", streams_table(s, page.width))
 
 
 def streams_table(s: Summary, width: int) -> tuple[Table, list[str]]:

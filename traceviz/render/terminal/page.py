@@ -1,0 +1,39 @@
+"""What ``analyze`` prints, assembled section by section: each registered render
+(``sections.py``) adds its renderables to one ``Page``, and the tables it fitted name the
+columns a narrow terminal left out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rich.console import RenderableType
+
+from traceviz.analyses.summary.figures import Summary
+
+
+@dataclass
+class Page:
+    """The options every render reads (``top`` kernels or rows, ``wide`` names, the
+    terminal's ``width``) and what the renders have added so far."""
+
+    top: int = 15
+    wide: bool = False
+    width: int = 120
+    parts: list[RenderableType] = field(default_factory=list)
+    # per table, the columns the width left out (the notes' render names them last)
+    left: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, *parts: RenderableType) -> None:
+        self.parts.extend(parts)
+
+    def add_fitted(self, label: str, fitted: tuple[RenderableType, list[str]]) -> None:
+        """A fitted table (``fit.fitted_table``'s table and left-out columns) under the
+        label the left-out line names it by."""
+        part, self.left[label] = fitted
+        self.parts.append(part)
+
+
+# a section's terminal render: reads the summary (a lazy section only where it shows
+# it), adds to the page; prints nothing where the section has nothing to show
+Render = Callable[[Summary, Page], None]

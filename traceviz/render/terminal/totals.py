@@ -1,0 +1,145 @@
+"""The parts of ``analyze``'s terminal output the summary's totals make: the header, the
+top kernels and categories, the run's benchmark line, the left-out columns and the
+notes (renders of the sections in ``analyses/summary/totals.py``)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from traceviz.analyses.summary.figures import Summary
+from traceviz.analyses.timings import Timings
+from traceviz.render.terminal.fit import Col, fitted_table, left_note
+from traceviz.render.terminal.host import host_rows, step_line
+from traceviz.render.terminal.page import Page
+from traceviz.units import fmt_ns, fmt_pct, plural
+
+
+def header(s: Summary, page: Page) -> None:
+    """Source, devices, scope, span, step, busy and idle split, kernels, host, launches."""
+    page.add(_header(s))
+
+
+def kernel_tables(s: Summary, page: Page) -> None:
+    """The top kernels (leaf ops on a CPU) by total time, then the categories."""
+    page.add_fitted("top kernels", _top_kernels(s, page.top, page.wide, page.width))
+    page.add_fitted("categories", _categories(s, page.width))
+
+
+def timings(s: Summary, page: Page) -> None:
+    if s.timings:
+        page.add(Text.assemble(("bench", "bold"), " (no profiler): ",
+                               timings_line(s.timings)))
+
+
+def notes(s: Summary, page: Page) -> None:
+    """What a narrow terminal left out of the tables above, then the summary's notes."""
+    if note := left_note(page.width, page.left):
+        page.add(note)
+    for note_text in s.notes:
+        page.add(Text(f"note: {note_text}", style="yellow"))
+
+
+def _header(s: Summary) -> Table:
+    meta = s.meta
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("source", f"{meta.get('source_format', '?')} · {meta.get('source_file', '?')}")
+    devices = meta.get("devices") or {}
+    used = sorted({d.device for d in s.devices if d.device >= 0})
+    if s.cpu_trace:
+        grid.add_row("trace", "CPU trace (no device rows): leaf framework ops play the kernels")
+    else:
+        # "GPU 3: NVIDIA ..." (an id, not a count of 3)
+        names = ", ".join(f"GPU {d}: {devices.get(str(d), '?')}" for d in used) or "–"
+        grid.add_row("devices", names)
+    scope = plural(s.steps, "step window") if s.scope == "steps" else \
+        "whole trace (no steps)"
+    grid.add_row("scope", f"busy and span over {scope}")
+    n_dev = len(s.devices)
+    # several devices: span and busy add up per device, they are not wall time
+    summed = f" (summed over {n_dev} {'GPUs' if not s.cpu_trace else 'devices'})" \
+        if n_dev > 1 else ""
+    grid.add_row("span" + summed, fmt_ns(s.span_ns))
+    grid.add_row("step", step_line(s))
+    if s.cpu_trace:
+        grid.add_row("CPU busy (leaf ops)", f"{fmt_ns(s.busy_ns)}   framework overhead "
+                                            f"{fmt_pct(s.framework_overhead_fraction)}")
+    else:
+        split = f"   copies (memcpy/memset) {fmt_pct(s.copy_fraction)} of device " \
+            "time" if s.copy_fraction else ""
+        grid.add_row("GPU busy" + summed, f"{fmt_ns(s.busy_ns)}   idle "
+                                          f"{fmt_pct(s.idle_fraction)}{split}")
+        grid.add_row("idle, waiting for host", f"{fmt_ns(s.host_wait_ns)}   launch-bound "
+                                               f"{fmt_pct(s.launch_bound_fraction)}")
+        grid.add_row("idle, work queued", fmt_ns(s.queued_idle_ns))
+    what = "leaf ops" if s.cpu_trace else "kernels"
+    grid.add_row(what, f"{s.kernel_count:,} ({len(s.kernels):,} distinct), "
+                       f"{fmt_ns(s.kernel_total_ns)} total")
+    for label, text in host_rows(s):
+        grid.add_row(label, text)
+    if not s.cpu_trace:
+        lo = s.launches
+        grid.add_row("launches", f"{lo.kernel.count:,} kernel launch calls "
+                                 f"({lo.kernel.matched:,} reached a kernel), "
+                                 f"{lo.copies.count:,} copy/set calls"
+                     + (f", {lo.graphs.count:,} graph launches ({lo.graphs.kernels:,} kernels)"
+                        if lo.graphs.count else ""))
+    return grid
+
+
+_STATS = ("mean", "median", "max", "min", "std")  # they leave a narrow table std first
+
+
+def _top_kernels(s: Summary, top: int, wide: bool, width: int) -> tuple[Table, list[str]]:
+    what = "leaf ops" if s.cpu_trace else "kernels"
+    by = " and launch configuration" if s.by_config else ""
+    cols = [Col("#"), Col("name", "left", name=True),
+            *([Col("config", "left", wrap=True)] if s.by_config else []),
+            Col("category", "left", drop=6), Col("count"), Col("total"),
+            *(Col(c, drop=5 - i) for i, c in enumerate(_STATS)), Col("share")]
+    rows = []
+    for i, r in enumerate(s.kernels.head(top).itertuples(index=False), 1):
+        values = (r.mean_ns, r.median_ns, r.max_ns, r.min_ns, r.std_ns)
+        rows.append([str(i), str(r.name), *([r.details or "–"] if s.by_config else []),
+                     str(r.category), f"{r.count:,}", fmt_ns(r.total_ns),
+                     *(fmt_ns(v) for v in values), fmt_pct(r.share)])
+    rest = s.kernels.iloc[top:]
+    if len(rest):
+        rows.append(["", f"({plural(len(rest), 'other')})", *([""] if s.by_config else []), "",
+                     f"{int(rest['count'].sum()):,}", fmt_ns(rest["total_ns"].sum()),
+                     *([""] * len(_STATS)), fmt_pct(rest["share"].sum())])
+    # a name keeps 40 columns before the statistics and the category leave
+    return fitted_table(f"Top {what}{by} by total time", cols, rows, width, wide=wide,
+                        name_least=40)
+
+
+def _categories(s: Summary, width: int) -> tuple[Table, list[str]]:
+    cats = s.categories.sort_values("total_ns", ascending=False, kind="stable")
+    rows = [[str(r.category), f"{r.count:,}", fmt_ns(r.total_ns), fmt_pct(r.share)]
+            for r in cats.itertuples(index=False) if r.count]
+    return fitted_table("Categories", (Col("category", "left"), Col("count"), Col("total"),
+                                       Col("share")), rows, width)
+
+
+def timings_line(t: Timings) -> str:
+    """Median, spread and the noise verdict of a benchmark; the profiler's overhead only
+    where it exceeds the spread; the warm-up it took."""
+    line = (f"{t.median_s * 1e3:,.3f} ms/batch median of {t.batches} (min "
+            f"{t.min_s * 1e3:,.3f} ms, max {t.max_s * 1e3:,.3f} ms, CV {100 * t.cv:.1f}%)")
+    if t.noisy:
+        line += " · NOISY (CV > 10% or max/min > 1.5: compare medians with care)"
+    if t.profiler_overhead is not None:
+        line += (f" · profiler overhead {t.profiler_overhead:.2f}x" if t.overhead_significant
+                 else " · profiler overhead within noise")
+    if t.warmup_batches is not None:
+        settled = {True: "settled", False: "NOT settled", None: "fixed"}[t.warmup_settled]
+        line += f" · warm-up {t.warmup_batches} batches ({settled})"
+    if t.first_call_s is not None and t.warmup_batches:
+        line += f" · first call +{t.first_call_s:.3f} s"
+        if t.compile_s is not None:
+            line += f" (compile {t.compile_s:.3f} s)"
+    return line
+
+
