@@ -2,7 +2,7 @@
 
     python benchmarks/rankcost.py [--reps 30] [TRACE]
 
-Times ``rankdir.folder_rank`` (read, normalize, rank figures: what each worker does per
+Times ``rankset.folder.folder_rank`` (read, normalize, rank figures: what each worker does per
 rank file) on time slices of one rank trace (default: the shared ``ampere_sampled_rank0``):
 its first N complete events by start time, metadata kept, for several N. A least-squares
 line through (events, ms), of the minima and of the medians, splits the cost into a

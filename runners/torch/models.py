@@ -280,7 +280,7 @@ class GraphLSTM(nn.Module):
     """fused_torch captured once as CUDA graphs and replayed.
 
     Training: ``torch.cuda.make_graphed_callables`` (forward and backward graphs).
-    Inference (grad disabled): the forward pass captured by ``torch_graphs.ForwardGraph``
+    Inference (grad disabled): the forward pass captured by ``graphs.ForwardGraph``
     (one ``torch.cuda.graph`` capture, replayed after copying the new input into the
     captured input buffer).
     """

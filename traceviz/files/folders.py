@@ -1,7 +1,7 @@
 """What a folder is, from its file names (and a Parquet's record of its source): one
 trace (an nsys table folder, a TensorBoard log directory or profile run, a capture's run
 folder), a folder of rank traces, or a rank dataset. Format detection
-(``parsers/detect.py``) and the rank readers (``rankdir.py``) both ask; this module imports
+(``parsers/detect.py``) and the rank readers (``rankset/folder.py``) both ask; this module imports
 neither."""
 
 from __future__ import annotations

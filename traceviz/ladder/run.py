@@ -1,6 +1,6 @@
 """Capture a ladder: every rung in every mode, the repeats interleaved (A B C A B C ...)
 so that a burst of load or a slow process hits one repeat of a rung, not all of them; then
-the table is read back from the folders written (``ladder_read``)."""
+the table is read back from the folders written (``read.py``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A rank dataset (``traceviz import DIR -o DATASET``, layout in ``rankdir.py``) read with
+"""A rank dataset (``traceviz import DIR -o DATASET``, layout in ``folder.py``) read with
 DuckDB: its metadata checked, each rank's partition read under a memory limit, the
 cross-rank kernel table in SQL. DuckDB is imported only here (``.[dist]``)."""
 

@@ -1,7 +1,7 @@
 """Folders of rank traces and the Parquet datasets made from them (``traceviz import DIR
 -o DATASET``): finding the ranks, importing them in parallel, and analysing a folder one
 rank at a time so that memory does not grow with the number of ranks (a dataset:
-``rankdata.py``).
+``dataset.py``).
 
 Dataset layout (hive-partitioned, readable by DuckDB, polars and pyarrow.dataset)::
 
