@@ -11,33 +11,36 @@ from tests.conftest import ROOT, SHARED_TRACES
 from tests.handmade import row, trace
 from traceviz import load
 from traceviz.analyses import advice as A
+from traceviz.analyses.advice.rules import RULES
 from traceviz.analyses.work import work_rows
 from traceviz.cli import main
 from traceviz.table.classify import MATRIX_OPS
 from traceviz.units import fmt_ns
 
 H100 = ROOT / "sample_traces" / "gpu"
+# every rule by name, from the registry (a new rule needs no import here)
+RULE = {r.name: r.rule for r in RULES}
 CPU = ROOT / "sample_traces" / "cpu"
 QUEUE = SHARED_TRACES / "kineto" / "a100_80gb_queue.json.gz"
 
 CASES = [  # rule, fires on, silent on
-    (A.host_bound, H100 / "fine_torch/train", H100 / "graph_torch/train"),
-    (A.host_bound, CPU / "fine_torch", CPU / "cudnn_torch"),
-    (A.kernel_sequences, H100 / "fine_torch/train", H100 / "cudnn_torch/train"),
-    (A.casts, H100 / "cudnn_torch-bf16/train", H100 / "cudnn_torch/train"),
-    (A.syncs_in_steps, QUEUE, H100 / "cudnn_torch/train"),
-    (A.pageable_memcpy, QUEUE, H100 / "fine_torch/train"),
-    (A.long_gaps, QUEUE, H100 / "fine_torch/train"),
-    (A.noisy, H100 / "fine_torch/train", H100 / "cudnn_torch-bf16/train"),
-    (A.profiled_unlike_timed, CPU / "cudnn_torch", H100 / "cudnn_torch-bf16/train"),
+    (RULE["host_bound"], H100 / "fine_torch/train", H100 / "graph_torch/train"),
+    (RULE["host_bound"], CPU / "fine_torch", CPU / "cudnn_torch"),
+    (RULE["kernel_sequences"], H100 / "fine_torch/train", H100 / "cudnn_torch/train"),
+    (RULE["casts"], H100 / "cudnn_torch-bf16/train", H100 / "cudnn_torch/train"),
+    (RULE["syncs_in_steps"], QUEUE, H100 / "cudnn_torch/train"),
+    (RULE["pageable_memcpy"], QUEUE, H100 / "fine_torch/train"),
+    (RULE["long_gaps"], QUEUE, H100 / "fine_torch/train"),
+    (RULE["noisy"], H100 / "fine_torch/train", H100 / "cudnn_torch-bf16/train"),
+    (RULE["profiled_unlike_timed"], CPU / "cudnn_torch", H100 / "cudnn_torch-bf16/train"),
     # the bf16 decoder's vocabulary of 10001 is off the multiple of 8; FP32 matrices
     # are not the rule's
-    (A.tensor_core_shapes, H100 / "cudnn_torch-bf16/train", H100 / "cudnn_torch/train"),
+    (RULE["tensor_core_shapes"], H100 / "cudnn_torch-bf16/train", H100 / "cudnn_torch/train"),
     # the FP32 decoder GEMMs ran FP32 kernels on an H100; the bf16 run has none
-    (A.tf32_off, H100 / "cudnn_torch/train", H100 / "cudnn_torch-bf16/train"),
+    (RULE["tf32_off"], H100 / "cudnn_torch/train", H100 / "cudnn_torch-bf16/train"),
     # fp16 per-step GEMMs of 128 x 256 x 1024: 79 FLOP/byte under the fp16 ridge of 295
-    (A.memory_bound_gemms, H100 / "fine_torch-fp16/train", H100 / "cudnn_torch/train"),
-    (A.data_stalls, None, H100 / "cudnn_torch-bf16/train"),
+    (RULE["memory_bound_gemms"], H100 / "fine_torch-fp16/train", H100 / "cudnn_torch/train"),
+    (RULE["data_stalls"], None, H100 / "cudnn_torch-bf16/train"),
 ]
 
 
@@ -58,13 +61,13 @@ def test_syncs_in_steps_evidence_from_raw_rows():
     ev = t.events
     rt = ev[(ev["kind"] == "runtime") & (ev["step"] >= 0)]
     calls = rt[rt["name"].astype(str).isin(["cudaStreamSynchronize", "cudaDeviceSynchronize"])]
-    f = A.syncs_in_steps(A.Context(t))
+    f = RULE["syncs_in_steps"](A.Context(t))
     assert f.figures["per_step"] == len(calls) / 5 == 15.0
     assert f.figures["blocked_ns"] == int(calls["dur_ns"].sum())
 
 
 def test_host_bound_saving_is_the_cuda_graphs_scenario():
-    f = A.host_bound(A.Context(load(_path(H100 / "fine_torch/train"))))
+    f = RULE["host_bound"](A.Context(load(_path(H100 / "fine_torch/train"))))
     assert f.saving_scenario == "cuda_graphs" and f.saving_ns > 0
     assert f.figures["kernels_per_step"] == pytest.approx(6564, abs=1)
 
@@ -82,20 +85,20 @@ def test_capture_rules(tmp_path):
                  "--hidden", "64", "--embed", "16", "--vocab", "64", "--out", str(even)]) == 0
     assert main(["capture", *tiny, "--seq", "5", "--batch", "8", "--hidden", "32", "--embed", "32",
                  "--vocab", "64", "--workers", "1", "--out", str(data)]) == 0
-    f = A.tensor_core_shapes(A.Context(load(odd)))
+    f = RULE["tensor_core_shapes"](A.Context(load(odd)))
     ev = load(odd).events
     mm = ev[(ev["kind"] == "op") & ev["name"].isin(MATRIX_OPS)
             & ev["details"].astype(str).str.contains("BFloat16")
             & ev["details"].astype(str).str.contains(r"\b(?:20|100)\b")]
     assert f is not None and f.figures["ops"] == len(mm) > 0
-    assert A.tensor_core_shapes(A.Context(load(even))) is None
+    assert RULE["tensor_core_shapes"](A.Context(load(even))) is None
     # how long the step waits for the worker's batch depends on the machine's load: the
     # rule's verdict is checked against the share recomputed from this trace's phases
     ctx = A.Context(load(data))
     phases = ctx.summary.phases.set_index("phase")
     assert phases.loc["data", "ranges"] >= 3  # the worker's batches are marked
     share = phases.loc["data", "wall_ns"] / ctx.summary.span_ns
-    d = A.data_stalls(ctx)
+    d = RULE["data_stalls"](ctx)
     assert (d is not None) == (share >= A.DATA_SHARE)
     assert d is None or d.figures["share"] == pytest.approx(share)
 
@@ -107,7 +110,7 @@ def test_data_stalls_at_its_threshold(data_ns):
               row("annotation", "data", 0, data_ns),
               row("annotation", "forward", data_ns, 1000 - data_ns),
               row("kernel", "volta_sgemm_128x64_nn", data_ns, 1000 - data_ns))
-    d = A.data_stalls(A.Context(t))
+    d = RULE["data_stalls"](A.Context(t))
     if data_ns < 100:
         assert d is None
     else:
@@ -138,7 +141,7 @@ def test_notebook_api_equals_the_commands(capsys):
 
 def test_tf32_off_figures_from_the_efficiency_table():
     t = load(_path(H100 / "cudnn_torch/train"))
-    f = A.tf32_off(A.Context(t))
+    f = RULE["tf32_off"](A.Context(t))
 
     # from the kernel rows: FP32 GEMM kernels (no TF32 in their names) of the mm/addmm ops
     k = t.kernels()
@@ -153,13 +156,13 @@ def test_tf32_off_figures_from_the_efficiency_table():
 
 def test_memory_headroom_from_bench_memory():
     t = load(_path(H100 / "cudnn_torch/train"))
-    assert A.memory_headroom(A.Context(t)) is None  # no memory figures in this capture
+    assert RULE["memory_headroom"](A.Context(t)) is None  # no memory figures in this capture
     t.meta["bench"] = {**t.meta["bench"], "memory": {
         "device": "cuda", "peak_allocated_bytes": 3 * 2**30, "total_bytes": 80 * 2**30}}
-    f = A.memory_headroom(A.Context(t))
+    f = RULE["memory_headroom"](A.Context(t))
     assert f.figures["times"] == 26 and "26x" in f.action
     t.meta["bench"]["memory"]["peak_allocated_bytes"] = 50 * 2**30
-    assert A.memory_headroom(A.Context(t)) is None
+    assert RULE["memory_headroom"](A.Context(t)) is None
 
 
 def test_a_scenario_that_replays_slower_claims_no_saving():
@@ -178,7 +181,7 @@ def test_pageable_copies_need_a_size_worth_acting_on():
     the host 759 ms of a 1.23 s span: a finding. The same copies with calls of 1 µs and
     device time of 1 µs each (under 1% of the span) are none."""
     t = load(QUEUE)
-    f = A.pageable_memcpy(A.Context(t))
+    f = RULE["pageable_memcpy"](A.Context(t))
     ev = t.events
     p = ev[(ev["kind"] == "memcpy") & ev["name"].astype(str).str.contains("Pageable")]
     assert f is not None and f.figures["count"] == len(p) == 75
@@ -187,20 +190,21 @@ def test_pageable_copies_need_a_size_worth_acting_on():
     rows = p.index
     small.loc[rows, "dur_ns"] = 1_000
     small.loc[rows, "launch_dur_ns"] = 1_000
-    assert A.pageable_memcpy(A.Context(type(t)(small, dict(t.meta)))) is None
+    assert RULE["pageable_memcpy"](A.Context(type(t)(small, dict(t.meta)))) is None
 
 
 def test_fusion_advice_fits_the_trace():
     """LSTM actions only where the trace holds an LSTM, no TorchScript for a TorchScript
     run, an optimizer's update where the kernels run in the optimizer's step, nothing on
     a CPU trace (no launches to save there)."""
-    eager = A.kernel_sequences(A.Context(load(_path(H100 / "fine_torch/train"))))
+    eager = RULE["kernel_sequences"](A.Context(load(_path(H100 / "fine_torch/train"))))
     assert "fused LSTM" in eager.action and "TorchScript the cell" in eager.action
-    scripted = A.kernel_sequences(A.Context(load(_path(H100 / "jit_torch/train"))))
+    scripted = RULE["kernel_sequences"](A.Context(load(_path(H100 / "jit_torch/train"))))
     assert "fused LSTM" in scripted.action and "TorchScript" not in scripted.action
-    ddp = A.kernel_sequences(A.Context(load(SHARED_TRACES / "kineto" / "v100_19k_kernels.json.gz")))
+    ddp = RULE["kernel_sequences"](
+        A.Context(load(SHARED_TRACES / "kineto" / "v100_19k_kernels.json.gz")))
     assert "LSTM" not in ddp.action and "TorchScript" not in ddp.action
-    assert A.kernel_sequences(A.Context(load(_path(CPU / "naive8_torch")))) is None
+    assert RULE["kernel_sequences"](A.Context(load(_path(CPU / "naive8_torch")))) is None
     # the SGD step's foreach kernel: launched inside the "optimizer" range every time
     t = load(_path(H100 / "fine_torch/train"))
     k = t.kernels()
@@ -215,14 +219,14 @@ def test_amd_devices_have_matrix_cores():
     """The same findings on an AMD device name its units matrix cores (the H100 bf16
     capture's device renamed to an MI300X)."""
     t = load(_path(H100 / "cudnn_torch-bf16/train"))
-    assert "tensor cores" in A.tensor_core_shapes(A.Context(t)).title
+    assert "tensor cores" in RULE["tensor_core_shapes"](A.Context(t)).title
     t.meta["devices"] = {"0": "AMD Instinct MI300X"}
-    assert "matrix cores" in A.tensor_core_shapes(A.Context(t)).title
+    assert "matrix cores" in RULE["tensor_core_shapes"](A.Context(t)).title
 
 
 def test_whole_trace_totals_say_so_beside_per_step_savings():
     t = load(_path(H100 / "cudnn_torch/train"))
-    f = A.host_bound(A.Context(t))
+    f = RULE["host_bound"](A.Context(t))
     s = A.Context(t).summary
     assert f"{fmt_ns(s.host_wait_ns)} of {fmt_ns(s.span_ns)} in all 3 steps" in f.evidence[0]
 

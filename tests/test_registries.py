@@ -169,3 +169,29 @@ def test_a_rule_added_as_one_row(monkeypatch):
     found, _ = advise(t)
     f = next(f for f in found if f.rule == "every_cast")
     assert f.saving_ns == whatif(t, ("no_casts",)).scenario("no_casts").saving_ns > 0
+
+
+def test_whatif_help_lists_every_scenario_of_the_registry(monkeypatch, capsys):
+    """``whatif --help`` is drawn from the rows (a new row is in it), and building the
+    parser, which every command does, imports no scenario (the help is computed when
+    shown)."""
+    import subprocess
+    import sys
+
+    from traceviz.analyses.whatif import scenarios
+    from traceviz.analyses.whatif.transforms import gemm_speedup
+    from traceviz.cli import main
+
+    monkeypatch.setitem(scenarios.SCENARIOS, "halve_device", scenarios.ScenarioSpec(
+        "halve_device", gemm_speedup, "nothing", takes_factor=True))
+    with pytest.raises(SystemExit):
+        main(["whatif", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name, spec in scenarios.SCENARIOS.items():
+        assert (f"{name}=X" if spec.takes_factor else name) in text
+    assert "default: " + ", ".join(scenarios.DEFAULT_SCENARIOS) in text
+    code = ("import sys\nfrom traceviz.cli import main\n"
+            "try:\n    main(['analyze', '--help'])\nexcept SystemExit:\n    pass\n"
+            "assert 'traceviz.analyses.whatif.scenarios' not in sys.modules\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

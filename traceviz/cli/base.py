@@ -65,6 +65,23 @@ def memory_limit_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(e.message) from None
 
 
+class LazyHelp(str):
+    """A help text computed only when ``--help`` prints it: argparse formats every help
+    with ``help % params``, which this computes. For a text drawn from a registry whose
+    import costs a second (the what-if scenarios import the replay), so that building
+    the parser, which every command does, does not pay for it."""
+
+    _make: Callable[[], str]
+
+    def __new__(cls, make: Callable[[], str]) -> LazyHelp:
+        obj = super().__new__(cls, "(computed when shown)")
+        obj._make = make
+        return obj
+
+    def __mod__(self, params: Any) -> str:
+        return self._make() % params
+
+
 def stdout(width: int | None = None) -> Console:
     """The console for results: the terminal's width, or 120 columns into pipes and logs.
     No markup: results hold names from traces (``kernel[/cfg]``, ``f(T) [with T =

@@ -7,7 +7,16 @@ import json
 from contextlib import ExitStack
 from pathlib import Path
 
-from traceviz.cli.base import Command, load_with_progress, stdout, width_arg
+from traceviz.cli.base import Command, LazyHelp, load_with_progress, stdout, width_arg
+
+
+def _scenario_help() -> str:
+    """Every scenario of the registry, as ``--scenario`` takes it, and the default set."""
+    from traceviz.analyses.whatif.scenarios import DEFAULT_SCENARIOS, SCENARIOS
+
+    names = ", ".join(f"{n}=X" if s.takes_factor else n for n, s in SCENARIOS.items())
+    return (f"{names}; several joined by + apply together in one replay (repeatable; "
+            f"default: {', '.join(DEFAULT_SCENARIOS)})").replace("%", "%%")
 
 
 class WhatIfCommand(Command):
@@ -18,10 +27,7 @@ class WhatIfCommand(Command):
         p.add_argument("trace", type=Path,
                        help="a traceviz .parquet, any raw trace, or a capture's run folder")
         p.add_argument("--scenario", action="append", metavar="NAME[=X][+NAME...]",
-                       help="cuda_graphs, fuse_pointwise, no_casts, gemm_speedup=X, "
-                            "host_speedup=X, merge_gemms, batch_input_gemms, "
-                            "drop_stream_sync; several joined by + apply together in one "
-                            "replay (repeatable; default: the first five, with X=2)")
+                       help=LazyHelp(_scenario_help))
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--brief", action="store_true",
                        help="one screen: the scenarios' figures without their assumptions")
