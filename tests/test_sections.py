@@ -25,9 +25,11 @@ JSON_KEYS = [
     "host_wait_ns", "queued_idle_ns", "trace_busy_ns", "idle_fraction",
     "launch_bound_fraction", "framework_overhead_fraction", "queued_idle_fraction",
     "copy_fraction", "devices", "streams", "kernels", "launches", "copies", "graphs",
-    "categories", "top_kernels", "other_kernels", "casts", "phases", "modules", "timings",
+    "categories", "top_kernels", "other_kernels", "casts", "phases", "input_pipeline",
+    "modules", "timings",
     "timed_step", "host", "stream_overlap", "efficiency", "memory", "notes"]
-LAZY = ["launches", "casts", "phases", "modules", "host", "stream_overlap", "efficiency",
+LAZY = ["launches", "casts", "phases", "input_pipeline", "modules", "host", "stream_overlap",
+        "efficiency",
         "memory"]
 
 

@@ -19,9 +19,18 @@ if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' regis
 AMD_DEVICE = re.compile(r"\bAMD\b|Instinct|Radeon|\bMI\d{3}", re.IGNORECASE)
 
 
-def remedy(ctx: Context, torch: str, tf: str) -> str:
-    """The action in the words of the trace's framework (TensorFlow/JAX or PyTorch)."""
-    return tf if ctx.framework == "tf" else torch
+def remedy(ctx: Context, torch: str, tf: str, jax: str | None = None,
+           mxnet: str | None = None) -> str:
+    """The action in the words of the trace's framework (``Context.framework_name``):
+    a JAX trace without its own text gets the TensorFlow/JAX one (which names both XLA
+    front ends), an MXNet trace without its own the PyTorch one; a TensorFlow or JAX
+    trace never gets a PyTorch remedy."""
+    name = ctx.framework_name
+    if name == "jax":
+        return jax or tf
+    if name == "tf":
+        return tf
+    return mxnet if name == "mxnet" and mxnet else torch
 
 
 def cores(ctx: Context) -> str:

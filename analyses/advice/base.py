@@ -76,12 +76,19 @@ def in_timed(f: Finding, ctx: Context) -> Finding:
     run has a timed step."""
     if f.saving_ns is None or f.saving_scenario is None:
         return f
-    s = ctx.scenario(f.saving_scenario)
+    # "a - b": what scenario a adds to scenario b (a finding priced beside another's)
+    plus, _, minus = f.saving_scenario.partition(" - ")
+    s, base = ctx.scenario(plus), ctx.scenario(minus) if minus else None
     if s is None or s.timed_saving_step_ns is None:
         return f
-    if s.timed_saving_step_ns <= 0:
+    timed = s.timed_saving_step_ns
+    if minus:
+        if base is None or base.timed_saving_step_ns is None:
+            return f
+        timed -= base.timed_saving_step_ns
+    if timed <= 0:
         return replace(f, saving_ns=None, evidence=[
             *f.evidence, f"the {f.saving_scenario} replay predicts no gain per timed step "
             "(the step without the profiler): what it speeds up is not on the chain that "
             "sets the step's length; the action may not pay on its own"])
-    return replace(f, timed_saving_ns_per_step=s.timed_saving_step_ns)
+    return replace(f, timed_saving_ns_per_step=timed)

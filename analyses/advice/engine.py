@@ -9,11 +9,13 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from traceviz.analyses.advice.base import Finding, in_timed, no_loss
+from traceviz.analyses.advice.bound import BOUND_RULES, Bound, step_bound
 from traceviz.analyses.advice.rules import RULES, SHARED_SCENARIOS
 from traceviz.analyses.summary.figures import Summary, summarize
 from traceviz.analyses.timed import TimedStep
 from traceviz.analyses.whatif.engine import Scenario, WhatIf, whatif
 from traceviz.errors import TraceVizError
+from traceviz.table.frameworks import xla_front_end
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
@@ -89,6 +91,22 @@ class Context:
             return "tf"
         return "mxnet" if fmt == "mxnet" or runner == "mxnet" else "torch"
 
+    @cached_property
+    def framework_name(self) -> str:
+        """``torch``, ``tf``, ``jax`` or ``mxnet``: ``framework`` with TensorFlow and JAX
+        apart (``table/frameworks.py``)."""
+        if self.framework != "tf":
+            return self.framework
+        runner = (self.trace.meta.get("runner") or {}).get("framework", "")
+        if runner in ("tensorflow", "jax"):
+            return "tf" if runner == "tensorflow" else "jax"
+        return xla_front_end(self.trace.events["name"])
+
+    @cached_property
+    def bound(self) -> Bound:
+        """What bounds the step (``bound.py``)."""
+        return step_bound(self)
+
 
 def advise(trace: Trace) -> tuple[list[Finding], int]:
     """Every rule's finding on ``trace``, biggest estimated saving first, and the number
@@ -104,11 +122,38 @@ def advise_timed(trace: Trace) -> tuple[list[Finding], int, TimedStep | None]:
     return found, steps, ctx.timed
 
 
+@dataclass(frozen=True)
+class Advice:
+    """``advise``'s whole answer: what bounds the step, the findings (its finding first),
+    the steps the savings are over and the run's profiled and timed step."""
+
+    bound: Bound
+    findings: list[Finding]
+    steps: int
+    timed: TimedStep | None
+
+    def to_dict(self) -> dict:
+        return {"steps": self.steps,
+                "timed_step": None if self.timed is None else self.timed.to_dict(),
+                "bound": self.bound.to_dict(),
+                "findings": [f.to_dict(self.steps) for f in self.findings]}
+
+
+def advise_full(trace: Trace) -> Advice:
+    """``advise`` with the verdict on what bounds the step."""
+    ctx = Context(trace)
+    found, steps = _advise(ctx)
+    return Advice(ctx.bound, found, steps, ctx.timed)
+
+
 def _advise(ctx: Context) -> tuple[list[Finding], int]:
     found = [in_timed(no_loss(f), ctx) for rule in RULES if (f := rule(ctx)) is not None]
-    # the biggest saving in the time a user pays first (profiled where no timed step)
-    return sorted(found, key=lambda f: -(f.timed_saving_ns_per_step
-                                         if f.timed_saving_ns_per_step is not None
-                                         else (f.saving_ns or 0) / max(ctx.steps, 1))), \
+    # the finding that names what bounds the step first (bound.py), then the biggest
+    # saving in the time a user pays (profiled where no timed step)
+    first = BOUND_RULES.get(ctx.bound.by, ())
+    return sorted(found, key=lambda f: (f.rule not in first,
+                                        -(f.timed_saving_ns_per_step
+                                          if f.timed_saving_ns_per_step is not None
+                                          else (f.saving_ns or 0) / max(ctx.steps, 1)))), \
         ctx.steps
 

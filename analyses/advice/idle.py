@@ -1,5 +1,6 @@
 """Advice on the device left idle by what lies outside the step's work (theme ``idle``):
-long gaps inside the windows, steps waiting for their data. ``rules.py`` registers them."""
+long gaps inside the windows (steps waiting for their data: ``inputs.py``).
+``rules.py`` registers them."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' regis
 
 LONG_GAP_NS = 1_000_000
 LONG_GAPS_SHARE = 0.10
-DATA_SHARE = 0.10
 
 
 def long_gaps(ctx: Context) -> Finding | None:
@@ -68,26 +68,3 @@ def _idle_in(bs: np.ndarray, be: np.ndarray, ws: np.ndarray, we: np.ndarray
     if not out_s:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.concatenate(out_s), np.concatenate(out_e)
-
-
-def data_stalls(ctx: Context) -> Finding | None:
-    """The ``data`` phase takes >= 10% of the span: the step waits for its batch."""
-    p = ctx.summary.phases
-    if p.empty or "data" not in set(p["phase"]):
-        return None
-    data = p.set_index("phase").loc["data"]
-    wall = int(data["wall_ns"])
-    span = ctx.summary.span_ns
-    devices = max(len(ctx.summary.devices), 1)
-    share = wall / (span / devices) if span else 0
-    if share < DATA_SHARE:
-        return None
-    workers = ctx.trace.meta.get("workers")
-    return Finding(
-        "data_stalls", "Steps wait for data",
-        [f"the data phase takes {fmt_ns(wall)}, {fmt_pct(share)} of the step time",
-         f"data loader workers: {workers if workers is not None else 'not recorded'}"],
-        "load batches in parallel with the step: more DataLoader workers (`--workers N` "
-        "in traceviz capture), pin_memory=True, prefetching; as in the MXNet/PyTorch "
-        "comparison, workers hide loading behind compute",
-        None, None, {"data_ns": wall, "share": share})

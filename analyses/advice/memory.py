@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 from traceviz.algos.categorical import each, per_distinct
+from traceviz.analyses.advice.actions import remedy
 from traceviz.analyses.advice.base import Finding
 from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
@@ -41,8 +42,16 @@ def pageable_memcpy(ctx: Context) -> Finding | None:
          f"of copy time{size}; their calls held the host {fmt_ns(host_ns)})",
          ", ".join(f"{n} x{k}" for n, k in p["name"].astype(str).value_counts().head(2)
                    .items())],
-        "pin host buffers (DataLoader(pin_memory=True), tensor.pin_memory()) and copy "
-        "with non_blocking=True",
+        remedy(ctx, torch="pin host buffers (DataLoader(pin_memory=True), "
+                          "tensor.pin_memory()) and copy with non_blocking=True",
+               tf="let tf.data stage batches on the device (dataset.prefetch(tf.data."
+                  "AUTOTUNE) last, or tf.data.experimental.prefetch_to_device) so copies "
+                  "start from the runtime's pinned staging buffers",
+               jax="put batches on the device ahead of the step from a prefetch thread "
+                   "(jax.device_put; flax.jax_utils.prefetch_to_device) so the copies overlap "
+                   "the step",
+               mxnet="load into pinned memory (gluon.data.DataLoader(pin_memory=True), "
+                     "mx.cpu_pinned()) and copy with as_in_context"),
         None, None, {"count": len(p), "ns": int(p["dur_ns"].sum())})
 
 

@@ -12,9 +12,12 @@ Thresholds are stated in each rule (and in docs/advise.md); a rule that cannot j
 
 from __future__ import annotations
 
+from traceviz.analyses.advice.attention import attention
 from traceviz.analyses.advice.base import RuleSpec
+from traceviz.analyses.advice.bound import communication, device_bound
 from traceviz.analyses.advice.host import host_bound, syncs_in_steps
-from traceviz.analyses.advice.idle import data_stalls, long_gaps
+from traceviz.analyses.advice.idle import long_gaps
+from traceviz.analyses.advice.inputs import input_pipeline
 from traceviz.analyses.advice.kernels import (
     kernel_sequences,
     memory_bound_gemms,
@@ -33,6 +36,9 @@ from traceviz.analyses.whatif.scenarios import SCENARIOS, parse_scenarios
 
 # theme -> what its rules look at; each theme is the module of its rules
 THEMES: dict[str, str] = {
+    "bound": "what bounds the step: the device's own work, exposed communication",
+    "attention": "attention: unfused softmax between batched matmuls",
+    "inputs": "the input pipeline: steps waiting for their next batch",
     "host": "the host and its launches: a host-bound step, synchronizing calls in steps",
     "kernels": "what the kernels are: sequences worth fusing, matrix shapes and intensity",
     "precision": "the precision the work runs in: casts, autocast, TF32",
@@ -43,14 +49,19 @@ THEMES: dict[str, str] = {
 }
 
 RULES: tuple[RuleSpec, ...] = (
-    RuleSpec(host_bound, "host", scenarios=("cuda_graphs", "host_speedup=2")),
+    RuleSpec(device_bound, "bound"),
+    RuleSpec(communication, "bound"),
+    RuleSpec(input_pipeline, "inputs", scenarios=("overlap_input",)),
+    RuleSpec(host_bound, "host", scenarios=(
+        "cuda_graphs", "host_speedup=2", "overlap_input+cuda_graphs",
+        "overlap_input+host_speedup=2")),
+    RuleSpec(attention, "attention", alone=("fuse_attention",)),
     RuleSpec(kernel_sequences, "kernels", scenarios=("fuse_pointwise",)),
     RuleSpec(casts, "precision", scenarios=("no_casts",)),
     RuleSpec(autocast_precision, "precision"),
     RuleSpec(syncs_in_steps, "host"),
     RuleSpec(pageable_memcpy, "memory"),
     RuleSpec(long_gaps, "idle"),
-    RuleSpec(data_stalls, "idle"),
     RuleSpec(tensor_core_shapes, "kernels"),
     RuleSpec(tf32_off, "precision", alone=("gemm_speedup",)),
     RuleSpec(tf32_off_kernels, "precision", alone=("gemm_speedup",)),

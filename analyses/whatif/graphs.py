@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.replay.graph import ReplayGraph, per_device
+from traceviz.analyses.whatif.inputs import input_gaps
 from traceviz.units import fmt_ns
 
 # host cost of a graph launch per kernel it holds, where the trace has no graph launch
@@ -33,10 +34,14 @@ def cuda_graphs(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
                       "has no graph launch"
     # segments: per thread and step, the launch calls between synchronizing calls
     step = _host_step(g)
+    # a graph ends at a synchronizing call, and where the host waits for its next batch
+    # (a data loader cannot be captured: the step asks for its input outside any graph)
+    removed, _ = input_gaps(g)
     sync = g.h_await >= 0
+    cuts = sync | (removed > 0)
     in_step = step >= 0
     key = pd.DataFrame({"chain": g.h_chain, "step": step,
-                        "cut": pd.Series(sync).groupby(g.h_chain).cumsum().to_numpy()})
+                        "cut": pd.Series(cuts).groupby(g.h_chain).cumsum().to_numpy()})
     seg = key.groupby(["chain", "step", "cut"], sort=False).ngroup().to_numpy()
     seg = np.where(in_step & ~sync, seg, -1)
     # a graph launch already replays its graph: it stays as it is, outside the segments

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from traceviz.analyses.replay.graph import ReplayGraph
+from traceviz.analyses.whatif.attention import fuse_attention
 from traceviz.analyses.whatif.graphs import cuda_graphs
+from traceviz.analyses.whatif.inputs import overlap_input
 from traceviz.analyses.whatif.ladder import batch_input_gemms, drop_stream_sync, merge_gemms
 from traceviz.analyses.whatif.transforms import (
     fuse_pointwise,
@@ -74,6 +76,13 @@ SCENARIOS: dict[str, ScenarioSpec] = {s.name: s for s in (
                  "no event call, no stream bookkeeping op and one stream per device",
                  cpu_reason="a CPU trace has no streams or events to synchronize them",
                  rewrites_launches=True),
+    ScenarioSpec("fuse_attention", fuse_attention,
+                 "no softmax over [..., S, S] scores between batched matmuls with recorded "
+                 "shapes, on a device whose peaks are known",
+                 cpu_reason="a CPU trace has no attention kernels to fuse"),
+    ScenarioSpec("overlap_input", overlap_input,
+                 "no input call (DataLoader __next__, IteratorGetNext, a data phase) with "
+                 "host time inside it between calls"),
 )}
 # the scenarios that rewrite launch calls (a trace without recorded launches has none)
 LAUNCH_SCENARIOS = tuple(n for n, s in SCENARIOS.items() if s.rewrites_launches)

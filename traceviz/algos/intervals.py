@@ -226,3 +226,22 @@ def attribute_union(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, n: 
     w[:-1][live] = seg[live] / open_[:-1][live]
     suffix = np.cumsum(w[::-1])[::-1]
     return np.bincount(label, weights=delta * suffix, minlength=n)[:n]
+
+
+def intersect_blocks(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray,
+                     b_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The intersection of two sets of sorted, disjoint blocks, as sorted disjoint
+    blocks: each piece between consecutive boundaries of either set that both cover."""
+    a_start, a_end = np.asarray(a_start, np.int64), np.asarray(a_end, np.int64)
+    b_start, b_end = np.asarray(b_start, np.int64), np.asarray(b_end, np.int64)
+    if not len(a_start) or not len(b_start):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    t = np.unique(np.concatenate([a_start, a_end, b_start, b_end]))
+    lo, hi = t[:-1], t[1:]
+
+    def covers(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(s, lo, side="right") - 1
+        return (k >= 0) & (lo < e[np.maximum(k, 0)])
+
+    both = covers(a_start, a_end) & covers(b_start, b_end)
+    return union_blocks(lo[both], hi[both])

@@ -21,18 +21,16 @@ class AdviseCommand(Command):
         p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.analyses.advice.engine import advise_timed
+        from traceviz.analyses.advice.engine import advise_full
 
         with ExitStack() as stack:
             trace = load_with_progress(args.trace, stack)
-        findings, steps, timed = advise_timed(trace)
+        advice = advise_full(trace)
         if args.json:
-            print(json.dumps({"steps": steps,
-                              "timed_step": None if timed is None else timed.to_dict(),
-                              "findings": [f.to_dict(steps) for f in findings]},
-                             indent=2, default=int))
+            print(json.dumps(advice.to_dict(), indent=2, default=int))
             return 0
         from traceviz.render.terminal.advice import advice_render
 
-        stdout(args.width).print(advice_render(findings, steps, timed))
+        stdout(args.width).print(advice_render(advice.findings, advice.steps, advice.timed,
+                                               advice.bound))
         return 0

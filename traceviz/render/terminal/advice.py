@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.advice.bound import Bound
 from traceviz.analyses.timed import TimedStep, profiled_note
 from traceviz.analyses.whatif.engine import WhatIf
 from traceviz.render.terminal.fit import Col, fitted_table, left_note
@@ -86,13 +87,24 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
     return Group(*parts)
 
 
+BOUND_TITLES = {"input": "the input pipeline", "host": "the host (launches)",
+                "device": "the device's own work", "communication": "communication",
+                "unknown": "unknown"}
+
+
 def advice_render(findings: list[Finding], steps: int,
-                  timed: TimedStep | None = None) -> RenderableType:
+                  timed: TimedStep | None = None, bound: Bound | None = None
+                  ) -> RenderableType:
+    head: list[RenderableType] = []
+    if bound is not None:
+        head = [Text.assemble(("What bounds the step: ", "bold"),
+                              (BOUND_TITLES.get(bound.by, bound.by), "bold yellow"),
+                              f" ({bound.why})"), Text("")]
     if not findings:
-        return Text("No finding: no rule fired on this trace (docs/advise.md lists what "
-                    "each rule looks for).")
+        return Group(*head, Text("No finding: no rule fired on this trace "
+                                 "(docs/advise.md lists what each rule looks for)."))
     known = timed is not None and timed.known
-    parts: list[RenderableType] = [Text(
+    parts: list[RenderableType] = [*head, Text(
         "Each saving is a whatif scenario against the replay as recorded; they overlap and "
         "do not add up." + (" Savings are per timed step (no profiler): the replay with "
                             "device work as recorded and host work scaled so that it "

@@ -68,3 +68,17 @@ def _share(part: int | None, whole: int) -> float | None:
     return None if part is None or not whole else part / whole
 
 
+
+
+def input_pipeline(s: Summary, page: Page) -> None:
+    """The input calls' time and the device idle in them (no input call: nothing)."""
+    p = s.input_pipeline
+    if p is None:
+        return
+    idle = "no work op ran for" if s.cpu_trace else "the device was idle for"
+    per = f" ({fmt_ns(p.input_ns / s.steps)} per step)" if s.steps else ""
+    page.add(Text.assemble(
+        ("input pipeline: ", "bold"),
+        f"{p.calls:,} calls for the next batch ({', '.join(p.frameworks)}) hold "
+        f"{fmt_ns(p.input_ns)}{per}, {fmt_pct(p.share)} of the span; {idle} "
+        f"{fmt_ns(p.idle_ns)} of it ({fmt_pct(p.idle_share)} of the span)"))

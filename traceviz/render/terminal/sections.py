@@ -16,6 +16,7 @@ RENDERS: dict[str, Render] = {
     "totals": totals.header,
     "kernel_tables": totals.kernel_tables,
     "phases": phases.phases_table,
+    "input_pipeline": phases.input_pipeline,
     "modules": phases.modules_table,
     "stream_overlap": host.streams,
     "launches": launches.launch_overhead,

@@ -1,0 +1,209 @@
+"""What bounds the step: the one verdict ``advise`` opens with, and the finding that names
+it goes first.
+
+The step's time splits into the device busy and the device idle; the idle has a cause:
+the host asking for its next batch (the input pipeline), the host between launches
+(Python, the framework, the launch calls), or the device waiting on something launched
+(queued: a stream wait, a collective). Exposed communication (collectives no computation
+kernel overlaps) is busy time that waits for other ranks. The verdict is the biggest
+cause over its threshold, in this order:
+
+- ``unknown``: launches but no kernel records (the trace was taken without CUDA/HIP
+  activity): the device's time is not in the trace;
+- ``input``: the device idles inside input calls >= ``INPUT_SHARE`` of the span and at
+  least as long as it idles waiting for launches;
+- ``communication``: exposed communication >= ``COMM_SHARE`` of the span and more than
+  the launch wait;
+- ``host``: the device waits for launches (idle, nothing pending, outside input calls)
+  >= ``HOST_SHARE`` of the span, unless the run's timed step shows the host's work
+  scaled to almost nothing without the profiler (then the profiled host wait is the
+  profiler's own);
+- ``device``: otherwise; the device's own work sets the pace (a CPU trace: the ops).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from traceviz.algos.categorical import each, per_distinct
+from traceviz.algos.intervals import intersect_blocks, union_blocks
+from traceviz.analyses.advice.actions import remedy
+from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.work import work_rows
+from traceviz.table.launch_apis import launch_kind
+from traceviz.units import fmt_ns, fmt_pct
+
+if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
+    from traceviz.analyses.advice.engine import Context
+
+INPUT_SHARE = 0.10   # the device idle for input: a tenth of the step is worth its remedy
+COMM_SHARE = 0.25
+HOST_SHARE = 0.25    # as advice.host's HOST_BOUND: the same threshold, one verdict
+# timed host factor below this: without the profiler the host's work all but vanishes
+HOST_GONE_TIMED = 0.10
+BOUND_RULES = {"input": ("input_pipeline",), "host": ("host_bound",),
+               "unknown": ("no_kernel_activity",), "communication": ("communication",),
+               "device": ("device_bound",)}
+
+
+@dataclass(frozen=True)
+class Bound:
+    by: str                      # input | host | device | communication | unknown
+    share: float | None          # the cause's share of the span
+    why: str
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"by": self.by, "share": self.share, "why": self.why, "figures": self.figures}
+
+
+def kernel_launches_without_kernels(ctx: Context) -> int:
+    """Kernel launch calls in a trace holding no kernel row (0: not that case)."""
+    ev = ctx.trace.events
+    if (ev["kind"] == "kernel").any():
+        return 0
+    rt = ev[ev["kind"] == "runtime"]
+    return int(per_distinct(rt["name"], each(lambda n: launch_kind(n) == "kernel"),
+                            fill=False).astype(bool).sum())
+
+
+def exposed_communication(ctx: Context) -> tuple[int, int]:
+    """(communication time, the part no other kernel overlaps), inside the windows,
+    summed over devices."""
+    s = ctx.summary
+    work = work_rows(ctx.trace)
+    if s.cpu_trace or work.empty:
+        return 0, 0
+    cat = work["category"].astype(object).to_numpy()
+    ts = work["ts_ns"].to_numpy(np.int64)
+    end = ts + work["dur_ns"].to_numpy(np.int64)
+    dev = work["device"].to_numpy(np.int64)
+    comm_total = exposed = 0
+    windows = s.inputs.windows if s.inputs is not None else {}
+    for device, w in windows.items():
+        ws, we = w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64)
+        mine = dev == device
+        c = mine & (cat == "communication")
+        if not c.any():
+            continue
+        cs, ce = intersect_blocks(*union_blocks(ts[c], end[c]), ws, we)
+        os_, oe = intersect_blocks(cs, ce, *union_blocks(ts[mine & ~c], end[mine & ~c]))
+        comm_total += int((ce - cs).sum())
+        exposed += int((ce - cs).sum() - (oe - os_).sum())
+    return comm_total, exposed
+
+
+def step_bound(ctx: Context) -> Bound:
+    s = ctx.summary
+    launches = kernel_launches_without_kernels(ctx)
+    if launches:
+        return Bound("unknown", None, f"{launches:,} kernel launches, no kernel records: "
+                     "the device's time is not in the trace",
+                     {"launches": launches, "kernels": 0})
+    span = s.span_ns
+    if not span:
+        return Bound("unknown", None, "nothing to judge: the windows are empty")
+    p = s.input_pipeline
+    input_idle = p.idle_ns if p is not None else 0
+    if s.cpu_trace:
+        if input_idle >= INPUT_SHARE * span:
+            return Bound("input", input_idle / span,
+                         f"the step waits for its input {fmt_pct(input_idle / span)} of "
+                         "the span", {"input_idle_ns": input_idle})
+        share = s.framework_overhead_fraction or 0.0
+        if share >= HOST_SHARE:
+            return Bound("host", share, f"{fmt_pct(share)} of the span is framework time "
+                         "outside the work ops", {"overhead_fraction": share})
+        return Bound("device", s.busy_ns / span, f"the work ops fill "
+                     f"{fmt_pct(s.busy_ns / span)} of the span", {"busy_ns": s.busy_ns})
+    launch_wait = max((s.host_wait_ns or 0) - input_idle, 0)
+    comm, exposed = exposed_communication(ctx)
+    figures = {"span_ns": span, "busy_ns": s.busy_ns, "input_idle_ns": input_idle,
+               "launch_wait_ns": launch_wait, "queued_idle_ns": s.queued_idle_ns or 0,
+               "communication_ns": comm, "exposed_communication_ns": exposed}
+    if input_idle >= INPUT_SHARE * span and input_idle >= launch_wait:
+        return Bound("input", input_idle / span,
+                     f"the device idles {fmt_pct(input_idle / span)} of the span while the "
+                     f"host waits for its next batch ({fmt_ns(input_idle)}), more than it "
+                     f"waits for launches ({fmt_ns(launch_wait)})", figures)
+    if exposed >= COMM_SHARE * span and exposed > launch_wait:
+        return Bound("communication", exposed / span,
+                     f"communication no computation overlaps takes {fmt_pct(exposed / span)}"
+                     f" of the span ({fmt_ns(exposed)})", figures)
+    timed = ctx.timed
+    factor = timed.host_scale if timed is not None else None
+    host_gone = factor is not None and factor < HOST_GONE_TIMED
+    if launch_wait >= HOST_SHARE * span and not host_gone:
+        return Bound("host", launch_wait / span,
+                     f"the device waits for launches {fmt_pct(launch_wait / span)} of the "
+                     f"span ({fmt_ns(launch_wait)}, input calls left out)", figures)
+    why = f"the device is busy {fmt_pct(s.busy_ns / span)} of the span"
+    if host_gone:
+        why += ("; without the profiler the host's work scales to "
+                f"{factor:.2f}x: the profiled host wait is the profiler's own")
+    return Bound("device", s.busy_ns / span, why, figures)
+
+
+def _top_categories(ctx: Context, n: int = 3) -> str:
+    cats = ctx.summary.categories
+    if cats is None or not len(cats):
+        return ""
+    total = float(cats["total_ns"].sum()) or 1.0
+    top = cats.sort_values("total_ns", ascending=False).head(n)
+    return ", ".join(f"{c} {fmt_pct(t / total)}" for c, t in
+                     zip(top["category"].astype(str), top["total_ns"], strict=True))
+
+
+def device_bound(ctx: Context) -> Finding | None:
+    """The verdict ``device``: the device's own work sets the pace; what it spends its
+    time on, so that the findings after it (precision, fusion, shapes) read in order."""
+    b = ctx.bound
+    if b.by != "device":
+        return None
+    s = ctx.summary
+    unit = "work ops" if s.cpu_trace else "kernels"
+    evidence = [b.why]
+    if top := _top_categories(ctx):
+        evidence.append(f"{unit} by category: {top}")
+    if len(s.kernels):
+        k = s.kernels.iloc[0]
+        evidence.append(f"the longest: {str(k['name'])[:90]} ({fmt_ns(int(k['total_ns']))}, "
+                        f"{int(k['count']):,} calls)")
+    return Finding(
+        "device_bound", "Device-bound: the step is as long as its device work"
+        if not s.cpu_trace else "Compute-bound: the step is as long as its work ops",
+        evidence,
+        f"make the {unit} faster or fewer: the findings below and `traceviz analyze` "
+        "(the efficiency section holds each op group against the device's peak) say "
+        "which; a faster host or fewer launches will not shorten this step",
+        None, None, {"busy_share": b.share})
+
+
+def communication(ctx: Context) -> Finding | None:
+    """The verdict ``communication``: collectives no computation overlaps bound the step."""
+    b = ctx.bound
+    if b.by != "communication":
+        return None
+    f = b.figures
+    return Finding(
+        "communication", "Exposed communication bounds the step",
+        [b.why, f"communication kernels run {fmt_ns(f['communication_ns'])} in all, "
+                f"{fmt_ns(f['communication_ns'] - f['exposed_communication_ns'])} of it "
+                "overlapped by computation",
+         "a collective waits for the slowest rank: part of this time is other ranks "
+         "arriving late, which no change on this rank removes"],
+        remedy(ctx, torch="overlap collectives with computation (DDP's bucket_cap_mb and "
+                          "gradient_as_bucket_view, FSDP's forward/backward prefetch, async "
+                          "collectives), send fewer and larger messages, compress gradients "
+                          "(DDP comm hooks), and place ranks that talk most on the same node",
+               tf="overlap collectives with computation (tf.distribute's all-reduce "
+                  "packing, XLA's async collectives), send fewer and larger messages, and "
+                  "place ranks that talk most on the same node",
+               jax="overlap collectives with computation (XLA's async collectives and "
+                   "latency-hiding scheduler flags), shard to send fewer and larger "
+                   "messages, and place ranks that talk most on the same node"),
+        None, None, {"communication_ns": f["communication_ns"],
+                     "exposed_ns": f["exposed_communication_ns"], "share": b.share})

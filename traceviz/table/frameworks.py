@@ -1,0 +1,26 @@
+"""Which XLA front end recorded an XSpace: TensorFlow or JAX, from the host events' names
+(one pass over the distinct names). Advice names the remedies of the trace's framework."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from traceviz.algos.categorical import categorical_of
+
+# TensorFlow's executor and eager runtime, its ops' Python API; JAX's dispatch (pjit),
+# PjRt client and Python frames ("$jaxlib.utils safe_map", "$core.py:2002 ...")
+_TF = re.compile(r"^(?:ExecutorState::Process|EagerKernelExecute|EagerExecute|"
+                 r"TFE_|__inference_|tf\.|IteratorGetNext)")
+_JAX = re.compile(r"(?:^PjitFunction|^pjit|jaxlib|^\$.*jax|^jit_|PjRt|"
+                  r"^Wait for donation holds$)")
+
+
+def xla_front_end(names: pd.Series) -> str:
+    """``tf`` or ``jax``: the front end whose names the trace holds more of (``tf``
+    where neither shows: the profiler's own default)."""
+    cats = pd.Series(categorical_of(names).categories.astype(str))
+    tf = int(cats.str.contains(_TF).sum())
+    jax = int(cats.str.contains(_JAX).sum())
+    return "jax" if jax > tf else "tf"
