@@ -15,9 +15,10 @@ cause over its threshold, in this order:
 - ``communication``: exposed communication >= ``COMM_SHARE`` of the span and more than
   the launch wait;
 - ``host``: the device waits for launches (idle, nothing pending, outside input calls)
-  >= ``HOST_SHARE`` of the span, unless the run's timed step shows the host's work
-  scaled to almost nothing without the profiler (then the profiled host wait is the
-  profiler's own);
+  >= ``HOST_SHARE`` of the span, unless the run's timed step (no profiler) leaves the
+  host less than ``HOST_SHARE`` of it: the device's busy time per step is the same
+  without the profiler, so a timed step hardly longer than it has no room for a host
+  bound (the profiled host wait was the profiler's own);
 - ``device``: otherwise; the device's own work sets the pace (a CPU trace: the ops).
 """
 
@@ -42,8 +43,6 @@ if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' regis
 INPUT_SHARE = 0.10   # the device idle for input: a tenth of the step is worth its remedy
 COMM_SHARE = 0.25
 HOST_SHARE = 0.25    # as advice.host's HOST_BOUND: the same threshold, one verdict
-# timed host factor below this: without the profiler the host's work all but vanishes
-HOST_GONE_TIMED = 0.10
 BOUND_RULES = {"input": ("input_pipeline",), "host": ("host_bound",),
                "unknown": ("no_kernel_activity",), "communication": ("communication",),
                "device": ("device_bound",)}
@@ -134,17 +133,27 @@ def step_bound(ctx: Context) -> Bound:
                      f"communication no computation overlaps takes {fmt_pct(exposed / span)}"
                      f" of the span ({fmt_ns(exposed)})", figures)
     timed = ctx.timed
-    factor = timed.host_scale if timed is not None else None
-    host_gone = factor is not None and factor < HOST_GONE_TIMED
+    # the step a user pays is the timed one: the device's busy time per step is the same
+    # without the profiler, so at most (timed - busy) of it is left for the host to cost
+    room = None
+    if timed is not None and timed.known and timed.timed_ns:
+        room = max(timed.timed_ns - timed.device_ns, 0.0) / timed.timed_ns
+        figures["timed_step_ns"] = timed.timed_ns
+        figures["timed_host_room"] = room
+    host_gone = room is not None and room < HOST_SHARE
     if launch_wait >= HOST_SHARE * span and not host_gone:
         return Bound("host", launch_wait / span,
                      f"the device waits for launches {fmt_pct(launch_wait / span)} of the "
                      f"span ({fmt_ns(launch_wait)}, input calls left out)", figures)
     why = f"the device is busy {fmt_pct(s.busy_ns / span)} of the span"
-    if host_gone:
-        why += ("; without the profiler the host's work scales to "
-                f"{factor:.2f}x: the profiled host wait is the profiler's own")
-    return Bound("device", s.busy_ns / span, why, figures)
+    if host_gone and timed is not None:
+        why = (f"the device is busy {fmt_ns(timed.device_ns)} of the "
+               f"{fmt_ns(timed.timed_ns)} timed step (no profiler): at most "
+               f"{fmt_pct(room)} of it is left for the host; the profiled step's host wait "
+               f"({fmt_pct(launch_wait / span)} of its span) is mostly the profiler's own")
+    share = timed.device_ns / timed.timed_ns if host_gone and timed is not None \
+        else s.busy_ns / span
+    return Bound("device", min(share, 1.0), why, figures)
 
 
 def _top_categories(ctx: Context, n: int = 3) -> str:
