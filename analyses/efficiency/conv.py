@@ -62,11 +62,12 @@ def _own(details: str) -> tuple[list, list] | None:
     return (ts[0], ts[1]) if len(ts) >= 2 else None
 
 
-def _lacking(names: np.ndarray, details: np.ndarray, ops: tuple[str, ...]) -> np.ndarray:
-    """Rows of the ops ``ops`` whose record has shapes and no Concrete Inputs."""
-    codes, uniques = pd.factorize(pd.Series(names, dtype=object))
-    is_op = np.isin(np.asarray(uniques, dtype=object), ops)
-    rows = np.flatnonzero(is_op[codes] if len(uniques) else np.zeros(len(names), bool))
+def _lacking(codes: np.ndarray, names: pd.Index, details: np.ndarray,
+             ops: tuple[str, ...]) -> np.ndarray:
+    """Rows (``codes`` into the distinct ``names``) of the ops ``ops`` whose record has
+    shapes and no Concrete Inputs."""
+    rows = np.flatnonzero(np.isin(np.asarray(names, dtype=object), ops)[codes]) \
+        if len(names) else np.zeros(0, dtype=np.int64)
     if not len(rows):
         return rows
     d_codes, d_uniques = pd.factorize(pd.Series(details[rows], dtype=object))
@@ -81,8 +82,9 @@ def with_related_shapes(ev: pd.DataFrame, op_row: np.ndarray, names: np.ndarray,
     ``conv:[input, weight, output]`` appended where a convolution's record lacks its
     stride and padding and a related record gives the shapes (see the module's
     docstring)."""
-    forward = _lacking(names, details, tuple(CONV_ARGS))
-    halves = _lacking(names, details, tuple(CONV_BACKWARD_PARTS))
+    codes, distinct = pd.factorize(pd.Series(names, dtype=object), use_na_sentinel=False)
+    forward = _lacking(codes, distinct, details, tuple(CONV_ARGS))
+    halves = _lacking(codes, distinct, details, tuple(CONV_BACKWARD_PARTS))
     if not len(forward) and not len(halves):
         return details
     full = np.flatnonzero(ev["name"].isin(list(FULL_BACKWARD)).to_numpy())
