@@ -7,6 +7,7 @@ record holds its input and weight shapes and nothing else. Its output's shape is
 in the trace: the backward of a convolution receives the output's gradient, of the
 output's shape, and records it beside the input and weight (``cudnn_convolution_backward``
 and ``miopen_convolution_backward`` as [input, grad_output, weight],
+``mkldnn_convolution_backward`` as [input, grad_output, weight],
 ``convolution_backward`` as [grad_output, input, weight]). A forward op takes the output
 shape of the backward records with its input and weight shapes when they all agree on
 one (two convolutions of equal input and weight shapes but other strides leave it
@@ -33,6 +34,7 @@ from traceviz.opcost.matrix import CONV_ARGS, CONV_BACKWARD_PARTS
 FULL_BACKWARD: dict[str, tuple[int, int, int, int | None]] = {
     "aten::cudnn_convolution_backward": (0, 1, 2, None),
     "aten::miopen_convolution_backward": (0, 1, 2, None),
+    "aten::mkldnn_convolution_backward": (0, 1, 2, None),
     "aten::convolution_backward": (1, 0, 2, 7),
 }
 
@@ -53,8 +55,7 @@ def _shapes(name: str, details: str) -> list | None:
 
 
 def _own(details: str) -> tuple[list, list] | None:
-    """The first two tensor shapes of a record (a forward's input and weight; a backward
-    half's grad_output and input or weight, after its size argument)."""
+    """The first two tensor shapes of a forward's record: its input and weight."""
     a = parse_details(details)
     if a is None:
         return None
