@@ -5,10 +5,9 @@ A convolution's count needs its output's spatial size. Kineto records Concrete I
 (stride, padding, dilation) only since PyTorch 2.x; before, a forward convolution's
 record holds its input and weight shapes and nothing else. Its output's shape is still
 in the trace: the backward of a convolution receives the output's gradient, of the
-output's shape, and records it beside the input and weight (``cudnn_convolution_backward``
-and ``miopen_convolution_backward`` as [input, grad_output, weight],
-``mkldnn_convolution_backward`` as [input, grad_output, weight],
-``convolution_backward`` as [grad_output, input, weight]). A forward op takes the output
+output's shape, and records it beside the input and weight (``cudnn_``, ``miopen_`` and
+``mkldnn_convolution_backward`` as [input, grad_output, weight], ``convolution_backward``
+as [grad_output, input, weight]). A forward op takes the output
 shape of the backward records with its input and weight shapes when they all agree on
 one (two convolutions of equal input and weight shapes but other strides leave it
 without); the two halves of an old backward (``*_backward_input``, ``*_backward_weight``)
