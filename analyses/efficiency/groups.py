@@ -10,6 +10,7 @@ figure is the same to the last bit.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,10 +157,10 @@ def op_groups(k: KernelColumns, peak: Peak | None) -> pd.DataFrame:
     # the regexes run once per distinct details text, not per kernel
     codes, texts = pd.factorize(k.details[cov])
     texts = pd.Series(texts, dtype=object).astype(str).str
-    dims = texts.extract(r"^dims:(.*?) types:", expand=False).fillna("").to_numpy(
-        object)[codes]
-    types = texts.extract(r" types:(.*?)(?: concrete:|$)", expand=False).fillna(
-        "").to_numpy(object)[codes]
+    # (?s): a trace written with indented JSON has line breaks inside the lists
+    dims = _one_line(texts.extract(r"(?s)^dims:(.*?) types:", expand=False))[codes]
+    types = _one_line(texts.extract(r"(?s) types:(.*?)(?: concrete:| conv:|$)",
+                                    expand=False))[codes]
     at, grp = _group(k.op[cov], dims, types)
     rows = cov[at]
     dur = k.dur[rows]
@@ -176,6 +177,24 @@ def op_groups(k: KernelColumns, peak: Peak | None) -> pd.DataFrame:
         "has_bytes": grp.all(k.has_bytes[rows])})
     g["tf32"] = sums["tf32_ns"].to_numpy() > 0.5 * sums["matrix_ns"].to_numpy()
     return _finish(g, peak, GROUP_COLUMNS)
+
+
+def _one_line(text: pd.Series) -> np.ndarray:
+    """Recorded lists as one line, as a compact trace writes them ("[[32, 64], []]"):
+    an indented one's line breaks and indents dropped, its lists read and written
+    again (once per distinct text)."""
+    text = text.fillna("")
+    wrapped = text.str.contains("\n", regex=False)
+    if wrapped.any():
+        text = text.where(~wrapped, text[wrapped].map(_compact))
+    return text.to_numpy(object)
+
+
+def _compact(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text))
+    except (ValueError, RecursionError):
+        return " ".join(text.split())
 
 
 def _firsts(values: pd.Series, rows: np.ndarray, grp: _Groups) -> pd.Series:

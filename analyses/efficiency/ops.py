@@ -20,6 +20,7 @@ import pandas as pd
 from traceviz.algos.categorical import each, per_distinct
 from traceviz.algos.intervals import innermost_enclosing
 from traceviz.algos.optree import op_parents, thread_key
+from traceviz.analyses.efficiency.conv import with_related_shapes
 from traceviz.analyses.efficiency.groups import (
     KernelColumns,
     kernel_groups,
@@ -225,7 +226,7 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
                                                 work["name"].astype(object))
         names = np.where(xla, label.astype(str).to_numpy(), names)
         details = np.where(xla, own.fillna("").to_numpy(), details)
-    details = _as_text(details)
+    details = with_related_shapes(ev, op_row, names.astype(object), _as_text(details))
     cost = _cost_columns(names.astype(object), details)
     dur = work["dur_ns"].to_numpy(np.float64)
     category = _text_of(work["category"])

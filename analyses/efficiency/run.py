@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.algos.categorical import categorical_of, per_distinct
+from traceviz.opcost.matrix import CONV_ARGS, CONV_BACKWARD_PARTS
 from traceviz.opcost.peaks import Peak
 from traceviz.runners.benchdefs import workload_flops
 from traceviz.table.classify import TENSOR_CORE_HALF, TF32_KERNEL
@@ -30,6 +31,8 @@ FP32_FMA_GEMM = re.compile(r"ffma|(^|[_\s:])sgemm|simt_sgemm|gemm_f32f32_f32f32"
 _BF16 = re.compile(r"bf16|bfloat16|(^|_)b\d{3,5}|Cijk_\w+?_BB", re.IGNORECASE)
 _FP8 = re.compile(r"e4m3|e5m2|fp8", re.IGNORECASE)
 MATRIX = ("gemm", "rnn", "attention")
+# the ops whose FLOPs are a direct-convolution count
+CONV_OPS = (*CONV_ARGS, *CONV_BACKWARD_PARTS, "aten::convolution_backward")
 
 
 def _precision_of_names(names: pd.Index) -> np.ndarray:
@@ -175,15 +178,27 @@ def fma_note(eff: Efficiency, work: pd.DataFrame) -> None:
 def over_peak_notes(groups: pd.DataFrame, peak: Peak | None, over: float) -> list[str]:
     """Op groups achieving more than ``over`` x a peak. Above the memory bandwidth only:
     their data came from the caches (tensors that fit in L2, re-read), which serve it
-    faster than HBM; the peak table is right. Above a compute peak: the table's figures
-    are below this device's."""
+    faster than HBM; the peak table is right. A convolution above a compute peak: its
+    FLOPs are the direct-convolution count, and cuDNN's Winograd and FFT algorithms do
+    fewer multiplications than that; the table is right. Any other op above a compute
+    peak: the table's figures are below this device's."""
     if not len(groups):
         return []
     flops = groups["pct_peak"].to_numpy(float)
     bw = groups["pct_bw"].to_numpy(float)
     notes = []
-    compute = [f"{op} {100 * x:.0f}%" for op, x in zip(groups["op"], flops, strict=True)
-               if x > over]
+    conv = groups["op"].isin(CONV_OPS).to_numpy()
+    fast = [f"{op} {100 * x:.0f}%" for op, x, c in zip(groups["op"], flops, conv, strict=True)
+            if x > over and c]
+    if fast:
+        notes.append(f"Convolutions above the compute peak ({', '.join(fast[:3])}): their "
+                     "FLOPs are the direct-convolution count (2 x N x C_out x H_out x W_out "
+                     "x C_in/groups x K_h x K_w), and cuDNN's Winograd and FFT algorithms "
+                     "do fewer multiplications than that (Winograd F(4x4, 3x3): a quarter); "
+                     "the rate is the direct count's equivalent, the peak figures are "
+                     "right.")
+    compute = [f"{op} {100 * x:.0f}%" for op, x, c in zip(groups["op"], flops, conv,
+                                                           strict=True) if x > over and not c]
     if compute:
         notes.append(f"Achieved above the compute peak ({', '.join(compute[:3])}): the peak "
                      f"figures ({peak.device if peak else '?'}) are below this device's; "

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 
 from traceviz.opcost.shapes import (
+    SHAPE_INCOMPLETE,
     _Args,
     _Bad,
     _bool_list,
@@ -74,46 +75,116 @@ def _linear(a: _Args) -> tuple[int, list]:
 
 
 # argument positions of (stride, padding, dilation, transposed) per convolution op, from
-# ATen's schemas (native_functions.yaml): the ops that launch kernels (cudnn_, mkldnn_)
-# order them differently from the ones users call
+# ATen's schemas (native_functions.yaml): the ops that launch kernels (cudnn_, miopen_,
+# mkldnn_) order them differently from the ones users call
 CONV_ARGS: dict[str, tuple[int, int, int, int | None]] = {
     "aten::convolution": (3, 4, 5, 6), "aten::_convolution": (3, 4, 5, 6),
     "aten::conv1d": (3, 4, 5, None), "aten::conv2d": (3, 4, 5, None),
     "aten::conv3d": (3, 4, 5, None), "aten::cudnn_convolution": (3, 2, 4, None),
+    "aten::miopen_convolution": (4, 3, 5, None),
     "aten::mkldnn_convolution": (4, 3, 5, None),
 }
+# ops without a bias argument (the third is the padding)
+_NO_BIAS = ("aten::cudnn_convolution",)
+# the two halves of a convolution's backward in PyTorch before 1.11, each its own op with
+# its own kernels: *_backward_input(self_size, grad_output, weight, padding, stride,
+# dilation, groups, ...) and *_backward_weight(weight_size, grad_output, self, ...)
+CONV_BACKWARD_PARTS: dict[str, str] = {
+    "aten::cudnn_convolution_backward_input": "input",
+    "aten::miopen_convolution_backward_input": "input",
+    "aten::cudnn_convolution_backward_weight": "weight",
+    "aten::miopen_convolution_backward_weight": "weight",
+}
+
+
+def _is_shape(v: object, rank: int) -> bool:
+    return isinstance(v, list) and len(v) == rank and all(
+        isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in v)
+
+
+def _related(a: _Args) -> tuple[list, list, list] | None:
+    """The [input, weight, output] shapes a related record gave (``conv:``), when all
+    three are shapes of one rank."""
+    c = a.conv
+    if len(c) != 3 or not isinstance(c[0], list) or len(c[0]) < 3 \
+            or not all(_is_shape(v, len(c[0])) for v in c):
+        return None
+    return c[0], c[1], c[2]
 
 
 def _conv(a: _Args, name: str) -> tuple[int, list]:
     """Convolution: 2 * N * C_out * prod(output spatial) * C_in/groups * prod(kernel)
-    (the direct-convolution count of cuDNN's documentation), plus one per output element
-    for a bias. Stride, padding and dilation from Concrete Inputs at the op's positions
-    (``CONV_ARGS``); a transposed convolution counts 2 * numel(input) * prod(weight[1:])."""
+    (the direct-convolution count of cuDNN's documentation; the weight's second
+    dimension is C_in/groups, so groups need no argument of their own), plus one per
+    output element for a bias. The output's shape: a related record's (``conv:``: the
+    gradient its backward received; no stride or padding needed), else from stride,
+    padding and dilation in Concrete Inputs at the op's positions (``CONV_ARGS``);
+    neither recorded: shape incomplete, no figures (a stride or padding assumed would
+    count a stride-2 1x1 convolution four times over). A transposed convolution counts
+    2 * numel(input) * prod(weight[1:])."""
     x, w = a.tensor(0), a.tensor(1)
     if not x or not w or len(x[0]) < 3 or len(x[0]) != len(w[0]):
         raise _Bad("convolution needs an input and a weight of the same rank")
-    spatial = len(x[0]) - 2
     s_at, p_at, d_at, t_at = CONV_ARGS[name]
-    bias = [b] if name != "aten::cudnn_convolution" and (b := a.tensor(2)) else []
+    bias = [b] if name not in _NO_BIAS and (b := a.tensor(2)) else []
     if t_at is not None and str(a.scalar(t_at)) == "True":
         return 2 * _numel(x[0]) * _numel(w[0][1:]), [x, w, *bias]
-    stride = _int_list(a.scalar(s_at)) or [1] * spatial
-    dil = _int_list(a.scalar(d_at)) or [1] * spatial
-    pad_text = str(a.scalar(p_at)).strip("'\"")
-    stride, dil = (v * spatial if len(v) == 1 else v for v in (stride, dil))
-    if pad_text == "same":  # conv*d(padding="same"): the output keeps the input's size
-        out_sp = list(x[0][2:])
+    rel = _related(a)
+    if rel is not None and rel[0] == x[0] and rel[1] == w[0] \
+            and rel[2][:2] == [x[0][0], w[0][0]]:
+        out = list(rel[2])
     else:
-        pad = [0] * spatial if pad_text == "valid" else \
-            (_int_list(pad_text) or [0] * spatial)
-        pad = pad * spatial if len(pad) == 1 else pad
-        out_sp = [(x[0][2 + i] + 2 * pad[i] - dil[i] * (w[0][2 + i] - 1) - 1) // stride[i]
-                  + 1 for i in range(spatial)]
-    if any(d <= 0 for d in out_sp):
-        raise _Bad(f"convolution output {out_sp} is empty")
-    out = [x[0][0], w[0][0], *out_sp]
+        out = [x[0][0], w[0][0], *_output_spatial(a, x[0], w[0], (s_at, p_at, d_at))]
     flops = 2 * _numel(out) * _numel(w[0][1:]) + (_numel(out) if bias else 0)
     return flops, [x, w, *bias, (out, x[1])]
+
+
+def _output_spatial(a: _Args, x: list, w: list, at: tuple[int, int, int]) -> list[int]:
+    """The output's spatial size from the recorded stride, padding and dilation."""
+    spatial = len(x) - 2
+    s_at, p_at, d_at = at
+    stride, dil = _int_list(a.scalar(s_at)), _int_list(a.scalar(d_at))
+    pad_text = str(a.scalar(p_at)).strip("'\"")
+    pad = [0] if pad_text == "valid" else _int_list(pad_text)
+    if not stride or not dil or (not pad and pad_text != "same"):
+        raise _Bad(f"{SHAPE_INCOMPLETE}: no stride, padding or dilation recorded (Concrete "
+                   "Inputs) and no output shape: no FLOPs")
+    stride, dil, pad = (v * spatial if len(v) == 1 else v for v in (stride, dil, pad or [0]))
+    if pad_text == "same":  # conv*d(padding="same"): the output keeps the input's size
+        out_sp = list(x[2:])
+    else:
+        out_sp = [(x[2 + i] + 2 * pad[i] - dil[i] * (w[2 + i] - 1) - 1) // stride[i] + 1
+                  for i in range(spatial)]
+    if any(d <= 0 for d in out_sp):
+        raise _Bad(f"convolution output {out_sp} is empty")
+    return out_sp
+
+
+def _conv_backward_part(a: _Args, name: str) -> tuple[int, list]:
+    """One gradient of a convolution (``CONV_BACKWARD_PARTS``): 2 * numel(grad_output) *
+    prod(weight[1:]), the forward's count (the input's gradient is grad_output convolved
+    with the weight, the weight's the input correlated with grad_output: as many
+    multiply-adds). The size argument (self_size, weight_size) from Concrete Inputs, else
+    from the enclosing backward op's record (``conv:``). The weight's gradient without
+    the weight's shape: shape incomplete; the input's without the input's: FLOPs, no
+    bytes."""
+    go, other = a.tensor(1), a.tensor(2)
+    if not go or not other or len(go[0]) < 3 or len(go[0]) != len(other[0]):
+        raise _Bad("a convolution gradient needs grad_output and the input or weight")
+    rank = len(go[0])
+    size: list | None = _int_list(a.scalar(0)) or None
+    rel = _related(a)
+    wants_input = CONV_BACKWARD_PARTS[name] == "input"
+    if size is None and rel is not None and rel[2] == go[0] \
+            and rel[1 if wants_input else 0] == other[0]:
+        size = rel[0 if wants_input else 1]
+    if size is not None and not _is_shape(size, rank):
+        size = None
+    if wants_input:
+        return 2 * _numel(go[0]) * _numel(other[0][1:]), [go, other, (size, go[1])]
+    if size is None:
+        raise _Bad(f"{SHAPE_INCOMPLETE}: the weight's shape is not recorded: no FLOPs")
+    return 2 * _numel(go[0]) * _numel(size[1:]), [go, other, (size, go[1])]
 
 
 def _conv_backward(a: _Args) -> tuple[int, list]:
@@ -270,6 +341,7 @@ _MATRIX: dict[str, Callable[[_Args], tuple[int, list]]] = {
     "aten::linear": _linear,
     "aten::_scaled_mm": lambda a: _mm(a, 0),
     **{name: _named(_conv, name) for name in CONV_ARGS},
+    **{name: _named(_conv_backward_part, name) for name in CONV_BACKWARD_PARTS},
     "aten::convolution_backward": _conv_backward,
     **{name: _named(_attention, name) for name in ATTENTION_ARGS},
     "aten::_cudnn_rnn": lambda a: _cudnn_rnn(a, False),
@@ -282,7 +354,7 @@ MODELLED_MATRIX_OPS = tuple(_MATRIX)
 # ops whose scalar arguments (Concrete Inputs) a formula reads: the parser keeps them
 CONCRETE_OPS = ("aten::embedding_dense_backward", "aten::_cudnn_rnn",
                 "aten::_cudnn_rnn_backward", "aten::convolution_backward", "aten::_to_copy",
-                "aten::to", *CONV_ARGS, *ATTENTION_ARGS)
+                "aten::to", *CONV_ARGS, *CONV_BACKWARD_PARTS, *ATTENTION_ARGS)
 
 
 def _with_first(r: tuple[int, list], a: _Args) -> tuple[int, list]:

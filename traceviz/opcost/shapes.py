@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 INT64_MAX = 2**63 - 1
 
@@ -40,6 +40,15 @@ class _NoDtype(_Bad):
     """The record has shapes but no dtypes: FLOPs can be counted, bytes cannot."""
 
 
+class _NoShape(_NoDtype):
+    """A tensor the op writes has no recorded shape: FLOPs can be counted, bytes cannot."""
+
+
+# an op whose FLOPs need a shape or a scalar argument the trace did not record: no
+# figure, never one from a guessed value (stride 1, padding 0)
+SHAPE_INCOMPLETE = "shape incomplete"
+
+
 NO_DTYPE = "?"
 
 
@@ -66,6 +75,9 @@ class _Args:
     dims: list
     types: list
     concrete: list
+    # a convolution's [input, weight, output] shapes as a related record gives them
+    # (efficiency/conv.py: its backward's, the enclosing backward op's); [] where none
+    conv: list = field(default_factory=list)
 
     def tensor(self, i: int) -> tuple[list[int], str] | None:
         """Argument i as (shape, dtype) when it is a tensor (a recorded dtype with a
@@ -100,11 +112,12 @@ class _Args:
         return str(self.concrete[i]) if i < len(self.concrete) else ""
 
 
-_FIELD = re.compile(r"(dims|types|concrete):")
+_FIELD = re.compile(r"(dims|types|concrete|conv):")
 
 
 def parse_details(details: str) -> _Args | None:
-    """``dims:[...] types:[...] concrete:[...]`` -> the lists; None without dims."""
+    """``dims:[...] types:[...] concrete:[...] conv:[...]`` -> the lists; None without
+    dims."""
     if not details.startswith("dims:"):
         return None
     parts = _FIELD.split(details)
@@ -117,11 +130,17 @@ def parse_details(details: str) -> _Args | None:
     dims, types = fields.get("dims"), fields.get("types")
     if not isinstance(dims, list) or not isinstance(types, list):
         return None
-    concrete = fields.get("concrete")
-    return _Args(dims, types, concrete if isinstance(concrete, list) else [])
+    concrete, conv = fields.get("concrete"), fields.get("conv")
+    return _Args(dims, types, concrete if isinstance(concrete, list) else [],
+                 conv if isinstance(conv, list) else [])
 
 
-def _bytes_of(tensors: list[tuple[list[int], str]]) -> int:
+def _bytes_of(tensors: list[tuple[list[int] | None, str]]) -> int:
+    """Bytes of the tensors; a shape None (a gradient whose shape the trace did not
+    record) leaves the op without bytes."""
+    if any(s is None for s, _ in tensors):
+        raise _NoShape(f"{SHAPE_INCOMPLETE}: a written tensor's shape is not recorded: "
+                       "no bytes")
     return sum(_numel(s) * _size(t) for s, t in tensors)
 
 
