@@ -15,7 +15,7 @@ from traceviz.analyses.compare.amp import AmpBreakdown  # noqa: E402
 from traceviz.analyses.compare.runs import RunFigures  # noqa: E402
 from traceviz.analyses.summary.figures import Summary  # noqa: E402
 from traceviz.render.loss_curves import loss_curves  # noqa: E402
-from traceviz.table.names import short_name  # noqa: E402
+from traceviz.table.names import distinct_names  # noqa: E402
 from traceviz.table.schema import CATEGORIES  # noqa: E402
 from traceviz.units import fmt_ns  # noqa: E402
 
@@ -33,7 +33,7 @@ def kernel_pie(summary: Summary, label: str, top: int = 8) -> plt.Figure:
         else np.ones(len(k), bool)
     big[0:1] = True
     n = int(min(top, np.argmin(big) if not big.all() else len(k)))
-    labels = [short_name(name, 40) for name in k["name"].head(n)]
+    labels = distinct_names(k["name"].head(n).astype(str), 40)  # the full names: --json
     sizes = list(k["total_ns"].head(n))
     rest = k["total_ns"].iloc[n:].sum()
     if rest > 0:

@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 
 from traceviz.analyses.efficiency.ops import Efficiency  # noqa: E402
 from traceviz.analyses.summary.memory import Memory  # noqa: E402
-from traceviz.table.names import short_name  # noqa: E402
+from traceviz.table.names import distinct_names  # noqa: E402
 
 
 def roofline_chart(e: Efficiency, label: str, top: int = 12) -> plt.Figure:
@@ -42,9 +42,9 @@ def roofline_chart(e: Efficiency, label: str, top: int = 12) -> plt.Figure:
     for r, xi, yi, si in zip(g.itertuples(index=False), x, y, size, strict=True):
         ax.scatter([xi], [yi], s=si, alpha=0.6, color=colors.get(r.bound, "tab:grey"),
                    edgecolor="black", linewidth=0.5)
-    for r, xi, yi in list(zip(g.itertuples(index=False), x, y, strict=True))[:top]:
-        ax.annotate(short_name(str(r.op).removeprefix("aten::"), 24), (xi, yi), fontsize=7,
-                    xytext=(4, 4), textcoords="offset points")
+    ops = distinct_names([str(op).removeprefix("aten::") for op in g["op"].head(top)], 24)
+    for op, xi, yi in zip(ops, x, y, strict=False):
+        ax.annotate(op, (xi, yi), fontsize=7, xytext=(4, 4), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
