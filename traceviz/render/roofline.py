@@ -7,10 +7,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from traceviz.analyses.efficiency.ops import Efficiency  # noqa: E402
 from traceviz.analyses.summary.memory import Memory  # noqa: E402
 from traceviz.table.names import distinct_names  # noqa: E402
+
+
+def roofline_points(e: Efficiency) -> pd.DataFrame:
+    """The op groups a roofline places: those with FLOPs, an intensity and a rate."""
+    g = e.groups
+    return g[g["intensity"].notna() & (g["flops"] > 0) & g["tflops"].notna()]
 
 
 def roofline_chart(e: Efficiency, label: str, top: int = 12) -> plt.Figure:
@@ -18,9 +25,8 @@ def roofline_chart(e: Efficiency, label: str, top: int = 12) -> plt.Figure:
     device's bandwidth roof and a compute roof per precision the groups use, labelled
     with the device and precision. Without peaks: the points alone."""
     fig, ax = plt.subplots(figsize=(10, 6.5))
-    g = e.groups[e.groups["intensity"].notna() & (e.groups["flops"] > 0)
-                 & e.groups["tflops"].notna()]
-    if not len(g):
+    g = roofline_points(e)
+    if not len(g):  # nothing to place: analyze --plot does not draw it (blank_charts)
         ax.text(0.5, 0.5, "no op with FLOPs and bytes in this trace", ha="center",
                 va="center", transform=ax.transAxes)
         ax.set_title(f"{label}: roofline")

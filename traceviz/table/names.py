@@ -202,7 +202,10 @@ def _common_parts(forms: list[str]) -> tuple[int, int]:
     start = 0
     while start < min(len(first), len(last)) and first[start] == last[start]:
         start += 1
+    # a name that is another's with a part left out would show nothing: keep a little
+    # of its ending in what is shown
     shortest = min(len(f) for f in forms) - start
+    shortest -= min(shortest, 8)
     end = 0
     rev = [f[::-1] for f in forms]
     while end < shortest and len({r[end] for r in rev}) == 1:
