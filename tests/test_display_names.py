@@ -140,3 +140,18 @@ def test_deepseek_pie_legend_tells_the_gemms_apart():
     for k in gemms:
         own = _tokens(k) - set().union(*(_tokens(o) for o in gemms if o != k))
         assert sum(bool(set().union(*_shown_words(lab)) & own) for lab in shown) == 1
+
+
+def test_names_in_lines_of_text_are_told_apart_from_every_kernel(capsys):
+    """A line that names a few kernels (advise's repeated sequence, the critical path's
+    kernels off the path) names each GEMM so that it is not taken for another GEMM of
+    the trace: none reads as the bare ``device_kernel<GemmKernel>``."""
+    assert len([k for k in _raw_kernel_totals(DEEPSEEK) if "GemmKernel" in k]) == 3
+    assert main(["advise", str(DEEPSEEK), "--width", "200"]) == 0
+    advise = capsys.readouterr().out
+    assert main(["analyze", str(DEEPSEEK), "--critical-path", "--width", "200"]) == 0
+    path = capsys.readouterr().out
+    assert "A sequence of" in advise and "off the path" in path
+    for out in (advise, path):
+        assert "device_kernel<GemmKernel>" not in out
+        assert re.search(r"device_kernel<[\w…]*(ptp128c|acc)", out)

@@ -129,7 +129,8 @@ _FORMS = (lambda raw, d: _simplified(d, 10_000),
 _QUALIFIERS = re.compile(r"(?:(?:\(anonymous namespace\)|[A-Za-z_]\w*)::)*")
 
 
-def distinct_names(names: Sequence[str] | pd.Series | pd.Categorical, width: int) -> list[str]:
+def distinct_names(names: Sequence[str] | pd.Series | pd.Categorical, width: int,
+                   among: Sequence[str] | pd.Index | None = None) -> list[str]:
     """The names shown together (a table's rows, a legend), each as short as it can be
     at ``width`` and no two different names alike: ``short_name`` where that is unique
     among them, otherwise the function name and then the part where the clashing names
@@ -137,9 +138,14 @@ def distinct_names(names: Sequence[str] | pd.Series | pd.Categorical, width: int
     (``EigenMetaKernel<…scalar_sum_op<float>…``; ``device_kernel<fp8_ptp128c::GemmKernel>``
     where only a namespace differs). Names that still read the same at this width get a
     ``#k`` suffix. Worked out once per distinct name (a categorical's categories), so
-    the same name reads the same on every row."""
+    the same name reads the same on every row. ``among``: more names the shown ones must
+    not read like (a few kernels named in a line of text, told apart from every kernel
+    of the trace, as the tables show them)."""
     codes, distinct = pd.factorize(pd.Series(names, dtype=object).astype(str), sort=False)
     uniq = [str(n) for n in distinct]
+    if among is not None:
+        shown_set = set(uniq)
+        uniq += [n for n in dict.fromkeys(str(a) for a in among) if n not in shown_set]
     shown = [short_name(n, width) for n in uniq]
     stems = [_stem(s, width) for s in shown]
     demangled: dict[int, str] = {}
