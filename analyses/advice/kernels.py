@@ -71,7 +71,9 @@ def kernel_sequences(ctx: Context) -> Finding | None:
     fuse = ctx.saving("fuse_pointwise") if pointwise else None
     return Finding(
         "kernel_sequences", f"A sequence of {n} kernels repeats {per_step:,.0f} times per step",
-        [" -> ".join(distinct_names(list(names), 60)),
+        # told apart from every kernel of the trace, not only from these
+        [" -> ".join(distinct_names(
+            names, 60, among=work["name"].cat.remove_unused_categories().cat.categories)),
          f"{count:,} times in {plural(ctx.steps, 'step')}; categories: {', '.join(cats)}",
          f"fused into one kernel: {(n - 1) * per_step:,.0f} launches fewer per step",
          *(["the saving is fuse_pointwise's over every pointwise run of the trace"]

@@ -47,7 +47,9 @@ class AnalyzeCommand(Command):
         p.add_argument("--json", action="store_true",
                        help="print the figures as one JSON object instead of tables")
         p.add_argument("--plot", type=Path, metavar="DIR",
-                       help="write kernels_pie and launch_overhead charts (PNG, SVG) to DIR")
+                       help="write the kernels_pie, launch_overhead, roofline and memory charts "
+                            "(PNG, SVG) to DIR; a chart with nothing to draw is not "
+                            "written, and a line says why")
         p.add_argument("--export", type=Path, metavar="DIR",
                        help=f"write {', '.join(n + '.parquet' for n in EXPORTS)} to DIR")
         p.add_argument("--force", action="store_true",
@@ -140,8 +142,11 @@ class AnalyzeCommand(Command):
                 from traceviz.cli.base import run_label
                 from traceviz.render.charts import summary_charts
 
-                write_charts(args.plot, summary_charts(summary, run_label(args.trace, trace)),
-                             args.force)
+                charts = summary_charts(summary, run_label(args.trace, trace))
+                if charts.figures:  # no folder made for no chart
+                    write_charts(args.plot, charts.figures, args.force)
+                written += [f"{stem} chart not written: {why}"
+                            for stem, why in charts.not_drawn.items()]
         said(written)
         return 0
 

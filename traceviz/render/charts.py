@@ -3,6 +3,8 @@ breakdown, a sweep. Imported only when asked to plot; saving is the CLI's."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import matplotlib
 import matplotlib.ticker
 
@@ -15,7 +17,7 @@ from traceviz.analyses.compare.amp import AmpBreakdown  # noqa: E402
 from traceviz.analyses.compare.runs import RunFigures  # noqa: E402
 from traceviz.analyses.summary.figures import Summary  # noqa: E402
 from traceviz.render.loss_curves import loss_curves  # noqa: E402
-from traceviz.table.names import short_name  # noqa: E402
+from traceviz.table.names import distinct_names  # noqa: E402
 from traceviz.table.schema import CATEGORIES  # noqa: E402
 from traceviz.units import fmt_ns  # noqa: E402
 
@@ -33,7 +35,7 @@ def kernel_pie(summary: Summary, label: str, top: int = 8) -> plt.Figure:
         else np.ones(len(k), bool)
     big[0:1] = True
     n = int(min(top, np.argmin(big) if not big.all() else len(k)))
-    labels = [short_name(name, 40) for name in k["name"].head(n)]
+    labels = distinct_names(k["name"].head(n).astype(str), 40)  # the full names: --json
     sizes = list(k["total_ns"].head(n))
     rest = k["total_ns"].iloc[n:].sum()
     if rest > 0:
@@ -112,18 +114,53 @@ def launch_chart(summary: Summary, label: str) -> plt.Figure:
     return fig
 
 
-def summary_charts(summary: Summary, label: str) -> dict[str, plt.Figure]:
-    """The charts of ``traceviz analyze --plot``, by file stem (``SUMMARY_CHARTS``); the
-    roofline and memory charts need a summary made ``with_efficiency``."""
+@dataclass(frozen=True)
+class SummaryCharts:
+    """``analyze --plot``'s charts: those with something to draw, by file stem, and why
+    each of the others has nothing (a blank chart is not drawn)."""
+
+    figures: dict[str, plt.Figure]
+    not_drawn: dict[str, str]
+
+
+def blank_charts(summary: Summary) -> dict[str, str]:
+    """Of ``SUMMARY_CHARTS``, those ``summary`` gives nothing to draw (no slice, bar,
+    point or line), each with the reason in a few words."""
+    from traceviz.render.roofline import roofline_points
+
+    why = {}
+    if not summary.kernels["total_ns"].sum() > 0:
+        why["kernels_pie"] = ("the trace records no " +
+                              ("op time" if summary.cpu_trace else "kernel time"))
+    if not any(len(d.per_step) for d in summary.devices):
+        why["launch_overhead"] = "the trace has no device or step window to draw"
+    if summary.efficiency is None:
+        why["roofline"] = "no efficiency figures were computed"
+    elif not len(roofline_points(summary.efficiency)):
+        why["roofline"] = ("no op has both FLOPs and bytes (the trace records no op shapes "
+                           "or costs to count them from)")
+    if summary.memory is None:
+        why["memory"] = "no memory figures were computed"
+    elif not len(summary.memory.series):
+        why["memory"] = "the trace records no memory (allocator) events"
+    elif summary.memory.series.groupby("device").size().max() < 2:  # a line needs two
+        why["memory"] = "the trace records one memory event per device: no line to draw"
+    return why
+
+
+def summary_charts(summary: Summary, label: str) -> SummaryCharts:
+    """The charts of ``traceviz analyze --plot`` that have something to draw, by file
+    stem (``SUMMARY_CHARTS``), and why the others were not drawn; the roofline and
+    memory charts need a summary made ``with_efficiency``."""
     from traceviz.render.roofline import memory_chart, roofline_chart
 
-    figs = {"kernels_pie": kernel_pie(summary, label),
-            "launch_overhead": launch_chart(summary, label)}
-    if summary.efficiency is not None:
-        figs["roofline"] = roofline_chart(summary.efficiency, label)
-    if summary.memory is not None:
-        figs["memory"] = memory_chart(summary.memory, label)
-    return figs
+    blank = blank_charts(summary)
+    draw = {"kernels_pie": lambda: kernel_pie(summary, label),
+            "launch_overhead": lambda: launch_chart(summary, label),
+            "roofline": lambda: roofline_chart(summary.efficiency, label),
+            "memory": lambda: memory_chart(summary.memory, label)}
+    return SummaryCharts({stem: draw[stem]() for stem in SUMMARY_CHARTS if stem not in blank},
+                         blank)
 
 
 def category_bars(runs: list[RunFigures]) -> plt.Figure:

@@ -101,7 +101,13 @@ def _timed_section(figs: list[RunFigures]) -> Section:
 def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                  ) -> list[Section]:
     """Sections for runs (their figures) and sweeps (label, sweep table)."""
-    from traceviz.render.charts import amp_waterfall, category_bars, kernel_pie, sweep_plots
+    from traceviz.render.charts import (
+        amp_waterfall,
+        blank_charts,
+        category_bars,
+        kernel_pie,
+        sweep_plots,
+    )
 
     sections: list[Section] = []
     if figs:
@@ -186,6 +192,10 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
         pies = Section("Where the time goes",
                        "Top kernels (leaf framework ops on a CPU trace) and others.")
         for f in figs:
+            blank = blank_charts(f.summary).get("kernels_pie")
+            if blank:  # no slice to draw: a line says why instead of an empty pie
+                pies.text += f" {f.label}: no pie, {blank}."
+                continue
             pies.images.append((f"pie_{_safe(f.label)}.png", _png(kernel_pie(f.summary, f.label))))
         if len(figs) > 1:
             pies.images.append(("categories.png", _png(category_bars(figs))))

@@ -7,10 +7,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from traceviz.analyses.efficiency.ops import Efficiency  # noqa: E402
 from traceviz.analyses.summary.memory import Memory  # noqa: E402
-from traceviz.table.names import short_name  # noqa: E402
+from traceviz.table.names import distinct_names  # noqa: E402
+
+
+def roofline_points(e: Efficiency) -> pd.DataFrame:
+    """The op groups a roofline places: those with FLOPs, an intensity and a rate."""
+    g = e.groups
+    return g[g["intensity"].notna() & (g["flops"] > 0) & g["tflops"].notna()]
 
 
 def roofline_chart(e: Efficiency, label: str, top: int = 12) -> plt.Figure:
@@ -18,9 +25,8 @@ def roofline_chart(e: Efficiency, label: str, top: int = 12) -> plt.Figure:
     device's bandwidth roof and a compute roof per precision the groups use, labelled
     with the device and precision. Without peaks: the points alone."""
     fig, ax = plt.subplots(figsize=(10, 6.5))
-    g = e.groups[e.groups["intensity"].notna() & (e.groups["flops"] > 0)
-                 & e.groups["tflops"].notna()]
-    if not len(g):
+    g = roofline_points(e)
+    if not len(g):  # nothing to place: analyze --plot does not draw it (blank_charts)
         ax.text(0.5, 0.5, "no op with FLOPs and bytes in this trace", ha="center",
                 va="center", transform=ax.transAxes)
         ax.set_title(f"{label}: roofline")
@@ -42,9 +48,9 @@ def roofline_chart(e: Efficiency, label: str, top: int = 12) -> plt.Figure:
     for r, xi, yi, si in zip(g.itertuples(index=False), x, y, size, strict=True):
         ax.scatter([xi], [yi], s=si, alpha=0.6, color=colors.get(r.bound, "tab:grey"),
                    edgecolor="black", linewidth=0.5)
-    for r, xi, yi in list(zip(g.itertuples(index=False), x, y, strict=True))[:top]:
-        ax.annotate(short_name(str(r.op).removeprefix("aten::"), 24), (xi, yi), fontsize=7,
-                    xytext=(4, 4), textcoords="offset points")
+    ops = distinct_names([str(op).removeprefix("aten::") for op in g["op"].head(top)], 24)
+    for op, xi, yi in zip(ops, x, y, strict=False):
+        ax.annotate(op, (xi, yi), fontsize=7, xytext=(4, 4), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)

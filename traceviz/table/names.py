@@ -71,10 +71,12 @@ def _function_part(s: str) -> str:
     return s[cut:]
 
 
-def _simplified(name: str, depth: int) -> str:
-    """No namespaces, return type, argument lists or lambdas; templates to ``depth``."""
-    s = _function_part(name[5:] if name.startswith("void ") else name)
-    s = _NAMESPACE.sub("", _LAMBDA.sub("", s))
+def _simplified(name: str, depth: int, namespaces: bool = False) -> str:
+    """No namespaces (unless ``namespaces``), return type, argument lists or lambdas;
+    templates to ``depth``."""
+    s = _LAMBDA.sub("", _function_part(name[5:] if name.startswith("void ") else name))
+    if not namespaces:
+        s = _NAMESPACE.sub("", s)
     out = []
     angle = paren = 0
     for ch in s:
@@ -117,80 +119,166 @@ def short_name(name: str, width: int = 60) -> str:
     return _cut(_simplified(demangle(name), 2) or name, width)
 
 
-def _common_prefix(strings: Sequence[str]) -> int:
-    first, last = min(strings), max(strings)
-    n = 0
-    while n < min(len(first), len(last)) and first[n] == last[n]:
-        n += 1
-    return n
+# The forms a name is told apart by, each more detailed than the one before: where two
+# names read alike in one, the next shows more (all template levels; then namespaces, as
+# DeepSeek's grouped GEMMs ``device_kernel<dpsk::...::fp8_ptp128c::GemmKernel>`` differ
+# only there; then the signature with its arguments; then the name as recorded).
+_FORMS = (lambda raw, d: _simplified(d, 10_000),
+          lambda raw, d: _simplified(d, 10_000, namespaces=True),
+          lambda raw, d: d, lambda raw, d: raw)
+_QUALIFIERS = re.compile(r"(?:(?:\(anonymous namespace\)|[A-Za-z_]\w*)::)*")
 
 
-def _window(full: str, start: int, width: int) -> str:
-    """``head…`` + the part of ``full`` from ``start``: the function name first (up to its
-    first ``<``, at most half the width), then what differs."""
-    if start <= 0:
-        return _cut(full, width)
-    stem = re.match(r"[^<]*<?", full)
-    templated = stem is not None and stem.group(0).endswith("<")
-    head = full[: min(len(stem.group(0)) if stem else 0,
-                      max(width // 2 - 2 if templated else width // 3, 8), start)]
-    # back up to the start of the word that differs (a few characters at most), so that
-    # it reads whole: "scalar_sum_op", "tilesize128x128x8"
-    back = start
-    while back > len(head) and start - back < 8 and (full[back - 1].isalnum()
-                                                      or full[back - 1] == "_"):
-        back -= 1
-    start = back
-    return _cut(head + "…" + full[start:], width)
+def distinct_names(names: Sequence[str] | pd.Series | pd.Categorical, width: int,
+                   among: Sequence[str] | pd.Index | None = None) -> list[str]:
+    """The names shown together (a table's rows, a legend), each as short as it can be
+    at ``width`` and no two different names alike: ``short_name`` where that is unique
+    among them, otherwise the function name and then the part where the clashing names
+    differ, their common prefix and (where it does not fit) common suffix left out
+    (``EigenMetaKernel<…scalar_sum_op<float>…``; ``device_kernel<fp8_ptp128c::GemmKernel>``
+    where only a namespace differs). Names that still read the same at this width get a
+    ``#k`` suffix. Worked out once per distinct name (a categorical's categories), so
+    the same name reads the same on every row. ``among``: more names the shown ones must
+    not read like (a few kernels named in a line of text, told apart from every kernel
+    of the trace, as the tables show them)."""
+    codes, distinct = pd.factorize(pd.Series(names, dtype=object).astype(str), sort=False)
+    uniq = [str(n) for n in distinct]
+    if among is not None:
+        shown_set = set(uniq)
+        uniq += [n for n in dict.fromkeys(str(a) for a in among) if n not in shown_set]
+    shown = [short_name(n, width) for n in uniq]
+    stems = [_stem(s, width) for s in shown]
+    demangled: dict[int, str] = {}
+    # names told apart within one clash may read like a name of another: those clash
+    # anew, and the larger set differs earlier (a few rounds; then #k)
+    for _ in range(4):
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, s in enumerate(shown):
+            groups[s].append(i)
+        clashes = [rows for rows in groups.values() if len(rows) > 1]
+        if not clashes:
+            break
+        for rows in clashes:
+            named = [(uniq[i], demangled.setdefault(i, demangle(uniq[i])), stems[i])
+                     for i in rows]
+            _refine(rows, named, shown, width, 0)
+    shown = _numbered(uniq, shown, width)
+    return [shown[c] for c in codes]
 
 
-def distinct_names(names: Sequence[str], width: int) -> list[str]:
-    """``short_name`` of each of ``names`` at ``width``, except where two different names
-    would read the same: those show their function name, then the part where they differ
-    (``EigenMetaKernel<…scalar_sum_op<float>…`` and ``EigenMetaKernel<…scalar_product_op…``).
-    Names that still read the same at this width get a ``#k`` suffix, so that no two rows
-    of a table look alike."""
-    shown = [short_name(n, width) for n in names]
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, s in enumerate(shown):
-        groups[s].append(i)
-    for rows in groups.values():
-        if len({names[i] for i in rows}) < 2:
-            continue
-        fulls = [_simplified(demangle(names[i]), 10_000) for i in rows]
-        _refine(rows, fulls, shown, width)
-    return _numbered(names, shown, width)
+def _stem(short: str, width: int) -> str:
+    """What a shown name starts with before the part that differs: a short name's
+    function name, up to its first ``<``; the first third of a plain name."""
+    m = re.match(r"[^<]*<", short)
+    return m.group(0) if m else short[: max(width // 3, 8)].removesuffix("…")
 
 
-def _refine(rows: list[int], fulls: list[str], shown: list[str], width: int) -> None:
-    """Show each of ``rows`` from where its group's full forms start to differ; groups
-    that still collide split further on their own longer common prefix."""
-    start = _common_prefix(fulls) if len(set(fulls)) > 1 else 0
-    windows = [_window(f, start, width) for f in fulls]
+def _refine(rows: list[int], named: list[tuple[str, str, str]], shown: list[str], width: int,
+            level: int) -> None:
+    """Show each of ``rows`` (names that read alike; ``named``: each one's recorded and
+    demangled name and its stem) by the part of its form at ``level`` where they differ;
+    those still alike split further on their own common parts, or at the next level."""
+    if level >= len(_FORMS):
+        return  # alike as recorded, at this width: _numbered tells them apart
+    forms = [_FORMS[level](raw, d) for raw, d, _ in named]
+    if len(set(forms)) < 2:
+        _refine(rows, named, shown, width, level + 1)
+        return
+    start, end = _common_parts(forms)
+    windows = [_window(f, start, end, n[2], width) for f, n in zip(forms, named, strict=True)]
     sub: dict[str, list[int]] = defaultdict(list)
     for k, w in enumerate(windows):
         sub[w].append(k)
     for w, ks in sub.items():
-        distinct = {fulls[k] for k in ks}
-        if len(ks) > 1 and len(distinct) > 1 and _common_prefix([fulls[k] for k in ks]) > start:
-            _refine([rows[k] for k in ks], [fulls[k] for k in ks], shown, width)
-        else:
+        if len({forms[k] for k in ks}) < 2:
             for k in ks:
                 shown[rows[k]] = w
+            continue
+        deeper = _common_parts([forms[k] for k in ks]) != (start, end)
+        # alike on a longer common part: split on it; else show more of each name
+        _refine([rows[k] for k in ks], [named[k] for k in ks], shown, width,
+                level if deeper else level + 1)
+
+
+def _common_parts(forms: list[str]) -> tuple[int, int]:
+    """Where distinct ``forms`` start to differ and how long their common ending is,
+    both moved to a word's edge so that the part shown reads whole (``scalar_sum_op``,
+    ``tilesize128x128x8``), and never overlapping."""
+    first, last = min(forms), max(forms)
+    start = 0
+    while start < min(len(first), len(last)) and first[start] == last[start]:
+        start += 1
+    # a name that is another's with a part left out would show nothing: keep a little
+    # of its ending in what is shown
+    shortest = min(len(f) for f in forms) - start
+    shortest -= min(shortest, 8)
+    end = 0
+    rev = [f[::-1] for f in forms]
+    while end < shortest and len({r[end] for r in rev}) == 1:
+        end += 1
+    f = forms[0]
+    return _word_edge(f, start, -1), len(f) - _word_edge(f, len(f) - end, 1)
+
+
+def _word_edge(f: str, i: int, step: int, most: int = 12) -> int:
+    """``i`` moved (back for ``step`` -1, on for +1) to the edge of the word it is in,
+    so that what is shown reads whole: ``scalar_sum_op``, ``tilesize128x128x16``. At
+    most ``most`` characters: from inside a longer word, to its nearest ``_``."""
+    def word(k: int) -> bool:
+        return 0 <= k < len(f) and (f[k].isalnum() or f[k] == "_")
+
+    ahead = (lambda j: j - 1) if step < 0 else (lambda j: j)
+    if not word(ahead(i)) or not word(ahead(i) - step):
+        return i  # already at an edge
+    j = i
+    while abs(j - i) < most and word(ahead(j)):
+        j += step
+    if not word(ahead(j)):
+        return j
+    parts = f[min(i, j):max(i, j)]
+    cut = parts.rfind("_") if step < 0 else parts.find("_")
+    return i if cut < 0 else min(i, j) + cut + (1 if step < 0 else 0)
+
+
+def _window(form: str, start: int, end: int, stem: str, width: int) -> str:
+    """``form`` shown from ``start``, after its function name (``stem``), with its common
+    ending of ``end`` characters where it fits (else ``…``). What is skipped reads ``…``,
+    except namespace qualifiers alone, which short names drop anyway."""
+    middle = form[start: len(form) - end]
+    tail = form[len(form) - end:]
+    at = form.find(stem) if stem else -1
+    if start == 0:
+        head = ""
+    elif at >= 0 and at + len(stem) <= start:
+        skipped = form[at + len(stem): start]
+        head = stem + ("" if _QUALIFIERS.fullmatch(skipped) else "…")
+    else:
+        head = "…"
+    rest = "…" if tail else ""
+    for text in (head + middle + tail, head + middle + rest):
+        if len(text) <= width:
+            return text
+    if len(head) > 1:  # the function name gives up room to the part that differs
+        short = _cut(head.removesuffix("…"), max(width // 2 - 2, 8))
+        head = short if short.endswith("…") else head
+    return _cut(head + middle + rest, width)
 
 
 def _numbered(names: Sequence[str], shown: list[str], width: int) -> list[str]:
-    """The last resort: rows of different names that still read the same get ``#1``,
-    ``#2``... in order of appearance."""
+    """The last resort: different names that still read the same get ``#1``, ``#2``...
+    in order of appearance, after their text cut to leave room for the tag (texts that
+    read alike once cut are numbered together)."""
     by_text: dict[str, list[int]] = defaultdict(list)
     for i, s in enumerate(shown):
         by_text[s].append(i)
+    clashing = [i for rows in by_text.values()
+                if len({names[i] for i in rows}) > 1 for i in rows]
     out = list(shown)
-    for text, rows in by_text.items():
+    by_base: dict[str, list[int]] = defaultdict(list)
+    for i in clashing:
+        by_base[_cut(shown[i].removesuffix("…"), width - 4)].append(i)
+    for base, rows in by_base.items():
         kinds = list(dict.fromkeys(names[i] for i in rows))
-        if len(kinds) < 2:
-            continue
         for i in rows:
-            tag = f" #{kinds.index(names[i]) + 1}"
-            out[i] = _cut(text.removesuffix("…"), width - len(tag)) + tag
+            out[i] = f"{base} #{kinds.index(names[i]) + 1}"
     return out

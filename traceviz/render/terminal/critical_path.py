@@ -67,7 +67,9 @@ def critical_path_render(cp: CriticalPath, top: int = 10, width: int = 120) -> G
         parts.append(table)
     off = cp.kernels[cp.kernels["on_path_ns"] == 0]
     if len(off):
-        names = ", ".join(distinct_names(list(off["name"].head(3).astype(str)), 40))
+        # told apart from every kernel of the path's table, not only these three
+        names = ", ".join(distinct_names(off["name"].head(3).astype(str), 40,
+                                         among=cp.kernels["name"].astype(str)))
         parts.append(Text(
             f"off the path: {plural(len(off), what[:-1] if what.endswith('s') else what)}, "
             f"{fmt_ns(off['total_ns'].sum() / per)} {unit} ({names}"

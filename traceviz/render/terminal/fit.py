@@ -19,7 +19,7 @@ from rich.control import strip_control_codes
 from rich.table import Table
 from rich.text import Text
 
-from traceviz.table.names import distinct_names, short_name
+from traceviz.table.names import distinct_names
 
 NAME_WIDE = 60  # a name column's most
 NAME_MAX = 24   # columns leave before a name gets narrower than this
@@ -121,8 +121,10 @@ def fitted_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]],
     form (rich then crops it: only below the width of the columns that never leave)."""
     leaving = sorted((i for i, c in enumerate(cols) if c.drop), key=lambda i: cols[i].drop)
     kept = list(range(len(cols)))
-    longest = max((len(v if wide else short_name(v, NAME_WIDE)) for row in rows
-                   for c, v in zip(cols, row, strict=True) if c.name), default=0)
+    # names as shown at the most width: told apart, a name may be longer than its short form
+    longest = max((len(v) for k, c in enumerate(cols) if c.name
+                   for v in ([row[k] for row in rows] if wide else
+                             _distinct(tuple(row[k] for row in rows), NAME_WIDE))), default=0)
     most = min(longest, max(NAME_MAX, width // 2)) if wide else min(longest, NAME_WIDE)
     least = min(most, name_least)
 
