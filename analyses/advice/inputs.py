@@ -49,7 +49,7 @@ def input_pipeline(ctx: Context) -> Finding | None:
                         "the step still waits for batches")
     workers = ((ctx.trace.meta.get("workload") or {}).get("workers")
                if isinstance(ctx.trace.meta.get("workload"), dict) else None)
-    if workers is not None:
+    if isinstance(workers, int) and workers >= 0:  # -1: the runner used no DataLoader
         evidence.append(f"data loader workers: {workers}")
     s = ctx.summary
     if not s.cpu_trace and s.host_wait_ns:

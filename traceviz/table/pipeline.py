@@ -1,5 +1,5 @@
 """The one list of host ranges that mean "the step waits for its input": a framework's
-call for the next batch, on the thread that runs the step.
+call for the next batch, or its host-to-device transfer, on the thread that runs the step.
 
 Only the consumer's call counts. The data loader's own work on other processes or
 threads (DataLoader workers, tf.data's private thread pool: ``Iterator::Model::
@@ -27,6 +27,9 @@ INPUT_RANGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # inside it (deeper "Iterator::Model::Map..." ranges run on tf.data's threads)
     ("tf", re.compile(r"^(IteratorGetNext(Sync|AsOptional)?(Op::DoCompute)?|"
                       r"MultiDeviceIteratorGetNextFromShard|Iterator::(Model|Root))$")),
+    # JAX: a host array put on the device (jax.device_put, or a jitted call's host
+    # arguments), PjRt's TraceMe around the transfer's host side
+    ("jax", re.compile(r"^DevicePut$")),
     # the data phase traceviz's own runners mark around fetching a batch
     ("traceviz", re.compile(r"^data$")),
 )
@@ -34,7 +37,7 @@ INPUT_RANGES: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 @functools.lru_cache(maxsize=1 << 14)
 def input_framework(name: str) -> str | None:
-    """The framework whose input call ``name`` is (``torch``, ``tf``, ``traceviz``), or
+    """The framework whose input call ``name`` is (``torch``, ``tf``, ``jax``, ``traceviz``), or
     None when it is no input call."""
     for framework, pattern in INPUT_RANGES:
         if pattern.search(name):
