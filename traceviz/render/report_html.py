@@ -321,16 +321,19 @@ def _on_critical_path(trace: Trace, rows: Any) -> Any:
 
 
 def _advice_html(trace: Trace) -> str:
-    from traceviz.analyses.advice.engine import advise
+    from traceviz.analyses.advice.engine import advise_full
     from traceviz.analyses.whatif.engine import whatif
     from traceviz.errors import TraceVizError
 
     out = ["<h3>Findings (advise)</h3>"]
     try:
-        findings, steps = advise(trace)
+        advice = advise_full(trace)
+        findings, steps = advice.findings, advice.steps
         w = whatif(trace)
     except TraceVizError as e:
         return f"<p>(no replay: {html.escape(e.message)})</p>"
+    out.append(f"<p><b>What bounds the step: {html.escape(advice.bound.by)}</b> "
+               f"({html.escape(advice.bound.why)})</p>")
     per = max(steps, 1)
     if not findings:
         out.append("<p>No rule fired on this trace.</p>")
