@@ -131,8 +131,7 @@ def timings_line(t: Timings) -> str:
     if t.noisy:
         line += " · NOISY (CV > 10% or max/min > 1.5: compare medians with care)"
     if t.profiler_overhead is not None:
-        line += (f" · profiler overhead {t.profiler_overhead:.2f}x" if t.overhead_significant
-                 else " · profiler overhead within noise")
+        line += f" · profiler overhead {t.overhead_text}"
     if t.warmup_batches is not None:
         settled = {True: "settled", False: "NOT settled", None: "fixed"}[t.warmup_settled]
         line += f" · warm-up {t.warmup_batches} batches ({settled})"
