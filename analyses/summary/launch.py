@@ -105,6 +105,9 @@ class CallGroup:
     host_ns: int                # summed call time
     api_share: float | None     # share of the windows' wall time spent in these calls
     call: Distribution          # call duration
+    threads: int = 0            # host threads that made these calls
+    top_tid: int | None = None  # the thread that made the most of them
+    top_calls: int = 0          # and how many
 
 
 @dataclass(frozen=True)
@@ -132,10 +135,15 @@ def _group(calls: pd.DataFrame, win_start: np.ndarray, win_end: np.ndarray) -> C
     end = start + calls["host_ns"].to_numpy(np.int64)
     wall = int((win_end - win_start).sum())
     inside = int(union_in_windows(start, end, win_start, win_end).sum())
+    # per host thread: the launching thread's API calls (the host rows) are one of these
+    per = calls.groupby(["pid", "tid"], sort=False).size().sort_values(
+        ascending=False, kind="stable")
     return CallGroup(count=len(calls), matched=int(calls["matched"].sum()),
                      host_ns=int(calls["host_ns"].sum()),
                      api_share=inside / wall if wall else None,
-                     call=Distribution.of(calls["host_ns"].to_numpy()))
+                     call=Distribution.of(calls["host_ns"].to_numpy()),
+                     threads=len(per), top_tid=int(per.index[0][1]) if len(per) else None,
+                     top_calls=int(per.iloc[0]) if len(per) else 0)
 
 
 def launch_figures(trace: Trace, table: pd.DataFrame, win_start: np.ndarray,
@@ -181,6 +189,8 @@ def _json(s: Summary, top: int) -> dict[str, Any]:
             "call_ns": asdict(lo.kernel.call), "delay_ns": asdict(lo.delay),
             "short_kernels": lo.short_kernels,
             "unlaunched_kernels": lo.unlaunched_kernels,
+            "threads": lo.kernel.threads,
+            "top_thread": {"tid": lo.kernel.top_tid, "calls": lo.kernel.top_calls},
         },
         "copies": {"count": lo.copies.count, "matched": lo.copies.matched,
                    "host_ns": lo.copies.host_ns, "api_share": lo.copies.api_share,

@@ -81,7 +81,11 @@ def _header(s: Summary) -> Table:
         grid.add_row(label, text)
     if not s.cpu_trace:
         lo = s.launches
-        grid.add_row("launches", f"{lo.kernel.count:,} kernel launch calls "
+        # one count: every kernel launch call in the trace, all threads; the launching
+        # thread's own share is the "top API calls" row's
+        threads = (f" on {lo.kernel.threads} host threads ({lo.kernel.top_calls:,} on "
+                   f"thread {lo.kernel.top_tid})" if lo.kernel.threads > 1 else "")
+        grid.add_row("launches", f"{lo.kernel.count:,} kernel launch calls{threads} "
                                  f"({lo.kernel.matched:,} reached a kernel), "
                                  f"{lo.copies.count:,} copy/set calls"
                      + (f", {lo.graphs.count:,} graph launches ({lo.graphs.kernels:,} kernels)"
