@@ -103,7 +103,8 @@ def test_kernel_launches_are_counted_one_way(capsys):
     assert main(["analyze", str(CHESS), "--width", "200"]) == 0
     text = capsys.readouterr().out
     launches = next(line for line in text.splitlines() if line.startswith("launches"))
-    assert f"{total:,} kernel launch calls on {len(per_thread)} host threads " \
-           f"({top_calls:,} on thread {top})" in launches
+    assert f"{total:,} kernel launch calls ({total:,} reached a kernel) on " \
+           f"{len(per_thread)} host threads ({top_calls:,} on thread {top}, whose API " \
+           "calls are above)" in launches
     api = next(line for line in text.splitlines() if line.startswith("top API calls"))
     assert "cuLaunchKernel" in api and f"({top_calls})" in api and "alone" in api

@@ -105,9 +105,12 @@ class CallGroup:
     host_ns: int                # summed call time
     api_share: float | None     # share of the windows' wall time spent in these calls
     call: Distribution          # call duration
-    threads: int = 0            # host threads that made these calls
-    top_tid: int | None = None  # the thread that made the most of them
-    top_calls: int = 0          # and how many
+    # (pid, tid, calls) per host thread that made these calls, the most calls first
+    threads: tuple[tuple[int, int, int], ...] = ()
+
+    def calls_of(self, pid: int, tid: int) -> int:
+        """The calls one host thread made."""
+        return next((n for p, t, n in self.threads if (p, t) == (pid, tid)), 0)
 
 
 @dataclass(frozen=True)
@@ -142,8 +145,7 @@ def _group(calls: pd.DataFrame, win_start: np.ndarray, win_end: np.ndarray) -> C
                      host_ns=int(calls["host_ns"].sum()),
                      api_share=inside / wall if wall else None,
                      call=Distribution.of(calls["host_ns"].to_numpy()),
-                     threads=len(per), top_tid=int(per.index[0][1]) if len(per) else None,
-                     top_calls=int(per.iloc[0]) if len(per) else 0)
+                     threads=tuple((int(p), int(t), int(n)) for (p, t), n in per.items()))
 
 
 def launch_figures(trace: Trace, table: pd.DataFrame, win_start: np.ndarray,
@@ -189,8 +191,7 @@ def _json(s: Summary, top: int) -> dict[str, Any]:
             "call_ns": asdict(lo.kernel.call), "delay_ns": asdict(lo.delay),
             "short_kernels": lo.short_kernels,
             "unlaunched_kernels": lo.unlaunched_kernels,
-            "threads": lo.kernel.threads,
-            "top_thread": {"tid": lo.kernel.top_tid, "calls": lo.kernel.top_calls},
+            "threads": [{"pid": p, "tid": t, "calls": n} for p, t, n in lo.kernel.threads],
         },
         "copies": {"count": lo.copies.count, "matched": lo.copies.matched,
                    "host_ns": lo.copies.host_ns, "api_share": lo.copies.api_share,

@@ -82,11 +82,16 @@ def _header(s: Summary) -> Table:
     if not s.cpu_trace:
         lo = s.launches
         # one count: every kernel launch call in the trace, all threads; the launching
-        # thread's own share is the "top API calls" row's
-        threads = (f" on {lo.kernel.threads} host threads ({lo.kernel.top_calls:,} on "
-                   f"thread {lo.kernel.top_tid})" if lo.kernel.threads > 1 else "")
-        grid.add_row("launches", f"{lo.kernel.count:,} kernel launch calls{threads} "
-                                 f"({lo.kernel.matched:,} reached a kernel), "
+        # thread's own share is what the "top API calls" row shows (its calls alone)
+        main = s.host.main if s.host is not None else None
+        threads = ""
+        if len(lo.kernel.threads) > 1:
+            threads = f" on {len(lo.kernel.threads)} host threads"
+            if main is not None:
+                threads += (f" ({lo.kernel.calls_of(int(main['pid']), int(main['tid'])):,} "
+                            f"on thread {int(main['tid'])}, whose API calls are above)")
+        grid.add_row("launches", f"{lo.kernel.count:,} kernel launch calls "
+                                 f"({lo.kernel.matched:,} reached a kernel){threads}, "
                                  f"{lo.copies.count:,} copy/set calls"
                      + (f", {lo.graphs.count:,} graph launches ({lo.graphs.kernels:,} kernels)"
                         if lo.graphs.count else ""))
