@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from traceviz.runners.benchdefs import (
     NOISY_CV,
@@ -25,8 +26,6 @@ from traceviz.runners.benchdefs import (
 )
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from traceviz.trace import Trace
 
 
@@ -103,8 +102,6 @@ def timings(bench: dict | None, trace_steps_s: list[float] | None = None) -> Tim
 def step_lengths_s(windows: dict[int, pd.DataFrame]) -> list[float]:
     """The trace's profiled steps in step order, in seconds: each step's window, the mean
     over the devices that ran it."""
-    import pandas as pd
-
     frames = [w[w["step"] >= 0] for w in windows.values()]
     frames = [f for f in frames if len(f)]
     if not frames:
