@@ -34,7 +34,9 @@ class TimedStep:
     profiled_ns: float           # the trace's step window (mean over steps and devices)
     device_ns: float             # device busy per step
     timed_ns: float | None       # median timed batch (None: no timing in the run)
-    overhead: float | None       # profiled / timed step (bench.json's, else the trace's)
+    overhead: float | None       # the run's profiler overhead (``Timings``': steady / timed)
+    steady_ns: float | None = None   # the steady profiled step (start-up step left out)
+    overhead_text: str = "unknown"   # the overhead as every output prints it
 
     @property
     def known(self) -> bool:
@@ -52,7 +54,8 @@ class TimedStep:
 
     def to_dict(self) -> dict[str, Any]:
         return {"profiled_step_ns": self.profiled_ns, "device_busy_step_ns": self.device_ns,
-                "timed_step_ns": self.timed_ns, "profiler_overhead": self.overhead,
+                "timed_step_ns": self.timed_ns, "steady_profiled_step_ns": self.steady_ns,
+                "profiler_overhead": self.overhead,
                 "host_scale_estimate": self.host_scale,
                 "model": "device work as recorded; host work (calls and the time between "
                          "them) scaled so that the replay lasts the timed step (whatif's "
@@ -69,10 +72,11 @@ def timed_step(timings: Timings | None, span_ns: int, busy_ns: int, steps: int,
     profiled, device = span_ns / n, busy_ns / n
     if timings is None:
         return TimedStep(profiled, device, None, None)
-    timed = timings.median_s * 1e9
-    # the trace's own profiled step over the timed one: the figure beside it (bench.json's
-    # profiled wall time per batch can differ, e.g. a JAX step's marks)
-    return TimedStep(profiled, device, timed, profiled / timed if timed else None)
+    # the overhead is the run's one figure (``Timings``: the steady profiled step over the
+    # timed median), the same in bench.json, analyze, advise and the report
+    steady = timings.profiled_step_s
+    return TimedStep(profiled, device, timings.median_s * 1e9, timings.profiler_overhead,
+                     steady * 1e9 if steady is not None else None, timings.overhead_text)
 
 
 def profiled_note(t: TimedStep | None) -> str:
@@ -80,9 +84,11 @@ def profiled_note(t: TimedStep | None) -> str:
     if t is None or not t.known:
         return ("figures are profiled: the trace carries no timed (unprofiled) step to "
                 "hold them against")
-    over = f"{t.overhead:.2f}x" if t.overhead else "unknown"
-    return (f"profiled step {_ms(t.profiled_ns)} vs timed step {_ms(t.timed_ns)} (no "
-            f"profiler): profiler overhead {over}; trace figures are profiled time")
+    steady = (f" (steady, the profiler's start-up step left out: {_ms(t.steady_ns)})"
+              if t.steady_ns is not None else "")
+    return (f"profiled step {_ms(t.profiled_ns)}{steady} vs timed step {_ms(t.timed_ns)} "
+            f"(no profiler): profiler overhead {t.overhead_text}; trace figures are "
+            "profiled time")
 
 
 def _ms(ns: float | None) -> str:

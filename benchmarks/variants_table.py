@@ -66,8 +66,7 @@ def main() -> int:
         t = timings(b)
         assert t is not None
         cv = f"{100 * t.cv:.1f}%" + (" NOISY" if t.noisy else "")
-        overhead = (f"{t.profiler_overhead:.2f}x" if t.overhead_significant
-                    else "within noise")
+        overhead = t.overhead_text
         first = "–" if t.first_call_s is None else f"{t.first_call_s:.3f} s" + (
             "" if t.compile_s is None else f" (compile {t.compile_s:.3f} s)")
         print(f"| {model} | {mode} | {amp} | {t.median_s:.4f} s | {t.min_s:.4f} | "

@@ -1,6 +1,7 @@
 """What a run's benchmark figures mean: the spread of the timed batches and when it is
 noisy, when warm-up has settled, the first-call time, and a workload (``Workload``: one
-run's shapes, loss, optimizer and mode) and its FLOPs.
+run's shapes, loss, optimizer and mode) and its FLOPs, and the profiler's overhead (the
+one definition bench.json and the analyses share).
 
 The runners write these figures into bench.json (``protocol.py``); the analyses recompute
 them for a bench.json of an older run (``analyses/timings.py``) and hold the run's work
@@ -34,6 +35,31 @@ def spread(times: list[float]) -> dict:
     return {"median": median, "min": min(times), "max": max(times), "mean": mean,
             "cv": cv, "max_over_min": ratio,
             "noisy": cv > NOISY_CV or ratio > NOISY_MAX_OVER_MIN}
+
+
+# fewer timed steps than this: noisy, and no profiler-overhead figure
+MIN_TIMED = 3
+
+
+def profiler_overhead(profiled: list[float], timed: list[float]) -> dict:
+    """The profiler's overhead, the one statistic every figure of it is: the steady
+    profiled step over the median timed (unprofiled) step.
+
+    The steady profiled step is the median of the profiled steps after the first: the
+    first holds the profiler's own start-up (its buffers, the first records, the tracer's
+    first callbacks), which no later step pays. The overhead is significant only where
+    the steady step lies outside the timed steps' range (inside it, it is noise).
+    Returns bench.json's keys (``profiled_time_per_batch_s``: the steady step,
+    ``profiler_overhead``, ``profiler_overhead_significant``), or {} where it cannot be
+    told: fewer than two profiled steps (only the start-up step) or fewer than
+    ``MIN_TIMED`` timed ones."""
+    if len(profiled) < 2 or len(timed) < MIN_TIMED:
+        return {}
+    steady = statistics.median(profiled[1:])
+    median = statistics.median(timed)
+    return {"profiled_time_per_batch_s": steady,
+            "profiler_overhead": steady / median if median > 0 else None,
+            "profiler_overhead_significant": not min(timed) <= steady <= max(timed)}
 
 
 def settled(times: list[float]) -> bool:

@@ -214,7 +214,9 @@ def _memory_probe(device) -> tuple:
         s = device.memory_stats() or {}
         return {"device": device.platform, "peak_allocated_bytes":
                 int(s.get("peak_bytes_in_use", 0)),
-                "total_bytes": int(s.get("bytes_limit", 0)) or None}
+                # XLA's allocator pool (by default 75% of the device), not the device's
+                # memory: the trace's device plane states that
+                "pool_bytes": int(s.get("bytes_limit", 0)) or None}
 
     return (lambda: None), read
 

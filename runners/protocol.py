@@ -13,7 +13,6 @@ import contextlib
 import json
 import platform
 import shutil
-import statistics
 import sys
 import time
 import traceback
@@ -26,16 +25,20 @@ from typing import Any, NamedTuple
 # beside them
 try:
     from traceviz.runners.benchdefs import (
+        MIN_TIMED,
         Workload,
         first_call_seconds,
+        profiler_overhead,
         settled,
         spread,
         workload_flops,
     )
 except ImportError:  # pragma: no cover - the MXNet runner's interpreter has no traceviz
     from benchdefs import (  # type: ignore[no-redef]
+        MIN_TIMED,
         Workload,
         first_call_seconds,
+        profiler_overhead,
         settled,
         spread,
         workload_flops,
@@ -105,12 +108,13 @@ def bench_figures(run: Phases, batch: int, workload: dict | None = None,
     ``loss_first_batch``: the batch number of the first, counted from 0 over warm-up and
     timed batches, so runs with other warm-up counts line up).
 
-    The profiler's overhead counts only where the profiled median lies outside the range
-    of the unprofiled batches; inside it, it is indistinguishable from noise.
+    The profiler's overhead is ``benchdefs.profiler_overhead``'s: the steady profiled
+    step (the profiler's start-up step left out) over the timed median, significant only
+    outside the range of the unprofiled batches; ``profiled_batch_times_s`` keeps every
+    profiled batch, the start-up one first.
     """
     times, prof = run.times, run.prof_times
     s = spread(times)
-    prof_median = statistics.median(prof)
     extra: dict = {"memory": run.memory} if run.memory else {}
     if run.usage:
         u = dict(run.usage)
@@ -133,9 +137,8 @@ def bench_figures(run: Phases, batch: int, workload: dict | None = None,
         "elapsed_s": run.elapsed,
         "sequences_per_s": batch / s["median"],
         "noisy": s["noisy"],
-        "profiled_time_per_batch_s": prof_median,
-        "profiler_overhead": prof_median / s["median"],
-        "profiler_overhead_significant": not s["min"] <= prof_median <= s["max"],
+        "profiled_batch_times_s": prof,
+        **profiler_overhead(prof, times),
         "warmup_batches": len(run.warmup_times),
         "warmup_settled": run.warmup_settled,
         "warmup_times_s": run.warmup_times,
@@ -161,17 +164,13 @@ def step_bench(times: dict[str, list[float]], source: str | None) -> dict:
         return bench
     s = spread(timed)
     prof = times["profiled"]
-    # the profiler's overhead against fewer than MIN_TIMED steps would be noise
-    overhead = prof and times["timed"] and len(timed) >= MIN_TIMED
     return bench | {
         "time_per_batch_s": s, "batches": len(timed), "batch_times_s": timed,
         "elapsed_s": sum(timed), "noisy": s["noisy"] or len(timed) < MIN_TIMED,
-        **({"profiled_time_per_batch_s": statistics.median(prof),
-            "profiler_overhead": statistics.median(prof) / s["median"]} if overhead else {}),
+        "profiled_batch_times_s": prof,
+        # the profiled steps that stand in for timed ones have no overhead to show
+        **(profiler_overhead(prof, timed) if times["timed"] else {}),
     }
-
-
-MIN_TIMED = 3  # fewer timed steps: noisy, and no profiler-overhead figure
 
 
 def run_result(out: Path, bench: dict, meta: dict, trace: str | Path | None) -> dict:

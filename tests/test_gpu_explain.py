@@ -138,13 +138,20 @@ def test_profiler_overhead_is_shown_beside_the_figures(run, capsys):
     # the profiled step: the step marks, within the part of a window after the last mark
     marks = np.mean([b - a for a, b in raw.marks]) * 1e3
     assert ts["profiled_step_ns"] == pytest.approx(marks, rel=0.02)
-    assert ts["profiler_overhead"] == pytest.approx(marks / raw.timed_ns, rel=0.02)
-    # the figures the issue quotes: fused_torch 2.52x, transposed_torch 1.40x
-    assert round(ts["profiler_overhead"], 2) == {"fused_torch": 2.52,
-                                                 "transposed_torch": 1.40}[run]
+    # the overhead: the steady profiled step (the profiler's start-up step, the first,
+    # left out; this bench.json keeps no profiled times, so the trace's steps) over the
+    # timed median, as bench.json, analyze and the report give it
+    steady = statistics.median([b - a for a, b in raw.marks][1:]) * 1e3
+    assert ts["steady_profiled_step_ns"] == pytest.approx(steady, rel=0.02)
+    assert ts["profiler_overhead"] == pytest.approx(steady / raw.timed_ns, rel=0.02)
+    assert out["timings"]["profiler_overhead"] == ts["profiler_overhead"]
+    times = raw.bench["batch_times_s"]
+    assert out["timings"]["overhead_significant"] == (
+        not min(times) <= steady / 1e9 <= max(times))
     assert main(["analyze", str(H200 / run)]) == 0
     text = capsys.readouterr().out
     assert f"profiler overhead {ts['profiler_overhead']:.2f}x" in text
+    assert "within noise" not in text
     assert f"{raw.timed_ns / 1e6:.3f} ms timed" in text
 
 
@@ -308,7 +315,8 @@ def test_the_report_holds_the_timed_step_and_streams(tmp_path):
     text = out.read_text()
     section = text[text.index("## Profiled and timed step"):]
     fused = Raw("fused_torch")
-    over = np.mean([b - a for a, b in fused.marks]) * 1e3 / fused.timed_ns
+    # the steady profiled step (the profiler's start-up step, the first, left out)
+    over = statistics.median([b - a for a, b in fused.marks][1:]) * 1e3 / fused.timed_ns
     assert "| fused_torch | " in section and f"{over:.2f}x" in section
     assert "0 ns (0.0% of busy)" in section
 

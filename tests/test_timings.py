@@ -64,12 +64,18 @@ def test_old_runs_get_their_timings_from_batch_times():
 
 
 def test_profiler_overhead_counts_only_outside_the_spread():
-    b = {"batch_times_s": [1.0, 1.1, 1.2, 0.9], "profiled_time_per_batch_s": 1.15}
+    # the first profiled step holds the profiler's start-up: left out
+    b = {"batch_times_s": [1.0, 1.1, 1.2, 0.9], "profiled_batch_times_s": [9.0, 1.15]}
     t = timings(b)
     assert t.profiler_overhead == pytest.approx(1.15 / 1.05) and not t.overhead_significant
-    b["profiled_time_per_batch_s"] = 1.5
-    assert timings(b).overhead_significant
+    assert t.overhead_text == "within noise" and t.profiled_step_s == 1.15
+    b["profiled_batch_times_s"] = [9.0, 1.5, 1.4]
+    assert timings(b).overhead_significant and timings(b).overhead_text == "1.38x"
     assert timings({}) is None
+    # only the start-up step, or an older bench.json with its median alone: unknown
+    for old in ({"profiled_batch_times_s": [9.0]}, {"profiled_time_per_batch_s": 1.5}):
+        t = timings({"batch_times_s": [1.0, 1.1, 1.2]} | old)
+        assert t.profiler_overhead is None and t.overhead_text == "unknown"
 
 
 def test_emulated_half_precision_is_capped_harder():

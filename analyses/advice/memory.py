@@ -58,7 +58,10 @@ def pageable_memcpy(ctx: Context) -> Finding | None:
 def memory_headroom(ctx: Context) -> Finding | None:
     """The timed batches' peak allocated memory is under half of the device's memory:
     the batch could grow (about device memory / peak, if memory grows with the batch)."""
-    mem = (ctx.trace.meta.get("bench") or {}).get("memory") or {}
+    from traceviz.analyses.summary.memory import bench_memory
+
+    # the device's memory, not an allocator's pool (XLA's is 75% of it)
+    mem = bench_memory(ctx.trace.meta) or {}
     peak, total = mem.get("peak_allocated_bytes"), mem.get("total_bytes")
     if not peak or not total or total / peak < HEADROOM:
         return None
@@ -66,7 +69,10 @@ def memory_headroom(ctx: Context) -> Finding | None:
     return Finding(
         "memory_headroom", f"The run uses 1/{times} of the device's memory",
         [f"peak allocated {fmt_bytes(peak)} of {fmt_bytes(total)} "
-         f"({fmt_pct(peak / total)}) during the timed batches"],
+         f"({fmt_pct(peak / total)}) during the timed batches",
+         *([f"the allocator's pool is {fmt_bytes(mem['pool_bytes'])} of it (XLA's limit: "
+            "XLA_PYTHON_CLIENT_MEM_FRACTION sets its share of the device)"]
+           if mem.get("pool_bytes") else [])],
         f"the batch could grow up to about {times}x (less: weights and workspaces do not "
         "grow with it); a larger batch raises every matrix op's FLOP per byte",
         None, None, {"peak_allocated_bytes": peak, "total_bytes": total, "times": times})

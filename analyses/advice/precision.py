@@ -14,6 +14,7 @@ from traceviz.analyses.advice.actions import cores, remedy
 from traceviz.analyses.advice.base import Finding
 from traceviz.analyses.advice.runs import fp32_run
 from traceviz.analyses.work import work_rows
+from traceviz.opcost.peaks import tf32_speedup
 from traceviz.units import fmt_ns, fmt_pct
 
 if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
@@ -21,8 +22,6 @@ if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' regis
 
 CAST_OF_MATRIX = 0.10      # cast time / matrix time
 TF32_SHARE = 0.10        # FP32 GEMM time on FP32 kernels / kernel time, with TF32 available
-# FP32 GEMM kernels without op shapes: what TF32 is taken to buy them, for the saving
-KERNELS_TF32_SPEEDUP = 2.0
 
 
 def casts(ctx: Context) -> Finding | None:
@@ -78,8 +77,9 @@ def autocast_precision(ctx: Context) -> Finding | None:
 def tf32_off(ctx: Context) -> Finding | None:
     """FP32 matrix ops that ran on FP32 (non-tensor-core) kernels on a device with TF32
     tensor cores, >= 10% of kernel time. Saving: the replay with the matrix time shortened
-    as these groups would run at TF32 (each sped up to the lower of its roof at the TF32
-    peak and the TF32/FP32 peak ratio), applied as one factor to all matrix kernels."""
+    as these groups would run at TF32 (``peaks.tf32_speedup``, the one model: each
+    group's roofline time at FP32 over its roofline time at TF32, from its shapes),
+    applied as one factor to all matrix kernels."""
     e = ctx.summary.efficiency
     if e is None or e.peak is None or "tf32" not in e.peak.figures or not e.time_ns:
         return None
@@ -89,10 +89,9 @@ def tf32_off(ctx: Context) -> Finding | None:
     share = float(fp32["time_ns"].sum()) / e.time_ns
     if share < TF32_SHARE:
         return None
-    tf32, bw = e.peak.figures["tf32"], e.peak.bandwidth or np.inf
-    roof = np.minimum(tf32, fp32["intensity"].fillna(np.inf).to_numpy(float) * bw / 1e3)
-    speedup = np.clip(roof / fp32["tflops"].to_numpy(float), 1.0,
-                      tf32 / e.peak.figures["fp32"])
+    tf32 = e.peak.figures["tf32"]
+    speedup = tf32_speedup(fp32["flops"].to_numpy(float), fp32["bytes"].to_numpy(float),
+                           e.peak)
     before = float(fp32["time_ns"].sum())
     after = float((fp32["time_ns"].to_numpy(float) / speedup).sum())
     matrix = float(ctx.summary.categories.set_index("category")["total_ns"].reindex(
@@ -112,14 +111,21 @@ def tf32_off(ctx: Context) -> Finding | None:
          f"{tf32:g} TFLOP/s TF32 peaks",
          f"largest: {top['op']} {top['dims']} ({fmt_ns(int(top['time_ns']))}, "
          f"{fmt_pct(top['pct_peak'])} of the FP32 peak)",
-         f"at TF32 they would take about {fmt_ns(after)} (each sped up by the TF32/FP32 "
-         "peak ratio, or less where its roofline at the TF32 peak allows less); the replay "
-         f"applies that as {scenario} to all matrix kernels", *why_not],
+         f"at TF32 they would take about {fmt_ns(after)} (each by its roofline: its time "
+         "at the FP32 peak or its bytes' time, whichever is longer, over the same at the "
+         f"TF32 peak: {_speedups(speedup)}; a small GEMM's bytes bound it at TF32); the "
+         f"replay applies that as {scenario} to all matrix kernels", *why_not],
         "allow TF32 for matmuls where FP32's 23-bit mantissa is not needed: "
         "torch.backends.cuda.matmul.allow_tf32 = True (or "
         "torch.set_float32_matmul_precision('high')); or train in bf16 (--amp bf16)",
         saving, scenario,
-        {"fp32_matrix_ns": int(before), "share": share, "speedup": factor})
+        {"fp32_matrix_ns": int(before), "share": share, "speedup": factor,
+         "group_speedups": [float(x) for x in speedup]})
+
+
+def _speedups(x: np.ndarray) -> str:
+    lo, hi = float(np.min(x)), float(np.max(x))
+    return f"{lo:.2f}x" if hi - lo < 0.005 else f"{lo:.2f}x to {hi:.2f}x"
 
 
 def tf32_off_kernels(ctx: Context) -> Finding | None:
@@ -143,6 +149,8 @@ def tf32_off_kernels(ctx: Context) -> Finding | None:
     n = int(f["kernels"].sum())
     per = f" ({n / ctx.steps:,.0f} per step)" if ctx.steps else ""
     fig = e.peak.figures
+    # the one model with no shapes: its figure for a GEMM of unknown shape
+    unknown = float(tf32_speedup(np.array([np.nan]), np.array([np.nan]), e.peak)[0])
     return Finding(
         "tf32_off", f"FP32 GEMMs run on the FMA units, not the TF32 {cores(ctx)}",
         [f"{n:,} FP32 GEMM kernels{per} ran without TF32: {fmt_ns(fma_ns)} = "
@@ -151,8 +159,9 @@ def tf32_off_kernels(ctx: Context) -> Finding | None:
          f"peak {fig['tf32']:g} TFLOP/s",
          f"largest: {f['name'].iloc[0][:90]} ({fmt_ns(int(f['time_ns'].iloc[0]))})",
          f"no op shapes, so no roofline per GEMM: the saving is the replay's with every "
-         f"matrix kernel {KERNELS_TF32_SPEEDUP:g}x faster (small GEMMs are latency-bound: "
-         f"the {fig['tf32'] / fig['fp32']:.1f}x peak ratio is out of reach)"],
+         f"matrix kernel {unknown:g}x faster, the TF32 model's figure for a GEMM of unknown "
+         f"shape (small GEMMs turn memory-bound at TF32: the "
+         f"{fig['tf32'] / fig['fp32']:.1f}x peak ratio is out of reach)"],
         remedy(ctx, "allow TF32 for matmuls where FP32's 23-bit mantissa is not needed: "
                     "torch.backends.cuda.matmul.allow_tf32 = True (or "
                     "torch.set_float32_matmul_precision('high'), which torch.compile "
@@ -160,5 +169,5 @@ def tf32_off_kernels(ctx: Context) -> Finding | None:
                "allow TF32 for matmuls: jax.default_matmul_precision('tensorfloat32') "
                "(JAX), tf.config.experimental.enable_tensor_float_32_execution(True) "
                "(TensorFlow); or run in bf16"),
-        ctx.saving_of(f"gemm_speedup={KERNELS_TF32_SPEEDUP:g}"),
-        f"gemm_speedup={KERNELS_TF32_SPEEDUP:g}", {"fp32_fma_ns": int(fma_ns), "kernels": n})
+        ctx.saving_of(f"gemm_speedup={unknown:g}"),
+        f"gemm_speedup={unknown:g}", {"fp32_fma_ns": int(fma_ns), "kernels": n})

@@ -43,8 +43,10 @@ def profiled_unlike_timed(ctx: Context) -> Finding | None:
         return None
     return Finding(
         "profiled_unlike_timed", f"The profiled steps took {x:.1f}x the timed ones",
-        [f"the profiled steps took {x:.2f}x the timed median (bench.json's profiled time per "
-         f"batch against {fmt_ns(t.median_s * 1e9)}; timed range {fmt_ns(t.min_s * 1e9)}-"
+        [f"the profiled steps took {x:.2f}x the timed median (the steady profiled step, "
+         f"{fmt_ns((t.profiled_step_s or 0) * 1e9)}, the profiler's start-up step left out, "
+         f"from {'bench.json' if t.profiled_from == 'bench' else 'the trace'}, against "
+         f"{fmt_ns(t.median_s * 1e9)}; timed range {fmt_ns(t.min_s * 1e9)}-"
          f"{fmt_ns(t.max_s * 1e9)})"],
         "judge speed by the timed figures; before acting on the trace's proportions, "
         "capture again with a lighter profiler (--profiler nsys) or more --profile-steps "

@@ -245,8 +245,8 @@ def _timed(r: RunFigures) -> str:
 
 
 def _over(r: RunFigures) -> str:
-    t = r.summary.timed
-    return f"{t.overhead:.2f}x" if t is not None and t.overhead else "?"
+    t = r.summary.timings
+    return t.overhead_text if t is not None and t.profiler_overhead is not None else "?"
 
 
 def mean_percentage_error(a: list[float], b: list[float]) -> float | None:

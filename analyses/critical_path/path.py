@@ -153,6 +153,7 @@ class CriticalPath:
     # the trace rows of the work on the path (kernels; on a CPU trace, ops)
     timed_step_ns: float | None = None     # the run's timed (unprofiled) median step
     profiler_overhead: float | None = None
+    overhead_text: str = "unknown"         # as every output prints it (Timings')
 
     def totals(self) -> dict[str, int]:
         return {p: int(self.steps[f"{p}_ns"].sum()) for p in ("length", *PARTS)}
@@ -225,11 +226,12 @@ def critical_path(trace: Trace, annotation: str | None = None, g: ReplayGraph | 
     cp = _tables(trace, g, pts, path, amount, kind, steps, inside[ends])
     cp.unit = "range" if annotation is not None else (
         "step" if int(steps["step"].iloc[0]) >= 0 else "whole trace")
-    from traceviz.analyses.timings import timings
+    from traceviz.analyses.timings import run_timings
 
-    t = timings(trace.meta.get("bench"))
+    t = run_timings(trace)
     if t is not None:
         cp.timed_step_ns, cp.profiler_overhead = t.median_s * 1e9, t.profiler_overhead
+        cp.overhead_text = t.overhead_text
     return cp
 
 

@@ -35,7 +35,13 @@ MATRIX = ("gemm", "rnn", "attention")
 CONV_OPS = (*CONV_ARGS, *CONV_BACKWARD_PARTS, "aten::convolution_backward")
 
 
+# FP32 said by the name: the FMA GEMMs above, and FP32 template arguments (cuDNN, Eigen)
+_FP32_NAMED = re.compile(FP32_FMA_GEMM.pattern + r"|<float\b|\bf32\b", re.IGNORECASE)
+
+
 def _precision_of_names(names: pd.Index) -> np.ndarray:
+    """Per kernel name, the precision it says (TF32 first: a TF32 tile's name holds f32
+    too), or "unknown" where it says none (XLA's ``gemm_fusion_dot`` and Triton kernels)."""
     out = []
     for n in names.astype(str):
         if TF32_KERNEL.search(n):
@@ -44,20 +50,27 @@ def _precision_of_names(names: pd.Index) -> np.ndarray:
             out.append("fp8")
         elif TENSOR_CORE_HALF.search(n):
             out.append("bf16" if _BF16.search(n) else "fp16")
-        else:
+        elif _FP32_NAMED.search(n):
             out.append("fp32")
+        else:
+            out.append("unknown")
     return np.asarray(out, dtype=object)
 
 
-def matrix_precision(work: pd.DataFrame) -> str | None:
-    """The precision most matrix kernel time ran in, by kernel name: ``tf32``, ``fp16``,
-    ``bf16``, ``fp8`` (tensor-core tiles) or ``fp32``; None without matrix kernels."""
+def matrix_precision(work: pd.DataFrame) -> tuple[str | None, float]:
+    """The precision most matrix kernel time ran in, by the names that say one
+    (``tf32``, ``fp16``, ``bf16``, ``fp8`` tensor-core tiles, ``fp32``), and the share
+    of matrix kernel time whose names say it; ("fp32", 0.0) where no name says (the
+    FP32 peak stands), (None, 0.0) without matrix kernels."""
     m = np.flatnonzero(np.isin(work["category"].astype(str).to_numpy(), MATRIX))
     if not len(m):
-        return None
-    prec = per_distinct(_used(work["name"].iloc[m]), _precision_of_names, fill="fp32")
-    return str(pd.Series(work["dur_ns"].to_numpy()[m], index=prec).groupby(level=0).sum()
-               .idxmax())
+        return None, 0.0
+    prec = per_distinct(_used(work["name"].iloc[m]), _precision_of_names, fill="unknown")
+    per = pd.Series(work["dur_ns"].to_numpy()[m], index=prec).groupby(level=0).sum()
+    said = per.drop("unknown", errors="ignore")
+    if not len(said) or not said.sum():
+        return "fp32", 0.0
+    return str(said.idxmax()), float(said.sum() / per.sum()) if per.sum() else 1.0
 
 
 def _used(names: pd.Series) -> pd.Categorical:
@@ -120,7 +133,7 @@ def apply_workload_flops(eff: Efficiency, trace: Trace, work: pd.DataFrame) -> N
         return
     eff.flops = int(per_batch) * eff.steps
     eff.flops_from = "workload"
-    precision = matrix_precision(work)
+    precision, said = matrix_precision(work)
     if eff.peak is not None and precision is not None and eff.run_key is None:
         key = precision if precision in eff.peak.figures else "fp32"
         if key in eff.peak.figures:
@@ -130,8 +143,23 @@ def apply_workload_flops(eff: Efficiency, trace: Trace, work: pd.DataFrame) -> N
     eff.notes.append(
         f"FLOPs are the workload's ({per_batch / 1e9:,.2f} GFLOP per batch x "
         f"{eff.steps} profiled steps), not per op: the rates are the run's"
-        + (f", its matrix kernels ran {precision.upper()}" if precision else "") + ".")
+        + _ran(precision, said) + ".")
     _serial_floor(eff, work, int(per_batch), model)
+
+
+def _ran(precision: str | None, said: float) -> str:
+    """What the note says of the matrix kernels' precision, and how much of their time
+    the names that say it cover."""
+    if precision is None:
+        return ""
+    if not said:
+        return (", held against the FP32 peak: its matrix kernels' names do not say their "
+                "precision")
+    if said >= 0.995:
+        return f", its matrix kernels ran {precision.upper()}"
+    return (f", its matrix kernels ran {precision.upper()} by the names that say a "
+            f"precision ({said:.0%} of matrix kernel time; the others', e.g. XLA's "
+            "gemm_fusion kernels, do not)")
 
 
 def _serial_floor(eff: Efficiency, work: pd.DataFrame, per_batch: int, model: dict) -> None:

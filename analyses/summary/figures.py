@@ -16,7 +16,8 @@ from traceviz.analyses.summary.kernels import category_table, kernel_table
 from traceviz.analyses.summary.protocol import Inputs
 from traceviz.analyses.summary.registry import section, sections
 from traceviz.analyses.timed import TimedStep, timed_step
-from traceviz.analyses.timings import Timings, timings
+from traceviz.analyses.timings import Timings
+from traceviz.analyses.timings import run_timings as run_timings_of
 from traceviz.analyses.work import (
     analysis_windows,
     trace_busy_ns,
@@ -194,7 +195,7 @@ def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = Fal
     ws, we = wall_windows(windows)
     span_ns = sum(d.span_ns for d in devices)
     busy_ns = sum(d.busy_ns for d in devices)
-    run_timings = timings(trace.meta.get("bench"))
+    run_timings = run_timings_of(trace, windows)
     return Summary(
         meta=trace.meta,
         cpu_trace=trace.is_cpu,

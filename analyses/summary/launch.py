@@ -105,6 +105,12 @@ class CallGroup:
     host_ns: int                # summed call time
     api_share: float | None     # share of the windows' wall time spent in these calls
     call: Distribution          # call duration
+    # (pid, tid, calls) per host thread that made these calls, the most calls first
+    threads: tuple[tuple[int, int, int], ...] = ()
+
+    def calls_of(self, pid: int, tid: int) -> int:
+        """The calls one host thread made."""
+        return next((n for p, t, n in self.threads if (p, t) == (pid, tid)), 0)
 
 
 @dataclass(frozen=True)
@@ -132,10 +138,14 @@ def _group(calls: pd.DataFrame, win_start: np.ndarray, win_end: np.ndarray) -> C
     end = start + calls["host_ns"].to_numpy(np.int64)
     wall = int((win_end - win_start).sum())
     inside = int(union_in_windows(start, end, win_start, win_end).sum())
+    # per host thread: the launching thread's API calls (the host rows) are one of these
+    per = calls.groupby(["pid", "tid"], sort=False).size().sort_values(
+        ascending=False, kind="stable")
     return CallGroup(count=len(calls), matched=int(calls["matched"].sum()),
                      host_ns=int(calls["host_ns"].sum()),
                      api_share=inside / wall if wall else None,
-                     call=Distribution.of(calls["host_ns"].to_numpy()))
+                     call=Distribution.of(calls["host_ns"].to_numpy()),
+                     threads=tuple((int(p), int(t), int(n)) for (p, t), n in per.items()))
 
 
 def launch_figures(trace: Trace, table: pd.DataFrame, win_start: np.ndarray,
@@ -181,6 +191,7 @@ def _json(s: Summary, top: int) -> dict[str, Any]:
             "call_ns": asdict(lo.kernel.call), "delay_ns": asdict(lo.delay),
             "short_kernels": lo.short_kernels,
             "unlaunched_kernels": lo.unlaunched_kernels,
+            "threads": [{"pid": p, "tid": t, "calls": n} for p, t, n in lo.kernel.threads],
         },
         "copies": {"count": lo.copies.count, "matched": lo.copies.matched,
                    "host_ns": lo.copies.host_ns, "api_share": lo.copies.api_share,

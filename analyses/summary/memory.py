@@ -61,13 +61,37 @@ def _bases(given: object) -> dict[int, int]:
     return out
 
 
+def bench_memory(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """bench.json's ``memory`` with the device's memory from the device: ``total_bytes``
+    is the memory the trace's device properties state (XSpace's device plane), else the
+    runner's figure, which is the device's own (``torch.cuda.get_device_properties``)
+    except in a JAX run from before ``pool_bytes``, where it was XLA's allocator pool
+    (``bytes_limit``, by default 75% of the device). ``pool_bytes``: that pool, named as
+    the pool; ``total_from``: where the device's figure came from."""
+    given = (meta.get("bench") or {}).get("memory")
+    if not isinstance(given, dict):
+        return None
+    mem = dict(given)
+    jax = (meta.get("runner") or {}).get("framework") == "jax"
+    if jax and "pool_bytes" not in mem and mem.get("total_bytes"):
+        mem["pool_bytes"] = mem.pop("total_bytes")
+    stated = [p.get("memory_bytes") for p in (meta.get("device_properties") or {}).values()
+              if isinstance(p, dict) and isinstance(p.get("memory_bytes"), (int, float))
+              and p["memory_bytes"] > 0]
+    if stated:
+        mem["total_bytes"], mem["total_from"] = int(stated[0]), "the trace's device properties"
+    elif mem.get("total_bytes"):
+        mem["total_from"] = "the runner (the device's properties)"
+    return mem
+
+
 def memory(trace: Trace, wall_start: np.ndarray | None = None,
            wall_end: np.ndarray | None = None) -> Memory:
     """The memory figures of ``trace`` (phases are those that start inside the given
     wall windows, as the phase table counts them)."""
     ev = trace.events
     rows = ev.take(np.flatnonzero(is_in(ev["kind"], "memory")))
-    bench = (trace.meta.get("bench") or {}).get("memory")
+    bench = bench_memory(trace.meta)
     notes: list[str] = []
     base = _bases(trace.meta.get("memory_base"))
     limit = float(2**62)  # totals and sums must stay inside int64

@@ -113,9 +113,9 @@ def timed_model(trace: Any, g: ReplayGraph, measured: Windows, replay: Callable
     """The run's profiled and timed step (from its bench timings) and the graph scaled
     to the timed step."""
     from traceviz.analyses.timed import timed_step
-    from traceviz.analyses.timings import timings
+    from traceviz.analyses.timings import run_timings
 
-    t = timed_step(timings(trace.meta.get("bench")), measured.span_ns, measured.busy_ns,
+    t = timed_step(run_timings(trace), measured.span_ns, measured.busy_ns,
                    len(measured.per_step), measured.devices)
     return t, timed_graph(g, t, len(measured.per_step), replay)
 

@@ -11,7 +11,6 @@ graph's own buffers, overwritten by the next replay: read or clone them before i
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -93,7 +92,7 @@ def replay_phases(phases: Phases, replay_s: list[float]) -> tuple[Phases, dict]:
     steps = warm + timed + marked + 2  # the profiled phase: 2 unmarked steps, then the marked
     if len(replay_s) != steps:
         raise GraphCaptureError(f"{len(replay_s)} replays timed for {steps} steps")
-    from traceviz.runners.benchdefs import first_call_seconds, spread
+    from traceviz.runners.benchdefs import first_call_seconds, profiler_overhead, spread
 
     wall = spread(phases.times)
     by_events = phases._replace(times=replay_s[warm:warm + timed],
@@ -105,7 +104,9 @@ def replay_phases(phases: Phases, replay_s: list[float]) -> tuple[Phases, dict]:
                        "the wall-clock times of the same batches are wall_*",
         "wall_time_per_batch_s": wall,
         "wall_batch_times_s": phases.times,
-        "wall_profiled_time_per_batch_s": statistics.median(phases.prof_times),
+        # the steady profiled step, as the overhead's (the start-up step left out)
+        "wall_profiled_time_per_batch_s": profiler_overhead(
+            phases.prof_times, phases.times).get("profiled_time_per_batch_s"),
         # the warm-up's wall time (the eager warm-up calls and the capture) above a
         # wall-clock batch
         "first_call_s": first_call_seconds(phases.warmup_times, wall["median"]),

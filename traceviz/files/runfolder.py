@@ -79,7 +79,7 @@ def folder_meta(run_dir: Path) -> TraceMeta:
 _BENCH_NUMBERS = ("elapsed_s", "sequences_per_s", "batches", "profiled_time_per_batch_s",
                   "profiler_overhead", "first_call_s", "framework_compile_s",
                   "workload_flops", "warmup_batches")
-_BENCH_LISTS = ("batch_times_s", "warmup_times_s", "loss_per_batch")
+_BENCH_LISTS = ("batch_times_s", "warmup_times_s", "loss_per_batch", "profiled_batch_times_s")
 
 
 def check_bench(bench: dict[str, Any], path: Path) -> None:

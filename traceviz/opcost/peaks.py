@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from traceviz.errors import UsageError
 
 
@@ -156,6 +158,31 @@ _TABLE: list[tuple[str, str, dict[str, float], str, str]] = [
      "AMD Instinct MI300X data sheet (2023), dense", ""),
 ]
 PEAKS = [Peak(dev, fig, src, note, pat) for pat, dev, fig, src, note in _TABLE]
+
+# What TF32 is taken to buy an FP32 GEMM whose shapes are unknown (compiled code, XLA and
+# nsys traces record none): what ``tf32_speedup`` gives the small GEMMs such code runs
+# (an LSTM's 64-row GEMM [64, 512] x [512, 2048] on an H100/H200: 1.98), far below the
+# peak ratio
+TF32_SPEEDUP_UNKNOWN_SHAPE = 2.0
+
+
+def tf32_speedup(flops: np.ndarray, nbytes: np.ndarray, peak: Peak) -> np.ndarray:
+    """The one FP32 -> TF32 GEMM model: each GEMM's time at FP32 over its time at TF32
+    on the roofline, max(F / fp32 peak, B / bandwidth) over max(F / tf32 peak, B /
+    bandwidth), between 1 and the peaks' ratio. A large GEMM, compute-bound, gains the
+    peak ratio; a small one turns memory-bound at the TF32 peak and gains less (its
+    bytes take as long as before). Where the bytes or FLOPs are unknown (NaN or <= 0),
+    ``TF32_SPEEDUP_UNKNOWN_SHAPE`` (at most the peaks' ratio). ``peak`` must hold
+    ``fp32`` and ``tf32``."""
+    f = np.asarray(flops, dtype=float)
+    b = np.asarray(nbytes, dtype=float)
+    fp32, tf32 = peak.figures["fp32"] * 1e12, peak.figures["tf32"] * 1e12
+    bw = (peak.bandwidth or np.inf) * 1e9
+    known = np.isfinite(f) & np.isfinite(b) & (f > 0) & (b > 0)
+    f, b = np.where(known, f, 1.0), np.where(known, b, 1.0)
+    ratio = np.maximum(f / fp32, b / bw) / np.maximum(f / tf32, b / bw)
+    return np.where(known, np.clip(ratio, 1.0, tf32 / fp32),
+                    max(1.0, min(TF32_SPEEDUP_UNKNOWN_SHAPE, tf32 / fp32)))
 KEYS = ("fp64", "fp64_matrix", "fp32", "fp32_matrix", "tf32", "fp16", "bf16", "fp8", "bw")
 
 

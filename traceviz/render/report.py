@@ -78,7 +78,7 @@ def _timed_section(figs: list[RunFigures]) -> Section:
             "run": f.label,
             "profiled step": "–" if t is None else fmt_ns(t.profiled_ns),
             "timed step": "–" if t is None or t.timed_ns is None else fmt_ns(t.timed_ns),
-            "profiler overhead": "–" if t is None or not t.overhead else f"{t.overhead:.2f}x",
+            "profiler overhead": "–" if t is None or t.overhead is None else t.overhead_text,
             "step per kernel (timed)": "–" if k["timed"] is None else fmt_ns(k["timed"]),
             "host: API calls/step": "–" if main is None else fmt_ns(main["api_ns"] / per),
             "framework ops/step": "–" if main is None else fmt_ns(main["op_ns"] / per),
@@ -145,7 +145,7 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                 tm.warmup_batches else f"{tm.first_call_s:.3f} s"
                 + ("" if tm.compile_s is None else f" (compile {tm.compile_s:.3f} s)"),
                 "profiler overhead": "–" if not tm or tm.profiler_overhead is None else
-                f"{tm.profiler_overhead:.2f}x" if tm.overhead_significant else "within noise",
+                tm.overhead_text,
                 "elapsed": "–" if not bench else f"{bench['elapsed_s']:.3f} s "
                                                   f"({bench['batches']} batches)",
                 "sequences/s": "–" if not bench else f"{bench['sequences_per_s']:,.1f}",
@@ -158,7 +158,8 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
             "Time per batch, elapsed and sequences/s",
             "Benchmark phase without the profiler (median of the timed batches, device "
             "synchronised). NOISY: the timed batches spread by CV > 10% or max/min > 1.5. "
-            "Profiler overhead is shown only where the profiled median lies outside the "
+            "Profiler overhead: the steady profiled step (the profiler's start-up step "
+            "left out) over the timed median, shown only where it lies outside the "
             "unprofiled batches' range.", pd.DataFrame(rows)))
         phase_rows = [{
             "run": f.label, "phase": r.phase,

@@ -33,7 +33,7 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
                  f"error {fmt_pct(w.replay_error)}" if w.replay_error is not None else "")
     ts = w.timed
     if ts is not None and ts.known:
-        over = f"profiler overhead {ts.overhead:.2f}x" if ts.overhead else ""
+        over = f"profiler overhead {ts.overhead_text}"
         f = m.get("timed_host_factor")
         what = (f"{over}; timed predictions replay the trace with every op's time x {f:.2f} "
                 "(the profiler's cost taken out)") if w.is_cpu else (

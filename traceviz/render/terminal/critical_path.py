@@ -46,9 +46,9 @@ def critical_path_render(cp: CriticalPath, top: int = 10, width: int = 120) -> G
         " + ".join(f"{text[p]} {fmt_pct(totals[p] / length)}" for p in PARTS
                    if totals[p]), f"; mostly {text[biggest]}"))
     if cp.timed_step_ns is not None:
-        over = f"{cp.profiler_overhead:.2f}x" if cp.profiler_overhead else "unknown"
         parts.append(Text(f"the path is profiled time: the timed step (no profiler) is "
-                          f"{fmt_ns(cp.timed_step_ns)}, profiler overhead {over}; the "
+                          f"{fmt_ns(cp.timed_step_ns)}, profiler overhead "
+                          f"{cp.overhead_text}; the "
                           "profiler's cost is host time, so the host's share is smaller "
                           "unprofiled", style="dim"))
     else:

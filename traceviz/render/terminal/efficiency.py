@@ -131,6 +131,7 @@ _MEMORY_LABELS = {
     "peak_allocated_bytes": "peak allocated",
     "peak_reserved_bytes": "peak reserved by the allocator",
     "total_bytes": "of the device's",
+    "pool_bytes": "the allocator's pool (XLA's limit)",
     "peak_rss_bytes": "the process's peak resident set",
     "peak_rss_growth_bytes": "its growth during the timed batches (0: warm-up had "
                              "reached that peak)",
@@ -142,8 +143,8 @@ def memory_render(m: Memory) -> Group | None:
     parts: list[RenderableType] = []
     b = m.bench or {}
     if b:
-        items = [f"{_MEMORY_LABELS.get(k, k)} {fmt_bytes(v)}" for k, v in b.items()
-                 if k in _MEMORY_LABELS and v is not None]
+        items = [f"{label} {fmt_bytes(b[k])}" for k, label in _MEMORY_LABELS.items()
+                 if b.get(k) is not None]
         parts.append(Text.assemble(("memory", "bold"), " (timed batches, no profiler): ",
                                    ", ".join(items)))
     for r in m.devices.itertuples(index=False):

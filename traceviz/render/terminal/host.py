@@ -48,9 +48,10 @@ def step_line(s: Summary) -> str:
     text = f"{fmt_ns(t.profiled_ns)} profiled"
     if not t.known:
         return text + " (no timed step in this trace: every figure is profiled time)"
-    over = f"profiler overhead {t.overhead:.2f}x" if t.overhead else "overhead unknown"
-    return (f"{text} · {fmt_ns(t.timed_ns)} timed (median, no profiler) · {over}: the "
-            "figures below are profiled")
+    if t.steady_ns is not None:
+        text += f" ({fmt_ns(t.steady_ns)} steady: the profiler's start-up step left out)"
+    return (f"{text} · {fmt_ns(t.timed_ns)} timed (median, no profiler) · profiler "
+            f"overhead {t.overhead_text}: the figures below are profiled")
 
 
 def host_rows(s: Summary) -> list[tuple[str, str]]:
@@ -75,7 +76,8 @@ def host_rows(s: Summary) -> list[tuple[str, str]]:
         if apis is not None and len(apis):
             rows.append(("top API calls", ", ".join(
                 f"{r.name} {fmt_ns(r.total_ns / per)} ({_count(r.calls / per)})"
-                for r in apis.itertuples(index=False)) + f" {unit}"))
+                for r in apis.itertuples(index=False)) + f" {unit}"
+                + (f", thread {main['tid']} alone" if len(s.host.threads) > 1 else "")))
     k = s.host_per_kernel_ns
     if k["profiled"] is not None:
         timed = f"{fmt_ns(k['timed'])} timed, " if k["timed"] is not None else ""

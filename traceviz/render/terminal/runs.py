@@ -135,7 +135,7 @@ def _cv(t: Timings | None) -> str:
 def _overhead(t: Timings | None) -> str:
     if t is None or t.profiler_overhead is None:
         return "–"
-    return f"{t.profiler_overhead:.2f}x" if t.overhead_significant else "within noise"
+    return t.overhead_text
 
 
 def _usage(r: RunFigures, key: str, form: str) -> str:

@@ -81,8 +81,17 @@ def _header(s: Summary) -> Table:
         grid.add_row(label, text)
     if not s.cpu_trace:
         lo = s.launches
+        # one count: every kernel launch call in the trace, all threads; the launching
+        # thread's own share is what the "top API calls" row shows (its calls alone)
+        main = s.host.main if s.host is not None else None
+        threads = ""
+        if len(lo.kernel.threads) > 1:
+            threads = f" on {len(lo.kernel.threads)} host threads"
+            if main is not None:
+                threads += (f" ({lo.kernel.calls_of(int(main['pid']), int(main['tid'])):,} "
+                            f"on thread {int(main['tid'])}, whose API calls are above)")
         grid.add_row("launches", f"{lo.kernel.count:,} kernel launch calls "
-                                 f"({lo.kernel.matched:,} reached a kernel), "
+                                 f"({lo.kernel.matched:,} reached a kernel){threads}, "
                                  f"{lo.copies.count:,} copy/set calls"
                      + (f", {lo.graphs.count:,} graph launches ({lo.graphs.kernels:,} kernels)"
                         if lo.graphs.count else ""))
@@ -131,8 +140,7 @@ def timings_line(t: Timings) -> str:
     if t.noisy:
         line += " · NOISY (CV > 10% or max/min > 1.5: compare medians with care)"
     if t.profiler_overhead is not None:
-        line += (f" · profiler overhead {t.profiler_overhead:.2f}x" if t.overhead_significant
-                 else " · profiler overhead within noise")
+        line += f" · profiler overhead {t.overhead_text}"
     if t.warmup_batches is not None:
         settled = {True: "settled", False: "NOT settled", None: "fixed"}[t.warmup_settled]
         line += f" · warm-up {t.warmup_batches} batches ({settled})"
