@@ -79,8 +79,9 @@ PATHS: dict[str, Path] = {
        for n in names},
     **{f"h200_{r}": H200 / r for r in RUNS},
 }
-# an export of 171 MB (1,000 kernels, 7.2 GB of copies): ~10 s to read, ~10 s for advise
-SLOW = {"tensoriterator_report1"}
+# reports exported with nsys twice (here and by advise), 10-40 s each on 2 shared cores;
+# tensoriterator's export is 171 MB
+SLOW = {"abacus_titanrtx_report1", "flux_gtx1650_report20", "tensoriterator_report1"}
 
 
 def _param(key: str):
@@ -303,9 +304,11 @@ def test_first_finding_agrees_with_the_bound(key, advise):
     out = advise(key)
     by = out["bound"]["by"]
     first = out["findings"][0]["rule"] if out["findings"] else None
-    if by == "unknown" and raw(key).launches == 0:
-        # nothing on a device to judge: no finding may speak of launches or kernels
-        assert first not in {"host_bound", "no_kernel_activity"}
+    f = raw(key)
+    if f.kernels == 0 and f.launches == 0:
+        # no device at all (a CPU trace, NVTX ranges only): whatever the bound, no finding
+        # may say the GPU waits for launches or that kernel records are missing
+        assert first not in {"host_bound", "no_kernel_activity"}, (key, by)
     elif by in FIRST_RULE:
         assert first == FIRST_RULE[by], (key, by, [x["rule"] for x in out["findings"]])
     if by in ("device", "communication"):
