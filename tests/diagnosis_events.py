@@ -95,6 +95,7 @@ class Events:
     dev_id: np.ndarray
     dev_kernel: np.ndarray  # bool: a kernel (not a copy or set)
     dev_name: np.ndarray  # object
+    dev_launched: np.ndarray  # when the call that launched the row returned (-1: not seen)
     steps: Intervals  # ProfilerStep#N host ranges (maybe empty)
     inputs: Intervals  # input-pipeline host ranges, unioned
     launches: int
@@ -102,11 +103,12 @@ class Events:
     host_span: tuple[int, int] | None  # first start, last end of any host range
     softmax_seq: int = 0  # the largest S of a softmax op over an [..., S, S] input (Kineto)
     gpu_steps: Intervals | None = None  # Kineto's device-side ProfilerStep ranges, if any
+    device_steps: dict[int, Intervals] | None = None  # XSpace: each GPU's "Steps" line
 
 
-def _columns(rows: list[tuple]) -> list[tuple]:
-    """Rows of 5 fields as 5 columns (empty ones without rows)."""
-    return list(zip(*rows, strict=True)) if rows else [()] * 5
+def _columns(rows: list[tuple], n: int) -> list[tuple]:
+    """Rows of ``n`` fields as ``n`` columns (empty ones without rows)."""
+    return list(zip(*rows, strict=True)) if rows else [()] * n
 
 
 def _pick(ranges: list[tuple[int, int, str]], pattern: re.Pattern) -> Intervals:
@@ -132,8 +134,10 @@ def _kineto(path: Path) -> Events:
     start = np.array([_ns(e["ts"]) for e in dev], np.int64)
     dur = np.array([_ns(e["dur"]) for e in dev], np.int64)
     runtime = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
-    calls = [e["name"] for e in host if str(e.get("cat", "")).lower() in runtime
-             and LAUNCH.match(e["name"])]
+    api = [e for e in host if str(e.get("cat", "")).lower() in runtime]
+    calls = [e["name"] for e in api if LAUNCH.match(e["name"])]
+    returned = {e["args"]["correlation"]: _ns(e["ts"]) + _ns(e["dur"]) for e in api
+                if e.get("args", {}).get("correlation") is not None}
 
     def ranges(pattern: re.Pattern) -> Intervals:
         hits = [e for e in host if pattern.search(e.get("name", ""))]
@@ -152,6 +156,8 @@ def _kineto(path: Path) -> Events:
                          for e in dev], np.int64),
         dev_kernel=np.array([str(e["cat"]).lower() == "kernel" for e in dev], bool),
         dev_name=np.array([e["name"] for e in dev], object),
+        dev_launched=np.array([returned.get(e.get("args", {}).get("correlation"), -1)
+                               for e in dev], np.int64),
         steps=ranges(STEP), inputs=ranges(INPUT), launches=len(calls),
         graph_launches=sum(bool(GRAPH_LAUNCH.match(c)) for c in calls),
         host_span=(min(hs), max(he)) if hs else None, softmax_seq=max(square, default=0),
@@ -169,13 +175,15 @@ def _nsys(path: Path) -> Events:
                           ("CUPTI_ACTIVITY_KIND_MEMSET", False)):
         if table in tables:
             name = "coalesce(demangledName, shortName)" if kernel else "0"
-            query = f"select start, end, deviceId, {name} from {table}"
-            rows += [(s, e, d, kernel, strings.get(n, "") if kernel else "")
-                     for s, e, d, n in con.execute(query)]
+            query = f"select start, end, deviceId, {name}, correlationId from {table}"
+            rows += [(s, e, d, kernel, strings.get(n, "") if kernel else "", c)
+                     for s, e, d, n, c in con.execute(query)]
     calls: dict[int, str] = {}  # nested runtime pairs share a correlation id: one launch
+    returned: dict[int, int] = {}
     for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
         if table in tables:
-            for corr, nid in con.execute(f"select correlationId, nameId from {table}"):
+            for corr, nid, end in con.execute(f"select correlationId, nameId, end from {table}"):
+                returned[corr] = max(end, returned.get(corr, end))  # the outer call's return
                 if LAUNCH.match(strings.get(nid, "")):
                     calls[corr] = strings[nid]
     steps = inputs = np.empty((0, 2), np.int64)
@@ -187,9 +195,10 @@ def _nsys(path: Path) -> Events:
         steps, inputs = (_pick([(s, e, t or "") for s, e, t in nvtx], p) for p in (STEP, INPUT))
         span = (min(s for s, _, _ in nvtx), max(e for _, e, _ in nvtx)) if nvtx else None
     con.close()
-    cols = _columns(rows)
+    cols = _columns(rows, 6)
     return Events(np.array(cols[0], np.int64), np.array(cols[1], np.int64),
                   np.array(cols[2], np.int64), np.array(cols[3], bool), np.array(cols[4], object),
+                  np.array([returned.get(c, -1) for c in cols[5]], np.int64),
                   steps, inputs, len(calls),
                   sum(bool(GRAPH_LAUNCH.match(c)) for c in calls.values()), span)
 
@@ -200,36 +209,52 @@ def _xplane(path: Path) -> Events:
     data = path.read_bytes()
     space = xplane_pb2.XSpace()
     space.ParseFromString(gzip.decompress(data) if path.suffix == ".gz" else data)
-    dev, host = [], []
+    dev, host, returned, steps = [], [], {}, {}
     for plane in space.planes:
         names = {k: m.name for k, m in plane.event_metadata.items()}
+        corr_id = next((k for k, m in plane.stat_metadata.items()
+                        if m.name == "correlation_id"), None)
+
+        def corr(e, corr_id=corr_id) -> int | None:
+            return next((st.int64_value or st.uint64_value for st in e.stats
+                         if st.metadata_id == corr_id), None)
+
         gpu = plane.name.startswith("/device:GPU:")
         tpu = plane.name.startswith("/device:TPU:")
         if plane.name == "/host:CPU":
-            host += [(line.timestamp_ns * 1000 + e.offset_ps, e.duration_ps,
-                      names.get(e.metadata_id, "")) for line in plane.lines for e in line.events]
+            for line in plane.lines:
+                for e in line.events:
+                    t = line.timestamp_ns * 1000 + e.offset_ps
+                    host.append((t, e.duration_ps, names.get(e.metadata_id, "")))
+                    if (c := corr(e)) is not None:
+                        returned[c] = (t + e.duration_ps) // 1000
         elif gpu or tpu:
             number = int(plane.name.rsplit(":", 1)[1])
             for line in plane.lines:
+                t0 = line.timestamp_ns * 1000
+                if line.name == "Steps":  # TF's own step marks, one line per GPU
+                    steps[number] = union([(t0 + e.offset_ps) // 1000 for e in line.events],
+                                          [(t0 + e.offset_ps + e.duration_ps) // 1000
+                                           for e in line.events])
                 # a GPU's work is on its "Stream #N" lines (the others restate it per op,
                 # name scope, step); a TPU's on "XLA Ops"
                 if (gpu and line.name.startswith("Stream #")) or (tpu and line.name == "XLA Ops"):
                     for e in line.events:
                         name = names.get(e.metadata_id, "")
                         copy = gpu and re.match(r"Memcpy|Memset|MEMCPY|MEMSET", name) is not None
-                        dev.append((line.timestamp_ns * 1000 + e.offset_ps, e.duration_ps,
-                                    number, not copy, name))
-    cols = _columns(dev)
-    start = np.array(cols[0], np.int64) // 1000
+                        dev.append((t0 + e.offset_ps, e.duration_ps, number, not copy, name,
+                                    corr(e)))
+    cols = _columns(dev, 6)
+    start = np.array(cols[0], np.int64)
     calls = [n for _, _, n in host if LAUNCH.match(n)]
-
     host_ns = [(s // 1000, (s + d) // 1000, n) for s, d, n in host]
-    return Events(start, (np.array(cols[0], np.int64) + np.array(cols[1], np.int64)) // 1000,
+    return Events(start // 1000, (start + np.array(cols[1], np.int64)) // 1000,
                   np.array(cols[2], np.int64), np.array(cols[3], bool), np.array(cols[4], object),
+                  np.array([returned.get(c, -1) for c in cols[5]], np.int64),
                   _pick(host_ns, STEP), _pick(host_ns, INPUT), len(calls),
                   sum(bool(GRAPH_LAUNCH.match(c)) for c in calls),
-                  (min(s for s, _, _ in host) // 1000, max(s + d for s, d, _ in host) // 1000)
-                  if host else None)
+                  (min(s for s, _, _ in host_ns), max(e for _, e, _ in host_ns))
+                  if host else None, device_steps=steps or None)
 
 
 @functools.cache

@@ -50,19 +50,26 @@ BORDER = 0.05
 
 @dataclass(frozen=True)
 class Facts:
-    """What bounds a trace's steps, from its raw events. Shares are of ``window_ns``."""
+    """What bounds a trace's steps, from its raw events. Times are of one device (the
+    busiest) inside the step windows, or summed over devices where each has its own steps
+    (XSpace ``Steps`` lines); shares are of ``window_ns``. The window's time splits into
+    the device busy and its idle: inside input ranges (``input_idle_ns``), with work
+    launched and waiting (``queued_idle_ns``: a stream wait, a collective, a busy queue)
+    and the rest, the host's (``host_idle_ns``: Python, the framework, launch calls)."""
     windows: Intervals  # ProfilerStep#N host ranges, else the span of device work
-    steps: int  # ProfilerStep ranges (0: the window is the span of device work)
+    steps: int  # step ranges (0: the window is the span of device work)
     window_ns: int
     devices: int  # devices with work
-    busy_ns: int  # union of device work inside the windows, busiest device
+    busy_ns: int  # union of device work (kernels, copies, sets) inside the windows
     input_ns: int  # input-pipeline host ranges (union) inside the windows
-    input_idle_ns: int  # the busiest device idle inside those
+    input_idle_ns: int  # the device idle inside those
+    queued_idle_ns: int  # the device idle outside them while launched work waits
+    longest_gap_ns: int  # the device's longest idle stretch inside a window
     launches: int  # kernel and graph launch calls
     graph_launches: int
     kernels: int  # kernel records (all, windows or not)
     kernel_ns: int  # their summed durations
-    comm_ns: int  # communication kernels inside the windows (union), busiest device
+    comm_ns: int  # communication kernels inside the windows (union)
     comm_exposed_ns: int  # of which no non-communication kernel runs on that device
     softmax_ns: int  # softmax kernels' summed durations (all)
     softmax_seq: int  # S of the largest softmax over [..., S, S] (0: none recorded)
@@ -70,9 +77,12 @@ class Facts:
     timed_step_ns: int | None = None
     profiled_steps: int | None = None
 
+    def share(self, ns: int) -> float:
+        return ns / self.window_ns if self.window_ns else 0.0
+
     @property
     def busy_share(self) -> float:
-        return self.busy_ns / self.window_ns if self.window_ns else 0.0
+        return self.share(self.busy_ns)
 
     @property
     def timed_busy_share(self) -> float | None:
@@ -85,24 +95,52 @@ class Facts:
 
     @property
     def input_share(self) -> float:
-        return self.input_ns / self.window_ns if self.window_ns else 0.0
+        return self.share(self.input_ns)
 
     @property
     def input_idle_share(self) -> float:
-        return self.input_idle_ns / self.window_ns if self.window_ns else 0.0
+        return self.share(self.input_idle_ns)
 
     @property
-    def other_idle_ns(self) -> int:
-        """Device idle outside the input ranges: what launches, syncs and the host cost."""
-        return self.window_ns - self.busy_ns - self.input_idle_ns
+    def host_idle_ns(self) -> int:
+        """The device idle with nothing launched, outside input ranges: the host's."""
+        return self.window_ns - self.busy_ns - self.input_idle_ns - self.queued_idle_ns
 
     @property
     def comm_exposed_share(self) -> float:
-        return self.comm_exposed_ns / self.window_ns if self.window_ns else 0.0
+        return self.share(self.comm_exposed_ns)
 
     @property
     def softmax_share(self) -> float:
         return self.softmax_ns / self.kernel_ns if self.kernel_ns else 0.0
+
+
+FIGURES = ("window_ns", "busy_ns", "input_ns", "input_idle_ns", "queued_idle_ns",
+           "longest_gap_ns", "comm_ns", "comm_exposed_ns")
+
+
+def _device(ev: Events, on: np.ndarray, windows: Intervals, comm: np.ndarray) -> dict:
+    """One device's figures inside ``windows`` (``on``: its rows)."""
+    work = union(ev.dev_start[on], ev.dev_end[on])
+    inside = intersect(work, windows)
+    idle = _gaps(work, windows)
+    inputs = intersect(ev.inputs, windows)
+    waits = on & (ev.dev_launched >= 0)
+    queued = intersect(union(ev.dev_launched[waits], ev.dev_start[waits]), idle)
+    c = intersect(union(ev.dev_start[on & comm], ev.dev_end[on & comm]), windows)
+    other = on & ev.dev_kernel & ~comm
+    return dict(
+        window_ns=length(windows), busy_ns=length(inside), input_ns=length(inputs),
+        input_idle_ns=length(intersect(inputs, idle)),
+        queued_idle_ns=minus(queued, inputs),
+        longest_gap_ns=int((idle[:, 1] - idle[:, 0]).max()) if len(idle) else 0,
+        comm_ns=length(c), comm_exposed_ns=minus(c, union(ev.dev_start[other], ev.dev_end[other])))
+
+
+def _gaps(work: Intervals, windows: Intervals) -> Intervals:
+    """The parts of ``windows`` no ``work`` covers."""
+    edges = np.r_[np.iinfo(np.int64).min, work.ravel(), np.iinfo(np.int64).max]
+    return intersect(union(edges[0::2], edges[1::2]), windows)
 
 
 def facts_of(ev: Events) -> Facts:
@@ -117,26 +155,23 @@ def facts_of(ev: Events) -> Facts:
     names = ev.dev_name.astype(str) if len(ev.dev_name) else np.array([], str)
     comm = ev.dev_kernel & np.array([bool(COMM.search(n)) for n in names], bool)
     softmax = ev.dev_kernel & np.array([bool(SOFTMAX.search(n)) for n in names], bool)
-    inputs = intersect(ev.inputs, windows)
-    busy = comm_ns = exposed = 0
-    busiest = np.empty((0, 2), np.int64)
-    for d in np.unique(ev.dev_id):  # per device: a few devices, vectorized inside
-        on = ev.dev_id == d
-        work = intersect(union(ev.dev_start[on], ev.dev_end[on]), windows)
-        if length(work) > busy or not len(busiest):
-            busy, busiest = length(work), work
-        c = intersect(union(ev.dev_start[on & comm], ev.dev_end[on & comm]), windows)
-        other = on & ev.dev_kernel & ~comm
-        compute = union(ev.dev_start[other], ev.dev_end[other])
-        if minus(c, compute) > exposed:
-            comm_ns, exposed = length(c), minus(c, compute)
+    devices = np.unique(ev.dev_id)
+    if ev.device_steps:
+        # each device has its own steps (TF's "Steps" line): the devices' figures add up
+        per = [_device(ev, ev.dev_id == d, w, comm) for d, w in ev.device_steps.items()]
+        figures = {k: sum(p[k] for p in per) for k in FIGURES}
+        figures["longest_gap_ns"] = max(p["longest_gap_ns"] for p in per)
+        windows = union(*np.concatenate(list(ev.device_steps.values())).T)
+        steps = sum(len(w) for w in ev.device_steps.values())
+    else:  # one set of windows: the busiest device
+        per = [_device(ev, ev.dev_id == d, windows, comm) for d in devices]
+        figures = max(per, key=lambda p: p["busy_ns"], default=None) or dict.fromkeys(FIGURES, 0)
+        figures["window_ns"], steps = length(windows), len(ev.steps)
     dur = ev.dev_end - ev.dev_start
     return Facts(
-        windows=windows, steps=len(ev.steps), window_ns=length(windows),
-        devices=len(np.unique(ev.dev_id)), busy_ns=busy, input_ns=length(inputs),
-        input_idle_ns=minus(inputs, busiest), launches=ev.launches,
-        graph_launches=ev.graph_launches, kernels=int(ev.dev_kernel.sum()),
-        kernel_ns=int(dur[ev.dev_kernel].sum()), comm_ns=comm_ns, comm_exposed_ns=exposed,
+        windows=windows, steps=steps, devices=len(devices), **figures,
+        launches=ev.launches, graph_launches=ev.graph_launches,
+        kernels=int(ev.dev_kernel.sum()), kernel_ns=int(dur[ev.dev_kernel].sum()),
         softmax_ns=int(dur[softmax].sum()), softmax_seq=ev.softmax_seq)
 
 
@@ -167,23 +202,31 @@ def expected_bound(f: Facts) -> frozenset[str]:
     """The verdicts ``advise``'s ``bound.by`` may give, from first principles.
 
     Launches without kernel records: the device time is unknown. No device work at all
-    (a CPU trace, NVTX ranges only): nothing on a device to judge, the host is all there
-    is. Otherwise, in order, the first that holds: the device idles inside the input
-    pipeline for ``INPUT_IDLE_MIN`` of the step and at least as long as elsewhere ->
-    "input"; exposed communication ``COMM_EXPOSED_MIN`` -> "communication" (a device
-    verdict accepted too: the collectives run on the device); the busiest device busy
-    ``DEVICE_BUSY_MIN`` (of the timed step where a run folder has one) -> "device"; else
-    the host. A test within ``BORDER`` of its
-    threshold adds its verdicts and goes on to the next."""
+    (a CPU trace, NVTX ranges only): nothing on a device to judge; the host is all there
+    is. Otherwise the step is bound by the biggest cause over its threshold, tried in
+    this order:
+
+    - "input": the device idles inside the input pipeline ``INPUT_IDLE_MIN`` of the step
+      and at least as long as it idles for the host;
+    - "communication": exposed communication ``COMM_EXPOSED_MIN`` of the step and at
+      least the host's idle (a device verdict accepted too: collectives run on the
+      device, and a slow peer's wait shows as a long collective);
+    - "device": the device busy, or idle with launched work waiting (a stream wait, a
+      collective: the host is not what it waits for), ``DEVICE_BUSY_MIN`` of the step;
+      for a run folder the work per step over the timed step counts too (the profiler
+      stretches host work, not kernels);
+    - "host" otherwise.
+
+    A test within ``BORDER`` of its threshold adds its verdicts and goes on to the next."""
     if f.kernels == 0:
         return frozenset({"unknown"} if f.launches else {"unknown", "host"})
-    w = f.window_ns
+    host = f.share(f.host_idle_ns)
+    device = f.share(f.busy_ns + f.queued_idle_ns)
     tests = (
-        ({"input"}, min(f.input_idle_share - INPUT_IDLE_MIN,
-                        (f.input_idle_ns - f.other_idle_ns) / w)),
-        ({"communication", "device"}, f.comm_exposed_share - COMM_EXPOSED_MIN),
-        ({"device"}, (f.busy_share if f.timed_busy_share is None else f.timed_busy_share)
-         - DEVICE_BUSY_MIN),
+        ({"input"}, min(f.input_idle_share - INPUT_IDLE_MIN, f.input_idle_share - host)),
+        ({"communication", "device"}, min(f.comm_exposed_share - COMM_EXPOSED_MIN,
+                                          f.comm_exposed_share - host)),
+        ({"device"}, max(device, f.timed_busy_share or 0.0) - DEVICE_BUSY_MIN),
     )
     out: set[str] = set()
     for verdicts, margin in tests:
