@@ -79,9 +79,10 @@ PATHS: dict[str, Path] = {
        for n in names},
     **{f"h200_{r}": H200 / r for r in RUNS},
 }
-# reports exported with nsys twice (here and by advise), 10-40 s each on 2 shared cores;
-# tensoriterator's export is 171 MB
-SLOW = {"abacus_titanrtx_report1", "flux_gtx1650_report20", "tensoriterator_report1"}
+# over ~10 s each for advise on 2 shared cores: reports exported with nsys twice (here and
+# by advise; tensoriterator's export is 171 MB), the largest kernel counts
+SLOW = {"abacus_titanrtx_report1", "flux_gtx1650_report20", "tensoriterator_report1",
+        "v100_19k_kernels", "h200_naive8_torch", "h200_cudnn_torch-train-none"}
 
 
 def _param(key: str):
