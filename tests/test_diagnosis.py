@@ -298,8 +298,11 @@ def test_bound_is_what_the_raw_events_say(key, advise):
     bound = out["bound"]
     assert bound["by"] in expected_bound(f), (
         f"{key}: advise says {bound['by']!r} ({bound.get('why')}); raw: busy "
-        f"{f.busy_share:.1%}, input idle {f.input_idle_share:.1%}, exposed communication "
-        f"{f.comm_exposed_share:.1%}, {f.launches} launches, {f.kernels} kernels -> "
+        f"{f.busy_share:.1%}" + (f" (of the timed step {f.timed_busy_share:.1%})"
+                                  if f.timed_busy_share is not None else "")
+        + f", idle: input {f.input_idle_share:.1%}, queued {f.share(f.queued_idle_ns):.1%}, "
+        f"host {f.share(f.host_idle_ns):.1%}; exposed communication "
+        f"{f.comm_exposed_share:.1%}; {f.launches} launches, {f.kernels} kernels -> "
         f"{sorted(expected_bound(f))}")
     assert bound["share"] is None or 0 <= bound["share"] <= 1
 
