@@ -14,10 +14,10 @@ verdicts agree with each other.
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import re
+import shutil
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -97,7 +97,7 @@ def raw(key: str) -> Facts:
     """The raw facts of a trace (a run folder's with its timed step); skips a format this
     machine cannot read (a report without nsys, an XSpace without TensorFlow)."""
     path = PATHS[key]
-    if path.suffix in (".qdrep", ".nsys-rep") and not _has_nsys():
+    if path.suffix in (".qdrep", ".nsys-rep") and not shutil.which("nsys"):
         missing("nsys is not on PATH: a .qdrep is read through `nsys export`")
     if ".xplane.pb" in path.name or (path.is_dir() and (path / "vm.xplane.pb.gz").exists()):
         try:
@@ -105,12 +105,6 @@ def raw(key: str) -> Facts:
         except ImportError as e:
             missing(f"TensorFlow's XSpace schema is not importable ({e})")
     return run_facts(path) if path.is_dir() else facts(path)
-
-
-def _has_nsys() -> bool:
-    import shutil
-
-    return shutil.which("nsys") is not None
 
 
 def traceviz(*args: str) -> subprocess.CompletedProcess:
@@ -157,12 +151,6 @@ def analyze():
 
 
 MS = 1e6
-
-
-def _kineto_events(path: Path) -> list[dict]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        return json.load(f)["traceEvents"]
 
 
 # ---------------------------------------------------------------- the raw part
@@ -232,7 +220,7 @@ def test_h2_multi_process_loader_idles_the_device():
 def test_zoology_launches_without_kernel_records():
     """zoology: 236 cudaLaunchKernel (and 24 cuLaunchKernel from cuFFT, outside any
     cudaLaunchKernel), no kernel rows: the device time is unknown."""
-    calls = [e["name"] for e in _kineto_events(PATHS["zoology_trace"])
+    calls = [e["name"] for e in json.loads(PATHS["zoology_trace"].read_text())["traceEvents"]
              if e.get("cat") in ("cuda_runtime", "cuda_driver")]
     assert calls.count("cudaLaunchKernel") == 236 and calls.count("cuLaunchKernel") == 24
     f = raw("zoology_trace")
