@@ -18,6 +18,7 @@ from traceviz.analyses.advice.idle import data_stalls, long_gaps
 from traceviz.analyses.advice.kernels import (
     kernel_sequences,
     memory_bound_gemms,
+    no_kernel_activity,
     tensor_core_shapes,
 )
 from traceviz.analyses.advice.memory import memory_headroom, pageable_memcpy
@@ -43,6 +44,8 @@ THEMES: dict[str, str] = {
 }
 
 RULES: tuple[RuleSpec, ...] = (
+    # first: where it fires, no computation rule can judge (engine._advise)
+    RuleSpec(no_kernel_activity, "kernels"),
     RuleSpec(host_bound, "host", scenarios=("cuda_graphs", "host_speedup=2")),
     RuleSpec(kernel_sequences, "kernels", scenarios=("fuse_pointwise",)),
     RuleSpec(casts, "precision", scenarios=("no_casts",)),

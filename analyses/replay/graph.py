@@ -35,7 +35,7 @@ import pandas as pd
 
 from traceviz.algos.categorical import each, per_distinct
 from traceviz.analyses.replay.waits import event_waits, inferred_waits  # noqa: F401
-from traceviz.analyses.work import work_rows
+from traceviz.analyses.work import missing_activity, work_rows
 from traceviz.errors import InputError
 from traceviz.table.launch_apis import is_sync_call
 from traceviz.table.schema import DEVICE_KINDS
@@ -124,6 +124,8 @@ def _grouped_cummax(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
 def build(trace: Trace) -> ReplayGraph:
     """The replay graph of a trace (GPU: runtime calls and device rows; CPU: work ops)."""
     ev = trace.events
+    if activity := missing_activity(trace):  # the device's side is not in the trace
+        raise InputError(f"nothing to replay: {activity}")
     if trace.is_cpu:
         host = work_rows(trace)
         dev = ev.iloc[0:0]

@@ -9,14 +9,24 @@ render registers by the same key in ``traceviz/render/terminal/sections.py``.
 from __future__ import annotations
 
 from traceviz.analyses.efficiency import ops as efficiency
-from traceviz.analyses.summary import casts, host, launch, memory, modules, phases, streams
+from traceviz.analyses.summary import (
+    activity,
+    casts,
+    host,
+    launch,
+    memory,
+    modules,
+    phases,
+    streams,
+)
 from traceviz.analyses.summary.protocol import Section
 from traceviz.analyses.summary.totals import KERNEL_TABLES, NOTES, TIMED_STEP, TIMINGS, TOTALS
 
 # the order of --json (byte for byte what analyze printed before sections were
 # registered: launches sit between the totals and the kernel tables)
 SECTIONS: list[Section] = [
-    TOTALS, launch.SECTION, KERNEL_TABLES, casts.SECTION, phases.SECTION, modules.SECTION,
+    TOTALS, launch.SECTION, activity.SECTION,
+    KERNEL_TABLES, casts.SECTION, phases.SECTION, modules.SECTION,
     TIMINGS, TIMED_STEP, host.SECTION, streams.SECTION, efficiency.SECTION, memory.SECTION,
     NOTES,
 ]

@@ -21,7 +21,10 @@ def header(s: Summary, page: Page) -> None:
 
 
 def kernel_tables(s: Summary, page: Page) -> None:
-    """The top kernels (leaf ops on a CPU) by total time, then the categories."""
+    """The top kernels (leaf ops on a CPU) by total time, then the categories (none where
+    the kernels were not recorded: the header says so)."""
+    if s.kernel_activity_missing:
+        return
     page.add_fitted("top kernels", _top_kernels(s, page.top, page.wide, page.width))
     page.add_fitted("categories", _categories(s, page.width))
 
@@ -54,6 +57,24 @@ def _header(s: Summary) -> Table:
         # "GPU 3: NVIDIA ..." (an id, not a count of 3)
         names = ", ".join(f"GPU {d}: {devices.get(str(d), '?')}" for d in used) or "–"
         grid.add_row("devices", names)
+    if s.kernel_activity_missing:  # no device time: span, busy and idle would be zeros
+        grid.add_row("kernel activity", str(s.kernel_activity.line))
+    else:
+        _busy_rows(grid, s)
+    for label, text in host_rows(s):
+        grid.add_row(label, text)
+    if not s.cpu_trace:
+        lo = s.launches
+        grid.add_row("launches", f"{lo.kernel.count:,} kernel launch calls "
+                                 f"({lo.kernel.matched:,} reached a kernel), "
+                                 f"{lo.copies.count:,} copy/set calls"
+                     + (f", {lo.graphs.count:,} graph launches ({lo.graphs.kernels:,} kernels)"
+                        if lo.graphs.count else ""))
+    return grid
+
+
+def _busy_rows(grid: Table, s: Summary) -> None:
+    """Scope, span, step, busy and idle split, kernels."""
     scope = plural(s.steps, "step window") if s.scope == "steps" else \
         "whole trace (no steps)"
     grid.add_row("scope", f"busy and span over {scope}")
@@ -77,16 +98,6 @@ def _header(s: Summary) -> Table:
     what = "leaf ops" if s.cpu_trace else "kernels"
     grid.add_row(what, f"{s.kernel_count:,} ({len(s.kernels):,} distinct), "
                        f"{fmt_ns(s.kernel_total_ns)} total")
-    for label, text in host_rows(s):
-        grid.add_row(label, text)
-    if not s.cpu_trace:
-        lo = s.launches
-        grid.add_row("launches", f"{lo.kernel.count:,} kernel launch calls "
-                                 f"({lo.kernel.matched:,} reached a kernel), "
-                                 f"{lo.copies.count:,} copy/set calls"
-                     + (f", {lo.graphs.count:,} graph launches ({lo.graphs.kernels:,} kernels)"
-                        if lo.graphs.count else ""))
-    return grid
 
 
 _STATS = ("mean", "median", "max", "min", "std")  # they leave a narrow table std first
