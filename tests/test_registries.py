@@ -129,7 +129,8 @@ def test_the_shared_set_is_what_the_rules_declare():
 
 def test_every_rule_has_a_theme_and_known_scenarios():
     assert [r.name for r in RULES] == [  # the order advise runs them in: it breaks ties
-        "no_kernel_activity", "host_bound", "kernel_sequences", "casts", "autocast_precision", "syncs_in_steps",
+        "no_kernel_activity",
+        "host_bound", "kernel_sequences", "casts", "autocast_precision", "syncs_in_steps",
         "pageable_memcpy", "long_gaps", "data_stalls", "tensor_core_shapes", "tf32_off",
         "tf32_off_kernels", "memory_bound_gemms", "memory_headroom", "noisy",
         "profiled_unlike_timed", "streams_never_overlap"]

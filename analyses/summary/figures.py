@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
     from traceviz.analyses.summary.launch import Launches
     from traceviz.analyses.summary.memory import Memory
     from traceviz.analyses.summary.streams import StreamOverlap
+    from traceviz.analyses.summary.windows import Stretch
     from traceviz.trace import Trace
 
 
@@ -68,6 +69,7 @@ class Summary:
         # checker (a new section may add its line; without one it reads as Any).
         launches: ClassVar[Launches]
         kernel_activity: ClassVar[KernelActivity]
+        step_windows: ClassVar[list[Stretch]]   # windows that end after their step mark
         casts: ClassVar[CastSummary]
         phases: ClassVar[pd.DataFrame]     # per phase (phases.phase_table); empty: none
         modules: ClassVar[pd.DataFrame]    # per nn.Module (modules.module_table)

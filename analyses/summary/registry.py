@@ -18,6 +18,7 @@ from traceviz.analyses.summary import (
     modules,
     phases,
     streams,
+    windows,
 )
 from traceviz.analyses.summary.protocol import Section
 from traceviz.analyses.summary.totals import KERNEL_TABLES, NOTES, TIMED_STEP, TIMINGS, TOTALS
@@ -25,7 +26,7 @@ from traceviz.analyses.summary.totals import KERNEL_TABLES, NOTES, TIMED_STEP, T
 # the order of --json (byte for byte what analyze printed before sections were
 # registered: launches sit between the totals and the kernel tables)
 SECTIONS: list[Section] = [
-    TOTALS, launch.SECTION, activity.SECTION,
+    TOTALS, windows.SECTION, launch.SECTION, activity.SECTION,
     KERNEL_TABLES, casts.SECTION, phases.SECTION, modules.SECTION,
     TIMINGS, TIMED_STEP, host.SECTION, streams.SECTION, efficiency.SECTION, memory.SECTION,
     NOTES,

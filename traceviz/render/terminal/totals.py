@@ -20,6 +20,31 @@ def header(s: Summary, page: Page) -> None:
     page.add(_header(s))
 
 
+GAPS_WORTH_A_LINE = 0.01  # of the span: time between step marks worth a word
+
+
+def step_windows(s: Summary, page: Page) -> None:
+    """One line where step windows end after their step marks: the last step's work that
+    ran past its mark, the steps that run to the next one's start."""
+    from traceviz.analyses.summary.windows import DEVICE_WORK
+
+    stretched = s.step_windows
+    last = [x for x in stretched if x.why == DEVICE_WORK]
+    if last:
+        x = max(last, key=lambda x: x.end_ns)
+        page.add(Text(f"step {x.step}'s window runs {fmt_ns(x.end_ns - x.mark_start_ns)}, "
+                      f"past {x.mark}'s end at {fmt_ns(x.mark_end_ns - x.mark_start_ns)}: "
+                      "the kernels launched in the step ran until then", style="yellow"))
+    gaps = [x for x in stretched if x.why != DEVICE_WORK]
+    extra = sum(x.end_ns - x.mark_end_ns for x in gaps)
+    if gaps and extra >= GAPS_WORTH_A_LINE * s.span_ns:  # --json lists every one
+        page.add(Text(f"{plural(len(gaps), 'step window')} "
+                      f"{'runs' if len(gaps) == 1 else 'run'} past "
+                      f"{'its' if len(gaps) == 1 else 'their'} mark's end to the next step's "
+                      f"start ({fmt_ns(extra)} in all): the time between marks counts to the "
+                      "step before", style="yellow"))
+
+
 def kernel_tables(s: Summary, page: Page) -> None:
     """The top kernels (leaf ops on a CPU) by total time, then the categories (none where
     the kernels were not recorded: the header says so)."""
