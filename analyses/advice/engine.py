@@ -76,6 +76,13 @@ class Context:
         return self.summary.timed
 
     @property
+    def timed_host_factor(self) -> float | None:
+        """The factor the timed calibration scales the replay's host work by so that it
+        lasts the timed step (whatif's model; None: no timed step, nothing replayed)."""
+        w = self._whatif
+        return None if w is None else w.model.get("timed_host_factor")
+
+    @property
     def steps(self) -> int:
         return self.summary.steps
 
