@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from traceviz.analyses.critical_path.path import path_of, removed_from_path
+from traceviz.analyses.critical_path.path import path_of
+from traceviz.analyses.critical_path.removed import removed_from_path
 from traceviz.analyses.replay.graph import ReplayGraph, Solution, build, solve
 from traceviz.analyses.replay.measure import Windows, replayed_trace, window_time
 from traceviz.analyses.replay.waits import wait_calls
