@@ -212,8 +212,8 @@ def no_kernel_activity(ctx: Context) -> Finding | None:
         ctx,
         "re-record with torch.profiler.profile(activities=[ProfilerActivity.CPU, "
         "ProfilerActivity.CUDA]) (ProfilerActivity.CUDA records HIP kernels too) and check "
-        "that CUPTI loads: a 'CUPTI ... failed' warning, a missing libcupti or another "
-        "profiling session holding the device keeps the kernels out",
+        "that CUPTI loads: a 'CUPTI ... failed' warning, a missing libcupti or CUPTI "
+        "collecting hardware counters keeps the kernels out",
         "re-record with the device tracer on (tf.profiler.experimental.ProfilerOptions("
         "device_tracer_level=1); jax.profiler traces the GPU by default) and check that "
         "CUPTI (libcupti) is on the library path: without it the profiler records the "
