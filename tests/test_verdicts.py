@@ -13,7 +13,7 @@ import json
 import statistics
 
 import pytest
-from conftest import H200, SHARED_TRACES
+from conftest import H200, ROOT, SHARED_TRACES
 
 from traceviz.parsers import load
 from traceviz.units import fmt_ns
@@ -153,7 +153,8 @@ def test_drop_stream_sync_says_it_serializes_the_streams(raw, deepseek, capsys):
 
 def test_a_graphs_first_kernel_delay_is_not_launch_latency():
     """vLLM on an MI300X: one hipGraphLaunch runs 421 kernels; its first kernel starts
-    6.4 ms after the call returned. That wait is queued work, not launch latency."""
+    6.4 ms after the call returned, the device's whole queue having started late (behind
+    work the trace does not hold). That wait is queued work, not launch latency."""
     from traceviz.analyses.critical_path.path import critical_path
 
     ev = _events(H6)
@@ -207,3 +208,15 @@ def test_compile_full_timed_step_is_mostly_device_work(h200):
 
     findings, _ = advise(load(folder))
     assert findings[0].rule != "host_bound"
+
+
+def test_a_cuda_graph_replay_has_no_launch_latency_on_its_path():
+    """The H100 capture of the LSTM cell in CUDA graphs: each graph launch's first-kernel
+    delay is queued work (or device time, where earlier work still ran)."""
+    from traceviz.analyses.critical_path.path import critical_path
+
+    t = load(ROOT / "sample_traces" / "gpu" / "graph_torch" / "train")
+    graphs = t.launches()
+    assert (graphs["population"] == "graph").sum() > 0
+    totals = critical_path(t).totals()
+    assert totals["launch"] == 0 and totals["queue"] > 0

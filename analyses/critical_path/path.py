@@ -223,13 +223,15 @@ def critical_path(trace: Trace, annotation: str | None = None, g: ReplayGraph | 
     hidden = np.where(kind == DEVICE, 0, busy_within(g, sol, start_of, pts.value[path]))
     host_part = np.where(kind == AFTER, np.minimum(amount - hidden, _host_dur(g, pts, path)),
                          0)
-    parts = pd.DataFrame({"window": np.concatenate([kk[path], kk[path], kk[path]]),
-                          "part": np.concatenate([_part_codes(kind, trace.is_cpu),
-                                                  np.full(len(path), 0, np.int8),
-                                                  np.full(len(path), PARTS.index("device"),
-                                                          np.int8)]),
-                          "ns": np.concatenate([amount - hidden - host_part, host_part,
-                                                hidden])})
+    queued = _beyond_latency(g, pts, path, amount - hidden)
+    n = len(path)
+    parts = pd.DataFrame({"window": np.tile(kk[path], 4),
+                          "part": np.concatenate([
+                              _part_codes(kind, trace.is_cpu), np.full(n, 0, np.int8),
+                              np.full(n, PARTS.index("device"), np.int8),
+                              np.full(n, PARTS.index("queue"), np.int8)]),
+                          "ns": np.concatenate([amount - hidden - host_part - queued,
+                                                host_part, hidden, queued])})
     by = parts.groupby(["window", "part"])["ns"].sum().unstack(fill_value=0)
     steps = windows.copy()
     steps["length_ns"] = we - ws
@@ -259,6 +261,24 @@ def critical_path(trace: Trace, annotation: str | None = None, g: ReplayGraph | 
     if t is not None:
         cp.timed_step_ns, cp.profiler_overhead = t.median_s * 1e9, t.profiler_overhead
     return cp
+
+
+def _beyond_latency(g: ReplayGraph, pts: Points, path: np.ndarray, idle: np.ndarray
+                    ) -> np.ndarray:
+    """Per path point: of a launch edge's time with the device idle, what exceeds the
+    launch latency learnt without a device's late first row (``latency_seen_ns``): queued
+    work (behind work the trace does not hold), not the launch's latency."""
+    kind = pts.kind[path]
+    out = np.zeros(len(path), np.int64)
+    at = np.flatnonzero(kind == LAUNCH)
+    if g.latency_seen_ns is None or not len(at):
+        return out
+    _, i = pts.node(path[at])
+    seen = np.zeros(len(at), np.int64)
+    for dev, lat in g.latency_seen_ns.items():  # per device, few
+        seen[g.d_device[i] == dev] = max(lat, 0)
+    out[at] = np.maximum(idle[at] - seen, 0)
+    return out
 
 
 def _part_codes(kind: np.ndarray, cpu: bool) -> np.ndarray:

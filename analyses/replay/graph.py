@@ -34,7 +34,11 @@ import numpy as np
 import pandas as pd
 
 from traceviz.algos.categorical import each, per_distinct
-from traceviz.analyses.replay.waits import event_waits, inferred_waits  # noqa: F401
+from traceviz.analyses.replay.waits import (  # noqa: F401
+    event_waits,
+    inferred_waits,
+    late_first_rows,
+)
 from traceviz.analyses.work import missing_activity, work_rows
 from traceviz.errors import InputError
 from traceviz.table.launch_apis import is_sync_call
@@ -90,9 +94,8 @@ class ReplayGraph:
     unexplained_rows: int    # rows that started late with no wait found
     unexplained_ns: int
     event_waits: int = 0     # rows that wait on another stream by a recorded event wait
-    # bool per device row: it started later than its launch and stream explain, with no
-    # wait found (it keeps its recorded delay as its offset); None: none
-    d_unseen: np.ndarray | None = None
+    d_unseen: np.ndarray | None = None  # waited on the unseen: lost, or late_first_rows
+    latency_seen_ns: dict[int, int] | None = None  # latency_ns without late first rows
 
     def with_changes(self, **arrays: Any) -> ReplayGraph:
         return replace(self, **arrays)
@@ -196,13 +199,13 @@ def build(trace: Trace) -> ReplayGraph:
     delay = d_ts - call_end
     # the launch latency: rows launched onto an idle stream, one per launch call
     first_of_launch = launched & ~pd.Series(d_launch).duplicated().to_numpy()
-    # a device's first recorded row, late for its launch, says nothing of the latency:
-    # the device may have been busy with work the trace does not hold (a graph replayed
-    # before the profiler started); it is a late row like any other
-    device_start = pd.Series(d_ts).groupby(d_device).transform("min").to_numpy(np.int64)
-    unknown = (d_ts == device_start) & (delay > WAIT_SLACK_NS)
-    idle_at_launch = first_of_launch & ~sync_launch & ~unknown & (prev_dev_end <= call_end)
+    idle_at_launch = first_of_launch & ~sync_launch & (prev_dev_end <= call_end)
     latency = _typical_by(d_device[idle_at_launch], delay[idle_at_launch])
+    # without a device's late first row: what the critical path counts as launch latency
+    late_first = late_first_rows(d_ts, d_device, launched & ~sync_launch,
+                                 delay > WAIT_SLACK_NS)
+    seen = idle_at_launch & ~late_first
+    latency_seen = _typical_by(d_device[seen], delay[seen])
     lat = per_device(latency, d_device)
     d_offset = np.where(sync_launch, d_ts - call_start, lat)
     if graph.any():  # the delay of the graph's first kernel, for all of them
@@ -246,7 +249,7 @@ def build(trace: Trace) -> ReplayGraph:
         d_dep=d_dep, d_dep_lat=d_dep_lat, d_removed=np.zeros(len(dev), bool),
         d_gap=gap, latency_ns=latency, queue_gap_ns=gaps, wait_latency_ns=wait_lat,
         event_waits=int((event_dep >= 0).sum()),
-        d_unseen=lost,
+        d_unseen=lost | late_first, latency_seen_ns=latency_seen,
         unexplained_rows=int(lost.sum()),
         unexplained_ns=int((d_ts - explained)[lost].sum()),
     )
