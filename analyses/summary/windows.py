@@ -50,7 +50,7 @@ def stretched_windows(i: Inputs, s: Summary) -> list[Stretch]:
     marks, per_device = step_marks(i.trace)
     if marks.empty or not i.windows:
         return []
-    names = i.trace.events["name"].astype(object).reindex(marks.index).astype(str)
+    names = i.trace.events["name"].loc[marks.index].astype(str)  # the marks' rows only
     by_step = pd.DataFrame({"device": marks["device"].to_numpy(np.int64),
                             "step": marks["step"].to_numpy(np.int64),
                             "start": marks["ts_ns"].to_numpy(np.int64),
