@@ -27,6 +27,19 @@ if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analys
     from traceviz.trace import Trace
 
 
+def missing_activity(trace: Trace) -> str | None:
+    """The one line that says a trace's kernel launches have no kernel records (None: it
+    has device rows, or launched nothing): the profiler recorded the host side only, so
+    the device's time is unknown and no figure is made from the host's in its place."""
+    if not trace.kernel_activity_missing:
+        return None
+    hip = trace.events["name"].cat.categories.astype(str).str.startswith("hip").any() \
+        if isinstance(trace.events["name"].dtype, pd.CategoricalDtype) else False
+    n = trace.kernel_launch_calls
+    return (f"{n:,} kernel launch{'es' if n != 1 else ''}, no kernel records: the trace was "
+            f"taken without {'HIP' if hip else 'CUDA'} activity")
+
+
 def work_rows(trace: Trace) -> pd.DataFrame:
     """Rows that occupy the device: device rows, or leaf ops on a CPU trace."""
     ev = trace.events

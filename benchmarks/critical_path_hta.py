@@ -77,7 +77,10 @@ def ours(trace: Path, annotation: str) -> list[dict]:
     first = int(ev["ts_ns"].min())
     kernels = sorted([int((ts + first) // 1000), int(d // 1000)] for ts, d in
                      zip(ev.loc[cp.rows, "ts_ns"], ev.loc[cp.rows, "dur_ns"], strict=True))
+    # HTA's compute-bound time is the kernels' time on its path; traceviz's device part
+    # also holds the path's other time while the device ran work (docs/metrics.md)
     return [{"length_ns": int(s["length_ns"]), **{p: int(s[f"{p}_ns"]) for p in PARTS},
+             "kernel_ns": int(cp.kernels["on_path_ns"].sum()),
              "kernels": kernels, "origin_ns": origin} for s in cp.steps.to_dict("records")]
 
 

@@ -133,6 +133,7 @@ def test_the_shared_set_is_what_the_rules_declare():
 
 def test_every_rule_has_a_theme_and_known_scenarios():
     assert [r.name for r in RULES] == [  # the order advise runs them in: it breaks ties
+        "no_kernel_activity",
         "device_bound", "communication", "input_pipeline", "host_bound", "attention",
         "kernel_sequences", "casts", "autocast_precision", "syncs_in_steps",
         "pageable_memcpy", "long_gaps", "tensor_core_shapes", "tf32_off",

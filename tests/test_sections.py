@@ -24,13 +24,13 @@ JSON_KEYS = [
     "source", "trace_type", "scope", "steps", "span_ns", "busy_ns", "idle_ns",
     "host_wait_ns", "queued_idle_ns", "trace_busy_ns", "idle_fraction",
     "launch_bound_fraction", "framework_overhead_fraction", "queued_idle_fraction",
-    "copy_fraction", "devices", "streams", "kernels", "launches", "copies", "graphs",
+    "copy_fraction", "devices", "streams", "kernels", "step_windows", "launches", "copies",
+    "graphs", "kernel_activity",
     "categories", "top_kernels", "other_kernels", "casts", "phases", "input_pipeline",
     "modules", "timings",
     "timed_step", "host", "stream_overlap", "efficiency", "memory", "notes"]
-LAZY = ["launches", "casts", "phases", "input_pipeline", "modules", "host", "stream_overlap",
-        "efficiency",
-        "memory"]
+LAZY = ["step_windows", "launches", "kernel_activity", "casts", "phases", "input_pipeline",
+        "modules", "host", "stream_overlap", "efficiency", "memory"]
 
 
 @pytest.fixture(scope="module")

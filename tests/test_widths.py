@@ -36,6 +36,12 @@ CASES: dict[str, list[str]] = {
     "whatif": ["whatif", str(GPU / "cudnn_torch" / "train")],
     "ladder": ["ladder", "--from", str(ROOT.parent / "shared" / "gpu-h200")],
     "whatif brief": ["whatif", str(GPU / "cudnn_torch" / "train"), "--brief"],
+    # a step window past its mark, three overlapped streams, the path's device part
+    "analyze deepseek": ["analyze", str(SHARED / "foreign" / "kineto" /
+                                        "deepseek_v3_train.json"), "--critical-path"],
+    "whatif serialized": ["whatif", str(SHARED / "foreign" / "kineto" /
+                                        "deepseek_v3_train.json"), "--brief",
+                          "--scenario", "drop_stream_sync"],
 }
 WIDTHS = (60, 80, 100, 120, 160, 200, None)  # None: piped, no --width
 

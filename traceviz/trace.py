@@ -12,9 +12,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from traceviz.algos.categorical import per_distinct
 from traceviz.errors import TraceVizError
 from traceviz.files.fileio import atomic_output, check_readable
 from traceviz.table import schema
+from traceviz.table.launch_apis import launch_kind
 from traceviz.table.meta import TraceMeta
 
 META_KEY = b"traceviz"
@@ -67,13 +69,38 @@ class Trace:
 
     @property
     def is_cpu(self) -> bool:
-        """True when the trace has no device rows (leaf ops then play the kernels)."""
-        # asked by every analysis: kept for the events table it was computed on
-        cached = self.__dict__.get("_is_cpu")
+        """True when the trace has no device rows and no kernel launch call (leaf ops then
+        play the kernels). Launches without device rows are a GPU trace recorded without
+        its device activity (``kernel_activity_missing``), not a CPU one."""
+        return self._kinds()[0]
+
+    @property
+    def kernel_launch_calls(self) -> int:
+        """Host calls that launch kernels (``launch_apis``: kernel and graph launches),
+        whether or not the trace holds the kernels they launched."""
+        return self._kinds()[1]
+
+    @property
+    def kernel_activity_missing(self) -> bool:
+        """Kernel launch calls but no device rows: the profiler recorded the host side
+        only (CUDA/CUPTI activity off), so the device's time is unknown."""
+        return self.kernel_launch_calls > 0 and not self._kinds()[2]
+
+    def _kinds(self) -> tuple[bool, int, bool]:
+        """(is_cpu, kernel launch calls, has device rows), asked by every analysis: kept
+        for the events table it was computed on."""
+        cached = self.__dict__.get("_kinds_of")
         if cached is not None and cached[0] is self.events:
             return cached[1]
-        value = not schema.is_in(self.events["kind"], *schema.DEVICE_KINDS).any()
-        self.__dict__["_is_cpu"] = (self.events, value)
+        kind = self.events["kind"]
+        has_device = bool(schema.is_in(kind, *schema.DEVICE_KINDS).any())
+        runtime = np.flatnonzero(schema.is_in(kind, "runtime"))
+        names = self.events["name"].take(runtime)
+        launches = int(per_distinct(
+            names, lambda c: [launch_kind(str(n)) == "kernel" for n in c], fill=False
+        ).sum()) if len(runtime) else 0
+        value = (not has_device and not launches, launches, has_device)
+        self.__dict__["_kinds_of"] = (self.events, value)
         return value
 
     # -- the notebook API: query tables (docs/api.md) --------------------------

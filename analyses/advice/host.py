@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' regis
 
 HOST_BOUND = 0.25          # launch-bound share of the span (GPU)
 FRAMEWORK_BOUND = 0.30     # framework overhead share (CPU)
+# the timed calibration's host factor at or below which the timed step has no host time
+# left to bound it (the profiled host wait was the profiler's own cost)
+HOST_GONE_TIMED = 0.05
 
 
 def _over(steps: int) -> str:
@@ -63,6 +66,9 @@ def host_bound(ctx: Context) -> Finding | None:
         return None
     if ctx.bound.by == "device":  # the timed step shows the profiled host wait is gone
         return None
+    factor = ctx.timed_host_factor
+    if factor is not None and factor <= HOST_GONE_TIMED:
+        return None  # without the profiler the host's time is gone: the wait was its cost
     per_step = s.kernel_count / s.steps if s.steps else None
     lo = s.launches.kernel
     evidence = [f"the device waits for the host {fmt_pct(share)} of the span "

@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 
 from traceviz.algos.categorical import each, per_distinct
-from traceviz.analyses.advice.actions import cores, fusion_action
+from traceviz.analyses.advice.actions import cores, fusion_action, remedy
 from traceviz.analyses.advice.base import Finding
 from traceviz.analyses.advice.runs import holds_lstm
-from traceviz.analyses.work import work_rows
+from traceviz.analyses.work import missing_activity, work_rows
 from traceviz.table.classify import MATRIX_OPS
-from traceviz.table.launch_apis import is_graph_launch
+from traceviz.table.launch_apis import is_graph_launch, launch_kind
 from traceviz.table.names import distinct_names
 from traceviz.units import fmt_ns, fmt_pct, plural
 
@@ -195,3 +195,36 @@ def memory_bound_gemms(ctx: Context) -> Finding | None:
            "fewer, wider matrix products (projections that share an input fused into one), ")
         + "or fewer, larger layers",
         None, None, {"share": share, "groups": len(mem)})
+
+
+def no_kernel_activity(ctx: Context) -> Finding | None:
+    """Kernel launch calls with no kernel, memcpy or memset record: the profiler recorded
+    the host side only. The device's time is unknown, so no computation rule can judge
+    the trace (``engine`` runs none after this one); what to re-record with is the
+    finding."""
+    line = missing_activity(ctx.trace)
+    if line is None:
+        return None
+    ev = ctx.trace.events
+    calls = ev["name"][(ev["kind"] == "runtime").to_numpy()]
+    kinds = pd.Series(per_distinct(calls, each(launch_kind), fill=None))
+    by_api = calls.astype(str)[(kinds == "kernel").to_numpy()].value_counts()
+    apis = ", ".join(f"{name} {n:,}" for name, n in by_api.items())
+    action = remedy(
+        ctx,
+        "re-record with torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+        "ProfilerActivity.CUDA]) (ProfilerActivity.CUDA records HIP kernels too) and check "
+        "that CUPTI loads: a 'CUPTI ... failed' warning, a missing libcupti or CUPTI "
+        "collecting hardware counters keeps the kernels out",
+        "re-record with the device tracer on (tf.profiler.experimental.ProfilerOptions("
+        "device_tracer_level=1); jax.profiler traces the GPU by default) and check that "
+        "CUPTI (libcupti) is on the library path: without it the profiler records the "
+        "host only")
+    return Finding(
+        "no_kernel_activity",
+        "No kernel records: the device's time is unknown",
+        [f"{line} ({apis}; no kernel, memcpy or memset row)",
+         "busy and idle time, FLOP rates, the critical path and what-if savings need the "
+         "kernels' time: none is made from the host's"],
+        action,
+        figures={"launches": ctx.trace.kernel_launch_calls, "kernels": 0})

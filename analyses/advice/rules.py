@@ -21,6 +21,7 @@ from traceviz.analyses.advice.inputs import input_pipeline
 from traceviz.analyses.advice.kernels import (
     kernel_sequences,
     memory_bound_gemms,
+    no_kernel_activity,
     tensor_core_shapes,
 )
 from traceviz.analyses.advice.memory import memory_headroom, pageable_memcpy
@@ -49,6 +50,8 @@ THEMES: dict[str, str] = {
 }
 
 RULES: tuple[RuleSpec, ...] = (
+    # first: where it fires, no computation rule can judge (engine._advise)
+    RuleSpec(no_kernel_activity, "kernels"),
     RuleSpec(device_bound, "bound"),
     RuleSpec(communication, "bound"),
     RuleSpec(input_pipeline, "inputs", scenarios=("overlap_input",)),

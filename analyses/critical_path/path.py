@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.critical_path.host import BETWEEN_OPS, IN_OPS, host_ranges, op_share
+from traceviz.analyses.critical_path.overlap import busy_within, ended_before
 from traceviz.analyses.replay.graph import (
     NEVER,
     ReplayGraph,
@@ -40,10 +41,17 @@ if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analys
     from traceviz.trace import Trace
 
 PARTS = ("host", "launch", "device", "queue", "sync")
-# edge kinds into a point; the part of the path each one's time counts as
-SOURCE, HOST, GAP, AWAIT, AFTER, QUEUE, LAUNCH, DEP, DEVICE = range(9)
+# edge kinds into a point; the part of the path each one's time counts as. UNSEEN: a row
+# that waited past its launch for something the trace does not show is bound by the
+# device (the row of its device that ended last before it started), not by its launch;
+# GRAPH: a graph's first kernel after its launch call (the runtime submitting the
+# graph). Both are launched work waiting on the device's side: queued, not the host's
+# launch latency. Any edge's time while the device ran other work is device time
+# (overlap.py)
+SOURCE, HOST, GAP, AWAIT, AFTER, QUEUE, LAUNCH, DEP, DEVICE, UNSEEN, GRAPH = range(11)
 _PART_OF = {HOST: "host", GAP: "host", AWAIT: "sync", AFTER: "sync", QUEUE: "queue",
-            LAUNCH: "launch", DEP: "sync", DEVICE: "device", SOURCE: "host"}
+            LAUNCH: "launch", DEP: "sync", DEVICE: "device", SOURCE: "host",
+            UNSEEN: "queue", GRAPH: "queue"}
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,16 @@ def binding(g: ReplayGraph, sol: Solution) -> Points:
         [start_kind == QUEUE, start_kind == DEP, start_kind == LAUNCH],
         [de + prev, de + np.maximum(g.d_dep, 0),
          np.where(g.d_from_start, hs, he) + li], -1)
+    graph = launched & pd.Series(g.d_launch).duplicated(keep=False).to_numpy()
+    start_kind = np.where((start_kind == LAUNCH) & graph, GRAPH, start_kind)
+    if g.d_unseen is not None and d:
+        # from what held it back last: its launch, or the device's row that ended last
+        # before it (ended after the launch: the device, busy, not the host)
+        before = ended_before(g, sol)
+        unseen = (start_kind == LAUNCH) & g.d_unseen
+        start_kind = np.where(unseen, UNSEEN, start_kind)
+        device_later = (before >= 0) & (sol.d_end[np.maximum(before, 0)] > call)
+        start_pred = np.where(unseen & device_later, de + before, start_pred)
     pred[ds:ds + d], kind[ds:ds + d] = start_pred, start_kind
     return Points(value, pred, kind.astype(np.int8), h, d)
 
@@ -201,11 +219,20 @@ def critical_path(trace: Trace, annotation: str | None = None, g: ReplayGraph | 
     start_of = np.where(pred[path] >= 0, pts.value[np.maximum(pred[path], 0)], ws[kk[path]])
     amount = pts.value[path] - start_of
     kind = pts.kind[path]
-    host_part = np.where(kind == AFTER, np.minimum(amount, _host_dur(g, pts, path)), 0)
-    parts = pd.DataFrame({"window": np.concatenate([kk[path], kk[path]]),
-                          "part": np.concatenate([_part_codes(kind, trace.is_cpu),
-                                                  np.full(len(path), 0, np.int8)]),
-                          "ns": np.concatenate([amount - host_part, host_part])})
+    # an edge's time while the device ran other work is device time (the device, busy,
+    # was not waiting for it); the rest is its kind's part
+    hidden = np.where(kind == DEVICE, 0, busy_within(g, sol, start_of, pts.value[path]))
+    host_part = np.where(kind == AFTER, np.minimum(amount - hidden, _host_dur(g, pts, path)),
+                         0)
+    queued = _beyond_latency(g, pts, path, amount - hidden)
+    n = len(path)
+    parts = pd.DataFrame({"window": np.tile(kk[path], 4),
+                          "part": np.concatenate([
+                              _part_codes(kind, trace.is_cpu), np.full(n, 0, np.int8),
+                              np.full(n, PARTS.index("device"), np.int8),
+                              np.full(n, PARTS.index("queue"), np.int8)]),
+                          "ns": np.concatenate([amount - hidden - host_part - queued,
+                                                host_part, hidden, queued])})
     by = parts.groupby(["window", "part"])["ns"].sum().unstack(fill_value=0)
     steps = windows.copy()
     steps["length_ns"] = we - ws
@@ -217,9 +244,12 @@ def critical_path(trace: Trace, annotation: str | None = None, g: ReplayGraph | 
     for i, p in enumerate(PARTS):
         steps[f"{p}_ns"] = by[i].reindex(range(len(ws)), fill_value=0).to_numpy(np.int64) \
             if i in by.columns else 0
-    # after the path's last point, until the window ends: the host (its marks end it)
-    steps["host_ns"] += np.maximum(we - np.where(steps["path_end_ns"] >= 0,
-                                                 steps["path_end_ns"], ws), 0)
+    # after the path's last point, until the window ends: the host (its marks end it),
+    # device work where the device ran any
+    tail_from = np.where(steps["path_end_ns"] >= 0, steps["path_end_ns"], ws)
+    tail_busy = busy_within(g, sol, np.minimum(tail_from, we), we)
+    steps["host_ns"] += np.maximum(we - tail_from, 0) - tail_busy
+    steps["device_ns"] += tail_busy
     # the work whose end falls in a window: what a kernel's share on the path is of
     ends = (pts.n_host * 2 + pts.n_dev + np.arange(pts.n_dev)) if pts.n_dev else \
         pts.n_host + np.arange(pts.n_host)
@@ -235,10 +265,28 @@ def critical_path(trace: Trace, annotation: str | None = None, g: ReplayGraph | 
     return cp
 
 
+def _beyond_latency(g: ReplayGraph, pts: Points, path: np.ndarray, idle: np.ndarray
+                    ) -> np.ndarray:
+    """Per path point: of a launch edge's time with the device idle, what exceeds the
+    launch latency learnt without a device's late first row (``latency_seen_ns``): queued
+    work (behind work the trace does not hold), not the launch's latency."""
+    kind = pts.kind[path]
+    out = np.zeros(len(path), np.int64)
+    at = np.flatnonzero(kind == LAUNCH)
+    if g.latency_seen_ns is None or not len(at):
+        return out
+    _, i = pts.node(path[at])
+    seen = np.zeros(len(at), np.int64)
+    for dev, lat in g.latency_seen_ns.items():  # per device, few
+        seen[g.d_device[i] == dev] = max(lat, 0)
+    out[at] = np.maximum(idle[at] - seen, 0)
+    return out
+
+
 def _part_codes(kind: np.ndarray, cpu: bool) -> np.ndarray:
     """Per path point, the index of its part; on a CPU trace the work ops play the
     kernels, so their own time counts as device work (the time between them as host)."""
-    lut = np.array([PARTS.index(_PART_OF[c]) for c in range(9)], np.int8)
+    lut = np.array([PARTS.index(_PART_OF[c]) for c in range(len(_PART_OF))], np.int8)
     if cpu:
         lut[HOST] = PARTS.index("device")
     return lut[kind]
@@ -349,41 +397,3 @@ def path_of(g: ReplayGraph, sol: Solution) -> tuple[Points, np.ndarray]:
     *_, path = _walk(pts, windows["start_ns"].to_numpy(np.int64),
                      windows["end_ns"].to_numpy(np.int64))
     return pts, path
-
-
-def _weights(g: ReplayGraph, pts: Points, path: np.ndarray) -> np.ndarray:
-    """Each path point's edge weight under graph ``g`` (its own arrays: a scenario's)."""
-    is_dev, i = pts.node(path)
-    kind = pts.kind[path]
-    hi = np.where(is_dev, 0, i)
-    di = np.where(is_dev, i, 0)
-    h = len(g.h_dur) > 0
-    d = len(g.d_dur) > 0
-
-    def host(a: np.ndarray) -> np.ndarray:
-        return a[hi] if h else np.zeros(len(path), np.int64)
-
-    def dev(a: np.ndarray) -> np.ndarray:
-        return a[di] if d else np.zeros(len(path), np.int64)
-
-    removed = dev(g.d_removed.astype(np.int64)) > 0
-    prev = np.maximum(di - 1, 0)
-    prev_gap = np.where(g.d_removed[prev], 0, g.d_gap[prev]) if d else np.zeros(len(path))
-    return np.select(
-        [kind == HOST, kind == GAP, kind == AWAIT, kind == AFTER, kind == QUEUE,
-         kind == LAUNCH, kind == DEP, kind == DEVICE],
-        [host(g.h_dur), host(g.h_gap), host(g.h_tail), host(g.h_after_lat) + host(g.h_dur),
-         prev_gap, dev(g.d_offset), dev(g.d_dep_lat), np.where(removed, 0, dev(g.d_dur))],
-        0).astype(np.int64)
-
-
-def removed_from_path(base: ReplayGraph, changed: ReplayGraph, pts: Points,
-                      path: np.ndarray) -> int | None:
-    """What a scenario takes off the critical path as replayed: the sum over its edges of
-    the weight each loses (None where the scenario changes the graph's shape). The
-    replay's saving is at most about this: once the path is shorter, another chain may
-    bound the step."""
-    if len(changed.h_dur) != len(base.h_dur) or len(changed.d_dur) != len(base.d_dur) \
-            or not np.array_equal(changed.d_rows, base.d_rows):  # rows reordered
-        return None
-    return int((_weights(base, pts, path) - _weights(changed, pts, path)).sum())

@@ -37,7 +37,7 @@ from traceviz.analyses.efficiency.run import (
 )
 from traceviz.analyses.stats import plain_row
 from traceviz.analyses.summary.protocol import Inputs, Section
-from traceviz.analyses.work import work_rows
+from traceviz.analyses.work import missing_activity, work_rows
 from traceviz.opcost import has_model, op_cost
 from traceviz.opcost.peaks import Peak, find
 from traceviz.table.classify import TF32_KERNEL
@@ -71,6 +71,8 @@ class Efficiency:
     model: dict[str, Any] | None = None  # workload FLOPs per batch, model TFLOP/s, MFU
     notes: list[str] = field(default_factory=list)
     flops_from: str = "ops"     # "workload": no op gave FLOPs, the run's own are used
+    # why there are no figures at all (the kernels' time is not in the trace)
+    reason: str | None = None
 
     @property
     def coverage(self) -> float | None:
@@ -111,6 +113,7 @@ class Efficiency:
                for name, frame in (("groups", self.groups), ("kernels", self.kernels),
                                    ("uncovered", self.uncovered))},
             "notes": self.notes,
+            **({"reason": self.reason} if self.reason else {}),
         }
 
 
@@ -258,6 +261,10 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
         flops=int(pd.Series(k.flops).sum()), bytes=int(pd.Series(k.bytes).sum()),
         busy_ns=busy_ns,
         span_ns=span_ns, steps=steps, run_key=run_key, notes=notes)
+    if missing_activity(trace):
+        # a rate needs the kernels' time: the host's time in its place would be no rate
+        eff.reason = ("no kernel records: a FLOP rate needs the kernels' time, and the "
+                      "host's time is not it")
     eff.model = model_figures(trace.meta, eff.run_peak)
     eff.notes.extend(over_peak_notes(groups, peak, OVER_PEAK))
     if not xla.any() and (not (ev["kind"] == "op").any() or not per_distinct(

@@ -34,8 +34,12 @@ import numpy as np
 import pandas as pd
 
 from traceviz.algos.categorical import each, per_distinct
-from traceviz.analyses.replay.waits import event_waits, inferred_waits  # noqa: F401
-from traceviz.analyses.work import work_rows
+from traceviz.analyses.replay.waits import (  # noqa: F401
+    event_waits,
+    inferred_waits,
+    late_first_rows,
+)
+from traceviz.analyses.work import missing_activity, work_rows
 from traceviz.errors import InputError
 from traceviz.table.launch_apis import is_sync_call
 from traceviz.table.schema import DEVICE_KINDS
@@ -90,6 +94,8 @@ class ReplayGraph:
     unexplained_rows: int    # rows that started late with no wait found
     unexplained_ns: int
     event_waits: int = 0     # rows that wait on another stream by a recorded event wait
+    d_unseen: np.ndarray | None = None  # waited on the unseen: lost, or late_first_rows
+    latency_seen_ns: dict[int, int] | None = None  # latency_ns without late first rows
 
     def with_changes(self, **arrays: Any) -> ReplayGraph:
         return replace(self, **arrays)
@@ -124,6 +130,8 @@ def _grouped_cummax(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
 def build(trace: Trace) -> ReplayGraph:
     """The replay graph of a trace (GPU: runtime calls and device rows; CPU: work ops)."""
     ev = trace.events
+    if activity := missing_activity(trace):  # the device's side is not in the trace
+        raise InputError(f"nothing to replay: {activity}")
     if trace.is_cpu:
         host = work_rows(trace)
         dev = ev.iloc[0:0]
@@ -193,6 +201,11 @@ def build(trace: Trace) -> ReplayGraph:
     first_of_launch = launched & ~pd.Series(d_launch).duplicated().to_numpy()
     idle_at_launch = first_of_launch & ~sync_launch & (prev_dev_end <= call_end)
     latency = _typical_by(d_device[idle_at_launch], delay[idle_at_launch])
+    # without a device's late first row: what the critical path counts as launch latency
+    late_first = late_first_rows(d_ts, d_device, launched & ~sync_launch,
+                                 delay > WAIT_SLACK_NS)
+    seen = idle_at_launch & ~late_first
+    latency_seen = _typical_by(d_device[seen], delay[seen])
     lat = per_device(latency, d_device)
     d_offset = np.where(sync_launch, d_ts - call_start, lat)
     if graph.any():  # the delay of the graph's first kernel, for all of them
@@ -236,6 +249,7 @@ def build(trace: Trace) -> ReplayGraph:
         d_dep=d_dep, d_dep_lat=d_dep_lat, d_removed=np.zeros(len(dev), bool),
         d_gap=gap, latency_ns=latency, queue_gap_ns=gaps, wait_latency_ns=wait_lat,
         event_waits=int((event_dep >= 0).sum()),
+        d_unseen=lost | late_first, latency_seen_ns=latency_seen,
         unexplained_rows=int(lost.sum()),
         unexplained_ns=int((d_ts - explained)[lost].sum()),
     )

@@ -89,3 +89,13 @@ def inferred_waits(d_device: np.ndarray, d_stream: np.ndarray, d_ts: np.ndarray,
             & (d_ts[mine] - d_end[cand] <= WAIT_WINDOW_NS)
         dep[mine[ok]] = cand[ok]
     return dep
+
+
+def late_first_rows(d_ts: np.ndarray, d_device: np.ndarray, launched: np.ndarray,
+                    late: np.ndarray) -> np.ndarray:
+    """A device's first recorded row, launched and late for its launch: the device may have
+    been busy with work the trace does not hold (a graph replayed before the profiler
+    started). The replay keeps its delay (it may be all the latency there is to learn);
+    the critical path counts it as queued, not as launch latency."""
+    start = pd.Series(d_ts).groupby(d_device).transform("min").to_numpy(np.int64)
+    return (d_ts == start) & launched & late

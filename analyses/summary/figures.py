@@ -28,11 +28,13 @@ from traceviz.table.meta import TraceMeta
 
 if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
     from traceviz.analyses.efficiency.ops import Efficiency
+    from traceviz.analyses.summary.activity import KernelActivity
     from traceviz.analyses.summary.casts import CastSummary
     from traceviz.analyses.summary.host import HostSplit
     from traceviz.analyses.summary.launch import Launches
     from traceviz.analyses.summary.memory import Memory
     from traceviz.analyses.summary.streams import StreamOverlap
+    from traceviz.analyses.summary.windows import Stretch
     from traceviz.trace import Trace
 
 
@@ -58,6 +60,8 @@ class Summary:
     by_config: bool = False
     notes: list[str] = field(default_factory=list)
     timed: TimedStep | None = None       # profiled vs timed step (None: no steps)
+    # kernel launches without kernel records: the device's time is unknown
+    kernel_activity_missing: bool = False
     # what the lazy sections are computed from, when first read
     inputs: Inputs | None = field(default=None, repr=False, compare=False)
 
@@ -65,6 +69,8 @@ class Summary:
         # The lazy sections' figures, as ``__getattr__`` computes them, for the type
         # checker (a new section may add its line; without one it reads as Any).
         launches: ClassVar[Launches]
+        kernel_activity: ClassVar[KernelActivity]
+        step_windows: ClassVar[list[Stretch]]   # windows that end after their step mark
         casts: ClassVar[CastSummary]
         phases: ClassVar[pd.DataFrame]     # per phase (phases.phase_table); empty: none
         modules: ClassVar[pd.DataFrame]    # per nn.Module (modules.module_table)
@@ -184,7 +190,7 @@ def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = Fal
     if trace.is_cpu and (trace.events["kind"] == "runtime").any():
         notes.append("The trace has CUDA/HIP runtime calls but no device rows: GPU activity "
                      "was not recorded (e.g. a CUPTI counter session).")
-    if not len(work):
+    if not len(work) and not trace.kernel_activity_missing:  # that section says it
         notes.append("The trace has no kernels and no framework ops to analyze.")
     unknown = [d.device for d in devices if d.host_wait_ns is None]
     if not trace.is_cpu and unknown:
@@ -218,5 +224,6 @@ def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = Fal
         timed=timed_step(run_timings, span_ns, busy_ns, steps, len(devices)),
         by_config=by_config,
         notes=notes,
+        kernel_activity_missing=trace.kernel_activity_missing,
         inputs=Inputs(trace, work, windows, ws, we, with_efficiency, peak),
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from traceviz.analyses.efficiency import ops as efficiency
 from traceviz.analyses.summary import (
+    activity,
     casts,
     host,
     launch,
@@ -18,6 +19,7 @@ from traceviz.analyses.summary import (
     phases,
     pipeline,
     streams,
+    windows,
 )
 from traceviz.analyses.summary.protocol import Section
 from traceviz.analyses.summary.totals import KERNEL_TABLES, NOTES, TIMED_STEP, TIMINGS, TOTALS
@@ -25,8 +27,8 @@ from traceviz.analyses.summary.totals import KERNEL_TABLES, NOTES, TIMED_STEP, T
 # the order of --json (byte for byte what analyze printed before sections were
 # registered: launches sit between the totals and the kernel tables)
 SECTIONS: list[Section] = [
-    TOTALS, launch.SECTION, KERNEL_TABLES, casts.SECTION, phases.SECTION, pipeline.SECTION,
-    modules.SECTION,
+    TOTALS, windows.SECTION, launch.SECTION, activity.SECTION,
+    KERNEL_TABLES, casts.SECTION, phases.SECTION, pipeline.SECTION, modules.SECTION,
     TIMINGS, TIMED_STEP, host.SECTION, streams.SECTION, efficiency.SECTION, memory.SECTION,
     NOTES,
 ]

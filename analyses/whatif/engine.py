@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from traceviz.analyses.critical_path.path import path_of, removed_from_path
+from traceviz.analyses.critical_path.path import path_of
+from traceviz.analyses.critical_path.removed import removed_from_path
 from traceviz.analyses.replay.graph import ReplayGraph, Solution, build, solve
 from traceviz.analyses.replay.measure import Windows, replayed_trace, window_time
 from traceviz.analyses.replay.waits import wait_calls
 from traceviz.analyses.timed import TimedStep
-from traceviz.analyses.whatif.notes import path_check
+from traceviz.analyses.whatif.notes import cross_stream_caveat, path_check
 from traceviz.analyses.whatif.scenarios import DEFAULT_SCENARIOS, SCENARIOS, parse_scenarios
 from traceviz.analyses.whatif.timed import scenario_in_timed, timed_model
 
@@ -41,6 +42,8 @@ class Scenario:
     timed_step_ns: float | None = None
     timed_saving_step_ns: float | None = None
     parts: tuple[str, ...] = ()  # the scenarios applied together (name joins them by +)
+    # what it does to work on several streams (serialized, waits removed); "": nothing
+    caveat: str = ""
 
     @property
     def saving_fraction(self) -> float | None:
@@ -90,8 +93,8 @@ class WhatIf:
                  "applies": s.applies, "predicted_ns": s.predicted_ns,
                  "saving_ns": s.saving_ns, "saving_fraction": s.saving_fraction,
                  "assumptions": list(s.assumptions), "path_removed_ns": s.path_ns,
-                 **({"reason": s.reason}
-                                                        if s.reason else {}),
+                 **({"reason": s.reason} if s.reason else {}),
+                 **({"caveat": s.caveat} if s.caveat else {}),
                  "per_step": {"predicted_ns": _per(s.predicted_ns, self.steps),
                               "saving_ns": _per(s.saving_ns, self.steps),
                               "timed_predicted_ns": s.timed_step_ns,
@@ -169,9 +172,10 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
         if removed is not None:
             assumptions.append(path_check(saving, removed, max(len(measured.per_step), 1)))
         t_step, t_saving = scenario_in_timed(tg, changed, model_t, _replayed)
+        caveat = cross_stream_caveat(trace, g, changed, max(len(measured.per_step), 1))
         out.append(Scenario(text, True, predicted, saving, tuple(assumptions), path_ns=removed,
                             timed_step_ns=t_step, timed_saving_step_ns=t_saving,
-                            parts=names))
+                            parts=names, caveat=caveat))
     model = {
         "launch_latency_ns": g.latency_ns, "queue_gap_ns": g.queue_gap_ns,
         "wait_latency_ns": g.wait_latency_ns,

@@ -196,4 +196,5 @@ def _one_stream(g: ReplayGraph) -> ReplayGraph:
         d_dur=g.d_dur[order], d_launch=g.d_launch[order],
         d_from_start=g.d_from_start[order], d_offset=g.d_offset[order],
         d_dep=np.full(len(order), -1, np.int64), d_dep_lat=np.zeros(len(order), np.int64),
-        d_removed=g.d_removed[order], d_gap=g.d_gap[order], h_await=h_await)
+        d_removed=g.d_removed[order], d_gap=g.d_gap[order], h_await=h_await,
+        d_unseen=None if g.d_unseen is None else g.d_unseen[order])

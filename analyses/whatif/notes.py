@@ -1,7 +1,16 @@
 """What a what-if scenario's result says in words: its saving held against the critical
-path (why a scenario does not apply, or changes nothing, is its row's in ``scenarios.py``)."""
+path, what it does to work on several streams (why a scenario does not apply, or changes
+nothing, is its row's in ``scenarios.py``)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+if TYPE_CHECKING:  # types only
+    from traceviz.analyses.replay.graph import ReplayGraph
+    from traceviz.trace import Trace
 
 
 def path_check(saving: int, removed: int, steps: int) -> str:
@@ -17,3 +26,32 @@ def path_check(saving: int, removed: int, steps: int) -> str:
                       "; the saving is less: once it is shorter, another chain bounds the step")
     return off + "; the saving is more: it also shortens chains that then bound the step"
 
+
+
+def cross_stream_caveat(trace: Trace, base: ReplayGraph, changed: ReplayGraph,
+                        steps: int) -> str:
+    """What a scenario does to work on several streams, in one line ("" where it leaves
+    it alone): fewer streams on a device serialize work that overlapped, and waits across
+    streams that go let work start before what it waited for. ``--brief`` shows it: a
+    saving or a loss from that alone is no optimization of the work itself."""
+    from traceviz.analyses.summary.streams import stream_overlap
+    from traceviz.analyses.work import analysis_windows, work_rows
+    from traceviz.units import fmt_ns, plural
+
+    def streams(g: ReplayGraph) -> int:
+        live = ~g.d_removed
+        return int(pd.Series(g.d_stream[live]).groupby(g.d_device[live]).nunique().sum())
+
+    said = []
+    before, after = streams(base), streams(changed)
+    if after < before:
+        work = work_rows(trace)
+        multi = sum(o.multi_ns for o in stream_overlap(work, analysis_windows(trace, work)))
+        said.append(f"serializes {plural(before, 'stream')} onto {after}: "
+                    f"{fmt_ns(multi / max(steps, 1))} per step that ran on 2+ streams at "
+                    "once now runs one after another")
+    waits = int((base.d_dep >= 0).sum()) - int((changed.d_dep >= 0).sum())
+    if waits > 0 and after == before:  # serialized, a wait became program order
+        said.append(f"removes {plural(waits, 'cross-stream wait')}: work starts without "
+                    "waiting for the other stream's (correct only where it did not need it)")
+    return "; ".join(said)

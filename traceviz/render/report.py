@@ -174,7 +174,8 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                 "Phases", "Per marked phase (data, forward, backward, optimizer); device work "
                 "belongs to the phase its launch was made in.", pd.DataFrame(phase_rows)))
         bound = pd.DataFrame([{
-            "run": f.label, "trace": "CPU" if f.cpu_trace else "GPU",
+            "run": f.label, "trace": "CPU" if f.cpu_trace else "GPU, no kernel records"
+            if f.summary.kernel_activity_missing else "GPU",
             "busy/step": fmt_ns(f.busy_ns / f.per_step),
             "span/step": fmt_ns(f.span_ns / f.per_step),
             "idle (CPU: framework overhead)": fmt_pct(f.idle_fraction),

@@ -64,7 +64,8 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
             *((Col("timed\nstep"), Col("timed\nsaving")) if timed else ()),
             Col("profiled\npredicted", drop=3 if timed else 0),
             Col("profiled\nsaving", drop=4 if timed else 0), Col("%", drop=1),
-            Col("does not apply" if brief else "assumptions", "left", wrap=True, drop=2))
+            Col("why (does not apply, streams)" if brief else "assumptions", "left",
+                wrap=True, drop=2))
     rows = []
     for s in w.scenarios:
         if not s.applies:
@@ -75,7 +76,9 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
                                if timed else []),
                      _per_step(s.predicted_ns, w.steps),
                      _per_step(s.saving_ns, w.steps), fmt_pct(s.saving_fraction),
-                     "" if brief else "\n".join(f"- {a}" for a in s.assumptions)])
+                     s.caveat if brief else "\n".join(
+                         f"- {a}" for a in (*s.assumptions, *([s.caveat] if s.caveat
+                                                              else [])))])
     t, left = fitted_table("scenarios (saving against the replay as recorded)", cols, rows,
                            width)
     parts: list[RenderableType] = [head, t]

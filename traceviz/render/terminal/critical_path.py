@@ -13,7 +13,8 @@ from traceviz.table.names import distinct_names
 from traceviz.units import fmt_ns, fmt_pct, plural
 
 _PART_TEXT = {"host": "host (calls and the time between them)", "launch": "launch latency",
-              "device": "device work", "queue": "queue gaps",
+              "device": "device work",
+              "queue": "queued (launched work waiting on the device's side)",
               "sync": "sync (waits on the device, another stream or another thread)"}
 
 

@@ -70,6 +70,8 @@ def _peak_text(e: Efficiency) -> str | None:
 def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
     """Op groups by device time with their rates against the peak, the run's totals,
     the time no formula covers, and the peak's source."""
+    if e.reason:  # nothing measured: the reason alone, no zeros
+        return Group(Text.assemble(("efficiency", "bold"), ": no figures: ", e.reason))
     parts: list[RenderableType] = []
     rows = []
     for r in e.groups.head(top).itertuples(index=False):

@@ -14,6 +14,7 @@ from traceviz.render.terminal.page import Render
 
 RENDERS: dict[str, Render] = {
     "totals": totals.header,
+    "step_windows": totals.step_windows,
     "kernel_tables": totals.kernel_tables,
     "phases": phases.phases_table,
     "input_pipeline": phases.input_pipeline,

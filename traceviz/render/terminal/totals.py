@@ -20,8 +20,36 @@ def header(s: Summary, page: Page) -> None:
     page.add(_header(s))
 
 
+GAPS_WORTH_A_LINE = 0.01  # of the span: time between step marks worth a word
+
+
+def step_windows(s: Summary, page: Page) -> None:
+    """One line where step windows end after their step marks: the last step's work that
+    ran past its mark, the steps that run to the next one's start."""
+    from traceviz.analyses.summary.windows import DEVICE_WORK
+
+    stretched = s.step_windows
+    last = [x for x in stretched if x.why == DEVICE_WORK]
+    if last:
+        x = max(last, key=lambda x: x.end_ns)
+        page.add(Text(f"step {x.step}'s window runs {fmt_ns(x.end_ns - x.mark_start_ns)}, "
+                      f"past {x.mark}'s end at {fmt_ns(x.mark_end_ns - x.mark_start_ns)}: "
+                      "the kernels launched in the step ran until then", style="yellow"))
+    gaps = [x for x in stretched if x.why != DEVICE_WORK]
+    extra = sum(x.end_ns - x.mark_end_ns for x in gaps)
+    if gaps and extra >= GAPS_WORTH_A_LINE * s.span_ns:  # --json lists every one
+        page.add(Text(f"{plural(len(gaps), 'step window')} "
+                      f"{'runs' if len(gaps) == 1 else 'run'} past "
+                      f"{'its' if len(gaps) == 1 else 'their'} mark's end to the next step's "
+                      f"start ({fmt_ns(extra)} in all): the time between marks counts to the "
+                      "step before", style="yellow"))
+
+
 def kernel_tables(s: Summary, page: Page) -> None:
-    """The top kernels (leaf ops on a CPU) by total time, then the categories."""
+    """The top kernels (leaf ops on a CPU) by total time, then the categories (none where
+    the kernels were not recorded: the header says so)."""
+    if s.kernel_activity_missing:
+        return
     page.add_fitted("top kernels", _top_kernels(s, page.top, page.wide, page.width))
     page.add_fitted("categories", _categories(s, page.width))
 
@@ -54,6 +82,33 @@ def _header(s: Summary) -> Table:
         # "GPU 3: NVIDIA ..." (an id, not a count of 3)
         names = ", ".join(f"GPU {d}: {devices.get(str(d), '?')}" for d in used) or "–"
         grid.add_row("devices", names)
+    if s.kernel_activity_missing:  # no device time: span, busy and idle would be zeros
+        grid.add_row("kernel activity", str(s.kernel_activity.line))
+    else:
+        _busy_rows(grid, s)
+    for label, text in host_rows(s):
+        grid.add_row(label, text)
+    if not s.cpu_trace:
+        lo = s.launches
+        # one count: every kernel launch call in the trace, all threads; the launching
+        # thread's own share is what the "top API calls" row shows (its calls alone)
+        main = s.host.main if s.host is not None else None
+        threads = ""
+        if len(lo.kernel.threads) > 1:
+            threads = f" on {len(lo.kernel.threads)} host threads"
+            if main is not None:
+                threads += (f" ({lo.kernel.calls_of(int(main['pid']), int(main['tid'])):,} "
+                            f"on thread {int(main['tid'])}, whose API calls are above)")
+        grid.add_row("launches", f"{lo.kernel.count:,} kernel launch calls "
+                                 f"({lo.kernel.matched:,} reached a kernel){threads}, "
+                                 f"{lo.copies.count:,} copy/set calls"
+                     + (f", {lo.graphs.count:,} graph launches ({lo.graphs.kernels:,} kernels)"
+                        if lo.graphs.count else ""))
+    return grid
+
+
+def _busy_rows(grid: Table, s: Summary) -> None:
+    """Scope, span, step, busy and idle split, kernels."""
     scope = plural(s.steps, "step window") if s.scope == "steps" else \
         "whole trace (no steps)"
     grid.add_row("scope", f"busy and span over {scope}")
@@ -77,25 +132,6 @@ def _header(s: Summary) -> Table:
     what = "leaf ops" if s.cpu_trace else "kernels"
     grid.add_row(what, f"{s.kernel_count:,} ({len(s.kernels):,} distinct), "
                        f"{fmt_ns(s.kernel_total_ns)} total")
-    for label, text in host_rows(s):
-        grid.add_row(label, text)
-    if not s.cpu_trace:
-        lo = s.launches
-        # one count: every kernel launch call in the trace, all threads; the launching
-        # thread's own share is what the "top API calls" row shows (its calls alone)
-        main = s.host.main if s.host is not None else None
-        threads = ""
-        if len(lo.kernel.threads) > 1:
-            threads = f" on {len(lo.kernel.threads)} host threads"
-            if main is not None:
-                threads += (f" ({lo.kernel.calls_of(int(main['pid']), int(main['tid'])):,} "
-                            f"on thread {int(main['tid'])}, whose API calls are above)")
-        grid.add_row("launches", f"{lo.kernel.count:,} kernel launch calls "
-                                 f"({lo.kernel.matched:,} reached a kernel){threads}, "
-                                 f"{lo.copies.count:,} copy/set calls"
-                     + (f", {lo.graphs.count:,} graph launches ({lo.graphs.kernels:,} kernels)"
-                        if lo.graphs.count else ""))
-    return grid
 
 
 _STATS = ("mean", "median", "max", "min", "std")  # they leave a narrow table std first
