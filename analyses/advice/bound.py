@@ -29,12 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from traceviz.algos.categorical import each, per_distinct
 from traceviz.algos.intervals import intersect_blocks, union_blocks
 from traceviz.analyses.advice.actions import remedy
 from traceviz.analyses.advice.base import Finding
 from traceviz.analyses.work import work_rows
-from traceviz.table.launch_apis import launch_kind
 from traceviz.units import fmt_ns, fmt_pct
 
 if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
@@ -57,16 +55,6 @@ class Bound:
 
     def to_dict(self) -> dict[str, Any]:
         return {"by": self.by, "share": self.share, "why": self.why, "figures": self.figures}
-
-
-def kernel_launches_without_kernels(ctx: Context) -> int:
-    """Kernel launch calls in a trace holding no kernel row (0: not that case)."""
-    ev = ctx.trace.events
-    if (ev["kind"] == "kernel").any():
-        return 0
-    rt = ev[ev["kind"] == "runtime"]
-    return int(per_distinct(rt["name"], each(lambda n: launch_kind(n) == "kernel"),
-                            fill=False).astype(bool).sum())
 
 
 def exposed_communication(ctx: Context) -> tuple[int, int]:
@@ -97,8 +85,8 @@ def exposed_communication(ctx: Context) -> tuple[int, int]:
 
 def step_bound(ctx: Context) -> Bound:
     s = ctx.summary
-    launches = kernel_launches_without_kernels(ctx)
-    if launches:
+    if ctx.trace.kernel_activity_missing:
+        launches = ctx.trace.kernel_launch_calls
         return Bound("unknown", None, f"{launches:,} kernel launches, no kernel records: "
                      "the device's time is not in the trace",
                      {"launches": launches, "kernels": 0})
