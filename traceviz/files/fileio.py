@@ -201,3 +201,38 @@ def _publish(tmp: Path, path: Path, force: bool) -> None:
     except OSError:  # a file system without hard links: no race protection there
         check_output(path, force=False)
         os.replace(tmp, path)
+
+
+IMPORT_LOCK = ".traceviz-import.lock"  # held by the one import writing a dataset
+READ_LOCK = ".traceviz-read.lock"  # shared by its readers, exclusive while it is swapped
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, name: str, shared: bool = False, wait: bool = True,
+                busy: str = "") -> Iterator[bool]:
+    """Hold the lock file ``folder/name`` (``flock``: released when the process dies,
+    SIGKILL included, so a killed holder leaves no stale lock). ``wait=False`` refuses a
+    held lock with ``busy`` as the line. A reader (``shared``) of a folder without the file
+    (made before locks, or read-only) reads unlocked; yields whether it holds the lock."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): no lock
+        yield False
+        return
+    path = Path(folder) / name
+    try:
+        fd = os.open(path, os.O_RDONLY if shared else os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        if shared:
+            yield False
+            return
+        raise TraceVizError(f"{path}: cannot create the lock file ({e.strerror})") from None
+    try:
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        try:
+            fcntl.flock(fd, mode if wait else mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise TraceVizError(busy or f"{folder}: in use by another traceviz") from None
+        yield True
+    finally:
+        os.close(fd)
