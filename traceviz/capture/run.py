@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from traceviz.capture.children import runner_process
 from traceviz.errors import RunFailed, TraceVizError, UsageError
 from traceviz.runners import FRAMEWORKS, VARIANTS
 from traceviz.runners.presets import Workload
@@ -199,9 +200,9 @@ def run_capture(req: CaptureRequest, run_dir: Path,
                "--output", str(run_dir / "report"), *cmd]
     error = done = None
     watch = CompileWatch()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
-                                errors="replace")
+    with open(log_path, "w") as log, runner_process(
+            cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
+            errors="replace") as proc:
         assert proc.stdout is not None
         try:
             for line in proc.stdout:

@@ -8,6 +8,7 @@ built-in capture writes, and the script's exit status is the command's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from traceviz.capture.children import runner_process
 from traceviz.errors import RunFailed, TraceVizError, UsageError
 
 if TYPE_CHECKING:
@@ -189,21 +191,26 @@ def run_script(req: ScriptRequest, run_dir: Path,
     on_start()
     read_fd, write_fd = os.pipe()
     env = dict(os.environ, **{EVENTS_FD: str(write_fd)})
-    # Ctrl-C reaches the script (same process group), which stops and writes what it has;
-    # this side waits for it instead of dying first
+    # Ctrl-C reaches the script (the terminal's foreground while it runs, or passed on),
+    # which stops and writes what it has; this side waits for it instead of dying first
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        proc = subprocess.Popen(cmd, env=env, pass_fds=(write_fd,),
-                                preexec_fn=lambda: signal.signal(signal.SIGINT,
-                                                                 signal.SIG_DFL))
-        os.close(write_fd)
-        reader = threading.Thread(target=_read_events, args=(read_fd, on_event), daemon=True)
-        reader.start()
-        status = proc.wait()
-        reader.join(timeout=5)  # a forked child of the script may hold the pipe open
+        with runner_process(cmd, foreground=True, env=env, pass_fds=(write_fd,)) as proc:
+            signal.signal(signal.SIGINT, lambda *_: _pass_on(proc, signal.SIGINT))
+            os.close(write_fd)
+            reader = threading.Thread(target=_read_events, args=(read_fd, on_event),
+                                      daemon=True)
+            reader.start()
+            status = proc.wait()
+            reader.join(timeout=5)  # a forked child of the script may hold the pipe open
     finally:
         signal.signal(signal.SIGINT, old)
     return _collect(req, run_dir, status)
+
+
+def _pass_on(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
 
 
 def _read_events(fd: int, on_event: Callable[[dict], None] | None) -> None:
