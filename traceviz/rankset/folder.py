@@ -219,7 +219,7 @@ def _import_staged(out: Path, ranks: list[RankFile], how: str, replaced: list[Pa
             stage.mkdir()
             (stage / MARKER).write_text(token)
         except OSError as e:
-            raise TraceVizError(f"{stage}: cannot write ({e.strerror})") from None
+            raise TraceVizError(f"{out}: cannot write ({e.strerror})") from None
         jobs = [(r.rank, str(r.path), str(stage), token) for r in ranks]
         results = _import_jobs(stage, ranks, jobs, workers, on_rank, job_map)
         meta = {"format": DATASET_FORMAT, "schema_version": 2, "numbered": how,
