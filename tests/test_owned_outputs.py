@@ -7,6 +7,7 @@ written changed (checksums)."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -179,18 +180,35 @@ def test_readers_during_import_force_see_one_dataset(dataset, tmp_path):
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen = []
     while writer.poll() is None or not seen:
-        r = _tv("analyze", str(ds), "--json", "--workers", "1")
+        r = _tv("analyze", str(ds), "--json")
         assert r.returncode == 0, r.stderr
         seen.append(tuple(row["kernels"]["count"] for row in json.loads(r.stdout)["ranks"]))
     assert writer.wait() == 0, writer.stderr.read()
     assert set(seen) <= answers, seen
 
 
-def test_disk_full_import_names_the_dataset_and_leaves_no_stage(dataset, small_disk):  # noqa: F811
-    ds = small_disk / "ds"
+@pytest.fixture
+def mib_disk(tmp_path):
+    """A 1 MiB tmpfs (needs root and mount rights; skipped otherwise)."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                          capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    yield mnt
+    subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_disk_full_import_names_the_dataset_and_leaves_no_stage(dataset, mib_disk):
+    ds = mib_disk / "ds"
     shutil.copytree(dataset, ds, ignore=shutil.ignore_patterns(".traceviz-*"))
-    free = shutil.disk_usage(small_disk).free
-    (small_disk / "fill").write_bytes(b"\0" * max(0, free - 4096))
+    with open(mib_disk / "fill", "wb", buffering=0) as f, contextlib.suppress(OSError):
+        while True:
+            f.write(b"\0" * 4096)
+            f.flush()
     before = _sums(ds)
     r = _tv("import", str(DLRM), "-o", str(ds), "--force")
     assert r.returncode == 2

@@ -84,7 +84,8 @@ def prepare_run_dir(path: Path, force: bool, create: bool = True) -> None:
     it, unless ``create`` is False (a capture renames its staged folder into place)."""
     if path.exists() and not path.is_dir():
         raise TraceVizError(f"{path}: exists and is not a folder")
-    if path.exists() and any(path.iterdir()) and not force:
+    # a failed capture's runner.log, alone, is no run: the same command again replaces it
+    if path.exists() and {p.name for p in path.iterdir()} - {"runner.log"} and not force:
         raise TraceVizError(f"{path}: folder is not empty", option="force",
                             action="reuse it")
     if not create:
@@ -198,7 +199,7 @@ def run_capture(req: CaptureRequest, run_dir: Path,
     with staged_folder(run_dir, force=True) as stage:
         try:
             result = _run_capture(req, stage, run_dir, on_event)
-        except RunFailed:
+        except TraceVizError:  # a failed runner or nsys: its log kept
             with contextlib.suppress(OSError):  # what the user reads to see why
                 run_dir.mkdir(parents=True, exist_ok=True)
                 os.replace(stage / "runner.log", run_dir / "runner.log")
