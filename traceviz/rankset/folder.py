@@ -188,6 +188,10 @@ def import_folder(directory: Path, out: Path, workers: int | None = None,
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder")
     ranks, how = assign_ranks(files, [_probe_meta(f) for f in files])
+    busy = f"{out}: another import into {out} is running; wait for it to end"
+    if (out / IMPORT_LOCK).is_file():  # one running now is the reason, not what it wrote
+        with folder_lock(out, IMPORT_LOCK, wait=False, busy=busy):
+            pass
     if out.exists():  # refused before a lock file is made in someone else's folder
         _replaced(out, ranks, force, clean=False)
     created = not out.exists()
@@ -195,7 +199,6 @@ def import_folder(directory: Path, out: Path, workers: int | None = None,
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise TraceVizError(f"{out}: cannot create the dataset folder ({e.strerror})") from None
-    busy = f"{out}: another import into {out} is running; wait for it to end"
     with folder_lock(out, IMPORT_LOCK, wait=False, busy=busy):
         try:  # again, holding the folder: another import may have written it meanwhile
             replaced = _replaced(out, ranks, force, clean=True)
@@ -264,8 +267,9 @@ def owned_ranks(out: Path, force: bool, clean: bool = False) -> list[Path]:
     leftovers = [p for p in out.glob(".import-*") if (p / MARKER).is_file()]
     for p in leftovers if clean else ():  # a killed import's staging: this one holds the lock
         shutil.rmtree(p, ignore_errors=True)
-    held = sorted(p.name for p in out.iterdir()
-                  if p.name not in (IMPORT_LOCK, READ_LOCK) and p not in leftovers)
+    held = sorted(p.name for p in out.iterdir()  # an import's staging, its marker not yet
+                  if p.name not in (IMPORT_LOCK, READ_LOCK)  # written, is none of them
+                  and not (p.name.startswith(".import-") and p.is_dir()))
     if held and not force and is_dataset(out):
         raise TraceVizError(f"{out}: a traceviz dataset already", option="force",
                             action="replace it")
