@@ -199,10 +199,11 @@ def run_capture(req: CaptureRequest, run_dir: Path,
     with staged_folder(run_dir, force=True) as stage:
         try:
             result = _run_capture(req, stage, run_dir, on_event)
-        except TraceVizError:  # a failed runner or nsys: its log kept
+        except TraceVizError as e:  # a failed runner or nsys: its log kept
             with contextlib.suppress(OSError):  # what the user reads to see why
                 run_dir.mkdir(parents=True, exist_ok=True)
                 os.replace(stage / "runner.log", run_dir / "runner.log")
+            e.message = e.message.replace(str(stage), str(run_dir))  # the path it keeps
             raise
     return result
 

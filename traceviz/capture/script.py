@@ -261,7 +261,8 @@ def _collect(req: ScriptRequest, run_dir: Path, status: int, final: Path) -> Scr
             "exit_status": status, "source_file": str(final / raw.relative_to(run_dir)),
         })
     except TraceVizError as e:  # e.g. a script that ran no framework op: nothing to read
-        meta.setdefault("notes", []).append(f"nothing to analyze: {e}")
+        said = str(e).replace(str(run_dir), str(final))  # the staged path, as it will be
+        meta.setdefault("notes", []).append(f"nothing to analyze: {said}")
         return ScriptResult(run_dir, raw, None, bench, meta, None, status)
     return ScriptResult(run_dir, raw, parquet, bench, meta, trace, status)
 
