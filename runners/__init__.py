@@ -164,3 +164,24 @@ def mxnet_python(explicit: str | None = None) -> str | None:
     """The interpreter that runs gluon_mxnet: --python, $TRACEVIZ_MXNET_PYTHON, or the
     environment `traceviz env mxnet` makes (./.venv-mxnet)."""
     return FRAMEWORKS["mxnet"].interpreter(explicit)
+
+
+def watch_parent(period_s: float = 1.0) -> None:
+    """In a runner: once its parent is gone (``traceviz capture`` killed, SIGKILL
+    included, or the Nsight Systems process between them), end the runner and the
+    process group it leads (a script's own children). On Linux the parent also has the
+    kernel kill the runner with it (PR_SET_PDEATHSIG); this check covers the rest."""
+    import signal
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period_s)
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="traceviz-parent-watch", daemon=True).start()

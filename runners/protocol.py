@@ -60,6 +60,12 @@ def serve(run: Callable[[dict, Path], dict], prog: str, description: str,
     p.add_argument("--config", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
+    try:  # the MXNet runner's interpreter has no traceviz: the parent's PDEATHSIG serves
+        from traceviz.runners import watch_parent
+    except ImportError:  # pragma: no cover
+        watch_parent = None  # type: ignore[assignment]
+    if watch_parent is not None:
+        watch_parent()
     cfg = json.loads(args.config.read_text())
     try:
         result = run(cfg, args.out)

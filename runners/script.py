@@ -22,6 +22,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from traceviz.runners import watch_parent
 from traceviz.runners.protocol import run_result, step_bench
 
 EVENTS_FD = "TRACEVIZ_EVENTS_FD"
@@ -98,6 +99,7 @@ def versions(framework: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    watch_parent()  # a killed `traceviz capture` leaves no runner behind
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)
     opts, target = argv[:split], argv[split + 1:]

@@ -184,8 +184,9 @@ def test_ranks_numbered_by_name_then_order(tmp_path):
 def test_dataset_answers_as_the_folder(eight, tmp_path, capsys):
     ds = tmp_path / "ds"
     assert main(["import", str(eight), "-o", str(ds), "--workers", "2"]) == 0
-    assert sorted(p.name for p in ds.iterdir()) == (
-        ["_traceviz.json"] + [f"rank={k}" for k in range(8)])
+    assert sorted(p.name for p in ds.iterdir()) == (  # and the hidden lock files
+        [".traceviz-import.lock", ".traceviz-read.lock", "_traceviz.json"]
+        + [f"rank={k}" for k in range(8)])
     capsys.readouterr()
     assert main(["analyze", str(eight), "--json", "--top", "50"]) == 0
     folder = json.loads(capsys.readouterr().out)

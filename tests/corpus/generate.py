@@ -816,6 +816,15 @@ def rank_cases() -> list[Case]:
         _both(_dataset(), lambda d: (d / "none").mkdir()),
         ["import", "{d}/none", "-o", "{d}/ds"], ERR, "no trace files",
         keep=("ds/_traceviz.json",))
+    # a folder is traceviz's only by its marker; --force replaces only what traceviz wrote
+    add("import-onto-a-user-s-folder", _both(_ranks(), _write("ds/rank=5/notes.txt", b"x")),
+        imp, ERR, "not a traceviz dataset", keep=("ds/rank=5/notes.txt",))
+    add("import-force-onto-a-user-s-rank-folder",
+        _both(_ranks(), _write("ds/rank=1/notes.txt", b"x")), [*imp, "--force"], ERR,
+        "ds/rank=1: holds files traceviz did not write", keep=("ds/rank=1/notes.txt",))
+    add("import-force-onto-a-symlinked-rank", _dataset(_symlinked_rank), [*imp, "--force"],
+        ERR, "ds/rank=1: a symbolic link",
+        keep=("ds/_traceviz.json", "ds/rank=0/part-0.parquet", "elsewhere/keep.txt"))
     ds = ["analyze", "{d}/ds", "--json"]
     add("dataset-valid", _dataset(), ds, OK)
     add("dataset-stray-partition", _dataset(lambda p: shutil.copytree(p / "rank=1",
@@ -842,6 +851,15 @@ def rank_cases() -> list[Case]:
         _dataset(_set_meta(lambda m: {**m, "ranks": {"0": {"file": "a"}}})), ds, ERR,
         "malformed (rank '0'")
     return out
+
+
+def _symlinked_rank(ds: Path) -> None:
+    """Rank 1's folder replaced by a link to a folder of the user's."""
+    elsewhere = ds.parent / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("the user's")
+    shutil.rmtree(ds / "rank=1")
+    (ds / "rank=1").symlink_to(elsewhere)
 
 
 def _foreign_parquet(ds: Path) -> None:

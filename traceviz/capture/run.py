@@ -7,7 +7,9 @@ JSON lines on stdout; its stderr goes to ``runner.log`` in the run folder.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import time
@@ -16,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from traceviz.capture.children import runner_process
 from traceviz.errors import RunFailed, TraceVizError, UsageError
+from traceviz.files.fileio import staged_folder
 from traceviz.runners import FRAMEWORKS, VARIANTS
 from traceviz.runners.presets import Workload
 from traceviz.runners.torch.refusals import GRAPHING_COMPILE_MODES, graph_replay_refusal
@@ -75,12 +79,17 @@ def stamped_dir(stem: str, root: Path = Path("runs")) -> Path:
     return path
 
 
-def prepare_run_dir(path: Path, force: bool) -> None:
+def prepare_run_dir(path: Path, force: bool, create: bool = True) -> None:
+    """Refuse a run folder that is a file, or not empty without ``force``; then create
+    it, unless ``create`` is False (a capture renames its staged folder into place)."""
     if path.exists() and not path.is_dir():
         raise TraceVizError(f"{path}: exists and is not a folder")
-    if path.exists() and any(path.iterdir()) and not force:
+    # a failed capture's runner.log, alone, is no run: the same command again replaces it
+    if path.exists() and {p.name for p in path.iterdir()} - {"runner.log"} and not force:
         raise TraceVizError(f"{path}: folder is not empty", option="force",
                             action="reuse it")
+    if not create:
+        return
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -181,13 +190,31 @@ class CompileWatch:
 
 def run_capture(req: CaptureRequest, run_dir: Path,
                 on_event: Callable[[dict], None] | None = None) -> CaptureResult:
-    """Run the variant's runner in a subprocess, then import and save its trace."""
+    """Run the variant's runner in a subprocess, then import and save its trace. The run
+    is written into a hidden folder beside ``run_dir``, renamed into place once complete:
+    an interrupted capture leaves nothing that reads as a run; a failed one leaves its
+    ``runner.log`` alone in ``run_dir``."""
     check_runnable(req.model, req.device, req.profiler, req.python)
     check_graph_replay(req)
+    with staged_folder(run_dir, force=True) as stage:
+        try:
+            result = _run_capture(req, stage, run_dir, on_event)
+        except TraceVizError as e:  # a failed runner or nsys: its log kept
+            with contextlib.suppress(OSError):  # what the user reads to see why
+                run_dir.mkdir(parents=True, exist_ok=True)
+                os.replace(stage / "runner.log", run_dir / "runner.log")
+            e.message = e.message.replace(str(stage), str(run_dir))  # the path it keeps
+            raise
+    return result
+
+
+def _run_capture(req: CaptureRequest, run_dir: Path, final: Path,
+                 on_event: Callable[[dict], None] | None) -> CaptureResult:
+    """The capture, written into ``run_dir`` (the stage), its paths named in ``final``."""
     framework = FRAMEWORKS[VARIANTS[req.model].framework]
     cfg_path = run_dir / "config.json"
     cfg_path.write_text(json.dumps(req.config(), indent=2))
-    log_path = run_dir / "runner.log"
+    log_path = final / "runner.log"
     cmd = framework.command(req.python)
     cmd += ["--config", str(cfg_path), "--out", str(run_dir)]
     if req.profiler == "nsys":
@@ -199,9 +226,9 @@ def run_capture(req: CaptureRequest, run_dir: Path,
                "--output", str(run_dir / "report"), *cmd]
     error = done = None
     watch = CompileWatch()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
-                                errors="replace")
+    with open(run_dir / "runner.log", "w") as log, runner_process(
+            cmd, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
+            errors="replace") as proc:
         assert proc.stdout is not None
         try:
             for line in proc.stdout:
@@ -248,9 +275,10 @@ def run_capture(req: CaptureRequest, run_dir: Path,
     trace.meta.update(run_meta(req.config(), done["bench"], done["meta"]))
     if framework.name != "torch":
         trace.meta["profiler"] = done["meta"].get("profiler", framework.name)
-    parquet = run_dir / "trace.parquet"
-    trace.save(parquet, force=True)
-    return CaptureResult(run_dir, raw, parquet, done["bench"], trace)
+    raw = final / raw.resolve().relative_to(run_dir.resolve())  # where it will be
+    trace.meta["source_file"] = str(raw)
+    trace.save(run_dir / "trace.parquet", force=True)
+    return CaptureResult(final, raw, final / "trace.parquet", done["bench"], trace)
 
 
 def nsys_sqlite(run_dir: Path) -> Path:

@@ -8,6 +8,8 @@ built-in capture writes, and the script's exit status is the command's.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -21,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from traceviz.capture.children import runner_process
 from traceviz.errors import RunFailed, TraceVizError, UsageError
+from traceviz.files.fileio import staged_folder
 
 if TYPE_CHECKING:
     from traceviz.table.meta import TraceMeta
@@ -175,7 +179,22 @@ def run_script(req: ScriptRequest, run_dir: Path,
                on_event: Callable[[dict], None] | None = None,
                on_start: Callable[[], object] = lambda: None) -> ScriptResult:
     """Run the script under its profiler; import and save what it recorded.
-    ``on_start`` is called once the command is settled (``req.notes`` say how)."""
+    ``on_start`` is called once the command is settled (``req.notes`` say how). The run
+    is written into a hidden folder beside ``run_dir``, renamed into place once complete:
+    a capture killed or failing before then leaves nothing that reads as a run."""
+    with staged_folder(run_dir, force=True) as stage:
+        result = _run_script(req, stage, run_dir, on_event, on_start)
+
+    def moved(path: Path | None) -> Path | None:
+        return None if path is None else run_dir / path.relative_to(stage)
+
+    return dataclasses.replace(result, run_dir=run_dir, raw_trace=moved(result.raw_trace),
+                               parquet=moved(result.parquet))
+
+
+def _run_script(req: ScriptRequest, run_dir: Path, final: Path,
+                on_event: Callable[[dict], None] | None,
+                on_start: Callable[[], object]) -> ScriptResult:
     from traceviz.runners.script import EVENTS_FD
 
     framework = "tensorflow" if req.profiler == "tf" else "torch"
@@ -189,21 +208,26 @@ def run_script(req: ScriptRequest, run_dir: Path,
     on_start()
     read_fd, write_fd = os.pipe()
     env = dict(os.environ, **{EVENTS_FD: str(write_fd)})
-    # Ctrl-C reaches the script (same process group), which stops and writes what it has;
-    # this side waits for it instead of dying first
+    # Ctrl-C reaches the script (the terminal's foreground while it runs, or passed on),
+    # which stops and writes what it has; this side waits for it instead of dying first
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        proc = subprocess.Popen(cmd, env=env, pass_fds=(write_fd,),
-                                preexec_fn=lambda: signal.signal(signal.SIGINT,
-                                                                 signal.SIG_DFL))
-        os.close(write_fd)
-        reader = threading.Thread(target=_read_events, args=(read_fd, on_event), daemon=True)
-        reader.start()
-        status = proc.wait()
-        reader.join(timeout=5)  # a forked child of the script may hold the pipe open
+        with runner_process(cmd, foreground=True, env=env, pass_fds=(write_fd,)) as proc:
+            signal.signal(signal.SIGINT, lambda *_: _pass_on(proc, signal.SIGINT))
+            os.close(write_fd)
+            reader = threading.Thread(target=_read_events, args=(read_fd, on_event),
+                                      daemon=True)
+            reader.start()
+            status = proc.wait()
+            reader.join(timeout=5)  # a forked child of the script may hold the pipe open
     finally:
         signal.signal(signal.SIGINT, old)
-    return _collect(req, run_dir, status)
+    return _collect(req, run_dir, status, final)
+
+
+def _pass_on(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
 
 
 def _read_events(fd: int, on_event: Callable[[dict], None] | None) -> None:
@@ -217,7 +241,7 @@ def _read_events(fd: int, on_event: Callable[[dict], None] | None) -> None:
                 on_event(event)
 
 
-def _collect(req: ScriptRequest, run_dir: Path, status: int) -> ScriptResult:
+def _collect(req: ScriptRequest, run_dir: Path, status: int, final: Path) -> ScriptResult:
     if status < 0:
         name = signal.Signals(-status).name
         raise RunFailed(f"{req.name}: killed by {name}; nothing was written")
@@ -234,10 +258,11 @@ def _collect(req: ScriptRequest, run_dir: Path, status: int) -> ScriptResult:
         trace, parquet = save_trace(raw, run_dir, {
             "model": req.name, "variant": req.name, "script": " ".join(req.command),
             "bench": bench, "runner": meta, "profiler": PROFILER_NAMES[str(req.profiler)],
-            "exit_status": status,
+            "exit_status": status, "source_file": str(final / raw.relative_to(run_dir)),
         })
     except TraceVizError as e:  # e.g. a script that ran no framework op: nothing to read
-        meta.setdefault("notes", []).append(f"nothing to analyze: {e}")
+        said = str(e).replace(str(run_dir), str(final))  # the staged path, as it will be
+        meta.setdefault("notes", []).append(f"nothing to analyze: {said}")
         return ScriptResult(run_dir, raw, None, bench, meta, None, status)
     return ScriptResult(run_dir, raw, parquet, bench, meta, trace, status)
 

@@ -147,7 +147,7 @@ class CaptureCommand(Command):
                              options=options, graph_replay=args.graph_replay)
         check_graph_replay(req)
         run_dir = args.out or default_run_dir(req)
-        prepare_run_dir(run_dir, args.force)
+        prepare_run_dir(run_dir, args.force, create=False)
         err = stderr()
         for note in notes:
             err.print(f"[yellow]note:[/] {note}")

@@ -57,7 +57,7 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
     if req.profiler == "tf" and args.modules:
         raise UsageError("module ranges are for PyTorch scripts", option="modules")
     run_dir = args.out or stamped_dir(req.stem)
-    prepare_run_dir(run_dir, args.force)
+    prepare_run_dir(run_dir, args.force, create=False)
     err = stderr()
     from traceviz.units import plural
 

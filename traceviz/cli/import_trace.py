@@ -82,7 +82,7 @@ class ImportCommand(Command):
                           description="importing ranks") as bar:
             task = bar.add_task("ranks", total=None)
             meta = import_folder(args.raw, args.output, workers=args.workers,
-                                 job_map=job_map,
+                                 job_map=job_map, force=args.force,
                                  on_rank=lambda d, n: bar.update(task, completed=d, total=n))
         events = sum(r["events"] for r in meta["ranks"].values())
         Console(soft_wrap=True).print(

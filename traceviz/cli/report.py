@@ -7,7 +7,7 @@ from pathlib import Path
 
 from traceviz.cli.base import Command, load_runs, refuse_existing, stderr
 from traceviz.errors import UsageError
-from traceviz.files.fileio import atomic_output
+from traceviz.files.fileio import atomic_output, staged_folder
 
 SUFFIXES = (".md", ".html", ".htm")
 
@@ -50,16 +50,23 @@ class ReportCommand(Command):
             text, files = to_markdown(sections, args.title, files_dir)
             targets = {args.output.parent / rel: png for rel, png in files.items()}
             refuse_existing(list(targets), args.force)  # the charts beside the report too
-            for target, png in targets.items():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with atomic_output(target, force=args.force) as tmp:
-                    tmp.write_bytes(png)
         else:  # one file to explore: Bokeh, every script inlined
             from traceviz.render.report_html import html_report
 
+            files, files_dir = {}, ""
             text = html_report([(label, t, f) for (label, t), f in zip(runs, figs, strict=True)],
                                sections, args.title)
+        # the report and its charts written under temporary names, renamed at the end: an
+        # interrupted or failed write (a full disk) leaves neither
         with atomic_output(args.output, force=args.force) as tmp:
             tmp.write_text(text)
+            if files:
+                charts = args.output.parent / files_dir
+                # other files already there are kept: the check above refused collisions
+                with staged_folder(charts, force=True) as stage:
+                    for rel, png in files.items():
+                        target = stage / Path(rel).relative_to(files_dir)
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.write_bytes(png)
         stderr().print(f"wrote {args.output} ({len(sections)} sections)")
         return 0

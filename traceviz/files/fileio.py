@@ -201,3 +201,103 @@ def _publish(tmp: Path, path: Path, force: bool) -> None:
     except OSError:  # a file system without hard links: no race protection there
         check_output(path, force=False)
         os.replace(tmp, path)
+
+
+IMPORT_LOCK = ".traceviz-import.lock"  # held by the one import writing a dataset
+READ_LOCK = ".traceviz-read.lock"  # shared by its readers, exclusive while it is swapped
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, name: str, shared: bool = False, wait: bool = True,
+                busy: str = "") -> Iterator[bool]:
+    """Hold the lock file ``folder/name`` (``flock``: released when the process dies,
+    SIGKILL included, so a killed holder leaves no stale lock). ``wait=False`` refuses a
+    held lock with ``busy`` as the line. A reader (``shared``) of a folder without the file
+    (made before locks, or read-only) reads unlocked; yields whether it holds the lock."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): no lock
+        yield False
+        return
+    path = Path(folder) / name
+    try:
+        fd = os.open(path, os.O_RDONLY if shared else os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        if shared:
+            yield False
+            return
+        raise TraceVizError(f"{path}: cannot create the lock file ({e.strerror})") from None
+    try:
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        try:
+            fcntl.flock(fd, mode if wait else mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise TraceVizError(busy or f"{folder}: in use by another traceviz") from None
+        yield True
+    finally:
+        os.close(fd)
+
+
+PARTIAL = ".partial-"  # a staged folder: hidden, beside its final name, with the writer's pid
+
+
+@contextlib.contextmanager
+def staged_folder(final: Path, force: bool = False) -> Iterator[Path]:
+    """Yield a hidden folder beside ``final`` (``.NAME.partial-PID``) to write into; on
+    success it is renamed to ``final`` (a new or empty folder) or, with ``force``, its
+    entries replace those of the same names in ``final`` (the others are kept). On any
+    error, Ctrl-C or SIGTERM it is removed: what is left never reads as a finished
+    folder, and a SIGKILLed writer's leftover is removed by the next run (its pid is
+    gone). A failed write (a full disk) names ``final``."""
+    final = Path(final)
+    parent = final.parent if str(final.parent) else Path(".")
+    stage = parent / f".{final.name}{PARTIAL}{os.getpid()}"
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for old in parent.glob(f".{glob_literal(final.name)}{PARTIAL}*"):
+            pid = old.name.rsplit("-", 1)[-1]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(stage, ignore_errors=True)
+        stage.mkdir()
+    except OSError as e:
+        raise TraceVizError(f"{final}: cannot create the folder ({e.strerror})") from None
+    try:
+        try:
+            yield stage
+            _publish_folder(stage, final, force)
+        except OSError as e:
+            raise TraceVizError(f"{final}: cannot write ({e.strerror or e})") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _publish_folder(stage: Path, final: Path, force: bool) -> None:
+    if final.is_symlink() or (final.exists() and not final.is_dir()):
+        raise TraceVizError(f"{final}: exists and is not a folder")
+    if not final.exists() or not any(final.iterdir()):
+        os.replace(stage, final)  # onto an empty folder too: one step
+        return
+    if not force:
+        raise TraceVizError(f"{final}: folder is not empty (written meanwhile by another "
+                            "run)", option="force", action="reuse it")
+    for entry in sorted(stage.iterdir()):
+        target = final / entry.name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        os.replace(entry, target)
+
+
+def glob_literal(name: str) -> str:
+    """``name`` in a ``Path.glob`` pattern, matching only itself."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -46,14 +46,19 @@ def describe_folder(path: Path) -> str:
                 f"analyze {path}` reads them all; give one here, e.g. {path / ranks[0].name})")
     if any(path.glob("rank=*/*.parquet")):
         return (f"{path}: an incomplete rank dataset (no {DATASET_META}: its import did not "
-                "finish); import the rank folder again")
+                "finish); import the rank folder into it again with --force")
     return (f"{path}: no trace files in this folder (expected a capture's run folder, a "
             f"folder of rank traces named *{', *'.join(TRACE_SUFFIXES[:4])}..., an nsys "
             "table folder or a TensorBoard log directory)")
 
 
 def is_dataset(path: Path) -> bool:
-    return path.is_dir() and (path / DATASET_META).is_file()
+    from traceviz.files.fileio import READ_LOCK, folder_lock
+
+    if not path.is_dir():
+        return False
+    with folder_lock(path, READ_LOCK, shared=True):  # not in the moment an import swaps
+        return (path / DATASET_META).is_file()
 
 
 def rank_files(directory: Path) -> list[Path]:

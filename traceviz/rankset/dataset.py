@@ -44,7 +44,13 @@ def _partition(path: str | Path, rank: int) -> str:
     if not any(folder.glob("*.parquet")):
         raise TraceVizError(f"{folder}: rank {rank}'s partition is missing (the dataset is "
                             "incomplete); import the rank folder again")
-    return str(folder / "*.parquet")
+    return _literal(str(folder)) + "/*.parquet"
+
+
+def _literal(path: str) -> str:
+    """``path`` as a DuckDB glob matching only itself: a dataset folder named ``ds?`` or
+    ``run[1]`` must not read ``ds1`` and ``ds2`` (each special character in brackets)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in path)
 
 
 def _duckdb_module() -> Any:
@@ -182,6 +188,16 @@ def analyze_dataset(path: Path, memory_limit: str | None = None,
     the per-rank figures (interval algorithms), and DuckDB computes the cross-rank kernel
     table over all partitions in SQL (spilling to disk past the limit), so analysis memory
     does not grow with the number of ranks."""
+    from traceviz.files.fileio import READ_LOCK, folder_lock
+
+    # shared with other readers; an import swapping in its partitions waits for it, and it
+    # for the swap: what is read is one dataset, never half of two
+    with folder_lock(path, READ_LOCK, shared=True):
+        return _analyze_dataset(path, memory_limit, on_rank, workers)
+
+
+def _analyze_dataset(path: Path, memory_limit: str | None,
+                     on_rank: Callable[[int, int], None] | None, workers: int | None):
     from traceviz.analyses.compare.ranks import summarize_ranks
 
     meta = dataset_meta(path)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traceviz.errors import InputError, RunFailed, TraceVizError
-from traceviz.files.fileio import atomic_output
+from traceviz.files.fileio import IMPORT_LOCK, READ_LOCK, atomic_output, folder_lock
 from traceviz.files.folders import DATASET_META, describe_folder, rank_files
 
 if TYPE_CHECKING:
@@ -168,45 +168,140 @@ JobMap = Callable[[list[tuple]], Iterator[tuple[int, Any]]]
 
 def import_folder(directory: Path, out: Path, workers: int | None = None,
                   on_rank: Callable[[int, int], None] | None = None,
-                  job_map: JobMap | None = None) -> dict:
+                  job_map: JobMap | None = None, force: bool = False) -> dict:
     """Write the dataset of a rank folder: ranks in parallel (``workers`` processes, each
     holding one rank at a time, so memory is bounded by workers x the largest rank), the
     metadata file last (a dataset without it is incomplete and is not read). ``job_map``
     runs ``import_rank`` over the jobs elsewhere (Ray tasks: ``cluster.ray_map``), yielding
-    (job index, result or the exception that lost it)."""
+    (job index, result or the exception that lost it).
+
+    ``out`` is traceviz's own only when its ``_traceviz.json`` says so; any other folder
+    that is not empty is refused without ``force``, and ``force`` replaces only the
+    ``rank=N`` folders traceviz wrote (``owned_ranks``). One import at a time holds the
+    folder (a second is refused); the partitions are staged, then swapped in while no
+    reader holds the folder, so a reader sees the old dataset or the new one."""
     files = rank_files(directory)
     if not files:
         raise InputError(describe_folder(directory))
     if out.resolve() == directory.resolve():
         raise InputError(f"{out}: is the rank folder itself; write the dataset elsewhere")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a folder")
     ranks, how = assign_ranks(files, [_probe_meta(f) for f in files])
+    busy = f"{out}: another import into {out} is running; wait for it to end"
+    if (out / IMPORT_LOCK).is_file():  # one running now is the reason, not what it wrote
+        with folder_lock(out, IMPORT_LOCK, wait=False, busy=busy):
+            pass
+    if out.exists():  # refused before a lock file is made in someone else's folder
+        _replaced(out, ranks, force, clean=False)
     created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TraceVizError(f"{out}: cannot create the dataset folder ({e.strerror})") from None
+    with folder_lock(out, IMPORT_LOCK, wait=False, busy=busy):
+        try:  # again, holding the folder: another import may have written it meanwhile
+            replaced = _replaced(out, ranks, force, clean=True)
+            meta = _import_staged(out, ranks, how, replaced, workers, on_rank, job_map)
+        except BaseException:
+            if created:
+                shutil.rmtree(out, ignore_errors=True)
+            raise
+    return meta
+
+
+def _import_staged(out: Path, ranks: list[RankFile], how: str, replaced: list[Path],
+                   workers: int | None, on_rank: Callable[[int, int], None] | None,
+                   job_map: JobMap | None) -> dict:
     # partitions go to a staging folder inside the dataset, moved into place when every rank
     # is done: a failed import leaves an earlier dataset as it was
     token = uuid.uuid4().hex
     stage = out / f".import-{token}"
-    stage.mkdir(parents=True)
-    (stage / MARKER).write_text(token)
-    jobs = [(r.rank, str(r.path), str(stage), token) for r in ranks]
     try:
+        try:
+            stage.mkdir()
+            (stage / MARKER).write_text(token)
+        except OSError as e:
+            raise TraceVizError(f"{out}: cannot write ({e.strerror})") from None
+        jobs = [(r.rank, str(r.path), str(stage), token) for r in ranks]
         results = _import_jobs(stage, ranks, jobs, workers, on_rank, job_map)
-        (out / DATASET_META).unlink(missing_ok=True)  # incomplete while partitions move
-        for old in out.glob("rank=*"):
-            shutil.rmtree(old)
-        for r in ranks:
-            (stage / f"rank={r.rank}").rename(out / f"rank={r.rank}")
         meta = {"format": DATASET_FORMAT, "schema_version": 2, "numbered": how,
                 "ranks": {str(r): {k: v for k, v in results[r].items() if k != "rank"}
                           for r in sorted(results)}}
-        with atomic_output(out / DATASET_META, force=True) as tmp:
-            tmp.write_text(json.dumps(meta, default=str))
-    except BaseException:
-        if created:
-            shutil.rmtree(out, ignore_errors=True)
-        raise
+        with folder_lock(out, READ_LOCK):  # no reader between the first move and the last
+            try:
+                (out / DATASET_META).unlink(missing_ok=True)  # incomplete while they move
+                for old in replaced:
+                    shutil.rmtree(old)
+                for r in ranks:
+                    (stage / f"rank={r.rank}").rename(out / f"rank={r.rank}")
+                with atomic_output(out / DATASET_META, force=True) as tmp:
+                    tmp.write_text(json.dumps(meta, default=str))
+            except OSError as e:
+                raise TraceVizError(f"{out}: cannot write ({e.strerror})") from None
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return meta
+
+
+def _replaced(out: Path, ranks: list[RankFile], force: bool, clean: bool) -> list[Path]:
+    """The folders of ``out`` the import replaces; refused where it would replace
+    anything else (``owned_ranks``)."""
+    replaced = owned_ranks(out, force, clean)
+    for r in ranks:  # a new rank's folder that is there and not traceviz's: kept
+        there = out / f"rank={r.rank}"
+        if (there.exists() or there.is_symlink()) and there not in replaced:
+            raise TraceVizError(f"{there}: holds files traceviz did not write; move them "
+                                "away to import here")
+    return replaced
+
+
+def owned_ranks(out: Path, force: bool, clean: bool = False) -> list[Path]:
+    """The ``rank=N`` folders of ``out`` that traceviz wrote (each holds its
+    ``part-0.parquet`` and nothing else), which ``force`` replaces; what ``out`` holds of
+    anyone else is never removed. A folder that holds anything and is no dataset (no
+    ``_traceviz.json`` of traceviz's) is refused without ``force``; a symbolic link where
+    a rank's folder goes is refused, ``force`` or not."""
+    from traceviz.files.folders import is_dataset
+
+    leftovers = [p for p in out.glob(".import-*") if (p / MARKER).is_file()]
+    for p in leftovers if clean else ():  # a killed import's staging: this one holds the lock
+        shutil.rmtree(p, ignore_errors=True)
+    held = sorted(p.name for p in out.iterdir()  # an import's staging, its marker not yet
+                  if p.name not in (IMPORT_LOCK, READ_LOCK)  # written, is none of them
+                  and not (p.name.startswith(".import-") and p.is_dir()))
+    if held and not force and is_dataset(out):
+        raise TraceVizError(f"{out}: a traceviz dataset already", option="force",
+                            action="replace it")
+    if held and not force:
+        shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+        raise TraceVizError(f"{out}: not a traceviz dataset (no {DATASET_META}) and not "
+                            f"empty ({shown})", option="force",
+                            action="write the dataset beside what it holds")
+    owned = []
+    for p in sorted(out.glob("rank=*")):
+        if p.is_symlink():
+            raise TraceVizError(f"{p}: a symbolic link where a rank's folder goes; "
+                                "traceviz neither follows nor removes it: remove it")
+        if p.is_dir() and _partition_only(p):
+            owned.append(p)
+    return owned
+
+
+def _partition_only(folder: Path) -> bool:
+    """Whether ``folder`` holds one traceviz partition (``part-0.parquet``) and nothing
+    else, or nothing (a rank folder a killed import emptied)."""
+    import pyarrow.parquet as pq
+
+    names = [p.name for p in folder.iterdir()]
+    if not names:
+        return True
+    if names != ["part-0.parquet"] or not (folder / names[0]).is_file():
+        return False
+    try:
+        return b"traceviz" in (pq.read_schema(folder / names[0]).metadata or {})
+    except (OSError, ValueError):
+        return False
 
 
 def _import_jobs(out: Path, ranks: list[RankFile], jobs: list[tuple], workers: int | None,
