@@ -27,9 +27,9 @@ JSON_KEYS = [
     "copy_fraction", "devices", "streams", "kernels", "launches", "copies", "graphs",
     "categories", "top_kernels", "other_kernels", "casts", "phases", "input_pipeline",
     "modules", "timings",
-    "timed_step", "host", "stream_overlap", "efficiency", "memory", "notes"]
+    "timed_step", "host", "stream_overlap", "communication", "efficiency", "memory", "notes"]
 LAZY = ["launches", "casts", "phases", "input_pipeline", "modules", "host", "stream_overlap",
-        "efficiency",
+        "communication", "efficiency",
         "memory"]
 
 

@@ -27,13 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from traceviz.algos.categorical import each, per_distinct
-from traceviz.algos.intervals import intersect_blocks, union_blocks
 from traceviz.analyses.advice.actions import remedy
 from traceviz.analyses.advice.base import Finding
-from traceviz.analyses.work import work_rows
 from traceviz.table.launch_apis import launch_kind
 from traceviz.units import fmt_ns, fmt_pct
 
@@ -70,29 +66,10 @@ def kernel_launches_without_kernels(ctx: Context) -> int:
 
 
 def exposed_communication(ctx: Context) -> tuple[int, int]:
-    """(communication time, the part no other kernel overlaps), inside the windows,
-    summed over devices."""
-    s = ctx.summary
-    work = work_rows(ctx.trace)
-    if s.cpu_trace or work.empty:
-        return 0, 0
-    cat = work["category"].astype(object).to_numpy()
-    ts = work["ts_ns"].to_numpy(np.int64)
-    end = ts + work["dur_ns"].to_numpy(np.int64)
-    dev = work["device"].to_numpy(np.int64)
-    comm_total = exposed = 0
-    windows = s.inputs.windows if s.inputs is not None else {}
-    for device, w in windows.items():
-        ws, we = w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64)
-        mine = dev == device
-        c = mine & (cat == "communication")
-        if not c.any():
-            continue
-        cs, ce = intersect_blocks(*union_blocks(ts[c], end[c]), ws, we)
-        os_, oe = intersect_blocks(cs, ce, *union_blocks(ts[mine & ~c], end[mine & ~c]))
-        comm_total += int((ce - cs).sum())
-        exposed += int((ce - cs).sum() - (oe - os_).sum())
-    return comm_total, exposed
+    """(communication time, the part no computation kernel overlaps), inside the
+    windows, summed over devices: the communication section's figures."""
+    c = ctx.summary.communication if not ctx.summary.cpu_trace else None
+    return (0, 0) if c is None else (c.comm_ns, c.exposed_ns)
 
 
 def step_bound(ctx: Context) -> Bound:

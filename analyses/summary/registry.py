@@ -11,6 +11,7 @@ from __future__ import annotations
 from traceviz.analyses.efficiency import ops as efficiency
 from traceviz.analyses.summary import (
     casts,
+    comm,
     host,
     launch,
     memory,
@@ -27,7 +28,8 @@ from traceviz.analyses.summary.totals import KERNEL_TABLES, NOTES, TIMED_STEP, T
 SECTIONS: list[Section] = [
     TOTALS, launch.SECTION, KERNEL_TABLES, casts.SECTION, phases.SECTION, pipeline.SECTION,
     modules.SECTION,
-    TIMINGS, TIMED_STEP, host.SECTION, streams.SECTION, efficiency.SECTION, memory.SECTION,
+    TIMINGS, TIMED_STEP, host.SECTION, streams.SECTION, comm.SECTION, efficiency.SECTION,
+    memory.SECTION,
     NOTES,
 ]
 
