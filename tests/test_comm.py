@@ -1,0 +1,115 @@
+"""The communication section on real traces of other projects: every expected figure
+(counts, bytes, bandwidth, exposed time) is computed here from the raw JSON with plain
+Python, never from traceviz's output."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import SHARED_TRACES
+from tests.test_bound import B200, DEEPSEEK, DLRM, _length, _ns, _overlap, _raw
+from traceviz import load
+from traceviz.analyses.summary.figures import summarize
+
+NCCL = SHARED_TRACES / "kineto" / "a100_nccl.json.gz"
+ELEM = {"Float": 4, "BFloat16": 2, "Long": 8, "Half": 2}
+
+
+def _kernels(path):
+    return [e for e in _raw(path) if e.get("cat") == "kernel"]
+
+
+def _section(path) -> dict:
+    return summarize(load(path)).to_dict()["communication"]
+
+
+def _exposed(path, is_comm) -> tuple[int, int]:
+    ks = _kernels(path)
+    comm = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in ks if is_comm(e["name"])]
+    other = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in ks
+             if not is_comm(e["name"])]
+    return _length(comm), _length(comm) - _overlap(comm, other)
+
+
+def test_nccl_kinds_messages_and_bandwidth_from_the_kernels_args():
+    """A100 DDP, 2 ranks: each NCCL kernel carries its message; all-reduce busbw =
+    algbw x 2(n-1)/n, broadcast = algbw."""
+    want: dict[str, dict] = {}
+    for e in _kernels(NCCL):
+        m = re.match(r"ncclKernel_(AllReduce|Broadcast)_", e["name"])
+        if not m:
+            continue
+        a = e["args"]
+        k = want.setdefault({"AllReduce": "all_reduce", "Broadcast": "broadcast"}[m[1]],
+                            {"count": 0, "ns": 0, "bytes": 0, "group": a["Group size"]})
+        k["count"] += 1
+        k["ns"] += _ns(e["dur"])
+        k["bytes"] += max(a["In msg nelems"], a["Out msg nelems"]) * ELEM[a["dtype"]]
+    c = _section(NCCL)
+    got = {k["kind"]: k for k in c["kinds"]}
+    assert set(got) == set(want) == {"all_reduce", "broadcast"}
+    for kind, w in want.items():
+        g = got[kind]
+        assert (g["count"], g["sized"], g["total_ns"], g["bytes"], g["group"]) == \
+            (w["count"], w["count"], w["ns"], w["bytes"], 2)
+        assert g["algbw_gbs"] == pytest.approx(w["bytes"] / w["ns"])
+    n = 2
+    assert got["all_reduce"]["busbw_gbs"] == pytest.approx(
+        want["all_reduce"]["bytes"] / want["all_reduce"]["ns"] * 2 * (n - 1) / n)
+    assert got["broadcast"]["busbw_gbs"] == pytest.approx(got["broadcast"]["algbw_gbs"])
+    assert c["link_gbs"] == 300.0  # the A100's NVLink, one direction
+    # exposed: the steps' windows hold every NCCL kernel after the first step's
+    assert 0 < c["exposed_ns"] <= c["comm_ns"]
+    assert sum(s["exposed_ns"] for s in c["per_step"]) == c["exposed_ns"]
+
+
+def test_b200_all_gather_message_and_multimem_all_reduce_never_overlapped():
+    ks = _kernels(B200)
+    gather = [e for e in ks if e["name"].startswith("ncclDevKernel_AllGather")]
+    multimem = [e for e in ks if "multimem_all_reduce_kernel" in e["name"]]
+    c = _section(B200)
+    got = {k["kind"]: k for k in c["kinds"]}
+    assert got["all_reduce"]["count"] == len(multimem) == 73
+    assert got["all_gather"]["count"] == len(gather) == 1
+    a = gather[0]["args"]
+    size = a["Out msg nelems"] * 2  # BFloat16: the output of an all-gather is its size
+    assert got["all_gather"]["bytes"] == size and got["all_gather"]["dtype"] == "BFloat16"
+    algbw = size / _ns(gather[0]["dur"])
+    assert got["all_gather"]["busbw_gbs"] == pytest.approx(algbw * 7 / 8)
+    assert got["all_reduce"]["sized"] == 0  # symmetric memory records no message
+    total, exposed = _exposed(B200, lambda n: "multimem_all_reduce" in n
+                              or n.startswith("nccl"))
+    assert (c["comm_ns"], c["exposed_ns"]) == (total, exposed) and total == exposed
+    assert c["overlap_fraction"] == 0.0
+
+
+def test_deepseek_deepep_kinds_and_exposed_time():
+    """DeepEP on H800: dispatch, combine and their notify steps, 4.19 ms exposed."""
+    names = [e["name"] for e in _kernels(DEEPSEEK) if "dpsk::ep::" in e["name"]]
+    notify = sum("notify" in n for n in names)
+    dispatch = sum("dispatch" in n and "notify" not in n for n in names)
+    combine = sum("::combine<" in n for n in names)
+    c = _section(DEEPSEEK)
+    got = {k["kind"]: k["count"] for k in c["kinds"]}
+    assert got == {"notify": notify, "dispatch": dispatch, "combine": combine}
+    assert sum(got.values()) == len(names) == 36
+    total, exposed = _exposed(DEEPSEEK, lambda n: "dpsk::ep::" in n)
+    assert (c["comm_ns"], c["exposed_ns"]) == (total, exposed) == (113_440_000, 4_190_000)
+    assert c["overlap_fraction"] == pytest.approx((total - exposed) / total)
+
+
+def test_dlrm_rank0_per_step():
+    total, exposed = _exposed(DLRM, lambda n: n.startswith("nccl"))
+    c = _section(DLRM)
+    kinds = {k["kind"]: k["count"] for k in c["kinds"]}
+    names = [e["name"] for e in _kernels(DLRM) if e["name"].startswith("nccl")]
+    assert kinds == {"send_recv": sum("SendRecv" in n for n in names),
+                     "all_reduce": sum("AllReduce" in n for n in names)}
+    assert [(s["comm_ns"], s["exposed_ns"]) for s in c["per_step"]] == [(total, exposed)]
+
+
+def test_no_collectives_no_section():
+    assert summarize(load(SHARED_TRACES / "foreign" / "kineto" / "h1_kineto_v100_resnet50.pt.trace.json.gz")
+                     ).to_dict()["communication"] is None
