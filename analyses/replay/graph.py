@@ -90,6 +90,9 @@ class ReplayGraph:
     unexplained_rows: int    # rows that started late with no wait found
     unexplained_ns: int
     event_waits: int = 0     # rows that wait on another stream by a recorded event wait
+    # per device row, the earliest it may start (NEVER: no floor): a collective starts no
+    # earlier than recorded, so it ends no earlier than the other ranks let it
+    d_not_before: np.ndarray | None = None
 
     def with_changes(self, **arrays: Any) -> ReplayGraph:
         return replace(self, **arrays)
@@ -236,6 +239,7 @@ def build(trace: Trace) -> ReplayGraph:
         d_dep=d_dep, d_dep_lat=d_dep_lat, d_removed=np.zeros(len(dev), bool),
         d_gap=gap, latency_ns=latency, queue_gap_ns=gaps, wait_latency_ns=wait_lat,
         event_waits=int((event_dep >= 0).sum()),
+        d_not_before=_collective_floor(dev, d_ts),
         unexplained_rows=int(lost.sum()),
         unexplained_ns=int((d_ts - explained)[lost].sum()),
     )
@@ -336,6 +340,15 @@ def _thread_waits(pid: np.ndarray, chain: np.ndarray, ts: np.ndarray, dur: np.nd
     return after
 
 
+def _collective_floor(dev: pd.DataFrame, d_ts: np.ndarray) -> np.ndarray | None:
+    """A collective kernel is a synchronization point with the other ranks: it ends when
+    the last of them arrives. The replay keeps the others as recorded, so the kernel
+    starts no earlier than it did and ends no earlier (this rank arriving sooner waits
+    longer); None where the trace has no collective."""
+    comm = ((dev["kind"] == "kernel") & (dev["category"] == "communication")).to_numpy()
+    return np.where(comm, d_ts, NEVER) if comm.any() else None
+
+
 def solve(g: ReplayGraph) -> Solution:
     """Start and end of every host node and device row in the replay."""
     h_ids, d_ids = g.h_chain, g.d_stream
@@ -375,6 +388,8 @@ def solve(g: ReplayGraph) -> Solution:
         ready = np.where(launched & ~g.d_removed, base + g.d_offset, ready)
         dep_ready = np.where(has_dep, d_end[np.maximum(g.d_dep, 0)] + g.d_dep_lat, NEVER)
         ready = np.maximum(ready, np.where(g.d_removed, NEVER, dep_ready))
+        if g.d_not_before is not None:
+            ready = np.maximum(ready, np.where(g.d_removed, NEVER, g.d_not_before))
         z = _grouped_cummax(ready - (big_d - step), d_ids) if len(d_dur) else ready
         new_end = big_d + z - np.where(g.d_removed, 0, g.d_gap)
         if prev is not None and np.array_equal(prev[0], h_end) \
