@@ -138,3 +138,50 @@ def test_whatif_keeps_each_collective_end_where_the_trace_put_it():
     assert COLLECTIVES_KEPT in s.assumptions
     # what is left to save is host time around the collectives: a few percent of the step
     assert 0 < s.saving_ns < 0.05 * s.predicted_ns
+
+
+DLRM_RANKS = SHARED_TRACES / "foreign" / "kineto" / "h3_param_dlrm_8rank"
+
+
+def _rank_collectives_raw(path) -> list[tuple[str, int, int, int]]:
+    """(kind, launch, start, end) in µs·1000 of every NCCL kernel, in start order: the
+    launch is the runtime call of the same correlation id."""
+    ev = _raw(path)
+    launch = {e["args"]["correlation"]: _ns(e["ts"]) for e in ev
+              if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    out = []
+    for e in sorted((e for e in ev if e.get("cat") == "kernel"
+                     and e["name"].startswith("nccl")), key=lambda e: _ns(e["ts"])):
+        kind = "send_recv" if "SendRecv" in e["name"] else "all_reduce"
+        s = _ns(e["ts"])
+        out.append((kind, launch[e["args"]["correlation"]], s, s + _ns(e["dur"])))
+    return out
+
+
+def test_ranks_by_arrival_on_the_dlrm_folder():
+    """Match the k-th collective of each kind across the 8 ranks: rank 7 launches last
+    into 5 of the 8; the ranks that wait longest are others; ends agree within µs."""
+    from traceviz.rankset.folder import analyze_folder
+
+    raw = {int(re.search(r"worker(\d)", p.name)[1]): _rank_collectives_raw(p)
+           for p in DLRM_RANKS.iterdir()}
+    matched: dict[tuple[str, int], dict[int, tuple[int, int, int]]] = {}
+    for rank, rows in raw.items():
+        seen: dict[str, int] = {}
+        for kind, launch, start, end in rows:
+            k = seen[kind] = seen.get(kind, -1) + 1
+            matched.setdefault((kind, k), {})[rank] = (launch, start, end)
+    last = [max(sorted(m), key=lambda r: m[r][0]) for m in matched.values()]
+    waits = {r: sum(max(x[1] for x in m.values()) - m[r][1] for m in matched.values())
+             for r in raw}
+    assert len(matched) == 8 and last.count(7) == 5
+    assert max(max(x[2] for x in m.values()) - min(x[2] for x in m.values())
+               for m in matched.values()) <= 7_000
+    a = analyze_folder(DLRM_RANKS, workers=1).arrivals
+    assert a is not None and a.straggler == 7 and not a.clock_corrected
+    per = a.per_rank.set_index("rank")
+    assert per.loc[7, "last"] == 5 and int(per["last"].sum()) == 8
+    assert {r: int(per.loc[r, "wait_ns"]) for r in raw} == waits
+    longest = max(waits, key=lambda r: waits[r])
+    assert a.waits_longest[0] == longest != 7
+    assert a.collectives["end_spread_ns"].max() <= 7_000
