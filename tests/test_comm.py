@@ -4,7 +4,10 @@ Python, never from traceviz's output."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +188,54 @@ def test_ranks_by_arrival_on_the_dlrm_folder():
     longest = max(waits, key=lambda r: waits[r])
     assert a.waits_longest[0] == longest != 7
     assert a.collectives["end_spread_ns"].max() <= 7_000
+
+
+@pytest.mark.capture
+def test_capture_of_a_data_parallel_run_under_gloo(tmp_path):
+    """`capture --ranks 2` runs the DDP example under torchrun (Gloo on the CPU): one
+    trace per rank in one folder, read back as a rank folder with its all-reduces."""
+    import statistics
+    import subprocess
+    import sys
+
+    from tests.conftest import needs
+    from traceviz.rankset.folder import analyze_folder
+
+    needs("torch")
+    root = Path(__file__).resolve().parents[1]
+    run = tmp_path / "ddp"
+    done = subprocess.run([sys.executable, "-m", "traceviz", "capture", "--ranks", "2",
+                           "--warmup", "2", "--profile-steps", "3", "--out", str(run), "--",
+                           sys.executable, str(root / "examples" / "ddp_lstm.py"), "--steps",
+                           "8"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Arrivals at the" in done.stdout
+    raw = {}
+    for r in (0, 1):
+        path = run / f"rank-{r}.pt.trace.json.gz"
+        with gzip.open(path) as f:
+            doc = json.load(f)
+        assert doc["distributedInfo"]["backend"] == "gloo"
+        assert doc["distributedInfo"]["rank"] == r
+        raw[r] = sorted((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]))
+                        for e in doc["traceEvents"] if e.get("name") == "gloo:all_reduce")
+        c = summarize(load(path)).to_dict()["communication"]
+        assert c["host_records"] and c["kinds"][0]["kind"] == "all_reduce"
+        assert c["kinds"][0]["count"] == len(raw[r]) > 0
+        assert c["kinds"][0]["total_ns"] == sum(e - s for s, e in raw[r])
+    n = min(len(v) for v in raw.values())
+    assert len(raw[0]) == len(raw[1]) == n
+    # one host, one clock: offsets from the common end stay small; last = latest start
+    common = [statistics.median([raw[r][k][1] for r in raw]) for k in range(n)]
+    offsets = {r: statistics.median([raw[r][k][1] - common[k] for k in range(n)])
+               for r in raw}
+    shift = {r: offsets[r] if max(abs(o) for o in offsets.values()) > 2_000_000 else 0
+             for r in raw}
+    last = [max(sorted(raw), key=lambda r: raw[r][k][0] - shift[r]) for k in range(n)]
+    a = analyze_folder(run, workers=1).arrivals
+    assert a is not None and len(a.collectives) == n
+    per = a.per_rank.set_index("rank")
+    assert {r: int(per.loc[r, "last"]) for r in raw} == {r: last.count(r) for r in raw}
+    if last.count(0) != last.count(1):
+        assert a.straggler == max(sorted(raw), key=last.count)

@@ -447,7 +447,7 @@ def test_rank_tables_fit_the_width_without_cutting_a_figure(eight, capsys, width
     text = " ".join(lines)
     left = text[text.index("left out at"):].split(" (")[0] if "left out at" in text else ""
     tables = dict(x.split(": ") for x in left.split(": ", 1)[1].split("; ")) if left else {}
-    assert set(tables) <= {"ranks", "stragglers", "top kernels"}
+    assert set(tables) <= {"ranks", "stragglers", "arrivals", "top kernels"}
     named = tables.get("ranks", "").split(", ")
     assert left.startswith(f"left out at {width} columns: ") or not left
     assert bool(left) == (width <= 80)  # 100 columns hold every column of these ranks

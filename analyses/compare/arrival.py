@@ -15,11 +15,12 @@ The rank that arrives last is the one whose launch came last; the wait it causes
 others' waits on that collective. The straggler is the rank that arrives last most often
 (ties: the larger wait caused), named apart from the ranks that wait longest.
 
-Clocks: the ranks' collectives end together (within microseconds), so each rank's clock
-offset is the median, over its collectives, of its end less the collective's median end.
-Ranks on one host share its clock and show offsets of a few microseconds; where an offset
-exceeds ``CLOCK_SKEW_NS`` (ranks on several hosts) every time of that rank is corrected
-by it before arrivals are compared.
+Clocks: the ranks' collectives end together (NCCL kernels within microseconds; a CPU
+backend's within a millisecond or so, its threads scheduled among the others), so each
+rank's clock offset is the median, over its collectives, of its end less the collective's
+median end. Ranks on one host share its clock; where an offset exceeds ``CLOCK_SKEW_NS``
+(ranks on several hosts, whose clocks NTP keeps milliseconds apart) every time of that
+rank is corrected by it before arrivals are compared.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import pandas as pd
 
 from traceviz.analyses.stats import plain_row
 
-CLOCK_SKEW_NS = 50_000
+CLOCK_SKEW_NS = 2_000_000
 COLUMNS = ["kind", "pg", "seq", "launch_ns", "start_ns", "end_ns"]
 
 
@@ -131,7 +132,9 @@ def arrivals(per_rank: dict[int, pd.DataFrame]) -> Arrivals | None:
     top = table.sort_values(["last", "caused_ns", "rank"], ascending=[False, False, True],
                             kind="stable")
     straggler = int(top["rank"].iloc[0]) if int(top["last"].iloc[0]) else None
-    longest = table.sort_values(["wait_ns", "rank"], ascending=[False, True], kind="stable")
+    # the ranks that wait longest, the straggler left out: they wait, it is late
+    longest = table[table["rank"] != (-1 if straggler is None else straggler)].sort_values(
+        ["wait_ns", "rank"], ascending=[False, True], kind="stable")
     return Arrivals(coll, table, straggler,
                     [int(r) for r in longest["rank"].head(3)], corrected)
 

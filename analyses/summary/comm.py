@@ -2,8 +2,9 @@
 and how much of their time no computation hides.
 
 Communication rows are the ``communication`` category (``table/classify.py``): on a GPU
-trace its kernels, on a CPU trace the host's record of each collective
-(``record_param_comms``, else the backend's own ops such as ``gloo:all_reduce``). Each
+trace its kernels; on a CPU trace the backend's own work where it records it (Gloo's
+``gloo:all_reduce`` ranges on its threads), else the host's record of each collective
+(``record_param_comms``, else the ``c10d::`` ops). Each
 gets its collective kind (``classify.collective_kind``; where the name says none, the
 collective name Kineto recorded beside it).
 
@@ -82,10 +83,15 @@ def comm_rows(trace: Trace) -> pd.DataFrame:
     bytes (-1: not recorded), dtype, group size, process group."""
     ev = trace.events
     if trace.is_cpu:
+        # the backend's own work (Gloo's "gloo:all_reduce" ranges on its threads: the
+        # collective as it ran, waiting included), else the record of each call
+        ann = is_in(ev["kind"], "annotation")
+        ann &= per_distinct(ev["name"], each(lambda n: collective_kind(n) is not None),
+                            fill=False).astype(bool)
         ops = is_in(ev["kind"], "op") & is_in(ev["category"], "communication")
         names = ev["name"].astype(str).to_numpy()
-        mask = ops & np.isin(names, HOST_RECORDS)
-        rows = ev[mask if mask.any() else ops]
+        records = ops & np.isin(names, HOST_RECORDS)
+        rows = ev[ann if ann.any() else records if records.any() else ops]
     else:
         rows = ev[is_in(ev["kind"], "kernel") & is_in(ev["category"], "communication")]
     msg = _messages(rows["details"]) if len(rows) else []
