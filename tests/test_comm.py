@@ -239,3 +239,28 @@ def test_capture_of_a_data_parallel_run_under_gloo(tmp_path):
     assert {r: int(per.loc[r, "last"]) for r in raw} == {r: last.count(r) for r in raw}
     if last.count(0) != last.count(1):
         assert a.straggler == max(sorted(raw), key=last.count)
+
+
+def test_whatif_on_the_rank_folder_joins_the_collectives():
+    """Every DLRM rank replayed together: as recorded, each collective starts on every
+    rank when the last rank's kernel started (from the raw kernels, within 20 µs), and the
+    job's step is the slowest rank's; CUDA graphs on every rank move the collectives."""
+    from traceviz.analyses.whatif.ranks import whatif_ranks
+    from traceviz.rankset.folder import rank_traces
+
+    raw = {int(re.search(r"worker(\d)", p.name)[1]): _rank_collectives_raw(p)
+           for p in DLRM_RANKS.iterdir()}
+    latest: dict[tuple[str, int], int] = {}
+    for rows in raw.values():
+        seen: dict[str, int] = {}
+        for kind, _, start, _ in rows:
+            k = seen[kind] = seen.get(kind, -1) + 1
+            latest[(kind, k)] = max(latest.get((kind, k), 0), start)
+    w = whatif_ranks(rank_traces(DLRM_RANKS), ("cuda_graphs",))
+    assert w.collectives == len(latest) == 8
+    got = dict(zip(w.keys, w.starts["as recorded"].tolist(), strict=True))
+    assert all(abs(got[k] - latest[k]) <= 20_000 for k in latest)
+    assert w.job() == int(w.per_rank["replayed_ns"].max())
+    assert 0 < w.job("cuda_graphs") < w.job()
+    moved = w.starts["cuda_graphs"] - w.starts["as recorded"]
+    assert (moved <= 0).all() and (moved < 0).any()
