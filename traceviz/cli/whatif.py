@@ -25,7 +25,8 @@ class WhatIfCommand(Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("trace", type=Path,
-                       help="a traceviz .parquet, any raw trace, or a capture's run folder")
+                       help="a traceviz .parquet, any raw trace, a capture's run folder, or a "
+                            "folder of rank traces (every rank replayed together)")
         p.add_argument("--scenario", action="append", metavar="NAME[=X][+NAME...]",
                        help=LazyHelp(_scenario_help))
         p.add_argument("--json", action="store_true", help="print one JSON object")
