@@ -264,3 +264,13 @@ def test_whatif_on_the_rank_folder_joins_the_collectives():
     assert 0 < w.job("cuda_graphs") < w.job()
     moved = w.starts["cuda_graphs"] - w.starts["as recorded"]
     assert (moved <= 0).all() and (moved < 0).any()
+
+
+def test_gloo_ranges_on_a_cpu_trace():
+    """A CPU trace of a Gloo job: the collectives are Gloo's own ranges on its threads."""
+    path = SHARED_TRACES / "kineto" / "cpu_only.json.gz"
+    gloo = [e for e in _raw(path) if e["name"].startswith("gloo:all_reduce")]
+    c = _section(path)
+    assert c["host_records"] and c["overlap_fraction"] is None
+    assert [(k["kind"], k["count"], k["total_ns"]) for k in c["kinds"]] == [
+        ("all_reduce", len(gloo), sum(_ns(e["dur"]) for e in gloo))]
