@@ -185,6 +185,10 @@ def test_ranks_by_arrival_on_the_dlrm_folder():
     per = a.per_rank.set_index("rank")
     assert per.loc[7, "last"] == 5 and int(per["last"].sum()) == 8
     assert {r: int(per.loc[r, "wait_ns"]) for r in raw} == waits
+    late = {r: sum(m[r][0] - min(x[0] for x in m.values()) for m in matched.values())
+            for r in raw}
+    assert {r: int(per.loc[r, "launch_late_ns"]) for r in raw} == late
+    assert max(late, key=lambda r: late[r]) == 7
     longest = max(waits, key=lambda r: waits[r])
     assert a.waits_longest[0] == longest != 7
     assert a.collectives["end_spread_ns"].max() <= 7_000

@@ -61,7 +61,8 @@ class Arrivals:
     collectives: pd.DataFrame  # kind, pg, seq, ranks, last_rank (by launch), launch_lag_ns,
     #                            last_start_rank, max_wait_ns, caused_ns, end_spread_ns
     per_rank: pd.DataFrame     # rank, last (times it arrived last), caused_ns, wait_ns,
-    #                            offset_ns
+    #                            launch_late_ns, start_late_ns (summed over collectives:
+    #                            its launch / kernel start after the first rank's), offset_ns
     straggler: int | None      # the rank that arrives last most often
     waits_longest: list[int] = field(default_factory=list)
     clock_corrected: bool = False
@@ -94,6 +95,9 @@ def arrivals(per_rank: dict[int, pd.DataFrame]) -> Arrivals | None:
     g = d.groupby(key, sort=False)
     latest_start = g["start_ns"].transform("max").to_numpy(np.int64)
     d["wait_ns"] = latest_start - d["start_ns"].to_numpy(np.int64)
+    # how late each rank's launch and kernel start came after the first rank's
+    d["launch_late_ns"] = d["launch_ns"] - g["launch_ns"].transform("min")
+    d["start_late_ns"] = d["start_ns"] - g["start_ns"].transform("min")
     # the last to arrive: the latest launch; ties: the lowest rank
     order = d.sort_values(key + ["launch_ns", "rank"], ascending=[True] * 3 + [False, True],
                           kind="stable")
@@ -123,11 +127,14 @@ def arrivals(per_rank: dict[int, pd.DataFrame]) -> Arrivals | None:
     times_last = coll["last_rank"].value_counts()
     caused_by = coll.groupby("last_rank")["caused_ns"].sum()
     waited = d.groupby("rank")["wait_ns"].sum()
+    late = d.groupby("rank")[["launch_late_ns", "start_late_ns"]].sum()
     table = pd.DataFrame({
         "rank": ranks,
         "last": [int(times_last.get(r, 0)) for r in ranks],
         "caused_ns": [int(caused_by.get(r, 0)) for r in ranks],
         "wait_ns": [int(waited.get(r, 0)) for r in ranks],
+        "launch_late_ns": [int(late["launch_late_ns"].get(r, 0)) for r in ranks],
+        "start_late_ns": [int(late["start_late_ns"].get(r, 0)) for r in ranks],
         "offset_ns": [int(offsets.get(r, 0)) for r in ranks]})
     top = table.sort_values(["last", "caused_ns", "rank"], ascending=[False, False, True],
                             kind="stable")
