@@ -189,6 +189,10 @@ def test_ranks_by_arrival_on_the_dlrm_folder():
             for r in raw}
     assert {r: int(per.loc[r, "launch_late_ns"]) for r in raw} == late
     assert max(late, key=lambda r: late[r]) == 7
+    kinds = {k["kind"]: (k["ranks"], k["count"], k["total_ns"]) for k in a.to_dict()["kinds"]}
+    assert kinds == {kind: (8, sum(x[0] == kind for rows in raw.values() for x in rows),
+                            sum(x[3] - x[2] for rows in raw.values() for x in rows
+                                if x[0] == kind)) for kind in ("send_recv", "all_reduce")}
     longest = max(waits, key=lambda r: waits[r])
     assert a.waits_longest[0] == longest != 7
     assert a.collectives["end_spread_ns"].max() <= 7_000

@@ -66,9 +66,12 @@ class Arrivals:
     straggler: int | None      # the rank that arrives last most often
     waits_longest: list[int] = field(default_factory=list)
     clock_corrected: bool = False
+    kinds: pd.DataFrame = field(default_factory=pd.DataFrame)  # kinds_across
 
     def to_dict(self) -> dict[str, Any]:
-        return {"straggler": self.straggler, "waits_longest": self.waits_longest,
+        return {"straggler": self.straggler,
+                "kinds": [plain_row(r) for r in self.kinds.to_dict("records")],
+                "waits_longest": self.waits_longest,
                 "clock_corrected": self.clock_corrected,
                 "collectives": [plain_row(r) for r in self.collectives.to_dict("records")],
                 "per_rank": [plain_row(r) for r in self.per_rank.to_dict("records")]}
@@ -143,10 +146,28 @@ def arrivals(per_rank: dict[int, pd.DataFrame]) -> Arrivals | None:
     longest = table[table["rank"] != (-1 if straggler is None else straggler)].sort_values(
         ["wait_ns", "rank"], ascending=[False, True], kind="stable")
     return Arrivals(coll, table, straggler,
-                    [int(r) for r in longest["rank"].head(3)], corrected)
+                    [int(r) for r in longest["rank"].head(3)], corrected,
+                    kinds_across(per_rank))
 
 
 def _clock_offsets(d: pd.DataFrame) -> pd.Series:
     """Per rank: the median of its collectives' ends less each collective's median end."""
     common = d.groupby(["kind", "pg", "seq"], sort=False)["end_ns"].transform("median")
     return (d["end_ns"] - common).groupby(d["rank"]).median().round().astype(np.int64)
+
+
+def kinds_across(per_rank: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    """Per collective kind over the ranks: ranks that ran it, count and time in all, and
+    the largest one rank's time (its collectives' durations, waiting included)."""
+    parts = [f.assign(rank=r) for r, f in per_rank.items() if len(f)]
+    cols = ["kind", "ranks", "count", "total_ns", "max_rank_ns"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    d = pd.concat(parts, ignore_index=True)
+    d["dur_ns"] = d["end_ns"].to_numpy(np.int64) - d["start_ns"].to_numpy(np.int64)
+    per = d.groupby(["kind", "rank"], sort=False)["dur_ns"].agg(["size", "sum"]).reset_index()
+    out = per.groupby("kind", sort=False).agg(ranks=("rank", "nunique"), count=("size", "sum"),
+                                              total_ns=("sum", "sum"),
+                                              max_rank_ns=("sum", "max")).reset_index()
+    return out.sort_values("total_ns", ascending=False, kind="stable")[cols] \
+        .reset_index(drop=True)
