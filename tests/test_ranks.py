@@ -345,8 +345,9 @@ def test_many_ranks_list_the_slowest_ranks_and_the_widest_steps():
     per_step = {s: sorted(times[k][s] for k in range(n)) for s in range(steps)}
     spread_of = {s: v[-1] / ((v[n // 2 - 1] + v[n // 2]) / 2) for s, v in per_step.items()}
     widest = sorted(sorted(spread_of, key=lambda s: -spread_of[s])[:top])
-    title = next(i for i, x in enumerate(lines) if x.startswith("Stragglers: the"))
-    assert lines[title] == f"Stragglers: the {top} of {steps} steps with the widest max/median"
+    title = next(i for i, x in enumerate(lines) if x.startswith("Slowest rank per step: the"))
+    assert lines[title] == (f"Slowest rank per step: the {top} of {steps} steps with the "
+                            "widest max/median")
     got = [[float(c) if "." in c else int(c) for c in x.split()[:3]]
            for x in lines[title + 4:title + 4 + top]]
     assert [g[0] for g in got] == widest and lines[title + 4 + top].strip() == ""
@@ -359,7 +360,7 @@ def test_many_ranks_list_the_slowest_ranks_and_the_widest_steps():
     title = lines.index("Ranks (8)")
     assert [int(x.split()[0]) for x in lines[title + 4:title + 12]] == list(range(8))
     assert not any(x.startswith("median step over all") for x in lines)
-    title = lines.index("Stragglers: per step, the slowest rank")
+    title = lines.index("Slowest rank per step (slow, not late: see the arrivals)")
     assert [int(x.split()[0]) for x in lines[title + 4:title + 36]] == list(range(32))
 
 

@@ -76,8 +76,8 @@ def ranks_render(s: RanksSummary, top: int = 10, width: int = 120) -> Group:
                  fmt_ns(r.median_ns), "–" if pd.isna(r.spread) else f"{r.spread:.3f}"]
                 for r in steps.itertuples(index=False)]
         st, left["stragglers"] = fitted_table(
-            "Stragglers: per step, the slowest rank" if steps is s.stragglers
-            else f"Stragglers: the {len(steps)} of {len(s.stragglers):,} steps with the "
+            "Slowest rank per step (slow, not late: see the arrivals)" if steps is s.stragglers
+            else f"Slowest rank per step: the {len(steps)} of {len(s.stragglers):,} steps with the "
                  "widest max/median", _STRAGGLER_COLS, rows, width)
         parts.append(st)
     if s.arrivals is not None:
