@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     opts, target = argv[:split], argv[split + 1:]
     cfg = json.loads(Path(opts[opts.index("--config") + 1]).read_text())
     out = Path(opts[opts.index("--out") + 1])
+    if cfg.get("ranks") and "RANK" in os.environ:  # one of torchrun's processes
+        out = out / f"rank-{int(os.environ['RANK'])}"
+        out.mkdir(parents=True, exist_ok=True)
     events = _events()
 
     def emit(event: str, **fields: object) -> None:

@@ -121,3 +121,37 @@ def test_codes_helpers_agree_with_text_on_real_tables():
             got = from_used_codes(c, categories)
             assert got.equals(want) and list(got.categories) == list(want.categories)
             assert got.dtype == want.dtype
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+     "send_recv"),
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+     "all_reduce"),
+    ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "all_gather"),
+    ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+     "reduce_scatter"),
+    ("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+     "broadcast"),
+    ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*)",
+     "all_reduce"),
+    ("void c10d::symmetric_memory::one_shot_all_reduce_kernel<float, 16, 8>(float*)",
+     "all_reduce"),
+    ("void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*)", "dispatch"),
+    ("void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*)",
+     "combine"),
+    ("void dpsk::ep::internode::notify_dispatch<false, 8>(int const*, long*)", "notify"),
+    ("void dpsk::ep::internode::cached_notify<false>(int, int)", "notify"),
+    ("gloo:all_reduce", "all_reduce"), ("gloo:broadcast", "broadcast"),
+    ("c10d::allreduce_", "all_reduce"), ("c10d::alltoall_base_", "all_to_all"),
+    ("c10d::_allgather_base_", "all_gather"), ("c10d::_reduce_scatter_base_", "reduce_scatter"),
+    ("nccl:all_to_all", "all_to_all"), ("record_param_comms", "other"),
+    ("all-reduce-start.3", "all_reduce"), ("collective-permute-done", "permute"),
+    ("all-to-all.1", "all_to_all"), ("reduce-scatter.2", "reduce_scatter"),
+    ("nvshmemi_barrier_all_kernel", "barrier"),
+    ("volta_sgemm_128x64_nn", None), ("recv_kernel_fusion", None),
+])
+def test_collective_kind(name, kind):
+    from traceviz.table.classify import collective_kind
+
+    assert collective_kind(name) == kind

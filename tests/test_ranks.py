@@ -346,8 +346,9 @@ def test_many_ranks_list_the_slowest_ranks_and_the_widest_steps():
     per_step = {s: sorted(times[k][s] for k in range(n)) for s in range(steps)}
     spread_of = {s: v[-1] / ((v[n // 2 - 1] + v[n // 2]) / 2) for s, v in per_step.items()}
     widest = sorted(sorted(spread_of, key=lambda s: -spread_of[s])[:top])
-    title = next(i for i, x in enumerate(lines) if x.startswith("Stragglers: the"))
-    assert lines[title] == f"Stragglers: the {top} of {steps} steps with the widest max/median"
+    title = next(i for i, x in enumerate(lines) if x.startswith("Slowest rank per step: the"))
+    assert lines[title] == (f"Slowest rank per step: the {top} of {steps} steps with the "
+                            "widest max/median")
     got = [[float(c) if "." in c else int(c) for c in x.split()[:3]]
            for x in lines[title + 4:title + 4 + top]]
     assert [g[0] for g in got] == widest and lines[title + 4 + top].strip() == ""
@@ -360,7 +361,7 @@ def test_many_ranks_list_the_slowest_ranks_and_the_widest_steps():
     title = lines.index("Ranks (8)")
     assert [int(x.split()[0]) for x in lines[title + 4:title + 12]] == list(range(8))
     assert not any(x.startswith("median step over all") for x in lines)
-    title = lines.index("Stragglers: per step, the slowest rank")
+    title = lines.index("Slowest rank per step (slow, not late: see the arrivals)")
     assert [int(x.split()[0]) for x in lines[title + 4:title + 36]] == list(range(32))
 
 
@@ -448,7 +449,7 @@ def test_rank_tables_fit_the_width_without_cutting_a_figure(eight, capsys, width
     text = " ".join(lines)
     left = text[text.index("left out at"):].split(" (")[0] if "left out at" in text else ""
     tables = dict(x.split(": ") for x in left.split(": ", 1)[1].split("; ")) if left else {}
-    assert set(tables) <= {"ranks", "stragglers", "top kernels"}
+    assert set(tables) <= {"ranks", "stragglers", "arrivals", "top kernels"}
     named = tables.get("ranks", "").split(", ")
     assert left.startswith(f"left out at {width} columns: ") or not left
     assert bool(left) == (width <= 80)  # 100 columns hold every column of these ranks

@@ -28,9 +28,9 @@ JSON_KEYS = [
     "graphs", "kernel_activity",
     "categories", "top_kernels", "other_kernels", "casts", "phases", "input_pipeline",
     "modules", "timings",
-    "timed_step", "host", "stream_overlap", "efficiency", "memory", "notes"]
+    "timed_step", "host", "stream_overlap", "communication", "efficiency", "memory", "notes"]
 LAZY = ["step_windows", "launches", "kernel_activity", "casts", "phases", "input_pipeline",
-        "modules", "host", "stream_overlap", "efficiency", "memory"]
+        "modules", "host", "stream_overlap", "communication", "efficiency", "memory"]
 
 
 @pytest.fixture(scope="module")

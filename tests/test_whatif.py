@@ -212,14 +212,17 @@ def test_device_rows_without_their_launch_calls():
     assert w.scenario("gemm_speedup=2").applies
 
 
-def test_a_rank_folder_is_not_one_trace(tmp_path, capsys):
+def test_a_rank_folder_replays_every_rank(tmp_path, capsys):
+    """A folder of rank traces is replayed rank by rank, its collectives joined (the
+    figures: tests/test_comm.py)."""
     import shutil
 
     for k in (0, 1):
         shutil.copy(SHARED_TRACES / "kineto" / f"ampere_sampled_rank{k}.json.gz", tmp_path)
-    assert main(["whatif", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "a folder of 2 rank traces, not one trace" in err
+    assert main(["whatif", str(tmp_path), "--scenario", "cuda_graphs", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in out["per_rank"]] == [0, 1] and out["collectives"] > 0
+    assert out["replayed_ns"] == max(r["replayed_ns"] for r in out["per_rank"])
 
 
 def test_whatif_brief_fits_one_screen(capsys):

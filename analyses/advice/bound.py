@@ -27,12 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from traceviz.algos.intervals import intersect_blocks, union_blocks
 from traceviz.analyses.advice.actions import remedy
 from traceviz.analyses.advice.base import Finding
-from traceviz.analyses.work import work_rows
 from traceviz.units import fmt_ns, fmt_pct
 
 if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
@@ -58,29 +54,10 @@ class Bound:
 
 
 def exposed_communication(ctx: Context) -> tuple[int, int]:
-    """(communication time, the part no other kernel overlaps), inside the windows,
-    summed over devices."""
-    s = ctx.summary
-    work = work_rows(ctx.trace)
-    if s.cpu_trace or work.empty:
-        return 0, 0
-    cat = work["category"].astype(object).to_numpy()
-    ts = work["ts_ns"].to_numpy(np.int64)
-    end = ts + work["dur_ns"].to_numpy(np.int64)
-    dev = work["device"].to_numpy(np.int64)
-    comm_total = exposed = 0
-    windows = s.inputs.windows if s.inputs is not None else {}
-    for device, w in windows.items():
-        ws, we = w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64)
-        mine = dev == device
-        c = mine & (cat == "communication")
-        if not c.any():
-            continue
-        cs, ce = intersect_blocks(*union_blocks(ts[c], end[c]), ws, we)
-        os_, oe = intersect_blocks(cs, ce, *union_blocks(ts[mine & ~c], end[mine & ~c]))
-        comm_total += int((ce - cs).sum())
-        exposed += int((ce - cs).sum() - (oe - os_).sum())
-    return comm_total, exposed
+    """(communication time, the part no computation kernel overlaps), inside the
+    windows, summed over devices: the communication section's figures."""
+    c = ctx.summary.communication if not ctx.summary.cpu_trace else None
+    return (0, 0) if c is None else (c.comm_ns, c.exposed_ns)
 
 
 def step_bound(ctx: Context) -> Bound:
@@ -180,18 +157,34 @@ def device_bound(ctx: Context) -> Finding | None:
 
 
 def communication(ctx: Context) -> Finding | None:
-    """The verdict ``communication``: collectives no computation overlaps bound the step."""
+    """Collectives no computation overlaps take >= ``COMM_SHARE`` of the span: the
+    verdict ``communication``, or a finding beside the verdict that outweighs it."""
     b = ctx.bound
-    if b.by != "communication":
-        return None
     f = b.figures
+    exposed, span = f.get("exposed_communication_ns", 0), f.get("span_ns", 0)
+    if not span or exposed < COMM_SHARE * span:
+        return None
+    c = ctx.summary.communication
+    kinds = "" if c is None else ", ".join(
+        f"{r.kind} x{r.count:,} {fmt_ns(r.total_ns)}"
+        + (f" (busbw {r.busbw_gbs:,.1f} GB/s" + (f", {fmt_pct(r.link_fraction)} of the link"
+                                                 if r.link_fraction == r.link_fraction
+                                                 and r.link_fraction is not None else "")
+           + ")" if r.sized else "")
+        for r in c.kinds.head(3).itertuples(index=False))
+    title = "Exposed communication bounds the step" if b.by == "communication" else \
+        f"Exposed communication takes {fmt_pct(exposed / span)} of the span"
     return Finding(
-        "communication", "Exposed communication bounds the step",
-        [b.why, f"communication kernels run {fmt_ns(f['communication_ns'])} in all, "
-                f"{fmt_ns(f['communication_ns'] - f['exposed_communication_ns'])} of it "
-                "overlapped by computation",
+        "communication", title,
+        [b.why if b.by == "communication" else
+         f"communication no computation overlaps takes {fmt_pct(exposed / span)} of the "
+         f"span ({fmt_ns(exposed)}); the step's verdict is {b.by}",
+         f"communication kernels run {fmt_ns(f['communication_ns'])} in all, "
+         f"{fmt_ns(f['communication_ns'] - exposed)} of it overlapped by computation",
+         *([f"by kind: {kinds}"] if kinds else []),
          "a collective waits for the slowest rank: part of this time is other ranks "
-         "arriving late, which no change on this rank removes"],
+         "arriving late, which no change on this rank removes (`traceviz analyze` on the "
+         "folder of every rank's trace names the rank that arrives last)"],
         remedy(ctx, torch="overlap collectives with computation (DDP's bucket_cap_mb and "
                           "gradient_as_bucket_view, FSDP's forward/backward prefetch, async "
                           "collectives), send fewer and larger messages, compress gradients "
@@ -202,5 +195,5 @@ def communication(ctx: Context) -> Finding | None:
                jax="overlap collectives with computation (XLA's async collectives and "
                    "latency-hiding scheduler flags), shard to send fewer and larger "
                    "messages, and place ranks that talk most on the same node"),
-        None, None, {"communication_ns": f["communication_ns"],
-                     "exposed_ns": f["exposed_communication_ns"], "share": b.share})
+        None, None, {"communication_ns": f["communication_ns"], "exposed_ns": exposed,
+                     "share": exposed / span})

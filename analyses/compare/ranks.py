@@ -26,7 +26,9 @@ import pandas as pd
 
 from traceviz.algos.categorical import categorical_of, groups
 from traceviz.algos.intervals import union_blocks
+from traceviz.analyses.compare.arrival import COLUMNS, Arrivals, arrivals, rank_collectives
 from traceviz.analyses.stats import plain_row
+from traceviz.analyses.summary.comm import comm_rows
 from traceviz.analyses.summary.idle import Idle, host_wait_total, idle_breakdown, launch_bound
 from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.table.schema import is_in
@@ -131,6 +133,9 @@ class RankFigures:
     kernels: pd.DataFrame = field(repr=False)
     # what must agree between ranks of one job: device names and the model (if named)
     identity: str = ""
+    # its collectives, for matching across ranks (arrival.rank_collectives)
+    collectives: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COLUMNS),
+                                      repr=False)
 
     @property
     def comm_overlap_fraction(self) -> float | None:
@@ -172,7 +177,18 @@ def rank_figures(trace: Trace, rank: int, file: str) -> RankFigures:
         kernel_total_ns=int(work["dur_ns"].to_numpy(np.int64)[kernel].sum()),
         top_kernel=str(per_name["name"].iloc[0]) if len(per_name) else "",
         step_times=step_times, kernels=per_name, identity=run_identity(trace.meta),
+        collectives=_collectives(trace),
     )
+
+
+def _collectives(trace: Trace) -> pd.DataFrame:
+    rows = comm_rows(trace)
+    if rows.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    launch = trace.events["launch_ts_ns"].to_numpy()[rows["row"].to_numpy()] \
+        if "launch_ts_ns" in trace.events else np.full(len(rows), np.nan)
+    launch = np.where(np.isnan(launch.astype(float)), -1, launch).astype(np.int64)
+    return rank_collectives(rows, int(trace.meta.get("origin_ns", 0)), launch)
 
 
 def run_identity(meta: Mapping[str, Any]) -> str:
@@ -202,11 +218,13 @@ class RanksSummary:
     top_kernels: pd.DataFrame  # name, category, ranks, count, total_ns, mean_per_rank_ns,
     #                            min_rank_ns, max_rank_ns, share
     notes: list[str] = field(default_factory=list)
+    arrivals: Arrivals | None = None  # collectives matched across ranks (arrival.py)
 
     def to_dict(self, top: int = 20) -> dict[str, Any]:
         return {
             "ranks": [r.to_dict() for r in self.ranks],
             "stragglers": [plain_row(r) for r in self.stragglers.to_dict("records")],
+            "arrivals": None if self.arrivals is None else self.arrivals.to_dict(),
             "top_kernels": [plain_row(r) for r in self.top_kernels.head(top).to_dict("records")],
             "notes": self.notes,
         }
@@ -226,7 +244,8 @@ def summarize_ranks(ranks: list[RankFigures],
         return RanksSummary(ranks, stragglers, cross_rank_kernels(ranks)
                             if top_kernels is None else top_kernels, notes)
     return RanksSummary(ranks, straggler_table(ranks),
-                        cross_rank_kernels(ranks) if top_kernels is None else top_kernels)
+                        cross_rank_kernels(ranks) if top_kernels is None else top_kernels,
+                        arrivals=arrivals({r.rank: r.collectives for r in ranks}))
 
 
 def rank_time(r: RankFigures) -> float:

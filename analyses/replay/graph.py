@@ -35,9 +35,11 @@ import pandas as pd
 
 from traceviz.algos.categorical import each, per_distinct
 from traceviz.analyses.replay.waits import (  # noqa: F401
+    collective_floor,
     event_waits,
     inferred_waits,
     late_first_rows,
+    thread_waits,
 )
 from traceviz.analyses.work import missing_activity, work_rows
 from traceviz.errors import InputError
@@ -96,6 +98,9 @@ class ReplayGraph:
     event_waits: int = 0     # rows that wait on another stream by a recorded event wait
     d_unseen: np.ndarray | None = None  # waited on the unseen: lost, or late_first_rows
     latency_seen_ns: dict[int, int] | None = None  # latency_ns without late first rows
+    # per device row, the earliest it may start (NEVER: no floor): a collective starts no
+    # earlier than recorded, so it ends no earlier than the other ranks let it
+    d_not_before: np.ndarray | None = None
 
     def with_changes(self, **arrays: Any) -> ReplayGraph:
         return replace(self, **arrays)
@@ -185,7 +190,8 @@ def build(trace: Trace) -> ReplayGraph:
     h_tail[has] = h_ts[has] + h_dur[has] - d_end[h_await[has]]
 
     _awaited_by_sync_calls(host, h_ts, h_dur, h_await, h_tail, dev, d_end, d_launch)
-    h_after = _thread_waits(host["pid"].to_numpy(np.int64), h_chain, h_ts, h_dur, h_gap)
+    h_after = thread_waits(host["pid"].to_numpy(np.int64), h_chain, h_ts, h_dur, h_gap,
+                           WAIT_SLACK_NS)
     h_after_lat = np.where(h_after >= 0, h_ts - (h_ts + h_dur)[np.maximum(h_after, 0)], 0)
     h_gap = np.where(h_after >= 0, 0, h_gap)
     h_end_rec = h_ts + h_dur
@@ -250,6 +256,7 @@ def build(trace: Trace) -> ReplayGraph:
         d_gap=gap, latency_ns=latency, queue_gap_ns=gaps, wait_latency_ns=wait_lat,
         event_waits=int((event_dep >= 0).sum()),
         d_unseen=lost | late_first, latency_seen_ns=latency_seen,
+        d_not_before=collective_floor(dev, d_ts, NEVER),
         unexplained_rows=int(lost.sum()),
         unexplained_ns=int((d_ts - explained)[lost].sum()),
     )
@@ -327,29 +334,6 @@ def _awaited_by_sync_calls(host: pd.DataFrame, h_ts: np.ndarray, h_dur: np.ndarr
         h_tail[calls[ok]] = call_end[ok] - ends[k[ok]]
 
 
-def _thread_waits(pid: np.ndarray, chain: np.ndarray, ts: np.ndarray, dur: np.ndarray,
-                  gap: np.ndarray) -> np.ndarray:
-    """A thread that stood still (a gap over WAIT_SLACK_NS) while another thread of its
-    process made calls waited for that thread (PyTorch: the autograd thread for the
-    main thread's backward call, the main thread for the backward to finish): the call
-    ending last in the gap is what it waited for."""
-    after = np.full(len(ts), -1, np.int64)
-    end = ts + dur
-    for c in np.unique(chain):  # per thread, few
-        mine = np.flatnonzero((chain == c) & (gap > WAIT_SLACK_NS))
-        if len(mine) == 0:
-            continue
-        others = np.flatnonzero((pid == pid[mine[0]]) & (chain != c))
-        if len(others) == 0:
-            continue
-        order = others[np.argsort(end[others], kind="stable")]
-        k = np.searchsorted(end[order], ts[mine], side="right") - 1
-        cand = order[np.maximum(k, 0)]
-        ok = (k >= 0) & (end[cand] > ts[mine] - gap[mine])
-        after[mine[ok]] = cand[ok]
-    return after
-
-
 def solve(g: ReplayGraph) -> Solution:
     """Start and end of every host node and device row in the replay."""
     h_ids, d_ids = g.h_chain, g.d_stream
@@ -389,6 +373,8 @@ def solve(g: ReplayGraph) -> Solution:
         ready = np.where(launched & ~g.d_removed, base + g.d_offset, ready)
         dep_ready = np.where(has_dep, d_end[np.maximum(g.d_dep, 0)] + g.d_dep_lat, NEVER)
         ready = np.maximum(ready, np.where(g.d_removed, NEVER, dep_ready))
+        if g.d_not_before is not None:
+            ready = np.maximum(ready, np.where(g.d_removed, NEVER, g.d_not_before))
         z = _grouped_cummax(ready - (big_d - step), d_ids) if len(d_dur) else ready
         new_end = big_d + z - np.where(g.d_removed, 0, g.d_gap)
         if prev is not None and np.array_equal(prev[0], h_end) \

@@ -99,3 +99,36 @@ def late_first_rows(d_ts: np.ndarray, d_device: np.ndarray, launched: np.ndarray
     the critical path counts it as queued, not as launch latency."""
     start = pd.Series(d_ts).groupby(d_device).transform("min").to_numpy(np.int64)
     return (d_ts == start) & launched & late
+
+
+def thread_waits(pid: np.ndarray, chain: np.ndarray, ts: np.ndarray, dur: np.ndarray,
+                 gap: np.ndarray, slack: int) -> np.ndarray:
+    """A thread that stood still (a gap over ``slack``) while another thread of its
+    process made calls waited for that thread (PyTorch: the autograd thread for the
+    main thread's backward call, the main thread for the backward to finish): the call
+    ending last in the gap is what it waited for."""
+    after = np.full(len(ts), -1, np.int64)
+    end = ts + dur
+    for c in np.unique(chain):  # per thread, few
+        mine = np.flatnonzero((chain == c) & (gap > slack))
+        if len(mine) == 0:
+            continue
+        others = np.flatnonzero((pid == pid[mine[0]]) & (chain != c))
+        if len(others) == 0:
+            continue
+        order = others[np.argsort(end[others], kind="stable")]
+        k = np.searchsorted(end[order], ts[mine], side="right") - 1
+        cand = order[np.maximum(k, 0)]
+        ok = (k >= 0) & (end[cand] > ts[mine] - gap[mine])
+        after[mine[ok]] = cand[ok]
+    return after
+
+
+def collective_floor(dev: pd.DataFrame, d_ts: np.ndarray, never: np.int64
+                     ) -> np.ndarray | None:
+    """A collective kernel is a synchronization point with the other ranks: it ends when
+    the last of them arrives. The replay keeps the others as recorded, so the kernel
+    starts no earlier than it did and ends no earlier (this rank arriving sooner waits
+    longer); None where the trace has no collective."""
+    comm = ((dev["kind"] == "kernel") & (dev["category"] == "communication")).to_numpy()
+    return np.where(comm, d_ts, never) if comm.any() else None

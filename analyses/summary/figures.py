@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
     from traceviz.analyses.efficiency.ops import Efficiency
     from traceviz.analyses.summary.activity import KernelActivity
     from traceviz.analyses.summary.casts import CastSummary
+    from traceviz.analyses.summary.comm import Communication
     from traceviz.analyses.summary.host import HostSplit
     from traceviz.analyses.summary.launch import Launches
     from traceviz.analyses.summary.memory import Memory
@@ -78,6 +79,7 @@ class Summary:
         stream_overlap: ClassVar[list[StreamOverlap]]
         efficiency: ClassVar[Efficiency | None]  # None unless made with_efficiency
         memory: ClassVar[Memory | None]
+        communication: ClassVar[Communication | None]  # None: no collective
 
     def __getattr__(self, name: str) -> Any:
         """A lazy section's figures (``summary.casts``): computed when first read, then

@@ -12,6 +12,7 @@ from traceviz.analyses.efficiency import ops as efficiency
 from traceviz.analyses.summary import (
     activity,
     casts,
+    comm,
     host,
     launch,
     memory,
@@ -29,7 +30,8 @@ from traceviz.analyses.summary.totals import KERNEL_TABLES, NOTES, TIMED_STEP, T
 SECTIONS: list[Section] = [
     TOTALS, windows.SECTION, launch.SECTION, activity.SECTION,
     KERNEL_TABLES, casts.SECTION, phases.SECTION, pipeline.SECTION, modules.SECTION,
-    TIMINGS, TIMED_STEP, host.SECTION, streams.SECTION, efficiency.SECTION, memory.SECTION,
+    TIMINGS, TIMED_STEP, host.SECTION, streams.SECTION, comm.SECTION, efficiency.SECTION,
+    memory.SECTION,
     NOTES,
 ]
 

@@ -28,6 +28,12 @@ if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analys
     from traceviz.trace import Trace
 
 
+# what every scenario on a trace with collectives assumes of the ranks it does not hold
+COLLECTIVES_KEPT = ("the other ranks arrive at each collective as recorded: a collective "
+                    "kernel starts no earlier and ends no earlier than in the trace (time "
+                    "this rank waited for the others is not saved)")
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -165,6 +171,8 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
             continue
         assumptions += [f"{n}: nothing to change ({SCENARIOS[n].nothing_to_change})"
                         for n in idle]
+        if g.d_not_before is not None:
+            assumptions.append(COLLECTIVES_KEPT)
         replayed = _replayed(changed)
         predicted = replayed.span_ns
         saving = identity.span_ns - predicted

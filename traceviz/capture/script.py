@@ -46,6 +46,7 @@ class ScriptRequest:
     profile_steps: int = 3
     modules: bool = False
     slice_s: float | None = None
+    ranks: int = 1                # > 1: that many processes of one torch.distributed job
     interpreter: str = field(default="")
     target: list[str] = field(default_factory=list)  # SCRIPT ARGS or -m MODULE ARGS
     notes: list[str] = field(default_factory=list)
@@ -162,6 +163,9 @@ def _runner_command(req: ScriptRequest, cfg_path: Path, run_dir: Path) -> list[s
         req.interpreter = sys.executable
     cmd = [req.interpreter, "-m", "traceviz.runners.script", "--config", str(cfg_path),
            "--out", str(run_dir), "--", *req.target]
+    if req.ranks > 1:  # torchrun on this machine, a free port of its own (--standalone)
+        cmd[1:3] = ["-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                    "--nproc-per-node", str(req.ranks), "-m", "traceviz.runners.script"]
     if req.profiler == "nsys":
         from traceviz.capture.run import NSYS_TRACE
         from traceviz.parsers.nsys import nsys_binary
@@ -201,7 +205,7 @@ def _run_script(req: ScriptRequest, run_dir: Path, final: Path,
     cfg = {"framework": framework, "profiler": req.profiler,
            "profiler_name": PROFILER_NAMES[str(req.profiler)], "warmup": req.warmup,
            "profile_steps": req.profile_steps, "modules": req.modules,
-           "slice_s": req.slice_s, "command": req.command}
+           "slice_s": req.slice_s, "command": req.command, "ranks": req.ranks}
     cfg_path = run_dir / "config.json"
     cfg_path.write_text(json.dumps(cfg, indent=2))
     cmd = _runner_command(req, cfg_path, run_dir)
@@ -245,6 +249,8 @@ def _collect(req: ScriptRequest, run_dir: Path, status: int, final: Path) -> Scr
     if status < 0:
         name = signal.Signals(-status).name
         raise RunFailed(f"{req.name}: killed by {name}; nothing was written")
+    if req.ranks > 1:
+        return _collect_ranks(req, run_dir, status)
     try:
         bench = json.loads((run_dir / "bench.json").read_text())
         meta = json.loads((run_dir / "meta.json").read_text())
@@ -265,6 +271,26 @@ def _collect(req: ScriptRequest, run_dir: Path, status: int, final: Path) -> Scr
         meta.setdefault("notes", []).append(f"nothing to analyze: {said}")
         return ScriptResult(run_dir, raw, None, bench, meta, None, status)
     return ScriptResult(run_dir, raw, parquet, bench, meta, trace, status)
+
+
+def _collect_ranks(req: ScriptRequest, run_dir: Path, status: int) -> ScriptResult:
+    """Each rank's trace moved up into the run folder as ``rank-N.pt.trace.json.gz`` (the
+    folder is then a rank folder: ``traceviz analyze RUN_DIR``); each rank's bench.json
+    and meta.json stay in ``rank-N/``, rank 0's are the run's."""
+    found = []
+    for r in range(req.ranks):
+        raw = run_dir / f"rank-{r}" / "trace.pt.trace.json.gz"
+        if raw.is_file():
+            found.append(raw.replace(run_dir / f"rank-{r}.pt.trace.json.gz"))
+    try:
+        bench = json.loads((run_dir / "rank-0" / "bench.json").read_text())
+        meta = json.loads((run_dir / "rank-0" / "meta.json").read_text())
+    except (OSError, ValueError):
+        raise RunFailed(f"{req.name}: the {req.ranks} processes ended (status {status}) "
+                        "before rank 0 wrote its results") from None
+    meta["ranks"] = req.ranks
+    meta["rank_traces"] = [p.name for p in found]
+    return ScriptResult(run_dir, found[0] if found else None, None, bench, meta, None, status)
 
 
 def save_trace(raw: Path, run_dir: Path, meta: TraceMeta) -> tuple[Trace, Path]:

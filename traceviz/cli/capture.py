@@ -84,6 +84,10 @@ class CaptureCommand(Command):
                             "with NVTX step/phase/op ranges, keep report.nsys-rep and "
                             "report.sqlite; tf: the TensorFlow profiler (a script's default "
                             "when it imports TensorFlow/Keras and not torch)")
+        p.add_argument("--ranks", type=int, metavar="N",
+                       help="script: run it as N processes of one torch.distributed job "
+                            "(torchrun on this machine: Gloo on CPUs, NCCL on GPUs, as the "
+                            "script chooses), one trace per rank into the run folder")
         p.add_argument("--modules", action="store_true",
                        help="script: each nn.Module call as a range (time per layer)")
         p.add_argument("--slice", type=float, metavar="SECONDS",
@@ -112,6 +116,8 @@ class CaptureCommand(Command):
                 raise UsageError(f"is at least {least}", option=flag)
         if args.slice is not None and not args.slice > 0:
             raise UsageError("is a positive number of seconds", option="slice")
+        if args.ranks is not None and not 1 <= args.ranks <= 64:
+            raise UsageError("is a number of processes from 1 to 64", option="ranks")
         if args.script_cmd:
             from traceviz.cli.capture_script import run_script_capture
 
@@ -119,9 +125,10 @@ class CaptureCommand(Command):
         if args.model is None:
             raise UsageError("a variant (--model NAME) or a script (-- python train.py) "
                              "to capture")
-        if args.modules or args.slice is not None:
+        if args.modules or args.slice is not None or args.ranks is not None:
             raise UsageError("is for a script (-- python train.py)",
-                             option="modules" if args.modules else "slice")
+                             option="modules" if args.modules else "slice"
+                             if args.slice is not None else "ranks")
         if args.profiler == "tf":
             raise UsageError("tf is for a script; a TensorFlow variant uses the TensorFlow "
                              "profiler already", option="profiler")

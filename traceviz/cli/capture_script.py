@@ -53,7 +53,9 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError("is torch, nsys or tf for a script", option="profiler")
     req = ScriptRequest(command, profiler=args.profiler, warmup=args.warmup,
                         profile_steps=args.profile_steps, modules=args.modules,
-                        slice_s=args.slice)
+                        slice_s=args.slice, ranks=args.ranks or 1)
+    if req.ranks > 1 and req.profiler != "torch":
+        raise UsageError("several ranks are profiled with torch.profiler", option="profiler")
     if req.profiler == "tf" and args.modules:
         raise UsageError("module ranges are for PyTorch scripts", option="modules")
     run_dir = args.out or stamped_dir(req.stem)
@@ -77,6 +79,8 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
     for note in result.meta.get("notes") or []:
         err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
     out = stdout()
+    if req.ranks > 1:
+        return _ranks_done(out, req.ranks, result)
     if result.trace is not None:
         from traceviz.analyses import summarize
         from traceviz.render.terminal.summary import print_summary
@@ -89,6 +93,26 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
                      "; nothing was recorded"), soft_wrap=True)
     _next_lines(out, result.run_dir, result.raw_trace, result.parquet)
     return result.status
+
+
+def _ranks_done(out: Console, ranks: int, result) -> int:  # noqa: ANN001
+    """A distributed run: the rank folder's summary and what to run next."""
+    traces = result.meta.get("rank_traces") or []
+    if len(traces) == ranks:
+        from traceviz.rankset.folder import analyze_folder
+        from traceviz.render.terminal.summary import ranks_render
+
+        out.print(ranks_render(analyze_folder(result.run_dir, workers=1), width=out.width))
+    else:
+        out.print(f"[yellow]note:[/] {len(traces)} of {ranks} ranks wrote a trace",
+                  soft_wrap=True)
+    out.print(f"\nrun folder: {result.run_dir}  ({', '.join(traces)}; each rank's "
+              "bench.json and meta.json in rank-N/)", soft_wrap=True)
+    tv = self_command()
+    out.print(f"next:\n  {tv} analyze {result.run_dir}\n  {tv} advise "
+              f"{result.run_dir}/{traces[0] if traces else 'rank-0.pt.trace.json.gz'}",
+              soft_wrap=True)
+    return int(result.status)
 
 
 def _profiler_name(profiler: str | None) -> str:

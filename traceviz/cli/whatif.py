@@ -25,7 +25,8 @@ class WhatIfCommand(Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("trace", type=Path,
-                       help="a traceviz .parquet, any raw trace, or a capture's run folder")
+                       help="a traceviz .parquet, any raw trace, a capture's run folder, or a "
+                            "folder of rank traces (every rank replayed together)")
         p.add_argument("--scenario", action="append", metavar="NAME[=X][+NAME...]",
                        help=LazyHelp(_scenario_help))
         p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -40,6 +41,8 @@ class WhatIfCommand(Command):
         scenarios = tuple(args.scenario or DEFAULT_SCENARIOS)
         for s in scenarios:  # usage errors before reading the trace
             parse_scenarios(s)
+        if args.trace.is_dir() and _rank_folder(args.trace):
+            return _ranks(args, scenarios)
         with ExitStack() as stack:
             trace = load_with_progress(args.trace, stack)
         result = whatif(trace, scenarios)
@@ -51,3 +54,26 @@ class WhatIfCommand(Command):
         out = stdout(args.width)
         out.print(whatif_render(result, brief=args.brief, width=out.width))
         return 0
+
+
+def _rank_folder(path: Path) -> bool:
+    """A folder of several rank traces (not a run folder, which is one trace)."""
+    from traceviz.files.folders import RUN_FILES, rank_files
+
+    return len(rank_files(path)) > 1 and not any((path / f).is_file() for f in RUN_FILES[:1])
+
+
+def _ranks(args: argparse.Namespace, scenarios: tuple[str, ...]) -> int:
+    """Every rank replayed, its collectives joined with the other ranks'."""
+    from traceviz.analyses.whatif.ranks import whatif_ranks
+    from traceviz.rankset.folder import rank_traces
+
+    result = whatif_ranks(rank_traces(args.trace), scenarios)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0
+    from traceviz.render.terminal.advice import ranks_whatif_render
+
+    out = stdout(args.width)
+    out.print(ranks_whatif_render(result, brief=args.brief, width=out.width))
+    return 0

@@ -243,3 +243,25 @@ def _figures(data: dict, spec: str) -> dict[str, float]:
     if not out:
         raise UsageError(f"{spec}: no figures", option="peak")
     return out
+
+
+# NVLink bandwidth of one GPU, one direction (GB/s): what nccl-tests' bus bandwidth of a
+# collective inside one node is held against. Pattern on the lower-cased device name,
+# first match wins; PCIe cards and parts not listed: unknown.
+_LINKS: list[tuple[str, float, str]] = [
+    (r"v100-sxm", 150.0, "NVLink 2, 6 links x 25 GB/s (Tesla V100 SXM2 datasheet)"),
+    (r"a100-sxm|a100-pg509", 300.0, "NVLink 3, 12 links x 25 GB/s (A100 datasheet)"),
+    (r"h800", 200.0, "NVLink 4, 400 GB/s both directions (H800 SXM datasheet)"),
+    (r"h100 80gb hbm3|h100-sxm|h200|gh200", 450.0,
+     "NVLink 4, 18 links x 25 GB/s (H100/H200 SXM datasheets)"),
+    (r"b200|gb200", 900.0, "NVLink 5, 18 links x 50 GB/s (B200 datasheet)"),
+]
+
+
+def link_peak(device_name: str | None) -> tuple[float, str] | None:
+    """(GB/s one direction, source) of the device's NVLink, or None where unknown."""
+    text = (device_name or "").lower()
+    for pattern, gbs, source in _LINKS:
+        if re.search(pattern, text):
+            return gbs, source
+    return None

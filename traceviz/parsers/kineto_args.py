@@ -45,8 +45,9 @@ def _kernel_details(is_kernel: np.ndarray, args: list[_Args]) -> pd.Categorical:
     if len(rows):
         ka = _gather(args, rows)
         inverse, combos = _distinct([list(map(attrgetter(f), ka))
-                                     for f in ("regs", "shm", "grid", "block")])
-        text = [_details_text(*c) for c in combos]
+                                     for f in ("regs", "shm", "grid", "block", *_COMM)])
+        text = [" ".join(filter(None, (_details_text(*c[:4]), comm_text(*c[4:]))))
+                for c in combos]
         codes[rows] = inverse
     cats, remap = _first_seen(text + [""])
     return pd.Categorical.from_codes(remap[codes], categories=cats, validate=False)
@@ -62,6 +63,11 @@ def _details(names: pd.Categorical, is_kernel: np.ndarray, is_op: np.ndarray,
     rows = np.flatnonzero(is_op)
     if not len(rows):
         return details
+    return _comm_op_details(names, rows, args, _op_details(names, rows, args, details))
+
+
+def _op_details(names: pd.Categorical, rows: np.ndarray, args: list[_Args],
+                details: pd.Categorical) -> pd.Categorical:
     ra = _gather(args, rows)
     dims = list(map(attrgetter("input_dims"), ra))
     if not any(dims):
@@ -74,6 +80,46 @@ def _details(names: pd.Categorical, is_kernel: np.ndarray, is_op: np.ndarray,
     inverse, combos = _distinct([dims, list(map(attrgetter("input_type"), ra)), concrete])
     text = [(f"dims:{d.decode()} types:{t.decode()}"
              + (f" concrete:{c.decode()}" if c else "")) if d else "" for d, t, c in combos]
+    codes = details.codes.astype(np.int64)
+    old = details.categories.tolist()
+    codes[rows] = len(old) + inverse
+    cats, remap = _first_seen(old + text)
+    return pd.Categorical.from_codes(remap[codes], categories=cats, validate=False)
+
+
+# a collective's message fields, as Kineto names them on record_param_comms and kernels
+_COMM = ("in_nelems", "out_nelems", "msg_dtype", "group_size", "pg_name", "coll_name")
+_COMM_OPS = ("record_param_comms",)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def comm_text(in_n: bytes, out_n: bytes, dtype: bytes, group: bytes, pg: bytes,
+              coll: bytes = b"") -> str:
+    """``msg:IN,OUT dtype:D group:N pg:NAME coll:NAME``: a collective's message as
+    recorded (nothing where Kineto recorded none); ``analyses/summary/comm.py`` reads it
+    back."""
+    if not in_n and not out_n:
+        return ""
+    try:
+        def one(raw: bytes) -> Any:
+            return msgspec.json.decode(raw) if raw else ""
+        i, o, d, g, p, c = map(one, (in_n, out_n, dtype, group, pg, coll))
+    except msgspec.DecodeError:
+        return ""
+    return f"msg:{i},{o} dtype:{d} group:{g} pg:{p}" + (f" coll:{c}" if c else "")
+
+
+def _comm_op_details(names: pd.Categorical, rows: np.ndarray, args: list[_Args],
+                     details: pd.Categorical) -> pd.Categorical:
+    """record_param_comms ops: their message text (the host's record of a collective:
+    the only one a CPU backend such as Gloo leaves)."""
+    wanted = np.flatnonzero(np.isin(np.asarray(names.categories, dtype=object), _COMM_OPS))
+    rows = rows[np.isin(names.codes[rows], wanted)]
+    if not len(rows):
+        return details
+    ra = _gather(args, rows)
+    inverse, combos = _distinct([list(map(attrgetter(f), ra)) for f in _COMM])
+    text = [comm_text(*c) for c in combos]
     codes = details.codes.astype(np.int64)
     old = details.categories.tolist()
     codes[rows] = len(old) + inverse

@@ -94,6 +94,13 @@ class _Args(msgspec.Struct, gc=False):
     input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")
     input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    # a collective's message (record_param_comms and, on newer PyTorch, its kernel)
+    in_nelems: msgspec.Raw = msgspec.field(default=_NO_RAW, name="In msg nelems")
+    out_nelems: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Out msg nelems")
+    msg_dtype: msgspec.Raw = msgspec.field(default=_NO_RAW, name="dtype")
+    group_size: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Group size")
+    pg_name: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Process Group Name")
+    coll_name: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Collective name")
     # a [memory] instant event (profile_memory=True): the allocation's size (negative: a
     # free), the allocator's total after it, and where
     mem_bytes: int | float | str | bool | None = msgspec.field(default=None, name="Bytes")

@@ -140,6 +140,19 @@ _DIST_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)')
 PROBE_MAX = 8 << 20
 
 
+def rank_traces(directory: Path, most: int = 64) -> dict[int, Any]:
+    """Every rank's ``Trace`` of a rank folder, by rank (``whatif`` replays them
+    together: all in memory, so at most ``most`` ranks)."""
+    files = rank_files(directory)
+    if not files:
+        raise InputError(describe_folder(directory))
+    if len(files) > most:
+        raise InputError(f"{directory}: {len(files)} ranks; whatif replays at most {most} "
+                         "together (give one rank's trace to replay it alone)")
+    ranks, _ = assign_ranks(files, [_probe_meta(f) for f in files])
+    return {rf.rank: _load(rf.path) for rf in ranks}
+
+
 def _probe_meta(path: Path) -> dict[str, Any]:
     """The metadata that numbers a rank, read before parsing (so a folder and its dataset
     number ranks alike): a Kineto trace's ``distributedInfo``, which torch.profiler writes

@@ -28,8 +28,10 @@ _CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("communication",
          r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|c10d::|gloo|"
          r"\bbroadcast\b|sendrecv|multimem_|cross_device_reduce|::ep::|deep_ep|"
+         r"nvshmem|record_param_comms|(one|two)_shot_all_reduce|oneccl|\bccl::|"
          r"^(CollectiveReduceV2|NcclAllReduce|all-reduce|all-gather|reduce-scatter|"
-         r"collective-permute)\b"),
+         r"all-to-all|collective-permute|collective-broadcast|ragged-all-to-all|"
+         r"(send|recv)(-done)?)\b"),
         ("gemm",
          r"gemm|gemv|cublas|hipblaslt|cutlass|xmma|nvjet|scudnn|implicit_?convolve|"
          r"(?-i:[dw]grad|Dgrad|Wgrad)|winograd|conv(olution)?[_\d]|_conv_|fft\d?d?_|"
@@ -236,3 +238,42 @@ def cast_op_flags(names: pd.Index) -> tuple[np.ndarray, np.ndarray]:
 # keeps their input dims and types in ``details``)
 MATRIX_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
               "aten::linear", "aten::_cudnn_rnn", "aten::lstm", "aten::_thnn_fused_lstm_cell")
+
+
+# The collective a communication name performs, first match wins: an all-reduce before
+# a bare reduce, a reduce-scatter before a scatter. DeepEP's expert-parallel kernels
+# (dispatch, combine, their notify and layout steps) are all-to-all exchanges of their
+# own; a name that says no kind (a host wrapper, an NVSHMEM barrier) is "other".
+COLLECTIVE_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(rx, re.IGNORECASE))
+    for kind, rx in (
+        ("all_reduce", r"all_?reduce|all-reduce|CollectiveReduce|cross_device_reduce"),
+        ("reduce_scatter", r"reduce_?scatter|reduce-scatter"),
+        ("all_gather", r"all_?gather|all-gather"),
+        ("all_to_all", r"all_?to_?all|all-to-all"),
+        ("notify", r"::ep::.*notify|deep_ep\w*::.*notify"),
+        ("dispatch", r"::ep::.*dispatch|deep_ep\w*::.*dispatch|\bdispatch"),
+        ("combine", r"::ep::.*combine|deep_ep\w*::.*combine|\bcombine"),
+        ("permute", r"collective-permute|collective_permute"),
+        ("send_recv", r"send_?recv|\bsend\b|\brecv\b|(^|[:_])(send|recv)(_|-|\b)|"
+                      r"nccl\w*(Send|Recv)"),
+        ("broadcast", r"broadcast"),
+        ("reduce", r"nccl\w*_Reduce_|c10d::reduce_|^nccl:reduce$|\breduce\b"),
+        ("barrier", r"barrier"),
+    )
+)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def collective_kind(name: str) -> str | None:
+    """The collective a communication kernel or op performs (all_reduce, all_gather,
+    reduce_scatter, all_to_all, dispatch, combine, notify, permute, send_recv, broadcast,
+    reduce, barrier; "other" where the name says none), None for a name that is not
+    communication."""
+    if _category_of(name) != "communication":
+        return None
+    text = _text(name)
+    for kind, rx in COLLECTIVE_KINDS:
+        if rx.search(text):
+            return kind
+    return "other"

@@ -10,6 +10,7 @@ from traceviz.analyses.advice.base import Finding
 from traceviz.analyses.advice.bound import Bound
 from traceviz.analyses.timed import TimedStep, profiled_note
 from traceviz.analyses.whatif.engine import WhatIf
+from traceviz.analyses.whatif.ranks import RanksWhatIf
 from traceviz.render.terminal.fit import Col, fitted_table, left_note
 from traceviz.units import fmt_ns, fmt_pct, plural
 
@@ -127,4 +128,28 @@ def advice_render(findings: list[Finding], steps: int,
             parts.append(Text(f"   {e}"))
         parts.append(Text(f"   -> {f.action}", style="cyan"))
         parts.append(Text(""))
+    return Group(*parts)
+
+
+def ranks_whatif_render(w: RanksWhatIf, brief: bool = False, width: int = 120
+                        ) -> RenderableType:
+    """Every rank replayed together: the job's step (its slowest rank) as replayed and
+    under each scenario, then per rank."""
+    base = w.job()
+    rows = [[s, fmt_ns(w.job(s)), fmt_ns(base - w.job(s)),
+             fmt_pct((base - w.job(s)) / base if base else None)] for s in w.scenarios]
+    t, _ = fitted_table(
+        f"Every rank replayed ({w.collectives:,} collectives joined)",
+        (Col("scenario", "left"), Col("predicted"), Col("saving"), Col("%")), rows, width,
+        caption=f"the job's window time is its slowest rank's: {fmt_ns(base)} as replayed")
+    per = [[str(r["rank"]), fmt_ns(r["replayed_ns"]), *(fmt_ns(r[s]) for s in w.scenarios)]
+           for r in w.per_rank.to_dict("records")]
+    p, _ = fitted_table("per rank", (Col("rank"), Col("replayed"),
+                                     *(Col(s) for s in w.scenarios)), per, width)
+    parts: list[RenderableType] = [t, p, Text(
+        "collectives start on every rank once the last rank reaches them and last their "
+        "transfer time (the shortest recorded duration over the ranks)", style="dim")]
+    if not brief:
+        for s in w.scenarios:
+            parts += [Text(f"{s}: {n}", style="dim") for n in w.notes.get(s, [])]
     return Group(*parts)

@@ -8,7 +8,7 @@ from rich.table import Table
 from traceviz.analyses.summary.figures import Summary
 from traceviz.render.terminal.fit import Col, fitted_table
 from traceviz.render.terminal.page import Page
-from traceviz.units import fmt_ns, fmt_pct
+from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
 
 def streams(s: Summary, page: Page) -> None:
@@ -98,3 +98,39 @@ def host_rows(s: Summary) -> list[tuple[str, str]]:
 def _count(x: float) -> str:
     """A count per step: whole where it is, else with one decimal under 10."""
     return f"{x:,.0f}" if x == int(x) or x >= 10 else f"{x:.1f}"
+
+
+def communication(s: Summary, page: Page) -> None:
+    """The Communication table: collectives by kind, their messages and bandwidth, and
+    the time no computation hides."""
+    c = s.communication
+    if c is not None:
+        page.add_fitted("communication", communication_table(s, page.width))
+
+
+def communication_table(s: Summary, width: int) -> tuple[Table, list[str]]:
+    c = s.communication
+    assert c is not None
+    rows = []
+    for r in c.kinds.itertuples(index=False):
+        sized = r.sized > 0
+        rows.append([str(r.kind), f"{r.count:,}", fmt_ns(r.total_ns),
+                     fmt_bytes(r.bytes) if sized else "-",
+                     str(r.dtype) or "-", f"{r.group}" if r.group > 0 else "-",
+                     f"{r.algbw_gbs:,.2f} GB/s" if sized and r.algbw_gbs == r.algbw_gbs
+                     else "-",
+                     f"{r.busbw_gbs:,.2f} GB/s" if sized and r.busbw_gbs == r.busbw_gbs
+                     else "-",
+                     fmt_pct(r.link_fraction) if r.link_fraction == r.link_fraction
+                     and r.link_fraction is not None else "-"])
+    if c.host:
+        caption = "the host's records of each collective (a CPU backend): no overlap figures"
+    else:
+        caption = (f"{fmt_ns(c.exposed_ns)} of {fmt_ns(c.comm_ns)} exposed (no computation "
+                   f"kernel overlaps it), {fmt_pct(c.overlap_fraction)} overlapped"
+                   + (f"; link: {c.link_gbs:,.0f} GB/s one direction ({c.link_source})"
+                      if c.link_gbs else ""))
+    return fitted_table("Communication", (
+        Col("kind", "left"), Col("count"), Col("time"), Col("message\nbytes"),
+        Col("dtype", "left", drop=3), Col("ranks", drop=3), Col("algbw", drop=2),
+        Col("busbw", drop=1), Col("busbw of\nlink", drop=1)), rows, width, caption=caption)

@@ -20,6 +20,7 @@ RENDERS: dict[str, Render] = {
     "input_pipeline": phases.input_pipeline,
     "modules": phases.modules_table,
     "stream_overlap": host.streams,
+    "communication": host.communication,
     "launches": launches.launch_overhead,
     "casts": casts.cast_section,
     "efficiency": efficiency.efficiency_section,

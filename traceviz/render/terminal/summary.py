@@ -76,10 +76,12 @@ def ranks_render(s: RanksSummary, top: int = 10, width: int = 120) -> Group:
                  fmt_ns(r.median_ns), "–" if pd.isna(r.spread) else f"{r.spread:.3f}"]
                 for r in steps.itertuples(index=False)]
         st, left["stragglers"] = fitted_table(
-            "Stragglers: per step, the slowest rank" if steps is s.stragglers
-            else f"Stragglers: the {len(steps)} of {len(s.stragglers):,} steps with the "
+            "Slowest rank per step (slow, not late: see the arrivals)" if steps is s.stragglers
+            else f"Slowest rank per step: the {len(steps)} of {len(s.stragglers):,} steps with the "
                  "widest max/median", _STRAGGLER_COLS, rows, width)
         parts.append(st)
+    if s.arrivals is not None:
+        parts += _arrivals(s, width, left)
     rows = [[r.name, r.category, str(r.ranks), f"{r.count:,}", fmt_ns(r.total_ns),
              fmt_ns(r.min_rank_ns), fmt_ns(r.max_rank_ns), fmt_pct(r.share)]
             for r in s.top_kernels.head(top).itertuples(index=False)]
@@ -90,6 +92,33 @@ def ranks_render(s: RanksSummary, top: int = 10, width: int = 120) -> Group:
         parts.append(note)
     parts += [Text(f"note: {n}", style="yellow") for n in s.notes]
     return Group(*parts)
+
+
+_ARRIVAL_COLS = (Col("rank"), Col("arrived\nlast"), Col("others' wait\nit caused"),
+                 Col("its own\nwait"), Col("clock\noffset", drop=1))
+
+
+def _arrivals(s: RanksSummary, width: int, left: dict[str, list[str]]
+              ) -> list[RenderableType]:
+    """Ranks by arrival at the collectives: the straggler, apart from the ranks that wait."""
+    a = s.arrivals
+    assert a is not None
+    n = len(a.collectives)
+    rows = [[str(r.rank), f"{r.last:,} of {n:,}", fmt_ns(r.caused_ns), fmt_ns(r.wait_ns),
+             fmt_ns(r.offset_ns)] for r in a.per_rank.itertuples(index=False)]
+    t, left["arrivals"] = fitted_table(
+        f"Arrivals at the {n:,} collectives every rank ran", _ARRIVAL_COLS, rows, width)
+    if a.straggler is None:
+        line = "no rank arrives last at any collective"
+    else:
+        last = a.per_rank.set_index("rank").loc[a.straggler]
+        line = (f"straggler: rank {a.straggler}, last to launch into {int(last['last']):,} "
+                f"of {n:,} collectives, the others waiting {fmt_ns(int(last['caused_ns']))} "
+                f"for it; longest waits (waiting, not late): ranks "
+                f"{', '.join(map(str, a.waits_longest))}")
+    if a.clock_corrected:
+        line += "; clocks differ between ranks: times corrected by each rank's offset"
+    return [t, Text(line, style="dim")]
 
 
 def _rank_row(r: RankFigures) -> list[str]:
