@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import BinaryIO, cast
 
 from traceviz.errors import TraceVizError
+from traceviz.files.limits import inflate_limit, inflate_refusal
 
 try:  # ISA-L inflates about 3x faster than zlib: a gzipped trace's reading is mostly that
     from isal import igzip as _gzip
@@ -40,17 +41,27 @@ def check_readable(path: Path) -> None:
 class _GzipErrors:
     """A gzip stream whose truncation/corruption errors read as one line."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, limit: float | None = None):
         self._path = path
+        self._compressed = os.path.getsize(path)
+        # a bomb is refused as soon as it passes the limit, not after inflating it all
+        self._limit = inflate_limit(self._compressed) if limit is None else limit
+        self._total = 0
         self._f = _gzip.open(path, "rb")  # noqa: SIM115 (closed by close())
 
     def read(self, n: int = -1) -> bytes:
+        if n < 0 and self._limit != float("inf"):
+            n = int(self._limit - self._total) + 1  # never more than the limit at once
         try:
-            return self._f.read(n)
+            data = self._f.read(n)
         except EOFError as e:
             raise TraceVizError(f"{self._path}: truncated gzip file ({e})") from None
         except _INFLATE_ERRORS as e:
             raise TraceVizError(f"{self._path}: corrupt gzip file ({e})") from None
+        self._total += len(data)
+        if self._total > self._limit:
+            raise inflate_refusal(self._path, self._compressed, self._limit)
+        return data
 
     def close(self) -> None:
         self._f.close()
