@@ -240,6 +240,10 @@ OUT_OF_RANGE = ("a number out of range (an id beyond 64 bits, a device or stream
 NO_TIME = "no timestamp, or one that is not a number"
 NEGATIVE = "a negative duration (read as 0)"
 BIG_STEP = "a ProfilerStep number beyond 32 bits (kept as an annotation)"
+# a duration written as text ("20") is not read as a number: the format writes numbers,
+# and a text that looks like one is no more trustworthy than one that does not
+NOT_A_DURATION = "a duration that is not a number (text, null, true...)"
+NO_NAME = "no name (null)"
 
 
 def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFrame, Counter]:
@@ -293,8 +297,12 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
     step = np.where(is_step, step, -1)
 
     ts, no_ts, ts_bad = raw_us_to_ns([e.ts for e in kept])
-    dur, no_dur, dur_bad = raw_us_to_ns([e.dur for e in kept])
+    durs = [e.dur for e in kept]
+    dur, no_dur, dur_bad = raw_us_to_ns(durs)
     bad |= ts_bad | (dur_bad & ~memory)
+    # an absent duration is an instant (0); a present one that is not a number is dropped
+    wrong_dur = no_dur & (np.fromiter(map(len, durs), np.int64, len(durs)) > 0) & ~memory
+    no_name = names.codes < 0
     dur[memory] = 0  # an instant
     nbytes = _ints([e.bytes for e in args], bad)
     mem_total = np.full(len(kept), -1, dtype=np.int64)
@@ -333,4 +341,8 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
     drop = no_ts | bad
     counts[NO_TIME] += int((no_ts & ~bad).sum())
     counts[OUT_OF_RANGE] += int(bad.sum())
+    counts[NOT_A_DURATION] += int((wrong_dur & ~drop).sum())
+    drop |= wrong_dur
+    counts[NO_NAME] += int((no_name & ~drop).sum())
+    drop |= no_name
     return (frame[~drop] if drop.any() else frame), counts
