@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from traceviz.errors import TraceVizError
 from traceviz.files.fileio import atomic_output, check_readable
+from traceviz.files.runfolder import check_trace_meta
 from traceviz.table import schema
 from traceviz.table.meta import TraceMeta
 
@@ -203,6 +204,7 @@ class Trace:
         if not isinstance(meta, dict):
             raise TraceVizError(f"{path}: its traceviz metadata is not a JSON object "
                                 "(damaged file?)")
+        check_trace_meta(meta, path)
         src = meta.get("source_file")
         if isinstance(src, str) and not Path(src).exists() \
                 and (path.parent / Path(src).name).is_file():

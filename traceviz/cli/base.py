@@ -166,6 +166,34 @@ def write_charts(directory: Path, figs: dict, force: bool) -> None:
     said(f"wrote {p}" for p in written)
 
 
+def json_text(value: Any, default: Callable[[Any], Any] | None = None) -> str:
+    """``--json``'s text: always valid JSON. A figure that is not a number (NaN, an
+    infinity: a record's missing or diverged value) is ``null``, never ``NaN``."""
+    import json
+
+    def default_any(x: Any) -> Any:
+        if default is not None:
+            return _finite(default(x))
+        if hasattr(x, "item"):  # numpy scalars
+            return _finite(x.item())
+        raise TypeError(f"{type(x).__name__} is not JSON")
+
+    return json.dumps(_finite(value), indent=2, default=default_any, allow_nan=False)
+
+
+def _finite(x: Any) -> Any:
+    """``x`` with every float that is not finite, at any depth, as None."""
+    import math
+
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
+
+
 def said(lines: Iterable[str]) -> None:
     """Tell on stderr what a command wrote, once all of it is written (a failure takes
     back what it wrote, so nothing is reported that is not there); paths never wrap."""
