@@ -34,6 +34,9 @@ def check_readable(path: Path) -> None:
         raise TraceVizError(f"{path}: is a directory, not a trace file")
     if not os.access(path, os.R_OK):
         raise TraceVizError(f"{path}: permission denied")
+    if not path.is_file():  # a device (/dev/zero) or a pipe: no size to trust, maybe no end
+        raise TraceVizError(f"{path}: not a regular file (a device, a pipe or a socket); "
+                            "traceviz reads trace files")
     if path.stat().st_size == 0:
         raise TraceVizError(f"{path}: file is empty")
 

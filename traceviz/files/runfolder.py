@@ -192,6 +192,10 @@ def check_trace_meta(meta: dict[str, Any], where: Path, prefix: str = "") -> Non
         check_fields(meta["runner"], _RUNNER, where, prefix + "runner.")
     if isinstance(meta.get("bench"), dict):
         check_bench(meta["bench"], where, prefix + "bench.")
+    devices = meta.get("devices")
+    if isinstance(devices, dict) and not all(isinstance(n, str) for n in devices.values()):
+        raise InputError(f"{where}: field {prefix}devices holds a device name that is not "
+                         "text")
     notes = meta.get("notes")
     if isinstance(notes, list) and not all(isinstance(n, str) for n in notes):
         raise InputError(f"{where}: field {prefix}notes is not a list of texts")

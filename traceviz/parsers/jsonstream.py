@@ -217,6 +217,12 @@ class ArrayChunks:
                 self.tail = buf[m.end() :]
                 yield Piece(buf[: m.start() + 1])
                 return
+        end = buf.rfind(b"]")
+        if end >= 0 and self._tail_ok(buf[end + 1:]):
+            # the array does close, on something other than an object: not a truncation
+            last = buf[max(0, end - 24):end].strip(_WS)
+            raise TraceVizError(f"{self._name}: the event array holds values that are not "
+                                f"events (JSON objects): it ends with {last!r}")
         raise TraceVizError(
             f"{self._name}: truncated or malformed JSON: the event array does not close "
             f"properly (input ends after {self._read_total} bytes)"
