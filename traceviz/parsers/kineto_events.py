@@ -272,9 +272,16 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
             memory = memory[~other]
         if not len(kept):
             return pd.DataFrame(), counts
+    names = _categorical([e.name for e in kept])
+    if (no_name := names.codes < 0).any():  # "name": null: dropped, and said
+        counts[NO_NAME] += int(no_name.sum())
+        if no_name.all():
+            return pd.DataFrame(), counts
+        kept = _gather(kept, np.flatnonzero(~no_name))
+        code, memory = code[~no_name], memory[~no_name]
+        names = _categorical([e.name for e in kept])
     gpu_annotation = code == _GPU_ANNOTATION
     kind = np.where(gpu_annotation, _K["annotation"], code).astype(np.int8)
-    names = _categorical([e.name for e in kept])
     args = [e.args for e in kept]
     empty = _Args()
     args = [a if a is not None else empty for a in args] if None in args else args
@@ -302,7 +309,6 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
     bad |= ts_bad | (dur_bad & ~memory)
     # an absent duration is an instant (0); a present one that is not a number is dropped
     wrong_dur = no_dur & (np.fromiter(map(len, durs), np.int64, len(durs)) > 0) & ~memory
-    no_name = names.codes < 0
     dur[memory] = 0  # an instant
     nbytes = _ints([e.bytes for e in args], bad)
     mem_total = np.full(len(kept), -1, dtype=np.int64)
@@ -343,6 +349,4 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
     counts[OUT_OF_RANGE] += int(bad.sum())
     counts[NOT_A_DURATION] += int((wrong_dur & ~drop).sum())
     drop |= wrong_dur
-    counts[NO_NAME] += int((no_name & ~drop).sum())
-    drop |= no_name
     return (frame[~drop] if drop.any() else frame), counts
