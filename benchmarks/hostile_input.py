@@ -54,14 +54,16 @@ def _plain_write(path: Path, parts) -> None:
             f.write(part)
 
 
-def run(path: Path, env: dict[str, str] | None = None) -> tuple[float, float, int, str]:
-    """Wall seconds, peak MB, exit status and last stderr line of one analyze."""
+def run(path: Path, env: dict[str, str] | None = None
+        ) -> tuple[float, tuple[int, int], int, str]:
+    """Wall seconds, peak KB (the process's, its largest child's), exit status and last
+    stderr line of one analyze."""
     # the child states its own peak: a forked child's ru_maxrss counts its parent's pages
     code = ("import resource, sys\nfrom traceviz.cli import main\ntry:\n"
             "    rc = main(sys.argv[1:])\nfinally:\n"
             "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
             "    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-            "    print('PEAK', max(peak, kids), file=sys.stderr)\nsys.exit(rc)")
+            "    print('PEAK', peak, kids, file=sys.stderr)\nsys.exit(rc)")
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code, "analyze", str(path), "--json"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -69,17 +71,17 @@ def run(path: Path, env: dict[str, str] | None = None) -> tuple[float, float, in
     _, stderr = proc.communicate()
     wall = time.perf_counter() - started
     lines = stderr.decode(errors="replace").strip().splitlines()
-    peaks = [int(x.split()[1]) for x in lines if x.startswith("PEAK ")]
+    # this process's peak and its largest worker's (decode workers, when it starts any)
+    peaks = [(int(x.split()[1]), int(x.split()[2])) for x in lines if x.startswith("PEAK ")]
     err = [x for x in lines if not x.startswith("PEAK ")]
-    return wall, (peaks[-1] / 1024 if peaks else float("nan")), proc.returncode, \
-        (err[-1] if err else "")
+    return wall, peaks[-1] if peaks else (0, 0), proc.returncode, (err[-1] if err else "")
 
 
 def report(label: str, path: Path, env: dict[str, str] | None = None) -> None:
     wall, peak, rc, line = run(path, env)
     size = path.stat().st_size / MB
-    print(f"{label:<44} {size:9.1f} MB file {wall:8.2f} s {peak:8.0f} MB peak  rc {rc}  "
-          f"{line[:110]}", flush=True)
+    print(f"{label:<44} {size:7.1f} MB file {wall:8.2f} s  peak {peak[0] >> 10:6,} MB "
+          f"(worker {peak[1] >> 10:5,} MB)  rc {rc}  {line[:110]}", flush=True)
 
 
 def main() -> None:

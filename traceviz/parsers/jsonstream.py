@@ -167,10 +167,7 @@ class ArrayChunks:
             m = self._last_separator()
             if m is None:  # one element bigger than a chunk: read on
                 if len(self._buf) > self._element_limit:
-                    raise TraceVizError(
-                        f"{self._name}: one event array element holds more than "
-                        f"{self._element_limit >> 20:,} MB (TRACEVIZ_MAX_ELEMENT_MB=N "
-                        "raises the limit)")
+                    raise TraceVizError(_too_big(self._name))
                 self._fill(self._chunk)
                 continue
             piece = Piece(bytes(memoryview(self._buf)[: m.start() + 1]),
@@ -236,6 +233,11 @@ class ArrayChunks:
         if self.bare_array:
             return b"{}"
         return self.head + b"]" + self.tail
+
+
+def _too_big(name: str) -> str:
+    return (f"{name}: one event array element holds more than {element_limit() >> 20:,} MB "
+            "(TRACEVIZ_MAX_ELEMENT_MB=N raises the limit)")
 
 
 def tail_ok(tail: bytes, bare_array: bool) -> bool:
@@ -371,6 +373,8 @@ def file_ranges(path: str, key: bytes, chunk_bytes: int, name: str = "input",
                 found = _SEP.search(buf)
                 if found is None:
                     lo += max(1, len(buf) - 64)
+                    if lo - target > element_limit():
+                        raise TraceVizError(_too_big(name))
             if found is None:
                 ranges.append(Range(path, pos, array_end))
                 break
