@@ -41,6 +41,9 @@ def check_readable(path: Path) -> None:
         raise TraceVizError(f"{path}: file is empty")
 
 
+_BLOCK = 16 << 20
+
+
 class _GzipErrors:
     """A gzip stream whose truncation/corruption errors read as one line."""
 
@@ -53,8 +56,22 @@ class _GzipErrors:
         self._f = _gzip.open(path, "rb")  # noqa: SIM115 (closed by close())
 
     def read(self, n: int = -1) -> bytes:
-        if n < 0 and self._limit != float("inf"):
-            n = int(self._limit - self._total) + 1  # never more than the limit at once
+        if self._limit != float("inf"):  # never inflate more than one byte past the limit
+            room = int(self._limit - self._total) + 1
+            n = room if n < 0 else min(n, room)
+        if n < 0 or n > _BLOCK:
+            # in blocks: one large read inflates into a buffer several times its size
+            parts = []
+            while n < 0 or n > 0:
+                part = self._read(_BLOCK if n < 0 else min(n, _BLOCK))
+                if not part:
+                    break
+                parts.append(part)
+                n -= len(part) if n > 0 else 0
+            return b"".join(parts)
+        return self._read(n)
+
+    def _read(self, n: int) -> bytes:
         try:
             data = self._f.read(n)
         except EOFError as e:

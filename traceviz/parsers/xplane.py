@@ -115,8 +115,9 @@ def read_space(path: Path):
 
 
 def _too_big(path: Path, limit: int) -> TraceVizError:
-    return TraceVizError(f"{path}: an XSpace of more than {limit >> 20:,} MB (an eighth of this "
-                         "machine's memory; TRACEVIZ_MAX_XSPACE_MB=N raises the limit)")
+    return TraceVizError(f"{path}: an XSpace of more than {limit >> 20:,} MB, the limit "
+                         "(by default an eighth of this machine's memory: parsing holds "
+                         "several times the bytes; TRACEVIZ_MAX_XSPACE_MB=N sets it)")
 
 
 def parse(path: str | Path, run: str | None = None) -> Trace:
