@@ -235,6 +235,18 @@ class ArrayChunks:
         return self.head + b"]" + self.tail
 
 
+def _past_white_space(fd: int, pos: int, size: int, window: int) -> int:
+    """The offset of the first byte after ``pos`` that is not white space: white space
+    before the first element is no part of it (nor of its range, nor of its size)."""
+    while pos < size:
+        buf = os.pread(fd, min(window, size - pos), pos)
+        lead = _leading_ws(buf)
+        if lead < len(buf):
+            return pos + lead
+        pos += len(buf)
+    return pos
+
+
 def _too_big(name: str) -> str:
     return (f"{name}: one event array element holds more than {element_limit() >> 20:,} MB "
             "(TRACEVIZ_MAX_ELEMENT_MB=N raises the limit)")
@@ -345,6 +357,7 @@ def file_ranges(path: str, key: bytes, chunk_bytes: int, name: str = "input",
             if not m:
                 return None
             start, bare = m.end(), False
+        start = _past_white_space(f.fileno(), start, size, window)
         tail_at = max(start, size - 4 * window)
         last = os.pread(f.fileno(), size - tail_at, tail_at)
         body = last.lstrip(_WS) if tail_at == start else b""
