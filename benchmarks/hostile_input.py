@@ -92,26 +92,32 @@ def main() -> None:
     ap.add_argument("--bomb-gb", type=float, default=1.0)
     ap.add_argument("--xplane-gb", type=float, default=2.0)
     ap.add_argument("--keep", type=Path, help="write the inputs here and keep them")
+    ap.add_argument("--cases", default="bomb,before,after,xplane",
+                    help="which cases, comma-separated (default: all)")
     args = ap.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="hostile-"))
     folder.mkdir(parents=True, exist_ok=True)
+    cases = set(args.cases.split(","))
     try:
         bomb = folder / "bomb.json.gz"
-        _gzip_write(bomb, [b'{"traceEvents": [', *_spaces(int(args.bomb_gb * (1 << 30))),
-                           b"]}"])
-        report(f"{args.bomb_gb:g} GiB of whitespace in a .json.gz", bomb)
-        for n in [int(x) for x in args.sizes.split(",")]:
+        if "bomb" in cases:
+            _gzip_write(bomb, [b'{"traceEvents": [', *_spaces(int(args.bomb_gb * (1 << 30))),
+                               b"]}"])
+            report(f"{args.bomb_gb:g} GiB of whitespace in a .json.gz", bomb)
+        for n in [int(x) for x in args.sizes.split(",")] if "before" in cases else []:
             before = folder / f"ws_before_{n}.json"
             _plain_write(before, [b'{"traceEvents": [', *_spaces(n * MB), EVENT, b"]}"])
             report(f"{n} MB of whitespace before the event", before)
             before.unlink()
-        for n in [int(x) for x in args.sizes.split(",")]:
+        for n in [int(x) for x in args.sizes.split(",")] if "after" in cases else []:
             after = folder / f"ws_after_{n}.json"
             _plain_write(after, [b'{"traceEvents": [', EVENT, *_spaces(n * MB), b"]}"])
             report(f"{n} MB of whitespace after the event", after)
             report("  the same, TRACEVIZ_MAX_ELEMENT_MB=1024", after,
                    {"TRACEVIZ_MAX_ELEMENT_MB": "1024"})
             after.unlink()
+        if "xplane" not in cases:
+            return
         xbomb = folder / "bomb.xplane.pb.gz"
         # an XSpace whose one plane claims a huge payload of zero bytes
         size = int(args.xplane_gb * (1 << 30))

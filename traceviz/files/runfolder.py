@@ -163,7 +163,10 @@ def check_bench(bench: dict[str, Any], path: Path, prefix: str = "") -> None:
 def run_of(trace_path: Path) -> Path | None:
     """The run folder whose trace ``trace_path`` is, else None."""
     parent = Path(trace_path).parent
-    found = run_trace(parent)
+    try:
+        found = run_trace(parent)
+    except PermissionError:  # a readable file in a folder that cannot be listed: a lone trace
+        return None
     return parent if found is not None and found.resolve() == Path(trace_path).resolve() \
         else None
 
