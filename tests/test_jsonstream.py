@@ -248,8 +248,9 @@ def test_streamed_gzip_with_the_standard_librarys_inflater(monkeypatch):
 
 
 def test_escaped_names_and_names_that_are_not_text(tmp_path):
-    """An escaped spelling of a name is the same name (whole or in pieces); a name that is
-    not text is the event layout's fault, reported at the first event at fault."""
+    """An escaped spelling of a name is the same name (whole or in pieces); a null name is
+    dropped with a note; a name that is not text is the event layout's fault, reported at
+    the first event at fault."""
     def doc(names: list[str]) -> bytes:
         events = ",".join(f'{{"ph": "X", "cat": "cpu_op", "name": {n}, "pid": 1, "tid": 1, '
                           f'"ts": {i}, "dur": 1}}' for i, n in enumerate(names))
@@ -258,8 +259,11 @@ def test_escaped_names_and_names_that_are_not_text(tmp_path):
     path = tmp_path / "names.json"
     path.write_bytes(doc(['"ab"', '"a\\u0062"', 'null', '"caf\\u00e9"', '"ab"']))
     for chunk in (None, 64):  # whole, and in pieces
-        names = kineto.parse(path, chunk_bytes=chunk).events["name"]
-        assert names.cat.codes.tolist() == [0, 0, -1, 1, 0]
+        trace = kineto.parse(path, chunk_bytes=chunk)
+        names = trace.events["name"]
+        # the null name is dropped, and said: a table with it is one every command refuses
+        assert names.cat.codes.tolist() == [0, 0, 1, 0]
+        assert "1 event dropped: no name (null)" in trace.meta["notes"]
         assert list(names.cat.categories) == ["ab", "café"]
     for bad, where in (('5', "$[1].name"), ('{"x": 1}', "$[1].name"), ('["a"]', "$[1].name")):
         path.write_bytes(doc(['"ok"', bad, '"ok"']))

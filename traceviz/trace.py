@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from traceviz.algos.categorical import per_distinct
 from traceviz.errors import TraceVizError
 from traceviz.files.fileio import atomic_output, check_readable
+from traceviz.files.runfolder import check_trace_meta
 from traceviz.table import schema
 from traceviz.table.launch_apis import launch_kind
 from traceviz.table.meta import TraceMeta
@@ -230,6 +231,7 @@ class Trace:
         if not isinstance(meta, dict):
             raise TraceVizError(f"{path}: its traceviz metadata is not a JSON object "
                                 "(damaged file?)")
+        check_trace_meta(meta, path)
         src = meta.get("source_file")
         if isinstance(src, str) and not Path(src).exists() \
                 and (path.parent / Path(src).name).is_file():
@@ -264,6 +266,7 @@ class Trace:
                 raise TraceVizError(f"{path}: column {col} has {gaps:,} missing "
                                     f"value{'s' if gaps > 1 else ''}; every row needs a "
                                     "whole number there")
+        _check_times(events, path)
         for col in ("kind", "name"):
             if col in events and (gaps := int(events[col].isna().sum())):
                 raise TraceVizError(f"{path}: column {col} has {gaps:,} missing "
@@ -283,3 +286,17 @@ class Trace:
         except (ValueError, TypeError, OverflowError) as e:
             raise TraceVizError(f"{path}: a column has the wrong type or missing values "
                                 f"({e})") from None
+
+
+def _check_times(events: pd.DataFrame, path: Path) -> None:
+    """A duration below 0, or an end past int64 nanoseconds, is no time: every figure
+    summed from it would be wrong (a negative total), so the table is refused."""
+    dur = events["dur_ns"].to_numpy()
+    if n := int((dur < 0).sum()):
+        raise TraceVizError(f"{path}: column dur_ns has {n:,} negative value"
+                            f"{'s' if n > 1 else ''}; a duration is 0 or more (re-import "
+                            "the raw trace)")
+    ts = events["ts_ns"].to_numpy()
+    if n := int((ts > np.iinfo(np.int64).max - dur).sum()):
+        raise TraceVizError(f"{path}: column ts_ns has {n:,} time{'s' if n > 1 else ''} "
+                            "whose end is past 64-bit nanoseconds (re-import the raw trace)")

@@ -898,8 +898,10 @@ def replay_cases(readers: list[Case]) -> list[Case]:
 def cases() -> list[Case]:
     readers = (kineto_cases() + mxnet_cases() + nsys_cases() + xplane_cases()
                + parquet_cases() + regression_cases())
+    from tests.corpus.hostile import hostile_cases
+
     return (readers + sweep_cases() + output_cases() + rank_cases()
-            + replay_cases(readers))
+            + replay_cases(readers) + hostile_cases())
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from traceviz.cli.sweep import SweepCommand
 from traceviz.cli.sweep_plot import SweepPlotCommand
 from traceviz.cli.whatif import WhatIfCommand
 from traceviz.errors import Terminated, TraceVizError, UsageError
+from traceviz.render.escape import visible
 
 COMMANDS: tuple[type[Command], ...] = (
     ImportCommand, AnalyzeCommand, CaptureCommand, ModelsCommand, EnvCommand,
@@ -124,4 +125,5 @@ def _debug_traceback(e: BaseException) -> None:
 def _error(message: str, label: str = "error") -> None:
     """One line on stderr, whatever the message holds (Arrow's are two lines)."""
     text = " ".join(part.strip() for part in message.splitlines() if part.strip())
-    print(f"traceviz: {label}: {text}", file=sys.stderr)
+    # file and kernel names in the message: their control characters shown, not sent
+    print(f"traceviz: {label}: {visible(text)}", file=sys.stderr)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from contextlib import ExitStack
 from pathlib import Path
 
-from traceviz.cli.base import Command, load_with_progress, stdout, width_arg
+from traceviz.cli.base import Command, json_text, load_with_progress, stdout, width_arg
 
 
 class AdviseCommand(Command):
@@ -27,7 +26,7 @@ class AdviseCommand(Command):
             trace = load_with_progress(args.trace, stack)
         advice = advise_full(trace)
         if args.json:
-            print(json.dumps(advice.to_dict(), indent=2, default=int))
+            print(json_text(advice.to_dict(), default=int))
             return 0
         from traceviz.render.terminal.advice import advice_render
 

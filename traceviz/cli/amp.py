@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from traceviz.cli.base import (
     Command,
     chart_paths,
+    json_text,
     load_runs,
     refuse_existing,
     stderr,
@@ -52,8 +52,8 @@ class AmpCommand(Command):
 
         mismatch = precision_mismatch(tb)
         if args.json:
-            print(json.dumps({"fp32": la, "amp": lb, **br.to_dict(), "precision_mismatch":
-                              mismatch.to_dict() if mismatch else None}, indent=2))
+            print(json_text({"fp32": la, "amp": lb, **br.to_dict(), "precision_mismatch":
+                             mismatch.to_dict() if mismatch else None}))
         else:
             out = stdout(args.width)
             out.print(amp_render(br, la, lb, out.width))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from traceviz.cli.base import (
     Command,
     chart_paths,
+    json_text,
     load_with_progress,
     memory_limit_arg,
     progress_bar,
@@ -111,7 +111,7 @@ class AnalyzeCommand(Command):
             out = summary.to_dict(top=args.top)
             if path is not None:
                 out["critical_path"] = path.to_dict(top=args.top)
-            print(json.dumps(out, indent=2))
+            print(json_text(out))
         else:
             from traceviz.render.terminal.summary import print_summary
 
@@ -174,7 +174,7 @@ class AnalyzeCommand(Command):
             out = summary.to_dict(top=args.top)
             if path is not None:
                 out["critical_path"] = path.to_dict(top=args.top)
-            print(json.dumps(out, indent=2))
+            print(json_text(out))
         else:
             from traceviz.render.terminal.summary import ranks_render
 

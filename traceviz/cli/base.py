@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
+from rich.segment import Segment
 
 from traceviz.errors import UsageError
 from traceviz.files.fileio import atomic_output, check_output, is_gzip, output_folder
+from traceviz.render.escape import console_text
 
 if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
@@ -36,8 +38,19 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
+class _Console(Console):
+    """A console that shows the control characters in what it prints (``\\x1b``) rather
+    than sending them: the last guard for names from traces that reach the terminal by a
+    path that did not escape them (tables escape before fitting, ``escape.visible``)."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            seg if seg.control else Segment(console_text(seg.text), seg.style)
+            for seg in buffer)
+
+
 def stderr() -> Console:
-    return Console(stderr=True)
+    return _Console(stderr=True)
 
 
 MIN_WIDTH = 40
@@ -87,9 +100,9 @@ def stdout(width: int | None = None) -> Console:
     No markup: results hold names from traces (``kernel[/cfg]``, ``f(T) [with T =
     float]``) that rich would read as style tags (a crash, or text lost); styles come
     as ``Text`` objects."""
-    console = Console(width=width, markup=False)
+    console = _Console(width=width, markup=False)
     if width is None and not console.is_terminal:
-        console = Console(width=120, markup=False)
+        console = _Console(width=120, markup=False)
     return console
 
 
@@ -151,6 +164,34 @@ def write_charts(directory: Path, figs: dict, force: bool) -> None:
                 written.append(path)
             plt.close(fig)
     said(f"wrote {p}" for p in written)
+
+
+def json_text(value: Any, default: Callable[[Any], Any] | None = None) -> str:
+    """``--json``'s text: always valid JSON. A figure that is not a number (NaN, an
+    infinity: a record's missing or diverged value) is ``null``, never ``NaN``."""
+    import json
+
+    def default_any(x: Any) -> Any:
+        if default is not None:
+            return _finite(default(x))
+        if hasattr(x, "item"):  # numpy scalars
+            return _finite(x.item())
+        raise TypeError(f"{type(x).__name__} is not JSON")
+
+    return json.dumps(_finite(value), indent=2, default=default_any, allow_nan=False)
+
+
+def _finite(x: Any) -> Any:
+    """``x`` with every float that is not finite, at any depth, as None."""
+    import math
+
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
 
 
 def said(lines: Iterable[str]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from traceviz.cli.base import (
     Command,
     chart_paths,
+    json_text,
     load_runs,
     refuse_existing,
     stdout,
@@ -65,7 +65,7 @@ class CompareCommand(Command):
         if args.json:
             out_dict = compare_dict(figs, differ, diffs, mpe, pairs, args.top)
             out_dict["profiled_vs_timed_order"] = conflicts
-            print(json.dumps(out_dict, indent=2, default=json_value))
+            print(json_text(out_dict, default=json_value))
         else:
             out = stdout(args.width)
             width = out.width

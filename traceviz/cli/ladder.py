@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from traceviz.cli.base import Command, progress_bar, stderr, stdout, width_arg
+from traceviz.cli.base import Command, json_text, progress_bar, stderr, stdout, width_arg
 from traceviz.errors import UsageError
 from traceviz.runners import DEVICES, default_device
 
@@ -139,7 +138,7 @@ class LadderCommand(Command):
     @staticmethod
     def _print(args: argparse.Namespace, ladder: Ladder) -> None:
         if args.json:
-            print(json.dumps(ladder.to_dict(), indent=2))
+            print(json_text(ladder.to_dict()))
             return
         from traceviz.render.terminal.ladder import ladder_render
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 
-from traceviz.cli.base import Command, stdout, width_arg
+from traceviz.cli.base import Command, json_text, stdout, width_arg
 from traceviz.runners import DEVICES, FRAMEWORKS, default_device, variants
 
 
@@ -46,7 +45,7 @@ class ModelsCommand(Command):
                          "description": v.description, "devices": list(v.devices),
                          "available": ok, "why_not": why})
         if args.json:
-            print(json.dumps(rows, indent=2))
+            print(json_text(rows))
             return 0
         from traceviz.render.terminal.fit import Col, fitted_table
 

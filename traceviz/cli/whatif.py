@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from contextlib import ExitStack
 from pathlib import Path
 
-from traceviz.cli.base import Command, LazyHelp, load_with_progress, stdout, width_arg
+from traceviz.cli.base import Command, LazyHelp, json_text, load_with_progress, stdout, width_arg
 
 
 def _scenario_help() -> str:
@@ -47,7 +46,7 @@ class WhatIfCommand(Command):
             trace = load_with_progress(args.trace, stack)
         result = whatif(trace, scenarios)
         if args.json:
-            print(json.dumps(result.to_dict(), indent=2))
+            print(json_text(result.to_dict()))
             return 0
         from traceviz.render.terminal.advice import whatif_render
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import BinaryIO, cast
 
 from traceviz.errors import TraceVizError
+from traceviz.files.limits import inflate_limit, inflate_refusal
 
 try:  # ISA-L inflates about 3x faster than zlib: a gzipped trace's reading is mostly that
     from isal import igzip as _gzip
@@ -33,24 +34,54 @@ def check_readable(path: Path) -> None:
         raise TraceVizError(f"{path}: is a directory, not a trace file")
     if not os.access(path, os.R_OK):
         raise TraceVizError(f"{path}: permission denied")
+    if not path.is_file():  # a device (/dev/zero) or a pipe: no size to trust, maybe no end
+        raise TraceVizError(f"{path}: not a regular file (a device, a pipe or a socket); "
+                            "traceviz reads trace files")
     if path.stat().st_size == 0:
         raise TraceVizError(f"{path}: file is empty")
+
+
+_BLOCK = 16 << 20
 
 
 class _GzipErrors:
     """A gzip stream whose truncation/corruption errors read as one line."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, limit: float | None = None):
         self._path = path
+        self._compressed = os.path.getsize(path)
+        # a bomb is refused as soon as it passes the limit, not after inflating it all
+        self._limit = inflate_limit(self._compressed) if limit is None else limit
+        self._total = 0
         self._f = _gzip.open(path, "rb")  # noqa: SIM115 (closed by close())
 
     def read(self, n: int = -1) -> bytes:
+        if self._limit != float("inf"):  # never inflate more than one byte past the limit
+            room = int(self._limit - self._total) + 1
+            n = room if n < 0 else min(n, room)
+        if n < 0 or n > _BLOCK:
+            # in blocks: one large read inflates into a buffer several times its size
+            parts = []
+            while n < 0 or n > 0:
+                part = self._read(_BLOCK if n < 0 else min(n, _BLOCK))
+                if not part:
+                    break
+                parts.append(part)
+                n -= len(part) if n > 0 else 0
+            return b"".join(parts)
+        return self._read(n)
+
+    def _read(self, n: int) -> bytes:
         try:
-            return self._f.read(n)
+            data = self._f.read(n)
         except EOFError as e:
             raise TraceVizError(f"{self._path}: truncated gzip file ({e})") from None
         except _INFLATE_ERRORS as e:
             raise TraceVizError(f"{self._path}: corrupt gzip file ({e})") from None
+        self._total += len(data)
+        if self._total > self._limit:
+            raise inflate_refusal(self._path, self._compressed, self._limit)
+        return data
 
     def close(self) -> None:
         self._f.close()

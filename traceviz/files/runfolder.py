@@ -9,6 +9,7 @@ with its timings. ``capture`` builds the same metadata from the same three recor
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -67,12 +68,60 @@ def run_meta(config: dict[str, Any] | None, bench: dict[str, Any] | None,
 
 
 def folder_meta(run_dir: Path) -> TraceMeta:
-    """``run_meta`` of the records in ``run_dir``."""
+    """``run_meta`` of the records in ``run_dir``, each checked field by field."""
     bench = read_record(run_dir / "bench.json")
     if bench is not None:
         check_bench(bench, run_dir / "bench.json")
-    return run_meta(read_record(run_dir / "config.json"), bench,
-                    read_record(run_dir / "meta.json"))
+    config = read_record(run_dir / "config.json")
+    if config is not None:
+        check_fields(config, _CONFIG, run_dir / "config.json")
+        if isinstance(config.get("workload"), dict):
+            check_fields(config["workload"], _WORKLOAD, run_dir / "config.json", "workload.")
+    runner = read_record(run_dir / "meta.json")
+    if runner is not None:
+        check_fields(runner, _RUNNER, run_dir / "meta.json")
+    return run_meta(config, bench, runner)
+
+
+_NONE = type(None)
+# the fields of config.json and meta.json that traceviz reads, and their JSON types
+_CONFIG: dict[str, tuple[type, ...]] = {
+    "model": (str,), "workload": (dict,), "device": (str, _NONE), "amp": (str, _NONE),
+    "seed": (int, _NONE), "warmup": (int, _NONE), "steps": (int, _NONE),
+    "profile_steps": (int, _NONE), "profiler": (str, _NONE), "exec": (str, _NONE),
+    "options": (dict, _NONE), "graph_replay": (bool, _NONE)}
+_WORKLOAD: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("preset", "head", "loss", "optimizer", "mode"), (str,)),
+    **dict.fromkeys(("batch", "seq", "hidden", "layers", "input", "vocab", "embed",
+                     "classes", "workers"), (int,)),
+    "lr": (int, float), "sparse_embedding": (bool,)}
+_RUNNER: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("framework", "framework_version", "python", "device_name", "profiler"),
+                    (str, _NONE)),
+    "cpu_threads": (int, _NONE), "nvtx": (bool, _NONE)}
+_JSON_TYPE = {str: "text", int: "a whole number", float: "a number", bool: "true or false",
+              dict: "an object", list: "a list", _NONE: "null"}
+
+
+def check_fields(record: dict[str, Any], types: dict[str, tuple[type, ...]], path: Path,
+                 prefix: str = "") -> None:
+    """Raise ``InputError`` naming the first field of ``record`` whose JSON type is not
+    one of ``types``' (fields it does not list are not read, and not checked)."""
+    for key, allowed in types.items():
+        if key not in record:
+            continue
+        v = record[key]
+        ok = isinstance(v, allowed) and not (isinstance(v, bool) and bool not in allowed)
+        if ok and isinstance(v, float) and not math.isfinite(v):
+            ok = False
+        if not ok:
+            want = " or ".join(_JSON_TYPE[t] for t in allowed)
+            raise InputError(f"{path}: field {prefix}{key} is {_shown(v)}, not {want}")
+
+
+def _shown(v: Any) -> str:
+    text = json.dumps(v, allow_nan=True)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 # bench.json's figures the analyses read: numbers, or lists of numbers
@@ -82,31 +131,74 @@ _BENCH_NUMBERS = ("elapsed_s", "sequences_per_s", "batches", "profiled_time_per_
 _BENCH_LISTS = ("batch_times_s", "warmup_times_s", "loss_per_batch", "profiled_batch_times_s")
 
 
-def check_bench(bench: dict[str, Any], path: Path) -> None:
+def check_bench(bench: dict[str, Any], path: Path, prefix: str = "") -> None:
     """Raise ``InputError`` naming the first figure of ``bench`` of the wrong type."""
-    def number(v: Any) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    def number(v: Any, key: str) -> bool:
+        """A JSON number; a time or a count finite and not negative (a loss may be NaN:
+        a diverged run's)."""
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            return False
+        return key == "loss_per_batch" or (math.isfinite(v) and v >= 0)
 
     for key in _BENCH_NUMBERS:
-        if bench.get(key) is not None and not number(bench[key]):
-            raise InputError(f"{path}: {key!r} is not a number ({bench[key]!r})")
+        if bench.get(key) is not None and not number(bench[key], key):
+            raise InputError(f"{path}: field {prefix}{key} is {_shown(bench[key])}, not a number "
+                             "of 0 or more")
     for key in _BENCH_LISTS:
         v = bench.get(key)
         if v is not None and not (isinstance(v, list)
-                                  and all(number(x) or x is None for x in v)):
-            raise InputError(f"{path}: {key!r} is not a list of numbers")
+                                  and all(number(x, key) or x is None for x in v)):
+            what = "numbers" if key == "loss_per_batch" else "numbers of 0 or more"
+            raise InputError(f"{path}: field {prefix}{key} is not a list of {what}")
     t = bench.get("time_per_batch_s")
     if t is not None and not (isinstance(t, dict) and all(
-            number(t.get(k)) for k in ("median", "min", "max") if k in t)):
-        raise InputError(f"{path}: 'time_per_batch_s' holds something other than numbers")
+            number(t.get(k), k) for k in ("median", "min", "max", "mean") if k in t)):
+        raise InputError(f"{path}: field {prefix}time_per_batch_s holds something other than "
+                         "numbers of 0 or more")
     for key in ("memory", "utilization", "workload_flops_parts"):
         if bench.get(key) is not None and not isinstance(bench[key], dict):
-            raise InputError(f"{path}: {key!r} is not a JSON object")
+            raise InputError(f"{path}: field {prefix}{key} is not a JSON object")
 
 
 def run_of(trace_path: Path) -> Path | None:
     """The run folder whose trace ``trace_path`` is, else None."""
     parent = Path(trace_path).parent
-    found = run_trace(parent)
+    try:
+        found = run_trace(parent)
+    except PermissionError:  # a readable file in a folder that cannot be listed: a lone trace
+        return None
     return parent if found is not None and found.resolve() == Path(trace_path).resolve() \
         else None
+
+
+_TRACE_META: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("source_format", "source_file", "profiler", "model", "variant",
+                     "preset", "mode", "amp", "device_kind", "exec", "script",
+                     "kineto_traceName", "nsys_version", "nsys_schema", "nsys_window_ns"),
+                    (str, _NONE)),
+    **dict.fromkeys(("devices", "memory_base", "thread_names", "device_properties",
+                     "workload", "bench", "runner", "options", "kineto_distributedInfo"),
+                    (dict, _NONE)),
+    **dict.fromkeys(("notes", "hostnames", "mxnet_processes"), (list, _NONE)),
+    **dict.fromkeys(("origin_ns", "seed", "exit_status", "rank", "workers",
+                     "kineto_baseTimeNanoseconds"), (int, _NONE)),
+    **dict.fromkeys(("dtypes_recorded", "graph_replay"), (bool, _NONE))}
+
+
+def check_trace_meta(meta: dict[str, Any], where: Path, prefix: str = "") -> None:
+    """Raise ``InputError`` naming the first field of a trace's saved metadata (a Parquet
+    file's, a rank dataset's) of the wrong type, down into the run's records it holds."""
+    check_fields(meta, _TRACE_META, where, prefix)
+    if isinstance(meta.get("workload"), dict):
+        check_fields(meta["workload"], _WORKLOAD, where, prefix + "workload.")
+    if isinstance(meta.get("runner"), dict):
+        check_fields(meta["runner"], _RUNNER, where, prefix + "runner.")
+    if isinstance(meta.get("bench"), dict):
+        check_bench(meta["bench"], where, prefix + "bench.")
+    devices = meta.get("devices")
+    if isinstance(devices, dict) and not all(isinstance(n, str) for n in devices.values()):
+        raise InputError(f"{where}: field {prefix}devices holds a device name that is not "
+                         "text")
+    notes = meta.get("notes")
+    if isinstance(notes, list) and not all(isinstance(n, str) for n in notes):
+        raise InputError(f"{where}: field {prefix}notes is not a list of texts")

@@ -70,6 +70,10 @@ def detect_format(path: Path) -> str:
         from traceviz.parsers.mxnet import looks_like_mxnet
 
         return "mxnet" if looks_like_mxnet(head) else "kineto"
+    if head.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
+        utf = "UTF-8" if head.startswith(b"\xef") else "UTF-16"
+        raise TraceVizError(f"{path}: starts with a {utf} byte order mark (BOM), which a trace "
+                            "(JSON in UTF-8) does not have: save it as UTF-8 without a BOM")
     raise TraceVizError(
         f"{path}: unrecognised trace format (expected torch.profiler JSON, "
         "a traceviz .parquet, an nsys export or report, or a TF/JAX .xplane.pb)"

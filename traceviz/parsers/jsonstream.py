@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
 from traceviz.errors import TraceVizError
+from traceviz.files.limits import element_limit
 from traceviz.system.pools import kill_pool, main_not_rerun, process_pool
 
 _SEP = re.compile(rb"\}\s*,\s*\{")
 _CLOSE = re.compile(rb"\}\s*\]")
 _WS = b" \t\r\n"
 _LEADING_WS = re.compile(rb"[ \t\r\n]*")
+_TAIL_START = re.compile(rb"[ \t\r\n]*(\}[ \t\r\n]*\Z|,|\Z)")
 
 
 def _leading_ws(buf: bytes | bytearray) -> int:
@@ -101,6 +103,8 @@ class ArrayChunks:
         self._buf = bytearray()
         self._eof = False
         self._read_total = 0
+        self._resume = 0  # no separator starts before this offset of the buffer
+        self._element_limit = element_limit()
         self.head = b""
         self.tail = b""
         self.bare_array = False
@@ -117,6 +121,11 @@ class ArrayChunks:
         scanned = 0
         while True:
             lead = _leading_ws(self._buf)
+            if lead == len(self._buf) and not self._eof:
+                # whitespace before the document: drop it, rather than keep and rescan it
+                self._buf.clear()
+                self._fill(1 << 20)
+                continue
             first = bytes(self._buf[lead:lead + 1])
             if first == b"[":
                 self.bare_array = True
@@ -130,6 +139,11 @@ class ArrayChunks:
                 cut = m.end()
                 break
             scanned = len(self._buf)
+            if scanned > self._element_limit:
+                raise TraceVizError(
+                    f"{self._name}: no 'traceEvents' array in the first "
+                    f"{self._element_limit >> 20:,} MB (TRACEVIZ_MAX_ELEMENT_MB=N raises the "
+                    "limit)")
             if self._eof:
                 raise TraceVizError(
                     f"{self._name}: JSON without a 'traceEvents' array: not a Chrome/Kineto trace"
@@ -146,24 +160,38 @@ class ArrayChunks:
                 continue
             if self._eof:
                 break
+            if self._resume == 0 and _leading_ws(self._buf) == len(self._buf):
+                # whitespace before the first element: nothing to keep
+                self._buf.clear()
+                continue
             m = self._last_separator()
             if m is None:  # one element bigger than a chunk: read on
+                if len(self._buf) > self._element_limit:
+                    raise TraceVizError(_too_big(self._name))
                 self._fill(self._chunk)
                 continue
             piece = Piece(bytes(memoryview(self._buf)[: m.start() + 1]),
                           bytes(self._buf[m.start() + 1 : m.end() - 1]))
             del self._buf[: m.end() - 1]  # keep the next element's opening brace
+            self._resume = 0
             yield piece
         yield from self._final()
 
     def _last_separator(self) -> re.Match | None:
+        """The buffer's last separator, searched from its end back to where the previous
+        search stopped: every byte is searched about once, whatever the element's size
+        (searching the whole growing buffer after every read was quadratic)."""
         window = 1 << 16
         while True:
-            lo = max(0, len(self._buf) - window)
+            lo = max(self._resume, len(self._buf) - window)
             last = None
             for last in _SEP.finditer(self._buf, lo):  # noqa: B007 (we want the last)
                 pass
-            if last is not None or lo == 0:
+            if last is not None or lo == self._resume:
+                if last is None:
+                    # a separator may straddle the end: search its last bytes again (one
+                    # that spans more whitespace than this only makes a bigger piece)
+                    self._resume = max(0, len(self._buf) - 64)
                 return last
             window *= 4
 
@@ -177,10 +205,21 @@ class ArrayChunks:
         # A "]" alone is not enough: strings after the array (Kineto's INFO lines) hold
         # some, and a "}]" inside an element leaves a remainder that does not parse.
         for m in _CLOSE.finditer(buf):
+            # most candidates fail on the byte after them: test that without copying
+            # the rest of the buffer for each (a quadratic cost on a hostile last piece)
+            t = _TAIL_START.match(buf, m.end())
+            if t is None or (t.group(1) == b"," and self.bare_array):
+                continue
             if self._tail_ok(buf[m.end() :]):
                 self.tail = buf[m.end() :]
                 yield Piece(buf[: m.start() + 1])
                 return
+        end = buf.rfind(b"]")
+        if end >= 0 and self._tail_ok(buf[end + 1:]):
+            # the array does close, on something other than an object: not a truncation
+            last = buf[max(0, end - 24):end].strip(_WS)
+            raise TraceVizError(f"{self._name}: the event array holds values that are not "
+                                f"events (JSON objects): it ends with {last!r}")
         raise TraceVizError(
             f"{self._name}: truncated or malformed JSON: the event array does not close "
             f"properly (input ends after {self._read_total} bytes)"
@@ -194,6 +233,23 @@ class ArrayChunks:
         if self.bare_array:
             return b"{}"
         return self.head + b"]" + self.tail
+
+
+def _past_white_space(fd: int, pos: int, size: int, window: int) -> int:
+    """The offset of the first byte after ``pos`` that is not white space: white space
+    before the first element is no part of it (nor of its range, nor of its size)."""
+    while pos < size:
+        buf = os.pread(fd, min(window, size - pos), pos)
+        lead = _leading_ws(buf)
+        if lead < len(buf):
+            return pos + lead
+        pos += len(buf)
+    return pos
+
+
+def _too_big(name: str) -> str:
+    return (f"{name}: one event array element holds more than {element_limit() >> 20:,} MB "
+            "(TRACEVIZ_MAX_ELEMENT_MB=N raises the limit)")
 
 
 def tail_ok(tail: bytes, bare_array: bool) -> bool:
@@ -301,6 +357,7 @@ def file_ranges(path: str, key: bytes, chunk_bytes: int, name: str = "input",
             if not m:
                 return None
             start, bare = m.end(), False
+        start = _past_white_space(f.fileno(), start, size, window)
         tail_at = max(start, size - 4 * window)
         last = os.pread(f.fileno(), size - tail_at, tail_at)
         body = last.lstrip(_WS) if tail_at == start else b""
@@ -329,6 +386,8 @@ def file_ranges(path: str, key: bytes, chunk_bytes: int, name: str = "input",
                 found = _SEP.search(buf)
                 if found is None:
                     lo += max(1, len(buf) - 64)
+                    if lo - target > element_limit():
+                        raise TraceVizError(_too_big(name))
             if found is None:
                 ranges.append(Range(path, pos, array_end))
                 break

@@ -98,7 +98,9 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
     else:
         frames, dropped, doc = _streamed(path, progress, workers, chunk_bytes, details)
     if not frames:
-        raise TraceVizError(f"{path}: the trace holds no profiler events")
+        why = dropped_note(dropped)  # every event dropped: say why, not only that
+        raise TraceVizError(f"{path}: the trace holds no profiler events"
+                            + (f" ({'; '.join(why)})" if why else ""))
     if len(frames) == 1:  # a small file: one piece
         base = frames[0].reset_index(drop=True)
     else:

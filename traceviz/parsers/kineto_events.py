@@ -247,6 +247,10 @@ OUT_OF_RANGE = ("a number out of range (an id beyond 64 bits, a device or stream
 NO_TIME = "no timestamp, or one that is not a number"
 NEGATIVE = "a negative duration (read as 0)"
 BIG_STEP = "a ProfilerStep number beyond 32 bits (kept as an annotation)"
+# a duration written as text ("20") is not read as a number: the format writes numbers,
+# and a text that looks like one is no more trustworthy than one that does not
+NOT_A_DURATION = "a duration that is not a number (text, null, true...)"
+NO_NAME = "no name (null)"
 
 
 def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFrame, Counter]:
@@ -275,9 +279,16 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
             memory = memory[~other]
         if not len(kept):
             return pd.DataFrame(), counts
+    names = _categorical([e.name for e in kept])
+    if (no_name := names.codes < 0).any():  # "name": null: dropped, and said
+        counts[NO_NAME] += int(no_name.sum())
+        if no_name.all():
+            return pd.DataFrame(), counts
+        kept = _gather(kept, np.flatnonzero(~no_name))
+        code, memory = code[~no_name], memory[~no_name]
+        names = _categorical([e.name for e in kept])
     gpu_annotation = code == _GPU_ANNOTATION
     kind = np.where(gpu_annotation, _K["annotation"], code).astype(np.int8)
-    names = _categorical([e.name for e in kept])
     args = [e.args for e in kept]
     empty = _Args()
     args = [a if a is not None else empty for a in args] if None in args else args
@@ -300,8 +311,11 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
     step = np.where(is_step, step, -1)
 
     ts, no_ts, ts_bad = raw_us_to_ns([e.ts for e in kept])
-    dur, no_dur, dur_bad = raw_us_to_ns([e.dur for e in kept])
+    durs = [e.dur for e in kept]
+    dur, no_dur, dur_bad = raw_us_to_ns(durs)
     bad |= ts_bad | (dur_bad & ~memory)
+    # an absent duration is an instant (0); a present one that is not a number is dropped
+    wrong_dur = no_dur & (np.fromiter(map(len, durs), np.int64, len(durs)) > 0) & ~memory
     dur[memory] = 0  # an instant
     nbytes = _ints([e.bytes for e in args], bad)
     mem_total = np.full(len(kept), -1, dtype=np.int64)
@@ -340,4 +354,6 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
     drop = no_ts | bad
     counts[NO_TIME] += int((no_ts & ~bad).sum())
     counts[OUT_OF_RANGE] += int(bad.sum())
+    counts[NOT_A_DURATION] += int((wrong_dur & ~drop).sum())
+    drop |= wrong_dur
     return (frame[~drop] if drop.any() else frame), counts

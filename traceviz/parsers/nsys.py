@@ -70,7 +70,9 @@ def parse(path: Path, fmt: str) -> Trace:
                   _gpu_memory(tables, b)]
         meta = _meta(tables, path, fmt)
     notes = dropped_note({"a value out of range (a time or id beyond 64 bits, a device or "
-                          "stream beyond 32)": b.dropped}, "rows")
+                          "stream beyond 32)": b.dropped,
+                          "no start or end time (NULL), or an end before the start":
+                          b.no_time}, "rows")
     if b.unnamed:
         notes.append(f"{b.unnamed:,} kernels have no name in the export (no string id, or "
                      f"one not in StringIds): shown as {UNNAMED_KERNEL}.")
@@ -137,6 +139,7 @@ class _Rows:
     def __init__(self) -> None:
         self.dropped = 0
         self.unnamed = 0  # kernels without a name in the export
+        self.no_time = 0  # activities without a start or end, or ending before they start
 
     def ints(self, df: pd.DataFrame, col: str, default: int = -1,
              bad: np.ndarray | None = None) -> np.ndarray:
@@ -149,7 +152,7 @@ class _Rows:
              pid: np.ndarray, tid: np.ndarray, device: np.ndarray, stream: np.ndarray,
              link_pid: np.ndarray, bad: np.ndarray, correlation: np.ndarray | None = None,
              step: np.ndarray | None = None, bytes_: np.ndarray | None = None,
-             details: np.ndarray | None = None) -> pd.DataFrame:
+             details: np.ndarray | None = None, ranges: bool = False) -> pd.DataFrame:
         start = self.ints(df, "start", bad=bad)
         end = self.ints(df, "end", bad=bad)
         bad |= (device < INT32[0]) | (device > INT32[1]) | (stream < INT32[0]) | \
@@ -168,7 +171,11 @@ class _Rows:
             "details": details if details is not None else np.full(n, "", dtype=object),
         })
         self.dropped += int(bad.sum())
-        keep = ~bad & (start >= 0) & (end >= start)  # unfinished ranges have no end
+        keep = ~bad & (start >= 0) & (end >= start)
+        # an NVTX range left open has no end (and a mark none either): not worth a note;
+        # an activity without a time, or ending before it starts, is a damaged row
+        if not ranges:
+            self.no_time += int((~bad & ~keep).sum())
         return frame[[*BASE_COLUMNS, "link_pid", "details"]][keep]
 
     def device_rows(self, kind: str, name: np.ndarray, df: pd.DataFrame,
@@ -339,7 +346,7 @@ def _nvtx(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
     pid, tid, key = _host_ids(b.ints(df, "globalTid", bad=bad))
     return b.rows(kind, name, df, pid=pid, tid=tid, device=np.full(n, -1),
                   stream=np.full(n, -1), link_pid=key, bad=bad,
-                  step=step_no, details=details)
+                  step=step_no, details=details, ranges=True)
 
 
 def _meta(tables: ExportTables, path: Path, fmt: str) -> TraceMeta:

@@ -42,7 +42,8 @@ from pathlib import Path
 import pandas as pd
 
 from traceviz.errors import TraceVizError
-from traceviz.files.fileio import open_input
+from traceviz.files.fileio import is_gzip, open_input
+from traceviz.files.limits import xspace_limit
 from traceviz.parsers.normalize import finish
 from traceviz.parsers.numbers import dropped_note
 from traceviz.parsers.xplane_rows import HOST_DEVICE_STRIDE, Rows, to_base
@@ -93,8 +94,15 @@ def read_space(path: Path):
 
     from traceviz.parsers.xspace_proto import xspace_class
 
+    # the bytes and the parsed message are held at once: refuse what would not fit
+    # before reading it, not after (a 17 MB .gz can inflate to 5 GB)
+    limit = xspace_limit()
+    if not is_gzip(path) and path.stat().st_size > limit:
+        raise _too_big(path, limit)
     with open_input(path) as f:
-        data = f.read()
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise _too_big(path, limit)
     space = xspace_class()()
     try:
         space.ParseFromString(data)
@@ -104,6 +112,12 @@ def read_space(path: Path):
         raise TraceVizError(f"{path}: the XSpace holds no events (not an .xplane.pb, or "
                             "a profile that recorded nothing)")
     return space
+
+
+def _too_big(path: Path, limit: int) -> TraceVizError:
+    return TraceVizError(f"{path}: an XSpace of more than {limit >> 20:,} MB, the limit "
+                         "(by default an eighth of this machine's memory: parsing holds "
+                         "several times the bytes; TRACEVIZ_MAX_XSPACE_MB=N sets it)")
 
 
 def parse(path: str | Path, run: str | None = None) -> Trace:

@@ -13,6 +13,7 @@ from typing import Any
 
 from traceviz.errors import TraceVizError, UsageError
 from traceviz.files.folders import DATASET_META
+from traceviz.files.runfolder import check_trace_meta
 from traceviz.rankset.folder import DATASET_FORMAT, _gather, _pool_map
 from traceviz.system.install_hint import pip_install
 
@@ -34,6 +35,8 @@ def dataset_meta(path: Path) -> dict[str, Any]:
     if bad:
         raise TraceVizError(f"{path / DATASET_META}: malformed ({bad}: each rank needs its "
                             "file and meta); import the rank folder again")
+    for k, v in ranks.items():
+        check_trace_meta(v["meta"], path / DATASET_META, f"ranks.{k}.meta.")
     return meta
 
 

@@ -13,11 +13,13 @@ import html
 import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import pandas as pd
 
 from traceviz.analyses.compare.amp import amp_breakdown, amp_pairs
 from traceviz.analyses.compare.runs import RunFigures, mpe_table, workload_differences
+from traceviz.render.escape import file_name, markdown
 from traceviz.render.terminal.runs import amp_rows, amp_verdict
 from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
@@ -37,10 +39,6 @@ def _png(fig) -> bytes:
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
-
-
-def _safe(label: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in label)
 
 
 def _loss_section(figs: list[RunFigures]) -> Section | None:
@@ -198,7 +196,8 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
             if blank:  # no slice to draw: a line says why instead of an empty pie
                 pies.text += f" {f.label}: no pie, {blank}."
                 continue
-            pies.images.append((f"pie_{_safe(f.label)}.png", _png(kernel_pie(f.summary, f.label))))
+            pies.images.append((f"pie_{file_name(f.label)}.png",
+                                _png(kernel_pie(f.summary, f.label))))
         if len(figs) > 1:
             pies.images.append(("categories.png", _png(category_bars(figs))))
         sections.append(pies)
@@ -215,7 +214,7 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
             sections.append(Section(
                 f"AMP breakdown: {a.label} → {b.label}", amp_verdict(br),
                 pd.DataFrame(amp_rows(br), columns=["part", "time per step"]),
-                [(f"amp_{_safe(b.label)}.png", _png(amp_waterfall(br, a.label, b.label)))]))
+                [(f"amp_{file_name(b.label)}.png", _png(amp_waterfall(br, a.label, b.label)))]))
     for label, df in sweeps:
         cols = [c for c in ("point", "status", "time_per_batch_s", "time_min_s", "time_max_s",
                             "time_cv", "noisy", "cpu_threads", "sequences_per_s",
@@ -245,7 +244,7 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                                       "idle_fraction": "idle (CPU: framework)",
                                       "launch_bound_fraction": "launch-bound",
                                       "cast_share": "cast share", "top_kernel": "top kernel"})
-        images = [(f"{_safe(label)}_{name}.png", _png(fig))
+        images = [(f"{file_name(label)}_{name}.png", _png(fig))
                   for name, fig in sweep_plots(df, label).items()]
         sections.append(Section(f"Sweep: {label}",
                                 f"{(df['status'] == 'ok').sum()} of {len(df)} points captured.",
@@ -255,26 +254,27 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
 
 def md_table(df: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table of ``df``'s columns (not its index)."""
-    cols = [str(c) for c in df.columns]
+    cols = [markdown(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
+        lines.append("| " + " | ".join(markdown(v) for v in row) + " |")
     return "\n".join(lines)
 
 
 def to_markdown(sections: list[Section], title: str, image_dir: str) -> tuple[str, dict]:
-    """The Markdown text and ``{relative path: PNG bytes}`` to write beside it."""
-    out, files = [f"# {title}", ""], {}
+    """The Markdown text and ``{relative path: PNG bytes}`` to write beside it. Every
+    text is escaped (``escape.markdown``): titles, texts and cells hold names from traces."""
+    out, files = [f"# {markdown(title)}", ""], {}
     for s in sections:
-        out += [f"## {s.title}", ""]
+        out += [f"## {markdown(s.title)}", ""]
         if s.text:
-            out += [s.text, ""]
+            out += [markdown(s.text), ""]
         if s.table is not None:
             out += [md_table(s.table), ""]
         for name, png in s.images:
             rel = f"{image_dir}/{name}"
             files[rel] = png
-            out += [f"![{name}]({rel})", ""]
+            out += [f"![{markdown(name)}]({quote(rel)})", ""]
     return "\n".join(out), files
 
 

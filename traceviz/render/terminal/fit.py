@@ -19,6 +19,7 @@ from rich.control import strip_control_codes
 from rich.table import Table
 from rich.text import Text
 
+from traceviz.render.escape import visible
 from traceviz.table.names import distinct_names
 
 NAME_WIDE = 60  # a name column's most
@@ -46,7 +47,7 @@ def _build(title: str, cols: Sequence[Col], rows: Sequence[Sequence[tuple[Col, s
            caption: str | None = None) -> Table:
     """The table; ``measuring``: wrapping cells (and ``wide`` names) cut to the width
     they may shrink to, so that the table's measure is the least it needs."""
-    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", caption=caption,
+    t = Table(title=visible(title), box=box.SIMPLE_HEAD, title_justify="left", caption=caption,
               caption_justify="left")
     folded = [c.wrap or (c.name and wide) for c in cols]
     for c, fold in zip(cols, folded, strict=True):
@@ -119,6 +120,7 @@ def fitted_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]],
     name gets under ``name_least`` (under ``NAME_MIN`` never). ``wide`` shows names whole,
     folded onto more lines, at up to half the width. Where nothing fits, the narrowest
     form (rich then crops it: only below the width of the columns that never leave)."""
+    rows = _shown(rows)
     leaving = sorted((i for i, c in enumerate(cols) if c.drop), key=lambda i: cols[i].drop)
     kept = list(range(len(cols)))
     # names as shown at the most width: told apart, a name may be longer than its short form
@@ -208,6 +210,12 @@ def _form_width(sizes: _Sizes, kept: list[int], two_lines: bool) -> int:
     return total
 
 
+def _shown(rows: Sequence[Sequence[str]]) -> list[list[str]]:
+    """The cells as they are shown: control characters as visible escapes, before any
+    name is measured or cut (a cut then never leaves half an escape sequence)."""
+    return [[visible(v) for v in row] for row in rows]
+
+
 def _left(cols: Sequence[Col], kept: list[int]) -> list[str]:
     return [c.one_line for i, c in enumerate(cols) if i not in kept]
 
@@ -230,6 +238,7 @@ def fitted_groups(title: str, key: Col, cols: Sequence[Col], rows: Sequence[Sequ
     """A table of one ``key`` column and many peer columns (one per run) as few tables as
     fit ``width``, each with the key column and the next peers, in order: no peer leaves.
     (A peer that does not fit even alone gets a table of its own.)"""
+    rows = _shown(rows)
 
     def part(lo: int, hi: int, measuring: bool) -> Table:
         shown = [key, *cols[lo:hi]]

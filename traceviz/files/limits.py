@@ -1,0 +1,68 @@
+"""How much work a hostile input may cost: limits on inflated and element sizes.
+
+A small compressed file can inflate to gigabytes of nothing (a *gzip bomb*), and one
+JSON element can be as large as the file; without limits, either costs minutes and
+gigabytes before its error. Each limit is an environment variable, so a real trace
+beyond it can still be read (``docs/failures.md`` lists them).
+"""
+
+from __future__ import annotations
+
+import os
+
+from traceviz.errors import TraceVizError
+
+MB = 1 << 20
+# real gzipped traces inflate 10-30x (Kineto JSON) and rarely past 50x; a bomb inflates
+# 1000x. Below the floor a file is never refused: small files cost little whatever their ratio.
+DEFAULT_RATIO = 200
+RATIO_FLOOR = 256 * MB
+DEFAULT_ELEMENT_MB = 256
+
+
+def _number(name: str, default: float) -> float:
+    text = os.environ.get(name, "")
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceVizError(f"{name}={text!r}: not a number") from None
+    if value < 0 or value != value:
+        raise TraceVizError(f"{name}={text!r}: must be 0 or more")
+    return value
+
+
+def inflate_limit(compressed: int) -> float:
+    """The most bytes a gzip file of ``compressed`` bytes may inflate to
+    (``TRACEVIZ_MAX_INFLATE_RATIO`` times its size, at least 256 MB; 0: no limit)."""
+    ratio = _number("TRACEVIZ_MAX_INFLATE_RATIO", DEFAULT_RATIO)
+    return float("inf") if ratio == 0 else max(RATIO_FLOOR, ratio * compressed)
+
+
+def inflate_refusal(path: object, compressed: int, limit: float) -> TraceVizError:
+    return TraceVizError(
+        f"{path}: inflates to more than {limit / MB:,.0f} MB from {compressed / MB:,.1f} MB "
+        "(a gzip bomb?); TRACEVIZ_MAX_INFLATE_RATIO=N raises the limit to N times the "
+        "file's size, 0 lifts it")
+
+
+def element_limit() -> int:
+    """The most bytes one JSON array element may hold (``TRACEVIZ_MAX_ELEMENT_MB``)."""
+    return int(_number("TRACEVIZ_MAX_ELEMENT_MB", DEFAULT_ELEMENT_MB) * MB)
+
+
+def memory_bytes() -> int:
+    """The machine's physical memory (4 GB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 4 << 30
+
+
+def xspace_limit() -> int:
+    """The most bytes of XSpace protobuf read into memory: parsing holds the bytes and
+    the message (several times the bytes) at once, so an eighth of the machine's memory
+    (``TRACEVIZ_MAX_XSPACE_MB`` sets another)."""
+    stated = _number("TRACEVIZ_MAX_XSPACE_MB", 0)
+    return int(stated * MB) if stated else memory_bytes() // 8
