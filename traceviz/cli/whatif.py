@@ -69,7 +69,7 @@ def _ranks(args: argparse.Namespace, scenarios: tuple[str, ...]) -> int:
 
     result = whatif_ranks(rank_traces(args.trace), scenarios)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        print(json_text(result.to_dict()))
         return 0
     from traceviz.render.terminal.advice import ranks_whatif_render
 
