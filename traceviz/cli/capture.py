@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from traceviz.cli.base import Command, progress_bar, stderr, stdout
 from traceviz.cli.capture_script import self_command
@@ -157,7 +158,7 @@ class CaptureCommand(Command):
         prepare_run_dir(run_dir, args.force, create=False)
         err = stderr()
         for note in notes:
-            err.print(f"[yellow]note:[/] {note}")
+            err.print(f"[yellow]note:[/] {escape(note)}")
         w = workload
         err.print(f"capturing [bold]{args.model}[/] · {w.preset} {w.mode} · batch {w.batch}, "
                   f"seq {w.seq}, {w.layers}x{w.hidden} · {device}"
@@ -166,7 +167,7 @@ class CaptureCommand(Command):
         runner_notes: list[str] = []
         result = _with_phases(err, lambda cb: run_capture(req, run_dir, cb), runner_notes)
         for note in runner_notes:
-            err.print(f"[yellow]note:[/] {note}")
+            err.print(f"[yellow]note:[/] {escape(note)}")
 
         from traceviz.analyses import summarize
         from traceviz.render.terminal.summary import print_summary
@@ -241,6 +242,6 @@ def _with_phases(err: Console, job: Callable, notes: list[str]):
             return job(on_event)
         except (KeyboardInterrupt, Terminated):  # the notes so far (a compile's hint) first
             for note in notes:
-                err.print(f"[yellow]note:[/] {note}")
+                err.print(f"[yellow]note:[/] {escape(note)}")
             notes.clear()
             raise

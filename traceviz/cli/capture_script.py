@@ -73,11 +73,11 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
 
     def settled() -> None:  # the interpreter chosen: say how
         for note in req.notes:
-            err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
+            err.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
 
     result = run_script(req, run_dir, lambda event: _event(err, event), on_start=settled)
     for note in result.meta.get("notes") or []:
-        err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
+        err.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     out = stdout()
     if req.ranks > 1:
         return _ranks_done(out, req.ranks, result)
@@ -87,7 +87,7 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
 
         print_summary(out, summarize(result.trace, with_efficiency=True), top=args.top)
     if result.status != 0:
-        err.print(f"[yellow]note:[/] {req.name} exited with status {result.status}"
+        err.print(f"[yellow]note:[/] {escape(req.name)} exited with status {result.status}"
                   + (f" ({result.meta['error']})" if result.meta.get("error") else "")
                   + ("; the run folder keeps what was recorded" if result.trace else
                      "; nothing was recorded"), soft_wrap=True)

@@ -7,6 +7,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from traceviz.cli.base import Command, load_with_progress, progress_bar, refuse_existing, stderr
 from traceviz.errors import UsageError
@@ -57,7 +58,7 @@ class ImportCommand(Command):
             ("step", "steps")))
         Console(soft_wrap=True).print(f"wrote [bold]{out}[/]: {len(ev):,} events ({parts})")
         for note in trace.meta.get("notes") or []:
-            stderr().print(f"[yellow]note:[/] {note}", soft_wrap=True)
+            stderr().print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
         return 0
 
 

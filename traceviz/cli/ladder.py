@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
+
 from traceviz.cli.base import Command, json_text, progress_bar, stderr, stdout, width_arg
 from traceviz.errors import UsageError
 from traceviz.runners import DEVICES, default_device
@@ -108,7 +110,7 @@ class LadderCommand(Command):
         prepare_run_dir(out, args.force)  # before any rung runs: earlier rungs are kept
         err = stderr()
         for note in notes:
-            err.print(f"[yellow]note:[/] {note.replace('--batch/--seq', '--full')}")
+            err.print(f"[yellow]note:[/] {escape(note.replace('--batch/--seq', '--full'))}")
         with progress_bar(err, keep=True) as progress:
             total = len(plan(rungs, modes, repeat))
             task = progress.add_task("ladder", total=total)
