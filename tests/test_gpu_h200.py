@@ -225,22 +225,24 @@ def _advice(trace):
 
 def test_advice_on_a_graphed_compiled_run_names_what_it_uses(compile_raw, compile_trace):
     """torch.compile reduce-overhead: one graph launch per step runs nearly every kernel.
-    The host-bound finding says so and recommends no CUDA graph or torch.compile."""
+    Timed (no profiler), the step is the device's: the first finding says so and names
+    what the run already uses; no host-bound finding, no CUDA graph or torch.compile
+    recommended."""
     steps = sum(1 for e in compile_raw if e["name"].startswith("ProfilerStep#"))
     graphs = [e for e in compile_raw if e["name"] == "cudaGraphLaunch"]
     found = _advice(compile_trace)
-    f = found["host_bound"]
-    text = " ".join(f.evidence)
+    first = next(iter(found.values()))
+    assert first.rule == "device_bound" and "host_bound" not in found
+    text = " ".join(first.evidence)
     assert f"{len(graphs) // steps} graph launch per step" in text and "torch.compile" in text
+    assert "timed step" in text
     for finding in found.values():
         assert "capture the step in a CUDA graph" not in finding.action
         assert "torch.compile the" not in finding.action and "(torch.compile" not in \
             finding.action
-    # timed, the step is the device's: a faster host buys nothing, and the finding says so
-    assert f.saving_scenario == "host_speedup=2" and f.saving_ns is None
-    assert "predicts no gain per timed step" in text
     tf32 = found["tf32_off"]
-    assert tf32.saving_scenario == "gemm_speedup=2" and tf32.timed_saving_ns_per_step > 0
+    assert tf32.saving_scenario.startswith("gemm_speedup=") and \
+        tf32.timed_saving_ns_per_step > 0
 
 
 def test_advice_on_a_jitted_run_recommends_no_jit(scan_space, scan_trace):
@@ -253,8 +255,11 @@ def test_advice_on_a_jitted_run_recommends_no_jit(scan_space, scan_trace):
     steps = sum(1 for e in host if "step_num" in e[4])
     per_step = calls / steps  # about 308
     found = _advice(scan_trace)
-    assert "host_bound" in found and "XLA command buffers" in " ".join(
-        found["host_bound"].evidence)
+    # timed, the step is 96 % device work: the first finding says the device bounds it,
+    # and names what the run already does
+    first = next(iter(found.values()))
+    assert first.rule == "device_bound" and "host_bound" not in found
+    assert "XLA command buffers" in " ".join(first.evidence)
     for f in found.values():
         assert "compile the step with XLA" not in f.action
         assert "compile with XLA" not in f.action

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from traceviz.analyses.advice.actions import remedy
 from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.advice.runs import run_uses
 from traceviz.units import fmt_ns, fmt_pct
 
 if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
@@ -142,6 +143,8 @@ def device_bound(ctx: Context) -> Finding | None:
     evidence = [b.why]
     if top := _top_categories(ctx):
         evidence.append(f"{unit} by category: {top}")
+    if said := run_uses(ctx).said(ctx.steps):
+        evidence.append(said)
     if len(s.kernels):
         k = s.kernels.iloc[0]
         evidence.append(f"the longest: {str(k['name'])[:90]} ({fmt_ns(int(k['total_ns']))}, "
