@@ -26,9 +26,10 @@ JSON_KEYS = [
     "launch_bound_fraction", "framework_overhead_fraction", "queued_idle_fraction",
     "copy_fraction", "devices", "streams", "kernels", "launches", "copies", "graphs",
     "categories", "top_kernels", "other_kernels", "casts", "phases", "input_pipeline",
-    "modules", "timings",
+    "modules", "ranges", "range_kernels", "range_timeline", "timings",
     "timed_step", "host", "stream_overlap", "efficiency", "memory", "notes"]
-LAZY = ["launches", "casts", "phases", "input_pipeline", "modules", "host", "stream_overlap",
+LAZY = ["launches", "casts", "phases", "input_pipeline", "modules", "ranges", "host",
+        "stream_overlap",
         "efficiency",
         "memory"]
 

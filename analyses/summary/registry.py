@@ -17,6 +17,7 @@ from traceviz.analyses.summary import (
     modules,
     phases,
     pipeline,
+    ranges,
     streams,
 )
 from traceviz.analyses.summary.protocol import Section
@@ -26,7 +27,7 @@ from traceviz.analyses.summary.totals import KERNEL_TABLES, NOTES, TIMED_STEP, T
 # registered: launches sit between the totals and the kernel tables)
 SECTIONS: list[Section] = [
     TOTALS, launch.SECTION, KERNEL_TABLES, casts.SECTION, phases.SECTION, pipeline.SECTION,
-    modules.SECTION,
+    modules.SECTION, ranges.SECTION,
     TIMINGS, TIMED_STEP, host.SECTION, streams.SECTION, efficiency.SECTION, memory.SECTION,
     NOTES,
 ]

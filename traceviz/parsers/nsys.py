@@ -23,6 +23,7 @@ import pandas as pd
 
 from traceviz.errors import TraceVizError
 from traceviz.parsers.normalize import BASE_COLUMNS, finish, launch_details
+from traceviz.parsers.nsys_nvtx import PAYLOAD_COLUMNS, domains, payload, range_details
 from traceviz.parsers.nsys_tables import ExportTables, open_tables
 from traceviz.parsers.numbers import INT32, checked_ints, dropped_note
 from traceviz.parsers.nvtx_text import read_ranges
@@ -40,6 +41,7 @@ PROCESS_BITS = np.int64(~0xFFFFFF)  # globalTid & 0xFFFFFFFFFF000000 == globalPi
 # NvtxPushPopRange, NvtxStartEndRange and their NVTXT twins (ENUM_NSYS_EVENT_TYPE)
 NVTX_RANGE_TYPES = (59, 60, 70, 71)
 NVTX_DOMAIN_CREATE = 75
+NVTX_STARTEND_TYPES = (60, 71)
 # CUpti_ActivityMemcpyKind, in Kineto's spelling
 MEMCPY_NAMES = {
     0: "Memcpy Unknown", 1: "Memcpy HtoD", 2: "Memcpy DtoH", 3: "Memcpy HtoA",
@@ -315,25 +317,35 @@ def _runtime(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame
 
 def _nvtx(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
     df = tables.read(NVTX, ["start", "end", "eventType", "text", "textId", "globalTid",
-                            "domainId"])
+                            "domainId", "category", *PAYLOAD_COLUMNS])
     if df.empty:
         return df
     etype = b.ints(df, "eventType")
-    text = _text(df["text"])
+    # nsys' own reports name a range by its registered string first, then its text
     by_id = _lookup(strings, df["textId"], None)
-    text = np.where(pd.isna(text), by_id, text)
+    text = np.where(pd.isna(by_id), _text(df["text"]), by_id)
     text = pd.Series(text, dtype=object).fillna("<unnamed range>").astype(str)
     domain_id = b.ints(df, "domainId", 0)
+    process = b.ints(df, "globalTid", 0) & PROCESS_BITS
     created = etype == NVTX_DOMAIN_CREATE
-    domains = dict(zip(domain_id[created], text[created], strict=True))
     ranges = np.isin(etype, NVTX_RANGE_TYPES)
-    df, text, domain_id = df[ranges], text[ranges], domain_id[ranges]
+    # a range still open when recording stopped lasts to the export's last NVTX time, as
+    # in nsys' reports (nvtxsum, nvtxgpuproj)
+    last = max(b.ints(df, "start", 0).max(), b.ints(df, "end", 0).max())
+    df = df[ranges].assign(end=df["end"][ranges].fillna(last))
+    style = np.where(np.isin(etype[ranges], NVTX_STARTEND_TYPES), "StartEnd", "PushPop")
+    text_all, domain_id_all, process_all = text, domain_id, process
+    text, domain_id, process = text[ranges].reset_index(drop=True), domain_id[ranges], \
+        process[ranges]
 
     step_no, kind, name, details = read_ranges(text)
-    if domains:
-        dom = pd.Series(domain_id).map(domains).to_numpy(object)
-        named = pd.notna(dom) & (kind == "annotation")
-        name[named] = dom[named] + ": " + name[named]
+    # a domain is registered per process: "MPI:MPI_Send", as nsys' reports write it
+    domain = domains(text_all, created, domain_id_all, process_all, process, domain_id)
+    named = pd.notna(domain) & (kind == "annotation")
+    name[named] = domain[named] + ":" + name[named]
+    ann = kind == "annotation"
+    details[ann] = range_details(style[ann], domain[ann], df["category"].to_numpy()[ann],
+                                 payload(df)[ann])
     n = len(df)
     bad = np.zeros(n, dtype=bool)
     pid, tid, key = _host_ids(b.ints(df, "globalTid", bad=bad))

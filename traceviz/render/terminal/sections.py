@@ -9,7 +9,7 @@ section without a render prints nothing on the terminal (``--json`` still has it
 from __future__ import annotations
 
 from traceviz.analyses.summary.registry import section
-from traceviz.render.terminal import casts, efficiency, host, launches, phases, totals
+from traceviz.render.terminal import casts, efficiency, host, launches, phases, ranges, totals
 from traceviz.render.terminal.page import Render
 
 RENDERS: dict[str, Render] = {
@@ -18,6 +18,7 @@ RENDERS: dict[str, Render] = {
     "phases": phases.phases_table,
     "input_pipeline": phases.input_pipeline,
     "modules": phases.modules_table,
+    "ranges": ranges.ranges_section,
     "stream_overlap": host.streams,
     "launches": launches.launch_overhead,
     "casts": casts.cast_section,

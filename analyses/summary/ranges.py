@@ -1,0 +1,147 @@
+"""The Ranges section of ``analyze``: time per user range name (NVTX, record_function,
+TraceMe), equal to Nsight Systems' ``nvtxsum`` on the same export, with the device work
+launched inside each range (``nvtxgpuproj``, ``nvtxkernsum``) and a timeline of the
+outermost ranges.
+
+Per name (domain-qualified, ``MPI:MPI_Send``) and style: instances, total, share of all
+ranges' total, mean, median, min, max and sample standard deviation of a range's
+duration. PyTorch's ``emit_nvtx`` ranges (``aten::mm, seq = 12, op_id = 5``) are read as
+the op they name, so they group by op. Every range counts, nested or not, as in
+``nvtxsum``: shares add up to 100% over names, not over wall time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from traceviz.algos.intervals import covered_until, union_blocks
+from traceviz.analyses.stats import plain_row
+from traceviz.analyses.summary.protocol import Inputs, Section
+from traceviz.analyses.summary.range_gpu import (
+    device_pairs,
+    kernels_per_range,
+    projection,
+    range_rows,
+)
+
+if TYPE_CHECKING:  # types only
+    from traceviz.analyses.summary.figures import Summary
+    from traceviz.trace import Trace
+
+COLUMNS = ("name", "style", "instances", "total_ns", "share", "avg_ns", "med_ns", "min_ns",
+           "max_ns", "std_ns", "parent", "depth", "gpu_ops", "proj_ns", "kernels",
+           "kernel_ns")
+TIMELINE_CELLS = 60  # the width of the terminal's strip of the outermost ranges
+TIMELINE_NAMES = 8  # names drawn by a letter each; the others share one mark
+
+
+def range_table(ranges: pd.DataFrame, proj: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (name, style), by total time: ``instances``, ``total_ns``, ``share`` (of all
+    ranges' total), ``avg_ns``, ``med_ns``, ``min_ns``, ``max_ns``, ``std_ns`` (sample,
+    0 for one instance), ``parent`` (the name most of its instances sit in, "" at the
+    top), ``depth`` (its shallowest nesting level); with ``proj`` (``projection``) the
+    device work launched inside: ``gpu_ops``, ``proj_ns`` (projected durations summed),
+    ``kernels``, ``kernel_ns``."""
+    if ranges.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "style", "parent")
+                                          else float) for c in COLUMNS})
+    names = ranges["name"].to_numpy(object)
+    parent = ranges["parent"].to_numpy()
+    frame = pd.DataFrame({
+        "name": names, "style": ranges["style"].to_numpy(object),
+        "dur": ranges["dur_ns"].to_numpy(np.int64),
+        "parent": np.where(parent >= 0, names[np.maximum(parent, 0)], ""),
+        "depth": ranges["depth"].to_numpy(),
+    })
+    for col in ("gpu_ops", "proj_ns", "kernels", "kernel_ns"):
+        frame[col] = 0 if proj is None or proj.empty else \
+            proj[col].reindex(np.arange(len(ranges)), fill_value=0).to_numpy(np.int64)
+    g = frame.groupby(["name", "style"], sort=False)
+    d = g["dur"]
+    out = pd.DataFrame({
+        "instances": d.size(), "total_ns": d.sum(), "avg_ns": d.mean(),
+        "med_ns": d.median(), "min_ns": d.min(), "max_ns": d.max(),
+        "std_ns": d.std(ddof=1).fillna(0.0),
+        "depth": g["depth"].min(),
+        "gpu_ops": g["gpu_ops"].sum(), "proj_ns": g["proj_ns"].sum(),
+        "kernels": g["kernels"].sum(), "kernel_ns": g["kernel_ns"].sum(),
+    })
+    # the parent most instances have (ties: the first in name order)
+    pc = frame.groupby(["name", "style", "parent"], sort=True).size().reset_index(name="n")
+    pc = pc.sort_values("n", ascending=False, kind="stable").drop_duplicates(["name", "style"])
+    out["parent"] = pc.set_index(["name", "style"])["parent"].reindex(out.index).to_numpy()
+    total = out["total_ns"].sum()
+    out["share"] = out["total_ns"] / total if total else 0.0
+    out = out.reset_index().sort_values(["total_ns", "name"], ascending=[False, True],
+                                        kind="stable")
+    return out[list(COLUMNS)].reset_index(drop=True)
+
+
+def timeline(ranges: pd.DataFrame, cells: int = TIMELINE_CELLS) -> list[dict[str, Any]]:
+    """Per thread holding ranges: ``pid``, ``tid``, ``start_ns``, ``end_ns`` (its first
+    range's start, its last range's end), ``covered_ns`` (time inside an outermost
+    range), ``outermost`` (their count), ``names`` (the outermost names drawn, by time)
+    and ``cells``: per equal slice of the span, the index into ``names`` of the name
+    covering most of it (``len(names)``: another name; -1: no range)."""
+    out = []
+    top = ranges[(ranges["depth"] == 0).to_numpy()]
+    for (pid, tid), rows in top.groupby(["pid", "tid"], sort=True):
+        s, e = rows["start_ns"].to_numpy(np.int64), rows["end_ns"].to_numpy(np.int64)
+        lo, hi = int(s.min()), int(e.max())
+        edges = np.linspace(lo, hi, cells + 1).round().astype(np.int64)
+        by_name = rows.assign(d=e - s).groupby("name", sort=False)["d"].sum()
+        drawn = list(by_name.sort_values(ascending=False, kind="stable")
+                     .index[:TIMELINE_NAMES])
+        cover = np.zeros((len(drawn) + 2, cells))
+        for i, name in enumerate([*drawn, None]):
+            mine = ~rows["name"].isin(drawn).to_numpy() if name is None else \
+                (rows["name"] == name).to_numpy()
+            bs, be = union_blocks(s[mine], e[mine])
+            cover[i] = np.diff(covered_until(bs, be, edges))
+        bs, be = union_blocks(s, e)
+        cover[-1] = np.diff(edges) - np.diff(covered_until(bs, be, edges)) + 1e-9
+        best = cover.argmax(axis=0)
+        best[best == len(drawn) + 1] = -1
+        out.append({"pid": int(pid), "tid": int(tid), "start_ns": lo, "end_ns": hi,
+                    "covered_ns": int((be - bs).sum()), "outermost": len(rows),
+                    "names": [str(n) for n in drawn], "cells": best.tolist()})
+    return out
+
+
+class RangeFigures:
+    """What the section computes once: the ranges one by one, the device work inside
+    them, the per-name table, the kernels per range and the timeline."""
+
+    def __init__(self, trace: Trace):
+        self.rows = range_rows(trace)
+        pairs = device_pairs(trace, self.rows)
+        self.table = range_table(self.rows, projection(self.rows, pairs))
+        self.kernels = kernels_per_range(self.rows, pairs)
+        self.timeline = timeline(self.rows)
+        self.has_device_work = not pairs.empty
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+
+def range_figures(trace: Trace) -> RangeFigures:
+    """The Ranges section's figures of ``trace`` (also what ``compare`` and the report read)."""
+    return RangeFigures(trace)
+
+
+def _compute(inputs: Inputs, _summary: Summary) -> RangeFigures:
+    return RangeFigures(inputs.trace)
+
+
+def _json(s: Summary, top: int) -> dict[str, Any]:
+    r: RangeFigures = s.ranges
+    return {"ranges": [plain_row(x) for x in r.table.to_dict("records")],
+            "range_kernels": [plain_row(x) for x in r.kernels.to_dict("records")],
+            "range_timeline": r.timeline}
+
+
+SECTION = Section("ranges", _json, _compute,
+                  keys=("ranges", "range_kernels", "range_timeline"))
