@@ -248,7 +248,7 @@ def test_range_only_export_in_analyze_compare_whatif(capsys):
     assert "Top leaf ops" not in text
     assert main(["compare", str(base), str(pool), "--json"]) == 0
     cmp = json.loads(capsys.readouterr().out)
-    rows = {r["name"]: r for r in cmp["ranges"]}
+    rows = {r["name"]: r for r in cmp["range_differences"][0]["ranges"]}
     pool_want = own_nvtxsum(pool)
     fc = rows["find_centers"]
     assert fc["a_mean_ns"] == round(want[("find_centers", "PushPop")]["avg_ns"])

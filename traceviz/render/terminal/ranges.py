@@ -83,3 +83,21 @@ def _timeline(threads: list[dict]) -> Group:
         legend = "  ".join(f"{MARKS[i]} {n}" for i, n in enumerate(names))
         parts.append(Text(f"    {legend}", style="dim"))
     return Group(*parts)
+
+
+def range_diff_table(diff, label_a: str, label_b: str, top: int, width: int):
+    """``compare``'s table of two runs by range name (``analyses/compare/ranges.py``)."""
+    cols = [Col("range", "left", wrap=True), Col(f"calls\n{label_a}", drop=3),
+            Col(f"calls\n{label_b}", drop=2), Col(f"mean\n{label_a}"), Col(f"mean\n{label_b}"),
+            Col("mean\nchange"), Col(f"total\n{label_a}", drop=5),
+            Col(f"total\n{label_b}", drop=4), Col(f"share\n{label_a}", drop=7),
+            Col(f"share\n{label_b}", drop=6)]
+    rows = [[str(r.name), f"{r.a_calls:,}", f"{r.b_calls:,}",
+             fmt_ns(r.a_mean_ns) if r.a_calls else "–", fmt_ns(r.b_mean_ns) if r.b_calls else "–",
+             f"{100 * r.mean_change:+.1f}%" if r.mean_change == r.mean_change else
+             ("new" if not r.a_calls else "gone"),
+             fmt_ns(r.a_total_ns), fmt_ns(r.b_total_ns), fmt_pct(r.a_share),
+             fmt_pct(r.b_share)] for r in diff.head(top).itertuples(index=False)]
+    table, _ = fitted_table(f"Ranges: {label_a} → {label_b} (per call; change of the mean)",
+                            cols, rows, width)
+    return table
