@@ -157,7 +157,16 @@ class _Rows:
         bad |= (device < INT32[0]) | (device > INT32[1]) | (stream < INT32[0]) | \
             (stream > INT32[1])
         n = len(df)
-        frame = pd.DataFrame({
+        self.dropped += int(bad.sum())
+        keep = ~bad & (start >= 0) & (end >= start)  # unfinished ranges have no end
+        every = bool(keep.all())
+
+        def kept(values: np.ndarray | pd.Categorical) -> np.ndarray | pd.Categorical:
+            # filtered before the frame is made; a categorical stays one (pandas would
+            # turn an object array of a million texts into Arrow strings, one by one)
+            return values if every else values[keep]
+
+        columns = {
             "kind": np.full(n, kind, dtype=object) if isinstance(kind, str) else kind,
             "name": name,
             "ts_ns": start,
@@ -168,10 +177,9 @@ class _Rows:
             "bytes": bytes_ if bytes_ is not None else np.full(n, -1),
             "link_pid": link_pid,
             "details": details if details is not None else np.full(n, "", dtype=object),
-        })
-        self.dropped += int(bad.sum())
-        keep = ~bad & (start >= 0) & (end >= start)  # unfinished ranges have no end
-        return frame[[*BASE_COLUMNS, "link_pid", "details"]][keep]
+        }
+        return pd.DataFrame({c: kept(columns[c])
+                             for c in [*BASE_COLUMNS, "link_pid", "details"]})
 
     def device_rows(self, kind: str, name: np.ndarray, df: pd.DataFrame,
                     bytes_col: str | None = None, details: np.ndarray | None = None
@@ -316,42 +324,87 @@ def _runtime(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame
 
 
 def _nvtx(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
+    # category and payload columns are NULL in most exports: read those holding a value
+    extra = tables.holding_values(NVTX, ["category", *PAYLOAD_COLUMNS])
     df = tables.read(NVTX, ["start", "end", "eventType", "text", "textId", "globalTid",
-                            "domainId", "category", *PAYLOAD_COLUMNS])
+                            "domainId", *extra])
     if df.empty:
         return df
     etype = b.ints(df, "eventType")
-    # nsys' own reports name a range by its registered string first, then its text
-    by_id = _lookup(strings, df["textId"], None)
-    text = np.where(pd.isna(by_id), _text(df["text"]), by_id)
-    text = pd.Series(text, dtype=object).fillna("<unnamed range>").astype(str)
+    text_code, texts = _range_texts(df, strings)
     domain_id = b.ints(df, "domainId", 0)
     process = b.ints(df, "globalTid", 0) & PROCESS_BITS
     created = etype == NVTX_DOMAIN_CREATE
+    made = pd.DataFrame({"p": process[created], "d": domain_id[created],
+                         "name": texts[text_code[created]]})
     ranges = np.isin(etype, NVTX_RANGE_TYPES)
     # a range still open when recording stopped lasts to the export's last NVTX time, as
     # in nsys' reports (nvtxsum, nvtxgpuproj)
-    last = max(b.ints(df, "start", 0).max(), b.ints(df, "end", 0).max())
-    df = df[ranges].assign(end=df["end"][ranges].fillna(last))
-    style = np.where(np.isin(etype[ranges], NVTX_STARTEND_TYPES), "StartEnd", "PushPop")
-    text_all, domain_id_all, process_all = text, domain_id, process
-    text, domain_id, process = text[ranges].reset_index(drop=True), domain_id[ranges], \
-        process[ranges]
-
-    step_no, kind, name, details = read_ranges(text)
+    if df["end"].isna().any():
+        last = max(b.ints(df, "start", 0).max(), b.ints(df, "end", 0).max())
+        df = df.assign(end=df["end"].fillna(last))
+    if not ranges.all():
+        df = df[ranges]
+    startend = np.isin(etype[ranges], NVTX_STARTEND_TYPES)
+    text_code, domain_id, process = text_code[ranges], domain_id[ranges], process[ranges]
+    # each distinct text read once (an emit_nvtx run's are all distinct, most exports'
+    # are a few dozen), each distinct (text, domain) named once: the rows take them
+    step_no, kind, name, details = read_ranges(pd.Series(texts, dtype=object))
     # a domain is registered per process: "MPI:MPI_Send", as nsys' reports write it
-    domain = domains(text_all, created, domain_id_all, process_all, process, domain_id)
-    named = pd.notna(domain) & (kind == "annotation")
-    name[named] = domain[named] + ":" + name[named]
-    ann = kind == "annotation"
-    details[ann] = range_details(style[ann], domain[ann], df["category"].to_numpy()[ann],
-                                 payload(df)[ann])
+    d_code, d_names = domains(made, process, domain_id)
+    pair = text_code * (len(d_names) + 1) + (d_code + 1)
+    pairs, at = np.unique(pair, return_inverse=True)
+    p_text, p_dom = np.divmod(pairs, len(d_names) + 1)
+    p_name = name[p_text].astype(object)
+    qualified = (p_dom > 0) & (kind[p_text] == "annotation")
+    p_name[qualified] = d_names[p_dom[qualified] - 1] + ":" + p_name[qualified]
+    step_no = step_no[text_code]
+    ann = kind[text_code] == "annotation"
+    pay = payload(df)
+    range_text = range_details(
+        startend[ann], d_code[ann], d_names,
+        df["category"].to_numpy(object)[ann] if "category" in df else None,
+        None if pay is None else pay[ann])
+    details = _categorical(details, text_code, range_text, ann)
+    kind = _categorical(kind, text_code)
+    name = _categorical(p_name, at.reshape(-1))
     n = len(df)
     bad = np.zeros(n, dtype=bool)
     pid, tid, key = _host_ids(b.ints(df, "globalTid", bad=bad))
     return b.rows(kind, name, df, pid=pid, tid=tid, device=np.full(n, -1),
                   stream=np.full(n, -1), link_pid=key, bad=bad,
                   step=step_no, details=details)
+
+
+def _categorical(values: np.ndarray, codes: np.ndarray, other: np.ndarray | None = None,
+                 where: np.ndarray | None = None) -> pd.Categorical:
+    """``values[codes]`` (with ``other`` on the rows ``where`` holds) as a categorical,
+    made from codes: no Python string per row."""
+    u_codes, uniques = pd.factorize(pd.Series(values, dtype=object))
+    row = u_codes[codes]
+    if other is not None:
+        o_codes, o_uniques = pd.factorize(pd.Series(other, dtype=object))
+        row[where] = len(uniques) + o_codes
+        uniques = np.concatenate([np.asarray(uniques, object), np.asarray(o_uniques, object)])
+    cats, remap = np.unique(np.asarray(uniques, dtype=object).astype(str), return_inverse=True)
+    return pd.Categorical.from_codes(remap.reshape(-1)[row], categories=cats)
+
+
+def _range_texts(df: pd.DataFrame, strings: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's text as a code into the distinct texts (nsys' reports name a range by
+    its registered string first, then its own text; neither: ``<unnamed range>``), made
+    without a Python string per row."""
+    ids, _ = checked_ints(df["textId"])
+    by_id = strings.index.get_indexer(ids)
+    t_code, t_values = pd.factorize(df["text"], use_na_sentinel=True)
+    n_ids = len(strings)
+    key = np.where(by_id >= 0, by_id, np.where(t_code >= 0, n_ids + t_code, -1))
+    keys, code = np.unique(key, return_inverse=True)
+    pool = np.concatenate([strings.to_numpy(object), _text(pd.Series(
+        np.asarray(t_values, dtype=object), dtype=object))])
+    texts = np.where(keys >= 0, pool[np.maximum(keys, 0)] if len(pool) else None, None)
+    texts = pd.Series(texts, dtype=object).fillna("<unnamed range>").astype(object)
+    return code.reshape(-1), texts.to_numpy(object)
 
 
 def _meta(tables: ExportTables, path: Path, fmt: str) -> TraceMeta:
