@@ -6,7 +6,7 @@
   against ``python -c 'import pandas'`` measured in the same run: goal <= 1.5x. Runs
   alternate (traceviz, pandas, ...) so a busy machine slows both alike; each figure is the
   median of ``--reps``, CPU time (user + system of the process) beside wall time.
-* ``traceviz analyze`` of a generated export of ``--ranges`` NVTX push/pop ranges (24
+* ``traceviz analyze`` of a generated export of ``--ranges`` NVTX push/pop ranges (7
   names, nested three deep on 4 threads, one domain; the table as nsys 2022.4 writes it):
   the process's peak RSS against the export's size, goal < 2x; beside it the peak of a
   process that imports traceviz and pandas and does nothing (the floor every analyze pays).

@@ -48,18 +48,21 @@ def range_table(ranges: pd.DataFrame, proj: pd.DataFrame | None = None) -> pd.Da
     if ranges.empty:
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "style", "parent")
                                           else float) for c in COLUMNS})
-    names = ranges["name"].to_numpy(object)
+    names = pd.Categorical(ranges["name"])
+    codes = names.codes
     parent = ranges["parent"].to_numpy()
+    cats = [*names.categories.astype(str), "\0"]  # "\0": no parent, never a range's name
     frame = pd.DataFrame({
-        "name": names, "style": ranges["style"].to_numpy(object),
+        "name": names, "style": ranges["style"].to_numpy(),
         "dur": ranges["dur_ns"].to_numpy(np.int64),
-        "parent": np.where(parent >= 0, names[np.maximum(parent, 0)], ""),
+        "parent": pd.Categorical.from_codes(np.where(parent >= 0, codes[np.maximum(parent, 0)],
+                                                     len(cats) - 1), categories=cats),
         "depth": ranges["depth"].to_numpy(),
     })
     for col in ("gpu_ops", "proj_ns", "kernels", "kernel_ns"):
         frame[col] = 0 if proj is None or proj.empty else \
             proj[col].reindex(np.arange(len(ranges)), fill_value=0).to_numpy(np.int64)
-    g = frame.groupby(["name", "style"], sort=False)
+    g = frame.groupby(["name", "style"], sort=False, observed=True)
     d = g["dur"]
     out = pd.DataFrame({
         "instances": d.size(), "total_ns": d.sum(), "avg_ns": d.mean(),
@@ -70,13 +73,16 @@ def range_table(ranges: pd.DataFrame, proj: pd.DataFrame | None = None) -> pd.Da
         "kernels": g["kernels"].sum(), "kernel_ns": g["kernel_ns"].sum(),
     })
     # the parent most instances have (ties: the first in name order)
-    pc = frame.groupby(["name", "style", "parent"], sort=True).size().reset_index(name="n")
-    pc = pc.sort_values("n", ascending=False, kind="stable").drop_duplicates(["name", "style"])
-    out["parent"] = pc.set_index(["name", "style"])["parent"].reindex(out.index).to_numpy()
+    pc = frame.groupby(["name", "style", "parent"], sort=True, observed=True).size()
+    pc = pc.reset_index(name="n").sort_values("n", ascending=False, kind="stable")
+    pc = pc.drop_duplicates(["name", "style"]).set_index(["name", "style"])["parent"]
+    out["parent"] = pc.astype(str).reindex(out.index).replace("\0", "").to_numpy(object)
     total = out["total_ns"].sum()
     out["share"] = out["total_ns"] / total if total else 0.0
-    out = out.reset_index().sort_values(["total_ns", "name"], ascending=[False, True],
-                                        kind="stable")
+    out = out.reset_index()
+    out["name"] = out["name"].astype(str).to_numpy(object)
+    out["style"] = out["style"].astype(str).to_numpy(object)
+    out = out.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
     return out[list(COLUMNS)].reset_index(drop=True)
 
 
@@ -88,11 +94,11 @@ def timeline(ranges: pd.DataFrame, cells: int = TIMELINE_CELLS) -> list[dict[str
     covering most of it (``len(names)``: another name; -1: no range)."""
     out = []
     top = ranges[(ranges["depth"] == 0).to_numpy()]
-    for (pid, tid), rows in top.groupby(["pid", "tid"], sort=True):
+    for (pid, tid), rows in top.groupby(["pid", "tid"], sort=True, observed=True):
         s, e = rows["start_ns"].to_numpy(np.int64), rows["end_ns"].to_numpy(np.int64)
         lo, hi = int(s.min()), int(e.max())
         edges = np.linspace(lo, hi, cells + 1).round().astype(np.int64)
-        by_name = rows.assign(d=e - s).groupby("name", sort=False)["d"].sum()
+        by_name = rows.assign(d=e - s).groupby("name", sort=False, observed=True)["d"].sum()
         drawn = list(by_name.sort_values(ascending=False, kind="stable")
                      .index[:TIMELINE_NAMES])
         cover = np.zeros((len(drawn) + 2, cells))
