@@ -258,3 +258,33 @@ def test_range_only_export_in_analyze_compare_whatif(capsys):
     assert main(["whatif", str(base)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "ranges" in err[0]
+
+
+def test_export_and_perfetto_carry_every_range(tmp_path, capsys):
+    """--export's range_instances: one row per range, its parent and its projection as
+    the test's own SQL finds them; --perfetto (beside --export) a slice per range."""
+    import pandas as pd
+
+    path = _export("memfusion_trt_rtx3090_report1")
+    out, trace_json = tmp_path / "ex", tmp_path / "p.json"
+    assert main(["analyze", str(path), "--export", str(out), "--perfetto",
+                 str(trace_json)]) == 0
+    capsys.readouterr()
+    inst = pd.read_parquet(out / "range_instances.parquet")
+    raw = _ranges(path)
+    assert len(inst) == len(raw)
+    assert sorted(inst["dur_ns"]) == sorted(e - s for _, s, e, _, _, _ in raw)
+    proj = own_gpu_projection(path)
+    got = sorted(zip(inst.loc[inst["gpu_ops"] > 0, "proj_ns"],
+                     inst.loc[inst["gpu_ops"] > 0, "gpu_ops"], strict=True))
+    assert got == sorted((w["proj_ns"], w["gpu_ops"]) for w in proj.values())
+    # nesting: the outermost range holds every other one on its thread
+    outer = max(raw, key=lambda r: r[2] - r[1])
+    held = sum(1 for r in raw if r is not outer and r[3] == outer[3]
+               and outer[1] <= r[1] and r[2] <= outer[2])
+    top = int(inst["dur_ns"].idxmax())
+    assert int((inst["parent"] == top).sum()) == held == len(raw) - 1
+    events = json.loads(trace_json.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    names = {r[4] for r in raw}
+    assert sum(1 for e in events if e.get("ph") == "X" and e.get("name") in names) == len(raw)
