@@ -288,3 +288,37 @@ def test_export_and_perfetto_carry_every_range(tmp_path, capsys):
     events = events["traceEvents"] if isinstance(events, dict) else events
     names = {r[4] for r in raw}
     assert sum(1 for e in events if e.get("ph") == "X" and e.get("name") in names) == len(raw)
+
+
+def test_report_html_has_a_ranges_track_and_table(tmp_path, capsys):
+    """report.html of a range-only export: a track holding every range (the Bokeh
+    document's data source) and the ranges table, one row per name."""
+    import re
+
+    path = _export("ecf_baseline")
+    out = tmp_path / "r.html"
+    assert main(["report", "-o", str(out), str(path)]) == 0
+    capsys.readouterr()
+    page = out.read_text()
+    found = re.search(r'<script type="application/json" id="[^"]+">\s*(.*?)\s*</script>',
+                      page, re.S)
+    doc = json.loads(found.group(1))
+
+    def named(o, name):
+        if isinstance(o, dict):
+            if o.get("name") == name:
+                yield o
+            for v in o.values():
+                yield from named(v, name)
+        elif isinstance(o, list):
+            for v in o:
+                yield from named(v, name)
+
+    data = dict(next(named(doc, "ranges-0-rows"))["data"]["entries"])
+    raw = _ranges(path)
+    assert sorted(data["name"]) == sorted(r[4] for r in raw)
+    table = next(named(doc, "ranges-0"))
+    source = table["source"]
+    rows = dict(source["attributes"]["data"]["entries"]) if "attributes" in source else None
+    if rows is not None:
+        assert sorted(rows["name"]) == sorted({r[4] for r in raw})
