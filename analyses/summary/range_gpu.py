@@ -30,7 +30,8 @@ NVTX_SOURCES = ("nsys-sqlite", "nsys-arrow", "nsys-dir", "nsys-rep")
 
 def range_rows(trace: Trace) -> pd.DataFrame:
     """Every host range of the trace, one row each, sorted by thread then start:
-    ``name``, ``style``, ``start_ns``, ``end_ns``, ``dur_ns``, ``pid``, ``tid``, ``parent``
+    ``name``, ``style``, ``start_ns``, ``end_ns``, ``dur_ns``, ``pid``, ``tid``, ``is_step``
+    (a step mark), ``parent``
     (positional index of the tightest range around it on its thread, -1) and ``depth``.
 
     A range is a host annotation (NVTX range, record_function, TraceMe) or step mark; in
@@ -59,6 +60,7 @@ def range_rows(trace: Trace) -> pd.DataFrame:
         "style": pd.Categorical.from_codes(style, categories=[DEFAULT_STYLE, "StartEnd"]),
         "start_ns": start, "end_ns": start + dur, "dur_ns": dur,
         "pid": r["pid"].to_numpy(np.int64), "tid": r["tid"].to_numpy(np.int64),
+        "is_step": (r["kind"] == "step").to_numpy(),
     })
     order = np.lexsort((-out["end_ns"].to_numpy(), out["start_ns"].to_numpy(),
                         out["tid"].to_numpy(), out["pid"].to_numpy()))

@@ -34,6 +34,8 @@ if TYPE_CHECKING:  # types only
 COLUMNS = ("name", "style", "instances", "total_ns", "share", "avg_ns", "med_ns", "min_ns",
            "max_ns", "std_ns", "parent", "depth", "gpu_ops", "proj_ns", "kernels",
            "kernel_ns")
+TOP = "\x1e"  # the parent of an outermost range (no name holds it; numpy drops a NUL)
+STEP_PARENT = "(step)"  # a range's parent when that is a step mark
 TIMELINE_CELLS = 60  # the width of the terminal's strip of the outermost ranges
 TIMELINE_NAMES = 8  # names drawn by a letter each; the others share one mark
 
@@ -41,9 +43,10 @@ TIMELINE_NAMES = 8  # names drawn by a letter each; the others share one mark
 def range_table(ranges: pd.DataFrame, proj: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (name, style), by total time: ``instances``, ``total_ns``, ``share`` (of all
     ranges' total), ``avg_ns``, ``med_ns``, ``min_ns``, ``max_ns``, ``std_ns`` (sample,
-    0 for one instance), ``parent`` (the name most of its instances sit in, "" at the
-    top), ``depth`` (its shallowest nesting level); with ``proj`` (``projection``) the
-    device work launched inside: ``gpu_ops``, ``proj_ns`` (projected durations summed),
+    0 for one instance), ``parent`` (the name more than half of its instances sit in,
+    ``(step)`` for a step mark; "" at the top or where no name holds half), ``depth``
+    (its shallowest nesting level); with ``proj`` (``projection``) the device work
+    launched inside: ``gpu_ops``, ``proj_ns`` (projected durations summed),
     ``kernels``, ``kernel_ns``."""
     if ranges.empty:
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "style", "parent")
@@ -51,12 +54,16 @@ def range_table(ranges: pd.DataFrame, proj: pd.DataFrame | None = None) -> pd.Da
     names = pd.Categorical(ranges["name"])
     codes = names.codes
     parent = ranges["parent"].to_numpy()
-    cats = [*names.categories.astype(str), "\0"]  # "\0": no parent, never a range's name
+    # a parent that is a step mark is named "(step)": a range sits in a different step
+    # each time, in the same place
+    cats = [*names.categories.astype(str), TOP, STEP_PARENT]
+    up = np.maximum(parent, 0)
+    p_code = np.where(parent < 0, len(cats) - 2,
+                      np.where(ranges["is_step"].to_numpy()[up], len(cats) - 1, codes[up]))
     frame = pd.DataFrame({
         "name": names, "style": ranges["style"].to_numpy(),
         "dur": ranges["dur_ns"].to_numpy(np.int64),
-        "parent": pd.Categorical.from_codes(np.where(parent >= 0, codes[np.maximum(parent, 0)],
-                                                     len(cats) - 1), categories=cats),
+        "parent": pd.Categorical.from_codes(p_code, categories=cats),
         "depth": ranges["depth"].to_numpy(),
     })
     for col in ("gpu_ops", "proj_ns", "kernels", "kernel_ns"):
@@ -72,11 +79,14 @@ def range_table(ranges: pd.DataFrame, proj: pd.DataFrame | None = None) -> pd.Da
         "gpu_ops": g["gpu_ops"].sum(), "proj_ns": g["proj_ns"].sum(),
         "kernels": g["kernels"].sum(), "kernel_ns": g["kernel_ns"].sum(),
     })
-    # the parent most instances have (ties: the first in name order)
+    # the parent more than half of the instances have ("" where none has: the instances
+    # sit in different places)
     pc = frame.groupby(["name", "style", "parent"], sort=True, observed=True).size()
     pc = pc.reset_index(name="n").sort_values("n", ascending=False, kind="stable")
-    pc = pc.drop_duplicates(["name", "style"]).set_index(["name", "style"])["parent"]
-    out["parent"] = pc.astype(str).reindex(out.index).replace("\0", "").to_numpy(object)
+    pc = pc.drop_duplicates(["name", "style"]).set_index(["name", "style"])
+    held = pc["n"].reindex(out.index).to_numpy() * 2 > out["instances"].to_numpy()
+    parent_name = pc["parent"].astype(str).reindex(out.index).to_numpy(object)
+    out["parent"] = np.where(held & (parent_name != TOP), parent_name, "")
     total = out["total_ns"].sum()
     out["share"] = out["total_ns"] / total if total else 0.0
     out = out.reset_index()
