@@ -23,8 +23,15 @@ import pandas as pd
 
 from traceviz.errors import TraceVizError
 from traceviz.parsers.normalize import BASE_COLUMNS, finish, launch_details
-from traceviz.parsers.nsys_nvtx import PAYLOAD_COLUMNS, domains, payload, range_details
-from traceviz.parsers.nsys_tables import ExportTables, open_tables
+from traceviz.parsers.nsys_nvtx import (
+    PAYLOAD_COLUMNS,
+    categorical,
+    domains,
+    payload,
+    range_details,
+    range_texts,
+)
+from traceviz.parsers.nsys_tables import ExportTables, open_tables, text_values
 from traceviz.parsers.numbers import INT32, checked_ints, dropped_note
 from traceviz.parsers.nvtx_text import read_ranges
 from traceviz.table.meta import TraceMeta
@@ -195,24 +202,13 @@ class _Rows:
                          details=details)
 
 
-def _text(values: pd.Series) -> np.ndarray:
-    """Strings from a text column that may hold NULL or BLOBs."""
-    out = values.to_numpy(object)
-    if pd.api.types.infer_dtype(out, skipna=True) in ("string", "empty"):
-        return out
-    # BLOBs or numbers where text belongs: only damaged or hand-made exports get here
-    return np.array([v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray)
-                     else (None if v is None or v != v else str(v)) for v in out],
-                    dtype=object)
-
-
 def _strings(tables: ExportTables) -> pd.Series:
     s = tables.read("StringIds", ["id", "value"])
     if s.empty:
         return pd.Series(dtype=object)
     ids, bad = checked_ints(s["id"])
     keep = (ids >= 0) & ~bad  # NULL or odd ids name nothing
-    strings = pd.Series(_text(s["value"])[keep], index=ids[keep])
+    strings = pd.Series(text_values(s["value"])[keep], index=ids[keep])
     return strings[~strings.index.duplicated(keep="first")]
 
 
@@ -331,7 +327,7 @@ def _nvtx(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
     if df.empty:
         return df
     etype = b.ints(df, "eventType")
-    text_code, texts = _range_texts(df, strings)
+    text_code, texts = range_texts(df, strings)
     domain_id = b.ints(df, "domainId", 0)
     process = b.ints(df, "globalTid", 0) & PROCESS_BITS
     created = etype == NVTX_DOMAIN_CREATE
@@ -365,46 +361,15 @@ def _nvtx(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
         startend[ann], d_code[ann], d_names,
         df["category"].to_numpy(object)[ann] if "category" in df else None,
         None if pay is None else pay[ann])
-    details = _categorical(details, text_code, range_text, ann)
-    kind = _categorical(kind, text_code)
-    name = _categorical(p_name, at.reshape(-1))
+    details = categorical(details, text_code, range_text, ann)
+    kind = categorical(kind, text_code)
+    name = categorical(p_name, at.reshape(-1))
     n = len(df)
     bad = np.zeros(n, dtype=bool)
     pid, tid, key = _host_ids(b.ints(df, "globalTid", bad=bad))
     return b.rows(kind, name, df, pid=pid, tid=tid, device=np.full(n, -1),
                   stream=np.full(n, -1), link_pid=key, bad=bad,
                   step=step_no, details=details)
-
-
-def _categorical(values: np.ndarray, codes: np.ndarray, other: np.ndarray | None = None,
-                 where: np.ndarray | None = None) -> pd.Categorical:
-    """``values[codes]`` (with ``other`` on the rows ``where`` holds) as a categorical,
-    made from codes: no Python string per row."""
-    u_codes, uniques = pd.factorize(pd.Series(values, dtype=object))
-    row = u_codes[codes]
-    if other is not None:
-        o_codes, o_uniques = pd.factorize(pd.Series(other, dtype=object))
-        row[where] = len(uniques) + o_codes
-        uniques = np.concatenate([np.asarray(uniques, object), np.asarray(o_uniques, object)])
-    cats, remap = np.unique(np.asarray(uniques, dtype=object).astype(str), return_inverse=True)
-    return pd.Categorical.from_codes(remap.reshape(-1)[row], categories=cats)
-
-
-def _range_texts(df: pd.DataFrame, strings: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's text as a code into the distinct texts (nsys' reports name a range by
-    its registered string first, then its own text; neither: ``<unnamed range>``), made
-    without a Python string per row."""
-    ids, _ = checked_ints(df["textId"])
-    by_id = strings.index.get_indexer(ids)
-    t_code, t_values = pd.factorize(df["text"], use_na_sentinel=True)
-    n_ids = len(strings)
-    key = np.where(by_id >= 0, by_id, np.where(t_code >= 0, n_ids + t_code, -1))
-    keys, code = np.unique(key, return_inverse=True)
-    pool = np.concatenate([strings.to_numpy(object), _text(pd.Series(
-        np.asarray(t_values, dtype=object), dtype=object))])
-    texts = np.where(keys >= 0, pool[np.maximum(keys, 0)] if len(pool) else None, None)
-    texts = pd.Series(texts, dtype=object).fillna("<unnamed range>").astype(object)
-    return code.reshape(-1), texts.to_numpy(object)
 
 
 def _meta(tables: ExportTables, path: Path, fmt: str) -> TraceMeta:
@@ -424,6 +389,6 @@ def _meta(tables: ExportTables, path: Path, fmt: str) -> TraceMeta:
     # reports of older nsys exported by a newer one leave cuDevice NULL: use id then
     ids = checked_ints(gpus["cuDevice"])[0]
     ids = np.where(ids >= 0, ids, checked_ints(gpus["id"])[0])
-    meta["devices"] = {str(i): str(nm) for i, nm in zip(ids, _text(gpus["name"]), strict=True)
+    meta["devices"] = {str(i): str(nm) for i, nm in zip(ids, text_values(gpus["name"]), strict=True)
                        if i >= 0 and nm is not None}
     return meta

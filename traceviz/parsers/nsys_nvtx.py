@@ -7,6 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from traceviz.parsers.nsys_tables import text_values
+from traceviz.parsers.numbers import checked_ints
+
 PAYLOAD_COLUMNS = ("int64Value", "uint64Value", "int32Value", "uint32Value", "doubleValue",
                    "floatValue")
 
@@ -76,3 +79,34 @@ def _plain(v: object) -> str:
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
     return str(v)
+
+
+def categorical(values: np.ndarray, codes: np.ndarray, other: np.ndarray | None = None,
+                 where: np.ndarray | None = None) -> pd.Categorical:
+    """``values[codes]`` (with ``other`` on the rows ``where`` holds) as a categorical,
+    made from codes: no Python string per row."""
+    u_codes, uniques = pd.factorize(pd.Series(values, dtype=object))
+    row = u_codes[codes]
+    if other is not None:
+        o_codes, o_uniques = pd.factorize(pd.Series(other, dtype=object))
+        row[where] = len(uniques) + o_codes
+        uniques = np.concatenate([np.asarray(uniques, object), np.asarray(o_uniques, object)])
+    cats, remap = np.unique(np.asarray(uniques, dtype=object).astype(str), return_inverse=True)
+    return pd.Categorical.from_codes(remap.reshape(-1)[row], categories=cats)
+
+
+def range_texts(df: pd.DataFrame, strings: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's text as a code into the distinct texts (nsys' reports name a range by
+    its registered string first, then its own text; neither: ``<unnamed range>``), made
+    without a Python string per row."""
+    ids, _ = checked_ints(df["textId"])
+    by_id = strings.index.get_indexer(ids)
+    t_code, t_values = pd.factorize(df["text"], use_na_sentinel=True)
+    n_ids = len(strings)
+    key = np.where(by_id >= 0, by_id, np.where(t_code >= 0, n_ids + t_code, -1))
+    keys, code = np.unique(key, return_inverse=True)
+    pool = np.concatenate([strings.to_numpy(object), text_values(pd.Series(
+        np.asarray(t_values, dtype=object), dtype=object))])
+    texts = np.where(keys >= 0, pool[np.maximum(keys, 0)] if len(pool) else None, None)
+    texts = pd.Series(texts, dtype=object).fillna("<unnamed range>").astype(object)
+    return code.reshape(-1), texts.to_numpy(object)

@@ -213,3 +213,14 @@ def open_tables(path: Path, fmt: str) -> ExportTables:
     if fmt == "nsys-dir":
         return ArrowTables(_table_folder(path))
     raise ValueError(fmt)
+
+
+def text_values(values: pd.Series) -> np.ndarray:
+    """Strings from a text column that may hold NULL or BLOBs."""
+    out = values.to_numpy(object)
+    if pd.api.types.infer_dtype(out, skipna=True) in ("string", "empty"):
+        return out
+    # BLOBs or numbers where text belongs: only damaged or hand-made exports get here
+    return np.array([v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray)
+                     else (None if v is None or v != v else str(v)) for v in out],
+                    dtype=object)

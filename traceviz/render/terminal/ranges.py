@@ -31,8 +31,8 @@ def ranges_section(s: Summary, page: Page) -> None:
 def _table(t, device: bool, page: Page):
     shown = t.head(page.top)
     cols = [Col("range", "left", wrap=True), Col("style", drop=1), Col("count"),
-            Col("total"), Col("share"), Col("mean", drop=5), Col("median", drop=4),
-            Col("min", drop=3), Col("max", drop=6), Col("std", drop=2)]
+            Col("total"), Col("share"), Col("mean", drop=6), Col("median", drop=5),
+            Col("min", drop=3), Col("max", drop=4), Col("std", drop=2)]
     if device:
         cols += [Col("GPU\nops", drop=7), Col("GPU\nprojected"), Col("kernel\ntime")]
     rows = []
