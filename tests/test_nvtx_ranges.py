@@ -322,3 +322,52 @@ def test_report_html_has_a_ranges_track_and_table(tmp_path, capsys):
     rows = dict(source["attributes"]["data"]["entries"]) if "attributes" in source else None
     if rows is not None:
         assert sorted(rows["name"]) == sorted({r[4] for r in raw})
+
+
+def _folded(text: str) -> str:
+    """An emit_nvtx range's text as the op it names ("aten::mm, seq = 4, op_id = 7" ->
+    "aten::mm"), as the test reads PyTorch's suffixes."""
+    head, sep, rest = text.partition(", ")
+    if sep and (rest.startswith(("seq = ", "op_id = ", "sizes = ")) or
+                head.startswith("aten::")):
+        return head
+    return text
+
+
+@pytest.mark.capture
+def test_a_capture_under_nsys_shows_the_runner_s_ranges(tmp_path, capsys):
+    """A capture made here under nsys: its Ranges table is the export's NVTX ranges,
+    emit_nvtx's op ranges folded by op (the test's own SQL, and nsys stats where nsys
+    runs), with the runner's step, forward, backward and optimizer ranges; the phases
+    stay as they are."""
+    from tests.conftest import needs
+
+    needs("torch")
+    if shutil.which("nsys") is None:
+        pytest.skip("Nsight Systems (nsys) is not installed; .ci/run installs it")
+    out = tmp_path / "run"
+    tiny = ["--preset", "ptb_lm", "--batch", "4", "--seq", "5", "--hidden", "16",
+            "--layers", "1", "--vocab", "50", "--embed", "8", "--warmup", "1", "--steps",
+            "3", "--profile-steps", "2", "--device", "cpu"]
+    assert main(["capture", "--model", "cudnn_torch", "--profiler", "nsys", "--mode",
+                 "train", *tiny, "--out", str(out)]) == 0
+    capsys.readouterr()
+    export = out / "report.sqlite"
+    want: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for (name, _), w in own_nvtxsum(export).items():
+        want[_folded(name)][0] += w["instances"]
+        want[_folded(name)][1] += w["total_ns"]
+    assert main(["analyze", str(export), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    mine = {r["name"]: [r["instances"], r["total_ns"]] for r in got["ranges"]}
+    assert mine == dict(want)
+    assert {"forward", "backward", "optimizer"} <= set(mine)
+    assert any(n.startswith("step ") for n in mine)
+    assert {p["phase"] for p in got["phases"]} >= {"forward", "backward", "optimizer"}
+    report = nsys_stats(export, "nvtxsum", tmp_path)
+    if report is not None:
+        theirs: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for row in report:
+            theirs[_folded(row["Range"])][0] += int(row["Instances"])
+            theirs[_folded(row["Range"])][1] += int(row["Total Time (ns)"])
+        assert mine == dict(theirs)
