@@ -60,38 +60,49 @@ def range_table(ranges: pd.DataFrame, proj: pd.DataFrame | None = None) -> pd.Da
     up = np.maximum(parent, 0)
     p_code = np.where(parent < 0, len(cats) - 2,
                       np.where(ranges["is_step"].to_numpy()[up], len(cats) - 1, codes[up]))
-    frame = pd.DataFrame({
-        "name": names, "style": ranges["style"].to_numpy(),
-        "dur": ranges["dur_ns"].to_numpy(np.int64),
-        "parent": pd.Categorical.from_codes(p_code, categories=cats),
-        "depth": ranges["depth"].to_numpy(),
-    })
-    for col in ("gpu_ops", "proj_ns", "kernels", "kernel_ns"):
-        frame[col] = 0 if proj is None or proj.empty else \
-            proj[col].reindex(np.arange(len(ranges)), fill_value=0).to_numpy(np.int64)
-    g = frame.groupby(["name", "style"], sort=False, observed=True)
-    d = g["dur"]
+    style = pd.Categorical(ranges["style"])
+    group = codes.astype(np.int64) * len(style.categories) + style.codes
+    dur = ranges["dur_ns"].to_numpy(np.int64)
+    # numpy over groups sorted by (group, duration): the median is the middle row, min
+    # and max the ends (pandas' groupby costs several times more on a few thousand rows)
+    order = np.lexsort((dur, group))
+    g, x = group[order], dur[order]
+    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    n = np.diff(np.r_[first, len(g)])
+    total = np.add.reduceat(x, first)
+    mean = total / n
+    lo, hi = first + (n - 1) // 2, first + n // 2
+    dev = x - np.repeat(mean, n)
+    var = np.add.reduceat(dev * dev, first) / np.maximum(n - 1, 1)
+
+    def summed(values: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(values[order], first)
+
+    extra = {col: np.zeros(len(ranges), dtype=np.int64) if proj is None or proj.empty else
+             proj[col].reindex(np.arange(len(ranges)), fill_value=0).to_numpy(np.int64)
+             for col in ("gpu_ops", "proj_ns", "kernels", "kernel_ns")}
+    gc = g[first]
     out = pd.DataFrame({
-        "instances": d.size(), "total_ns": d.sum(), "avg_ns": d.mean(),
-        "med_ns": d.median(), "min_ns": d.min(), "max_ns": d.max(),
-        "std_ns": d.std(ddof=1).fillna(0.0),
-        "depth": g["depth"].min(),
-        "gpu_ops": g["gpu_ops"].sum(), "proj_ns": g["proj_ns"].sum(),
-        "kernels": g["kernels"].sum(), "kernel_ns": g["kernel_ns"].sum(),
+        "name": names.categories.astype(str).to_numpy(object)[gc // len(style.categories)],
+        "style": style.categories.astype(str).to_numpy(object)[gc % len(style.categories)],
+        "instances": n, "total_ns": total, "avg_ns": mean,
+        "med_ns": (x[lo] + x[hi]) / 2, "min_ns": x[first], "max_ns": x[first + n - 1],
+        "std_ns": np.where(n > 1, np.sqrt(var), 0.0),
+        "depth": np.minimum.reduceat(ranges["depth"].to_numpy()[order], first),
+        **{col: summed(v) for col, v in extra.items()},
     })
     # the parent more than half of the instances have ("" where none has: the instances
     # sit in different places)
-    pc = frame.groupby(["name", "style", "parent"], sort=True, observed=True).size()
-    pc = pc.reset_index(name="n").sort_values("n", ascending=False, kind="stable")
-    pc = pc.drop_duplicates(["name", "style"]).set_index(["name", "style"])
-    held = pc["n"].reindex(out.index).to_numpy() * 2 > out["instances"].to_numpy()
-    parent_name = pc["parent"].astype(str).reindex(out.index).to_numpy(object)
+    pairs, counts = np.unique(group * len(cats) + p_code, return_counts=True)
+    p_group, p_par = np.divmod(pairs, len(cats))
+    best = np.lexsort((-counts, p_group))
+    best = best[np.r_[True, p_group[best][1:] != p_group[best][:-1]]]  # one per group
+    at = np.searchsorted(p_group[best], gc)
+    held = counts[best][at] * 2 > n
+    parent_name = np.asarray(cats, dtype=object)[p_par[best][at]]
     out["parent"] = np.where(held & (parent_name != TOP), parent_name, "")
-    total = out["total_ns"].sum()
-    out["share"] = out["total_ns"] / total if total else 0.0
-    out = out.reset_index()
-    out["name"] = out["name"].astype(str).to_numpy(object)
-    out["style"] = out["style"].astype(str).to_numpy(object)
+    grand = out["total_ns"].sum()
+    out["share"] = out["total_ns"] / grand if grand else 0.0
     out = out.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
     return out[list(COLUMNS)].reset_index(drop=True)
 
