@@ -242,6 +242,12 @@ def test_range_only_export_in_analyze_compare_whatif(capsys):
     assert out["range_timeline"][0]["outermost"] == sum(
         v["instances"] for v in want.values())  # ecf's ranges never nest
     assert "efficiency" not in out
+    # the loop's body, in the order the raw ranges start, and its rounds
+    order = [r[4] for r in sorted(_ranges(base), key=lambda r: r[1])]
+    tl = out["range_timeline"][0]
+    n = len(tl["cycle"])
+    assert tl["cycle"] == order[:n] and order == tl["cycle"] * tl["repeats"]
+    assert tl["repeats"] == 304
     assert main(["analyze", str(base)]) == 0
     text = capsys.readouterr().out
     assert "user ranges only: 1,824 ranges" in text and "transformer_forward" in text

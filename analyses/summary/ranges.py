@@ -110,9 +110,10 @@ def range_table(ranges: pd.DataFrame, proj: pd.DataFrame | None = None) -> pd.Da
 def timeline(ranges: pd.DataFrame, cells: int = TIMELINE_CELLS) -> list[dict[str, Any]]:
     """Per thread holding ranges: ``pid``, ``tid``, ``start_ns``, ``end_ns`` (its first
     range's start, its last range's end), ``covered_ns`` (time inside an outermost
-    range), ``outermost`` (their count), ``names`` (the outermost names drawn, by time)
-    and ``cells``: per equal slice of the span, the index into ``names`` of the name
-    covering most of it (``len(names)``: another name; -1: no range)."""
+    range), ``outermost`` (their count), ``names`` (the outermost names drawn, by time),
+    ``cells``: per equal slice of the span, the index into ``names`` of the name
+    covering most of it (``len(names)``: another name; -1: no range), and ``cycle``,
+    ``repeats``: the names the outermost ranges repeat in order, and how many times."""
     out = []
     top = ranges[(ranges["depth"] == 0).to_numpy()]
     for (pid, tid), rows in top.groupby(["pid", "tid"], sort=True, observed=True):
@@ -132,10 +133,27 @@ def timeline(ranges: pd.DataFrame, cells: int = TIMELINE_CELLS) -> list[dict[str
         cover[-1] = np.diff(edges) - np.diff(covered_until(bs, be, edges)) + 1e-9
         best = cover.argmax(axis=0)
         best[best == len(drawn) + 1] = -1
+        cycle, repeats = _cycle(rows.sort_values("start_ns", kind="stable")["name"])
         out.append({"pid": int(pid), "tid": int(tid), "start_ns": lo, "end_ns": hi,
                     "covered_ns": int((be - bs).sum()), "outermost": len(rows),
-                    "names": [str(n) for n in drawn], "cells": best.tolist()})
+                    "names": [str(n) for n in drawn], "cells": best.tolist(),
+                    "cycle": cycle, "repeats": repeats})
     return out
+
+
+CYCLE_MAX = 32  # the longest sequence of outermost names looked for as a repeating cycle
+
+
+def _cycle(names: pd.Series) -> tuple[list[str], int]:
+    """The shortest sequence of names the outermost ranges repeat, in order, and how many
+    whole times (a loop's body: ``reader``, ``3D_backbone``, ... 304 times); ([], 0) where
+    they do not repeat (a partial last round allowed)."""
+    codes = pd.Categorical(names).codes
+    for period in range(1, min(CYCLE_MAX, len(codes) // 2) + 1):
+        if np.array_equal(codes[period:], codes[:-period]):
+            cats = pd.Categorical(names).categories
+            return [str(cats[c]) for c in codes[:period]], len(codes) // period
+    return [], 0
 
 
 class RangeFigures:

@@ -25,7 +25,7 @@ def ranges_section(s: Summary, page: Page) -> None:
     if len(r.kernels):
         page.add_fitted("range kernels", _kernels(r.kernels, page))
     if not s.kernel_count and r.timeline:
-        page.add(_timeline(r.timeline))
+        page.add(_timeline(r.timeline, page.width))
 
 
 def _table(t, device: bool, page: Page):
@@ -67,21 +67,29 @@ def _kernels(k, page: Page):
                         wide=page.wide, name_least=30)
 
 
-def _timeline(threads: list[dict]) -> Group:
+def _timeline(threads: list[dict], width: int) -> Group:
     """One strip per thread: a letter per slice of time for the outermost range covering
-    most of it, with the legend."""
+    most of it, with the legend; a narrow terminal shows every other slice (or fewer)."""
     parts = [Text("Range timeline (outermost ranges; each mark one slice of the span)",
                   style="bold")]
     for th in threads:
         names = th["names"]
+        label = f"  thread {th['tid']}  |"
+        cells = th["cells"]
+        room = max(width - len(label) - 1, 10)
+        cells = cells[::-(-len(cells) // room)]  # every k-th slice, so the strip fits
         marks = [MARKS[c] if 0 <= c < len(names) else OTHER if c == len(names) else EMPTY
-                 for c in th["cells"]]
+                 for c in cells]
         span = th["end_ns"] - th["start_ns"]
-        parts.append(Text(f"  thread {th['tid']}  |{''.join(marks)}|  "
-                          f"{fmt_ns(span)}, {th['outermost']:,} ranges, "
-                          f"{fmt_pct(th['covered_ns'] / span if span else None)} covered"))
+        parts.append(Text(f"{label}{''.join(marks)}|"))
+        parts.append(Text(f"    {fmt_ns(span)}, {th['outermost']:,} outermost ranges, "
+                          f"{fmt_pct(th['covered_ns'] / span if span else None)} of the "
+                          "span inside one", style="dim"))
         legend = "  ".join(f"{MARKS[i]} {n}" for i, n in enumerate(names))
         parts.append(Text(f"    {legend}", style="dim"))
+        if th["repeats"] > 1:
+            parts.append(Text(f"    in order: {' → '.join(th['cycle'])}, "
+                              f"{th['repeats']:,} times"))
     return Group(*parts)
 
 
