@@ -27,10 +27,11 @@ JSON_KEYS = [
     "copy_fraction", "devices", "streams", "kernels", "step_windows", "launches", "copies",
     "graphs", "kernel_activity",
     "categories", "top_kernels", "other_kernels", "casts", "phases", "input_pipeline",
-    "modules", "timings",
+    "modules", "ranges", "range_kernels", "range_timeline", "timings",
     "timed_step", "host", "stream_overlap", "communication", "efficiency", "memory", "notes"]
 LAZY = ["step_windows", "launches", "kernel_activity", "casts", "phases", "input_pipeline",
-        "modules", "host", "stream_overlap", "communication", "efficiency", "memory"]
+        "modules", "ranges", "host", "stream_overlap", "communication", "efficiency",
+        "memory"]
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from traceviz.analyses.work import (
     work_rows,
 )
 from traceviz.table.meta import TraceMeta
+from traceviz.table.schema import is_in
 
 if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
     from traceviz.analyses.efficiency.ops import Efficiency
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
     from traceviz.analyses.summary.host import HostSplit
     from traceviz.analyses.summary.launch import Launches
     from traceviz.analyses.summary.memory import Memory
+    from traceviz.analyses.summary.ranges import RangeFigures
     from traceviz.analyses.summary.streams import StreamOverlap
     from traceviz.analyses.summary.windows import Stretch
     from traceviz.trace import Trace
@@ -63,6 +65,9 @@ class Summary:
     timed: TimedStep | None = None       # profiled vs timed step (None: no steps)
     # kernel launches without kernel records: the device's time is unknown
     kernel_activity_missing: bool = False
+    # no work rows but user ranges (an export of NVTX ranges alone): the Ranges section
+    # is the summary; no kernel tables, no efficiency
+    ranges_only: bool = False
     # what the lazy sections are computed from, when first read
     inputs: Inputs | None = field(default=None, repr=False, compare=False)
 
@@ -80,6 +85,7 @@ class Summary:
         efficiency: ClassVar[Efficiency | None]  # None unless made with_efficiency
         memory: ClassVar[Memory | None]
         communication: ClassVar[Communication | None]  # None: no collective
+        ranges: ClassVar[RangeFigures]     # per range name (ranges.range_table), kernels
 
     def __getattr__(self, name: str) -> Any:
         """A lazy section's figures (``summary.casts``): computed when first read, then
@@ -192,8 +198,19 @@ def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = Fal
     if trace.is_cpu and (trace.events["kind"] == "runtime").any():
         notes.append("The trace has CUDA/HIP runtime calls but no device rows: GPU activity "
                      "was not recorded (e.g. a CUPTI counter session).")
-    if not len(work) and not trace.kernel_activity_missing:  # that section says it
+    # launches without kernel records are not a ranges-only trace: the device ran work
+    # the profiler did not record (the kernel_activity section says so)
+    ranges_only = not len(work) and not trace.kernel_activity_missing and bool(
+        is_in(trace.events["kind"], "annotation", "step").any())
+    if ranges_only:
+        # nothing runs that an efficiency or a replay could read: skip them
+        with_efficiency = False
+        notes.append("The trace holds user ranges only (no kernels, no framework ops): "
+                     "the Ranges section is its summary.")
+    elif not len(work) and not trace.kernel_activity_missing:  # that section says it
         notes.append("The trace has no kernels and no framework ops to analyze.")
+    if ranges_only and trace.is_cpu:
+        notes.remove("CPU trace: no device rows; leaf framework ops play the kernels.")
     unknown = [d.device for d in devices if d.host_wait_ns is None]
     if not trace.is_cpu and unknown:
         notes.append("No launch call of device(s) " + ", ".join(map(str, unknown))
@@ -227,5 +244,6 @@ def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = Fal
         by_config=by_config,
         notes=notes,
         kernel_activity_missing=trace.kernel_activity_missing,
+        ranges_only=ranges_only,
         inputs=Inputs(trace, work, windows, ws, we, with_efficiency, peak),
     )

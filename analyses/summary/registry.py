@@ -19,6 +19,7 @@ from traceviz.analyses.summary import (
     modules,
     phases,
     pipeline,
+    ranges,
     streams,
     windows,
 )
@@ -30,6 +31,7 @@ from traceviz.analyses.summary.totals import KERNEL_TABLES, NOTES, TIMED_STEP, T
 SECTIONS: list[Section] = [
     TOTALS, windows.SECTION, launch.SECTION, activity.SECTION,
     KERNEL_TABLES, casts.SECTION, phases.SECTION, pipeline.SECTION, modules.SECTION,
+    ranges.SECTION,
     TIMINGS, TIMED_STEP, host.SECTION, streams.SECTION, comm.SECTION, efficiency.SECTION,
     memory.SECTION,
     NOTES,

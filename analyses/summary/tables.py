@@ -93,7 +93,25 @@ def export_tables(trace: Trace, peak: Any = None) -> dict[str, pd.DataFrame]:
         "efficiency": eff.astype({c: "float64" for c in ("tflops", "gbps", "intensity",
                                                          "pct_peak", "pct_bw")}),
         "memory": memory(trace).series.astype("int64"),
+        **range_tables(trace),
     }
+
+
+def range_tables(trace: Trace) -> dict[str, pd.DataFrame]:
+    """``ranges``: the Ranges section's table (per name and style); ``range_instances``:
+    every range with its thread, nesting (``parent`` a row of this table, -1) and the
+    device work launched inside it (``proj_start_ns``/``proj_ns`` -1 where none)."""
+    from traceviz.analyses.summary.range_gpu import device_pairs, projection, range_rows
+    from traceviz.analyses.summary.ranges import range_table
+
+    rows = range_rows(trace)
+    proj = projection(rows, device_pairs(trace, rows))
+    inst = rows.copy()
+    for col in ("proj_start_ns", "proj_ns", "gpu_ops", "kernels", "kernel_ns"):
+        fill = -1 if col.startswith("proj") else 0
+        inst[col] = (proj[col].reindex(np.arange(len(rows)), fill_value=fill)
+                     .to_numpy(np.int64) if len(proj) else np.full(len(rows), fill))
+    return {"ranges": range_table(rows, proj), "range_instances": _plain(inst)}
 
 
 def _plain(df: pd.DataFrame) -> pd.DataFrame:

@@ -23,6 +23,8 @@ from traceviz.analyses.timed import TimedStep
 from traceviz.analyses.whatif.notes import cross_stream_caveat, path_check
 from traceviz.analyses.whatif.scenarios import DEFAULT_SCENARIOS, SCENARIOS, parse_scenarios
 from traceviz.analyses.whatif.timed import scenario_in_timed, timed_model
+from traceviz.errors import InputError
+from traceviz.table.schema import is_in
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
@@ -141,9 +143,20 @@ def _replayed(g: ReplayGraph, sol: Solution | None = None) -> Windows:
     return window_time(replayed_trace(g, sol), g.h_rows if g.trace.is_cpu else None)
 
 
+def refuse_ranges_only(trace: Trace) -> None:
+    """One line for an export of user ranges alone (NVTX without CUDA): a range says
+    how long the host spent, not what ran, so there is no work to replay."""
+    ev = trace.events
+    if not is_in(ev["kind"], "kernel", "memcpy", "memset", "runtime", "op").any() \
+            and is_in(ev["kind"], "annotation", "step").any():
+        raise InputError("nothing to replay: the trace holds user ranges (NVTX) alone, "
+                         "and ranges cannot be replayed; `traceviz analyze` summarizes them")
+
+
 def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> WhatIf:
     """Replay the trace as recorded and under each scenario."""
     parsed = [(text, parse_scenarios(text)) for text in scenarios]
+    refuse_ranges_only(trace)
     g = build(trace)
     measured = window_time(trace)
     sol = solve(g)

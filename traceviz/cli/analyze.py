@@ -25,7 +25,8 @@ from traceviz.errors import UsageError
 from traceviz.files.fileio import atomic_output, output_folder
 
 # = analyses.tables.export_tables
-EXPORTS = ("kernels", "launches", "casts", "ops", "phases", "efficiency", "memory")
+EXPORTS = ("kernels", "launches", "casts", "ops", "phases", "efficiency", "memory", "ranges",
+           "range_instances")
 
 
 class AnalyzeCommand(Command):
@@ -128,10 +129,11 @@ class AnalyzeCommand(Command):
 
                 outputs.enter_context(output_folder(args.export))
                 for name, table in export_tables(trace, peak).items():
-                    path = args.export / f"{name}.parquet"
-                    with atomic_output(path, force=args.force) as tmp:
+                    # not ``path``: that is the critical path --perfetto draws below
+                    table_path = args.export / f"{name}.parquet"
+                    with atomic_output(table_path, force=args.force) as tmp:
                         table.to_parquet(tmp, index=False)
-                    written.append(f"wrote {path} ({len(table):,} rows)")
+                    written.append(f"wrote {table_path} ({len(table):,} rows)")
             if args.perfetto:
                 from traceviz.render.perfetto import perfetto_json
 

@@ -41,6 +41,7 @@ class CompareCommand(Command):
         from rich.text import Text
 
         from traceviz.analyses.compare.amp import amp_breakdown, amp_pairs
+        from traceviz.analyses.compare.ranges import range_diff
         from traceviz.analyses.compare.runs import (
             kernel_diff,
             mpe_table,
@@ -48,6 +49,8 @@ class CompareCommand(Command):
             run_figures,
             workload_differences,
         )
+        from traceviz.analyses.summary.figures import integer_ns
+        from traceviz.render.terminal.ranges import range_diff_table
         from traceviz.render.terminal.runs import amp_render, diff_table, mpe_render, runs_table
 
         if len(args.runs) < 2:
@@ -60,16 +63,26 @@ class CompareCommand(Command):
         conflicts = ordering_conflicts(figs)
         diffs = [(la, lb, kernel_diff(ta, tb))
                  for (la, ta), (lb, tb) in zip(runs, runs[1:], strict=False)]
+        range_diffs = [(la, lb, d) for (la, ta), (lb, tb) in zip(runs, runs[1:], strict=False)
+                       if len(d := range_diff(ta, tb))]
+        # exports of ranges alone have no kernel figures: their ranges are the comparison
+        ranges_only = all(f.summary.ranges_only for f in figs)
         mpe = mpe_table(figs)
         pairs = [(a, b, amp_breakdown(a, b)) for a, b in amp_pairs(figs)]
         if args.json:
             out_dict = compare_dict(figs, differ, diffs, mpe, pairs, args.top)
             out_dict["profiled_vs_timed_order"] = conflicts
+            out_dict["range_differences"] = [
+                {"a": la, "b": lb, "ranges": integer_ns(
+                    [{k: _finite(v) for k, v in r.items()}
+                     for r in d.head(args.top).to_dict("records")])}
+                for la, lb, d in range_diffs]
             print(json_text(out_dict, default=json_value))
         else:
             out = stdout(args.width)
             width = out.width
-            out.print(runs_table(figs, width))
+            if not ranges_only:
+                out.print(runs_table(figs, width))
             if differ:
                 out.print(Text.assemble(("note:", "yellow"), f" the runs differ in "
                                         f"{'; '.join(differ)}: their figures are not like "
@@ -80,8 +93,10 @@ class CompareCommand(Command):
             if any(f.summary.timed is not None and not f.summary.timed.known for f in figs):
                 out.print(Text.assemble(("note:", "yellow"), " a run without timed batches: "
                                         "its figures are profiled time only"))
-            for la, lb, diff in diffs:
+            for la, lb, diff in diffs if not ranges_only else ():
                 out.print(diff_table(diff, la, lb, top=args.top, width=width))
+            for la, lb, d in range_diffs:
+                out.print(range_diff_table(d, la, lb, args.top, width))
             if len(mpe) > 1:  # MPE needs two runs with timed batches
                 out.print(mpe_render(mpe, width))
             for a, b, br in pairs:

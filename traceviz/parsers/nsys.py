@@ -23,7 +23,15 @@ import pandas as pd
 
 from traceviz.errors import TraceVizError
 from traceviz.parsers.normalize import BASE_COLUMNS, finish, launch_details
-from traceviz.parsers.nsys_tables import ExportTables, open_tables
+from traceviz.parsers.nsys_nvtx import (
+    PAYLOAD_COLUMNS,
+    categorical,
+    domains,
+    payload,
+    range_details,
+    range_texts,
+)
+from traceviz.parsers.nsys_tables import ExportTables, open_tables, text_values
 from traceviz.parsers.numbers import INT32, checked_ints, dropped_note
 from traceviz.parsers.nvtx_text import read_ranges
 from traceviz.table.meta import TraceMeta
@@ -40,6 +48,7 @@ PROCESS_BITS = np.int64(~0xFFFFFF)  # globalTid & 0xFFFFFFFFFF000000 == globalPi
 # NvtxPushPopRange, NvtxStartEndRange and their NVTXT twins (ENUM_NSYS_EVENT_TYPE)
 NVTX_RANGE_TYPES = (59, 60, 70, 71)
 NVTX_DOMAIN_CREATE = 75
+NVTX_STARTEND_TYPES = (60, 71)
 # CUpti_ActivityMemcpyKind, in Kineto's spelling
 MEMCPY_NAMES = {
     0: "Memcpy Unknown", 1: "Memcpy HtoD", 2: "Memcpy DtoH", 3: "Memcpy HtoA",
@@ -158,7 +167,20 @@ class _Rows:
         bad |= (device < INT32[0]) | (device > INT32[1]) | (stream < INT32[0]) | \
             (stream > INT32[1])
         n = len(df)
-        frame = pd.DataFrame({
+        self.dropped += int(bad.sum())
+        keep = ~bad & (start >= 0) & (end >= start)
+        # an NVTX range left open has no end (and a mark none either): not worth a note;
+        # an activity without a time, or ending before it starts, is a damaged row
+        if not ranges:
+            self.no_time += int((~bad & ~keep).sum())
+        every = bool(keep.all())
+
+        def kept(values: np.ndarray | pd.Categorical) -> np.ndarray | pd.Categorical:
+            # filtered before the frame is made; a categorical stays one (pandas would
+            # turn an object array of a million texts into Arrow strings, one by one)
+            return values if every else values[keep]
+
+        columns = {
             "kind": np.full(n, kind, dtype=object) if isinstance(kind, str) else kind,
             "name": name,
             "ts_ns": start,
@@ -169,14 +191,9 @@ class _Rows:
             "bytes": bytes_ if bytes_ is not None else np.full(n, -1),
             "link_pid": link_pid,
             "details": details if details is not None else np.full(n, "", dtype=object),
-        })
-        self.dropped += int(bad.sum())
-        keep = ~bad & (start >= 0) & (end >= start)
-        # an NVTX range left open has no end (and a mark none either): not worth a note;
-        # an activity without a time, or ending before it starts, is a damaged row
-        if not ranges:
-            self.no_time += int((~bad & ~keep).sum())
-        return frame[[*BASE_COLUMNS, "link_pid", "details"]][keep]
+        }
+        return pd.DataFrame({c: kept(columns[c])
+                             for c in [*BASE_COLUMNS, "link_pid", "details"]})
 
     def device_rows(self, kind: str, name: np.ndarray, df: pd.DataFrame,
                     bytes_col: str | None = None, details: np.ndarray | None = None
@@ -192,24 +209,13 @@ class _Rows:
                          details=details)
 
 
-def _text(values: pd.Series) -> np.ndarray:
-    """Strings from a text column that may hold NULL or BLOBs."""
-    out = values.to_numpy(object)
-    if pd.api.types.infer_dtype(out, skipna=True) in ("string", "empty"):
-        return out
-    # BLOBs or numbers where text belongs: only damaged or hand-made exports get here
-    return np.array([v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray)
-                     else (None if v is None or v != v else str(v)) for v in out],
-                    dtype=object)
-
-
 def _strings(tables: ExportTables) -> pd.Series:
     s = tables.read("StringIds", ["id", "value"])
     if s.empty:
         return pd.Series(dtype=object)
     ids, bad = checked_ints(s["id"])
     keep = (ids >= 0) & ~bad  # NULL or odd ids name nothing
-    strings = pd.Series(_text(s["value"])[keep], index=ids[keep])
+    strings = pd.Series(text_values(s["value"])[keep], index=ids[keep])
     return strings[~strings.index.duplicated(keep="first")]
 
 
@@ -321,26 +327,50 @@ def _runtime(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame
 
 
 def _nvtx(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
+    # category and payload columns are NULL in most exports: read those holding a value
+    extra = tables.holding_values(NVTX, ["category", *PAYLOAD_COLUMNS])
     df = tables.read(NVTX, ["start", "end", "eventType", "text", "textId", "globalTid",
-                            "domainId"])
+                            "domainId", *extra])
     if df.empty:
         return df
     etype = b.ints(df, "eventType")
-    text = _text(df["text"])
-    by_id = _lookup(strings, df["textId"], None)
-    text = np.where(pd.isna(text), by_id, text)
-    text = pd.Series(text, dtype=object).fillna("<unnamed range>").astype(str)
+    text_code, texts = range_texts(df, strings)
     domain_id = b.ints(df, "domainId", 0)
+    process = b.ints(df, "globalTid", 0) & PROCESS_BITS
     created = etype == NVTX_DOMAIN_CREATE
-    domains = dict(zip(domain_id[created], text[created], strict=True))
+    made = pd.DataFrame({"p": process[created], "d": domain_id[created],
+                         "name": texts[text_code[created]]})
     ranges = np.isin(etype, NVTX_RANGE_TYPES)
-    df, text, domain_id = df[ranges], text[ranges], domain_id[ranges]
-
-    step_no, kind, name, details = read_ranges(text)
-    if domains:
-        dom = pd.Series(domain_id).map(domains).to_numpy(object)
-        named = pd.notna(dom) & (kind == "annotation")
-        name[named] = dom[named] + ": " + name[named]
+    # a range still open when recording stopped lasts to the export's last NVTX time, as
+    # in nsys' reports (nvtxsum, nvtxgpuproj)
+    if df["end"].isna().any():
+        last = max(b.ints(df, "start", 0).max(), b.ints(df, "end", 0).max())
+        df = df.assign(end=df["end"].fillna(last))
+    if not ranges.all():
+        df = df[ranges]
+    startend = np.isin(etype[ranges], NVTX_STARTEND_TYPES)
+    text_code, domain_id, process = text_code[ranges], domain_id[ranges], process[ranges]
+    # each distinct text read once (an emit_nvtx run's are all distinct, most exports'
+    # are a few dozen), each distinct (text, domain) named once: the rows take them
+    step_no, kind, name, details = read_ranges(pd.Series(texts, dtype=object))
+    # a domain is registered per process: "MPI:MPI_Send", as nsys' reports write it
+    d_code, d_names = domains(made, process, domain_id)
+    pair = text_code * (len(d_names) + 1) + (d_code + 1)
+    pairs, at = np.unique(pair, return_inverse=True)
+    p_text, p_dom = np.divmod(pairs, len(d_names) + 1)
+    p_name = name[p_text].astype(object)
+    qualified = (p_dom > 0) & (kind[p_text] == "annotation")
+    p_name[qualified] = d_names[p_dom[qualified] - 1] + ":" + p_name[qualified]
+    step_no = step_no[text_code]
+    ann = kind[text_code] == "annotation"
+    pay = payload(df)
+    range_text = range_details(
+        startend[ann], d_code[ann], d_names,
+        df["category"].to_numpy(object)[ann] if "category" in df else None,
+        None if pay is None else pay[ann])
+    details = categorical(details, text_code, range_text, ann)
+    kind = categorical(kind, text_code)
+    name = categorical(p_name, at.reshape(-1))
     n = len(df)
     bad = np.zeros(n, dtype=bool)
     pid, tid, key = _host_ids(b.ints(df, "globalTid", bad=bad))
@@ -366,6 +396,6 @@ def _meta(tables: ExportTables, path: Path, fmt: str) -> TraceMeta:
     # reports of older nsys exported by a newer one leave cuDevice NULL: use id then
     ids = checked_ints(gpus["cuDevice"])[0]
     ids = np.where(ids >= 0, ids, checked_ints(gpus["id"])[0])
-    meta["devices"] = {str(i): str(nm) for i, nm in zip(ids, _text(gpus["name"]), strict=True)
+    meta["devices"] = {str(i): str(nm) for i, nm in zip(ids, text_values(gpus["name"]), strict=True)
                        if i >= 0 and nm is not None}
     return meta

@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -45,6 +46,15 @@ class ExportTables:
                 df[c] = pd.Series(None, index=df.index, dtype=object)
         return df[columns]
 
+    def holding_values(self, table: str, columns: Iterable[str]) -> list[str]:
+        """Those of ``columns`` the table has with a value on some row (columns that are
+        NULL throughout need not be read)."""
+        have = set(self.columns(table)) if table in self.names else set()
+        return [c for c in columns if c in have and self._any_value(table, c)]
+
+    def _any_value(self, table: str, column: str) -> bool:
+        raise NotImplementedError
+
     def close(self) -> None:
         pass
 
@@ -60,8 +70,6 @@ class SqliteTables(ExportTables):
         uri = f"file:{path.resolve()}?mode=ro&immutable=1"
         try:
             self._db = sqlite3.connect(uri, uri=True)
-            # text that is not UTF-8 (a damaged or hand-edited export) reads with U+FFFD
-            self._db.text_factory = lambda b: b.decode("utf-8", "replace")
             rows = self._db.execute("SELECT name FROM sqlite_master WHERE type IN "
                                     "('table', 'view')").fetchall()
         except sqlite3.DatabaseError as e:
@@ -75,15 +83,60 @@ class SqliteTables(ExportTables):
         except sqlite3.DatabaseError as e:  # a view over a dropped table, a damaged page
             raise TraceVizError(f"{self.path}: cannot read table {table} ({e})") from None
 
+    def _any_value(self, table: str, column: str) -> bool:
+        try:
+            return self._db.execute(f'SELECT 1 FROM "{table}" WHERE "{column}" IS NOT NULL '
+                                    "LIMIT 1").fetchone() is not None
+        except sqlite3.DatabaseError as e:
+            raise TraceVizError(f"{self.path}: cannot read table {table} ({e})") from None
+
     def _read(self, table: str, columns: list[str]) -> pd.DataFrame:
+        """The rows in chunks, each made a frame at once: the rows of a large table as
+        Python tuples would take several times the table (a million NVTX ranges: 600 MB),
+        and each chunk's repeated texts share one string object."""
         cols = ", ".join(f'"{c}"' for c in columns)
         try:
-            return pd.read_sql_query(f'SELECT {cols} FROM "{table}"', self._db)
-        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
+            parts = self._chunks(f'SELECT {cols} FROM "{table}"', columns)
+        except sqlite3.OperationalError:
+            # text that is not UTF-8 (a damaged or hand-edited export) reads with U+FFFD;
+            # decoding every text in Python costs a second per million, so only here
+            self._db.text_factory = lambda b: b.decode("utf-8", "replace")
+            try:
+                parts = self._chunks(f'SELECT {cols} FROM "{table}"', columns)
+            except sqlite3.DatabaseError as e:
+                raise TraceVizError(f"{self.path}: cannot read table {table} ({e})") from None
+            finally:
+                self._db.text_factory = str
+        except sqlite3.DatabaseError as e:
             raise TraceVizError(f"{self.path}: cannot read table {table} ({e})") from None
+        if not parts:
+            return pd.DataFrame(columns=columns)
+        return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+    def _chunks(self, query: str, columns: list[str]) -> list[pd.DataFrame]:
+        cursor = self._db.execute(query)
+        parts = []
+        while rows := cursor.fetchmany(CHUNK_ROWS):
+            parts.append(_chunk(rows, columns))
+        return parts
 
     def close(self) -> None:
         self._db.close()
+
+
+CHUNK_ROWS = 1 << 16
+
+
+def _chunk(rows: list[tuple], columns: list[str]) -> pd.DataFrame:
+    """Rows as a frame typed as ``pandas.read_sql_query`` types them (whole numbers with a
+    NULL as floats), every text column's repeats one object."""
+    df = pd.DataFrame.from_records(rows, columns=columns, coerce_float=True)
+    for c in columns:
+        if df[c].dtype == object:
+            codes, uniques = pd.factorize(df[c].to_numpy(object))
+            values = np.append(np.asarray(uniques, dtype=object), None)
+            df[c] = values[codes]  # -1 (NULL) takes the last entry, None
+    return df
 
 
 class ArrowTables(ExportTables):
@@ -95,6 +148,10 @@ class ArrowTables(ExportTables):
 
     def columns(self, table: str) -> list[str]:
         return self._tables[table].column_names
+
+    def _any_value(self, table: str, column: str) -> bool:
+        col = self._tables[table].column(column)
+        return col.null_count < len(col)
 
     def _read(self, table: str, columns: list[str]) -> pd.DataFrame:
         try:
@@ -156,3 +213,14 @@ def open_tables(path: Path, fmt: str) -> ExportTables:
     if fmt == "nsys-dir":
         return ArrowTables(_table_folder(path))
     raise ValueError(fmt)
+
+
+def text_values(values: pd.Series) -> np.ndarray:
+    """Strings from a text column that may hold NULL or BLOBs."""
+    out = values.to_numpy(object)
+    if pd.api.types.infer_dtype(out, skipna=True) in ("string", "empty"):
+        return out
+    # BLOBs or numbers where text belongs: only damaged or hand-made exports get here
+    return np.array([v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray)
+                     else (None if v is None or v != v else str(v)) for v in out],
+                    dtype=object)

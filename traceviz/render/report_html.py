@@ -98,6 +98,9 @@ def _run(i: int, label: str, trace: Trace, fig: RunFigures) -> tuple[list[Any], 
     timeline, check = _timeline(i, label, trace, _streams_line(s))
     if timeline is not None:
         parts.append(timeline)
+    from traceviz.render.report_ranges import ranges_parts
+
+    parts += ranges_parts(i, label, s)
     parts.append(Div(text=_advice_html(trace), sizing_mode="stretch_width"))
     return parts, check
 

@@ -9,7 +9,7 @@ section without a render prints nothing on the terminal (``--json`` still has it
 from __future__ import annotations
 
 from traceviz.analyses.summary.registry import section
-from traceviz.render.terminal import casts, efficiency, host, launches, phases, totals
+from traceviz.render.terminal import casts, efficiency, host, launches, phases, ranges, totals
 from traceviz.render.terminal.page import Render
 
 RENDERS: dict[str, Render] = {
@@ -23,6 +23,7 @@ RENDERS: dict[str, Render] = {
     "communication": host.communication,
     "launches": launches.launch_overhead,
     "casts": casts.cast_section,
+    "ranges": ranges.ranges_section,
     "efficiency": efficiency.efficiency_section,
     "memory": efficiency.memory_section,
     "timings": totals.timings,

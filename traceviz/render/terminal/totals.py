@@ -16,8 +16,9 @@ from traceviz.units import fmt_ns, fmt_pct, plural
 
 
 def header(s: Summary, page: Page) -> None:
-    """Source, devices, scope, span, step, busy and idle split, kernels, host, launches."""
-    page.add(_header(s))
+    """Source, devices, scope, span, step, busy and idle split, kernels, host, launches
+    (a trace of user ranges alone: its source and what it holds)."""
+    page.add(_ranges_header(s) if s.ranges_only else _header(s))
 
 
 GAPS_WORTH_A_LINE = 0.01  # of the span: time between step marks worth a word
@@ -47,8 +48,9 @@ def step_windows(s: Summary, page: Page) -> None:
 
 def kernel_tables(s: Summary, page: Page) -> None:
     """The top kernels (leaf ops on a CPU) by total time, then the categories (none where
-    the kernels were not recorded: the header says so)."""
-    if s.kernel_activity_missing:
+    the kernels were not recorded: the header says so; none in a trace of user ranges
+    alone)."""
+    if s.kernel_activity_missing or s.ranges_only:
         return
     page.add_fitted("top kernels", _top_kernels(s, page.top, page.wide, page.width))
     page.add_fitted("categories", _categories(s, page.width))
@@ -66,6 +68,21 @@ def notes(s: Summary, page: Page) -> None:
         page.add(note)
     for note_text in s.notes:
         page.add(Text(f"note: {note_text}", style="yellow"))
+
+
+def _ranges_header(s: Summary) -> Table:
+    meta = s.meta
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("source", f"{meta.get('source_format', '?')} · {meta.get('source_file', '?')}")
+    rows = s.ranges.rows
+    span = int(rows["end_ns"].max() - rows["start_ns"].min()) if len(rows) else 0
+    threads = len(rows[["pid", "tid"]].drop_duplicates())
+    grid.add_row("trace", f"user ranges only: {len(rows):,} ranges ({len(s.ranges):,} names) "
+                          f"on {plural(threads, 'thread')}, no kernels, no framework ops")
+    grid.add_row("span", fmt_ns(span))
+    return grid
 
 
 def _header(s: Summary) -> Table:

@@ -1,0 +1,186 @@
+"""User ranges one by one (NVTX push/pop and start/end ranges, record_function and
+TraceMe scopes): their nesting and the device work launched inside them.
+
+Definitions follow Nsight Systems' own reports: a range's **parent** is the tightest
+range around it on its thread (``nvtxgpuproj``'s ParentId); device work belongs to every
+range on the launching thread that holds its launch call, start to end; a range's
+**projected** span runs from the first start to the last end of that work (``nvtxgpuproj``'s
+Projected Start and Duration), its **GPU ops** are the launch calls that reached a device
+(NumGPUOps: a graph launch counts once) and its **kernels** are listed as ``nvtxkernsum``
+lists them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from traceviz.algos.optree import parents_and_enclosing
+from traceviz.table.schema import is_in
+
+if TYPE_CHECKING:  # types only
+    from traceviz.trace import Trace
+
+DEFAULT_STYLE = "PushPop"  # record_function and TraceMe scopes, emit_nvtx op ranges
+# the parsers that read ops and step marks out of NVTX ranges: there those rows are ranges
+NVTX_SOURCES = ("nsys-sqlite", "nsys-arrow", "nsys-dir", "nsys-rep")
+
+
+def range_rows(trace: Trace) -> pd.DataFrame:
+    """Every host range of the trace, one row each, sorted by thread then start:
+    ``name``, ``style``, ``start_ns``, ``end_ns``, ``dur_ns``, ``pid``, ``tid``, ``is_step``
+    (a step mark), ``parent``
+    (positional index of the tightest range around it on its thread, -1) and ``depth``.
+
+    A range is a host annotation (NVTX range, record_function, TraceMe) or step mark; in
+    an nsys export also an ``op`` row, which there is an emit_nvtx range (its name already
+    folded to the op's). Device-side annotations (Kineto's ``gpu_user_annotation``) echo
+    a host range and are left out."""
+    ev = trace.events
+    kinds = ("annotation", "step", "op") if trace.meta.get("source_format") in NVTX_SOURCES \
+        else ("annotation", "step")
+    keep = is_in(ev["kind"], *kinds) & (ev["device"] < 0).to_numpy()
+    r = ev.loc[keep, ["name", "ts_ns", "dur_ns", "pid", "tid", "details", "kind"]]
+    # names and styles stay categorical: a million ranges have a few dozen names
+    style = np.zeros(len(r), dtype=np.int8)  # 0 PushPop, 1 StartEnd
+    is_ann = (r["kind"] == "annotation").to_numpy()
+    if is_ann.any():
+        d = r["details"].astype("category")
+        startend = np.asarray(d.cat.categories.astype(str).str.startswith("style:StartEnd"),
+                              dtype=bool)
+        codes = d.cat.codes.to_numpy()
+        style[is_ann & (codes >= 0)] = startend[codes[is_ann & (codes >= 0)]]
+    start = r["ts_ns"].to_numpy(np.int64)
+    dur = r["dur_ns"].to_numpy(np.int64)
+    name = r["name"].astype("category").cat.remove_unused_categories()
+    out = pd.DataFrame({
+        "name": name.cat.rename_categories(name.cat.categories.astype(str)).to_numpy(),
+        "style": pd.Categorical.from_codes(style, categories=[DEFAULT_STYLE, "StartEnd"]),
+        "start_ns": start, "end_ns": start + dur, "dur_ns": dur,
+        "pid": r["pid"].to_numpy(np.int64), "tid": r["tid"].to_numpy(np.int64),
+        "is_step": (r["kind"] == "step").to_numpy(),
+    })
+    order = np.lexsort((-out["end_ns"].to_numpy(), out["start_ns"].to_numpy(),
+                        out["tid"].to_numpy(), out["pid"].to_numpy()))
+    out = out.take(order).reset_index(drop=True)
+    parent, _ = parents_and_enclosing(out["pid"].to_numpy(), out["tid"].to_numpy(),
+                                      out["start_ns"].to_numpy(), out["dur_ns"].to_numpy(),
+                                      np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                      np.zeros(0, np.int64))
+    # the latest-starting range holding a range's start may end before it does (ranges
+    # that overlap without nesting: start/end ranges): climb to one that holds it whole
+    end = out["end_ns"].to_numpy()
+    parent = _climb(parent, parent.copy(), end, end)
+    out["parent"] = parent
+    out["depth"] = _depths(parent)
+    return out
+
+
+def _climb(parent: np.ndarray, at: np.ndarray, end: np.ndarray, need_end: np.ndarray
+           ) -> np.ndarray:
+    """From ``at`` (a range per query, -1: none) up the parents until a range ending at or
+    after ``need_end`` (one numpy step per nesting level)."""
+    at = at.copy()
+    while True:
+        short = np.flatnonzero(at >= 0)
+        short = short[end[at[short]] < need_end[short]]
+        if not len(short):
+            return at
+        at[short] = parent[at[short]]
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    depth = np.zeros(len(parent), dtype=np.int64)
+    up = parent.copy()
+    while (live := up >= 0).any():
+        depth[live] += 1
+        up[live] = parent[up[live]]
+    return depth
+
+
+def device_pairs(trace: Trace, ranges: pd.DataFrame) -> pd.DataFrame:
+    """One row per (device row, range holding its launch call): ``range`` (index into
+    ``ranges``), ``launch`` (the launch id), ``kind``, ``name``, ``start_ns``, ``end_ns``.
+    Device rows whose launch call is not in the trace belong to no range."""
+    cols = {"range": np.int64, "launch": np.int64, "kind": object, "name": object,
+            "start_ns": np.int64, "end_ns": np.int64}
+    empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
+    ev = trace.events
+    if ranges.empty:
+        return empty
+    dev = ev[is_in(ev["kind"], "kernel", "memcpy", "memset")
+             & (ev["launch_id"] >= 0).to_numpy()]
+    calls = ev[is_in(ev["kind"], "runtime") & (ev["launch_id"] >= 0).to_numpy()]
+    if dev.empty or calls.empty:
+        return empty
+    calls = calls.drop_duplicates("launch_id").set_index("launch_id")
+    at = calls.index.get_indexer(dev["launch_id"].to_numpy())
+    dev, at = dev[at >= 0], at[at >= 0]
+    c_start = calls["ts_ns"].to_numpy(np.int64)[at]
+    c_end = c_start + calls["dur_ns"].to_numpy(np.int64)[at]
+    _, inner = parents_and_enclosing(
+        ranges["pid"].to_numpy(), ranges["tid"].to_numpy(), ranges["start_ns"].to_numpy(),
+        ranges["dur_ns"].to_numpy(), calls["pid"].to_numpy(np.int64)[at],
+        calls["tid"].to_numpy(np.int64)[at], c_start)
+    parent = ranges["parent"].to_numpy()
+    # a range ends at or after the call it holds (nsys: range end >= call end)
+    cur = _climb(parent, inner, ranges["end_ns"].to_numpy(), c_end)
+    start = dev["ts_ns"].to_numpy(np.int64)
+    end = start + dev["dur_ns"].to_numpy(np.int64)
+    launch = dev["launch_id"].to_numpy(np.int64)
+    kind = dev["kind"].astype(str).to_numpy(object)
+    name = dev["name"].astype(str).to_numpy(object)
+    parts = []
+    while (live := np.flatnonzero(cur >= 0)).size:  # the innermost range, then each parent
+        parts.append(pd.DataFrame({"range": cur[live], "launch": launch[live],
+                                   "kind": kind[live], "name": name[live],
+                                   "start_ns": start[live], "end_ns": end[live]}))
+        cur = cur.copy()
+        cur[live] = parent[cur[live]]
+    return pd.concat(parts, ignore_index=True) if parts else empty
+
+
+def projection(ranges: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per range holding device work (index: its position in ``ranges``):
+    ``proj_start_ns``, ``proj_ns`` (first start to last end of its work), ``gpu_ops``
+    (launch calls that reached a device), ``kernels`` and ``kernel_ns`` (the kernels'
+    own time, summed)."""
+    if pairs.empty:
+        return pd.DataFrame(columns=["proj_start_ns", "proj_ns", "gpu_ops", "kernels",
+                                     "kernel_ns"], dtype=np.int64)
+    is_k = (pairs["kind"] == "kernel").to_numpy()
+    g = pairs.assign(k_ns=np.where(is_k, pairs["end_ns"] - pairs["start_ns"], 0),
+                     k=is_k.astype(np.int64)).groupby("range")
+    out = pd.DataFrame({"proj_start_ns": g["start_ns"].min(),
+                        "proj_ns": g["end_ns"].max() - g["start_ns"].min(),
+                        "gpu_ops": g["launch"].nunique(), "kernels": g["k"].sum(),
+                        "kernel_ns": g["k_ns"].sum()})
+    return out
+
+
+def kernels_per_range(ranges: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """``nvtxkernsum``: per (range name, style, process, thread, kernel name): ``ranges``
+    (instances holding one), ``kernels``, ``total_ns``, ``avg_ns``, ``med_ns``,
+    ``min_ns``, ``max_ns``, ``std_ns`` (sample; 0 for one kernel), sorted by range name
+    then total time (descending)."""
+    k = pairs[(pairs["kind"] == "kernel").to_numpy()]
+    cols = ["range", "style", "pid", "tid", "kernel", "ranges", "kernels", "total_ns",
+            "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns"]
+    if k.empty:
+        return pd.DataFrame(columns=cols)
+    r = ranges.iloc[k["range"].to_numpy()]
+    frame = pd.DataFrame({"range": r["name"].to_numpy(), "style": r["style"].to_numpy(),
+                          "pid": r["pid"].to_numpy(), "tid": r["tid"].to_numpy(),
+                          "kernel": k["name"].to_numpy(), "inst": k["range"].to_numpy(),
+                          "dur": (k["end_ns"] - k["start_ns"]).to_numpy()})
+    g = frame.groupby(["range", "style", "pid", "tid", "kernel"], sort=False)["dur"]
+    out = pd.DataFrame({
+        "ranges": frame.groupby(["range", "style", "pid", "tid", "kernel"],
+                                sort=False)["inst"].nunique(),
+        "kernels": g.size(), "total_ns": g.sum(), "avg_ns": g.mean(), "med_ns": g.median(),
+        "min_ns": g.min(), "max_ns": g.max(), "std_ns": g.std(ddof=1).fillna(0.0),
+    }).reset_index()
+    out = out.sort_values(["range", "total_ns"], ascending=[True, False], kind="stable")
+    return out[cols].reset_index(drop=True)
