@@ -377,3 +377,22 @@ def test_a_capture_under_nsys_shows_the_runner_s_ranges(tmp_path, capsys):
             theirs[_folded(row["Range"])][0] += int(row["Instances"])
             theirs[_folded(row["Range"])][1] += int(row["Total Time (ns)"])
         assert mine == dict(theirs)
+
+
+def test_raw_range_names_keep_emit_nvtx_texts(capsys):
+    """An emit_nvtx export (a 2-GPU H100 run): by default its ranges are grouped by op
+    ("aten::to"); with --raw-range-names each keeps its whole text, as the export holds it
+    (the set of texts read here by SQL)."""
+    path = NSYS.parent.parent / "nsys" / "h100_2gpu_mfu_after.sqlite"
+    with sqlite3.connect(path) as db:
+        texts = {t for (t,) in db.execute(
+            "SELECT DISTINCT COALESCE(e.text, s.value) FROM NVTX_EVENTS e "
+            "LEFT JOIN StringIds s ON e.textId = s.id WHERE e.eventType = 59")}
+    emitted = {t for t in texts if t and (", op_id = " in t or ", seq = " in t)}
+    assert emitted
+    assert main(["analyze", str(path), "--json"]) == 0
+    folded = {r["name"] for r in json.loads(capsys.readouterr().out)["ranges"]}
+    assert not folded & emitted and "aten::to" in folded
+    assert main(["analyze", str(path), "--json", "--raw-range-names"]) == 0
+    raw = {r["name"] for r in json.loads(capsys.readouterr().out)["ranges"]}
+    assert {n for n in raw if ", op_id = " in n or ", seq = " in n} == emitted

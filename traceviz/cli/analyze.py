@@ -70,6 +70,10 @@ class AnalyzeCommand(Command):
                        help="what bounds each step: the chain of host calls, launches, "
                             "device work and waits its length is made of (with RANGE: of "
                             "each host range named RANGE..., e.g. forward)")
+        p.add_argument("--raw-range-names", action="store_true",
+                       help="an nsys export's PyTorch emit_nvtx ranges by their whole text "
+                            "(\"aten::mm, seq = 4, op_id = 7\"), each a range of its own, "
+                            "instead of grouped by op")
         p.add_argument("--memory-limit", metavar="SIZE", type=memory_limit_arg,
                        help="DuckDB's memory limit for a rank dataset (e.g. 2GB; default a "
                             "quarter of this machine's memory)")
@@ -94,6 +98,10 @@ class AnalyzeCommand(Command):
         refuse_existing([*exports, *plots, *perfetto], args.force)
 
         with ExitStack() as stack:
+            if args.raw_range_names:
+                from traceviz.parsers.nvtx_text import raw_range_names
+
+                stack.enter_context(raw_range_names())
             # every row: the host split reads every runtime call and op
             trace = load_with_progress(args.trace, stack)
         peak = None

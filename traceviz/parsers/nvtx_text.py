@@ -5,6 +5,10 @@ saved by reading each distinct text once, and pandas' string methods loop in Pyt
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -20,6 +24,19 @@ EMIT_NVTX_SUFFIX = r", (?:seq|op_id) = \d+"
 # emit_nvtx(record_shapes=True) (nsys --pytorch=autograd-shapes-nvtx) appends the input
 # shapes: "aten::mm, seq = 4, op_id = 7, sizes = [[2, 3], [3, 4]], input_op_ids = [...]"
 NVTX_SIZES = r", sizes = (?P<s>\[(?:\[[-\d, ]*\](?:, )?)*\])"
+# ``analyze --raw-range-names``: an emit_nvtx range keeps its whole text ("aten::mm, seq =
+# 4, op_id = 7") as a range of its own instead of being folded into its op's name
+_RAW_NAMES: ContextVar[bool] = ContextVar("raw_range_names", default=False)
+
+
+@contextmanager
+def raw_range_names(on: bool = True) -> Iterator[None]:
+    """Inside: NVTX texts are read as written (no op folding, no shapes)."""
+    token = _RAW_NAMES.set(on)
+    try:
+        yield
+    finally:
+        _RAW_NAMES.reset(token)
 
 
 def read_ranges(text: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -39,6 +56,8 @@ def read_ranges(text: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
         step_no[marks] = step_numbers(text.iloc[marks].to_numpy(object))[0]
     is_step = step_no >= 0
     is_op = (found(NVTX_OP) | found(EMIT_NVTX_SUFFIX)) & ~is_step
+    if _RAW_NAMES.get():  # every range as written: an annotation with its whole text
+        is_op[:] = False
     kind = np.where(is_step, "step", np.where(is_op, "op", "annotation")).astype(object)
     # "aten::mm, seq = 4, op_id = 7, sizes = [...]" -> "aten::mm"
     head = pc.utf8_trim_whitespace(pc.list_element(pc.split_pattern(arr, ",", max_splits=1),
