@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from tests.conftest import ROOT, SHARED_TRACES
@@ -101,13 +102,19 @@ def test_capture_rules(tmp_path):
     ctx = A.Context(load(data))
     phases = ctx.summary.phases.set_index("phase")
     assert phases.loc["data", "ranges"] >= 3  # the worker's batches are marked
-    # on a CPU trace the data phase is the input call; the work ops inside it (the
-    # batch's own tensors) are not idle
+    # on a CPU trace the data phase and the DataLoader's __next__ inside it are the
+    # input calls; the work ops inside them (the batch's own tensors) are not idle
     ev = ctx.trace.events
-    data = ev[(ev["kind"] == "annotation") & (ev["name"] == "data")]
+    names = ev["name"].astype(str)
+    data = ev[(ev["kind"] == "annotation") & (names == "data")]
+    loader = ev[ev["kind"].isin(["op", "annotation"]) & names.str.contains("DataLoader")
+                & names.str.contains("__next__")]
+    calls = pd.concat([data, loader])
     p = ctx.summary.input_pipeline
-    assert p is not None and p.calls == len(data) >= 3
-    assert p.input_ns <= int(data["dur_ns"].sum())
+    assert p is not None and len(data) >= 3 and p.frameworks[0] == "traceviz"
+    assert len(data) <= p.calls <= len(calls)
+    ends = calls["ts_ns"] + calls["dur_ns"]
+    assert p.input_ns <= int(ends.max() - calls["ts_ns"].min())
     d = RULE["input_pipeline"](ctx)
     assert (d is not None) == (p.idle_ns >= A.INPUT_IDLE_SHARE * ctx.summary.span_ns)
     assert d is None or d.figures["idle_share"] == pytest.approx(p.idle_ns / ctx.summary.span_ns)

@@ -94,11 +94,18 @@ def _leftovers(folder: Path) -> list[str]:
                                              (signal.SIGTERM, 143, "terminated")])
 def test_signal_during_decode(big_trace, tmp_path, sig, code, word):
     out = tmp_path / "out.parquet"
-    tag = uuid.uuid4().hex
-    proc = _start(["import", str(big_trace), "-o", str(out)], tag)
-    _wait_for_workers(proc, tag)
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=30)
+    for _ in range(3):
+        tag = uuid.uuid4().hex
+        proc = _start(["import", str(big_trace), "-o", str(out)], tag)
+        _wait_for_workers(proc, tag)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        # on a loaded machine the import can finish before the signal lands: then it is
+        # not the case under test (the import wrote its file whole); try again
+        if proc.returncode != 0:
+            break
+        assert out.exists() and _leftovers(tmp_path) == []
+        out.unlink()
     assert proc.returncode == code, err
     assert err.strip().splitlines()[-1] == f"traceviz: {word}"
     assert "Traceback" not in err

@@ -60,7 +60,8 @@ def test_findings_script_prints_every_variant():
                          capture_output=True, text=True, check=True).stdout
     cudnn = json.loads((GPU / "cudnn_torch/train/bench.json").read_text())
     median_ms = 1e3 * cudnn["time_per_batch_s"]["median"]
-    row = next(line for line in out.splitlines() if line.startswith("| cudnn_torch | "))
+    # Markdown table cells: names escaped (render/escape.markdown), "cudnn\_torch"
+    row = next(line for line in out.splitlines() if line.startswith("| cudnn\\_torch | "))
     assert f"| {median_ms:.2f} |" in row
     for v in ("cell", "fine", "jit", "compile", "static", "naive8", "fused", "graph"):
-        assert f"| {v}_torch | bf16 |" in out
+        assert f"| {v}\\_torch | bf16 |" in out

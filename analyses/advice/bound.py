@@ -112,13 +112,14 @@ def step_bound(ctx: Context) -> Bound:
                      f"the device waits for launches {fmt_pct(launch_wait / span)} of the "
                      f"span ({fmt_ns(launch_wait)}, input calls left out)", figures)
     why = f"the device is busy {fmt_pct(s.busy_ns / span)} of the span"
-    if host_gone and timed is not None:
+    known = timed is not None and timed.timed_ns is not None and host_gone
+    if known and timed is not None and timed.timed_ns:
         why = (f"the device is busy {fmt_ns(timed.device_ns)} of the "
                f"{fmt_ns(timed.timed_ns)} timed step (no profiler): at most "
                f"{fmt_pct(room)} of it is left for the host; the profiled step's host wait "
                f"({fmt_pct(launch_wait / span)} of its span) is mostly the profiler's own")
-    share = timed.device_ns / timed.timed_ns if host_gone and timed is not None \
-        else s.busy_ns / span
+    share = timed.device_ns / timed.timed_ns \
+        if known and timed is not None and timed.timed_ns else s.busy_ns / span
     return Bound("device", min(share, 1.0), why, figures)
 
 

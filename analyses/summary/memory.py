@@ -9,6 +9,7 @@ records with the event.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +62,7 @@ def _bases(given: object) -> dict[int, int]:
     return out
 
 
-def bench_memory(meta: dict[str, Any]) -> dict[str, Any] | None:
+def bench_memory(meta: Mapping[str, Any]) -> dict[str, Any] | None:
     """bench.json's ``memory`` with the device's memory from the device: ``total_bytes``
     is the memory the trace's device properties state (XSpace's device plane), else the
     runner's figure, which is the device's own (``torch.cuda.get_device_properties``)
@@ -79,7 +80,7 @@ def bench_memory(meta: dict[str, Any]) -> dict[str, Any] | None:
               if isinstance(p, dict) and isinstance(p.get("memory_bytes"), (int, float))
               and p["memory_bytes"] > 0]
     if stated:
-        mem["total_bytes"], mem["total_from"] = int(stated[0]), "the trace's device properties"
+        mem["total_bytes"], mem["total_from"] = int(stated[0] or 0), "the trace's device properties"
     elif mem.get("total_bytes"):
         mem["total_from"] = "the runner (the device's properties)"
     return mem

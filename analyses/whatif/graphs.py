@@ -36,9 +36,9 @@ def cuda_graphs(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
     step = _host_step(g)
     # a graph ends at a synchronizing call, and where the host waits for its next batch
     # (a data loader cannot be captured: the step asks for its input outside any graph)
-    removed, _ = input_gaps(g)
+    into_input = input_gaps(g)[0]
     sync = g.h_await >= 0
-    cuts = sync | (removed > 0)
+    cuts = sync | (into_input > 0)
     in_step = step >= 0
     key = pd.DataFrame({"chain": g.h_chain, "step": step,
                         "cut": pd.Series(cuts).groupby(g.h_chain).cumsum().to_numpy()})

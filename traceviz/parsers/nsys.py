@@ -8,8 +8,7 @@ a call in ``globalTid``, whose low 24 bits are the thread id.
 NVTX ranges become annotations, except two kinds the rest of traceviz relies on: ranges
 named like step markers (``step 3``, ``ProfilerStep#3``) become ``step`` rows, and
 PyTorch-style op ranges (``aten::mm, seq = 4, op_id = 7``, as emit_nvtx writes them)
-become ``op`` rows named ``aten::mm``, so kernels get their op and casts are found.
-"""
+become ``op`` rows named ``aten::mm``, so kernels get their op and casts are found."""
 
 from __future__ import annotations
 

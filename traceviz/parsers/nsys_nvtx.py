@@ -43,7 +43,7 @@ def domains(made: pd.DataFrame, range_process: np.ndarray, range_domain: np.ndar
 
 
 def range_details(startend: np.ndarray, domain: np.ndarray, domain_names: np.ndarray,
-                  category: np.ndarray, payload: np.ndarray) -> np.ndarray:
+                  category: np.ndarray | None, payload: np.ndarray | None) -> np.ndarray:
     """What an NVTX range carries beside its name, in its row's ``details``:
     ``style:PushPop`` (or StartEnd), then ``domain:D``, ``category:N``, ``payload:V``
     where set (docs/formats.md). Written once per distinct combination (a million ranges

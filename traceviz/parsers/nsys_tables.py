@@ -134,7 +134,7 @@ def _chunk(rows: list[tuple], columns: list[str]) -> pd.DataFrame:
     for c in columns:
         if df[c].dtype == object:
             codes, uniques = pd.factorize(df[c].to_numpy(object))
-            values = np.append(np.asarray(uniques, dtype=object), None)
+            values = np.append(np.asarray(uniques, dtype=object), [None])
             df[c] = values[codes]  # -1 (NULL) takes the last entry, None
     return df
 

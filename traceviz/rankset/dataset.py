@@ -35,7 +35,7 @@ def dataset_meta(path: Path) -> dict[str, Any]:
     if bad:
         raise TraceVizError(f"{path / DATASET_META}: malformed ({bad}: each rank needs its "
                             "file and meta); import the rank folder again")
-    for k, v in ranks.items():
+    for k, v in (ranks or {}).items():
         check_trace_meta(v["meta"], path / DATASET_META, f"ranks.{k}.meta.")
     return meta
 

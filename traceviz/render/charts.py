@@ -4,6 +4,7 @@ breakdown, a sweep. Imported only when asked to plot; saving is the CLI's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import matplotlib
 import matplotlib.ticker
@@ -20,6 +21,10 @@ from traceviz.render.loss_curves import loss_curves  # noqa: E402
 from traceviz.table.names import distinct_names  # noqa: E402
 from traceviz.table.schema import CATEGORIES  # noqa: E402
 from traceviz.units import fmt_ns  # noqa: E402
+
+if TYPE_CHECKING:  # the section types only, for the chart functions' arguments
+    from traceviz.analyses.efficiency.ops import Efficiency
+    from traceviz.analyses.summary.memory import Memory
 
 # analyze --plot, by file stem
 SUMMARY_CHARTS = ("kernels_pie", "launch_overhead", "roofline", "memory")
@@ -157,8 +162,9 @@ def summary_charts(summary: Summary, label: str) -> SummaryCharts:
     blank = blank_charts(summary)
     draw = {"kernels_pie": lambda: kernel_pie(summary, label),
             "launch_overhead": lambda: launch_chart(summary, label),
-            "roofline": lambda: roofline_chart(summary.efficiency, label),
-            "memory": lambda: memory_chart(summary.memory, label)}
+            # blank_charts leaves out a roofline or memory chart without its section
+            "roofline": lambda: roofline_chart(cast("Efficiency", summary.efficiency), label),
+            "memory": lambda: memory_chart(cast("Memory", summary.memory), label)}
     return SummaryCharts({stem: draw[stem]() for stem in SUMMARY_CHARTS if stem not in blank},
                          blank)
 

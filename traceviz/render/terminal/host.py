@@ -77,7 +77,8 @@ def host_rows(s: Summary) -> list[tuple[str, str]]:
             rows.append(("top API calls", ", ".join(
                 f"{r.name} {fmt_ns(r.total_ns / per)} ({_count(r.calls / per)})"
                 for r in apis.itertuples(index=False)) + f" {unit}"
-                + (f", thread {main['tid']} alone" if len(s.host.threads) > 1 else "")))
+                + (f", thread {main['tid']} alone"
+                   if s.host is not None and len(s.host.threads) > 1 else "")))
     k = s.host_per_kernel_ns
     if k["profiled"] is not None:
         timed = f"{fmt_ns(k['timed'])} timed, " if k["timed"] is not None else ""
