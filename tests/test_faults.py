@@ -48,6 +48,9 @@ def big_trace(tmp_path_factory) -> Path:
 def _start(args: list[str], tag: str, **kw) -> subprocess.Popen:
     # two decode workers even at this size, so that their clean-up is what is tested
     env = {**os.environ, "TRACEVIZ_FAULT_TAG": tag, "TRACEVIZ_IMPORT_WORKERS": "2"}
+    # SIGINT as a terminal leaves it: a test runner's worker may ignore it, and a child
+    # inherits an ignored SIGINT (Python then installs no KeyboardInterrupt handler)
+    kw.setdefault("preexec_fn", lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return subprocess.Popen([*TRACEVIZ, *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, **kw)
 
