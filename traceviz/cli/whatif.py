@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from traceviz.cli.base import Command, LazyHelp, json_text, load_with_progress, stdout, width_arg
 
@@ -44,15 +46,9 @@ class WhatIfCommand(Command):
             return _ranks(args, scenarios)
         with ExitStack() as stack:
             trace = load_with_progress(args.trace, stack)
-        result = whatif(trace, scenarios)
-        if args.json:
-            print(json_text(result.to_dict()))
-            return 0
         from traceviz.render.terminal.advice import whatif_render
 
-        out = stdout(args.width)
-        out.print(whatif_render(result, brief=args.brief, width=out.width))
-        return 0
+        return _show(args, whatif(trace, scenarios), whatif_render)
 
 
 def _rank_folder(path: Path) -> bool:
@@ -66,13 +62,16 @@ def _ranks(args: argparse.Namespace, scenarios: tuple[str, ...]) -> int:
     """Every rank replayed, its collectives joined with the other ranks'."""
     from traceviz.analyses.whatif.ranks import whatif_ranks
     from traceviz.rankset.folder import rank_traces
+    from traceviz.render.terminal.advice import ranks_whatif_render
 
-    result = whatif_ranks(rank_traces(args.trace), scenarios)
+    return _show(args, whatif_ranks(rank_traces(args.trace), scenarios), ranks_whatif_render)
+
+
+def _show(args: argparse.Namespace, result: Any, render: Callable[..., Any]) -> int:
+    """One trace's or one job's replay: as JSON, or rendered to the terminal."""
     if args.json:
         print(json_text(result.to_dict()))
         return 0
-    from traceviz.render.terminal.advice import ranks_whatif_render
-
     out = stdout(args.width)
-    out.print(ranks_whatif_render(result, brief=args.brief, width=out.width))
+    out.print(render(result, brief=args.brief, width=out.width))
     return 0

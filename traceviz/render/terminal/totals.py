@@ -70,12 +70,18 @@ def notes(s: Summary, page: Page) -> None:
         page.add(Text(f"note: {note_text}", style="yellow"))
 
 
-def _ranges_header(s: Summary) -> Table:
+def _source_grid(s: Summary) -> Table:
+    """The header's grid with its first row, the trace's source."""
     meta = s.meta
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
     grid.add_row("source", f"{meta.get('source_format', '?')} · {meta.get('source_file', '?')}")
+    return grid
+
+
+def _ranges_header(s: Summary) -> Table:
+    grid = _source_grid(s)
     rows = s.ranges.rows
     span = int(rows["end_ns"].max() - rows["start_ns"].min()) if len(rows) else 0
     threads = len(rows[["pid", "tid"]].drop_duplicates())
@@ -87,10 +93,7 @@ def _ranges_header(s: Summary) -> Table:
 
 def _header(s: Summary) -> Table:
     meta = s.meta
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
-    grid.add_row("source", f"{meta.get('source_format', '?')} · {meta.get('source_file', '?')}")
+    grid = _source_grid(s)
     devices = meta.get("devices") or {}
     used = sorted({d.device for d in s.devices if d.device >= 0})
     if s.cpu_trace:
