@@ -74,6 +74,16 @@ def test_terminal_shows_control_characters_and_markup_as_text(tmp_path, capsys, 
         assert "k\\x1b]0;owned\\x07[bold]b[/bold]\\x1b[2J" in out
 
 
+def test_a_line_break_in_a_name_starts_no_row(tmp_path, capsys):
+    """A kernel named with a line break could print a row of its own making: it is shown
+    as ``\\x0a`` in the one row of that kernel."""
+    assert main(["analyze", _kineto_named(tmp_path, "k\nfake_kernel 99.9%"),
+                 "--width", "160", "--wide"]) == 0
+    out = capsys.readouterr().out
+    assert "k\\x0afake_kernel 99.9%" in out
+    assert not any(ln.strip().startswith("fake_kernel") for ln in out.splitlines())
+
+
 def test_error_line_shows_control_characters(tmp_path, capsys):
     assert main(["analyze", str(tmp_path / f"a{CLEAR}.json")]) == 2
     err = capsys.readouterr().err

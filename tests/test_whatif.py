@@ -237,6 +237,14 @@ def test_whatif_brief_fits_one_screen(capsys):
     full = capsys.readouterr().out
     assert len(brief.splitlines()) < 25 < len(full.splitlines())
     assert "- per thread and step" in full and "- per thread and step" not in brief
+    # each assumption starts a line of its own in the assumptions column (cuda_graphs has
+    # several), never after a shown "\\x0a" (the escape a trace's own line break gets)
+    assert "\\x0a" not in full
+    rows = [ln for ln in full.splitlines() if ln.strip().startswith("cuda_graphs")]
+    assert len(rows) == 1 and "   - " in rows[0]
+    assert sum("   - " in ln for ln in full.splitlines()) > sum(
+        ln.strip().startswith(("cuda_graphs", "fuse_pointwise", "no_casts", "gemm_speedup"))
+        for ln in full.splitlines())
     saving = [ln.split()[2] for ln in full.splitlines() if ln.strip().startswith("cuda_graphs")]
     assert saving and saving[0] in brief
 

@@ -11,6 +11,7 @@ from traceviz.analyses.advice.bound import Bound
 from traceviz.analyses.timed import TimedStep, profiled_note
 from traceviz.analyses.whatif.engine import WhatIf
 from traceviz.analyses.whatif.ranks import RanksWhatIf
+from traceviz.render.escape import visible
 from traceviz.render.terminal.fit import Col, fitted_table, left_note
 from traceviz.units import fmt_ns, fmt_pct, plural
 
@@ -66,20 +67,20 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
             Col("profiled\npredicted", drop=3 if timed else 0),
             Col("profiled\nsaving", drop=4 if timed else 0), Col("%", drop=1),
             Col("why (does not apply, streams)" if brief else "assumptions", "left",
-                wrap=True, drop=2))
+                wrap=True, drop=2, lines=True))
     rows = []
     for s in w.scenarios:
         if not s.applies:
             rows.append([s.name, *(["-", "-"] if timed else []), "-", "-", "",
-                         f"does not apply: {s.reason}"])
+                         f"does not apply: {visible(s.reason)}"])
             continue
         rows.append([s.name, *([fmt_ns(s.timed_step_ns), fmt_ns(s.timed_saving_step_ns)]
                                if timed else []),
                      _per_step(s.predicted_ns, w.steps),
                      _per_step(s.saving_ns, w.steps), fmt_pct(s.saving_fraction),
-                     s.caveat if brief else "\n".join(
-                         f"- {a}" for a in (*s.assumptions, *([s.caveat] if s.caveat
-                                                              else [])))])
+                     visible(s.caveat) if brief else "\n".join(
+                         f"- {visible(a)}" for a in (*s.assumptions, *([s.caveat] if s.caveat
+                                                                       else [])))])
     t, left = fitted_table("scenarios (saving against the replay as recorded)", cols, rows,
                            width)
     parts: list[RenderableType] = [head, t]

@@ -19,7 +19,7 @@ from rich.control import strip_control_codes
 from rich.table import Table
 from rich.text import Text
 
-from traceviz.render.escape import visible
+from traceviz.render.escape import console_text, visible
 from traceviz.table.names import distinct_names
 
 NAME_WIDE = 60  # a name column's most
@@ -35,6 +35,7 @@ class Col:
     drop: int = 0                   # leaves a narrow table in this order (1 first); 0 stays
     name: bool = False              # a kernel name: shortened to the width left for it
     wrap: bool = False              # words wrap onto more lines (a description, a label)
+    lines: bool = False             # traceviz's own lines (each escaped): its breaks kept
 
     @property
     def one_line(self) -> str:
@@ -120,7 +121,7 @@ def fitted_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]],
     name gets under ``name_least`` (under ``NAME_MIN`` never). ``wide`` shows names whole,
     folded onto more lines, at up to half the width. Where nothing fits, the narrowest
     form (rich then crops it: only below the width of the columns that never leave)."""
-    rows = _shown(rows)
+    rows = _shown(cols, rows)
     leaving = sorted((i for i, c in enumerate(cols) if c.drop), key=lambda i: cols[i].drop)
     kept = list(range(len(cols)))
     # names as shown at the most width: told apart, a name may be longer than its short form
@@ -210,10 +211,13 @@ def _form_width(sizes: _Sizes, kept: list[int], two_lines: bool) -> int:
     return total
 
 
-def _shown(rows: Sequence[Sequence[str]]) -> list[list[str]]:
+def _shown(cols: Sequence[Col], rows: Sequence[Sequence[str]]) -> list[list[str]]:
     """The cells as they are shown: control characters as visible escapes, before any
-    name is measured or cut (a cut then never leaves half an escape sequence)."""
-    return [[visible(v) for v in row] for row in rows]
+    name is measured or cut (a cut then never leaves half an escape sequence). A line
+    break in a trace's name is shown as ``\\x0a`` (it cannot start a row of its own); in a
+    ``lines`` column, whose lines the renderer escaped one by one, it stays a break."""
+    shown = [console_text if c.lines else visible for c in cols]
+    return [[f(v) for f, v in zip(shown, row, strict=True)] for row in rows]
 
 
 def _left(cols: Sequence[Col], kept: list[int]) -> list[str]:
@@ -238,7 +242,7 @@ def fitted_groups(title: str, key: Col, cols: Sequence[Col], rows: Sequence[Sequ
     """A table of one ``key`` column and many peer columns (one per run) as few tables as
     fit ``width``, each with the key column and the next peers, in order: no peer leaves.
     (A peer that does not fit even alone gets a table of its own.)"""
-    rows = _shown(rows)
+    rows = _shown([key, *cols], rows)
 
     def part(lo: int, hi: int, measuring: bool) -> Table:
         shown = [key, *cols[lo:hi]]
