@@ -294,3 +294,15 @@ def test_xla_compiled_cpu_runs_are_not_told_to_compile(model):
     f = next(f for f in found if f.rule == "host_bound")
     assert "already compiled (XLA)" in f.action
     assert not any("compile the step with XLA" in g.action for g in found)
+
+
+def test_tensor_core_examples_on_one_line():
+    """Some traces keep an op's Input Dims as indented JSON over many lines (h7's
+    PyTorch): the finding's example gives them on one line, as the dims they are."""
+    op = {**row("op", "aten::mm", 0, 10, step=1),
+          "details": "dims:[\n  [\n    20,\n    100\n  ],\n  [100, 64]\n] "
+                     "types:['c10::BFloat16', 'c10::BFloat16']"}
+    f = RULE["tensor_core_shapes"](A.Context(trace(row("step", "ProfilerStep#1", 0, 100,
+                                                       step=1), op)))
+    assert f is not None and f.figures["ops"] == 1
+    assert f.evidence[-1] == "e.g. aten::mm [[20, 100], [100, 64]] x1"

@@ -166,7 +166,9 @@ def _tensor_core_misfit(details: str) -> str:
             continue
         matrix += [math.prod(shape[:-1]), shape[-1]] if len(shape) > 2 and not matrix \
             else shape[-2:]
-    return dims_text[5:] if any(d > 1 and d % TENSOR_CORE_MULTIPLE for d in matrix) else ""
+    # written on one line: some traces keep the dims as indented JSON over many lines
+    return json.dumps(inputs) if any(d > 1 and d % TENSOR_CORE_MULTIPLE for d in matrix) \
+        else ""
 
 
 def memory_bound_gemms(ctx: Context) -> Finding | None:
