@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # types only
 DEFAULT_STYLE = "PushPop"  # record_function and TraceMe scopes, emit_nvtx op ranges
 # the parsers that read ops and step marks out of NVTX ranges: there those rows are ranges
 NVTX_SOURCES = ("nsys-sqlite", "nsys-arrow", "nsys-dir", "nsys-rep")
+STEP_NUMBER = r"^(ProfilerStep#|step )\d+$"  # Kineto's and an XSpace's step marks
 
 
 def range_rows(trace: Trace) -> pd.DataFrame:
@@ -55,6 +56,8 @@ def range_rows(trace: Trace) -> pd.DataFrame:
     start = r["ts_ns"].to_numpy(np.int64)
     dur = r["dur_ns"].to_numpy(np.int64)
     name = r["name"].astype("category").cat.remove_unused_categories()
+    if trace.meta.get("source_format") not in NVTX_SOURCES:
+        name = _steps_folded(name, (r["kind"] == "step").to_numpy())
     out = pd.DataFrame({
         "name": name.cat.rename_categories(name.cat.categories.astype(str)).to_numpy(),
         "style": pd.Categorical.from_codes(style, categories=[DEFAULT_STYLE, "StartEnd"]),
@@ -76,6 +79,20 @@ def range_rows(trace: Trace) -> pd.DataFrame:
     out["parent"] = parent
     out["depth"] = _depths(parent)
     return out
+
+
+def _steps_folded(name: pd.Series, is_step: np.ndarray) -> pd.Series:
+    """Step marks' numbers folded (``ProfilerStep#5`` -> ``ProfilerStep#*``, ``step 3`` ->
+    ``step *``): the steps are one range name, so the table holds one row for them, the
+    kernels launched inside them count once per kernel, and runs with different step
+    numbers compare. (An nsys export keeps every name as written: ``nvtxsum`` does.)"""
+    cats = name.cat.categories.astype(str)
+    folded = cats.str.replace(STEP_NUMBER, r"\1*", regex=True)
+    if not (folded != cats).any():
+        return name
+    codes = name.cat.codes.to_numpy()
+    text = np.where(is_step, folded.to_numpy(object)[codes], cats.to_numpy(object)[codes])
+    return pd.Series(pd.Categorical(text), index=name.index)
 
 
 def _climb(parent: np.ndarray, at: np.ndarray, end: np.ndarray, need_end: np.ndarray
