@@ -396,3 +396,23 @@ def test_raw_range_names_keep_emit_nvtx_texts(capsys):
     assert main(["analyze", str(path), "--json", "--raw-range-names"]) == 0
     raw = {r["name"] for r in json.loads(capsys.readouterr().out)["ranges"]}
     assert {n for n in raw if ", op_id = " in n or ", seq = " in n} == emitted
+
+
+@pytest.mark.parametrize("name", ["mi250_rocm_train.json.gz", "a100_diff_control.json.gz"])
+def test_kineto_steps_are_one_range_name(name):
+    """torch.profiler's ProfilerStep#N marks are one range name, ProfilerStep#*: its count
+    and total are the host step marks' in the raw JSON (device echoes left out)."""
+    import gzip
+
+    path = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "kineto" / name
+    raw = json.loads(gzip.decompress(path.read_bytes()))
+    events = raw["traceEvents"] if isinstance(raw, dict) else raw
+    steps = [e for e in events if e.get("cat") == "user_annotation"
+             and str(e.get("name", "")).startswith("ProfilerStep#")]
+    table = range_figures(load(path)).table
+    row = table[table["name"] == "ProfilerStep#*"]
+    assert len(steps) > 1 and len(row) == 1
+    assert row["instances"].iloc[0] == len(steps)
+    total_us = sum(e["dur"] for e in steps)
+    assert row["total_ns"].iloc[0] == pytest.approx(total_us * 1e3, abs=len(steps))
+    assert not table["name"].str.match(r"ProfilerStep#\d").any()
