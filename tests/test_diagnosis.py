@@ -391,3 +391,15 @@ def test_unreadable_traces_are_refused_in_one_line(key):
     assert r.returncode != 0
     assert "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.skipif(shutil.which("nsys") is None, reason="needs nsys (CI installs it)")
+def test_a_report_from_a_newer_nsys_names_both_versions():
+    """nsys 2022.4 cannot export a report recorded by 2026.1: the line gives nsys' own
+    reason and this nsys' version, and the way out (that version's export)."""
+    r = traceviz("analyze", str(UNREADABLE["cs336_myrun_nsys2026"]))
+    assert r.returncode == 2
+    line = r.stderr.strip()
+    assert "Version number is invalid" in line
+    assert "this is NVIDIA Nsight Systems version " in line
+    assert "`nsys export --type sqlite`" in line

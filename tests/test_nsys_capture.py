@@ -20,7 +20,7 @@ if shutil.which("nsys") is None:
 from traceviz.analyses import summarize  # noqa: E402
 from traceviz.cli import main  # noqa: E402
 from traceviz.parsers import detect_format, load  # noqa: E402
-from traceviz.parsers.nsys import export_sqlite, import_qdstrm  # noqa: E402
+from traceviz.parsers.nsys.export import export_sqlite, import_qdstrm  # noqa: E402
 from traceviz.trace import Trace  # noqa: E402
 
 TINY = ["--preset", "ptb_lm", "--batch", "4", "--seq", "5", "--hidden", "16", "--layers", "1",

@@ -132,7 +132,7 @@ def check_runnable(model: str, device: str, profiler: str = "torch",
         raise UsageError(f"{model} runs only on a GPU ({v.description}); "
                          "this capture is on the CPU")
     if profiler == "nsys":
-        from traceviz.parsers.nsys import nsys_binary
+        from traceviz.parsers.nsys.export import nsys_binary
 
         if not fw.nsys:
             raise UsageError(f"nsys is available for the PyTorch variants; {model} is a "
@@ -218,7 +218,7 @@ def _run_capture(req: CaptureRequest, run_dir: Path, final: Path,
     cmd = framework.command(req.python)
     cmd += ["--config", str(cfg_path), "--out", str(run_dir)]
     if req.profiler == "nsys":
-        from traceviz.parsers.nsys import nsys_binary
+        from traceviz.parsers.nsys.export import nsys_binary
 
         # sampling and context switches off: the NVTX and CUDA timelines are the point
         cmd = [str(nsys_binary()), "profile", f"--trace={NSYS_TRACE}", "--sample=none",
@@ -283,7 +283,7 @@ def _run_capture(req: CaptureRequest, run_dir: Path, final: Path,
 
 def nsys_sqlite(run_dir: Path) -> Path:
     """report.nsys-rep (imported from report.qdstrm if nsys could not) -> report.sqlite."""
-    from traceviz.parsers.nsys import export_sqlite, import_qdstrm, nsys_binary
+    from traceviz.parsers.nsys.export import export_sqlite, import_qdstrm, nsys_binary
 
     rep, qdstrm = run_dir / "report.nsys-rep", run_dir / "report.qdstrm"
     if not rep.is_file():

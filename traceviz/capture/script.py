@@ -168,7 +168,7 @@ def _runner_command(req: ScriptRequest, cfg_path: Path, run_dir: Path) -> list[s
                     "--nproc-per-node", str(req.ranks), "-m", "traceviz.runners.script"]
     if req.profiler == "nsys":
         from traceviz.capture.run import NSYS_TRACE
-        from traceviz.parsers.nsys import nsys_binary
+        from traceviz.parsers.nsys.export import nsys_binary
 
         nsys = nsys_binary()
         if nsys is None:

@@ -12,8 +12,6 @@ become ``op`` rows named ``aten::mm``, so kernels get their op and casts are fou
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -22,7 +20,8 @@ import pandas as pd
 
 from traceviz.errors import TraceVizError
 from traceviz.parsers.normalize import BASE_COLUMNS, finish, launch_details
-from traceviz.parsers.nsys_nvtx import (
+from traceviz.parsers.nsys.export import export_sqlite
+from traceviz.parsers.nsys.nvtx import (
     PAYLOAD_COLUMNS,
     categorical,
     domains,
@@ -30,7 +29,7 @@ from traceviz.parsers.nsys_nvtx import (
     range_details,
     range_texts,
 )
-from traceviz.parsers.nsys_tables import ExportTables, open_tables, text_values
+from traceviz.parsers.nsys.tables import ExportTables, open_tables, text_values
 from traceviz.parsers.numbers import INT32, checked_ints, dropped_note
 from traceviz.parsers.nvtx_text import read_ranges
 from traceviz.table.meta import TraceMeta
@@ -93,49 +92,6 @@ def parse(path: Path, fmt: str) -> Trace:
     base = pd.concat(frames, ignore_index=True)
     base["name"] = base["name"].astype("category")
     return finish(base, meta, link_pid="link_pid")
-
-
-def nsys_binary() -> str | None:
-    return shutil.which("nsys")
-
-
-def export_sqlite(report: Path, out: Path) -> Path:
-    """``nsys export --type sqlite`` of a ``.nsys-rep`` (or ``.qdstrm``, imported first)."""
-    nsys = nsys_binary()
-    if nsys is None:
-        raise TraceVizError(f"{report}: reading a {report.suffix} report needs Nsight Systems "
-                            "(`nsys`) on PATH; export it elsewhere with `nsys export "
-                            "--type sqlite` and pass the .sqlite")
-    if report.suffix == ".qdstrm":
-        report = import_qdstrm(report, nsys)
-    cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
-           "--output", str(out), str(report)]
-    done = subprocess.run(cmd, capture_output=True)
-    if done.returncode != 0 or not out.is_file():
-        raise TraceVizError(f"{report}: nsys export failed ({_last_line(done)})")
-    return out
-
-
-def _last_line(done: subprocess.CompletedProcess) -> str:
-    """What a tool said last (its output may not be UTF-8: it may echo the input)."""
-    text = (done.stderr or done.stdout or b"").decode("utf-8", "replace").strip()
-    return (text.splitlines()[-1:] or ["no output"])[0][:300]
-
-
-def import_qdstrm(qdstrm: Path, nsys: str) -> Path:
-    """Turn nsys' raw stream into a report. ``nsys profile`` does this itself unless it
-    cannot find its importer (seen with Debian's 2022.4 package), so run it directly."""
-    base = Path(nsys).resolve().parent.parent  # .../nsight-systems[/<version>]
-    candidates = sorted(base.glob("**/QdstrmImporter")) + \
-        sorted(Path("/usr/lib/nsight-systems").glob("**/QdstrmImporter"))
-    if not candidates:
-        raise TraceVizError(f"{qdstrm}: nsys left a raw .qdstrm and no QdstrmImporter was "
-                            "found next to it")
-    done = subprocess.run([str(candidates[0]), "-i", str(qdstrm)], capture_output=True)
-    rep = qdstrm.with_suffix(".nsys-rep")
-    if done.returncode != 0 or not rep.is_file():
-        raise TraceVizError(f"{qdstrm}: QdstrmImporter failed ({_last_line(done)})")
-    return rep
 
 
 # --- tables -> base rows -------------------------------------------------------------
