@@ -403,3 +403,14 @@ def test_a_report_from_a_newer_nsys_names_both_versions():
     assert "Version number is invalid" in line
     assert "this is NVIDIA Nsight Systems version " in line
     assert "`nsys export --type sqlite`" in line
+
+
+@pytest.mark.skipif(shutil.which("nsys") is None, reason="needs nsys (CI installs it)")
+def test_a_damaged_report_is_not_blamed_on_the_version(tmp_path):
+    """A report cut short fails nsys' export for another reason than its version: the
+    line gives that reason and no version advice."""
+    cut = tmp_path / "cut.qdrep"
+    cut.write_bytes((FOREIGN / "nsys" / "flux_gtx1650_report20.qdrep").read_bytes()[:5000])
+    r = traceviz("analyze", str(cut))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "nsys export failed" in r.stderr and "newer" not in r.stderr

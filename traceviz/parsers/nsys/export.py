@@ -28,10 +28,13 @@ def export_sqlite(report: Path, out: Path) -> Path:
            "--output", str(out), str(report)]
     done = subprocess.run(cmd, capture_output=True)
     if done.returncode != 0 or not out.is_file():
-        raise TraceVizError(f"{report}: nsys export failed ({_last_line(done)}); "
-                            f"this is {_version(nsys)}: a report recorded by a newer one "
-                            "opens with that version's `nsys export --type sqlite` "
-                            "(pass the .sqlite)")
+        said = _last_line(done)
+        # nsys says "Version number is invalid" of a report from a newer release; a
+        # damaged report fails otherwise, and the version is no way out there
+        newer = (f"; this is {_version(nsys)}: a report recorded by a newer one opens with "
+                 "that version's `nsys export --type sqlite` (pass the .sqlite)"
+                 if "version" in said.lower() else "")
+        raise TraceVizError(f"{report}: nsys export failed ({said}){newer}")
     return out
 
 
