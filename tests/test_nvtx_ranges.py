@@ -416,3 +416,12 @@ def test_kineto_steps_are_one_range_name(name):
     total_us = sum(e["dur"] for e in steps)
     assert row["total_ns"].iloc[0] == pytest.approx(total_us * 1e3, abs=len(steps))
     assert not table["name"].str.match(r"ProfilerStep#\d").any()
+
+
+@pytest.mark.parametrize(("name", "family"), [
+    ("ProfilerStep#12", "ProfilerStep#*"), ("step 3", "step *"), ("Step_4", "Step_*"),
+    ("step#7", "step#*"), ("forward", "forward"), ("step 3 fwd", "step 3 fwd")])
+def test_step_family(name, family):
+    from traceviz.table.steps import step_family
+
+    assert step_family(name) == family

@@ -19,6 +19,7 @@ import pandas as pd
 
 from traceviz.algos.optree import parents_and_enclosing
 from traceviz.table.schema import is_in
+from traceviz.table.steps import step_family
 
 if TYPE_CHECKING:  # types only
     from traceviz.trace import Trace
@@ -26,7 +27,6 @@ if TYPE_CHECKING:  # types only
 DEFAULT_STYLE = "PushPop"  # record_function and TraceMe scopes, emit_nvtx op ranges
 # the parsers that read ops and step marks out of NVTX ranges: there those rows are ranges
 NVTX_SOURCES = ("nsys-sqlite", "nsys-arrow", "nsys-dir", "nsys-rep")
-STEP_NUMBER = r"^(ProfilerStep#|step )\d+$"  # Kineto's and an XSpace's step marks
 
 
 def range_rows(trace: Trace) -> pd.DataFrame:
@@ -86,12 +86,12 @@ def _steps_folded(name: pd.Series, is_step: np.ndarray) -> pd.Series:
     ``step *``): the steps are one range name, so the table holds one row for them, the
     kernels launched inside them count once per kernel, and runs with different step
     numbers compare. (An nsys export keeps every name as written: ``nvtxsum`` does.)"""
-    cats = name.cat.categories.astype(str)
-    folded = cats.str.replace(STEP_NUMBER, r"\1*", regex=True)
-    if not (folded != cats).any():
+    cats = name.cat.categories.astype(str).to_numpy(object)
+    folded = np.array([step_family(c) for c in cats], dtype=object)  # per distinct name
+    if (folded == cats).all():
         return name
     codes = name.cat.codes.to_numpy()
-    text = np.where(is_step, folded.to_numpy(object)[codes], cats.to_numpy(object)[codes])
+    text = np.where(is_step, folded[codes], cats[codes])
     return pd.Series(pd.Categorical(text), index=name.index)
 
 

@@ -17,6 +17,13 @@ STEP_MARK = re.compile(r"^(?:ProfilerStep#|step[ _#]?)(\d+)$", re.IGNORECASE)
 MAX_DIGITS = 9
 
 
+def step_family(name: str) -> str:
+    """A step mark with its number as ``*`` (``ProfilerStep#5`` -> ``ProfilerStep#*``,
+    ``step 3`` -> ``step *``): what every step of a run is called; any other name as is."""
+    m = STEP_MARK.match(name)
+    return name if m is None else name[:m.start(1)] + "*"
+
+
 def step_numbers(names: pd.Index | pd.Series | np.ndarray,
                  pattern: re.Pattern = STEP_MARK) -> tuple[np.ndarray, np.ndarray]:
     """Per name: its step number (-1: not a step mark), and whether it is a mark whose
