@@ -21,6 +21,7 @@ from traceviz.analyses.summary import (
     pipeline,
     ranges,
     streams,
+    waits,
     windows,
 )
 from traceviz.analyses.summary.protocol import Section
@@ -32,7 +33,7 @@ SECTIONS: list[Section] = [
     TOTALS, windows.SECTION, launch.SECTION, activity.SECTION,
     KERNEL_TABLES, casts.SECTION, phases.SECTION, pipeline.SECTION, modules.SECTION,
     ranges.SECTION,
-    TIMINGS, TIMED_STEP, host.SECTION, streams.SECTION, comm.SECTION, efficiency.SECTION,
+    TIMINGS, TIMED_STEP, host.SECTION, waits.SECTION, streams.SECTION, comm.SECTION, efficiency.SECTION,
     memory.SECTION,
     NOTES,
 ]

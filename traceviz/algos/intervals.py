@@ -245,3 +245,19 @@ def intersect_blocks(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray
 
     both = covers(a_start, a_end) & covers(b_start, b_end)
     return union_blocks(lo[both], hi[both])
+
+
+def covering(block_start: np.ndarray, block_end: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per time ``t``: does one of the sorted, disjoint blocks [start, end) hold it."""
+    t = np.asarray(t, dtype=np.int64)
+    if not len(block_start):
+        return np.zeros(len(t), dtype=bool)
+    k = np.searchsorted(block_start, t, side="right") - 1
+    return (k >= 0) & (t < block_end[np.maximum(k, 0)])
+
+
+def elementary(*edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pieces between consecutive distinct times of ``edges``: inside each, every
+    set of intervals whose ends are among them is either wholly present or absent."""
+    t = np.unique(np.concatenate([np.asarray(e, dtype=np.int64) for e in edges]))
+    return t[:-1], t[1:]

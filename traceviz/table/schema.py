@@ -13,7 +13,9 @@ SCHEMA_VERSION = 2
 # memory: an allocator event (torch.profiler's profile_memory): ``bytes`` its signed size
 # (negative: a free), ``device`` where (-1: host memory); the totals follow from
 # ``meta["memory_base"]`` (docs/metrics.md, "Memory")
-KINDS = ("kernel", "memcpy", "memset", "runtime", "op", "annotation", "step", "memory")
+# os: what a host thread did outside the runtime, where the profiler records it (nsys: an
+# OS runtime call, or a stretch the thread was scheduled out, ``[off-CPU]``)
+KINDS = ("kernel", "memcpy", "memset", "runtime", "op", "annotation", "step", "memory", "os")
 DEVICE_KINDS = ("kernel", "memcpy", "memset")
 CATEGORIES = (
     "gemm", "attention", "rnn", "elementwise", "reduction", "cast",

@@ -21,6 +21,7 @@ import pandas as pd
 from traceviz.errors import TraceVizError
 from traceviz.parsers.normalize import BASE_COLUMNS, finish, launch_details
 from traceviz.parsers.nsys.export import export_sqlite
+from traceviz.parsers.nsys.osrt import off_cpu, os_calls
 from traceviz.parsers.nsys.nvtx import (
     PAYLOAD_COLUMNS,
     categorical,
@@ -72,9 +73,14 @@ def parse(path: Path, fmt: str) -> Trace:
                                 "CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS)")
         strings = _strings(tables)
         b = _Rows()
+        runtime = _runtime(tables, strings, b)
+        # the threads that made CUDA calls: what they did outside CUDA is kept
+        launchers = np.unique(runtime["link_pid"].to_numpy(np.int64)
+                              | runtime["tid"].to_numpy(np.int64)) if len(runtime) \
+            else np.zeros(0, np.int64)
         frames = [_kernels(tables, strings, b, path), _memcpy(tables, b), _memset(tables, b),
-                  _runtime(tables, strings, b), _nvtx(tables, strings, b),
-                  _gpu_memory(tables, b)]
+                  runtime, _nvtx(tables, strings, b), _gpu_memory(tables, b),
+                  os_calls(tables, strings, b, launchers), off_cpu(tables, b, launchers)]
         meta = _meta(tables, path, fmt)
     notes = dropped_note({"a value out of range (a time or id beyond 64 bits, a device or "
                           "stream beyond 32)": b.dropped,

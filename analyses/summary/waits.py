@@ -1,0 +1,355 @@
+"""Why the device waits: each window's time by cause, and the host wait split by what the
+host was doing.
+
+Within a device's windows every moment goes to the first of these that holds it
+(``BUDGET``, the ``*_ns`` columns of ``steps``):
+
+- ``startup_ns``: start-up (``startup.py``): autotuning whatever the device does, a
+  start-up call while the device waits for the host (nothing runs, nothing is pending);
+- ``busy_ns``: the device runs work;
+- ``input_ns``: the device idles inside an input call (``table/pipeline.py``);
+- ``queued_ns``: the device idles while launched work waits (a stream, an event, a
+  collective);
+- ``host_ns``: the device waits for the host, for any other reason.
+
+They add up to the window. The **host wait** (``summary.host_wait_ns``: idle with nothing
+launched pending) is split by what the host was doing (``CAUSES``, the ``wait_*_ns``
+columns), adding up to it: ``startup`` and ``input`` as above; then, on the thread that
+launched the work that ended the wait (the one the device was waiting for; where no work
+follows, the nearest launch before), the first of: a runtime or driver call by its kind
+(``host_calls.API_KINDS``: launch calls, synchronous copies, synchronization,
+allocation, context and module set-up, stream and event creation, other calls), an OS
+call or a stretch off the CPU by its kind (``host_calls.OS_KINDS``: sleep, I/O, locks,
+other OS calls, scheduled out), a framework op (``ops``: its time outside the calls
+above), else ``untraced``: nothing recorded on that thread (Python, or code the profiler
+did not see). ``names`` holds what took each cause (a call's name; for ops the outermost
+op), ``ranges`` the innermost user range it ran in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from traceviz.algos.categorical import categorical_of, each, groups, per_distinct
+from traceviz.algos.intervals import (
+    covering,
+    elementary,
+    innermost_enclosing,
+    union_blocks,
+)
+from traceviz.analyses.summary.idle import _pending, _Rows
+from traceviz.analyses.summary.pipeline import input_blocks
+from traceviz.analyses.summary.protocol import Inputs, Section
+from traceviz.analyses.summary.startup import Startup, find_startup
+from traceviz.table.host_calls import API_KINDS, OS_KINDS, api_kind, os_kind
+from traceviz.table.launch_apis import base_api_name
+from traceviz.table.schema import is_in
+
+if TYPE_CHECKING:  # types only: figures.py imports the registry, which imports this
+    from traceviz.analyses.summary.figures import Summary
+    from traceviz.trace import Trace
+
+BUDGET = ("startup", "busy", "input", "queued", "host")
+CAUSES = ("startup", "input", *API_KINDS, *OS_KINDS, "ops", "gaps", "untraced")
+# an untraced stretch shorter than this, between recorded calls and ops, is the host
+# issuing work (Python and the framework between ops); a longer one is host work of its own
+LONG_UNTRACED_NS = 1_000_000
+_THREAD_CAUSES = (*API_KINDS, *OS_KINDS, "ops")  # what a thread's rows can say
+_EMPTY = np.zeros(0, np.int64)
+
+
+@dataclass(frozen=True)
+class HostWait:
+    """The windows' time by cause and the host wait by what the host did (GPU traces)."""
+
+    steps: pd.DataFrame      # device, step, start_ns, end_ns, BUDGET *_ns, wait_<cause>_ns
+    names: pd.DataFrame      # cause, name, ns: what held the host wait, per cause
+    ranges: pd.DataFrame     # cause, range, ns: the innermost user range it ran in
+    startup: Startup
+    before_ns: int           # start-up before the first window (per device, summed)
+
+    def total(self, column: str) -> int:
+        return int(self.steps[column].sum()) if len(self.steps) else 0
+
+    @property
+    def causes(self) -> dict[str, int]:
+        """The host wait per cause, over every window (they add up to the host wait)."""
+        return {c: self.total(f"wait_{c}_ns") for c in CAUSES}
+
+    def to_dict(self, top: int = 5) -> dict[str, Any]:
+        def listed(frame: pd.DataFrame, key: str, cause: str) -> list[dict]:
+            rows = frame[frame["cause"] == cause].head(top)
+            return [{key: str(r[key]), "ns": int(r["ns"])} for _, r in rows.iterrows()]
+
+        wait = sum(self.causes.values())
+        return {
+            "budget": {f"{b}_ns": self.total(f"{b}_ns") for b in BUDGET},
+            "host_wait_ns": wait,
+            "causes": {c: {"ns": ns, "share": ns / wait if wait else None,
+                           "names": listed(self.names, "name", c),
+                           "ranges": listed(self.ranges, "range", c)}
+                       for c, ns in self.causes.items() if ns},
+            "startup": self.startup.to_dict() | {"before_windows_ns": self.before_ns},
+            "per_step": [{k: (int(v) if k != "device" else int(v)) for k, v in r.items()}
+                         for r in self.steps.to_dict("records")],
+        }
+
+
+@dataclass(frozen=True)
+class _Thread:
+    """One host thread's rows the split reads: start, end, cause code (-1: a user
+    range), name code, and which are ops."""
+
+    start: np.ndarray
+    end: np.ndarray
+    cause: np.ndarray
+    name: np.ndarray
+
+
+def _thread_rows(trace: Trace) -> tuple[dict[tuple[int, int], _Thread], pd.Index]:
+    """Per (pid, tid): its runtime, OS, op and user-range rows, each with its cause code
+    (an index into ``_THREAD_CAUSES``; -1: a user range) and its name's code into the
+    returned names (a call's name without nsys' version suffix)."""
+    ev = trace.events
+    host = ev["device"].to_numpy() < 0
+    kinds = {k: is_in(ev["kind"], k) & host for k in ("runtime", "os", "op", "annotation")}
+    idx = np.flatnonzero(kinds["runtime"] | kinds["os"] | kinds["op"] | kinds["annotation"])
+    names = categorical_of(ev["name"])
+    labels = [str(n) for n in names.categories]
+    api = np.array([_THREAD_CAUSES.index(api_kind(n)) for n in labels], dtype=np.int64)
+    oss = np.array([_THREAD_CAUSES.index(os_kind(n)) for n in labels], dtype=np.int64)
+    ncode = names.codes[idx].astype(np.int64)
+    safe = np.maximum(ncode, 0)
+    cause = np.full(len(idx), -1, dtype=np.int64)
+    for kind, by_name in (("runtime", api), ("os", oss)):
+        mine = kinds[kind][idx]
+        cause[mine] = by_name[safe[mine]]
+    cause[kinds["op"][idx]] = _THREAD_CAUSES.index("ops")
+    shown_codes, shown = pd.factorize(pd.Index(
+        [base_api_name(n) if n.startswith(("cu", "hip")) else n for n in labels]))
+    ncode = np.where(ncode >= 0, np.asarray(shown_codes)[safe] if len(labels) else -1, -1)
+    ts = ev["ts_ns"].to_numpy(np.int64)[idx]
+    end = ts + ev["dur_ns"].to_numpy(np.int64)[idx]
+    pid, tid = ev["pid"].to_numpy(np.int64)[idx], ev["tid"].to_numpy(np.int64)[idx]
+    out = {}
+    for _, g in groups(pid * (1 << 32) + (tid & 0xFFFFFFFF)):
+        out[(int(pid[g[0]]), int(tid[g[0]]))] = _Thread(ts[g], end[g], cause[g], ncode[g])
+    return out, pd.Index(shown)
+
+
+def _launch_threads(trace: Trace, work: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per work row: pid and tid of its launch call (-1: not in the trace)."""
+    ev = trace.events
+    lid = ev["launch_id"].to_numpy(np.int64)
+    rt = np.flatnonzero(is_in(ev["kind"], "runtime") & (lid >= 0))
+    calls = pd.DataFrame({"pid": ev["pid"].to_numpy(np.int64)[rt],
+                          "tid": ev["tid"].to_numpy(np.int64)[rt]},
+                         index=lid[rt])
+    calls = calls[~calls.index.duplicated(keep="first")]
+    at = calls.index.get_indexer(work["launch_id"].to_numpy(np.int64))
+    pid = np.append(calls["pid"].to_numpy(np.int64), -1)[at]
+    tid = np.append(calls["tid"].to_numpy(np.int64), -1)[at]
+    return pid, tid
+
+
+def _waiting_threads(begin: np.ndarray, pid: np.ndarray, tid: np.ndarray,
+                     wait_end: np.ndarray, fallback: tuple[int, int]
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Per host-wait block (by its end): the thread that launched the first work that
+    begins at or after its end (else the last work before it; else ``fallback``)."""
+    known = np.flatnonzero(pid >= 0)
+    if not len(known):
+        n = len(wait_end)
+        return np.full(n, fallback[0]), np.full(n, fallback[1])
+    order = known[np.argsort(begin[known], kind="stable")]
+    j = np.minimum(np.searchsorted(begin[order], wait_end, side="left"), len(order) - 1)
+    return pid[order][j], tid[order][j]
+
+
+def _short_untraced(s: np.ndarray, e: np.ndarray, cause: np.ndarray) -> None:
+    """Untraced pieces in stretches (touching pieces, in time order) shorter than
+    ``LONG_UNTRACED_NS`` become ``gaps``, in place."""
+    untraced = len(CAUSES) - 1
+    idx = np.flatnonzero(cause == untraced)
+    if not len(idx):
+        return
+    idx = idx[np.argsort(s[idx], kind="stable")]
+    new = np.r_[True, s[idx][1:] != e[idx][:-1]]
+    run = np.cumsum(new) - 1
+    length = np.bincount(run, weights=e[idx] - s[idx])
+    cause[idx[length[run] < LONG_UNTRACED_NS]] = CAUSES.index("gaps")
+
+
+def _refine(th: _Thread | None, lo: np.ndarray, hi: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The thread's pieces of the segments [lo, hi): (start, end, cause into CAUSES, name
+    code, innermost user range's name code), cut where its rows begin or end."""
+    untraced = len(CAUSES) - 1
+    if th is None or not len(th.start):
+        n = len(lo)
+        cause = np.full(n, untraced)
+        _short_untraced(lo, hi, cause)
+        return lo, hi, cause, np.full(n, -1), np.full(n, -1)
+    s, e = elementary(lo, hi, th.start, th.end)
+    seg_s, seg_e = union_blocks(lo, hi)
+    keep = covering(seg_s, seg_e, s)
+    s, e = s[keep], e[keep]
+    cause = np.full(len(s), untraced, dtype=np.int64)
+    name = np.full(len(s), -1, dtype=np.int64)
+    open_ = np.ones(len(s), dtype=bool)
+    for c in range(len(_THREAD_CAUSES)):
+        mine = th.cause == c
+        if not mine.any() or not open_.any():
+            continue
+        bs, be = union_blocks(th.start[mine], th.end[mine])
+        hit = open_ & covering(bs, be, s)
+        if not hit.any():
+            continue
+        cause[hit] = 2 + c
+        open_ &= ~hit
+        rows = np.flatnonzero(mine)
+        if _THREAD_CAUSES[c] == "ops":  # the outermost op: the one opening its block
+            order = rows[np.lexsort((-(th.end[rows] - th.start[rows]), th.start[rows]))]
+            blk = np.searchsorted(bs, th.start[order], side="right") - 1
+            first = order[np.r_[True, blk[1:] != blk[:-1]]]
+            at = np.searchsorted(bs, s[hit], side="right") - 1
+            name[hit] = th.name[first][at]
+        else:  # the innermost call of the kind
+            at = innermost_enclosing(np.zeros(len(rows), np.int64), th.start[rows],
+                                     th.end[rows], np.zeros(int(hit.sum()), np.int64),
+                                     s[hit])
+            name[hit] = np.where(at >= 0, th.name[rows][np.maximum(at, 0)], -1)
+    _short_untraced(s, e, cause)
+    ranges = np.flatnonzero(th.cause == -1)
+    rng = np.full(len(s), -1, dtype=np.int64)
+    if len(ranges):
+        at = innermost_enclosing(np.zeros(len(ranges), np.int64), th.start[ranges],
+                                 th.end[ranges], np.zeros(len(s), np.int64), s)
+        rng = np.where(at >= 0, th.name[ranges][np.maximum(at, 0)], -1)
+    return s, e, cause, name, rng
+
+
+def host_wait(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame],
+              ws_all: np.ndarray, we_all: np.ndarray) -> HostWait | None:
+    """The windows' time by cause and the host wait by what the host did; None on a CPU
+    trace or where no device's launches are in the trace."""
+    if trace.is_cpu or not len(work):
+        return None
+    startup = find_startup(trace, ws_all, we_all)
+    ib, ie, _ = input_blocks(trace)
+    threads, shown = _thread_rows(trace)
+    lpid, ltid = _launch_threads(trace, work)
+    launched = lpid >= 0
+    if not launched.any():
+        return None
+    pairs = pd.Series(1, index=pd.MultiIndex.from_arrays([lpid[launched], ltid[launched]]))
+    main = pairs.groupby(level=[0, 1]).sum().idxmax()
+    ev = trace.events
+    host_rows = ev["device"].to_numpy() < 0
+    first_host = int(ev["ts_ns"].to_numpy(np.int64)[host_rows].min()) if host_rows.any() \
+        else int(ws_all[0]) if len(ws_all) else 0
+    every = _Rows.of(work)
+    step_frames, pieces, before = [], [], 0
+    for device, idx in groups(work["device"].to_numpy(np.int64)):
+        win = windows.get(device)
+        rows = every.take(idx)
+        if win is None or not rows.launched.any():
+            continue
+        ws, we = win["start_ns"].to_numpy(np.int64), win["end_ns"].to_numpy(np.int64)
+        bb, be = union_blocks(rows.start, rows.end)
+        ps, pe = _pending(rows, 0)
+        ob, oe = union_blocks(np.r_[rows.start, ps], np.r_[rows.end, pe])
+        sets = {"b": (bb, be), "o": (ob, oe), "i": (ib, ie),
+                "t": (startup.tune_start, startup.tune_end),
+                "c": (startup.calls_start, startup.calls_end)}
+        lo, hi = elementary(ws, we, *[x for pair in sets.values() for x in pair])
+        inside = covering(ws, we, lo)
+        lo, hi = lo[inside], hi[inside]
+        at = {k: covering(s, e, lo) for k, (s, e) in sets.items()}
+        k = np.searchsorted(ws, lo, side="right") - 1
+        length = hi - lo
+        # a start-up call counts while the device waits for the host (a launch held by a
+        # full queue waits for the device)
+        budget = np.select([at["t"], at["b"], at["c"] & ~at["o"], at["i"], at["o"]],
+                           [0, 1, 0, 2, 3], 4)
+        parts = np.bincount(k * len(BUDGET) + budget, weights=length,
+                            minlength=len(ws) * len(BUDGET)).reshape(len(ws), len(BUDGET))
+        frame = pd.DataFrame({"device": device, "k": np.arange(len(ws)),
+                              "step": win["step"].to_numpy(np.int64),
+                              "start_ns": ws, "end_ns": we})
+        for j, b in enumerate(BUDGET):
+            frame[f"{b}_ns"] = parts[:, j].astype(np.int64)
+        # the host wait: idle with nothing launched pending
+        h = ~at["o"]
+        start_up = h & (at["t"] | at["c"])
+        inp = h & ~start_up & at["i"]
+        rest = h & ~start_up & ~inp
+        pieces.append((device, k[start_up], length[start_up], 0, -1, -1))
+        pieces.append((device, k[inp], length[inp], 1, -1, -1))
+        hb, he = union_blocks(lo[h], hi[h])
+        tp, tt = _waiting_threads(ps, lpid[idx], ltid[idx], he, main)
+        blk = np.searchsorted(hb, lo[rest], side="right") - 1
+        r_lo, r_hi, r_p, r_t = lo[rest], hi[rest], tp[blk], tt[blk]
+        for _, g in groups(r_p * (1 << 32) + (r_t & 0xFFFFFFFF)):
+            s, e, cause, name, rng = _refine(threads.get((int(r_p[g[0]]), int(r_t[g[0]]))),
+                                             r_lo[g], r_hi[g])
+            pieces.append((device, np.searchsorted(ws, s, side="right") - 1, e - s, cause,
+                           name, rng))
+        step_frames.append(frame)
+        # start-up before the first window: the recorded time it held
+        pre_s, pre_e = np.array([first_host]), np.array([int(ws[0])])
+        for s, e in ((startup.calls_start, startup.calls_end),
+                     (startup.tune_start, startup.tune_end)):
+            cut = np.minimum(e, pre_e[0]) - np.maximum(s, pre_s[0])
+            before += int(cut[cut > 0].sum())
+    if not step_frames:
+        return None
+    return _assemble(step_frames, pieces, shown, trace, startup, before)
+
+
+def _assemble(step_frames: list[pd.DataFrame], pieces: list[tuple], shown: pd.Index,
+              trace: Trace, startup: Startup, before: int) -> HostWait:
+    """The pieces of host wait summed per window, per cause and name, per cause and range."""
+    cols = {"device": [], "k": [], "ns": [], "cause": [], "name": [], "range": []}
+    for device, k, ns, cause, name, rng in pieces:
+        n = len(k)
+        cols["device"].append(np.full(n, device, np.int64))
+        cols["k"].append(np.asarray(k, np.int64))
+        cols["ns"].append(np.asarray(ns, np.int64))
+        for key, v in (("cause", cause), ("name", name), ("range", rng)):
+            cols[key].append(np.broadcast_to(np.asarray(v, np.int64), (n,)))
+    p = pd.DataFrame({key: np.concatenate(v) for key, v in cols.items()})
+    steps = pd.concat(step_frames, ignore_index=True)
+    per = p.groupby(["device", "k", "cause"])["ns"].sum().unstack("cause", fill_value=0)
+    per = per.reindex(columns=range(len(CAUSES)), fill_value=0)
+    per.columns = [f"wait_{c}_ns" for c in CAUSES]
+    steps = steps.merge(per, left_on=["device", "k"], right_index=True, how="left")
+    waits = [f"wait_{c}_ns" for c in CAUSES]
+    steps[waits] = steps[waits].fillna(0).astype(np.int64)
+    labels = np.append(np.asarray(shown, dtype=object), None)
+
+    def by(key: str) -> pd.DataFrame:
+        named = p[p[key] >= 0]
+        t = named.groupby(["cause", key])["ns"].sum().reset_index()
+        t["cause"] = np.asarray(CAUSES, dtype=object)[t["cause"].to_numpy()]
+        t[key] = labels[t[key].to_numpy()]
+        return t.sort_values(["cause", "ns"], ascending=[True, False], ignore_index=True)
+
+    return HostWait(steps.drop(columns="k"), by("name"), by("range"), startup, before)
+
+
+def _compute(i: Inputs, s: Summary) -> HostWait | None:
+    """The windows' time by cause and the host wait by what the host did (GPU traces)."""
+    return host_wait(i.trace, i.work, i.windows, i.ws, i.we)
+
+
+def _json(s: Summary, top: int) -> dict[str, Any]:
+    w = s.host_wait_split
+    return {"host_wait_split": None if w is None else w.to_dict()}
+
+
+SECTION = Section("host_wait_split", _json, _compute)
