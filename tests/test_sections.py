@@ -24,14 +24,15 @@ JSON_KEYS = [
     "source", "trace_type", "scope", "steps", "span_ns", "busy_ns", "idle_ns",
     "host_wait_ns", "queued_idle_ns", "trace_busy_ns", "idle_fraction",
     "launch_bound_fraction", "framework_overhead_fraction", "queued_idle_fraction",
-    "copy_fraction", "devices", "streams", "kernels", "step_windows", "launches", "copies",
+    "copy_fraction", "devices", "streams", "kernels", "bound", "step_windows", "launches", "copies",
     "graphs", "kernel_activity",
     "categories", "top_kernels", "other_kernels", "casts", "phases", "input_pipeline",
     "modules", "ranges", "range_kernels", "range_timeline", "timings",
-    "timed_step", "host", "stream_overlap", "communication", "efficiency", "memory", "notes"]
-LAZY = ["step_windows", "launches", "kernel_activity", "casts", "phases", "input_pipeline",
-        "modules", "ranges", "host", "stream_overlap", "communication", "efficiency",
-        "memory"]
+    "timed_step", "host", "host_wait_split", "stream_overlap", "communication",
+    "efficiency", "memory", "notes"]
+LAZY = ["bound", "step_windows", "launches", "kernel_activity", "casts", "phases",
+        "input_pipeline", "modules", "ranges", "host", "host_wait_split", "stream_overlap",
+        "communication", "efficiency", "memory"]
 
 
 @pytest.fixture(scope="module")

@@ -20,12 +20,16 @@ AMD_DEVICE = re.compile(r"\bAMD\b|Instinct|Radeon|\bMI\d{3}", re.IGNORECASE)
 
 
 def remedy(ctx: Context, torch: str, tf: str, jax: str | None = None,
-           mxnet: str | None = None) -> str:
+           mxnet: str | None = None, none: str | None = None) -> str:
     """The action in the words of the trace's framework (``Context.framework_name``):
     a JAX trace without its own text gets the TensorFlow/JAX one (which names both XLA
     front ends), an MXNet trace without its own the PyTorch one; a TensorFlow or JAX
-    trace never gets a PyTorch remedy."""
+    trace never gets a PyTorch remedy. A program without a framework (``none``: an
+    Nsight Systems export of C/CUDA code) gets ``none``'s text where the rule has one
+    (CUDA's own words), else the PyTorch one."""
     name = ctx.framework_name
+    if name == "none" and none:
+        return none
     if name == "jax":
         return jax or tf
     if name == "tf":

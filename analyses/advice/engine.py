@@ -9,13 +9,13 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from traceviz.analyses.advice.base import Finding, in_timed, no_loss
-from traceviz.analyses.advice.bound import BOUND_RULES, Bound, step_bound
+from traceviz.analyses.advice.bound import BOUND_RULES, Bound
 from traceviz.analyses.advice.rules import RULES, SHARED_SCENARIOS
 from traceviz.analyses.summary.figures import Summary, summarize
 from traceviz.analyses.timed import TimedStep
 from traceviz.analyses.whatif.engine import Scenario, WhatIf, whatif
 from traceviz.errors import TraceVizError
-from traceviz.table.frameworks import xla_front_end
+from traceviz.table.frameworks import recorded_framework, xla_front_end
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
@@ -90,18 +90,23 @@ class Context:
 
     @cached_property
     def framework(self) -> str:
-        """``tf`` for TensorFlow/JAX profiles (XSpace), ``mxnet``, else ``torch``: which
-        framework's remedies an action names."""
+        """``tf`` for TensorFlow/JAX profiles (XSpace), ``mxnet``, ``none`` for an Nsight
+        Systems export of a program no framework's ops or kernels show (C/CUDA), else
+        ``torch``: which framework's remedies an action names."""
         fmt = str(self.trace.meta.get("source_format", ""))
         runner = (self.trace.meta.get("runner") or {}).get("framework", "")
         if fmt == "xplane" or runner in ("tensorflow", "jax"):
             return "tf"
-        return "mxnet" if fmt == "mxnet" or runner == "mxnet" else "torch"
+        if fmt == "mxnet" or runner == "mxnet":
+            return "mxnet"
+        if fmt.startswith("nsys") and not runner:  # recorded from outside the program
+            return recorded_framework(self.trace.events["name"])
+        return "torch"
 
     @cached_property
     def framework_name(self) -> str:
-        """``torch``, ``tf``, ``jax`` or ``mxnet``: ``framework`` with TensorFlow and JAX
-        apart (``table/frameworks.py``)."""
+        """``torch``, ``tf``, ``jax``, ``mxnet`` or ``none``: ``framework`` with TensorFlow
+        and JAX apart (``table/frameworks.py``)."""
         if self.framework != "tf":
             return self.framework
         runner = (self.trace.meta.get("runner") or {}).get("framework", "")
@@ -109,10 +114,10 @@ class Context:
             return "tf" if runner == "tensorflow" else "jax"
         return xla_front_end(self.trace.events["name"])
 
-    @cached_property
+    @property
     def bound(self) -> Bound:
-        """What bounds the step (``bound.py``)."""
-        return step_bound(self)
+        """What bounds the step (``summary/verdict.py``): the summary's one verdict."""
+        return self.summary.bound
 
 
 def advise(trace: Trace) -> tuple[list[Finding], int]:

@@ -4,6 +4,7 @@ waiting for launches, a CPU run's framework overhead), synchronizing calls insid
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -11,7 +12,17 @@ import pandas as pd
 from traceviz.algos.categorical import each, per_distinct
 from traceviz.analyses.advice.actions import remedy
 from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.advice.host_causes import (
+    CauseText,
+    allocation,
+    os_waits,
+    parts_line,
+    sync_copies,
+    syncs,
+    untraced,
+)
 from traceviz.analyses.advice.runs import RunUses, holds_lstm, run_uses
+from traceviz.analyses.summary.budget import Budget
 from traceviz.table.launch_apis import is_sync_call
 from traceviz.units import fmt_ns, fmt_pct, plural
 
@@ -23,6 +34,10 @@ FRAMEWORK_BOUND = 0.30     # framework overhead share (CPU)
 # the timed calibration's host factor at or below which the timed step has no host time
 # left to bound it (the profiled host wait was the profiler's own cost)
 HOST_GONE_TIMED = 0.05
+# the finding's words by the host's cause (budget.HOST_GROUPS), but issuing work's
+CAUSE_TEXTS: dict[str, Callable[[Context, Budget], CauseText]] = {
+    "untraced": untraced, "os": os_waits, "sync_copy": sync_copies, "sync": syncs,
+    "alloc": allocation}
 
 
 def _over(steps: int) -> str:
@@ -53,33 +68,49 @@ def host_bound(ctx: Context) -> Finding | None:
             "compiled op; fewer, larger ops (more of the step in one compiled function, a "
             "loop unrolled) or a larger batch so each op does more",
             ctx.saving("host_speedup=2"), "host_speedup=2", {"overhead_fraction": share})
-    share = s.launch_bound_fraction
-    if share is None:
-        return None
-    # the device idle inside the host's calls for its next batch is the input
-    # pipeline's (advice/inputs.py): no launch remedy claims it
-    p = s.input_pipeline
-    input_idle = p.idle_ns if p is not None else 0
-    wait = max((s.host_wait_ns or 0) - input_idle, 0)
-    share = wait / s.span_ns if s.span_ns else 0.0
-    if share < HOST_BOUND:
-        return None
-    if ctx.bound.by == "device":  # the timed step shows the profiled host wait is gone
+    b = ctx.bound
+    st = b.steady
+    if st is None or not st.span_ns or st.host_ns < HOST_BOUND * st.span_ns:
+        return None  # the steady windows' host time (start-up and input left out)
+    if b.by == "device":  # the timed step shows the profiled host wait is gone
         return None
     factor = ctx.timed_host_factor
     if factor is not None and factor <= HOST_GONE_TIMED:
         return None  # without the profiler the host's time is gone: the wait was its cost
+    share = st.share(st.host_ns)
+    scope = {"steady steps": " of the steady steps",
+             "recorded time": " outside start-up"}.get(b.scope, "")
+    if b.scope == "windows less start-up" and st.startup_ns:
+        scope = " outside start-up"
+    evidence = [f"the device waits for the host {fmt_pct(share)} of the span{scope} "
+                f"({fmt_ns(st.host_ns)} of {fmt_ns(st.span_ns)} {_over(ctx.steps)}"
+                + (f"; the {fmt_ns(st.input_ns)} it waits for input calls left out"
+                   if st.input_ns else "") + ")"]
+    if line := parts_line(ctx, st):
+        evidence.append(line)
+    cause = st.cause or "launch"
+    figures = {"launch_bound_fraction": share, "host_ns": st.host_ns, "cause": cause,
+               "host_groups": st.groups, "input_idle_ns": st.input_ns}
+    if cause != "launch":
+        text = CAUSE_TEXTS[cause](ctx, st)
+        saving = ctx.saving(text.scenario) if text.scenario else None
+        if saving is not None and saving <= 0:
+            saving = None
+        return Finding("host_bound", text.title, evidence + text.evidence, text.action,
+                       saving, text.scenario if saving is not None else None, figures)
+    return _issuing(ctx, st, evidence, figures)
+
+
+def _issuing(ctx: Context, st: Budget, evidence: list[str], figures: dict) -> Finding | None:
+    """The host's cost of issuing work bounds the step: launch calls, the framework ops
+    around them, the code between them; CUDA graphs, fusion or a bigger batch remove it."""
+    s = ctx.summary
     per_step = s.kernel_count / s.steps if s.steps else None
     lo = s.launches.kernel
-    evidence = [f"the device waits for the host {fmt_pct(share)} of the span "
-                f"({fmt_ns(wait)} of {fmt_ns(s.span_ns)} {_over(s.steps)}"
-                + (f"; the {fmt_ns(input_idle)} it waits for input calls left out"
-                   if input_idle else "") + ")",
-                f"median kernel {fmt_ns(s.kernel_dur.median_ns)} vs median launch call "
-                f"{fmt_ns(lo.call.median_ns)}"]
     uses = run_uses(ctx)
-    if uses.graphed:  # the single launches left say nothing of the graphs' cost
-        evidence.pop()
+    if not uses.graphed and lo.count:  # the single launches left say nothing of graphs'
+        evidence.append(f"median kernel {fmt_ns(s.kernel_dur.median_ns)} vs median launch "
+                        f"call {fmt_ns(lo.call.median_ns)}")
     if per_step:
         evidence.append(f"{per_step:,.0f} kernels per step")
     if uses.said(ctx.steps):
@@ -87,7 +118,7 @@ def host_bound(ctx: Context) -> Finding | None:
     # a graphed run has no launches left to capture: what the host itself costs decides
     scenario = "host_speedup=2" if uses.graphed else "cuda_graphs"
     saving = ctx.saving(scenario)
-    if input_idle and saving is not None:
+    if st.input_ns and saving is not None:
         # what the remedy buys once the input is overlapped: the replay of both less the
         # input's own (a faster host also hides the loader behind queued work, which is
         # the input remedy's saving, not this one's)
@@ -100,11 +131,10 @@ def host_bound(ctx: Context) -> Finding | None:
         return None  # its own replay finds the device, not the host, setting the pace
     return Finding(
         "host_bound", "Host-bound between graph launches: the GPU waits for the host"
-        if uses.graphed else "Host-bound: the GPU waits for launches", evidence,
-        host_bound_action(ctx, uses), saving, scenario,
-        {"launch_bound_fraction": share, "launch_wait_ns": wait, "input_idle_ns": input_idle,
-         "kernels_per_step": per_step,
-         "graphed": uses.graphed, "compiler": uses.compiler})
+        if uses.graphed else "Host-bound: the GPU waits while the host issues its work",
+        evidence, host_bound_action(ctx, uses), saving, scenario,
+        figures | {"kernels_per_step": per_step, "graphed": uses.graphed,
+                   "compiler": uses.compiler})
 
 
 def host_bound_action(ctx: Context, uses: RunUses) -> str:

@@ -31,6 +31,7 @@ from traceviz.analyses.advice.precision import (
     tf32_off,
     tf32_off_kernels,
 )
+from traceviz.analyses.advice.startup import startup
 from traceviz.analyses.advice.streams import streams_never_overlap
 from traceviz.analyses.advice.timing import noisy, profiled_unlike_timed
 from traceviz.analyses.whatif.scenarios import SCENARIOS, parse_scenarios
@@ -38,6 +39,7 @@ from traceviz.analyses.whatif.scenarios import SCENARIOS, parse_scenarios
 # theme -> what its rules look at; each theme is the module of its rules
 THEMES: dict[str, str] = {
     "bound": "what bounds the step: the device's own work, exposed communication",
+    "startup": "start-up: a context made, modules loaded, autotuning, told apart from steps",
     "attention": "attention: unfused softmax between batched matmuls",
     "inputs": "the input pipeline: steps waiting for their next batch",
     "host": "the host and its launches: a host-bound step, synchronizing calls in steps",
@@ -54,10 +56,11 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec(no_kernel_activity, "kernels"),
     RuleSpec(device_bound, "bound"),
     RuleSpec(communication, "bound"),
+    RuleSpec(startup, "startup"),
     RuleSpec(input_pipeline, "inputs", scenarios=("overlap_input",)),
     RuleSpec(host_bound, "host", scenarios=(
         "cuda_graphs", "host_speedup=2", "overlap_input+cuda_graphs",
-        "overlap_input+host_speedup=2")),
+        "overlap_input+host_speedup=2", "drop_host_stalls")),
     RuleSpec(attention, "attention", alone=("fuse_attention",)),
     RuleSpec(kernel_sequences, "kernels", scenarios=("fuse_pointwise",)),
     RuleSpec(casts, "precision", scenarios=("no_casts",)),

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
     from traceviz.analyses.summary.memory import Memory
     from traceviz.analyses.summary.ranges import RangeFigures
     from traceviz.analyses.summary.streams import StreamOverlap
+    from traceviz.analyses.summary.verdict import Bound
     from traceviz.analyses.summary.waits import HostWait
     from traceviz.analyses.summary.windows import Stretch
     from traceviz.trace import Trace
@@ -84,6 +85,7 @@ class Summary:
         host: ClassVar[HostSplit | None]   # launching threads' time by cause (GPU traces)
         # the windows' time by cause, the host wait by what the host did (GPU traces)
         host_wait_split: ClassVar[HostWait | None]
+        bound: ClassVar[Bound]             # what bounds the step (summary/verdict.py)
         stream_overlap: ClassVar[list[StreamOverlap]]
         efficiency: ClassVar[Efficiency | None]  # None unless made with_efficiency
         memory: ClassVar[Memory | None]

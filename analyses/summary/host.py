@@ -8,8 +8,10 @@ Inside the analysis windows every moment of a host thread is one of:
   synchronizing calls (``sync_ns``) is the host waiting for the device, not host work;
 - **framework ops**: a framework op runs and no API call inside it (the op's own time:
   the dispatcher, shape checks, allocation);
-- **between ops**: neither: Python, the interpreter, the data loader, anything the
-  profiler did not record.
+- **OS** (``os_ns``): none of those, but an OS call or a stretch off the CPU that the
+  profiler recorded (nsys: sleep, I/O, locks, scheduled out);
+- **between ops**: none of these: Python, the interpreter, the data loader, anything
+  the profiler did not record.
 
 A profiler that charges the time before a call to the call (a critical path edge, a
 "top host call") makes Python look like an API: splitting by what ran keeps them apart.
@@ -35,8 +37,8 @@ if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
     from traceviz.analyses.summary.figures import Summary
     from traceviz.trace import Trace
 
-THREAD_COLUMNS = ["pid", "tid", "launches", "window_ns", "api_ns", "op_ns", "between_ns",
-                  "sync_ns"]
+THREAD_COLUMNS = ["pid", "tid", "launches", "window_ns", "api_ns", "op_ns", "os_ns",
+                  "between_ns", "sync_ns"]
 API_COLUMNS = ["name", "calls", "total_ns"]
 
 
@@ -62,11 +64,11 @@ class HostSplit:
             "main_thread": None if main is None else {
                 "pid": int(main["pid"]), "tid": int(main["tid"]),
                 **{f"{k}_ns": int(main[f"{k}_ns"])
-                   for k in ("window", "api", "op", "between", "sync")},
+                   for k in ("window", "api", "op", "os", "between", "sync")},
                 "per_step": {f"{k}_ns": main[f"{k}_ns"] / per
-                             for k in ("window", "api", "op", "between", "sync")},
+                             for k in ("window", "api", "op", "os", "between", "sync")},
                 "shares": {k: main[f"{k}_ns"] / main["window_ns"] if main["window_ns"]
-                           else None for k in ("api", "op", "between")}},
+                           else None for k in ("api", "op", "os", "between")}},
             "apis": [{"name": r.name, "calls": int(r.calls), "total_ns": int(r.total_ns),
                       "per_step_ns": r.total_ns / per, "calls_per_step": r.calls / per}
                      for r in self.apis.itertuples(index=False)],
@@ -84,6 +86,7 @@ def host_split(trace: Trace, ws: np.ndarray, we: np.ndarray, steps: int) -> Host
     ev = trace.events
     rt_idx = np.flatnonzero(is_in(ev["kind"], "runtime"))
     op_idx = np.flatnonzero(is_in(ev["kind"], "op"))
+    os_idx = np.flatnonzero(is_in(ev["kind"], "os"))
     launch = rt_idx[ev["launch_id"].to_numpy(np.int64)[rt_idx] >= 0]
     if not len(launch) or not len(ws):
         return HostSplit(pd.DataFrame([], columns=THREAD_COLUMNS),
@@ -106,8 +109,12 @@ def host_split(trace: Trace, ws: np.ndarray, we: np.ndarray, steps: int) -> Host
         api = int(union_in_windows(ts[rt], end[rt], ws, we).sum())
         both = np.concatenate([rt, op])
         covered = int(union_in_windows(ts[both], end[both], ws, we).sum())
+        oss = os_idx[(pid[os_idx] == p) & (tid[os_idx] == t)]
+        every = np.concatenate([both, oss])
+        with_os = int(union_in_windows(ts[every], end[every], ws, we).sum())
         sync = rt[sync_call[rt]]  # API time that is the host waiting for the device
-        rows.append((p, t, int(n), window, api, covered - api, window - covered,
+        rows.append((p, t, int(n), window, api, covered - api, with_os - covered,
+                     window - with_os,
                      int(union_in_windows(ts[sync], end[sync], ws, we).sum())))
     threads = pd.DataFrame(rows, columns=THREAD_COLUMNS)
     if not rows:  # no launch call inside the windows

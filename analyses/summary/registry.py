@@ -21,6 +21,7 @@ from traceviz.analyses.summary import (
     pipeline,
     ranges,
     streams,
+    verdict,
     waits,
     windows,
 )
@@ -30,10 +31,11 @@ from traceviz.analyses.summary.totals import KERNEL_TABLES, NOTES, TIMED_STEP, T
 # the order of --json (byte for byte what analyze printed before sections were
 # registered: launches sit between the totals and the kernel tables)
 SECTIONS: list[Section] = [
-    TOTALS, windows.SECTION, launch.SECTION, activity.SECTION,
+    TOTALS, verdict.SECTION, windows.SECTION, launch.SECTION, activity.SECTION,
     KERNEL_TABLES, casts.SECTION, phases.SECTION, pipeline.SECTION, modules.SECTION,
     ranges.SECTION,
-    TIMINGS, TIMED_STEP, host.SECTION, waits.SECTION, streams.SECTION, comm.SECTION, efficiency.SECTION,
+    TIMINGS, TIMED_STEP, host.SECTION, waits.SECTION, streams.SECTION, comm.SECTION,
+    efficiency.SECTION,
     memory.SECTION,
     NOTES,
 ]

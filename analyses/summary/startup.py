@@ -20,11 +20,11 @@ parts (``PARTS``), found from the host calls and ranges, never from a name of a 
 - ``compilation``: a compiler's ranges (XLA's ``backend_compile``, ``XlaCompile``).
 
 A call counts when it takes at least ``CALL_NS`` and, for a call that is not a context
-call, ``OUTLIER`` times the usual time of such calls in its process (the lower of the
-median of its name and the median of all its process's calls that do not wait for the
-device: a name called a few times, each slow, still stands out against the rest).
-Calls that wait for the device (synchronizations, synchronous copies) never count: their
-time is the device's.
+call, ``OUTLIER`` times the usual time of such calls in its process (the lower quartile
+of its name's calls, where the name was called more than once: the first calls stand out
+against the rest; else the median of all its process's calls that do not wait for the
+device). Calls that wait for the device (synchronizations, synchronous copies) never
+count: their time is the device's; nor do graph launches, which enqueue a whole graph.
 
 ``Startup`` holds the blocks of start-up time: the calls' (``calls_*``), which count only
 while the device runs nothing (a launch held by a full queue is the device's time), and
@@ -44,7 +44,7 @@ import pandas as pd
 from traceviz.algos.categorical import each, per_distinct
 from traceviz.algos.intervals import union_blocks
 from traceviz.table.host_calls import api_kind
-from traceviz.table.launch_apis import launch_kind
+from traceviz.table.launch_apis import is_graph_launch, launch_kind
 from traceviz.table.schema import DEVICE_KINDS, is_in
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analys
 PARTS = ("context", "module_loading", "allocation", "autotuning", "compilation")
 CALL_NS = 1_000_000   # 1 ms: a steady CUDA call takes microseconds
 OUTLIER = 20          # times the usual time of such a call in its process
+CONTEXT_FREE_NS = 100_000_000  # a cudaFree this slow made a context (no free takes 100 ms)
 # the calls that make or attach a context, whatever their time against the others
 _CONTEXT = re.compile(r"^(cuInit|cuCtxCreate|cuDevicePrimaryCtxRetain|cudaSetDevice|"
                       r"cudaDeviceReset|hipInit|hipSetDevice|hipCtxCreate)")
@@ -85,11 +86,16 @@ class Startup:
 
 
 def _usual(pid: np.ndarray, name_code: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Per call: the lower of its name's median and its process's median duration."""
+    """Per call: the usual time of such a call in its process: the lower quartile of its
+    name's calls (a few slow first calls do not move it), or, for a name called once,
+    the median of all the process's calls."""
     frame = pd.DataFrame({"pid": pid, "name": name_code, "dur": dur})
-    by_name = frame.groupby(["pid", "name"])["dur"].transform("median")
-    by_pid = frame.groupby("pid")["dur"].transform("median")
-    return np.minimum(by_name.to_numpy(np.float64), by_pid.to_numpy(np.float64))
+    named = frame.groupby(["pid", "name"])["dur"]
+    q = named.quantile(0.25)
+    by_name = q.reindex(pd.MultiIndex.from_arrays([pid, name_code])).to_numpy(np.float64)
+    once = named.transform("size").to_numpy() < 2
+    by_pid = frame.groupby("pid")["dur"].transform("median").to_numpy(np.float64)
+    return np.where(once, by_pid, by_name)
 
 
 def startup_calls(trace: Trace) -> pd.DataFrame:
@@ -119,10 +125,14 @@ def startup_calls(trace: Trace) -> pd.DataFrame:
     part = np.full(len(rt), None, dtype=object)
     # a kernel launch or a kernel's attribute query (a copy's call lasts as long as its
     # data takes to stage, or its stream to drain: never start-up)
-    kernel_launch = per_distinct(names, each(lambda n: launch_kind(n) == "kernel"), fill=False)
+    kernel_launch = per_distinct(names, each(
+        lambda n: launch_kind(n) == "kernel" and not is_graph_launch(n)), fill=False)
     part[slow & (kernel_launch.astype(bool) | (kind == "setup"))] = "module_loading"
     part[long & module.astype(bool)] = "module_loading"
     part[slow & (kind == "alloc")] = "allocation"
+    # cudaFree(0) is how a program makes its context: a slow free is that, not a free
+    freeing = per_distinct(names, each(lambda n: n.startswith("cudaFree")), fill=False)
+    part[slow & freeing.astype(bool) & (dur >= CONTEXT_FREE_NS)] = "context"
     part[slow & (kind == "create")] = "context"
     part[slow & (kind == "other_api")] = "context"
     # (a first launch that is slow loads its kernel's module: a context made before the

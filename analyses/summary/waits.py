@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from traceviz.algos.categorical import categorical_of, each, groups, per_distinct
+from traceviz.algos.categorical import categorical_of, groups
 from traceviz.algos.intervals import (
     covering,
     elementary,
@@ -71,6 +71,7 @@ class HostWait:
     ranges: pd.DataFrame     # cause, range, ns: the innermost user range it ran in
     startup: Startup
     before_ns: int           # start-up before the first window (per device, summed)
+    before_span_ns: int = 0  # the recorded time before the first window (likewise)
 
     def total(self, column: str) -> int:
         return int(self.steps[column].sum()) if len(self.steps) else 0
@@ -93,7 +94,8 @@ class HostWait:
                            "names": listed(self.names, "name", c),
                            "ranges": listed(self.ranges, "range", c)}
                        for c, ns in self.causes.items() if ns},
-            "startup": self.startup.to_dict() | {"before_windows_ns": self.before_ns},
+            "startup": self.startup.to_dict() | {"before_windows_ns": self.before_ns,
+                                                 "recorded_before_ns": self.before_span_ns},
             "per_step": [{k: (int(v) if k != "device" else int(v)) for k, v in r.items()}
                          for r in self.steps.to_dict("records")],
         }
@@ -253,7 +255,7 @@ def host_wait(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame]
     first_host = int(ev["ts_ns"].to_numpy(np.int64)[host_rows].min()) if host_rows.any() \
         else int(ws_all[0]) if len(ws_all) else 0
     every = _Rows.of(work)
-    step_frames, pieces, before = [], [], 0
+    step_frames, pieces, before, before_span = [], [], 0, 0
     for device, idx in groups(work["device"].to_numpy(np.int64)):
         win = windows.get(device)
         rows = every.take(idx)
@@ -302,17 +304,18 @@ def host_wait(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame]
         step_frames.append(frame)
         # start-up before the first window: the recorded time it held
         pre_s, pre_e = np.array([first_host]), np.array([int(ws[0])])
+        before_span += max(int(ws[0]) - first_host, 0)
         for s, e in ((startup.calls_start, startup.calls_end),
                      (startup.tune_start, startup.tune_end)):
             cut = np.minimum(e, pre_e[0]) - np.maximum(s, pre_s[0])
             before += int(cut[cut > 0].sum())
     if not step_frames:
         return None
-    return _assemble(step_frames, pieces, shown, trace, startup, before)
+    return _assemble(step_frames, pieces, shown, startup, before, before_span)
 
 
 def _assemble(step_frames: list[pd.DataFrame], pieces: list[tuple], shown: pd.Index,
-              trace: Trace, startup: Startup, before: int) -> HostWait:
+              startup: Startup, before: int, before_span: int) -> HostWait:
     """The pieces of host wait summed per window, per cause and name, per cause and range."""
     cols = {"device": [], "k": [], "ns": [], "cause": [], "name": [], "range": []}
     for device, k, ns, cause, name, rng in pieces:
@@ -339,7 +342,8 @@ def _assemble(step_frames: list[pd.DataFrame], pieces: list[tuple], shown: pd.In
         t[key] = labels[t[key].to_numpy()]
         return t.sort_values(["cause", "ns"], ascending=[True, False], ignore_index=True)
 
-    return HostWait(steps.drop(columns="k"), by("name"), by("range"), startup, before)
+    return HostWait(steps.drop(columns="k"), by("name"), by("range"), startup, before,
+                    before_span)
 
 
 def _compute(i: Inputs, s: Summary) -> HostWait | None:

@@ -19,6 +19,7 @@ from traceviz.analyses.whatif.attention import fuse_attention
 from traceviz.analyses.whatif.graphs import cuda_graphs
 from traceviz.analyses.whatif.inputs import overlap_input
 from traceviz.analyses.whatif.ladder import batch_input_gemms, drop_stream_sync, merge_gemms
+from traceviz.analyses.whatif.stalls import drop_host_stalls
 from traceviz.analyses.whatif.transforms import (
     fuse_pointwise,
     gemm_speedup,
@@ -83,6 +84,10 @@ SCENARIOS: dict[str, ScenarioSpec] = {s.name: s for s in (
     ScenarioSpec("overlap_input", overlap_input,
                  "no input call (DataLoader __next__, IteratorGetNext, a data phase) with "
                  "host time inside it between calls"),
+    ScenarioSpec("drop_host_stalls", drop_host_stalls,
+                 "no untraced stretch of 1 ms or more and no OS wait between a launching "
+                 "thread's calls",
+                 cpu_reason="a CPU trace's host is its work: nothing waits for it"),
 )}
 # the scenarios that rewrite launch calls (a trace without recorded launches has none)
 LAUNCH_SCENARIOS = tuple(n for n, s in SCENARIOS.items() if s.rewrites_launches)

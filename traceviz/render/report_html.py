@@ -335,7 +335,7 @@ def _advice_html(trace: Trace) -> str:
         w = whatif(trace)
     except TraceVizError as e:
         return f"<p>(no replay: {html.escape(e.message)})</p>"
-    out.append(f"<p><b>What bounds the step: {html.escape(advice.bound.by)}</b> "
+    out.append(f"<p><b>What bounds the step: {html.escape(advice.bound.title)}</b> "
                f"({html.escape(advice.bound.why)})</p>")
     per = max(steps, 1)
     if not findings:

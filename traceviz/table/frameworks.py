@@ -24,3 +24,22 @@ def xla_front_end(names: pd.Series) -> str:
     tf = int(cats.str.contains(_TF).sum())
     jax = int(cats.str.contains(_JAX).sum())
     return "jax" if jax > tf else "tf"
+
+
+# what a framework leaves in a trace recorded outside it (an Nsight Systems export):
+# PyTorch's ATen ops (emit_nvtx) and kernels, TensorFlow's kernels and Eigen's
+_TORCH_MARKS = re.compile(r"^aten::|at::native::|at::cuda::|\bc10::|^torch[._:]")
+_TF_MARKS = re.compile(r"tensorflow::|Eigen::|^__inference_")
+
+
+def recorded_framework(names: pd.Series) -> str:
+    """``torch``, ``tf`` or ``none``: the framework whose ops or kernels a trace recorded
+    from outside (an Nsight Systems export) holds, by its distinct names; ``none`` for a
+    program that shows none (C/CUDA, TensorRT, Fortran), whose remedies name no framework.
+    """
+    cats = pd.Series(categorical_of(names).categories.astype(str))
+    torch = int(cats.str.contains(_TORCH_MARKS).sum())
+    tf = int(cats.str.contains(_TF_MARKS).sum())
+    if not torch and not tf:
+        return "none"
+    return "tf" if tf > torch else "torch"

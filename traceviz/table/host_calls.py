@@ -18,8 +18,8 @@ Runtime and driver calls (``runtime`` rows), by what the host is doing in them:
 OS runtime calls (``os`` rows: nsys' ``OSRT_API`` table, and the stretches a thread was
 scheduled out, ``[off-CPU]``, from its context-switch events), by what the thread waits
 for: ``sleep``, ``io`` (files, sockets, pipes, and polls on them), ``lock`` (mutexes,
-condition variables, semaphores, futexes, joins), ``offcpu`` (scheduled out, the reason not recorded)
-and ``other_os``.
+condition variables, semaphores, futexes, joins), ``offcpu`` (scheduled out, the reason
+not recorded) and ``other_os``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ import pandas as pd
 from traceviz.errors import TraceVizError
 from traceviz.parsers.normalize import BASE_COLUMNS, finish, launch_details
 from traceviz.parsers.nsys.export import export_sqlite
-from traceviz.parsers.nsys.osrt import off_cpu, os_calls
 from traceviz.parsers.nsys.nvtx import (
     PAYLOAD_COLUMNS,
     categorical,
@@ -30,6 +29,7 @@ from traceviz.parsers.nsys.nvtx import (
     range_details,
     range_texts,
 )
+from traceviz.parsers.nsys.osrt import off_cpu, os_calls
 from traceviz.parsers.nsys.tables import ExportTables, open_tables, text_values
 from traceviz.parsers.numbers import INT32, checked_ints, dropped_note
 from traceviz.parsers.nvtx_text import read_ranges

@@ -92,18 +92,13 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
     return Group(*parts)
 
 
-BOUND_TITLES = {"input": "the input pipeline", "host": "the host (launches)",
-                "device": "the device's own work", "communication": "communication",
-                "unknown": "unknown"}
-
-
 def advice_render(findings: list[Finding], steps: int,
                   timed: TimedStep | None = None, bound: Bound | None = None
                   ) -> RenderableType:
     head: list[RenderableType] = []
     if bound is not None:
         head = [Text.assemble(("What bounds the step: ", "bold"),
-                              (BOUND_TITLES.get(bound.by, bound.by), "bold yellow"),
+                              (bound.title, "bold yellow"),
                               f" ({bound.why})"), Text("")]
     if not findings:
         return Group(*head, Text("No finding: no rule fired on this trace "

@@ -66,8 +66,10 @@ def host_rows(s: Summary) -> list[tuple[str, str]]:
         rows.append((f"host {unit}", ", ".join(
             f"{label} {fmt_ns(main[key] / per)} ({fmt_pct(main[key] / w)})"
             for label, key in (("API calls", "api_ns"), ("framework ops", "op_ns"),
-                               ("between ops", "between_ns")))
-            + f" (thread {main['tid']}; between ops: Python, anything unrecorded)"))
+                               ("OS calls and off the CPU", "os_ns"),
+                               ("between ops", "between_ns"))
+            if key != "os_ns" or main[key])
+            + f" (thread {main['tid']}; between ops: anything unrecorded)"))
         if main["sync_ns"]:
             rows.append(("  of the API calls", f"{fmt_ns(main['sync_ns'] / per)} in "
                                                "synchronizing calls: the host waiting for "
@@ -135,3 +137,54 @@ def communication_table(s: Summary, width: int) -> tuple[Table, list[str]]:
         Col("kind", "left"), Col("count"), Col("time"), Col("message\nbytes"),
         Col("dtype", "left", drop=3), Col("ranks", drop=3), Col("algbw", drop=2),
         Col("busbw", drop=1), Col("busbw of\nlink", drop=1)), rows, width, caption=caption)
+
+
+# the host wait's causes as a reader says them (summary/waits.py CAUSES)
+WAIT_LABELS = {"startup": "start-up", "input": "input calls", "launch": "launch calls",
+               "ops": "framework ops", "gaps": "untraced, under 1 ms (between ops)",
+               "untraced": "untraced, 1 ms or more", "sync_copy": "synchronous copies",
+               "sync": "synchronizing calls", "alloc": "allocation",
+               "setup": "set-up and attribute queries",
+               "create": "stream and event creation", "other_api": "other runtime calls",
+               "sleep": "sleep", "io": "I/O", "lock": "locks", "other_os": "other OS calls",
+               "offcpu": "off the CPU (scheduled out)"}
+
+
+def wait_line(s: Summary) -> str:
+    """The host wait and its three largest causes."""
+    w = s.host_wait_split
+    text = fmt_ns(s.host_wait_ns)
+    if w is None or not s.host_wait_ns:
+        return text
+    causes = sorted(((ns, c) for c, ns in w.causes.items() if ns), reverse=True)[:3]
+    return text + ": " + ", ".join(f"{WAIT_LABELS.get(c, c)} {fmt_ns(ns)}"
+                                   for ns, c in causes)
+
+
+def host_wait(s: Summary, page: Page) -> None:
+    """The Host wait table: the device idle with nothing pending, by what the host did."""
+    w = s.host_wait_split if not s.cpu_trace else None
+    if w is None or not s.host_wait_ns:
+        return
+    per = max(s.steps, 1)
+    unit = "per step" if s.steps else "in the trace"
+    total = sum(w.causes.values()) or 1
+    rows = []
+    for cause, ns in sorted(w.causes.items(), key=lambda kv: -kv[1]):
+        if not ns:
+            continue
+        names = w.names[w.names["cause"] == cause].head(2)
+        ranges = w.ranges[w.ranges["cause"] == cause].head(2)
+        rows.append([WAIT_LABELS.get(cause, cause), fmt_ns(ns / per), fmt_pct(ns / total),
+                     ", ".join(f"{r.name} {fmt_ns(r.ns / per)}"
+                               for r in names.itertuples(index=False)) or "–",
+                     ", ".join(f"{r.range}" for r in ranges.itertuples(index=False)) or "–"])
+    parts = {p.part: p.ns for p in w.startup.parts.itertuples(index=False)}
+    caption = "; ".join(f"{k.replace('_', ' ')} {fmt_ns(v)}" for k, v in parts.items())
+    page.add_fitted("host wait", fitted_table(
+        f"Host wait by cause ({unit}: the device idle with nothing launched pending, by "
+        "what the launching thread did)",
+        (Col("cause", "left"), Col("time"), Col("share"),
+         Col("what took it", "left", name=True, drop=2),
+         Col("inside range", "left", name=True, drop=1)), rows, page.width,
+        caption=f"start-up: {caption}" if caption else None))

@@ -21,6 +21,7 @@ RENDERS: dict[str, Render] = {
     "modules": phases.modules_table,
     "stream_overlap": host.streams,
     "communication": host.communication,
+    "host_wait_split": host.host_wait,
     "launches": launches.launch_overhead,
     "casts": casts.cast_section,
     "ranges": ranges.ranges_section,

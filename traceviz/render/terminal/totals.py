@@ -10,7 +10,7 @@ from rich.text import Text
 from traceviz.analyses.summary.figures import Summary
 from traceviz.analyses.timings import Timings
 from traceviz.render.terminal.fit import Col, fitted_table, left_note
-from traceviz.render.terminal.host import host_rows, step_line
+from traceviz.render.terminal.host import host_rows, step_line, wait_line
 from traceviz.render.terminal.page import Page
 from traceviz.units import fmt_ns, fmt_pct, plural
 
@@ -138,6 +138,9 @@ def _busy_rows(grid: Table, s: Summary) -> None:
         if n_dev > 1 else ""
     grid.add_row("span" + summed, fmt_ns(s.span_ns))
     grid.add_row("step", step_line(s))
+    if s.inputs is not None:  # the verdict reads the trace (a summary made without it)
+        b = s.bound
+        grid.add_row("bound by", f"{b.title}: {b.why}")
     if s.cpu_trace:
         grid.add_row("CPU busy (leaf ops)", f"{fmt_ns(s.busy_ns)}   framework overhead "
                                             f"{fmt_pct(s.framework_overhead_fraction)}")
@@ -146,8 +149,7 @@ def _busy_rows(grid: Table, s: Summary) -> None:
             "time" if s.copy_fraction else ""
         grid.add_row("GPU busy" + summed, f"{fmt_ns(s.busy_ns)}   idle "
                                           f"{fmt_pct(s.idle_fraction)}{split}")
-        grid.add_row("idle, waiting for host", f"{fmt_ns(s.host_wait_ns)}   launch-bound "
-                                               f"{fmt_pct(s.launch_bound_fraction)}")
+        grid.add_row("idle, waiting for host", wait_line(s))
         grid.add_row("idle, work queued", fmt_ns(s.queued_idle_ns))
     what = "leaf ops" if s.cpu_trace else "kernels"
     grid.add_row(what, f"{s.kernel_count:,} ({len(s.kernels):,} distinct), "
