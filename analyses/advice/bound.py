@@ -13,7 +13,7 @@ from traceviz.analyses.summary.verdict import (  # noqa: F401 (the advice API's 
     COMM_SHARE,
     HOST_SHARE,
     INPUT_SHARE,
-    STARTUP_SHARE,
+    STEADY_MIN,
     Bound,
     step_bound,
 )

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' regis
     from traceviz.analyses.advice.engine import Context
 
 # the fine causes of summary/waits.py, as a reader says them
-LABELS = {"launch": "launch calls", "ops": "framework ops", "untraced": "untraced stretches",
+LABELS = {"startup": "start-up", "input": "input calls", "launch": "launch calls", "ops": "framework ops", "untraced": "untraced stretches",
           "sync_copy": "synchronous copies", "sync": "synchronizing calls",
           "alloc": "allocation", "setup": "set-up and attribute queries",
           "create": "stream and event creation", "other_api": "other runtime calls",

@@ -10,6 +10,7 @@ import numpy as np
 
 from traceviz.algos.intervals import union_blocks
 from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.advice.host_causes import label
 from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.units import fmt_ns, fmt_pct, plural
 
@@ -39,9 +40,15 @@ def long_gaps(ctx: Context) -> Finding | None:
     span = ctx.summary.span_ns
     if not span or total < LONG_GAPS_SHARE * span:
         return None
+    if ctx.bound.by in ("host", "startup", "input"):
+        return None  # the verdict's own finding says what the host does in the gaps
     s = ctx.summary
-    cause = "the host (nothing launched was pending)" if (s.host_wait_ns or 0) >= \
-        (s.queued_idle_ns or 0) else "dependencies or synchronization (launched work waited)"
+    cause = "dependencies or synchronization (launched work waited)"
+    if (s.host_wait_ns or 0) >= (s.queued_idle_ns or 0):
+        w = s.host_wait_split
+        top = max(w.causes.items(), key=lambda kv: kv[1])[0] if w is not None else None
+        cause = "the host (nothing launched was pending)" + (
+            f", mostly {label(ctx, top)}" if top else "")
     return Finding(
         "long_gaps", "Long idle gaps on the device",
         [f"{plural(count, 'gap')} of >= {fmt_ns(LONG_GAP_NS)}, {fmt_ns(total)} in all "

@@ -21,9 +21,9 @@ parts (``PARTS``), found from the host calls and ranges, never from a name of a 
 
 A call counts when it takes at least ``CALL_NS`` and, for a call that is not a context
 call, ``OUTLIER`` times the usual time of such calls in its process (the lower quartile
-of its name's calls, where the name was called more than once: the first calls stand out
-against the rest; else the median of all its process's calls that do not wait for the
-device). Calls that wait for the device (synchronizations, synchronous copies) never
+of its name's calls: the first calls stand out against the rest; for a name called fewer
+than ``FEW`` times, whose calls may all be first calls, at most the median of all its
+process's calls that do not wait for the device). Calls that wait for the device (synchronizations, synchronous copies) never
 count: their time is the device's; nor do graph launches, which enqueue a whole graph.
 
 ``Startup`` holds the blocks of start-up time: the calls' (``calls_*``), which count only
@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analys
 PARTS = ("context", "module_loading", "allocation", "autotuning", "compilation")
 CALL_NS = 1_000_000   # 1 ms: a steady CUDA call takes microseconds
 OUTLIER = 20          # times the usual time of such a call in its process
+FEW = 3               # calls of a name: fewer may all be first calls
 CONTEXT_FREE_NS = 100_000_000  # a cudaFree this slow made a context (no free takes 100 ms)
 # the calls that make or attach a context, whatever their time against the others
 _CONTEXT = re.compile(r"^(cuInit|cuCtxCreate|cuDevicePrimaryCtxRetain|cudaSetDevice|"
@@ -87,15 +88,16 @@ class Startup:
 
 def _usual(pid: np.ndarray, name_code: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Per call: the usual time of such a call in its process: the lower quartile of its
-    name's calls (a few slow first calls do not move it), or, for a name called once,
-    the median of all the process's calls."""
+    name's calls (a few slow first calls do not move it); for a name called fewer than
+    ``FEW`` times, each call may be a first one: the lower of that and the median of all
+    the process's calls."""
     frame = pd.DataFrame({"pid": pid, "name": name_code, "dur": dur})
     named = frame.groupby(["pid", "name"])["dur"]
     q = named.quantile(0.25)
     by_name = q.reindex(pd.MultiIndex.from_arrays([pid, name_code])).to_numpy(np.float64)
-    once = named.transform("size").to_numpy() < 2
+    few = named.transform("size").to_numpy() < FEW
     by_pid = frame.groupby("pid")["dur"].transform("median").to_numpy(np.float64)
-    return np.where(once, by_pid, by_name)
+    return np.where(few, np.minimum(by_pid, by_name), by_name)
 
 
 def startup_calls(trace: Trace) -> pd.DataFrame:

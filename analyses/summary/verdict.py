@@ -12,9 +12,10 @@ start-up is taken out. In this order:
 
 - ``unknown``: launches but no kernel records (the trace was taken without CUDA/HIP
   activity): the device's time is not in the trace;
-- ``startup``: every step window is cold; or, without steps, start-up (with the start-up
-  recorded before the first window) is ``STARTUP_SHARE`` of the recorded time or more
-  and no other cause is larger: the trace shows the program starting, not its steps;
+- ``startup``: every step window is cold; or, without steps, the windows' time besides
+  start-up is under ``STEADY_MIN`` of the recorded time (the windows and the time recorded
+  before them, where a context may have been made): the trace shows the program
+  starting, not its steps;
 - ``input``: the device idles inside input calls >= ``INPUT_SHARE`` of the steady span
   and at least as long as it waits for the host otherwise;
 - ``communication``: exposed >= ``COMM_SHARE`` of the span and more than the host time;
@@ -43,7 +44,9 @@ if TYPE_CHECKING:  # types only: figures.py imports the registry, which imports 
 INPUT_SHARE = 0.10   # the device idle for input: a tenth of the step is worth its remedy
 COMM_SHARE = 0.25
 HOST_SHARE = 0.25    # as advice.host's HOST_BOUND: the same threshold, one verdict
-STARTUP_SHARE = 0.25  # start-up a quarter of what was recorded: the trace is of start-up
+# the windows' time besides start-up, as a share of the recorded time, that shows a
+# steady pace to judge: less, and the trace records start-up, not steps
+STEADY_MIN = 0.25
 BOUND_TITLES = {"input": "the input pipeline", "host": "the host",
                 "device": "the device's own work", "communication": "communication",
                 "startup": "start-up (the trace records the program starting)",
@@ -119,10 +122,14 @@ def step_bound(trace: Trace, s: Summary) -> Bound:
     # launch is the trace's start-up too
     recorded = whole.span_ns + whole.startup_ns + w.before_span_ns
     start_up = whole.startup_ns + w.before_ns
-    others = (whole.busy_ns, whole.input_ns, whole.queued_ns, whole.host_ns)
-    if recorded and start_up >= STARTUP_SHARE * recorded and start_up >= max(others):
-        return _startup(s, whole, cold, f"start-up takes {fmt_pct(start_up / recorded)} "
-                        f"of the recorded time ({fmt_ns(start_up)} of {fmt_ns(recorded)})")
+    # the steady part: what the windows hold besides start-up; too little of it to judge,
+    # and the trace is of start-up (else its verdict, with start-up shown apart)
+    if recorded and start_up and whole.span_ns < STEADY_MIN * recorded:
+        return _startup(s, whole, cold, f"start-up takes {fmt_ns(start_up)} of the "
+                        f"{fmt_ns(recorded)} recorded ({fmt_pct(start_up / recorded)}); the "
+                        f"windows hold {fmt_ns(whole.span_ns)} besides it "
+                        f"({fmt_pct(whole.span_ns / recorded)}), too little steady work to "
+                        "judge")
     return _steady(s, whole, "windows less start-up" if whole.startup_ns else "windows",
                    _startup_figures(w, cold))
 

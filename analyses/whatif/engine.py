@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from traceviz.analyses.critical_path.path import path_of
@@ -25,6 +26,7 @@ from traceviz.analyses.whatif.scenarios import DEFAULT_SCENARIOS, SCENARIOS, par
 from traceviz.analyses.whatif.timed import scenario_in_timed, timed_model
 from traceviz.errors import InputError
 from traceviz.table.schema import is_in
+from traceviz.units import fmt_ns
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
@@ -138,6 +140,28 @@ def _cannot(trace: Trace, g: ReplayGraph, measured: Windows, name: str, several:
     return None
 
 
+def busiest_stream_work(g: ReplayGraph) -> int:
+    """Per device, the work left on its busiest stream inside the trace's windows (rows a
+    scenario removed left out), summed over devices: no replay can be shorter."""
+    from traceviz.analyses.work import analysis_windows
+
+    windows = analysis_windows(g.trace)
+    keep = ~g.d_removed
+    total = 0
+    for device, w in windows.items():
+        mine = keep & (g.d_device == device)
+        if not mine.any():
+            continue
+        ws, we = w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64)
+        ts = g.d_ts[mine]
+        k = np.searchsorted(ws, ts, side="right") - 1
+        inside = (k >= 0) & (ts < we[np.maximum(k, 0)])
+        if inside.any():
+            per = pd.Series(g.d_dur[mine][inside]).groupby(g.d_stream[mine][inside]).sum()
+            total += int(per.max())
+    return total
+
+
 def _replayed(g: ReplayGraph, sol: Solution | None = None) -> Windows:
     sol = solve(g) if sol is None else sol
     return window_time(replayed_trace(g, sol), g.h_rows if g.trace.is_cpu else None)
@@ -188,10 +212,18 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
             assumptions.append(COLLECTIVES_KEPT)
         replayed = _replayed(changed)
         predicted = replayed.span_ns
+        floor = busiest_stream_work(changed)
+        if predicted < floor:  # no replay may run a stream's work faster than back to back
+            assumptions.append(
+                f"the replay came out shorter than the work left on the busiest stream of "
+                f"each device ({fmt_ns(floor / max(len(measured.per_step), 1))}"
+                f"{' per step' if len(measured.per_step) else ''}): "
+                "the prediction is that work, back to back")
+            predicted = floor
         saving = identity.span_ns - predicted
         removed = removed_from_path(g, changed, points, path)
         if removed is not None:
-            assumptions.append(path_check(saving, removed, max(len(measured.per_step), 1)))
+            assumptions.append(path_check(saving, removed, len(measured.per_step)))
         t_step, t_saving = scenario_in_timed(tg, changed, model_t, _replayed)
         caveat = cross_stream_caveat(trace, g, changed, max(len(measured.per_step), 1))
         out.append(Scenario(text, True, predicted, saving, tuple(assumptions), path_ns=removed,

@@ -8,6 +8,7 @@ import pandas as pd
 
 from traceviz.analyses.replay.graph import ReplayGraph, per_device
 from traceviz.analyses.whatif.inputs import input_gaps
+from traceviz.analyses.whatif.stalls import startup_nodes
 from traceviz.units import fmt_ns
 
 # host cost of a graph launch per kernel it holds, where the trace has no graph launch
@@ -71,8 +72,11 @@ def cuda_graphs(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
     owner = np.where(launched, graph_of[np.maximum(g.d_launch, 0)], -1)
     in_graph = owner >= 0
     kernels = np.bincount(owner[in_graph], minlength=len(seg))
+    # start-up (a module loaded at a kernel's first launch) is paid by the graph too
+    start_up = startup_nodes(g) & (inside | head)
     h_dur = np.where(inside, 0, g.h_dur)
     h_dur = np.where(head, kernels * per_kernel, h_dur)
+    h_dur = np.where(start_up, h_dur + g.h_dur, h_dur)
     h_gap = np.where(inside, 0, g.h_gap)
     lat = per_device(g.latency_ns, g.d_device)
     d_launch = np.where(in_graph, owner, g.d_launch)
@@ -92,6 +96,9 @@ def cuda_graphs(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
         "dispatcher)",
         f"a graph launch costs {fmt_ns(per_kernel)} of host time per kernel it holds "
         f"({cost_source})",
+        *([f"{int(start_up.sum())} start-up calls inside the graphs keep their time "
+           f"({fmt_ns(int(g.h_dur[start_up].sum()))}: modules loaded on first use are "
+           "loaded by the graph too)"] if start_up.any() else []),
         f"the graph's first kernel starts its cost per kernel and the device's launch "
         f"latency after the call's start (the call enqueues the rest meanwhile); they run "
         f"back to back with {gap_text}, never more than the gap each "

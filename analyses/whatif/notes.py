@@ -17,14 +17,18 @@ def path_check(saving: int, removed: int, steps: int) -> str:
     """The saving held against what the scenario takes off the critical path."""
     from traceviz.units import fmt_ns
 
-    off = f"it takes {fmt_ns(removed / steps)} per step off the critical path as replayed"
+    per = max(steps, 1)
+    unit = "per step" if steps else "in the trace"
+    off = f"it takes {fmt_ns(removed / per)} {unit} off the critical path as replayed"
+    # the saving as the table prints it, so that the two figures read side by side
+    own = f"the saving, {fmt_ns(saving / per)} {unit},"
     if removed <= 0:
-        return off + ("; the saving comes from work off the path" if saving > 0 else
+        return off + (f"; {own} comes from work off the path" if saving > 0 else
                       ": the path does not get shorter")
     if saving <= removed * 1.02:
-        return off + ("; the saving is that much" if saving >= removed * 0.98 else
-                      "; the saving is less: once it is shorter, another chain bounds the step")
-    return off + "; the saving is more: it also shortens chains that then bound the step"
+        return off + (f"; {own} is about that much" if saving >= removed * 0.98 else
+                      f"; {own} is less: once it is shorter, another chain bounds the step")
+    return off + f"; {own} is more: it also shortens chains that then bound the step"
 
 
 

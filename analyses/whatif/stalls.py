@@ -70,3 +70,13 @@ def drop_host_stalls(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
         f"and their OS waits leave the step ({fmt_ns(int(removed.sum()))} of host time "
         "between calls): moved to another thread, or made asynchronous",
         "the calls, the framework ops and the shorter gaps between them keep their time"]
+
+
+def startup_nodes(g: ReplayGraph) -> np.ndarray:
+    """Per host node: a start-up call (``summary/startup.py``: a context made, a module
+    loaded on first use, a first allocation). A scenario that removes launch calls keeps
+    their time: a graph or a fused kernel pays its start-up once too."""
+    from traceviz.analyses.summary.startup import startup_calls
+
+    rows = startup_calls(g.trace)["row"].to_numpy(np.int64)
+    return np.isin(g.h_rows, rows)
