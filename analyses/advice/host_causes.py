@@ -16,7 +16,8 @@ if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' regis
     from traceviz.analyses.advice.engine import Context
 
 # the fine causes of summary/waits.py, as a reader says them
-LABELS = {"startup": "start-up", "input": "input calls", "launch": "launch calls", "ops": "framework ops", "untraced": "untraced stretches",
+LABELS = {"startup": "start-up", "input": "input calls", "launch": "launch calls",
+          "ops": "framework ops", "untraced": "untraced stretches",
           "sync_copy": "synchronous copies", "sync": "synchronizing calls",
           "alloc": "allocation", "setup": "set-up and attribute queries",
           "create": "stream and event creation", "other_api": "other runtime calls",
@@ -68,11 +69,26 @@ class CauseText:
 
 def untraced(ctx: Context, b: Budget) -> CauseText:
     ranges = top_names(ctx, "untraced", "range")
+    sampled = top_names(ctx, "untraced", n=4)
+    evidence = [f"{fmt_ns(b.causes.get('untraced', 0))} of the wait is in stretches of 1 ms "
+                "or more with nothing recorded on the launching thread"
+                + (f", inside {ranges}" if ranges else "")]
+    if sampled:  # the profiler sampled the CPU: the functions are known
+        evidence.append(f"the CPU samples there caught: {sampled}")
+        return CauseText(
+            "Host-bound: the host runs code of its own between launches", evidence,
+            remedy(ctx,
+                   torch="move that work off the step's thread (a DataLoader worker, a "
+                         "background thread, before the loop) or make it cheaper",
+                   tf="move that work into the tf.data pipeline or the graph, or before "
+                      "the loop",
+                   jax="move that work off the step's thread or into the jitted function, "
+                       "or before the loop",
+                   none="move that work off the thread that launches the kernels (another "
+                        "thread, before the timed loop) or make it cheaper"),
+            "drop_host_stalls")
     return CauseText(
-        "Host-bound: the host runs work the profiler did not record",
-        [f"{fmt_ns(b.causes.get('untraced', 0))} of the wait is in stretches of 1 ms or more "
-         "with nothing recorded on the launching thread"
-         + (f", inside {ranges}" if ranges else "")],
+        "Host-bound: the host runs work the profiler did not record", evidence,
         remedy(ctx,
                torch="find what it is with a sampling profiler (py-spy record --native; "
                      "torch.profiler with with_stack=True; nsys profile --sample=cpu), then "

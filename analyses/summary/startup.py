@@ -23,8 +23,9 @@ A call counts when it takes at least ``CALL_NS`` and, for a call that is not a c
 call, ``OUTLIER`` times the usual time of such calls in its process (the lower quartile
 of its name's calls: the first calls stand out against the rest; for a name called fewer
 than ``FEW`` times, whose calls may all be first calls, at most the median of all its
-process's calls that do not wait for the device). Calls that wait for the device (synchronizations, synchronous copies) never
-count: their time is the device's; nor do graph launches, which enqueue a whole graph.
+process's calls that do not wait for the device). Calls that wait for the device
+(synchronizations, synchronous copies) never count: their time is the device's; nor do
+graph launches, which enqueue a whole graph.
 
 ``Startup`` holds the blocks of start-up time: the calls' (``calls_*``), which count only
 while the device runs nothing (a launch held by a full queue is the device's time), and

@@ -23,12 +23,14 @@ call or a stretch off the CPU by its kind (``host_calls.OS_KINDS``: sleep, I/O, 
 other OS calls, scheduled out), a framework op (``ops``: its time outside the calls
 above), else ``untraced``: nothing recorded on that thread (Python, or code the profiler
 did not see). ``names`` holds what took each cause (a call's name; for ops the outermost
-op), ``ranges`` the innermost user range it ran in.
+op; for untraced time the functions the thread's CPU samples caught there, each piece
+shared among its samples, where nsys sampled), ``ranges`` the innermost user range it
+ran in.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,6 +60,7 @@ CAUSES = ("startup", "input", *API_KINDS, *OS_KINDS, "ops", "gaps", "untraced")
 # an untraced stretch shorter than this, between recorded calls and ops, is the host
 # issuing work (Python and the framework between ops); a longer one is host work of its own
 LONG_UNTRACED_NS = 1_000_000
+SAMPLE_PREFIX = "[sample] "  # a CPU sample row's name: the function it caught
 _THREAD_CAUSES = (*API_KINDS, *OS_KINDS, "ops")  # what a thread's rows can say
 _EMPTY = np.zeros(0, np.int64)
 
@@ -104,12 +107,14 @@ class HostWait:
 @dataclass(frozen=True)
 class _Thread:
     """One host thread's rows the split reads: start, end, cause code (-1: a user
-    range), name code, and which are ops."""
+    range), name code; and its CPU samples (time, name code), where recorded."""
 
     start: np.ndarray
     end: np.ndarray
     cause: np.ndarray
     name: np.ndarray
+    sample_ts: np.ndarray = field(default_factory=lambda: _EMPTY)
+    sample_name: np.ndarray = field(default_factory=lambda: _EMPTY)
 
 
 def _thread_rows(trace: Trace) -> tuple[dict[tuple[int, int], _Thread], pd.Index]:
@@ -132,7 +137,8 @@ def _thread_rows(trace: Trace) -> tuple[dict[tuple[int, int], _Thread], pd.Index
         cause[mine] = by_name[safe[mine]]
     cause[kinds["op"][idx]] = _THREAD_CAUSES.index("ops")
     shown_codes, shown = pd.factorize(pd.Index(
-        [base_api_name(n) if n.startswith(("cu", "hip")) else n for n in labels]))
+        [base_api_name(n) if n.startswith(("cu", "hip")) else
+         n.removeprefix(SAMPLE_PREFIX) for n in labels]))
     ncode = np.where(ncode >= 0, np.asarray(shown_codes)[safe] if len(labels) else -1, -1)
     ts = ev["ts_ns"].to_numpy(np.int64)[idx]
     end = ts + ev["dur_ns"].to_numpy(np.int64)[idx]
@@ -140,6 +146,17 @@ def _thread_rows(trace: Trace) -> tuple[dict[tuple[int, int], _Thread], pd.Index
     out = {}
     for _, g in groups(pid * (1 << 32) + (tid & 0xFFFFFFFF)):
         out[(int(pid[g[0]]), int(tid[g[0]]))] = _Thread(ts[g], end[g], cause[g], ncode[g])
+    sampled = np.flatnonzero(is_in(ev["kind"], "sample") & host)
+    if len(sampled):
+        s_pid = ev["pid"].to_numpy(np.int64)[sampled]
+        s_tid = ev["tid"].to_numpy(np.int64)[sampled]
+        s_ts = ev["ts_ns"].to_numpy(np.int64)[sampled]
+        s_name = np.asarray(shown_codes)[names.codes[sampled]]
+        for _, g in groups(s_pid * (1 << 32) + (s_tid & 0xFFFFFFFF)):
+            key = (int(s_pid[g[0]]), int(s_tid[g[0]]))
+            th = out.get(key) or _Thread(_EMPTY, _EMPTY, _EMPTY, _EMPTY)
+            order = g[np.argsort(s_ts[g], kind="stable")]
+            out[key] = replace(th, sample_ts=s_ts[order], sample_name=s_name[order])
     return out, pd.Index(shown)
 
 
@@ -184,6 +201,27 @@ def _short_untraced(s: np.ndarray, e: np.ndarray, cause: np.ndarray) -> None:
     run = np.cumsum(new) - 1
     length = np.bincount(run, weights=e[idx] - s[idx])
     cause[idx[length[run] < LONG_UNTRACED_NS]] = CAUSES.index("gaps")
+
+
+def _sampled(th: _Thread | None, s: np.ndarray, e: np.ndarray, cause: np.ndarray
+             ) -> pd.DataFrame | None:
+    """What the thread's CPU samples caught inside its untraced pieces: per (cause, name),
+    each piece's length shared among the samples inside it."""
+    if th is None or not len(th.sample_ts):
+        return None
+    cand = np.flatnonzero(np.isin(cause, (CAUSES.index("gaps"), CAUSES.index("untraced"))))
+    if not len(cand):
+        return None
+    cand = cand[np.argsort(s[cand], kind="stable")]
+    ps, pe = s[cand], e[cand]
+    j = np.searchsorted(ps, th.sample_ts, side="right") - 1
+    inside = (j >= 0) & (th.sample_ts < pe[np.maximum(j, 0)])
+    if not inside.any():
+        return None
+    j = j[inside]
+    count = np.bincount(j, minlength=len(cand))
+    return pd.DataFrame({"cause": cause[cand][j], "name": th.sample_name[inside],
+                         "ns": (pe - ps)[j] / count[j]})
 
 
 def _refine(th: _Thread | None, lo: np.ndarray, hi: np.ndarray
@@ -256,6 +294,7 @@ def host_wait(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame]
         else int(ws_all[0]) if len(ws_all) else 0
     every = _Rows.of(work)
     step_frames, pieces, before, before_span = [], [], 0, 0
+    sampled: list[pd.DataFrame] = []
     for device, idx in groups(work["device"].to_numpy(np.int64)):
         win = windows.get(device)
         rows = every.take(idx)
@@ -297,8 +336,10 @@ def host_wait(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame]
         blk = np.searchsorted(hb, lo[rest], side="right") - 1
         r_lo, r_hi, r_p, r_t = lo[rest], hi[rest], tp[blk], tt[blk]
         for _, g in groups(r_p * (1 << 32) + (r_t & 0xFFFFFFFF)):
-            s, e, cause, name, rng = _refine(threads.get((int(r_p[g[0]]), int(r_t[g[0]]))),
-                                             r_lo[g], r_hi[g])
+            th = threads.get((int(r_p[g[0]]), int(r_t[g[0]])))
+            s, e, cause, name, rng = _refine(th, r_lo[g], r_hi[g])
+            if (caught := _sampled(th, s, e, cause)) is not None:
+                sampled.append(caught)
             pieces.append((device, np.searchsorted(ws, s, side="right") - 1, e - s, cause,
                            name, rng))
         step_frames.append(frame)
@@ -311,11 +352,12 @@ def host_wait(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame]
             before += int(cut[cut > 0].sum())
     if not step_frames:
         return None
-    return _assemble(step_frames, pieces, shown, startup, before, before_span)
+    return _assemble(step_frames, pieces, shown, startup, before, before_span, sampled)
 
 
 def _assemble(step_frames: list[pd.DataFrame], pieces: list[tuple], shown: pd.Index,
-              startup: Startup, before: int, before_span: int) -> HostWait:
+              startup: Startup, before: int, before_span: int,
+              sampled: list[pd.DataFrame]) -> HostWait:
     """The pieces of host wait summed per window, per cause and name, per cause and range."""
     cols = {"device": [], "k": [], "ns": [], "cause": [], "name": [], "range": []}
     for device, k, ns, cause, name, rng in pieces:
@@ -336,8 +378,10 @@ def _assemble(step_frames: list[pd.DataFrame], pieces: list[tuple], shown: pd.In
     labels = np.append(np.asarray(shown, dtype=object), None)
 
     def by(key: str) -> pd.DataFrame:
-        named = p[p[key] >= 0]
-        t = named.groupby(["cause", key])["ns"].sum().reset_index()
+        named = p[p[key] >= 0][["cause", key, "ns"]]
+        if key == "name" and sampled:  # untraced time by what the CPU samples caught
+            named = pd.concat([named, *sampled], ignore_index=True)
+        t = named.groupby(["cause", key])["ns"].sum().round().astype(np.int64).reset_index()
         t["cause"] = np.asarray(CAUSES, dtype=object)[t["cause"].to_numpy()]
         t[key] = labels[t[key].to_numpy()]
         return t.sort_values(["cause", "ns"], ascending=[True, False], ignore_index=True)

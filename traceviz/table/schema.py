@@ -14,8 +14,10 @@ SCHEMA_VERSION = 2
 # (negative: a free), ``device`` where (-1: host memory); the totals follow from
 # ``meta["memory_base"]`` (docs/metrics.md, "Memory")
 # os: what a host thread did outside the runtime, where the profiler records it (nsys: an
-# OS runtime call, or a stretch the thread was scheduled out, ``[off-CPU]``)
-KINDS = ("kernel", "memcpy", "memset", "runtime", "op", "annotation", "step", "memory", "os")
+# OS runtime call, or a stretch the thread was scheduled out, ``[off-CPU]``); sample: a
+# CPU sample of a host thread (``dur_ns`` 0), named by the program's own function it ran
+KINDS = ("kernel", "memcpy", "memset", "runtime", "op", "annotation", "step", "memory", "os",
+         "sample")
 DEVICE_KINDS = ("kernel", "memcpy", "memset")
 CATEGORIES = (
     "gemm", "attention", "rnn", "elementwise", "reduction", "cast",

@@ -1,6 +1,8 @@
 """What the host threads did outside CUDA, as ``os`` rows: OS runtime calls (``OSRT_API``:
 ``nsys profile --trace=osrt``, on by default) and the stretches a thread was scheduled out
-(``SCHED_EVENTS``: context switches, ``--cpuctxsw``, on by default).
+(``SCHED_EVENTS``: context switches, ``--cpuctxsw``, on by default); and what they were
+running, as ``sample`` rows: the CPU samples (``COMPOSITE_EVENTS`` with their call stacks
+in ``SAMPLING_CALLCHAINS``: ``--sample=cpu``, on by default).
 
 Only the threads that made CUDA calls are kept: the host-wait split asks what a launching
 thread did while the device waited (``analyses/summary/waits.py``), and the other threads
@@ -14,6 +16,7 @@ sorts both kinds of row.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -86,3 +89,73 @@ def off_cpu(tables: ExportTables, b: _Rows, threads: np.ndarray) -> pd.DataFrame
     return b.rows("os", names.astype(object), rows, pid=pid, tid=tid,
                   device=np.full(k, -1), stream=np.full(k, -1), link_pid=key,
                   bad=np.zeros(k, dtype=bool))
+
+
+SAMPLES = "COMPOSITE_EVENTS"
+CALLCHAINS = "SAMPLING_CALLCHAINS"
+# frames that say nothing of what the program was doing: the C library, the loader, the
+# kernel, the CUDA driver and runtime, the profiler's own injection, unresolved addresses
+_SYSTEM_MODULE = re.compile(r"\[kernel|\[Max depth|vmlinux|/libc[.-]|/libm[.-]|libpthread|"
+                            r"/ld-|ld-linux|libstdc\+\+|libgcc|libdl[.-]|librt[.-]|libcuda\.|"
+                            r"libcudart|libToolsInjection|libnvToolsExt|vdso")
+_PYTHON_MODULE = re.compile(r"libpython|/python\d")
+
+
+def _frame_label(symbol: str, module: str) -> str | None:
+    """A frame as a sample's label (None: a frame that says nothing, skipped)."""
+    if not symbol or symbol.startswith("0x") or _SYSTEM_MODULE.search(module or ""):
+        return None
+    if _PYTHON_MODULE.search(module or ""):
+        return "Python interpreter"  # the frame evaluator: the Python, not which line
+    return symbol
+
+
+def cpu_samples(tables: ExportTables, strings: pd.Series, b: _Rows,
+                threads: np.ndarray) -> pd.DataFrame:
+    """The launching threads' CPU samples (``nsys profile --sample=cpu``, on by default)
+    as ``sample`` rows: each named by the deepest frame of its call stack that is the
+    program's own (not the C library, the loader, the kernel, the CUDA driver or the
+    profiler), ``[sample] <function>``; a sample with no such frame is left out."""
+    from traceviz.parsers.nsys.reader import _lookup
+
+    ev = tables.read(SAMPLES, ["id", "start", "globalTid"])
+    if ev.empty:
+        return pd.DataFrame()
+    bad = np.zeros(len(ev), dtype=bool)
+    gtid = b.ints(ev, "globalTid", bad=bad)
+    mine = np.isin(gtid, threads) & ~bad
+    if not mine.any():
+        return pd.DataFrame()
+    ev, gtid = ev[mine], gtid[mine]
+    ids = b.ints(ev, "id")
+    chain = tables.read(CALLCHAINS, ["id", "symbol", "module", "stackDepth"])
+    if chain.empty:
+        return pd.DataFrame()
+    cid = b.ints(chain, "id")
+    keep = np.isin(cid, ids)
+    chain, cid = chain[keep], cid[keep]
+    symbol = pd.Categorical(_lookup(strings, chain["symbol"], ""))
+    module = pd.Categorical(_lookup(strings, chain["module"], ""))
+    pairs = pd.DataFrame({"s": symbol.codes, "m": module.codes})
+    distinct = pairs.drop_duplicates()
+    labels = [_frame_label(str(symbol.categories[s]) if s >= 0 else "",
+                           str(module.categories[m]) if m >= 0 else "")
+              for s, m in zip(distinct["s"], distinct["m"], strict=True)]
+    label_of = pd.Series(labels, index=pd.MultiIndex.from_frame(distinct), dtype=object)
+    label = label_of.reindex(pd.MultiIndex.from_frame(pairs)).to_numpy(object)
+    own = pd.notna(label)
+    frames = pd.DataFrame({"id": cid[own], "depth": b.ints(chain, "stackDepth", 0)[own],
+                           "label": label[own]})
+    deepest = frames.sort_values(["id", "depth"]).drop_duplicates("id")
+    named = pd.Series(deepest["label"].to_numpy(object), index=deepest["id"].to_numpy())
+    names = named.reindex(ids).to_numpy(object)
+    found = pd.notna(names)
+    if not found.any():
+        return pd.DataFrame()
+    rows = pd.DataFrame({"start": b.ints(ev, "start")[found]})
+    rows["end"] = rows["start"]
+    pid, tid, key = _host_ids(gtid[found])
+    k = len(rows)
+    return b.rows("sample", ("[sample] " + pd.Series(names[found], dtype=object)).to_numpy(
+        object), rows, pid=pid, tid=tid, device=np.full(k, -1), stream=np.full(k, -1),
+        link_pid=key, bad=np.zeros(k, dtype=bool), ranges=True)

@@ -29,7 +29,7 @@ from traceviz.parsers.nsys.nvtx import (
     range_details,
     range_texts,
 )
-from traceviz.parsers.nsys.osrt import off_cpu, os_calls
+from traceviz.parsers.nsys.osrt import cpu_samples, off_cpu, os_calls
 from traceviz.parsers.nsys.tables import ExportTables, open_tables, text_values
 from traceviz.parsers.numbers import INT32, checked_ints, dropped_note
 from traceviz.parsers.nvtx_text import read_ranges
@@ -80,7 +80,8 @@ def parse(path: Path, fmt: str) -> Trace:
             else np.zeros(0, np.int64)
         frames = [_kernels(tables, strings, b, path), _memcpy(tables, b), _memset(tables, b),
                   runtime, _nvtx(tables, strings, b), _gpu_memory(tables, b),
-                  os_calls(tables, strings, b, launchers), off_cpu(tables, b, launchers)]
+                  os_calls(tables, strings, b, launchers), off_cpu(tables, b, launchers),
+                  cpu_samples(tables, strings, b, launchers)]
         meta = _meta(tables, path, fmt)
     notes = dropped_note({"a value out of range (a time or id beyond 64 bits, a device or "
                           "stream beyond 32)": b.dropped,
