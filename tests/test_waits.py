@@ -10,6 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests.conftest import SHARED_TRACES, missing, shared_traces
@@ -230,3 +231,94 @@ def test_host_cause_launch_on_an_eager_transformer():
     first = a.findings[0]
     assert first.rule == "host_bound" and first.figures["cause"] == "launch"
     assert first.saving_scenario == "cuda_graphs" and first.saving_ns > 0
+
+
+# ---------------------------------------------------------------- what a call is
+
+
+@pytest.mark.parametrize("name,kind", [
+    ("cudaLaunchKernel", "launch"), ("cudaLaunchKernel_v7000", "launch"),
+    ("cuLaunchKernelEx", "launch"), ("cudaGraphLaunch", "launch"),
+    ("cudaMemcpyAsync", "launch"), ("hipMemcpyWithStream", "launch"),
+    ("cudaMemcpy", "sync_copy"), ("cudaMemcpy_v3020", "sync_copy"),
+    ("cuMemcpyHtoD_v2", "sync_copy"), ("cudaMemset", "sync_copy"),
+    ("cudaStreamSynchronize", "sync"), ("cuCtxSynchronize", "sync"),
+    ("cudaMalloc", "alloc"), ("cudaFree_v3020", "alloc"), ("cudaHostAlloc", "alloc"),
+    ("cuMemAlloc_v2", "alloc"), ("hipMalloc", "alloc"),
+    ("cudaStreamCreateWithFlags", "create"), ("cudaEventCreate", "create"),
+    ("cudaGraphInstantiate", "create"),
+    ("cuInit", "setup"), ("cudaGetDeviceProperties_v2_v12000", "setup"),
+    ("cudaFuncGetAttributes", "setup"), ("cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+                                         "setup"),
+    ("cuLibraryLoadData", "setup"), ("cuModuleGetFunction", "setup"),
+    ("cudaEventRecord", "other_api"), ("cudaStreamIsCapturing", "other_api"),
+])
+def test_runtime_calls_by_kind(name, kind):
+    from traceviz.table.host_calls import api_kind
+
+    assert api_kind(name) == kind
+
+
+@pytest.mark.parametrize("name,kind", [
+    ("nanosleep", "sleep"), ("clock_nanosleep", "sleep"), ("usleep", "sleep"),
+    ("read", "io"), ("fread", "io"), ("open64", "io"), ("poll", "io"), ("fwrite", "io"),
+    ("pthread_mutex_lock", "lock"), ("pthread_cond_timedwait", "lock"),
+    ("sem_timedwait", "lock"), ("ioctl", "other_os"), ("[off-CPU]", "offcpu"),
+    ("[off-CPU] Nanosleep", "sleep"), ("[off-CPU] Mutex", "lock"),
+])
+def test_os_calls_by_kind(name, kind):
+    from traceviz.table.host_calls import os_kind
+
+    assert os_kind(name) == kind
+
+
+# ---------------------------------------------------------------- CPU samples
+
+
+DARKNET = FOREIGN / "nsys" / "darknet_xavier_report1.qdrep"
+
+
+def test_samples_name_the_untraced_host_work(tmp_path):
+    """darknet on a Jetson: the launching thread's CPU samples, each named by the deepest
+    frame of its stack outside the C library, the loader, the kernel, CUDA and the
+    profiler (SQL on the export), are the trace's sample rows; the host verdict's untraced
+    time is named by them (rand_normal: building the network on the CPU)."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("nsys"):
+        missing("nsys is not on PATH: a .qdrep is read through `nsys export`")
+    src = _need(DARKNET)
+    out = tmp_path / "report.sqlite"
+    subprocess.run(["nsys", "export", "--type", "sqlite", "-o", str(out), str(src)],
+                   check=True, capture_output=True, timeout=600)
+    db = sqlite3.connect(out)
+    (gtid,) = db.execute("SELECT DISTINCT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+                         ).fetchone()
+    system = ("[kernel", "[Max depth", "vmlinux", "/libc.", "/libc-", "/libm.", "/libm-",
+              "libpthread", "/ld-", "ld-linux", "libstdc++", "libgcc", "libdl.", "libdl-",
+              "librt.", "librt-", "libcuda.", "libcudart", "libcupti", "libToolsInjection",
+              "libnvToolsExt", "vdso")
+    rows = db.execute(
+        "SELECT k.id, k.stackDepth, s.value, m.value FROM COMPOSITE_EVENTS c JOIN "
+        "SAMPLING_CALLCHAINS k ON k.id = c.id JOIN StringIds s ON s.id = k.symbol JOIN "
+        "StringIds m ON m.id = k.module WHERE c.globalTid = ? AND c.start >= 0 "
+        "ORDER BY k.id, k.stackDepth",
+        (gtid,)).fetchall()
+    label: dict[int, str] = {}
+    for sid, _, sym, mod in rows:
+        if sid in label or not sym or sym.startswith("0x") or any(x in mod for x in system):
+            continue
+        label[sid] = sym
+    t = load(out)
+    got = t.events[t.events["kind"] == "sample"]["name"].astype(str).str.removeprefix(
+        "[sample] ").value_counts()
+    want = pd.Series(list(label.values())).value_counts()
+    assert got["rand_normal"] == want["rand_normal"] > 10_000
+    # a C program: no frame in a Python interpreter, every label as SQL finds it
+    assert got.sort_index().to_dict() == want.sort_index().to_dict()
+    a = advise_full(t)
+    assert a.bound.by == "host" and a.bound.cause == "untraced"
+    first = a.findings[0]
+    assert first.rule == "host_bound" and "rand_normal" in " ".join(first.evidence)
+    assert first.saving_scenario == "drop_host_stalls"

@@ -96,6 +96,18 @@ def _timed_section(figs: list[RunFigures]) -> Section:
     return Section("Profiled and timed step, host time, streams", text, pd.DataFrame(rows))
 
 
+def _largest_wait(f: RunFigures) -> str:
+    """The host wait's largest cause and its time per step ("–" where not split)."""
+    from traceviz.render.terminal.host import WAIT_LABELS
+
+    w = f.summary.host_wait_split if not f.cpu_trace and f.summary.inputs is not None \
+        else None
+    if w is None or not any(w.causes.values()):
+        return "–"
+    cause, ns = max(w.causes.items(), key=lambda kv: kv[1])
+    return f"{WAIT_LABELS.get(cause, cause)} {fmt_ns(ns / f.per_step)}"
+
+
 def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                  ) -> list[Section]:
     """Sections for runs (their figures) and sweeps (label, sweep table)."""
@@ -174,6 +186,8 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
         bound = pd.DataFrame([{
             "run": f.label, "trace": "CPU" if f.cpu_trace else "GPU, no kernel records"
             if f.summary.kernel_activity_missing else "GPU",
+            "bound by": f.summary.bound.title if f.summary.inputs is not None else "–",
+            "host wait, largest cause": _largest_wait(f),
             "busy/step": fmt_ns(f.busy_ns / f.per_step),
             "span/step": fmt_ns(f.span_ns / f.per_step),
             "idle (CPU: framework overhead)": fmt_pct(f.idle_fraction),
@@ -184,10 +198,13 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
             "tensor-core share (TF32/half/bf16/fp8)": fmt_pct(f.tensor_core_share),
         } for f in figs])
         sections.append(Section(
-            "Idle and launch-bound fractions",
+            "What bounds the step, idle and launch-bound fractions",
+            "Bound by: the verdict advise opens with (start-up, the input pipeline, "
+            "communication, the host and what it was doing, or the device's own work). "
             "Per step window: idle = 1 - busy / span; launch-bound = the share of the span "
             "in which the device was idle with nothing launched pending (waiting for the "
-            "host); queued idle = idle while launched work waited.", bound))
+            "host), whose largest cause is named; queued idle = idle while launched work "
+            "waited.", bound))
         sections.append(_timed_section(figs))
         pies = Section("Where the time goes",
                        "Top kernels (leaf framework ops on a CPU trace) and others.")

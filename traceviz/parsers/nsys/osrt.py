@@ -97,14 +97,14 @@ CALLCHAINS = "SAMPLING_CALLCHAINS"
 # kernel, the CUDA driver and runtime, the profiler's own injection, unresolved addresses
 _SYSTEM_MODULE = re.compile(r"\[kernel|\[Max depth|vmlinux|/libc[.-]|/libm[.-]|libpthread|"
                             r"/ld-|ld-linux|libstdc\+\+|libgcc|libdl[.-]|librt[.-]|libcuda\.|"
-                            r"libcudart|libToolsInjection|libnvToolsExt|vdso")
+                            r"libcudart|libcupti|libToolsInjection|libnvToolsExt|vdso")
 _PYTHON_MODULE = re.compile(r"libpython|/python\d")
 
 
 def _frame_label(symbol: str, module: str) -> str | None:
     """A frame as a sample's label (None: a frame that says nothing, skipped)."""
-    if not symbol or symbol.startswith("0x") or _SYSTEM_MODULE.search(module or ""):
-        return None
+    if not symbol or not module or symbol.startswith("0x") or _SYSTEM_MODULE.search(module):
+        return None  # nothing resolved, or no module to say whose code it is
     if _PYTHON_MODULE.search(module or ""):
         return "Python interpreter"  # the frame evaluator: the Python, not which line
     return symbol
