@@ -322,3 +322,15 @@ def test_samples_name_the_untraced_host_work(tmp_path):
     first = a.findings[0]
     assert first.rule == "host_bound" and "rand_normal" in " ".join(first.evidence)
     assert first.saving_scenario == "drop_host_stalls"
+
+
+def test_the_python_api_gives_the_split_and_the_verdict():
+    """Trace.host_wait() is the analyze section as a table, largest cause first, adding up
+    to the host wait; Trace.bound() is analyze --json's bound."""
+    t = load(_need(LLAMA))
+    table = t.host_wait()
+    s = summarize(t)
+    assert table["ns"].sum() == s.host_wait_ns
+    assert table.iloc[0]["cause"] == "offcpu" and table["ns"].is_monotonic_decreasing
+    assert table["share"].sum() == pytest.approx(1.0)
+    assert t.bound()["by"] == "host" and t.bound()["cause"] == "os"

@@ -154,6 +154,30 @@ class Trace:
         device and phase, and the timed batches' peak (bench.json)."""
         return self._section("memory", None)
 
+    def bound(self) -> dict[str, Any]:
+        """What bounds the step (``analyze --json``'s ``bound``, ``advise``'s first line):
+        ``by``, the host's ``cause``, ``why`` and the figures it was judged on."""
+        return self._section("bound", None)
+
+    def host_wait(self) -> pd.DataFrame:
+        """The time the device waited for the host, by what the host was doing: one row
+        per cause (``cause``, ``ns``, ``share`` of the host wait, ``names``: what took it
+        most, ``ranges``: the user ranges it ran in), largest first; empty on a CPU trace
+        or where no launch is in the trace."""
+        from traceviz.analyses.summary.figures import summarize
+
+        w = summarize(self).host_wait_split
+        columns = ["cause", "ns", "share", "names", "ranges"]
+        if w is None:
+            return pd.DataFrame(columns=columns)
+        total = sum(w.causes.values()) or 1
+        rows = [(c, ns, ns / total,
+                 list(w.names.loc[w.names["cause"] == c, "name"].head(3)),
+                 list(w.ranges.loc[w.ranges["cause"] == c, "range"].head(3)))
+                for c, ns in w.causes.items() if ns]
+        return pd.DataFrame(rows, columns=columns).sort_values(
+            "ns", ascending=False, ignore_index=True)
+
     def _section(self, name: str, peak: str | None) -> dict[str, Any]:
         """One section of ``summary()``, every row, computed alone."""
         from traceviz.analyses.summary.figures import integer_ns, summarize
