@@ -173,18 +173,21 @@ def host_wait(s: Summary, page: Page) -> None:
     for cause, ns in sorted(w.causes.items(), key=lambda kv: -kv[1]):
         if not ns:
             continue
-        names = w.names[w.names["cause"] == cause].head(2)
-        ranges = w.ranges[w.ranges["cause"] == cause].head(2)
+        # the one name that took it most, its figure in a column of its own (a name may
+        # be shortened to fit; a figure never is)
+        names = w.names[w.names["cause"] == cause].head(1)
+        ranges = w.ranges[w.ranges["cause"] == cause].head(1)
+        top = next(names.itertuples(index=False), None)
         rows.append([WAIT_LABELS.get(cause, cause), fmt_ns(ns / per), fmt_pct(ns / total),
-                     ", ".join(f"{r.name} {fmt_ns(r.ns / per)}"
-                               for r in names.itertuples(index=False)) or "–",
-                     ", ".join(f"{r.range}" for r in ranges.itertuples(index=False)) or "–"])
+                     "–" if top is None else str(top.name),
+                     "–" if top is None else fmt_ns(top.ns / per),
+                     next((str(r.range) for r in ranges.itertuples(index=False)), "–")])
     parts = {p.part: p.ns for p in w.startup.parts.itertuples(index=False)}
     caption = "; ".join(f"{k.replace('_', ' ')} {fmt_ns(v)}" for k, v in parts.items())
     page.add_fitted("host wait", fitted_table(
         f"Host wait by cause ({unit}: the device idle with nothing launched pending, by "
         "what the launching thread did)",
         (Col("cause", "left"), Col("time"), Col("share"),
-         Col("what took it", "left", name=True, drop=2),
+         Col("took it most", "left", name=True, drop=3), Col("its time", drop=2),
          Col("inside range", "left", name=True, drop=1)), rows, page.width,
         caption=f"start-up: {caption}" if caption else None))
