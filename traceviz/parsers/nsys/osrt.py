@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from traceviz.parsers.nsys.tables import lookup_strings
 from traceviz.table.host_calls import OFF_CPU
 
 if TYPE_CHECKING:  # the reader's row builder and the export's tables
@@ -42,8 +43,6 @@ def _host_ids(gtid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def os_calls(tables: ExportTables, strings: pd.Series, b: _Rows,
              threads: np.ndarray) -> pd.DataFrame:
     """The launching threads' OS runtime calls (``threads``: their globalTids)."""
-    from traceviz.parsers.nsys.reader import _lookup
-
     df = tables.read(OSRT, ["start", "end", "globalTid", "nameId"])
     if df.empty:
         return df
@@ -56,7 +55,7 @@ def os_calls(tables: ExportTables, strings: pd.Series, b: _Rows,
     df, gtid, bad = df[mine], gtid[mine], bad[mine]
     pid, tid, key = _host_ids(gtid)
     k = len(df)
-    return b.rows("os", _lookup(strings, df["nameId"], "<unknown call>"), df, pid=pid,
+    return b.rows("os", lookup_strings(strings, df["nameId"], "<unknown call>"), df, pid=pid,
                   tid=tid, device=np.full(k, -1), stream=np.full(k, -1), link_pid=key,
                   bad=bad)
 
@@ -116,8 +115,6 @@ def cpu_samples(tables: ExportTables, strings: pd.Series, b: _Rows,
     as ``sample`` rows: each named by the deepest frame of its call stack that is the
     program's own (not the C library, the loader, the kernel, the CUDA driver or the
     profiler), ``[sample] <function>``; a sample with no such frame is left out."""
-    from traceviz.parsers.nsys.reader import _lookup
-
     ev = tables.read(SAMPLES, ["id", "start", "globalTid"])
     if ev.empty:
         return pd.DataFrame()
@@ -134,8 +131,8 @@ def cpu_samples(tables: ExportTables, strings: pd.Series, b: _Rows,
     cid = b.ints(chain, "id")
     keep = np.isin(cid, ids)
     chain, cid = chain[keep], cid[keep]
-    symbol = pd.Categorical(_lookup(strings, chain["symbol"], ""))
-    module = pd.Categorical(_lookup(strings, chain["module"], ""))
+    symbol = pd.Categorical(lookup_strings(strings, chain["symbol"], ""))
+    module = pd.Categorical(lookup_strings(strings, chain["module"], ""))
     pairs = pd.DataFrame({"s": symbol.codes, "m": module.codes})
     distinct = pairs.drop_duplicates()
     labels = [_frame_label(str(symbol.categories[s]) if s >= 0 else "",

@@ -30,7 +30,12 @@ from traceviz.parsers.nsys.nvtx import (
     range_texts,
 )
 from traceviz.parsers.nsys.osrt import cpu_samples, off_cpu, os_calls
-from traceviz.parsers.nsys.tables import ExportTables, open_tables, text_values
+from traceviz.parsers.nsys.tables import (
+    ExportTables,
+    lookup_strings,
+    open_tables,
+    text_values,
+)
 from traceviz.parsers.numbers import INT32, checked_ints, dropped_note
 from traceviz.parsers.nvtx_text import read_ranges
 from traceviz.table.meta import TraceMeta
@@ -181,15 +186,6 @@ def _strings(tables: ExportTables) -> pd.Series:
     return strings[~strings.index.duplicated(keep="first")]
 
 
-def _lookup(strings: pd.Series, ids: pd.Series, missing: str | None) -> np.ndarray:
-    idx = strings.index.get_indexer(checked_ints(ids)[0])
-    values = np.append(strings.to_numpy(object), np.array([missing], dtype=object))
-    out = values[np.where(idx >= 0, idx, len(values) - 1)]
-    if missing is not None:
-        out = np.where(pd.isna(out), missing, out)
-    return out
-
-
 _DEVICE_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid"]
 _LAUNCH_COLS = ["registersPerThread", "staticSharedMemory", "dynamicSharedMemory",
                 "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"]
@@ -210,7 +206,7 @@ def _kernels(tables: ExportTables, strings: pd.Series, b: _Rows, path: Path) -> 
                             "report again")
     names = np.full(len(df), None, dtype=object)
     for col in name_cols:  # the best name each kernel has
-        found = _lookup(strings, df[col], None)
+        found = lookup_strings(strings, df[col], None)
         names = np.where(pd.isna(names), found, names)
     unnamed = pd.isna(names)
     if unnamed.any():  # said in the notes, not only shown as a name
@@ -279,7 +275,7 @@ def _runtime(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame
     df = tables.read(RUNTIME, ["start", "end", "globalTid", "correlationId", "nameId"])
     if df.empty:
         return df
-    names = _lookup(strings, df["nameId"], "<unknown call>")
+    names = lookup_strings(strings, df["nameId"], "<unknown call>")
     n = len(df)
     bad = np.zeros(n, dtype=bool)
     pid, tid, key = _host_ids(b.ints(df, "globalTid", bad=bad))

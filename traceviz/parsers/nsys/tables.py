@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from traceviz.errors import TraceVizError
+from traceviz.parsers.numbers import checked_ints
 
 
 class ExportTables:
@@ -224,3 +225,14 @@ def text_values(values: pd.Series) -> np.ndarray:
     return np.array([v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray)
                      else (None if v is None or v != v else str(v)) for v in out],
                     dtype=object)
+
+
+def lookup_strings(strings: pd.Series, ids: pd.Series, missing: str | None) -> np.ndarray:
+    """The texts of string ids (``StringIds``: id -> value); an id not there reads as
+    ``missing``."""
+    idx = strings.index.get_indexer(checked_ints(ids)[0])
+    values = np.append(strings.to_numpy(object), np.array([missing], dtype=object))
+    out = values[np.where(idx >= 0, idx, len(values) - 1)]
+    if missing is not None:
+        out = np.where(pd.isna(out), missing, out)
+    return out
