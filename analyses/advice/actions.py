@@ -20,17 +20,48 @@ AMD_DEVICE = re.compile(r"\bAMD\b|Instinct|Radeon|\bMI\d{3}", re.IGNORECASE)
 
 
 def remedy(ctx: Context, torch: str, tf: str, jax: str | None = None,
-           mxnet: str | None = None) -> str:
+           mxnet: str | None = None, none: str | None = None) -> str:
     """The action in the words of the trace's framework (``Context.framework_name``):
     a JAX trace without its own text gets the TensorFlow/JAX one (which names both XLA
     front ends), an MXNet trace without its own the PyTorch one; a TensorFlow or JAX
-    trace never gets a PyTorch remedy."""
+    trace never gets a PyTorch remedy. ``none``: the words for a program that runs no
+    framework (``framework_free``: a C/CUDA program under Nsight Systems), where given;
+    else such a trace gets the PyTorch text, as before."""
+    if none is not None and framework_free(ctx):
+        return none
     name = ctx.framework_name
     if name == "jax":
         return jax or tf
     if name == "tf":
         return tf
     return mxnet if name == "mxnet" and mxnet else torch
+
+
+# a framework's marks in a trace's names: PyTorch's ops and kernels (aten::, at::native,
+# c10), TensorFlow's (Eigen, tensorflow::, its executor), XLA's fusions and runtime, JAX,
+# Triton/Inductor kernels, a profiler step; a C/CUDA program's kernels carry none of them
+# (cuBLAS, cuDNN and NCCL are libraries such a program calls too: no mark)
+_FRAMEWORK_MARK = re.compile(
+    r"(?:\b(?:aten|at|c10|torch|caffe2|tensorflow|Eigen|xla|jax|mxnet|onnxruntime)::|"
+    r"^(?:triton_|ProfilerStep|EagerKernelExecute|ExecutorState|TFE_|jit_|PjitFunction)|"
+    r"^(?:loop|input)_\w*fusion|^(?:wrapped|gemm_fusion)_)")
+
+
+def framework_free(ctx: Context) -> bool:
+    """The trace is of a program that runs no framework: an Nsight Systems export (the
+    one format that records any CUDA program; Kineto is PyTorch's, XSpace TensorFlow's or
+    JAX's) with no framework op (emit_nvtx's ``aten::`` ranges are op rows), no runner of
+    traceviz's, and no name (kernel, range, host call) that a framework writes."""
+    meta = ctx.trace.meta
+    if not str(meta.get("source_format", "")).startswith("nsys") or \
+            (meta.get("runner") or {}).get("framework"):
+        return False
+    ev = ctx.trace.events
+    if (ev["kind"] == "op").any():
+        return False
+    names = ev["name"].cat.categories if isinstance(ev["name"].dtype, pd.CategoricalDtype) \
+        else pd.Index(ev["name"].unique())
+    return not bool(pd.Series(names.astype(str)).str.contains(_FRAMEWORK_MARK).any())
 
 
 def cores(ctx: Context) -> str:
