@@ -25,6 +25,7 @@ from traceviz import load
 from traceviz.analyses import advice as A
 from traceviz.analyses.advice.actions import framework_free, remedy
 from traceviz.analyses.advice.rules import RULES
+from traceviz.analyses.whatif import whatif
 from traceviz.parsers.nsys.reader import memcpy_names
 from traceviz.table.copies import copy_direction
 
@@ -228,3 +229,66 @@ def test_framework_free_and_remedy_stay_compatible():
     keras = A.Context(load(KERAS / "alexnet_s1.xplane.pb"))
     assert not framework_free(keras)
     assert remedy(keras, torch="T", tf="F", none="N") == "F"
+
+
+# -- host-device copies no kernel overlaps --------------------------------------------
+
+def _covered(blocks: list[tuple[int, int]], a: int, b: int) -> int:
+    return sum(max(0, min(e, b) - max(s, a)) for s, e in blocks)
+
+
+def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def _raw_exposed(raw: dict) -> dict:
+    """Host-device copies inside the step window and the time no kernel overlaps."""
+    w0, w1 = raw["step"]["t0"], raw["step"]["t1"]
+    kernels = _union([(e["t0"], e["t1"]) for e in raw["dev"]
+                      if not e["name"].startswith(("Memcpy", "Memset"))])
+    copies = [e for e in raw["dev"] if e["name"] in ("MemcpyH2D", "MemcpyD2H")]
+    exposed = [(e, min(e["t1"], w1) - max(e["t0"], w0)
+                - _covered(kernels, max(e["t0"], w0), min(e["t1"], w1))) for e in copies]
+    exposed = [(e, x) for e, x in exposed if x > 0]
+    union = _union([(max(e["t0"], w0), min(e["t1"], w1)) for e, _ in exposed])
+    total = sum(e - s for s, e in union) - sum(_covered(kernels, s, e) for s, e in union)
+    big = max(copies, key=lambda e: e["t1"] - e["t0"])
+    size = int(re.search(r"size:(\d+)", big["args"]["memcpy_details"]).group(1))
+    return {"step_ns": w1 - w0, "exposed_ns": total, "count": len(exposed), "big": big,
+            "big_bytes": size, "big_ns": big["t1"] - big["t0"]}
+
+
+def test_overlap_copies_against_the_copy_time():
+    """alexnet_s1's step starts its compute as soon as the batch is on the device: the
+    replay saves the copy's time. resnet_s5's host launched its first kernel 11.1 ms into
+    the copy (a CPU GatherV2 ran meanwhile): copied ahead, the step saves the rest, from
+    that launch to the copy's end."""
+    for window in ("alexnet_s1", "resnet_s5"):
+        chrome = _chrome(window)
+        raw = _raw_exposed(chrome)
+        big = raw["big"]
+        s = whatif(load(KERAS / f"{window}.xplane.pb"), ("overlap_copies",)) \
+            .scenario("overlap_copies")
+        assert s.applies
+        if window == "alexnet_s1":
+            assert s.saving_ns == pytest.approx(raw["big_ns"], rel=0.01)
+            continue
+        first = min((e for e in chrome["dev"] if e["t0"] >= big["t1"]
+                     and not e["name"].startswith("Memcpy")), key=lambda e: e["t0"])
+        launch = next(h for h in chrome["host"]
+                      if h["args"]["correlation_id"] == first["args"]["correlation_id"])
+        assert launch["t0"] - big["t0"] == pytest.approx(11.1e6, rel=0.01)
+        assert s.saving_ns == pytest.approx(big["t1"] - launch["t0"], rel=0.01)
+        assert s.saving_ns < raw["big_ns"]
+
+
+def test_overlap_copies_has_nothing_to_change_without_such_copies():
+    s = whatif(load(SHARED_TRACES / "kineto" / "a100_nccl.json.gz"),
+               ("overlap_copies",)).scenario("overlap_copies")
+    assert not s.applies and "no host-to-device copy" in s.reason
