@@ -46,6 +46,10 @@ CASES = [  # rule, fires on, silent on
     # ResNet-50 with a single-process DataLoader: the device idles 355.6 ms in it
     (RULE["input_pipeline"], SHARED_TRACES / "foreign" / "kineto" /
      "h1_kineto_v100_resnet50.pt.trace.json.gz", H100 / "cudnn_torch-bf16/train"),
+    # AlexNet on a T4: the 100.7 MB input batch copied with no kernel running, 15.3% of
+    # the step (tests/test_copies.py recomputes it from the profiler's Chrome trace)
+    (RULE["serialized_copies"], SHARED_TRACES / "foreign" / "xplane" /
+     "keras_semi_supervised_cv" / "alexnet_s1.xplane.pb", H100 / "fine_torch/train"),
 ]
 
 

@@ -136,7 +136,7 @@ def test_every_rule_has_a_theme_and_known_scenarios():
         "no_kernel_activity",
         "device_bound", "communication", "input_pipeline", "host_bound", "attention",
         "kernel_sequences", "casts", "autocast_precision", "syncs_in_steps",
-        "pageable_memcpy", "long_gaps", "tensor_core_shapes", "tf32_off",
+        "pageable_memcpy", "serialized_copies", "long_gaps", "tensor_core_shapes", "tf32_off",
         "tf32_off_kernels", "memory_bound_gemms", "memory_headroom", "noisy",
         "profiled_unlike_timed", "streams_never_overlap"]
     for r in RULES:

@@ -37,6 +37,12 @@ def remedy(ctx: Context, torch: str, tf: str, jax: str | None = None,
     return mxnet if name == "mxnet" and mxnet else torch
 
 
+def framework_free(ctx: Context) -> bool:
+    """The trace is of a program that runs no framework (``Context.framework_name`` is
+    ``none``: an Nsight Systems export whose names show no framework's mark)."""
+    return ctx.framework_name == "none"
+
+
 def cores(ctx: Context) -> str:
     """What the vendor calls its matrix units: AMD's matrix cores, NVIDIA's tensor cores."""
     devices = ctx.trace.meta.get("devices") or {}

@@ -51,7 +51,11 @@ def pageable_memcpy(ctx: Context) -> Finding | None:
                    "(jax.device_put; flax.jax_utils.prefetch_to_device) so the copies overlap "
                    "the step",
                mxnet="load into pinned memory (gluon.data.DataLoader(pin_memory=True), "
-                     "mx.cpu_pinned()) and copy with as_in_context"),
+                     "mx.cpu_pinned()) and copy with as_in_context",
+               none="allocate the host buffers pinned (cudaHostAlloc / cudaMallocHost, or "
+                    "cudaHostRegister on existing ones) and copy with cudaMemcpyAsync on a "
+                    "stream, so the copies neither stage through a bounce buffer nor block "
+                    "the host"),
         None, None, {"count": len(p), "ns": int(p["dur_ns"].sum())})
 
 

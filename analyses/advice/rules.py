@@ -15,6 +15,7 @@ from __future__ import annotations
 from traceviz.analyses.advice.attention import attention
 from traceviz.analyses.advice.base import RuleSpec
 from traceviz.analyses.advice.bound import communication, device_bound
+from traceviz.analyses.advice.copies import serialized_copies
 from traceviz.analyses.advice.host import host_bound, syncs_in_steps
 from traceviz.analyses.advice.idle import long_gaps
 from traceviz.analyses.advice.inputs import input_pipeline
@@ -46,6 +47,7 @@ THEMES: dict[str, str] = {
     "kernels": "what the kernels are: sequences worth fusing, matrix shapes and intensity",
     "precision": "the precision the work runs in: casts, autocast, TF32",
     "memory": "memory and copies: pageable copies, unused device memory",
+    "copies": "copies the step waits for: host-device copies no kernel overlaps",
     "idle": "the device idle for what lies outside the work: long gaps, data loading",
     "timing": "the benchmark itself: noisy timings, profiled steps unlike the timed ones",
     "streams": "work spread over streams",
@@ -67,6 +69,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec(autocast_precision, "precision"),
     RuleSpec(syncs_in_steps, "host"),
     RuleSpec(pageable_memcpy, "memory"),
+    RuleSpec(serialized_copies, "copies", alone=("overlap_copies",)),
     RuleSpec(long_gaps, "idle"),
     RuleSpec(tensor_core_shapes, "kernels"),
     RuleSpec(tf32_off, "precision", alone=("gemm_speedup",)),

@@ -16,6 +16,7 @@ import numpy as np
 
 from traceviz.analyses.replay.graph import ReplayGraph
 from traceviz.analyses.whatif.attention import fuse_attention
+from traceviz.analyses.whatif.copies import overlap_copies
 from traceviz.analyses.whatif.graphs import cuda_graphs
 from traceviz.analyses.whatif.inputs import overlap_input
 from traceviz.analyses.whatif.ladder import batch_input_gemms, drop_stream_sync, merge_gemms
@@ -88,6 +89,10 @@ SCENARIOS: dict[str, ScenarioSpec] = {s.name: s for s in (
                  "no untraced stretch of 1 ms or more and no OS wait between a launching "
                  "thread's calls",
                  cpu_reason="a CPU trace's host is its work: nothing waits for it"),
+    ScenarioSpec("overlap_copies", overlap_copies,
+                 "no host-to-device copy that no kernel overlaps inside the windows, or no "
+                 "compute beside which it could run",
+                 cpu_reason="a CPU trace has no host-to-device copies"),
 )}
 # the scenarios that rewrite launch calls (a trace without recorded launches has none)
 LAUNCH_SCENARIOS = tuple(n for n, s in SCENARIOS.items() if s.rewrites_launches)

@@ -19,6 +19,7 @@ from traceviz.algos.categorical import each, per_distinct
 from traceviz.algos.intervals import innermost_enclosing
 from traceviz.parsers.normalize import BASE_COLUMNS
 from traceviz.parsers.numbers import INT32, checked_ints
+from traceviz.table.copies import copy_name
 from traceviz.table.launch_apis import launch_kind
 
 _OP_EVENT = re.compile(r"^([^:\s]+):([A-Za-z_][\w]*)$")   # "node/name:Type"
@@ -70,6 +71,8 @@ def to_base(rows: Rows) -> pd.DataFrame:
 
     work = _device_work(rows, names, is_dev)
     kind = work.kind
+    copies = np.flatnonzero(is_dev & (kind == "memcpy"))
+    name[copies] = _copy_names(name[copies], work.memcpy_details.to_numpy()[copies])
     launch, other_api = _launch_calls(names, name, kind, work, corr, is_dev, is_host)
     is_op, hlo_name = _host_ops(rows, ev, names, name, is_host & ~launch)
     step, is_step = _steps(rows, name, where, is_dev, is_host)
@@ -307,6 +310,31 @@ def _op_event_type(names: pd.Index) -> np.ndarray:
     (``__inference_f_12:__inference_f_12`` runs its ops elsewhere: not an op itself)."""
     op_type = names.to_series().str.extract(_OP_EVENT, expand=False)[1]
     return op_type.where(~op_type.str.startswith("__", na=False)).to_numpy(dtype=object)
+
+
+_KINDS = re.compile(r"kind_src:(\w+) kind_dst:(\w+)")
+_ROW_DIRECTION = {"H2D": "HtoD", "D2H": "DtoH", "D2D": "DtoD", "P2P": "PtoP"}
+
+
+def _copy_names(recorded: np.ndarray, details: np.ndarray) -> np.ndarray:
+    """``MemcpyH2D`` + ``kind_src:pageable kind_dst:device ...`` -> Kineto's name,
+    ``Memcpy HtoD (Pageable -> Device)`` (``table/copies.py``); without the kinds (TF
+    before 2.5 recorded none) ``Memcpy HtoD``; a name that says no direction is kept,
+    with the kinds where recorded. Per distinct pair."""
+    pairs = pd.DataFrame({"n": recorded, "d": details})
+    keys = pairs.drop_duplicates().copy()
+    keys["name"] = [_copy_name(str(n), str(d)) for n, d in keys.itertuples(index=False)]
+    return pairs.merge(keys, on=["n", "d"], how="left")["name"].to_numpy(dtype=object)
+
+
+def _copy_name(recorded: str, details: str) -> str:
+    m = re.fullmatch(r"Memcpy(H2D|D2H|D2D|P2P)", recorded)
+    k = _KINDS.search(details)
+    src, dst = (None, None) if k is None else (
+        k.group(i).replace("_", " ").title() for i in (1, 2))
+    if m is not None:
+        return copy_name(_ROW_DIRECTION[m.group(1)], src, dst)
+    return recorded if src is None else f"{recorded} ({src} -> {dst})"
 
 
 def _memcpy_api(host_name: np.ndarray, details: np.ndarray) -> np.ndarray:

@@ -27,9 +27,15 @@ def xla_front_end(names: pd.Series) -> str:
 
 
 # what a framework leaves in a trace recorded outside it (an Nsight Systems export):
-# PyTorch's ATen ops (emit_nvtx) and kernels, TensorFlow's kernels and Eigen's
-_TORCH_MARKS = re.compile(r"^aten::|at::native::|at::cuda::|\bc10::|^torch[._:]")
-_TF_MARKS = re.compile(r"tensorflow::|Eigen::|^__inference_")
+# PyTorch's ATen ops (emit_nvtx) and kernels, c10, Triton/Inductor kernels, a profiler
+# step; TensorFlow's kernels, Eigen's and its executor; XLA's fusions and runtime and JAX
+# (the TensorFlow/JAX words name both). cuBLAS, cuDNN and NCCL are libraries a C/CUDA
+# program calls too: no mark
+_TORCH_MARKS = re.compile(r"(?:\b(?:aten|at|c10|torch|caffe2)::|^triton_|^ProfilerStep|"
+                          r"^torch[._])")
+_TF_MARKS = re.compile(r"(?:\b(?:tensorflow|Eigen|xla|jax)::|^__inference_|"
+                       r"^(?:EagerKernelExecute|ExecutorState|TFE_|jit_|PjitFunction)|"
+                       r"^(?:loop|input)_\w*fusion|^(?:wrapped|gemm_fusion)_)")
 
 
 def recorded_framework(names: pd.Series) -> str:

@@ -53,13 +53,19 @@ PROCESS_BITS = np.int64(~0xFFFFFF)  # globalTid & 0xFFFFFFFFFF000000 == globalPi
 NVTX_RANGE_TYPES = (59, 60, 70, 71)
 NVTX_DOMAIN_CREATE = 75
 NVTX_STARTEND_TYPES = (60, 71)
-# CUpti_ActivityMemcpyKind, in Kineto's spelling
+# the export's ENUM_CUDA_MEMCPY_OPER (CUpti_ActivityMemcpyKind), in Kineto's spelling;
+# 11-13 are unified-memory migrations, which Kineto does not record as copies
 MEMCPY_NAMES = {
     0: "Memcpy Unknown", 1: "Memcpy HtoD", 2: "Memcpy DtoH", 3: "Memcpy HtoA",
     4: "Memcpy AtoH", 5: "Memcpy AtoA", 6: "Memcpy AtoD", 7: "Memcpy DtoA",
     8: "Memcpy DtoD", 9: "Memcpy HtoH", 10: "Memcpy PtoP",
     11: "Memcpy HtoD (Unified)", 12: "Memcpy DtoH (Unified)", 13: "Memcpy DtoD (Unified)",
 }
+# the export's ENUM_CUDA_MEM_KIND (srcKind, dstKind), numbered from Pageable = 0 unlike
+# CUPTI's own enum (Unknown = 0); the same in every export read here, those without the
+# ENUM table too; the labels are Kineto's
+MEMORY_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed",
+                5: "Device Static", 6: "Managed Static", 7: "Unknown"}
 
 
 def parse(path: Path, fmt: str) -> Trace:
@@ -223,12 +229,26 @@ def _kernels(tables: ExportTables, strings: pd.Series, b: _Rows, path: Path) -> 
 
 
 def _memcpy(tables: ExportTables, b: _Rows) -> pd.DataFrame:
-    df = tables.read(MEMCPY, _DEVICE_COLS + ["copyKind", "bytes"])
+    df = tables.read(MEMCPY, _DEVICE_COLS + ["copyKind", "bytes", "srcKind", "dstKind"])
     if df.empty:
         return df
-    kinds = b.ints(df, "copyKind", 0)
-    names = pd.Series(kinds).map(MEMCPY_NAMES).fillna("Memcpy").to_numpy(object)
+    names = memcpy_names(b.ints(df, "copyKind", 0), b.ints(df, "srcKind"),
+                         b.ints(df, "dstKind"))
     return b.device_rows("memcpy", names, df, "bytes")
+
+
+def memcpy_names(kind: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Kineto's names (``Memcpy HtoD (Pageable -> Device)``) from the export's copy kind
+    and memory kinds (-1: not recorded, an older export: ``Memcpy HtoD``), once per
+    distinct triple."""
+    triples = pd.DataFrame({"k": kind, "s": src, "d": dst})
+    codes, keys = pd.factorize(pd.MultiIndex.from_frame(triples))
+    names = np.array([
+        MEMCPY_NAMES.get(k, "Memcpy") if k >= 11 or s < 0 or d < 0 or k not in MEMCPY_NAMES
+        else f"{MEMCPY_NAMES[k]} ({MEMORY_KINDS.get(s, 'Unknown')} -> "
+             f"{MEMORY_KINDS.get(d, 'Unknown')})"
+        for k, s, d in keys], dtype=object)
+    return names[codes]
 
 
 def _memset(tables: ExportTables, b: _Rows) -> pd.DataFrame:
