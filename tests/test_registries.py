@@ -125,7 +125,7 @@ def test_the_shared_set_is_what_the_rules_declare():
     # input is overlapped: advice/host.py)
     assert SHARED_SCENARIOS == ("cuda_graphs", "fuse_pointwise", "no_casts", "host_speedup=2",
                                 "overlap_input", "overlap_input+cuda_graphs",
-                                "overlap_input+host_speedup=2")
+                                "overlap_input+host_speedup=2", "drop_host_stalls")
     order = list(SCENARIOS)
     names = [parse_scenarios(s)[0][0] for s in SHARED_SCENARIOS]
     assert names == sorted(names, key=order.index)
@@ -134,7 +134,7 @@ def test_the_shared_set_is_what_the_rules_declare():
 def test_every_rule_has_a_theme_and_known_scenarios():
     assert [r.name for r in RULES] == [  # the order advise runs them in: it breaks ties
         "no_kernel_activity",
-        "device_bound", "communication", "input_pipeline", "host_bound", "attention",
+        "device_bound", "communication", "startup", "input_pipeline", "host_bound", "attention",
         "kernel_sequences", "casts", "autocast_precision", "syncs_in_steps",
         "pageable_memcpy", "serialized_copies", "long_gaps", "tensor_core_shapes", "tf32_off",
         "tf32_off_kernels", "memory_bound_gemms", "memory_headroom", "noisy",

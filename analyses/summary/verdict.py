@@ -211,6 +211,8 @@ def _steady(s: Summary, b: Budget, scope: str, extra: dict[str, Any]) -> Bound:
                      cause,
                      scope, b)
     why = f"the device is busy {fmt_pct(b.share(b.busy_ns))} of the span{where}"
+    if (s.copy_fraction or 0) >= 0.5:  # busy with copies, not computation: say so
+        why += f", {fmt_pct(s.copy_fraction)} of its time in copies"
     known = timed is not None and timed.timed_ns is not None and host_gone
     if known and timed is not None and timed.timed_ns:
         why = (f"the device is busy {fmt_ns(timed.device_ns)} of the "

@@ -30,39 +30,37 @@ ran in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from traceviz.algos.categorical import categorical_of, groups
+from traceviz.algos.categorical import groups
 from traceviz.algos.intervals import (
     covering,
     elementary,
-    innermost_enclosing,
     union_blocks,
+)
+from traceviz.analyses.summary.host_threads import (  # noqa: F401 (waits' names)
+    CAUSES,
+    LONG_UNTRACED_NS,
+    caught_by_samples,
+    launch_threads,
+    refine,
+    thread_rows,
+    waiting_threads,
 )
 from traceviz.analyses.summary.idle import _pending, _Rows
 from traceviz.analyses.summary.pipeline import input_blocks
 from traceviz.analyses.summary.protocol import Inputs, Section
 from traceviz.analyses.summary.startup import Startup, find_startup
-from traceviz.table.host_calls import API_KINDS, OS_KINDS, api_kind, os_kind
-from traceviz.table.launch_apis import base_api_name
-from traceviz.table.schema import is_in
 
 if TYPE_CHECKING:  # types only: figures.py imports the registry, which imports this
     from traceviz.analyses.summary.figures import Summary
     from traceviz.trace import Trace
 
 BUDGET = ("startup", "busy", "input", "queued", "host")
-CAUSES = ("startup", "input", *API_KINDS, *OS_KINDS, "ops", "gaps", "untraced")
-# an untraced stretch shorter than this, between recorded calls and ops, is the host
-# issuing work (Python and the framework between ops); a longer one is host work of its own
-LONG_UNTRACED_NS = 1_000_000
-SAMPLE_PREFIX = "[sample] "  # a CPU sample row's name: the function it caught
-_THREAD_CAUSES = (*API_KINDS, *OS_KINDS, "ops")  # what a thread's rows can say
-_EMPTY = np.zeros(0, np.int64)
 
 
 @dataclass(frozen=True)
@@ -84,16 +82,26 @@ class HostWait:
         """The host wait per cause, over every window (they add up to the host wait)."""
         return {c: self.total(f"wait_{c}_ns") for c in CAUSES}
 
+    @property
+    def steps_count(self) -> int:
+        """The step windows (0: none): what ``per_step_ns`` divides by."""
+        return int(self.steps.loc[self.steps["step"] >= 0, "step"].nunique())
+
     def to_dict(self, top: int = 5) -> dict[str, Any]:
+        per = max(self.steps_count, 1)
+
         def listed(frame: pd.DataFrame, key: str, cause: str) -> list[dict]:
             rows = frame[frame["cause"] == cause].head(top)
-            return [{key: str(r[key]), "ns": int(r["ns"])} for _, r in rows.iterrows()]
+            return [{key: str(r[key]), "ns": int(r["ns"]), "per_step_ns": r["ns"] / per}
+                    for _, r in rows.iterrows()]
 
         wait = sum(self.causes.values())
         return {
             "budget": {f"{b}_ns": self.total(f"{b}_ns") for b in BUDGET},
             "host_wait_ns": wait,
-            "causes": {c: {"ns": ns, "share": ns / wait if wait else None,
+            "steps": self.steps_count,
+            "causes": {c: {"ns": ns, "per_step_ns": ns / per,
+                           "share": ns / wait if wait else None,
                            "names": listed(self.names, "name", c),
                            "ranges": listed(self.ranges, "range", c)}
                        for c, ns in self.causes.items() if ns},
@@ -104,175 +112,6 @@ class HostWait:
         }
 
 
-@dataclass(frozen=True)
-class _Thread:
-    """One host thread's rows the split reads: start, end, cause code (-1: a user
-    range), name code; and its CPU samples (time, name code), where recorded."""
-
-    start: np.ndarray
-    end: np.ndarray
-    cause: np.ndarray
-    name: np.ndarray
-    sample_ts: np.ndarray = field(default_factory=lambda: _EMPTY)
-    sample_name: np.ndarray = field(default_factory=lambda: _EMPTY)
-
-
-def _thread_rows(trace: Trace) -> tuple[dict[tuple[int, int], _Thread], pd.Index]:
-    """Per (pid, tid): its runtime, OS, op and user-range rows, each with its cause code
-    (an index into ``_THREAD_CAUSES``; -1: a user range) and its name's code into the
-    returned names (a call's name without nsys' version suffix)."""
-    ev = trace.events
-    host = ev["device"].to_numpy() < 0
-    kinds = {k: is_in(ev["kind"], k) & host for k in ("runtime", "os", "op", "annotation")}
-    idx = np.flatnonzero(kinds["runtime"] | kinds["os"] | kinds["op"] | kinds["annotation"])
-    names = categorical_of(ev["name"])
-    labels = [str(n) for n in names.categories]
-    api = np.array([_THREAD_CAUSES.index(api_kind(n)) for n in labels], dtype=np.int64)
-    oss = np.array([_THREAD_CAUSES.index(os_kind(n)) for n in labels], dtype=np.int64)
-    ncode = names.codes[idx].astype(np.int64)
-    safe = np.maximum(ncode, 0)
-    cause = np.full(len(idx), -1, dtype=np.int64)
-    for kind, by_name in (("runtime", api), ("os", oss)):
-        mine = kinds[kind][idx]
-        cause[mine] = by_name[safe[mine]]
-    cause[kinds["op"][idx]] = _THREAD_CAUSES.index("ops")
-    shown_codes, shown = pd.factorize(pd.Index(
-        [base_api_name(n) if n.startswith(("cu", "hip")) else
-         n.removeprefix(SAMPLE_PREFIX) for n in labels]))
-    ncode = np.where(ncode >= 0, np.asarray(shown_codes)[safe] if len(labels) else -1, -1)
-    ts = ev["ts_ns"].to_numpy(np.int64)[idx]
-    end = ts + ev["dur_ns"].to_numpy(np.int64)[idx]
-    pid, tid = ev["pid"].to_numpy(np.int64)[idx], ev["tid"].to_numpy(np.int64)[idx]
-    out = {}
-    for _, g in groups(pid * (1 << 32) + (tid & 0xFFFFFFFF)):
-        out[(int(pid[g[0]]), int(tid[g[0]]))] = _Thread(ts[g], end[g], cause[g], ncode[g])
-    sampled = np.flatnonzero(is_in(ev["kind"], "sample") & host)
-    if len(sampled):
-        s_pid = ev["pid"].to_numpy(np.int64)[sampled]
-        s_tid = ev["tid"].to_numpy(np.int64)[sampled]
-        s_ts = ev["ts_ns"].to_numpy(np.int64)[sampled]
-        s_name = np.asarray(shown_codes)[names.codes[sampled]]
-        for _, g in groups(s_pid * (1 << 32) + (s_tid & 0xFFFFFFFF)):
-            key = (int(s_pid[g[0]]), int(s_tid[g[0]]))
-            th = out.get(key) or _Thread(_EMPTY, _EMPTY, _EMPTY, _EMPTY)
-            order = g[np.argsort(s_ts[g], kind="stable")]
-            out[key] = replace(th, sample_ts=s_ts[order], sample_name=s_name[order])
-    return out, pd.Index(shown)
-
-
-def _launch_threads(trace: Trace, work: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Per work row: pid and tid of its launch call (-1: not in the trace)."""
-    ev = trace.events
-    lid = ev["launch_id"].to_numpy(np.int64)
-    rt = np.flatnonzero(is_in(ev["kind"], "runtime") & (lid >= 0))
-    calls = pd.DataFrame({"pid": ev["pid"].to_numpy(np.int64)[rt],
-                          "tid": ev["tid"].to_numpy(np.int64)[rt]},
-                         index=lid[rt])
-    calls = calls[~calls.index.duplicated(keep="first")]
-    at = calls.index.get_indexer(work["launch_id"].to_numpy(np.int64))
-    pid = np.append(calls["pid"].to_numpy(np.int64), -1)[at]
-    tid = np.append(calls["tid"].to_numpy(np.int64), -1)[at]
-    return pid, tid
-
-
-def _waiting_threads(begin: np.ndarray, pid: np.ndarray, tid: np.ndarray,
-                     wait_end: np.ndarray, fallback: tuple[int, int]
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Per host-wait block (by its end): the thread that launched the first work that
-    begins at or after its end (else the last work before it; else ``fallback``)."""
-    known = np.flatnonzero(pid >= 0)
-    if not len(known):
-        n = len(wait_end)
-        return np.full(n, fallback[0]), np.full(n, fallback[1])
-    order = known[np.argsort(begin[known], kind="stable")]
-    j = np.minimum(np.searchsorted(begin[order], wait_end, side="left"), len(order) - 1)
-    return pid[order][j], tid[order][j]
-
-
-def _short_untraced(s: np.ndarray, e: np.ndarray, cause: np.ndarray) -> None:
-    """Untraced pieces in stretches (touching pieces, in time order) shorter than
-    ``LONG_UNTRACED_NS`` become ``gaps``, in place."""
-    untraced = len(CAUSES) - 1
-    idx = np.flatnonzero(cause == untraced)
-    if not len(idx):
-        return
-    idx = idx[np.argsort(s[idx], kind="stable")]
-    new = np.r_[True, s[idx][1:] != e[idx][:-1]]
-    run = np.cumsum(new) - 1
-    length = np.bincount(run, weights=e[idx] - s[idx])
-    cause[idx[length[run] < LONG_UNTRACED_NS]] = CAUSES.index("gaps")
-
-
-def _sampled(th: _Thread | None, s: np.ndarray, e: np.ndarray, cause: np.ndarray
-             ) -> pd.DataFrame | None:
-    """What the thread's CPU samples caught inside its untraced pieces: per (cause, name),
-    each piece's length shared among the samples inside it."""
-    if th is None or not len(th.sample_ts):
-        return None
-    cand = np.flatnonzero(np.isin(cause, (CAUSES.index("gaps"), CAUSES.index("untraced"))))
-    if not len(cand):
-        return None
-    cand = cand[np.argsort(s[cand], kind="stable")]
-    ps, pe = s[cand], e[cand]
-    j = np.searchsorted(ps, th.sample_ts, side="right") - 1
-    inside = (j >= 0) & (th.sample_ts < pe[np.maximum(j, 0)])
-    if not inside.any():
-        return None
-    j = j[inside]
-    count = np.bincount(j, minlength=len(cand))
-    return pd.DataFrame({"cause": cause[cand][j], "name": th.sample_name[inside],
-                         "ns": (pe - ps)[j] / count[j]})
-
-
-def _refine(th: _Thread | None, lo: np.ndarray, hi: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The thread's pieces of the segments [lo, hi): (start, end, cause into CAUSES, name
-    code, innermost user range's name code), cut where its rows begin or end."""
-    untraced = len(CAUSES) - 1
-    if th is None or not len(th.start):
-        n = len(lo)
-        cause = np.full(n, untraced)
-        _short_untraced(lo, hi, cause)
-        return lo, hi, cause, np.full(n, -1), np.full(n, -1)
-    s, e = elementary(lo, hi, th.start, th.end)
-    seg_s, seg_e = union_blocks(lo, hi)
-    keep = covering(seg_s, seg_e, s)
-    s, e = s[keep], e[keep]
-    cause = np.full(len(s), untraced, dtype=np.int64)
-    name = np.full(len(s), -1, dtype=np.int64)
-    open_ = np.ones(len(s), dtype=bool)
-    for c in range(len(_THREAD_CAUSES)):
-        mine = th.cause == c
-        if not mine.any() or not open_.any():
-            continue
-        bs, be = union_blocks(th.start[mine], th.end[mine])
-        hit = open_ & covering(bs, be, s)
-        if not hit.any():
-            continue
-        cause[hit] = 2 + c
-        open_ &= ~hit
-        rows = np.flatnonzero(mine)
-        if _THREAD_CAUSES[c] == "ops":  # the outermost op: the one opening its block
-            order = rows[np.lexsort((-(th.end[rows] - th.start[rows]), th.start[rows]))]
-            blk = np.searchsorted(bs, th.start[order], side="right") - 1
-            first = order[np.r_[True, blk[1:] != blk[:-1]]]
-            at = np.searchsorted(bs, s[hit], side="right") - 1
-            name[hit] = th.name[first][at]
-        else:  # the innermost call of the kind
-            at = innermost_enclosing(np.zeros(len(rows), np.int64), th.start[rows],
-                                     th.end[rows], np.zeros(int(hit.sum()), np.int64),
-                                     s[hit])
-            name[hit] = np.where(at >= 0, th.name[rows][np.maximum(at, 0)], -1)
-    _short_untraced(s, e, cause)
-    ranges = np.flatnonzero(th.cause == -1)
-    rng = np.full(len(s), -1, dtype=np.int64)
-    if len(ranges):
-        at = innermost_enclosing(np.zeros(len(ranges), np.int64), th.start[ranges],
-                                 th.end[ranges], np.zeros(len(s), np.int64), s)
-        rng = np.where(at >= 0, th.name[ranges][np.maximum(at, 0)], -1)
-    return s, e, cause, name, rng
-
-
 def host_wait(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame],
               ws_all: np.ndarray, we_all: np.ndarray) -> HostWait | None:
     """The windows' time by cause and the host wait by what the host did; None on a CPU
@@ -281,8 +120,8 @@ def host_wait(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame]
         return None
     startup = find_startup(trace, ws_all, we_all)
     ib, ie, _ = input_blocks(trace)
-    threads, shown = _thread_rows(trace)
-    lpid, ltid = _launch_threads(trace, work)
+    threads, shown = thread_rows(trace)
+    lpid, ltid = launch_threads(trace, work)
     launched = lpid >= 0
     if not launched.any():
         return None
@@ -332,13 +171,13 @@ def host_wait(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame]
         pieces.append((device, k[start_up], length[start_up], 0, -1, -1))
         pieces.append((device, k[inp], length[inp], 1, -1, -1))
         hb, he = union_blocks(lo[h], hi[h])
-        tp, tt = _waiting_threads(ps, lpid[idx], ltid[idx], he, main)
+        tp, tt = waiting_threads(ps, lpid[idx], ltid[idx], he, main)
         blk = np.searchsorted(hb, lo[rest], side="right") - 1
         r_lo, r_hi, r_p, r_t = lo[rest], hi[rest], tp[blk], tt[blk]
         for _, g in groups(r_p * (1 << 32) + (r_t & 0xFFFFFFFF)):
             th = threads.get((int(r_p[g[0]]), int(r_t[g[0]])))
-            s, e, cause, name, rng = _refine(th, r_lo[g], r_hi[g])
-            if (caught := _sampled(th, s, e, cause)) is not None:
+            s, e, cause, name, rng = refine(th, r_lo[g], r_hi[g])
+            if (caught := caught_by_samples(th, s, e, cause)) is not None:
                 sampled.append(caught)
             pieces.append((device, np.searchsorted(ws, s, side="right") - 1, e - s, cause,
                            name, rng))
