@@ -21,15 +21,21 @@ class AdviseCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.analyses.advice.engine import advise_full
+        from traceviz.analyses.advice.runkind import run_kind
 
         with ExitStack() as stack:
             trace = load_with_progress(args.trace, stack)
         advice = advise_full(trace)
+        run = run_kind(trace)
         if args.json:
-            print(json_text(advice.to_dict(), default=int))
+            out = advice.to_dict()
+            # what the run is, beside what bounds its step
+            print(json_text({**{k: out[k] for k in ("steps", "timed_step", "bound")},
+                             "run": run.to_dict(), "findings": out["findings"]},
+                            default=int))
             return 0
         from traceviz.render.terminal.advice import advice_render
 
         stdout(args.width).print(advice_render(advice.findings, advice.steps, advice.timed,
-                                               advice.bound))
+                                               advice.bound, run))
         return 0

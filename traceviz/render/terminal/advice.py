@@ -8,6 +8,7 @@ from rich.text import Text
 
 from traceviz.analyses.advice.base import Finding
 from traceviz.analyses.advice.bound import Bound
+from traceviz.analyses.advice.runkind import RunKind
 from traceviz.analyses.timed import TimedStep, profiled_note
 from traceviz.analyses.whatif.engine import WhatIf
 from traceviz.analyses.whatif.ranks import RanksWhatIf
@@ -98,13 +99,16 @@ BOUND_TITLES = {"input": "the input pipeline", "host": "the host (launches)",
 
 
 def advice_render(findings: list[Finding], steps: int,
-                  timed: TimedStep | None = None, bound: Bound | None = None
-                  ) -> RenderableType:
+                  timed: TimedStep | None = None, bound: Bound | None = None,
+                  run: RunKind | None = None) -> RenderableType:
     head: list[RenderableType] = []
     if bound is not None:
         head = [Text.assemble(("What bounds the step: ", "bold"),
                               (BOUND_TITLES.get(bound.by, bound.by), "bold yellow"),
-                              f" ({bound.why})"), Text("")]
+                              f" ({bound.why})")]
+    if run is not None:
+        head.append(Text.assemble(("The run: ", "bold"), visible(run.line())))
+    head += [Text("")] if head else []
     if not findings:
         return Group(*head, Text("No finding: no rule fired on this trace "
                                  "(docs/advise.md lists what each rule looks for)."))
