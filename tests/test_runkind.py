@@ -200,3 +200,47 @@ def test_keras_windows_are_training(name):
     assert r.evidence["backward_kernels"] > 0
     assert "ResourceApplyAdam" in r.evidence["examples"]
 
+
+def _input_trace(*extra: dict):
+    """A 1000 ns step whose first 300 ns the device idles in the step's own `data` range
+    (no DataLoader), one framework op, then a GEMM."""
+    from tests.handmade import row, trace
+
+    return trace(row("step", "ProfilerStep#1", 0, 1000, step=1),
+                 row("annotation", "data", 0, 300),
+                 row("op", "aten::mm", 300, 700),
+                 row("kernel", "volta_sgemm_128x64_nn", 300, 700), *extra)
+
+
+def test_input_remedy_fits_the_mode():
+    """No DataLoader in the trace: an inference run is told to prepare its inputs beside
+    the step, not to give a DataLoader workers; with a backward range, the run is training
+    and gets the DataLoader's remedy."""
+    from tests.handmade import row
+
+    inference = _rule(Context(_input_trace()), "input_pipeline")
+    assert Context(_input_trace()).run.mode == "inference"
+    assert "prepare the next inputs" in inference.action
+    assert "num_workers" not in inference.action
+    trained = _input_trace(row("annotation", "backward", 900, 100))
+    assert Context(trained).run.mode == "training"
+    assert "num_workers" in _rule(Context(trained), "input_pipeline").action
+
+
+def test_llama_streams_and_gaps_fit_an_inference_forward():
+    """Rank 0's NCCL kernels run on a stream of their own (raw: no other kernel on it):
+    the streams finding says to give them work to overlap, not to merge the streams;
+    its long idle gaps are not told to look for checkpointing."""
+    path = LLAMA / "llama_trace_4layers0_with_annotations.json"
+    streams: dict[int, set[bool]] = {}
+    for e in _events(path):
+        if e.get("cat") == "kernel":
+            streams.setdefault(e["args"]["stream"], set()).add(e["name"].startswith("nccl"))
+    only_nccl = sum(kinds == {True} for kinds in streams.values())
+    assert len(streams) == 2 and only_nccl == 1
+    ctx = Context(load(path))
+    s = _rule(ctx, "streams_never_overlap")
+    assert s.figures["collective_streams"] == only_nccl
+    assert "not fewer streams" in s.action and "launch the work from one stream" not in s.action
+    gaps = _rule(ctx, "long_gaps")
+    assert "checkpointing" not in gaps.action and "preparing inputs" in gaps.action
