@@ -62,7 +62,7 @@ def communication(ctx: Context) -> Finding | None:
         *([longest] if longest else []),
         *([cold] if cold else []),
         "a collective waits for the slowest rank: part of this time is other ranks "
-        "arriving late, which no change on this rank removes (`traceviz analyze` on the "
+        "arriving late, which no change on this rank removes (`traceviz advise` on the "
         "folder of every rank's trace names the rank that arrives last)"]
     return Finding(
         "communication", title, evidence, _action(ctx, bool(cold)), None, None,
