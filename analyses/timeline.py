@@ -177,7 +177,7 @@ def step_rows(trace: Trace, budget: int) -> StepRows:
         "op": dev["op"].astype(object).where(dev["op"].notna(), "").astype(str).to_numpy(),
         "details": dev["details"].astype(object).where(dev["details"].notna(), "")
         .astype(str).to_numpy() if "details" in dev else "",
-        "delay": [fmt_ns(x) if x == x and x is not pd.NA else "–" for x in delay.astype(object)],
+        "delay": [fmt_ns(x) if x is not pd.NA and x == x else "–" for x in delay.astype(object)],
         "shapes": _op_shapes(trace, dev),
     })
     calls = ev[(ev["kind"] == "runtime").to_numpy() & (ev["launch_id"] >= 0).to_numpy()]

@@ -7,7 +7,8 @@ rule, its thresholds, the registry, ``advise`` and what the rules share.
 
 from traceviz.analyses.advice.attention import ATTENTION_SHARE, attention
 from traceviz.analyses.advice.base import Finding, Rule, RuleSpec, in_timed, no_loss
-from traceviz.analyses.advice.bound import Bound, communication, device_bound, step_bound
+from traceviz.analyses.advice.bound import Bound, device_bound, step_bound
+from traceviz.analyses.advice.comm import communication
 from traceviz.analyses.advice.engine import Advice, Context, advise, advise_full, advise_timed
 from traceviz.analyses.advice.host import FRAMEWORK_BOUND, HOST_BOUND, host_bound, syncs_in_steps
 from traceviz.analyses.advice.idle import (
@@ -38,6 +39,7 @@ from traceviz.analyses.advice.precision import (
     tf32_off_kernels,
 )
 from traceviz.analyses.advice.rules import RULES, SHARED_SCENARIOS, THEMES
+from traceviz.analyses.advice.runkind import RunKind, run_kind
 from traceviz.analyses.advice.streams import streams_never_overlap
 from traceviz.analyses.advice.timing import noisy, profiled_unlike_timed
 
@@ -47,7 +49,7 @@ __all__ = [
     "CAST_OF_MATRIX", "FRAMEWORK_BOUND", "HOST_BOUND", "LONG_GAPS_SHARE",
     "LONG_GAP_NS", "PAGEABLE", "PAGEABLE_SHARE", "POINTWISE", "RULES", "SEQUENCE_LENGTHS",
     "SEQUENCE_MIN_PER_STEP", "SHARED_SCENARIOS", "THEMES", "Context", "Finding", "Rule",
-    "RuleSpec", "advise", "advise_timed", "autocast_precision", "casts",
+    "RuleSpec", "RunKind", "advise", "advise_timed", "run_kind", "autocast_precision", "casts",
     "host_bound", "in_timed", "kernel_sequences", "long_gaps", "memory_bound_gemms",
     "memory_headroom", "no_loss", "noisy", "pageable_memcpy", "profiled_unlike_timed",
     "streams_never_overlap", "syncs_in_steps", "tensor_core_shapes", "tf32_off",

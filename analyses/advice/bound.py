@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from traceviz.analyses.advice.actions import remedy
 from traceviz.analyses.advice.base import Finding
 from traceviz.analyses.advice.runs import run_uses
 from traceviz.analyses.summary.verdict import (  # noqa: F401 (the advice API's names)
@@ -70,45 +69,3 @@ def device_bound(ctx: Context) -> Finding | None:
         "which; a faster host or fewer launches will not shorten this step",
         None, None, {"busy_share": b.share})
 
-
-def communication(ctx: Context) -> Finding | None:
-    """Collectives no computation overlaps take >= ``COMM_SHARE`` of the span: the
-    verdict ``communication``, or a finding beside the verdict that outweighs it."""
-    b = ctx.bound
-    f = b.figures
-    exposed, span = f.get("exposed_communication_ns", 0), f.get("span_ns", 0)
-    if not span or exposed < COMM_SHARE * span:
-        return None
-    c = ctx.summary.communication
-    kinds = "" if c is None else ", ".join(
-        f"{r.kind} x{r.count:,} {fmt_ns(r.total_ns)}"
-        + (f" (busbw {r.busbw_gbs:,.1f} GB/s" + (f", {fmt_pct(r.link_fraction)} of the link"
-                                                 if r.link_fraction == r.link_fraction
-                                                 and r.link_fraction is not None else "")
-           + ")" if r.sized else "")
-        for r in c.kinds.head(3).itertuples(index=False))
-    title = "Exposed communication bounds the step" if b.by == "communication" else \
-        f"Exposed communication takes {fmt_pct(exposed / span)} of the span"
-    return Finding(
-        "communication", title,
-        [b.why if b.by == "communication" else
-         f"communication no computation overlaps takes {fmt_pct(exposed / span)} of the "
-         f"span ({fmt_ns(exposed)}); the step's verdict is {b.by}",
-         f"communication kernels run {fmt_ns(f['communication_ns'])} in all, "
-         f"{fmt_ns(f['communication_ns'] - exposed)} of it overlapped by computation",
-         *([f"by kind: {kinds}"] if kinds else []),
-         "a collective waits for the slowest rank: part of this time is other ranks "
-         "arriving late, which no change on this rank removes (`traceviz analyze` on the "
-         "folder of every rank's trace names the rank that arrives last)"],
-        remedy(ctx, torch="overlap collectives with computation (DDP's bucket_cap_mb and "
-                          "gradient_as_bucket_view, FSDP's forward/backward prefetch, async "
-                          "collectives), send fewer and larger messages, compress gradients "
-                          "(DDP comm hooks), and place ranks that talk most on the same node",
-               tf="overlap collectives with computation (tf.distribute's all-reduce "
-                  "packing, XLA's async collectives), send fewer and larger messages, and "
-                  "place ranks that talk most on the same node",
-               jax="overlap collectives with computation (XLA's async collectives and "
-                   "latency-hiding scheduler flags), shard to send fewer and larger "
-                   "messages, and place ranks that talk most on the same node"),
-        None, None, {"communication_ns": f["communication_ns"], "exposed_ns": exposed,
-                     "share": exposed / span})

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from traceviz.analyses.advice.base import Finding, in_timed, no_loss
 from traceviz.analyses.advice.bound import BOUND_RULES, Bound
 from traceviz.analyses.advice.rules import RULES, SHARED_SCENARIOS
+from traceviz.analyses.advice.runkind import RunKind, run_kind
 from traceviz.analyses.summary.figures import Summary, summarize
 from traceviz.analyses.timed import TimedStep
 from traceviz.analyses.whatif.engine import Scenario, WhatIf, whatif
@@ -113,6 +114,11 @@ class Context:
         if runner in ("tensorflow", "jax"):
             return "tf" if runner == "tensorflow" else "jax"
         return xla_front_end(self.trace.events["name"])
+
+    @cached_property
+    def run(self) -> RunKind:
+        """What the run is: training or inference, how it is parallel (``runkind.py``)."""
+        return run_kind(self.trace)
 
     @property
     def bound(self) -> Bound:

@@ -55,8 +55,10 @@ def long_gaps(ctx: Context) -> Finding | None:
          f"({fmt_pct(total / span)} of the span), longest {fmt_ns(longest)}",
          f"most idle time waits for {cause}"],
         "look at what the host does in the gaps (traceviz analyze --plot, the phases): "
-        "data loading, logging, checkpointing or a synchronizing call; overlap it with "
-        "device work",
+        + ("data loading, logging, checkpointing" if ctx.run.mode == "training" else
+           # no optimizer, no checkpoint: a forward's own host work
+           "preparing inputs, post-processing outputs, logging")
+        + " or a synchronizing call; overlap it with device work",
         None, None, {"count": count, "total_ns": total, "longest_ns": longest})
 
 

@@ -71,10 +71,15 @@ def input_pipeline(ctx: Context) -> Finding | None:
 def _action(ctx: Context, loader: str) -> str:
     workers = "more workers (num_workers)" if loader == "multi" else \
         "worker processes (num_workers=N; 0 loads in the main process)"
-    torch = (f"load batches beside the step: give the DataLoader {workers}, "
-             "pin_memory=True, prefetch_factor=2-4 and persistent_workers=True; move "
-             "decoding and augmentation to the workers or the GPU (DALI, torchvision.io "
-             "on the device)")
+    if loader or ctx.run.mode == "training":
+        torch = (f"load batches beside the step: give the DataLoader {workers}, "
+                 "pin_memory=True, prefetch_factor=2-4 and persistent_workers=True; move "
+                 "decoding and augmentation to the workers or the GPU (DALI, "
+                 "torchvision.io on the device)")
+    else:  # no DataLoader in the trace: the inputs are made on the step's own thread
+        torch = ("prepare the next inputs beside the step: build them on another thread or "
+                 "process (a DataLoader with workers is one way), in pinned memory, and copy "
+                 "them with non_blocking=True (a side stream) while the device computes")
     if ctx.trace.meta.get("model") is not None:  # a traceviz capture
         torch += "; in traceviz capture: --workers N"
     return remedy(

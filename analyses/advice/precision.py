@@ -117,7 +117,8 @@ def tf32_off(ctx: Context) -> Finding | None:
          f"replay applies that as {scenario} to all matrix kernels", *why_not],
         "allow TF32 for matmuls where FP32's 23-bit mantissa is not needed: "
         "torch.backends.cuda.matmul.allow_tf32 = True (or "
-        "torch.set_float32_matmul_precision('high')); or train in bf16 (--amp bf16)",
+        "torch.set_float32_matmul_precision('high')); or "
+        + ("train" if ctx.run.mode == "training" else "run") + " in bf16 (--amp bf16)",
         saving, scenario,
         {"fp32_matrix_ns": int(before), "share": share, "speedup": factor,
          "group_speedups": [float(x) for x in speedup]})

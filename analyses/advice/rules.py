@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from traceviz.analyses.advice.attention import attention
 from traceviz.analyses.advice.base import RuleSpec
-from traceviz.analyses.advice.bound import communication, device_bound
+from traceviz.analyses.advice.bound import device_bound
+from traceviz.analyses.advice.comm import communication
 from traceviz.analyses.advice.copies import serialized_copies
 from traceviz.analyses.advice.host import host_bound, syncs_in_steps
 from traceviz.analyses.advice.idle import long_gaps
@@ -39,7 +40,9 @@ from traceviz.analyses.whatif.scenarios import SCENARIOS, parse_scenarios
 
 # theme -> what its rules look at; each theme is the module of its rules
 THEMES: dict[str, str] = {
-    "bound": "what bounds the step: the device's own work, exposed communication",
+    "bound": "what bounds the step: the device's own work",
+    "comm": "communication: collectives no computation overlaps, with the remedies of "
+            "the way the run is parallel",
     "startup": "start-up: a context made, modules loaded, autotuning, told apart from steps",
     "attention": "attention: unfused softmax between batched matmuls",
     "inputs": "the input pipeline: steps waiting for their next batch",
@@ -57,7 +60,7 @@ RULES: tuple[RuleSpec, ...] = (
     # first: where it fires, no computation rule can judge (engine._advise)
     RuleSpec(no_kernel_activity, "kernels"),
     RuleSpec(device_bound, "bound"),
-    RuleSpec(communication, "bound"),
+    RuleSpec(communication, "comm"),
     RuleSpec(startup, "startup"),
     RuleSpec(input_pipeline, "inputs", scenarios=("overlap_input",)),
     RuleSpec(host_bound, "host", scenarios=(

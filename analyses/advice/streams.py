@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pandas as pd
+
 from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.work import work_rows
 from traceviz.table.launch_apis import event_role
+from traceviz.table.schema import is_in
 from traceviz.units import fmt_ns, fmt_pct
 
 if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
@@ -51,10 +56,32 @@ def streams_never_overlap(ctx: Context) -> Finding | None:
                         "stream's, so there is nothing queued to run beside it")
     title = "Work on several streams never overlaps" if not any(o.multi_ns for o in idle) \
         else "Work on several streams (almost) never overlaps"
+    comm = _collective_streams(ctx, [o.device for o in idle])
+    if comm:
+        # a collective library's own stream is not the user's to merge: what it lacks is
+        # computation issued beside its collectives
+        evidence.append(f"{comm} of these streams {'runs' if comm == 1 else 'run'} only "
+                        "collectives: the communication library's own, which the next "
+                        "computation waits for")
+    action = ("the collectives run on their own stream and the computation waits for each "
+              "before it goes on: give them independent work to overlap (the communication "
+              "finding's remedies), not fewer streams" if comm else
+              "the streams buy nothing here: launch the work from one stream (the event "
+              "records and waits go), or give the streams work that is ready together — "
+              "enough queued (fewer, larger kernels; a CUDA graph of the step) for the "
+              "device to run them side by side")
     return Finding(
-        "streams_never_overlap", title, evidence,
-        "the streams buy nothing here: launch the work from one stream (the event records "
-        "and waits go), or give the streams work that is ready together — enough queued "
-        "(fewer, larger kernels; a CUDA graph of the step) for the device to run them side "
-        "by side",
-        None, None, {"devices": [o.to_dict() for o in idle]})
+        "streams_never_overlap", title, evidence, action,
+        None, None, {"devices": [o.to_dict() for o in idle], "collective_streams": comm})
+
+
+def _collective_streams(ctx: Context, devices: list[int]) -> int:
+    """How many streams of ``devices`` ran collectives and nothing else (NCCL's)."""
+    work = work_rows(ctx.trace)
+    work = work[np.isin(work["device"].to_numpy(), devices)]
+    if work.empty:
+        return 0
+    comm = is_in(work["category"], "communication")
+    key = work["device"].to_numpy(np.int64) * (1 << 32) + work["stream"].to_numpy(np.int64)
+    only = pd.Series(comm).groupby(key).all()
+    return int(only.sum())

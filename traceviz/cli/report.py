@@ -18,7 +18,9 @@ class ReportCommand(Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("inputs", type=Path, nargs="+",
-                       help="run folders, traces, sweep folders or sweep.parquet files")
+                       help="run folders, traces, sweep folders, sweep.parquet files, or "
+                            "folders of rank traces (a job: its ranks, their arrivals at "
+                            "the collectives, its slowest rank)")
         p.add_argument("-o", "--output", type=Path, required=True,
                        help="report.md (charts in report_files/ beside it) or report.html")
         p.add_argument("--title", default="traceviz report")
@@ -33,18 +35,31 @@ class ReportCommand(Command):
         if suffix not in SUFFIXES:
             raise UsageError(f"{args.output}: the report must end in .md or .html")
         refuse_existing([args.output], args.force)
-        sweeps, run_paths = [], []
+        from traceviz.files.folders import is_dataset, is_rank_folder
+
+        sweeps, run_paths, jobs = [], [], []
         for p in args.inputs:
             sweep = p / SWEEP_FILE if p.is_dir() and (p / SWEEP_FILE).exists() else None
             if sweep is None and p.name.endswith(SWEEP_FILE):
                 sweep = p
             if sweep is not None:
                 sweeps.append((sweep.parent.name or "sweep", load_sweep(sweep)))
+            elif is_dataset(p) or is_rank_folder(p):
+                jobs.append(p)
             else:
                 run_paths.append(p)
         runs = load_runs(run_paths)
+        lead = []
+        for p in jobs:  # a job's sections first; its slowest rank is one of the runs
+            from traceviz.cli.advise import advise_job
+            from traceviz.render.job_report import job_sections
+
+            name = p.resolve().name or str(p)
+            job, trace = advise_job(p)
+            lead += job_sections(name, job)
+            runs.append((f"{name}: rank {job.slowest} (the slowest)", trace))
         figs = [run_figures(t, label) for label, t in runs]
-        sections = build_report(figs, sweeps)
+        sections = lead + build_report(figs, sweeps)
         if suffix == ".md":
             files_dir = args.output.stem + "_files"
             text, files = to_markdown(sections, args.title, files_dir)
@@ -55,7 +70,7 @@ class ReportCommand(Command):
 
             files, files_dir = {}, ""
             text = html_report([(label, t, f) for (label, t), f in zip(runs, figs, strict=True)],
-                               sections, args.title)
+                               sections[len(lead):], args.title, lead)
         # the report and its charts written under temporary names, renamed at the end: an
         # interrupted or failed write (a full disk) leaves neither
         with atomic_output(args.output, force=args.force) as tmp:

@@ -26,8 +26,9 @@ class WhatIfCommand(Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("trace", type=Path,
-                       help="a traceviz .parquet, any raw trace, a capture's run folder, or a "
-                            "folder of rank traces (every rank replayed together)")
+                       help="a traceviz .parquet, any raw trace, a capture's run folder, a "
+                            "folder of rank traces or a rank dataset (every rank replayed "
+                            "together)")
         p.add_argument("--scenario", action="append", metavar="NAME[=X][+NAME...]",
                        help=LazyHelp(_scenario_help))
         p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -42,7 +43,7 @@ class WhatIfCommand(Command):
         scenarios = tuple(args.scenario or DEFAULT_SCENARIOS)
         for s in scenarios:  # usage errors before reading the trace
             parse_scenarios(s)
-        if args.trace.is_dir() and _rank_folder(args.trace):
+        if _job(args.trace):
             return _ranks(args, scenarios)
         with ExitStack() as stack:
             trace = load_with_progress(args.trace, stack)
@@ -51,20 +52,21 @@ class WhatIfCommand(Command):
         return _show(args, whatif(trace, scenarios), whatif_render)
 
 
-def _rank_folder(path: Path) -> bool:
-    """A folder of several rank traces (not a run folder, which is one trace)."""
-    from traceviz.files.folders import RUN_FILES, rank_files
+def _job(path: Path) -> bool:
+    """A rank dataset, or a folder of several rank traces (as ``analyze`` tells them: not
+    a run folder, an nsys table folder, a TensorBoard log directory)."""
+    from traceviz.files.folders import is_dataset, is_rank_folder, rank_files
 
-    return len(rank_files(path)) > 1 and not any((path / f).is_file() for f in RUN_FILES[:1])
+    return is_dataset(path) or is_rank_folder(path) and len(rank_files(path)) > 1
 
 
 def _ranks(args: argparse.Namespace, scenarios: tuple[str, ...]) -> int:
     """Every rank replayed, its collectives joined with the other ranks'."""
     from traceviz.analyses.whatif.ranks import whatif_ranks
-    from traceviz.rankset.folder import rank_traces
+    from traceviz.rankset.advise import job_traces
     from traceviz.render.terminal.advice import ranks_whatif_render
 
-    return _show(args, whatif_ranks(rank_traces(args.trace), scenarios), ranks_whatif_render)
+    return _show(args, whatif_ranks(job_traces(args.trace), scenarios), ranks_whatif_render)
 
 
 def _show(args: argparse.Namespace, result: Any, render: Callable[..., Any]) -> int:

@@ -39,16 +39,17 @@ def _bokeh(module: str) -> Any:
 
 
 def html_report(runs: list[tuple[str, Trace, RunFigures]], sections: list[Section],
-                title: str) -> str:
+                title: str, lead: list[Section] | None = None) -> str:
     """The whole page. ``sections``: ``build_report``'s (runs side by side, MPE, AMP,
-    sweeps), shown after the runs."""
+    sweeps), shown after the runs; ``lead``: before them (a job's ranks)."""
     file_html = _bokeh("bokeh.embed").file_html
     column = _bokeh("bokeh.layouts").column
     CustomJS = _bokeh("bokeh.models").CustomJS
     Div = _bokeh("bokeh.models").Div
     INLINE = _bokeh("bokeh.resources").INLINE
 
-    parts: list[Any] = [Div(text=f"<h1>{html.escape(title)}</h1>")]
+    parts: list[Any] = [Div(text=f"<h1>{html.escape(title)}</h1>"), *(
+        Div(text=section_html(s), sizing_mode="stretch_width") for s in lead or ())]
     checks = []
     for i, (label, trace, fig) in enumerate(runs):
         run_parts, check = _run(i, label, trace, fig)

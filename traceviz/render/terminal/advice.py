@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from traceviz.analyses.advice.base import Finding
 from traceviz.analyses.advice.bound import Bound
+from traceviz.analyses.advice.job import JobAdvice
+from traceviz.analyses.advice.runkind import RunKind
 from traceviz.analyses.timed import TimedStep, profiled_note
 from traceviz.analyses.whatif.engine import WhatIf
 from traceviz.analyses.whatif.ranks import RanksWhatIf
@@ -93,25 +97,34 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
 
 
 def advice_render(findings: list[Finding], steps: int,
-                  timed: TimedStep | None = None, bound: Bound | None = None
-                  ) -> RenderableType:
+                  timed: TimedStep | None = None, bound: Bound | None = None,
+                  run: RunKind | None = None) -> RenderableType:
     head: list[RenderableType] = []
     if bound is not None:
         head = [Text.assemble(("What bounds the step: ", "bold"),
                               (bound.title, "bold yellow"),
-                              f" ({bound.why})"), Text("")]
+                              f" ({bound.why})")]
+    if run is not None:
+        head.append(Text.assemble(("The run: ", "bold"), visible(run.line())))
+    head += [Text("")] if head else []
     if not findings:
         return Group(*head, Text("No finding: no rule fired on this trace "
                                  "(docs/advise.md lists what each rule looks for)."))
+    return Group(*head, *_findings([(None, f) for f in findings], steps, timed))
+
+
+def _findings(found: Sequence[tuple[str | None, Finding]], steps: int,
+              timed: TimedStep | None) -> list[RenderableType]:
+    """The findings, numbered, each with its source where one is given."""
     known = timed is not None and timed.known
-    parts: list[RenderableType] = [*head, Text(
+    parts: list[RenderableType] = [Text(
         "Each saving is a whatif scenario against the replay as recorded; they overlap and "
         "do not add up." + (" Savings are per timed step (no profiler): the replay with "
                             "device work as recorded and host work scaled so that it "
                             "lasts the timed step." if known else ""),
         style="dim"), Text(profiled_note(timed), style="dim"), Text("")]
-    for i, f in enumerate(findings, 1):
-        title = Text(f"{i}. {f.title}", style="bold")
+    for i, (source, f) in enumerate(found, 1):
+        title = Text(f"{i}. " + (f"[{source}] " if source else "") + f.title, style="bold")
         if f.saving_ns is not None and f.timed_saving_ns_per_step is not None:
             title.append(f"   est. saving {fmt_ns(f.timed_saving_ns_per_step)} per timed step "
                          f"({_per_step(f.saving_ns, steps)} profiled; {f.saving_scenario})",
@@ -124,7 +137,36 @@ def advice_render(findings: list[Finding], steps: int,
             parts.append(Text(f"   {e}"))
         parts.append(Text(f"   -> {f.action}", style="cyan"))
         parts.append(Text(""))
-    return Group(*parts)
+    return parts
+
+
+def job_advice_render(job: JobAdvice, width: int = 120) -> RenderableType:
+    """``advise`` on a rank folder: every rank's verdict, the job's (its slowest rank's),
+    then the findings, each with the rank it comes from."""
+    a = job.advice
+    rows = [[str(v.rank) + (" *" if v.rank == job.slowest else ""),
+             fmt_ns(v.step_ns) if v.step_ns is not None else "-", fmt_ns(v.span_ns),
+             v.title or v.bound, fmt_pct(v.share), visible(v.file)]
+            for v in job.ranks]
+    t, left = fitted_table(
+        f"Ranks ({len(job.ranks)}): what bounds each one's step", (
+            Col("rank"), Col("median\nstep"), Col("span", drop=2),
+            Col("bound by", "left"), Col("share", drop=3), Col("file", "left", drop=1)),
+        rows, width, caption="* the slowest rank (by median step; by span without "
+                             "steps): it sets the job's pace")
+    head: list[RenderableType] = [t]
+    if note := left_note(width, left):
+        head.append(note)
+    head += [Text.assemble((f"What bounds the job's step (rank {job.slowest}): ", "bold"),
+                           (a.bound.title, "bold yellow"),
+                           f" ({a.bound.why})"),
+             Text.assemble((f"The run (rank {job.slowest}): ", "bold"),
+                           visible(job.run.line())),
+             *[Text(n, style="dim") for n in job.summary.notes], Text("")]
+    if not job.findings:
+        return Group(*head, Text("No finding: no rule fired on the slowest rank and the "
+                                 "ranks hold no collectives in common."))
+    return Group(*head, *_findings(job.findings, a.steps, a.timed))
 
 
 def ranks_whatif_render(w: RanksWhatIf, brief: bool = False, width: int = 120
@@ -136,13 +178,15 @@ def ranks_whatif_render(w: RanksWhatIf, brief: bool = False, width: int = 120
              fmt_pct((base - w.job(s)) / base if base else None)] for s in w.scenarios]
     t, _ = fitted_table(
         f"Every rank replayed ({w.collectives:,} collectives joined)",
-        (Col("scenario", "left"), Col("predicted"), Col("saving"), Col("%")), rows, width,
-        caption=f"the job's window time is its slowest rank's: {fmt_ns(base)} as replayed")
+        (Col("scenario", "left"), Col("predicted"), Col("saving"), Col("%")), rows, width)
+    # a line of its own: a caption wraps at the narrow table's width, mid-figure
+    job = Text(f"the job's window time is its slowest rank's: {fmt_ns(base)} as replayed",
+               style="dim")
     per = [[str(r["rank"]), fmt_ns(r["replayed_ns"]), *(fmt_ns(r[s]) for s in w.scenarios)]
            for r in w.per_rank.to_dict("records")]
     p, _ = fitted_table("per rank", (Col("rank"), Col("replayed"),
                                      *(Col(s) for s in w.scenarios)), per, width)
-    parts: list[RenderableType] = [t, p, Text(
+    parts: list[RenderableType] = [t, job, p, Text(
         "collectives start on every rank once the last rank reaches them and last their "
         "transfer time (the shortest recorded duration over the ranks)", style="dim")]
     if not brief:
