@@ -67,3 +67,73 @@ def test_inline_conversions_are_not_casts_only_tf_cast_ops_are():
     relu_rows = k[k["op"].astype(str) == "ReluGrad"]
     assert len(relu_rows) == len(relu) and not relu_rows["is_cast"].any()
     assert set(relu_rows["category"].astype(str)) <= {"elementwise", "reduction", "other"}
+
+
+def _per_name(name: str) -> dict[str, tuple[int, int]]:
+    """(calls, total ns) per device row name on the stream lines of a window."""
+    out: dict[str, tuple[int, int]] = {}
+    for e in _stream_rows(name):
+        n, t = out.get(e["name"], (0, 0))
+        out[e["name"]] = (n + 1, t + _ns(e["dur"]))
+    return out
+
+
+def test_compare_time_per_call_is_the_mean_and_agrees_with_the_totals(capsys):
+    """Both windows mark one step: calls per step. "faster" or "slower" with the count
+    unchanged never contradicts the name's total (the median call did: MemcpyD2D was
+    "faster" with more time, ShuffleInTensor3Simple "slower" with less)."""
+    from traceviz.analyses.compare.runs import kernel_diff
+
+    a, b = (load(_here(KERAS / f"{n}.xplane.pb")) for n in ("alexnet_s1", "alexnet_s3tune"))
+    d = kernel_diff(a, b).set_index("name")
+    assert d.attrs["unit"] == "step" and d.attrs["windows_apart"] is None
+    for side, window in (("a", "alexnet_s1"), ("b", "alexnet_s3tune")):
+        raw = _per_name(window)
+        got = d[d[f"calls_{side}"] > 0]
+        assert set(got.index) == set(raw)
+        for n, (calls, total) in raw.items():
+            assert got.loc[n, f"calls_{side}"] == calls
+            assert got.loc[n, f"per_call_{side}"] == pytest.approx(total / calls, abs=0.5)
+    change = d["change"].astype(str)
+    alone = d[change.isin(["faster", "slower"])]
+    assert len(alone) > 0
+    assert ((alone["change"] == "faster") == (alone["delta_ns"] < 0)).all()
+    assert d.loc["MemcpyD2D", "change"] != "faster"
+    with_calls = d[change.str.contains("calls")]
+    assert len(with_calls) and ((with_calls["change"].str.startswith("more")
+                                 & with_calls["change"].str.endswith("slower"))
+                                <= (with_calls["delta_ns"] > 0)).all()
+    from traceviz.cli import main
+
+    assert main(["compare", str(KERAS / "alexnet_s1.xplane.pb"),
+                 str(KERAS / "alexnet_s3tune.xplane.pb"), "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "calls/step" in out and "mean/call" in out
+    ta, tb = (sum(t for _, t in _per_name(n).values()) for n in ("alexnet_s1",
+                                                                 "alexnet_s3tune"))
+    from traceviz.units import fmt_ns
+
+    assert f"A {fmt_ns(ta)} → B {fmt_ns(tb)}" in out
+
+
+def test_compare_without_steps_says_per_second_and_the_windows(capsys):
+    """Two JAX windows without step marks, 15x apart in length: per-second columns, both
+    lengths in the title and a note that the rates compare different stretches."""
+    from traceviz.cli import main
+
+    a, b = (_here(XPLANE / f"tracelens_mi300_jax08_{n}.xplane.pb") for n in ("gemm", "conv"))
+    assert main(["compare", str(a), str(b), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)["differences"][0]
+    wa, wb = d["window_ns"]
+    assert d["unit"] == "s" and d["windows_apart"] == pytest.approx(max(wa, wb) / min(wa, wb))
+    assert d["windows_apart"] > 10
+    for k in d["kernels"]:
+        assert k["count_a"] == pytest.approx(k["calls_a"] / (wa / 1e9))
+        if k["calls_b"]:
+            assert k["per_call_b"] == pytest.approx(k["ns_b"] * wb / 1e9 / k["calls_b"])
+    assert main(["compare", str(a), str(b), "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    from traceviz.units import fmt_ns
+
+    assert f"per second of each run's window: A {fmt_ns(wa)}, B {fmt_ns(wb)}" in out
+    assert "calls/s" in out and f"the windows differ {max(wa, wb) / min(wa, wb):.0f}x" in out
