@@ -137,3 +137,40 @@ def test_compare_without_steps_says_per_second_and_the_windows(capsys):
 
     assert f"per second of each run's window: A {fmt_ns(wa)}, B {fmt_ns(wb)}" in out
     assert "calls/s" in out and f"the windows differ {max(wa, wb) / min(wa, wb):.0f}x" in out
+
+
+def _plane_stats(path: Path, plane_name: str) -> dict:
+    """A plane's own stats, read from the protobuf as it lies."""
+    from traceviz.parsers.xspace_proto import xspace_class
+
+    space = xspace_class()()
+    space.ParseFromString(path.read_bytes())
+    plane = next(p for p in space.planes if p.name == plane_name)
+    names = {k: m.name for k, m in plane.stat_metadata.items()}
+    return {names[s.metadata_id]: getattr(s, s.WhichOneof("value")) for s in plane.stats}
+
+
+def test_an_unnamed_xspace_gpu_gets_a_peak_derived_from_its_properties(capsys):
+    """``/device:GPU:0`` names no device; its plane states 80 multiprocessors, their
+    clock, compute capability 7.0 (64 FP32 lanes each) and the memory bandwidth: a V100
+    SXM2's 15.7 TFLOP/s FP32 and 900 GB/s, derived and said to be."""
+    from traceviz.cli import main
+
+    path = _here(KERAS / "resnet_s5.xplane.pb")
+    st = _plane_stats(path, "/device:GPU:0")
+    assert (st["compute_cap_major"], st["compute_cap_minor"]) == (7, 0)
+    fp32 = st["core_count"] * st["clock_rate"] * 1e3 * 64 * 2 / 1e12  # clock_rate: kHz
+    assert fp32 == pytest.approx(15.7, rel=0.01)  # NVIDIA V100 datasheet, SXM2
+    assert main(["analyze", str(path), "--json"]) == 0
+    e = json.loads(capsys.readouterr().out)["efficiency"]
+    assert e["peak"]["figures"] == {"fp32": pytest.approx(fp32, abs=1e-3),
+                                    "bw": pytest.approx(st["memory_bandwidth"] / 1e9)}
+    assert not any(n.startswith("No peak figures") for n in e["notes"])
+    derived = [n for n in e["notes"] if "derived from the profile's device properties" in n]
+    assert len(derived) == 1
+    assert f"{st['core_count']} multiprocessors x {st['clock_rate'] / 1e3:g} MHz x 64 FP32 " \
+           "lanes (compute capability 7.0) x 2" in derived[0]
+    assert main(["analyze", str(path), "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    assert f"peak of /device:GPU:0 (TFLOP/s): fp32 {round(fp32, 3):g}" in out
+    assert "No peak figures" not in out

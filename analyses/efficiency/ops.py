@@ -213,6 +213,8 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
             what = "CPUs" if trace.is_cpu else f"device {device or '(unnamed)'!r}"
             notes.append(f"No {'compute ' * (peak is not None)}peak figures for {what}: rates "
                          "are shown without % of peak (give them with --peak).")
+        if peak is not None and peak.partial:
+            notes.append(derived_note(device, peak))
     ev = trace.events
     op_row = op_of_kernels(trace, work)
     # an XSpace op with XLA's cost analysis is its own op: its row carries the figures
@@ -273,6 +275,14 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
     apply_workload_flops(eff, trace, work)
     fma_note(eff, work)
     return eff
+
+
+def derived_note(device: str | None, peak: Peak) -> str:
+    """What a derived peak is made of, once."""
+    unknown = "; no tensor-core peak (half, bf16 and TF32 work is shown without % of " \
+        "peak; give it with --peak)" if "fp32" in peak.figures else ""
+    return (f"The peak of {device!r} is not in traceviz's table: derived from the profile's "
+            f"device properties ({peak.note}){unknown}.")
 
 
 def _values_at(col: pd.Series, rows: np.ndarray) -> np.ndarray:
