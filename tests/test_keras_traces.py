@@ -174,3 +174,31 @@ def test_an_unnamed_xspace_gpu_gets_a_peak_derived_from_its_properties(capsys):
     out = capsys.readouterr().out
     assert f"peak of /device:GPU:0 (TFLOP/s): fp32 {round(fp32, 3):g}" in out
     assert "No peak figures" not in out
+
+
+def test_flop_rates_without_any_flop_figure_are_unknown_not_zero(capsys):
+    """TensorFlow recorded no XLA cost analysis (no ``flops`` stat on the GPU plane): the
+    FLOPs, bytes and TFLOP/s are unknown (null, "unknown"), with the reason once."""
+    from traceviz.cli import main
+
+    path = _here(KERAS / "resnet_s5.xplane.pb")
+    from traceviz.parsers.xspace_proto import xspace_class
+
+    space = xspace_class()()
+    space.ParseFromString(path.read_bytes())
+    gpu = next(p for p in space.planes if p.name == "/device:GPU:0")
+    assert not {m.name for m in gpu.stat_metadata.values()} & {"flops", "bytes_accessed"}
+    assert main(["analyze", str(path), "--json"]) == 0
+    e = json.loads(capsys.readouterr().out)["efficiency"]
+    run = e["run"]
+    assert run["flops"] is None and run["bytes"] is None
+    assert run["tflops_busy"] is None and run["tflops_span"] is None
+    assert run["time_ns"] == sum(_ns(r["dur"]) for r in _stream_rows("resnet_s5")
+                                 if not r["name"].startswith("Memcpy"))
+    assert sum("no XLA cost analysis" in n for n in e["notes"]) == 1
+    assert main(["analyze", str(path), "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("efficiency:"))
+    assert "FLOPs unknown" in line and "TFLOP/s unknown" in line
+    assert "0.00 TFLOP/s" not in out and "FLOPs 0.0 G" not in out
+    assert out.count("no XLA cost analysis") == 1
