@@ -202,3 +202,21 @@ def test_flop_rates_without_any_flop_figure_are_unknown_not_zero(capsys):
     assert "FLOPs unknown" in line and "TFLOP/s unknown" in line
     assert "0.00 TFLOP/s" not in out and "FLOPs 0.0 G" not in out
     assert out.count("no XLA cost analysis") == 1
+
+
+@pytest.mark.parametrize("path, alone", [
+    (XPLANE / "tracelens_jax_te_fused_attn.xplane.pb", True),  # device-bound, nothing else
+    (KERAS / "resnet_s5.xplane.pb", False),                    # device-bound, then more
+])
+def test_the_findings_below_only_where_findings_follow(path, alone, capsys):
+    from traceviz.cli import main
+
+    assert main(["advise", str(_here(path)), "--json"]) == 0
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    assert findings[0]["rule"] == "device_bound"
+    assert (len(findings) == 1) == alone
+    assert main(["advise", str(path), "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    assert ("the findings below" in out) != alone
+    if alone:  # what the pointer leaned on stands alone
+        assert "make the kernels faster or fewer: `traceviz analyze`" in out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -127,9 +129,20 @@ def advice_render(findings: list[Finding], steps: int,
         parts.append(title)
         for e in f.evidence:
             parts.append(Text(f"   {e}"))
-        parts.append(Text(f"   -> {f.action}", style="cyan"))
+        action = f.action if i < len(findings) else without_findings_below(f.action)
+        parts.append(Text(f"   -> {action}", style="cyan"))
         parts.append(Text(""))
     return Group(*parts)
+
+
+# an action that points to "the findings below" (the device-bound verdict's) printed
+# last: nothing follows it, so the pointer goes and what it leaned on stands alone
+_FINDINGS_BELOW = re.compile(r"the findings below and (`[^`]+`(?: \([^()]*\))?) say\b")
+
+
+def without_findings_below(action: str) -> str:
+    """``action`` without its reference to findings below it (none follow it)."""
+    return _FINDINGS_BELOW.sub(r"\1 says", action)
 
 
 def ranks_whatif_render(w: RanksWhatIf, brief: bool = False, width: int = 120
