@@ -220,3 +220,46 @@ def test_the_findings_below_only_where_findings_follow(path, alone, capsys):
     assert ("the findings below" in out) != alone
     if alone:  # what the pointer leaned on stands alone
         assert "make the kernels faster or fewer: `traceviz analyze`" in out
+
+
+def _kernel_streams(name: str) -> tuple[set[int], set[int]]:
+    """(streams that ran kernels, streams of copies alone) of a window, from the sibling."""
+    kinds: dict[int, set[bool]] = {}
+    for e in _stream_rows(name):
+        kinds.setdefault(int(e["tid"]), set()).add(e["name"].startswith("Memcpy"))
+    return ({t for t, k in kinds.items() if False in k},
+            {t for t, k in kinds.items() if k == {True}})
+
+
+def test_streams_of_copies_alone_are_not_compute_streams_that_failed_to_overlap(capsys):
+    """TensorFlow copies the input batch on a stream of its own and results back on
+    another: one stream ran kernels, so nothing "never overlaps"."""
+    from traceviz.cli import main
+
+    kernels, copies = _kernel_streams("resnet_s5")
+    assert len(kernels) == 1 and len(copies) == 2
+    path = _here(KERAS / "resnet_s5.xplane.pb")
+    o, = summarize(load(path)).stream_overlap
+    assert (o.streams, o.kernel_streams) == (3, 1) and not o.never_overlaps
+    assert main(["advise", str(path), "--json"]) == 0
+    rules = [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]]
+    assert "streams_never_overlap" not in rules
+    assert main(["analyze", str(path), "--width", "200"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("streams,"))
+    assert "3 ran work (1 with kernels, 2 copies alone)" in line and "overlap" not in line
+
+
+def test_streams_that_ran_kernels_are_judged_copies_left_out(capsys):
+    """The AlexNet window ran kernels on two streams, never at once; its two copy streams
+    are named apart and not counted."""
+    from traceviz.cli import main
+
+    kernels, copies = _kernel_streams("alexnet_s1")
+    assert len(kernels) == 2 and len(copies) == 2
+    assert main(["advise", str(_here(KERAS / "alexnet_s1.xplane.pb")), "--json"]) == 0
+    found = {f["rule"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    f = found["streams_never_overlap"]
+    o, = f["figures"]["devices"]
+    assert o["kernel_streams"] == 2 and o["streams"] == 4 and o["never_overlaps"]
+    assert f["evidence"][0].startswith("device 0: 2 streams ran kernels")
+    assert "2 more held copies alone (not counted)" in f["evidence"][0]
