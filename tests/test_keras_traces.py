@@ -263,3 +263,36 @@ def test_streams_that_ran_kernels_are_judged_copies_left_out(capsys):
     assert o["kernel_streams"] == 2 and o["streams"] == 4 and o["never_overlaps"]
     assert f["evidence"][0].startswith("device 0: 2 streams ran kernels")
     assert "2 more held copies alone (not counted)" in f["evidence"][0]
+
+
+def test_a_tensorflow_executor_thread_is_not_python(capsys):
+    """The thread that launched most kernels is one of TensorFlow's executor threads
+    (``tf_Compute/...`` on the host plane): its time between ops is the executor's, not
+    Python's, in the host split and on the critical path."""
+    from collections import Counter
+
+    from traceviz.cli import main
+    from traceviz.parsers.xspace_proto import xspace_class
+
+    path = _here(KERAS / "resnet_s5.xplane.pb")
+    space = xspace_class()()
+    space.ParseFromString(path.read_bytes())
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    # CUPTI's launch events carry the kernel's name and its correlation id; copies aside
+    names = {k: m.name for k, m in host.event_metadata.items()}
+    corr = next(k for k, m in host.stat_metadata.items() if m.name == "correlation_id")
+    launches = Counter(line.name for line in host.lines for e in line.events
+                       if any(st.metadata_id == corr for st in e.stats)
+                       and not names[e.metadata_id].startswith("Memcpy"))
+    (top, n), = launches.most_common(1)
+    assert top.startswith("tf_Compute") and n > 1000
+    assert main(["analyze", str(path), "--json", "--critical-path"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["host"]["main_thread"]["tid"] == int(top.rsplit("/", 1)[1]) % 2**32
+    assert out["host"]["between_ops_what"] == "TensorFlow's executor"
+    calls = {r["name"] for r in out["critical_path"]["host_calls"]}
+    assert "(between ops: TensorFlow's executor, anything unrecorded)" in calls
+    assert main(["analyze", str(path), "--width", "200"]) == 0
+    text = capsys.readouterr().out
+    assert "between ops: TensorFlow's executor, anything unrecorded" in text
+    assert "between ops: Python" not in text

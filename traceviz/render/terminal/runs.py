@@ -61,7 +61,8 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
         ("  profiled", [_per_kernel(r, "profiled") for r in runs]),
         ("host: API calls", [_host(r, "api_ns") for r in runs]),
         ("  framework ops", [_host(r, "op_ns") for r in runs]),
-        ("  between ops (Python, unrecorded)", [_host(r, "between_ns") for r in runs]),
+        (f"  between ops ({_between(runs)}, unrecorded)",
+         [_host(r, "between_ns") for r in runs]),
         ("streams with work", [_streams(r, False) for r in runs]),
         ("  2+ streams busy (share of busy)", [_streams(r, True) for r in runs]),
     ]
@@ -87,6 +88,12 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
 def _per_kernel(r: RunFigures, which: str) -> str:
     v = r.summary.host_per_kernel_ns[which]
     return "–" if v is None else fmt_ns(v)
+
+
+def _between(runs: list[RunFigures]) -> str:
+    """What the runs' launching threads ran between ops: one name where they agree."""
+    what = {r.summary.host.between_what for r in runs if r.summary.host is not None}
+    return what.pop() if len(what) == 1 else "Python or the framework's executor"
 
 
 def _host(r: RunFigures, key: str) -> str:
