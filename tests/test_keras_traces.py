@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
@@ -296,3 +297,54 @@ def test_a_tensorflow_executor_thread_is_not_python(capsys):
     text = capsys.readouterr().out
     assert "between ops: TensorFlow's executor, anything unrecorded" in text
     assert "between ops: Python" not in text
+
+
+# each XLA front end's own API words; the bound and host rules (``bound.py``, ``host.py``)
+# are worded elsewhere and left out here
+TF_WORDS = re.compile(r"\btf\.|keras|TensorFlow")
+JAX_WORDS = re.compile(r"\bjax\b|jax\.|flax|Pallas|grain\b")
+OTHER_THEMES = ("bound", "host")
+
+
+@pytest.mark.parametrize("path, framework", [
+    (KERAS / "resnet_s5.xplane.pb", "tf"), (KERAS / "alexnet_s1.xplane.pb", "tf"),
+    (KERAS / "alexnet_s3tune.xplane.pb", "tf"),
+    (XPLANE / "chess_tf_20210616-014419.xplane.pb", "tf"),
+    (XPLANE / "tracelens_mi300_jax08_attention.xplane.pb", "jax"),
+    (XPLANE / "tracelens_mi300_jax08_elementwise.xplane.pb", "jax"),
+], ids=lambda x: getattr(x, "name", x))
+def test_remedies_speak_the_traces_framework_alone(path, framework):
+    """A TensorFlow trace's actions name no JAX API, a JAX trace's no TensorFlow one (the
+    repeated kernel sequence of the ResNet window offered jax.jit)."""
+    from traceviz.analyses.advice.engine import Context, advise_full
+    from traceviz.analyses.advice.rules import RULES
+
+    t = load(_here(path))
+    assert Context(t).framework_name == framework
+    theme = {r.rule.__name__: r.theme for r in RULES}
+    other = JAX_WORDS if framework == "tf" else TF_WORDS
+    checked = [f for f in advise_full(t).findings if theme[f.rule] not in OTHER_THEMES]
+    assert checked
+    for f in checked:
+        assert not other.search(f.action), (f.rule, f.action)
+    if path.name == "resnet_s5.xplane.pb":
+        seq = next(f for f in checked if f.rule == "kernel_sequences")
+        assert "tf.function(jit_compile=True)" in seq.action
+
+
+@pytest.mark.parametrize("path, own, other", [
+    (XPLANE / "tracelens_mi300_jax08_attention.xplane.pb", "jax.jit", TF_WORDS),
+    (XPLANE / "chess_tf_20210616-112936.xplane.pb", "tf.function(jit_compile=True)",
+     JAX_WORDS),
+], ids=lambda x: getattr(x, "name", None))
+def test_what_fuses_a_sequence_is_said_in_the_traces_framework(path, own, other):
+    """The fusion remedy of a repeated sequence: jax.jit on a JAX trace, tf.function's
+    XLA on a TensorFlow one, never the other's."""
+    from traceviz.analyses.advice.actions import fusion_action
+    from traceviz.analyses.advice.engine import Context
+    from traceviz.analyses.work import work_rows
+
+    t = load(_here(path))
+    work = work_rows(t)
+    action = fusion_action(Context(t), work, str(work["name"].iloc[0]))
+    assert own in action and not other.search(action)
