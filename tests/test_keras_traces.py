@@ -348,3 +348,57 @@ def test_what_fuses_a_sequence_is_said_in_the_traces_framework(path, own, other)
     work = work_rows(t)
     action = fusion_action(Context(t), work, str(work["name"].iloc[0]))
     assert own in action and not other.search(action)
+
+
+def _keras_logs(root: Path, runs: tuple[str, ...]) -> Path:
+    """Keras' TensorBoard layout, ``logs/fit/<time>/train/plugins/profile/<run>/``, one
+    chess run per ``<time>`` (its file linked from ../shared, not copied)."""
+    for time in runs:
+        src = _here(XPLANE / f"chess_tf_{time}.xplane.pb")
+        d = root / "logs" / "fit" / time / "train" / "plugins" / "profile" / "2021_06_16"
+        d.mkdir(parents=True)
+        (d / "aoberai.xplane.pb").symlink_to(src.resolve())
+        (root / "logs" / "fit" / time / "validation").mkdir()
+    return root / "logs" / "fit"
+
+
+def _compute_kernels(path: Path) -> int:
+    """Kernels on the GPU plane's stream lines (copies aside), from the protobuf."""
+    from traceviz.parsers.xspace_proto import xspace_class
+
+    space = xspace_class()()
+    space.ParseFromString(path.read_bytes())
+    gpu = next(p for p in space.planes if p.name == "/device:GPU:0")
+    names = {k: m.name for k, m in gpu.event_metadata.items()}
+    return sum(1 for line in gpu.lines if line.name.startswith("Stream #")
+               for e in line.events if not names[e.metadata_id].startswith("Memcpy"))
+
+
+def test_a_log_dir_given_at_its_parent_is_read(tmp_path, capsys):
+    """``logs/fit/`` (and ``logs/``) holding one run's log directory deeper down reads as
+    that log directory does."""
+    from traceviz.cli import main
+
+    fit = _keras_logs(tmp_path, ("20210616-112936",))
+    want = _compute_kernels(XPLANE / "chess_tf_20210616-112936.xplane.pb")
+    assert want == 147
+    for path in (fit, fit.parent, fit / "20210616-112936"):
+        assert main(["analyze", str(path), "--json"]) == 0, path
+        assert json.loads(capsys.readouterr().out)["kernels"]["count"] == want
+
+
+def test_several_runs_below_a_folder_are_listed_in_one_line(tmp_path, capsys):
+    from traceviz.cli import main
+
+    fit = _keras_logs(tmp_path, ("20210616-014419", "20210616-112936"))
+    for path in (fit, fit.parent):
+        assert main(["analyze", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert "2 TensorBoard log directories below it" in err
+        for time in ("20210616-014419", "20210616-112936"):
+            assert str((fit / time / "train").relative_to(path)) in err
+    # each of them still reads alone
+    assert main(["analyze", str(fit / "20210616-014419"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kernels"]["count"] == _compute_kernels(
+        XPLANE / "chess_tf_20210616-014419.xplane.pb")
