@@ -215,17 +215,16 @@ def derived(device: str, props: dict) -> Peak | None:
     gfx version in the same fields."""
     figures: dict[str, float] = {}
     how = []
-    sms, mhz = props.get("multiprocessors"), props.get("clock_mhz")
+    sms, mhz = _positive(props.get("multiprocessors")), _positive(props.get("clock_mhz"))
     cc = str(props.get("compute_capability") or "")
     lanes = FP32_LANES.get(cc)
-    if lanes and _positive(sms) and _positive(mhz):
-        figures["fp32"] = round(float(sms) * float(mhz) * 1e6 * lanes * 2 / 1e12, 3)
-        how.append(f"FP32 {figures['fp32']:g} TFLOP/s = {int(sms)} multiprocessors x "
-                   f"{float(mhz):g} MHz x {lanes} FP32 lanes (compute capability {cc}) x 2")
-    bw = props.get("memory_bandwidth_gbps")
-    if _positive(bw):
-        figures["bw"] = float(bw)
-        how.append(f"memory bandwidth {float(bw):g} GB/s as stated")
+    if lanes and sms is not None and mhz is not None:
+        figures["fp32"] = round(sms * mhz * 1e6 * lanes * 2 / 1e12, 3)
+        how.append(f"FP32 {figures['fp32']:g} TFLOP/s = {sms:g} multiprocessors x "
+                   f"{mhz:g} MHz x {lanes} FP32 lanes (compute capability {cc}) x 2")
+    if (bw := _positive(props.get("memory_bandwidth_gbps"))) is not None:
+        figures["bw"] = bw
+        how.append(f"memory bandwidth {bw:g} GB/s as stated")
     if not figures:
         return None
     source = DERIVED_SOURCE if "fp32" in figures else \
@@ -233,8 +232,10 @@ def derived(device: str, props: dict) -> Peak | None:
     return Peak(device, figures, source, "; ".join(how), partial=True)
 
 
-def _positive(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < 1e9
+def _positive(x: object) -> float | None:
+    """A stated figure as a float, None where it is no positive number."""
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < 1e9
+    return float(x) if ok and isinstance(x, (int, float)) else None
 
 
 def find(device_name: str | None) -> Peak | None:

@@ -79,7 +79,8 @@ def host_rows(s: Summary) -> list[tuple[str, str]]:
             f"{label} {fmt_ns(main[key] / per)} ({fmt_pct(main[key] / w)})"
             for label, key in (("API calls", "api_ns"), ("framework ops", "op_ns"),
                                ("between ops", "between_ns")))
-            + f" (thread {main['tid']}; between ops: {s.host.between_what}, anything "
+            + f" (thread {main['tid']}; between ops: "
+              f"{s.host.between_what if s.host is not None else 'Python'}, anything "
               "unrecorded)"))
         if main["sync_ns"]:
             rows.append(("  of the API calls", f"{fmt_ns(main['sync_ns'] / per)} in "
