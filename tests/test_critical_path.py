@@ -11,7 +11,8 @@ import pytest
 
 from tests.conftest import KINETO, ROOT
 from tests.handmade import row, trace
-from traceviz.analyses.critical_path.path import BETWEEN_OPS, PARTS, ancestors, critical_path
+from traceviz.analyses.critical_path.host import BETWEEN_OPS
+from traceviz.analyses.critical_path.path import PARTS, ancestors, critical_path
 
 GPU = ROOT / "sample_traces" / "gpu"
 

@@ -323,16 +323,24 @@ def test_ffma_gemms_are_a_finding_with_the_tf32_peak(compile_raw, compile_trace)
     assert "allow_tf32" in f.action
 
 
-def test_a_device_the_table_lacks_keeps_the_profiles_bandwidth(scan_space, scan_trace):
+def test_a_device_the_table_lacks_gets_its_peak_from_the_profile(scan_space, scan_trace):
     """A GPU the peak table does not know: the bandwidth its XSpace plane states is used
-    for % of bandwidth (no compute peak is invented)."""
+    for % of bandwidth, and its FP32 peak is derived from the plane's multiprocessors,
+    clock and compute capability (an H200: 128 FP32 lanes per multiprocessor, the
+    table's 66.9 TFLOP/s); no tensor-core peak is invented."""
     plane = next(p for p in scan_space.planes if p.name == "/device:GPU:0")
     names = {k: m.name for k, m in plane.stat_metadata.items()}
     stated = {names[s.metadata_id]: _value(s, names) for s in plane.stats}
+    assert (stated["compute_cap_major"], stated["compute_cap_minor"]) == (9, 0)
     t = load(SCAN_JAX)
     t.meta["devices"]["0"] = t.meta["device_properties"]["0"]["name"] = "NVIDIA Unlisted"
     e = summarize(t, with_efficiency=True).efficiency
-    assert e.peak.figures == {"bw": pytest.approx(stated["memory_bandwidth"] / 1e9)}
+    fp32 = stated["core_count"] * stated["clock_rate"] * 1e3 * 128 * 2 / 1e12
+    assert e.peak.figures == {"fp32": pytest.approx(fp32, abs=1e-3),
+                              "bw": pytest.approx(stated["memory_bandwidth"] / 1e9)}
+    assert fp32 == pytest.approx(66.9, rel=0.01)
+    assert e.peak.applicable("bf16", "matrix") is None
+    assert any("derived from the profile's device properties" in n for n in e.notes)
 
 
 def test_compiled_run_serial_chain_floor(compile_raw):

@@ -22,8 +22,9 @@ AMD_DEVICE = re.compile(r"\bAMD\b|Instinct|Radeon|\bMI\d{3}", re.IGNORECASE)
 def remedy(ctx: Context, torch: str, tf: str, jax: str | None = None,
            mxnet: str | None = None, none: str | None = None) -> str:
     """The action in the words of the trace's framework (``Context.framework_name``):
-    a JAX trace without its own text gets the TensorFlow/JAX one (which names both XLA
-    front ends), an MXNet trace without its own the PyTorch one; a TensorFlow or JAX
+    a TensorFlow trace gets ``tf``, a JAX trace ``jax`` (every rule outside the bound and
+    host rules gives one; without it the ``tf`` text, which must then name no
+    TensorFlow API), an MXNet trace without its own the PyTorch one; a TensorFlow or JAX
     trace never gets a PyTorch remedy. A program without a framework (``none``: an
     Nsight Systems export of C/CUDA code) gets ``none``'s text where the rule has one
     (CUDA's own words), else the PyTorch one."""
@@ -84,10 +85,14 @@ def fusion_action(ctx: Context, work: pd.DataFrame, first: str) -> str:
     scripted = ctx.trace.meta.get("model") in TORCHSCRIPT_VARIANTS or bool(
         names.str.startswith("prim::").any())
     if ctx.framework == "tf":
+        # TensorFlow's words on a TensorFlow trace, JAX's on a JAX one: never both
+        jax = ctx.framework_name == "jax"
         ways = [] if compiler == "XLA" else [
-            "compile with XLA (tf.function(jit_compile=True); jax.jit)"]
-        ways += ["a fused LSTM (keras.layers.LSTM on cuDNN)"] if lstm else []
-        ways.append("a custom kernel")
+            "jax.jit the step (XLA fuses what it compiles)" if jax else
+            "compile with XLA (tf.function(jit_compile=True))"]
+        ways += [("a fused LSTM (cuDNN's, through jax.experimental.rnn)" if jax else
+                  "a fused LSTM (keras.layers.LSTM on cuDNN)")] if lstm else []
+        ways.append("a custom (Pallas) kernel" if jax else "a custom kernel")
         return "fuse the pattern into one kernel: " + (
             ", ".join(ways[:-1]) + " or " if len(ways) > 1 else "") + ways[-1]
     ways = [] if compiler == "torch.compile" else ["torch.compile the model"]

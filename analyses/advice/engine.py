@@ -16,7 +16,7 @@ from traceviz.analyses.summary.figures import Summary, summarize
 from traceviz.analyses.timed import TimedStep
 from traceviz.analyses.whatif.engine import Scenario, WhatIf, whatif
 from traceviz.errors import TraceVizError
-from traceviz.table.frameworks import recorded_framework, xla_front_end
+from traceviz.table.frameworks import trace_framework
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
@@ -94,26 +94,14 @@ class Context:
         """``tf`` for TensorFlow/JAX profiles (XSpace), ``mxnet``, ``none`` for an Nsight
         Systems export of a program no framework's ops or kernels show (C/CUDA), else
         ``torch``: which framework's remedies an action names."""
-        fmt = str(self.trace.meta.get("source_format", ""))
-        runner = (self.trace.meta.get("runner") or {}).get("framework", "")
-        if fmt == "xplane" or runner in ("tensorflow", "jax"):
-            return "tf"
-        if fmt == "mxnet" or runner == "mxnet":
-            return "mxnet"
-        if fmt.startswith("nsys") and not runner:  # recorded from outside the program
-            return recorded_framework(self.trace.events["name"])
-        return "torch"
+        name = self.framework_name
+        return "tf" if name == "jax" else name
 
     @cached_property
     def framework_name(self) -> str:
         """``torch``, ``tf``, ``jax``, ``mxnet`` or ``none``: ``framework`` with TensorFlow
-        and JAX apart (``table/frameworks.py``)."""
-        if self.framework != "tf":
-            return self.framework
-        runner = (self.trace.meta.get("runner") or {}).get("framework", "")
-        if runner in ("tensorflow", "jax"):
-            return "tf" if runner == "tensorflow" else "jax"
-        return xla_front_end(self.trace.events["name"])
+        and JAX apart (``table/frameworks.trace_framework``, the one rule)."""
+        return trace_framework(self.trace.meta, self.trace.events["name"])
 
     @cached_property
     def run(self) -> RunKind:

@@ -61,8 +61,10 @@ def host_bound(ctx: Context) -> Finding | None:
             remedy(ctx, "cut per-op overhead: TorchScript or torch.compile the step, fuse "
                          "small ops, or raise the batch size so each op does more",
                     "cut per-op overhead: compile the step with XLA "
-                    "(tf.function(jit_compile=True); jax.jit), fuse small ops, or raise the "
-                    "batch size so each op does more")
+                    "(tf.function(jit_compile=True)), fuse small ops, or raise the batch "
+                    "size so each op does more",
+                    "cut per-op overhead: jax.jit the whole step, fuse small ops, or raise "
+                    "the batch size so each op does more")
             if not (compiler := run_uses(ctx).compiler) else
             f"the step is already compiled ({compiler}): what is left is the overhead per "
             "compiled op; fewer, larger ops (more of the step in one compiled function, a "
@@ -138,29 +140,42 @@ def _issuing(ctx: Context, st: Budget, evidence: list[str], figures: dict) -> Fi
 
 
 def host_bound_action(ctx: Context, uses: RunUses) -> str:
-    """What to do about a host-bound step, leaving out what the run already does."""
+    """What to do about a host-bound step, leaving out what the run already does, in the
+    trace's framework's words."""
     lstm = holds_lstm(ctx)
     per = f" ({uses.graph_launches / ctx.steps:,.0f} per step)" if ctx.steps else ""
     if ctx.framework == "tf":
+        jax = ctx.framework_name == "jax"
         if uses.graphed:
             return ("the step already runs compiled, as XLA command buffers: what is left "
                     f"is the host between their launches{per}; launch fewer, larger ones "
-                    "(more of the step under one jax.jit or tf.function(jit_compile=True), "
-                    "a loop unrolled: jax.lax.scan(..., unroll=k)) or raise the batch size "
-                    "so each launch does more")
+                    + ("(more of the step under one jax.jit, a loop unrolled: "
+                       "jax.lax.scan(..., unroll=k))" if jax else
+                       "(more of the step under one tf.function(jit_compile=True), a loop "
+                       "unrolled)")
+                    + " or raise the batch size so each launch does more")
         ways = [] if uses.compiler == "XLA" else [
-            "compile the step with XLA (tf.function(jit_compile=True); jax.jit), which "
-            "fuses pointwise ops and launches fewer kernels"]
-        if lstm:
+            "jit the whole step (jax.jit), which fuses pointwise ops and launches fewer "
+            "kernels" if jax else
+            "compile the step with XLA (tf.function(jit_compile=True)), which fuses "
+            "pointwise ops and launches fewer kernels"]
+        if lstm and not jax:
             ways.append("use a fused LSTM (keras.layers.LSTM on cuDNN)")
         ways.append("raise the batch size so each kernel does more")
         return ", ".join(ways[:-1]) + (", or " if len(ways) > 1 else "") + ways[-1]
+    if ctx.framework_name == "none":
+        return ("launch fewer, larger kernels: capture the loop's launches in a CUDA graph "
+                "(cudaStreamBeginCapture ... cudaGraphLaunch), fuse small kernels, or give "
+                "each kernel more work")
     if uses.graphed:
+        loss = " (Python, the loss, the optimizer or input copies outside the graph)" \
+            if ctx.run.mode == "training" else " (Python or input copies outside the graph)"
+        into = "compile the loss and the optimizer step with the model" \
+            if ctx.run.mode == "training" else "capture more of the step"
         return ("the step already runs as CUDA graphs: what is left is the host work "
-                f"between graph launches{per} (Python, the loss, the optimizer or input "
-                "copies outside the graph) and the launch calls; move that work into the "
-                "graph (compile the loss and the optimizer step with the model), launch "
-                "fewer, larger graphs, or raise the batch size so each graph does more")
+                f"between graph launches{per}{loss} and the launch calls; move that work "
+                f"into the graph ({into}), launch fewer, larger graphs, or raise the batch "
+                "size so each graph does more")
     compiled = uses.compiler == "torch.compile"
     ways = ["capture the step in a CUDA graph (torch.cuda.graph, torch.compile "
             "mode='reduce-overhead')"]

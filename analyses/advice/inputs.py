@@ -89,6 +89,6 @@ def _action(ctx: Context, loader: str) -> str:
            "stages, and interleave file reads (tf.data.Dataset.interleave)",
         jax="feed batches ahead of the step: prefetch to the device (flax.jax_utils."
             "prefetch_to_device, or a background thread calling jax.device_put), and "
-            "load with workers (grain's worker_count, tf.data with prefetch)",
+            "load with workers (grain: worker_count, and a prefetch buffer)",
         mxnet="load batches beside the step: gluon.data.DataLoader(num_workers=N, "
               "pin_memory=True, prefetch=2N)")

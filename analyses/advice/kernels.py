@@ -193,7 +193,7 @@ def memory_bound_gemms(ctx: Context) -> Finding | None:
          f"the {top['peak_key']} ridge of {ridge:.0f} on the {e.peak.device}"],
         "give each matrix op more work: a larger batch (FLOP per byte grows with it), "
         + ("fused gates (one GEMM for the four LSTM gates and all time steps' input "
-           "projection, as fused_torch and cuDNN do), " if holds_lstm(ctx) else
+           "projection, as cuDNN's LSTM does), " if holds_lstm(ctx) else
            "fewer, wider matrix products (projections that share an input fused into one), ")
         + "or fewer, larger layers",
         None, None, {"share": share, "groups": len(mem)})
@@ -219,9 +219,11 @@ def no_kernel_activity(ctx: Context) -> Finding | None:
         "that CUPTI loads: a 'CUPTI ... failed' warning, a missing libcupti or CUPTI "
         "collecting hardware counters keeps the kernels out",
         "re-record with the device tracer on (tf.profiler.experimental.ProfilerOptions("
-        "device_tracer_level=1); jax.profiler traces the GPU by default) and check that "
-        "CUPTI (libcupti) is on the library path: without it the profiler records the "
-        "host only")
+        "device_tracer_level=1)) and check that CUPTI (libcupti) is on the library path: "
+        "without it the profiler records the host only",
+        jax="re-record with jax.profiler (it traces the GPU by default) and check that "
+            "CUPTI (libcupti) is on the library path: without it the profiler records the "
+            "host only")
     return Finding(
         "no_kernel_activity",
         "No kernel records: the device's time is unknown",

@@ -74,6 +74,14 @@ def autocast_precision(ctx: Context) -> Finding | None:
         None, None, m.to_dict())
 
 
+# TF32 in each XLA front end's words
+TF32_TF = ("allow TF32 for matmuls: tf.config.experimental.enable_tensor_float_32_execution("
+           "True); or run in mixed precision (keras.mixed_precision.set_global_policy("
+           "'mixed_bfloat16'))")
+TF32_JAX = ("allow TF32 for matmuls: jax.default_matmul_precision('tensorfloat32') (or the "
+            "jax_default_matmul_precision option); or run in bf16")
+
+
 def tf32_off(ctx: Context) -> Finding | None:
     """FP32 matrix ops that ran on FP32 (non-tensor-core) kernels on a device with TF32
     tensor cores, >= 10% of kernel time. Saving: the replay with the matrix time shortened
@@ -115,10 +123,13 @@ def tf32_off(ctx: Context) -> Finding | None:
          "at the FP32 peak or its bytes' time, whichever is longer, over the same at the "
          f"TF32 peak: {_speedups(speedup)}; a small GEMM's bytes bound it at TF32); the "
          f"replay applies that as {scenario} to all matrix kernels", *why_not],
-        "allow TF32 for matmuls where FP32's 23-bit mantissa is not needed: "
-        "torch.backends.cuda.matmul.allow_tf32 = True (or "
-        "torch.set_float32_matmul_precision('high')); or "
-        + ("train" if ctx.run.mode == "training" else "run") + " in bf16 (--amp bf16)",
+        remedy(ctx, "allow TF32 for matmuls where FP32's 23-bit mantissa is not needed: "
+                    "torch.backends.cuda.matmul.allow_tf32 = True (or "
+                    "torch.set_float32_matmul_precision('high')); or "
+                    + ("train" if ctx.run.mode == "training" else "run") + " in bf16 "
+                    "(--amp bf16)", TF32_TF, TF32_JAX,
+               none="allow TF32 for matmuls: cublasSetMathMode(handle, "
+                    "CUBLAS_TF32_TENSOR_OP_MATH), or compute in half or bf16"),
         saving, scenario,
         {"fp32_matrix_ns": int(before), "share": share, "speedup": factor,
          "group_speedups": [float(x) for x in speedup]})
@@ -167,8 +178,6 @@ def tf32_off_kernels(ctx: Context) -> Finding | None:
                     "torch.backends.cuda.matmul.allow_tf32 = True (or "
                     "torch.set_float32_matmul_precision('high'), which torch.compile "
                     "honours); or run in bf16 (--amp bf16)",
-               "allow TF32 for matmuls: jax.default_matmul_precision('tensorfloat32') "
-               "(JAX), tf.config.experimental.enable_tensor_float_32_execution(True) "
-               "(TensorFlow); or run in bf16"),
+               TF32_TF, TF32_JAX),
         ctx.saving_of(f"gemm_speedup={unknown:g}"),
         f"gemm_speedup={unknown:g}", {"fp32_fma_ns": int(fma_ns), "kernels": n})

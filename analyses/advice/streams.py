@@ -18,9 +18,10 @@ if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' regis
 
 
 def streams_never_overlap(ctx: Context) -> Finding | None:
-    """A device ran work on two or more streams, and (almost) never two at once
-    (``analyses/summary/streams.py``): the streams cost event records and waits and bought no
-    concurrency."""
+    """A device ran kernels on two or more streams, and (almost) never two of them at once
+    (``analyses/summary/streams.py``): the streams cost event records and waits and bought
+    no concurrency. A stream of copies alone (TF's input and output copy streams) is no
+    compute stream that failed to overlap: it is not counted."""
     s = ctx.summary
     idle = [o for o in s.stream_overlap if o.never_overlaps]
     if not idle:
@@ -30,13 +31,16 @@ def streams_never_overlap(ctx: Context) -> Finding | None:
     evidence = []
     for o in idle:
         d = next(d for d in s.devices if d.device == o.device)
+        ran = d.streams[d.streams["stream"].isin(o.kernel_stream_ids)]
         counts = ", ".join(f"{int(r.work_count / per):,}" for r in
-                           d.streams.sort_values("busy_ns", ascending=False)
+                           ran.sort_values("busy_ns", ascending=False)
                            .itertuples(index=False))
+        copies = o.streams - o.kernel_streams
         evidence.append(
-            f"device {o.device}: {o.streams} streams ran work ({counts} device ops {unit}), "
-            f"{fmt_ns(o.multi_ns / per)} {unit} with two or more busy "
-            f"({fmt_pct(o.overlap_fraction)} of its busy time): one stream at a time")
+            f"device {o.device}: {o.kernel_streams} streams ran kernels ({counts} device ops "
+            f"{unit}), {fmt_ns(o.kernel_multi_ns / per)} {unit} with two or more of them busy "
+            f"({fmt_pct(o.kernel_overlap_fraction)} of its busy time): one stream at a time"
+            + (f"; {copies} more held copies alone (not counted)" if copies else ""))
     calls: dict[str, int] = {}
     host = 0
     if s.host is not None:
@@ -54,7 +58,7 @@ def streams_never_overlap(ctx: Context) -> Finding | None:
         evidence.append(f"the device waits for the host {fmt_pct(s.launch_bound_fraction)} of "
                         "the span: each stream's work is launched only after the previous "
                         "stream's, so there is nothing queued to run beside it")
-    title = "Work on several streams never overlaps" if not any(o.multi_ns for o in idle) \
+    title = "Work on several streams never overlaps" if not any(o.kernel_multi_ns for o in idle) \
         else "Work on several streams (almost) never overlaps"
     comm = _collective_streams(ctx, [o.device for o in idle])
     if comm:

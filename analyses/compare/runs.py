@@ -279,30 +279,40 @@ def mpe_table(runs: list[RunFigures]) -> pd.DataFrame:
     return table
 
 
+# windows this many times apart in length: their per-second rates are flagged
+WINDOWS_APART = 2.0
+
+
 def kernel_diff(a: Trace, b: Trace, tolerance: float = 0.05) -> pd.DataFrame:
     """Per kernel name (leaf op on a CPU trace): calls and time in each run, and what
     changed, with a change in call count kept apart from a change in time per call.
 
     With steps in both runs, ``count_*`` and ``ns_*`` are per step; otherwise per second
     of analysed window, since two windows of different length hold different numbers of
-    calls (``attrs["unit"]`` says which). ``calls_*``: raw counts; ``per_call_*``: median
-    ns per call. ``change``: ``added``, ``removed``, or ``more calls``/``fewer calls``
-    and ``slower``/``faster`` (per call) where the figure moved by more than
-    ``tolerance``, joined by ", "; ``same`` otherwise. Sorted by |delta_ns|.
+    calls (``attrs["unit"]`` says which; ``attrs["window_ns"]`` holds each run's window
+    length, ``attrs["total_ns"]`` the time of all names per unit in each,
+    ``attrs["total_change"]`` b's over a's minus 1, ``attrs["windows_apart"]`` the
+    windows' length ratio where it is ``WINDOWS_APART`` or more without steps).
+    ``calls_*``: raw counts; ``per_call_*``: mean ns per call (the name's total over its
+    calls, so that the call count and the time per call multiply to the total and a
+    "faster" name never took more time in the same number of calls);
+    ``median_call_*``: the median call. ``change``: ``added``, ``removed``, or ``more
+    calls``/``fewer calls`` and ``slower``/``faster`` (per call) where the figure moved by
+    more than ``tolerance``, joined by ", "; ``same`` otherwise. Sorted by |delta_ns|.
     """
     per_step = step_count(a) > 0 and step_count(b) > 0
+    windows: list[int] = []
 
     def per_name(t: Trace) -> pd.DataFrame:
         work = work_rows(t)
-        if per_step:
-            per = float(step_count(t))
-        else:
-            ws, we = wall_windows(analysis_windows(t, work))
-            per = max(int((we - ws).sum()), 1) / 1e9
+        ws, we = wall_windows(analysis_windows(t, work))
+        windows.append(int((we - ws).sum()))
+        per = float(step_count(t)) if per_step else max(windows[-1], 1) / 1e9
         g = work.groupby(work["name"].astype(str), observed=True)
+        total = g["dur_ns"].sum()
         return pd.DataFrame({"category": g["category"].first().astype(str), "calls": g.size(),
-                             "count": g.size() / per, "ns": g["dur_ns"].sum() / per,
-                             "per_call": g["dur_ns"].median()})
+                             "count": g.size() / per, "ns": total / per,
+                             "per_call": total / g.size(), "median_call": g["dur_ns"].median()})
 
     pa, pb = per_name(a), per_name(b)
     both = pa.add_suffix("_a").join(pb.add_suffix("_b"), how="outer")
@@ -318,6 +328,15 @@ def kernel_diff(a: Trace, b: Trace, tolerance: float = 0.05) -> pd.DataFrame:
     order = both["delta_ns"].abs().sort_values(ascending=False, kind="stable").index
     out = both.loc[order].reset_index(drop=True)
     out.attrs["unit"] = "step" if per_step else "s"
+    out.attrs["window_ns"] = windows
+    ta, tb = float(out["ns_a"].sum()), float(out["ns_b"].sum())
+    out.attrs["total_ns"] = [ta, tb]  # per unit, every name: what the rows add up to
+    out.attrs["total_change"] = (tb - ta) / ta if ta else None
+    # per-second rates of windows far apart in length compare different stretches of
+    # the runs (a warm-up window beside a steady one): said beside the table
+    ratio = max(windows) / min(windows) if min(windows) > 0 else None
+    out.attrs["windows_apart"] = ratio if not per_step and ratio is not None \
+        and ratio >= WINDOWS_APART else None
     return out
 
 
@@ -328,6 +347,11 @@ def _change(d: pd.DataFrame, tolerance: float) -> np.ndarray:
                                     np.where(calls < -tolerance, "fewer calls", "")))
     call_part = pd.Series(np.where(per_call > tolerance, "slower",
                                    np.where(per_call < -tolerance, "faster", "")))
+    # counts within the tolerance and a mean per call just past it can still move the
+    # total the other way: the verdict never contradicts the name's total
+    against = ((call_part == "slower") & (d["delta_ns"] <= 0).to_numpy()) | (
+        (call_part == "faster") & (d["delta_ns"] >= 0).to_numpy())
+    call_part = call_part.where(~(against & (calls_part == "")), "")
     sep = np.where((calls_part != "") & (call_part != ""), ", ", "")
     joined = (calls_part + sep + call_part).replace("", "same").to_numpy(object)
     return np.where(d["count_a"] == 0, "added", np.where(d["count_b"] == 0, "removed", joined))

@@ -36,6 +36,27 @@ def host_ranges(g: ReplayGraph, sol: Solution, prefix: str) -> pd.DataFrame:
 
 
 BETWEEN_OPS = "(between ops: Python, anything unrecorded)"
+
+
+def between_ops(what: str) -> str:
+    """The host-calls row of the time between ops on a thread running ``what`` (Python,
+    or a TensorFlow/JAX executor: ``table/frameworks.between_ops_what``)."""
+    return f"(between ops: {what}, anything unrecorded)"
+
+
+def between_ops_names(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Per host row, the name of the time between ops before it, by its thread (once per
+    distinct thread)."""
+    from traceviz.table.frameworks import between_ops_what
+
+    ev = trace.events
+    pid = ev["pid"].to_numpy(np.int64)[rows]
+    tid = ev["tid"].to_numpy(np.int64)[rows]
+    keys, at = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True) \
+        if len(rows) else (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
+    names = np.array([between_ops(between_ops_what(trace.meta, ev["name"], int(p), int(t)))
+                      for p, t in keys], dtype=object)
+    return names[np.asarray(at).reshape(-1)] if len(rows) else np.zeros(0, object)
 IN_OPS = "(framework ops between calls)"
 
 

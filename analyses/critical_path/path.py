@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.critical_path.host import BETWEEN_OPS, IN_OPS, host_ranges, op_share
+from traceviz.analyses.critical_path.host import IN_OPS, between_ops_names, host_ranges, op_share
 from traceviz.analyses.critical_path.overlap import busy_within, ended_before
 from traceviz.analyses.replay.graph import (
     NEVER,
@@ -358,7 +358,7 @@ def _tables(trace: Trace, g: ReplayGraph, pts: Points, path: np.ndarray, amount:
         host = ~is_dev & np.isin(kind, [HOST, GAP, AFTER])
         h_names = ev["name"].iloc[g.h_rows[i[host]]].astype(str).to_numpy()
     host_calls = (pd.DataFrame({
-        "name": np.concatenate([h_names, np.full(int(gap.sum()), BETWEEN_OPS, object),
+        "name": np.concatenate([h_names, between_ops_names(trace, g.h_rows[i[gap]]),
                                 np.full(int(gap.sum()), IN_OPS, object)]),
         "on_path_ns": np.concatenate([amount[host], amount[gap] - np.round(in_ops),
                                       np.round(in_ops)]).astype(np.int64)})

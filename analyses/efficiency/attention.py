@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.efficiency.ops import _device_name, op_of_kernels
+from traceviz.analyses.efficiency.run import stated_peak
 from traceviz.analyses.work import work_rows
 from traceviz.opcost import peaks
 from traceviz.opcost.shapes import DTYPE_BYTES, DTYPE_PRECISION, parse_details
@@ -132,7 +133,7 @@ def attention(trace: Trace, work: pd.DataFrame | None = None) -> Attention:
     if not keep.any():
         return base
     device = _device_name(trace, work)
-    peak = peaks.find(device)
+    peak = peaks.find(device) or stated_peak(trace, device)
     groups, scale = [], {}
     for s in sorted(seqs):
         mine = keep & (seq == s)

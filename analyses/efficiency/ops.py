@@ -62,8 +62,8 @@ class Efficiency:
     uncovered: pd.DataFrame     # per op (or "(no op)"): time without figures and why
     time_ns: int                # kernel time (sum)
     covered_ns: int             # ... of kernels with a FLOP or byte figure
-    flops: int
-    bytes: int
+    flops: int | None           # None: no op gave a FLOP figure (no shapes, no cost)
+    bytes: int | None           # None: no op gave a byte figure
     busy_ns: int
     span_ns: int
     steps: int
@@ -80,11 +80,14 @@ class Efficiency:
 
     @property
     def tflops_busy(self) -> float | None:
-        return self.flops / self.busy_ns / 1e3 if self.busy_ns else None
+        """FLOPs over busy time; None where the FLOPs are unknown, never 0."""
+        return self.flops / self.busy_ns / 1e3 if self.busy_ns and self.flops is not None \
+            else None
 
     @property
     def tflops_span(self) -> float | None:
-        return self.flops / self.span_ns / 1e3 if self.span_ns else None
+        return self.flops / self.span_ns / 1e3 if self.span_ns and self.flops is not None \
+            else None
 
     @property
     def run_peak(self) -> float | None:
@@ -213,6 +216,8 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
             what = "CPUs" if trace.is_cpu else f"device {device or '(unnamed)'!r}"
             notes.append(f"No {'compute ' * (peak is not None)}peak figures for {what}: rates "
                          "are shown without % of peak (give them with --peak).")
+        if peak is not None and peak.partial:
+            notes.append(derived_note(device, peak))
     ev = trace.events
     op_row = op_of_kernels(trace, work)
     # an XSpace op with XLA's cost analysis is its own op: its row carries the figures
@@ -258,7 +263,9 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
         device=device, peak=peak, groups=groups, kernels=kernels, uncovered=uncovered,
         time_ns=int(dur.sum()), covered_ns=int(dur[k.covered].sum()),
         # pandas' sums, as before (its own summation where bottleneck is installed)
-        flops=int(pd.Series(k.flops).sum()), bytes=int(pd.Series(k.bytes).sum()),
+        # a sum over no known figure is unknown, not 0 (a trace without shapes)
+        flops=int(pd.Series(k.flops).sum()) if k.has_flops.any() else None,
+        bytes=int(pd.Series(k.bytes).sum()) if k.has_bytes.any() else None,
         busy_ns=busy_ns,
         span_ns=span_ns, steps=steps, run_key=run_key, notes=notes)
     if missing_activity(trace):
@@ -273,6 +280,14 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
     apply_workload_flops(eff, trace, work)
     fma_note(eff, work)
     return eff
+
+
+def derived_note(device: str | None, peak: Peak) -> str:
+    """What a derived peak is made of, once."""
+    unknown = "; no tensor-core peak (half, bf16 and TF32 work is shown without % of " \
+        "peak; give it with --peak)" if "fp32" in peak.figures else ""
+    return (f"The peak of {device!r} is not in traceviz's table: derived from the profile's "
+            f"device properties ({peak.note}){unknown}.")
 
 
 def _values_at(col: pd.Series, rows: np.ndarray) -> np.ndarray:

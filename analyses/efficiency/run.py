@@ -17,7 +17,7 @@ import pandas as pd
 
 from traceviz.algos.categorical import categorical_of, per_distinct
 from traceviz.opcost.matrix import CONV_ARGS, CONV_BACKWARD_PARTS
-from traceviz.opcost.peaks import Peak
+from traceviz.opcost.peaks import Peak, derived
 from traceviz.runners.benchdefs import workload_flops
 from traceviz.table.classify import TENSOR_CORE_HALF, TF32_KERNEL
 
@@ -244,14 +244,32 @@ def over_peak_notes(groups: pd.DataFrame, peak: Peak | None, over: float) -> lis
 
 
 def stated_peak(trace: Trace, device: str | None) -> Peak | None:
-    """The memory bandwidth a profile states for a device the peak table lacks (an XSpace
-    GPU plane's ``memory_bandwidth``): % of bandwidth without compute peaks."""
+    """The peak of a device the peak table lacks, derived from what the profile states
+    about it (``meta["device_properties"]``, by the device's index: an XSpace GPU plane's
+    multiprocessors, clock, compute capability and memory bandwidth; Kineto's
+    ``deviceProperties``): FP32 on its CUDA cores and the stated bandwidth
+    (``peaks.derived``); bandwidth alone on an AMD device (its gfx version fills the
+    compute-capability fields)."""
     props = trace.meta.get("device_properties") or {}
-    for p in props.values() if isinstance(props, dict) else ():
-        if isinstance(p, dict) and p.get("name") == device and p.get("memory_bandwidth_gbps"):
-            return Peak(str(device), {"bw": float(p["memory_bandwidth_gbps"])},
-                        "the profile's own device stats (memory bandwidth only)")
-    return None
+    devices = trace.meta.get("devices") or {}
+    if not isinstance(props, dict) or not isinstance(devices, dict):
+        return None
+    index = next((k for k, v in devices.items() if v == device), None)
+    p = props.get(index) if index is not None else None
+    if not isinstance(p, dict):
+        return None
+    if _rocm(trace, str(device)):
+        p = {"memory_bandwidth_gbps": p.get("memory_bandwidth_gbps")}
+    return derived(str(device), p)
+
+
+def _rocm(trace: Trace, device: str) -> bool:
+    """A ROCm profile: HIP launch calls, or an AMD device name."""
+    apis = trace.events["launch_api"]
+    names = apis.cat.categories if isinstance(apis.dtype, pd.CategoricalDtype) \
+        else apis.dropna().unique()
+    return any(str(a).startswith("hip") for a in names) or bool(
+        re.search(r"\bAMD\b|Instinct|Radeon|gfx\d", device, re.IGNORECASE))
 
 
 def model_figures(meta: Mapping[str, Any], run_peak: float | None) -> dict[str, Any] | None:

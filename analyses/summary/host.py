@@ -11,7 +11,9 @@ Inside the analysis windows every moment of a host thread is one of:
 - **OS** (``os_ns``): none of those, but an OS call or a stretch off the CPU that the
   profiler recorded (nsys: sleep, I/O, locks, scheduled out);
 - **between ops**: none of these: Python, the interpreter, the data loader, anything
-  the profiler did not record.
+  the profiler did not record; on a TensorFlow or JAX runtime thread (not the
+  interpreter's) the framework's executor (``HostSplit.between_what``,
+  ``table/frameworks.py``).
 
 A profiler that charges the time before a call to the call (a critical path edge, a
 "top host call") makes Python look like an API: splitting by what ran keeps them apart.
@@ -30,6 +32,7 @@ import pandas as pd
 from traceviz.algos.categorical import categorical_of, per_distinct
 from traceviz.algos.intervals import clipped_lengths, union_blocks_by_group, union_in_windows
 from traceviz.analyses.summary.protocol import Inputs, Section
+from traceviz.table.frameworks import between_ops_what
 from traceviz.table.launch_apis import is_sync_call
 from traceviz.table.schema import is_in
 
@@ -49,6 +52,8 @@ class HostSplit:
     threads: pd.DataFrame    # THREAD_COLUMNS, the busiest launcher first
     apis: pd.DataFrame       # API_COLUMNS on the busiest launcher, largest total first
     steps: int
+    # what runs between ops on the busiest launcher: "Python", or the framework's executor
+    between_what: str = "Python"
 
     @property
     def main(self) -> dict | None:
@@ -69,6 +74,7 @@ class HostSplit:
                              for k in ("window", "api", "op", "os", "between", "sync")},
                 "shares": {k: main[f"{k}_ns"] / main["window_ns"] if main["window_ns"]
                            else None for k in ("api", "op", "os", "between")}},
+            "between_ops_what": self.between_what,
             "apis": [{"name": r.name, "calls": int(r.calls), "total_ns": int(r.total_ns),
                       "per_step_ns": r.total_ns / per, "calls_per_step": r.calls / per}
                      for r in self.apis.itertuples(index=False)],
@@ -127,7 +133,7 @@ def host_split(trace: Trace, ws: np.ndarray, we: np.ndarray, steps: int) -> Host
     # cost more than the rest of the split
     name = categorical_of(ev["name"])
     part = union_per_name(name.codes[rt], name.categories, ts[rt], end[rt], ws, we)
-    return HostSplit(threads, part, steps)
+    return HostSplit(threads, part, steps, between_ops_what(trace.meta, ev["name"], p, t))
 
 
 def union_per_name(codes: np.ndarray, categories: pd.Index, ts: np.ndarray,

@@ -5,7 +5,10 @@ Work on several streams is meant to overlap (an input projection beside the recu
 step, one layer beside the next); whether it does shows only in time: a stream is busy
 while the union of its rows runs, and the device runs streams *together* only while two
 or more are busy. A run that spreads kernels over five streams but never has two busy at
-once paid for the streams' bookkeeping (events, waits) and got nothing for it.
+once paid for the streams' bookkeeping (events, waits) and got nothing for it. Only
+streams that ran kernels are judged so: a stream that holds copies alone (TensorFlow's
+host-to-device and device-to-host streams, one input batch a step) is a copy engine's
+queue, not compute that failed to overlap.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pandas as pd
 from traceviz.algos.categorical import groups
 from traceviz.algos.intervals import clipped_lengths, union_blocks, union_in_windows
 from traceviz.analyses.summary.protocol import Inputs, Section
+from traceviz.table.schema import is_in
 
 if TYPE_CHECKING:  # the Summary type only: figures.py imports the registry
     from traceviz.analyses.summary.figures import Summary
@@ -38,6 +42,14 @@ class StreamOverlap:
     multi_ns: int            # time with >= 2 streams busy at once
     max_streams: int         # the most streams busy at one moment
     per_step: pd.DataFrame   # step, busy_ns, multi_ns
+    # of the streams, those that ran kernels (not copies alone), and the time with two
+    # or more of them busy at once
+    kernel_stream_ids: tuple[int, ...] = ()
+    kernel_multi_ns: int = 0
+
+    @property
+    def kernel_streams(self) -> int:
+        return len(self.kernel_stream_ids)
 
     @property
     def overlap_fraction(self) -> float | None:
@@ -45,15 +57,23 @@ class StreamOverlap:
         return self.multi_ns / self.busy_ns if self.busy_ns else None
 
     @property
+    def kernel_overlap_fraction(self) -> float | None:
+        """Time with >= 2 kernel streams busy / busy time."""
+        return self.kernel_multi_ns / self.busy_ns if self.busy_ns else None
+
+    @property
     def never_overlaps(self) -> bool:
-        """Several streams ran work, and (almost) never two at once."""
-        f = self.overlap_fraction
-        return self.streams >= 2 and f is not None and f < OVERLAP_NONE
+        """Several streams ran kernels, and (almost) never two of them at once."""
+        f = self.kernel_overlap_fraction
+        return self.kernel_streams >= 2 and f is not None and f < OVERLAP_NONE
 
     def to_dict(self) -> dict:
         return {"device": self.device, "streams": self.streams, "busy_ns": self.busy_ns,
                 "multi_stream_ns": self.multi_ns, "overlap_fraction": self.overlap_fraction,
-                "max_streams_busy": self.max_streams}
+                "max_streams_busy": self.max_streams, "kernel_streams": self.kernel_streams,
+                "kernel_multi_stream_ns": self.kernel_multi_ns,
+                "kernel_overlap_fraction": self.kernel_overlap_fraction,
+                "never_overlaps": self.never_overlaps}
 
 
 def _depth_segments(starts: np.ndarray, ends: np.ndarray
@@ -76,34 +96,48 @@ def stream_overlap(work: pd.DataFrame, windows: dict[int, pd.DataFrame]
     start = work["ts_ns"].to_numpy(np.int64)
     end = start + work["dur_ns"].to_numpy(np.int64)
     stream = work["stream"].to_numpy(np.int64)
+    kernel = is_in(work["kind"], "kernel")
     for dev, idx in groups(device):
         win = windows.get(dev)
         if win is None or dev < 0:
             continue
         ws, we = win["start_ns"].to_numpy(np.int64), win["end_ns"].to_numpy(np.int64)
-        bs, be, used = [], [], 0
-        for _, sidx in groups(stream[idx]):
+        bs, be, kbs, kbe, used, used_k = [], [], [], [], 0, []
+        for sid, sidx in groups(stream[idx]):
             s, e = union_blocks(start[idx][sidx], end[idx][sidx])
             if union_in_windows(s, e, ws, we).sum() > 0:
                 used += 1
+                k = sidx[kernel[idx][sidx]]
+                ks, ke = union_blocks(start[idx][k], end[idx][k])
+                if union_in_windows(ks, ke, ws, we).sum() > 0:  # ran kernels, not copies alone
+                    used_k.append(int(sid))
+                    kbs.append(s)
+                    kbe.append(e)
             bs.append(s)
             be.append(e)
-        s_all, e_all = np.concatenate(bs), np.concatenate(be)
         busy = union_in_windows(start[idx], end[idx], ws, we)
-        if len(s_all):
-            a, b, depth = _depth_segments(s_all, e_all)
-            multi_seg = depth >= 2
-            multi = union_in_windows(a[multi_seg], b[multi_seg], ws, we)
-            inside = clipped_lengths(a, b, ws, we) > 0
-            most = int(depth[inside].max()) if inside.any() else 0
-        else:
-            multi, most = np.zeros(len(ws), np.int64), 0
+        multi, most = _multi(bs, be, ws, we)
+        kernel_multi, _ = _multi(kbs, kbe, ws, we)
         out.append(StreamOverlap(
             device=int(dev), streams=used, busy_ns=int(busy.sum()), multi_ns=int(multi.sum()),
             max_streams=most,
             per_step=pd.DataFrame({"step": win["step"].to_numpy(np.int64), "busy_ns": busy,
-                                   "multi_ns": multi})))
+                                   "multi_ns": multi}),
+            kernel_stream_ids=tuple(used_k), kernel_multi_ns=int(kernel_multi.sum())))
     return out
+
+
+def _multi(bs: list[np.ndarray], be: list[np.ndarray], ws: np.ndarray, we: np.ndarray
+           ) -> tuple[np.ndarray, int]:
+    """Per window, the time with two or more of the streams' unions (``bs``/``be``, one
+    pair per stream) open at once; and the most open at one moment inside the windows."""
+    if not bs or not sum(len(x) for x in bs):
+        return np.zeros(len(ws), np.int64), 0
+    a, b, depth = _depth_segments(np.concatenate(bs), np.concatenate(be))
+    multi_seg = depth >= 2
+    multi = union_in_windows(a[multi_seg], b[multi_seg], ws, we)
+    inside = clipped_lengths(a, b, ws, we) > 0
+    return multi, int(depth[inside].max()) if inside.any() else 0
 
 
 def _json(s: Summary, top: int) -> dict[str, Any]:

@@ -131,6 +131,10 @@ def compare_dict(figs: list, differ: list[str], diffs: list, mpe: Any, pairs: li
         "not_like_for_like": differ,
         "differences": [{
             "a": la, "b": lb, "unit": diff.attrs.get("unit"),
+            "window_ns": diff.attrs.get("window_ns"),
+            "total_ns": diff.attrs.get("total_ns"),
+            "total_change": diff.attrs.get("total_change"),
+            "windows_apart": diff.attrs.get("windows_apart"),
             "changes": {k: int(diff["change"].astype(str).str.contains(k, regex=False).sum())
                         for k in CHANGES},
             "kernels": [{k: _finite(v) for k, v in r.items()}

@@ -28,11 +28,30 @@ def is_nsys_folder(path: Path) -> bool:
 
 
 def is_xplane_dir(path: Path) -> bool:
-    """A TensorBoard log directory or profile run holding ``.xplane.pb`` files."""
+    """A TensorBoard log directory or profile run holding ``.xplane.pb`` files, or a folder
+    with exactly one log directory below it (Keras' ``logs/fit/`` holding
+    ``<time>/train/plugins/profile/...``)."""
     path = Path(path)
     return path.is_dir() and (any(path.glob("*.xplane.pb*"))
                               or any(path.glob("plugins/profile/*/*.xplane.pb*"))
-                              or any(path.glob("*/*.xplane.pb*")))
+                              or any(path.glob("*/*.xplane.pb*"))
+                              or len(log_dirs_below(path)) == 1)
+
+
+# how deep below a folder its TensorBoard log directories are looked for: Keras writes
+# logs/fit/<time>/train/plugins/profile/<run>/<host>.xplane.pb, so logs/ is 3 levels
+# above the log directory
+LOG_DIR_DEPTH = 4
+
+
+def log_dirs_below(path: Path) -> list[Path]:
+    """The TensorBoard log directories (``<dir>/plugins/profile/<run>/*.xplane.pb``)
+    strictly below ``path``, at most ``LOG_DIR_DEPTH`` levels down, sorted."""
+    found = set()
+    for depth in range(1, LOG_DIR_DEPTH + 1):
+        for f in Path(path).glob("*/" * depth + "plugins/profile/*/*.xplane.pb*"):
+            found.add(f.parents[3])  # host file -> run -> profile -> plugins -> log dir
+    return sorted(found)
 
 
 def describe_folder(path: Path) -> str:
@@ -44,6 +63,11 @@ def describe_folder(path: Path) -> str:
     if ranks:
         return (f"{path}: a folder of {len(ranks)} rank traces, not one trace (`traceviz "
                 f"analyze {path}` reads them all; give one here, e.g. {path / ranks[0].name})")
+    below = log_dirs_below(path)
+    if len(below) > 1:
+        names = ", ".join(str(d.relative_to(path)) for d in below)
+        return (f"{path}: {len(below)} TensorBoard log directories below it, one run each "
+                f"({names}): give one of them, e.g. {below[-1]}")
     if any(path.glob("rank=*/*.parquet")):
         return (f"{path}: an incomplete rank dataset (no {DATASET_META}: its import did not "
                 "finish); import the rank folder into it again with --force")

@@ -31,6 +31,10 @@ class Peak:
     source: str
     note: str = ""
     pattern: str = field(default="", compare=False)
+    # the figures hold only what is known (a peak derived from a device's properties: FP32
+    # on its CUDA cores, no tensor cores): a precision or unit without its own key has no
+    # peak, rather than the vector one a table row falls back to
+    partial: bool = False
 
     @property
     def bandwidth(self) -> float | None:
@@ -45,6 +49,12 @@ class Peak:
         if not isinstance(precision, str):  # None, or NaN from a table
             return None
         f = self.figures
+        if self.partial:
+            key = "fp64" if precision == "fp64" else "fp32"
+            # FP32 on the FMA units is the one figure such a peak holds: half or TF32
+            # tensor-core work, and FP32 matrix kernels that ran TF32, are not held to it
+            plain = precision == key and not (unit == "matrix" and tf32)
+            return (key, f[key]) if plain and key in f else None
         if unit == "matrix":
             if precision == "fp32":
                 key = "tf32" if tf32 and "tf32" in f else \
@@ -184,6 +194,48 @@ def tf32_speedup(flops: np.ndarray, nbytes: np.ndarray, peak: Peak) -> np.ndarra
     return np.where(known, np.clip(ratio, 1.0, tf32 / fp32),
                     max(1.0, min(TF32_SPEEDUP_UNKNOWN_SHAPE, tf32 / fp32)))
 KEYS = ("fp64", "fp64_matrix", "fp32", "fp32_matrix", "tf32", "fp16", "bf16", "fp8", "bw")
+
+# FP32 results per clock per multiprocessor of an NVIDIA GPU, by compute capability (one
+# fused multiply-add: 2 FLOPs): CUDA C++ Programming Guide, "Arithmetic Instructions",
+# the throughput of 32-bit floating-point add, multiply, multiply-add
+FP32_LANES = {"3.0": 192, "3.2": 192, "3.5": 192, "3.7": 192, "5.0": 128, "5.2": 128,
+              "5.3": 128, "6.0": 64, "6.1": 128, "6.2": 128, "7.0": 64, "7.2": 64,
+              "7.5": 64, "8.0": 64, "8.6": 128, "8.7": 128, "8.9": 128, "9.0": 128,
+              "10.0": 128, "10.3": 128, "11.0": 128, "12.0": 128, "12.1": 128}
+DERIVED_SOURCE = ("derived from the profile's device properties (FP32 lanes per "
+                  "multiprocessor: CUDA C++ Programming Guide, Arithmetic Instructions)")
+
+
+def derived(device: str, props: dict) -> Peak | None:
+    """An NVIDIA device's peak from what its profile states about it (``props``, as
+    ``meta["device_properties"]`` holds them: ``multiprocessors``, ``clock_mhz``,
+    ``compute_capability``, ``memory_bandwidth_gbps``): FP32 on its CUDA cores where the
+    three are known, and the stated bandwidth; None where neither is. Tensor-core peaks
+    cannot be derived so (``partial``). Only for NVIDIA devices: ROCm profiles state AMD's
+    gfx version in the same fields."""
+    figures: dict[str, float] = {}
+    how = []
+    sms, mhz = _positive(props.get("multiprocessors")), _positive(props.get("clock_mhz"))
+    cc = str(props.get("compute_capability") or "")
+    lanes = FP32_LANES.get(cc)
+    if lanes and sms is not None and mhz is not None:
+        figures["fp32"] = round(sms * mhz * 1e6 * lanes * 2 / 1e12, 3)
+        how.append(f"FP32 {figures['fp32']:g} TFLOP/s = {sms:g} multiprocessors x "
+                   f"{mhz:g} MHz x {lanes} FP32 lanes (compute capability {cc}) x 2")
+    if (bw := _positive(props.get("memory_bandwidth_gbps"))) is not None:
+        figures["bw"] = bw
+        how.append(f"memory bandwidth {bw:g} GB/s as stated")
+    if not figures:
+        return None
+    source = DERIVED_SOURCE if "fp32" in figures else \
+        "the profile's own device properties (memory bandwidth only)"
+    return Peak(device, figures, source, "; ".join(how), partial=True)
+
+
+def _positive(x: object) -> float | None:
+    """A stated figure as a float, None where it is no positive number."""
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < 1e9
+    return float(x) if ok and isinstance(x, (int, float)) else None
 
 
 def find(device_name: str | None) -> Peak | None:

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import msgspec
 import pandas as pd
@@ -193,17 +193,20 @@ def _streamed(path: Path, progress: Callable[[int], None] | None, workers: int,
 
 
 def _meta(doc: dict, path: Path) -> TraceMeta:
-    devices = {}
+    devices, properties = {}, {}
     props = doc.get("deviceProperties")
     for d in props if isinstance(props, list) else []:
         if isinstance(d, dict) and "id" in d and "name" in d:
             devices[str(d["id"])] = str(d["name"])
+            properties[str(d["id"])] = device_properties(d)
     meta: TraceMeta = {
         "source_format": "kineto",
         "source_file": str(path),
         "profiler": "torch.profiler",
         "devices": devices,
     }
+    if properties:
+        meta["device_properties"] = properties
     # the document's own keys, kept as recorded
     if "schemaVersion" in doc:
         meta["kineto_schemaVersion"] = doc["schemaVersion"]
@@ -214,3 +217,22 @@ def _meta(doc: dict, path: Path) -> TraceMeta:
     if "traceName" in doc:
         meta["kineto_traceName"] = doc["traceName"]
     return meta
+
+
+def device_properties(d: dict) -> dict[str, Any]:
+    """What a Kineto ``deviceProperties`` entry states about its device, under the keys an
+    XSpace GPU plane's are kept (``meta["device_properties"]``): name, multiprocessors,
+    memory size (bytes), compute capability; a value of the wrong type is left out."""
+    out: dict[str, Any] = {"name": str(d["name"])}
+
+    def whole(key: str) -> int | None:
+        v = d.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+    for key, out_key in (("numSms", "multiprocessors"), ("totalGlobalMem", "memory_bytes")):
+        if (v := whole(key)) is not None:
+            out[out_key] = v
+    major, minor = whole("computeMajor"), whole("computeMinor")
+    if major is not None:
+        out["compute_capability"] = f"{major}.{minor or 0}"
+    return out

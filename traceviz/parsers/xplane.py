@@ -43,6 +43,7 @@ import pandas as pd
 
 from traceviz.errors import TraceVizError
 from traceviz.files.fileio import is_gzip, open_input
+from traceviz.files.folders import describe_folder, log_dirs_below
 from traceviz.files.limits import xspace_limit
 from traceviz.parsers.normalize import finish
 from traceviz.parsers.numbers import dropped_note
@@ -70,6 +71,14 @@ def resolve(path: Path, run: str | None = None) -> list[Path]:
     path = Path(path)
     if not path.is_dir():
         return [path]
+    if not (path / "plugins").is_dir() and not any(path.glob("*.xplane.pb*")) and \
+            not any(path.glob("*/*.xplane.pb*")):
+        # a folder above the log directory (Keras' logs/fit/): its one log directory
+        below = log_dirs_below(path)
+        if len(below) == 1:
+            return resolve(below[0], run)
+        if below:
+            raise TraceVizError(describe_folder(path))
     runs_dir = path / "plugins" / "profile"
     if not runs_dir.is_dir():
         runs_dir = path / "profile" if (path / "profile").is_dir() else path

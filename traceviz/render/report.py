@@ -88,8 +88,9 @@ def _timed_section(figs: list[RunFigures]) -> Section:
     text = ("The time a user pays is the timed step (no profiler); the trace's figures are "
             "profiled, slowed on the host by the profiler. Host time of the thread that "
             "launched the most work, by cause: runtime API calls, framework ops' own time, "
-            "and the time between ops (Python, anything unrecorded). Streams: time with two "
-            "or more busy at once; 0 means their work never overlapped.")
+            "and the time between ops (Python, or on a TensorFlow/JAX runtime thread the "
+            "framework's executor; anything unrecorded). Streams: time with two or more "
+            "busy at once; 0 means their work never overlapped.")
     conflicts = ordering_conflicts(figs)
     if conflicts:
         text += " Profiled and timed orders disagree: " + "; ".join(conflicts) + "."

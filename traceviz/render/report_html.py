@@ -234,13 +234,16 @@ def _n(x: Any, digits: int = 2) -> str:
 
 
 def _streams_line(s: Any) -> str:
-    """Whether the run's streams overlap, for the timeline's caption."""
+    """Whether the run's streams overlap (those that ran kernels), for the caption."""
     per = max(s.steps, 1)
     return " ".join(
         f"Device {o.device}: {o.streams} streams ran work, {fmt_ns(o.multi_ns / per)} per "
         f"step with two or more busy ({fmt_pct(o.overlap_fraction)} of busy time)"
-        + ((": they never overlap." if not o.multi_ns else ": they barely overlap.")
+        + ((f": {'they' if o.kernel_streams == o.streams else 'those with kernels'} "
+            + ("never" if not o.kernel_multi_ns else "barely") + " overlap.")
            if o.never_overlaps else ".")
+        + (f" {o.streams - o.kernel_streams} held copies alone (not judged)."
+           if o.kernel_streams < o.streams else "")
         for o in s.stream_overlap if o.streams >= 2)
 
 

@@ -82,12 +82,21 @@ def _text(name: str) -> str:
     return _NOISE.sub("", name)
 
 
+# Eigen (TensorFlow's GPU kernels) converts a stored tensor when the whole expression a
+# kernel assigns is TensorConversionOp<T, TensorMap<...>>. A conversion inside another
+# expression (ReluGrad's gradient * (x > 0) converts the comparison's bool to float
+# inline) is that expression's work, and one of a computed result (ArgMax's index to
+# int64) is the reduction's: neither is a cast.
+_EIGEN_CAST = (r"TensorAssignOp<(Eigen::)?TensorMap<[^<>]*<[^<>]*>[^<>]*>,\s*(const\s+)?"
+               r"(Eigen::)?TensorConversionOp<[^<>,]*(<[^<>]*>)?[^<>,]*,\s*(const\s+)?"
+               r"(Eigen::)?TensorMap<")
+
 # Kernel names that show a dtype conversion (PyTorch's dynamic-cast and dedicated
-# copy kernels, Eigen's conversion op under TF, cuDNN's convertTensor, XLA convert
-# fusions, Inductor kernels fused around _to_copy, TensorRT reformats, Transformer
-# Engine and other cast/quantize kernels).
+# copy kernels, Eigen's conversion of a tensor under TF, cuDNN's convertTensor, XLA
+# convert fusions, Inductor kernels fused around _to_copy, TensorRT reformats,
+# Transformer Engine and other cast/quantize kernels).
 CAST_KERNEL = re.compile(
-    r"copy_kernel\w*\W.*WithCast|TensorConversionOp|(b?float16|float8|fp8|half)_copy_kernel|"
+    r"copy_kernel\w*\W.*WithCast|" + _EIGEN_CAST + r"|(b?float16|float8|fp8|half)_copy_kernel|"
     r"\bcast(_|Kernel|Functor)|_cast_kernel|cast_(to|back|transpose)|per_token_cast|"
     r"_to_h?(float|half|bf16|bfloat16|fp8|fp16|fp32)|(float|half|bf16|fp8|fp16|fp32)_to_h?(float|"
     r"half|bf16|bfloat16|fp8|fp16|fp32)|quantize|_quant_kernel|fp8_quant|"

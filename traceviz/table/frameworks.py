@@ -1,9 +1,13 @@
-"""Which XLA front end recorded an XSpace: TensorFlow or JAX, from the host events' names
-(one pass over the distinct names). Advice names the remedies of the trace's framework."""
+"""Which framework recorded a trace: the runner's record, the format, and for an XSpace
+which XLA front end, TensorFlow or JAX, from the host events' names (one pass over the
+distinct names). Advice names the remedies of the trace's framework; the host's time
+between ops is named after what runs there (Python, or the framework's executor)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -49,3 +53,38 @@ def recorded_framework(names: pd.Series) -> str:
     if not torch and not tf:
         return "none"
     return "tf" if tf > torch else "torch"
+
+
+def trace_framework(meta: Mapping[str, Any], names: pd.Series) -> str:
+    """``torch``, ``tf``, ``jax``, ``mxnet`` or ``none``: the framework that recorded a
+    trace, by the runner's record, else its format (an XSpace: TensorFlow or JAX by its
+    host events' names, ``xla_front_end``; an Nsight Systems export by the framework its
+    names show, ``recorded_framework``); advice's ``Context.framework_name``."""
+    fmt = str(meta.get("source_format", ""))
+    runner = str((meta.get("runner") or {}).get("framework", ""))
+    if runner in ("tensorflow", "jax"):
+        return "tf" if runner == "tensorflow" else "jax"
+    if fmt == "xplane":
+        return xla_front_end(names)
+    if fmt == "mxnet" or runner == "mxnet":
+        return "mxnet"
+    if fmt.startswith("nsys") and not runner:  # recorded from outside the program
+        return recorded_framework(names)
+    return "torch"
+
+
+# What runs on a launching thread between its recorded ops and calls: Python (PyTorch,
+# MXNet, and any thread the profiler names after the interpreter), else the framework's
+# own runtime (TensorFlow's executor threads, JAX's/XLA's runtime threads)
+_BETWEEN = {"tf": "TensorFlow's executor", "jax": "the JAX runtime (XLA's executor)"}
+
+
+def between_ops_what(meta: Mapping[str, Any], names: pd.Series, pid: int, tid: int) -> str:
+    """What the time between ops on the thread ``pid``/``tid`` is, as a reader names it:
+    ``Python``, or on a TensorFlow/JAX thread that is not the interpreter's, the
+    framework's executor."""
+    framework = trace_framework(meta, names)
+    thread = str((meta.get("thread_names") or {}).get(f"{pid}:{tid}", ""))
+    if framework not in _BETWEEN or thread.lower().startswith("python"):
+        return "Python"
+    return _BETWEEN[framework]

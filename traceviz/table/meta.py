@@ -32,7 +32,9 @@ class TraceMeta(TypedDict, total=False):
     nsys_window_ns: str           # nsys' DERIVED_WINDOW_NS (a windowed export)
     hostnames: list[str]          # XSpace: one per host file
     thread_names: dict[str, Any]  # XSpace: thread id -> name per host
-    device_properties: dict[str, Any]  # XSpace: device -> peak FLOPs, bandwidth, clock...
+    # XSpace GPU planes, Kineto deviceProperties: device -> name, multiprocessors, memory
+    # (bytes), compute capability; XSpace adds clock (MHz) and bandwidth (GB/s)
+    device_properties: dict[str, Any]
     mxnet_processes: list[Any]    # MXNet: the profile's process names
     # -- a run: capture, a run folder (runfolder.run_meta), capture -- python, profile() ---
     model: str                    # the variant (or the script's name, traceviz.profile)

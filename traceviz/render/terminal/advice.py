@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from rich.console import Group, RenderableType
@@ -135,7 +136,8 @@ def _findings(found: Sequence[tuple[str | None, Finding]], steps: int,
         parts.append(title)
         for e in f.evidence:
             parts.append(Text(f"   {e}"))
-        parts.append(Text(f"   -> {f.action}", style="cyan"))
+        action = f.action if i < len(found) else without_findings_below(f.action)
+        parts.append(Text(f"   -> {action}", style="cyan"))
         parts.append(Text(""))
     return parts
 
@@ -167,6 +169,16 @@ def job_advice_render(job: JobAdvice, width: int = 120) -> RenderableType:
         return Group(*head, Text("No finding: no rule fired on the slowest rank and the "
                                  "ranks hold no collectives in common."))
     return Group(*head, *_findings(job.findings, a.steps, a.timed))
+
+
+# an action that points to "the findings below" (the device-bound verdict's) printed
+# last: nothing follows it, so the pointer goes and what it leaned on stands alone
+_FINDINGS_BELOW = re.compile(r"the findings below and (`[^`]+`(?: \([^()]*\))?) say\b")
+
+
+def without_findings_below(action: str) -> str:
+    """``action`` without its reference to findings below it (none follow it)."""
+    return _FINDINGS_BELOW.sub(r"\1 says", action)
 
 
 def ranks_whatif_render(w: RanksWhatIf, brief: bool = False, width: int = 120

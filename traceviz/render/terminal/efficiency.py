@@ -37,12 +37,18 @@ def memory_section(s: Summary, page: Page) -> None:
 def _pct(x: float | None) -> str:
     """A share of a peak; below 1% with two significant digits (0.043%, not 0.0%)."""
     if x is None or x != x:
-        return "-"
+        return "–"
     return f"{100 * x:.2g}%" if 0 < x < 0.01 else fmt_pct(x)
 
 
 def _num(x: float | None, digits: int = 2) -> str:
-    return "-" if x is None or x != x else f"{x:,.{digits}f}"
+    return "–" if x is None or x != x else f"{x:,.{digits}f}"
+
+
+def _amount(total: float, rate: float, scale: float, digits: int) -> str:
+    """A group's FLOPs or bytes: unknown ("–") where its rate is (no op of the group gave
+    the figure; the table keeps 0 there), never 0."""
+    return "–" if rate != rate and not total else _num(total / scale, digits)
 
 
 def _shapes(dims: str) -> str:
@@ -79,10 +85,11 @@ def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
         key = f" ({r.peak_key})" if isinstance(r.peak_key, str) and r.peak_key != prec else ""
         rows.append([str(r.op).removeprefix("aten::"), _shapes(r.dims),
                      f"{prec}{key}",
-                     f"{int(r.calls):,}", fmt_ns(int(r.time_ns)), _num(r.flops / 1e9),
-                     _num(r.bytes / 1e9, 3), _num(r.tflops), _num(r.gbps, 0),
+                     f"{int(r.calls):,}", fmt_ns(int(r.time_ns)),
+                     _amount(r.flops, r.tflops, 1e9, 2), _amount(r.bytes, r.gbps, 1e9, 3),
+                     _num(r.tflops), _num(r.gbps, 0),
                      _num(r.intensity, 1), _pct(r.pct_peak), _pct(r.pct_bw),
-                     r.bound if isinstance(r.bound, str) and r.bound else "-"])
+                     r.bound if isinstance(r.bound, str) and r.bound else "–"])
     if rows:
         table, left = fitted_table("Efficiency: op groups (name and shapes) by device time",
                                    _GROUP_COLS, rows, width)
@@ -94,13 +101,16 @@ def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
                           style="dim"))
         if left_line := left_note(width, {"efficiency": left}):
             parts.append(left_line)
-    moved = f"bytes {e.bytes / 1e9:,.2f} GB" if e.bytes or not e.flops \
-        else "bytes unknown (no dtypes recorded)"
-    run = [f"FLOPs {e.flops / 1e9:,.1f} G" + (" (the workload's)" if e.flops_from == "workload"
-                                                else "")
-           + f", {moved} over {fmt_ns(e.time_ns)} of kernel time "
+    # an unknown figure is said to be (the notes below say why), never printed as 0
+    moved = f"bytes {e.bytes / 1e9:,.2f} GB" if e.bytes is not None else \
+        "bytes unknown (no dtypes recorded)" if e.flops is not None else "bytes unknown"
+    flops = "FLOPs unknown" if e.flops is None else f"FLOPs {e.flops / 1e9:,.1f} G" + (
+        " (the workload's)" if e.flops_from == "workload" else "")
+    run = [f"{flops}, {moved} over {fmt_ns(e.time_ns)} of kernel time "
            f"({fmt_pct(e.coverage)} covered by a formula)"]
-    if e.tflops_busy is not None:
+    if e.flops is None:
+        run.append("TFLOP/s unknown")
+    elif e.tflops_busy is not None:
         run.append(f"{_num(e.tflops_busy)} TFLOP/s over busy time; {_num(e.tflops_span)} "
                    "TFLOP/s over the span"
                    + (f" ({_pct(e.mfu_trace)} of the {e.run_key} peak)" if e.mfu_trace

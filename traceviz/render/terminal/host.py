@@ -30,14 +30,26 @@ def streams_table(s: Summary, width: int) -> tuple[Table, list[str]]:
     caption = "; ".join(
         f"device {o.device}: {fmt_ns(o.multi_ns / per)} {unit} with two or more streams "
         f"busy, {fmt_pct(o.overlap_fraction)} of busy time"
-        + ((" — the streams never overlap: their work runs one stream at a time"
-            if not o.multi_ns else " — the streams barely overlap: their work runs one "
-            "stream at a time almost always")
+        + ((f" — the streams{_with_kernels(o)} never overlap: their work runs one stream "
+            "at a time" if not o.kernel_multi_ns else f" — the streams{_with_kernels(o)} "
+            "barely overlap: their work runs one stream at a time almost always")
            if o.never_overlaps else f", at most {o.max_streams} at once")
+        + _copies_only(o)
         for o in s.stream_overlap if o.streams >= 2)
     return fitted_table(f"Streams ({unit})", (
         Col("device", "left"), Col("stream", "left"), Col("device ops"), Col("busy"),
         Col("share of\ndevice busy", drop=1)), rows, width, caption=caption)
+
+
+def _with_kernels(o) -> str:
+    """" that ran kernels" where some of the device's streams held copies alone."""
+    return " that ran kernels" if o.kernel_streams < o.streams else ""
+
+
+def _copies_only(o) -> str:
+    """Which of a device's streams held copies alone (they are not judged for overlap)."""
+    n = o.streams - o.kernel_streams
+    return "" if n <= 0 else f" ({n} of the {o.streams} held copies alone)"
 
 
 def step_line(s: Summary) -> str:
@@ -69,7 +81,9 @@ def host_rows(s: Summary) -> list[tuple[str, str]]:
                                ("OS calls and off the CPU", "os_ns"),
                                ("between ops", "between_ns"))
             if key != "os_ns" or main[key])
-            + f" (thread {main['tid']}; between ops: anything unrecorded)"))
+            + f" (thread {main['tid']}; between ops: "
+              f"{s.host.between_what if s.host is not None else 'Python'}, anything "
+              "unrecorded)"))
         if main["sync_ns"]:
             rows.append(("  of the API calls", f"{fmt_ns(main['sync_ns'] / per)} in "
                                                "synchronizing calls: the host waiting for "
@@ -90,10 +104,13 @@ def host_rows(s: Summary) -> list[tuple[str, str]]:
     for o in s.stream_overlap:
         if o.streams < 2:
             continue
-        verdict = (" — never overlap" if not o.multi_ns else " — barely overlap") \
+        verdict = (" — never overlap" if not o.kernel_multi_ns else " — barely overlap") \
             if o.never_overlaps else ""
+        ran = f"{o.streams} ran work" + (
+            f" ({o.kernel_streams} with kernels, {o.streams - o.kernel_streams} copies alone)"
+            if o.kernel_streams < o.streams else "")
         rows.append((f"streams, device {o.device}",
-                     f"{o.streams} ran work; {fmt_ns(o.multi_ns / per)} {unit} with 2+ busy "
+                     f"{ran}; {fmt_ns(o.multi_ns / per)} {unit} with 2+ busy "
                      f"({fmt_pct(o.overlap_fraction)} of busy){verdict}"))
     return rows
 

@@ -61,7 +61,8 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
         ("  profiled", [_per_kernel(r, "profiled") for r in runs]),
         ("host: API calls", [_host(r, "api_ns") for r in runs]),
         ("  framework ops", [_host(r, "op_ns") for r in runs]),
-        ("  between ops (Python, unrecorded)", [_host(r, "between_ns") for r in runs]),
+        (f"  between ops ({_between(runs)}, unrecorded)",
+         [_host(r, "between_ns") for r in runs]),
         ("streams with work", [_streams(r, False) for r in runs]),
         ("  2+ streams busy (share of busy)", [_streams(r, True) for r in runs]),
     ]
@@ -87,6 +88,12 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
 def _per_kernel(r: RunFigures, which: str) -> str:
     v = r.summary.host_per_kernel_ns[which]
     return "–" if v is None else fmt_ns(v)
+
+
+def _between(runs: list[RunFigures]) -> str:
+    """What the runs' launching threads ran between ops: one name where they agree."""
+    what = {r.summary.host.between_what for r in runs if r.summary.host is not None}
+    return what.pop() if len(what) == 1 else "Python or the framework's executor"
 
 
 def _host(r: RunFigures, key: str) -> str:
@@ -160,12 +167,21 @@ def _warmup(t: Timings | None) -> str:
 def diff_table(diff: pd.DataFrame, a: str, b: str, top: int = 12,
                width: int = 120) -> Group:
     """Kernel differences: calls and time per call apart, so that a window holding fewer
-    calls is not read as faster kernels; the change in time stays at any width."""
-    per = "per step" if diff.attrs.get("unit") == "step" else "per second of window"
-    delta = "time B − A" + ("/step" if diff.attrs.get("unit") == "step" else "/s")
+    calls is not read as faster kernels; the change in time stays at any width. The
+    call columns say their unit (per step, or per second of each run's window, whose
+    lengths the title gives); the caption holds the totals the rows add up to."""
+    step = diff.attrs.get("unit") == "step"
+    windows = diff.attrs.get("window_ns") or []
+    if step:
+        per, unit = "per step", "/step"
+    else:
+        per = "per second of each run's window" + (
+            f": A {fmt_ns(windows[0])}, B {fmt_ns(windows[1])}" if len(windows) == 2 else "")
+        unit = "/s"
     cols = (Col("kernel", "left", name=True), Col("category", "left", drop=1),
-            Col("change", "left", wrap=True), Col("calls A", drop=4), Col("calls B", drop=5),
-            Col("/call A", drop=2), Col("/call B", drop=3), Col(delta))
+            Col("change", "left", wrap=True), Col(f"calls{unit}\nA", drop=4),
+            Col(f"calls{unit}\nB", drop=5), Col("mean/call\nA", drop=2),
+            Col("mean/call\nB", drop=3), Col(f"time{unit}\nB − A"))
     rows = [[str(r.name), str(r.category), str(r.change), _calls(r.count_a),
              _calls(r.count_b), fmt_ns(_nan_none(r.per_call_a)),
              fmt_ns(_nan_none(r.per_call_b)), ("+" if r.delta_ns > 0 else "") + fmt_ns(r.delta_ns)]
@@ -175,10 +191,23 @@ def diff_table(diff: pd.DataFrame, a: str, b: str, top: int = 12,
     changes = diff["change"].astype(str)
     # "same" is also inside no other label; "slower" may share a row with "fewer calls"
     counts = ", ".join(f"{changes.str.contains(k, regex=False).sum()} {k}" for k in CHANGES)
+    ta, tb = diff.attrs.get("total_ns") or (diff["ns_a"].sum(), diff["ns_b"].sum())
+    change = diff.attrs.get("total_change")
+    total = (f"time{unit}, all names: A {fmt_ns(ta)} → B {fmt_ns(tb)}"
+             + (f" ({change:+.1%})" if change is not None else "") + "; slower/faster: the "
+             "mean time per call (total / calls)")
     t, left = fitted_table(f"Biggest kernel differences ({per}), A = {a} → B = {b}", cols,
-                           rows, width, caption=counts)
-    note = left_note(width, left)
-    return Group(t) if note is None else Group(t, note)
+                           rows, width, caption=f"{counts}\n{total}")
+    parts: list[RenderableType] = [t]
+    if apart := diff.attrs.get("windows_apart"):
+        parts.append(Text.assemble(("note:", "yellow"), (
+            f" the windows differ {apart:.0f}x in length and no step "
+            "marks both: per-second rates compare different stretches of the runs (a "
+            "warm-up beside a steady state reads as a change); traces with steps compare "
+            "per step")))
+    if (note := left_note(width, left)) is not None:
+        parts.append(note)
+    return Group(*parts)
 
 
 def _calls(x: float) -> str:

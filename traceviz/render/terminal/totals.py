@@ -100,8 +100,12 @@ def _header(s: Summary) -> Table:
         grid.add_row("trace", "CPU trace (no device rows): leaf framework ops play the kernels")
     else:
         # "GPU 3: NVIDIA ..." (an id, not a count of 3)
-        names = ", ".join(f"GPU {d}: {devices.get(str(d), '?')}" for d in used) or "–"
-        grid.add_row("devices", names)
+        names = ", ".join(f"GPU {d}: {devices.get(str(d), '?')}" for d in used)
+        if not names and isinstance(devices, dict) and devices:
+            # no device row recorded (no kernel activity): the trace still names its GPUs
+            names = ", ".join(f"GPU {d}: {n}" for d, n in devices.items()) + \
+                " (named by the trace; no device rows recorded)"
+        grid.add_row("devices", names or "–")
     if s.kernel_activity_missing:  # no device time: span, busy and idle would be zeros
         grid.add_row("kernel activity", str(s.kernel_activity.line))
     else:
