@@ -24,8 +24,10 @@ call, ``OUTLIER`` times the usual time of such calls in its process (the lower q
 of its name's calls: the first calls stand out against the rest; for a name called fewer
 than ``FEW`` times, whose calls may all be first calls, at most the median of all its
 process's calls that do not wait for the device). Calls that wait for the device
-(synchronizations, synchronous copies) never count: their time is the device's; nor do
-graph launches, which enqueue a whole graph.
+(synchronizations, synchronous copies) never count: their time is the device's; nor does
+a call that ran half of its time or more while a device ran work (a launch held by a full
+queue). A graph launch, which enqueues a whole graph, is judged against its own name's
+calls alone (its first calls upload the graph: slower than the steady ones).
 
 ``Startup`` holds the blocks of start-up time: the calls' (``calls_*``), which count only
 while the device runs nothing (a launch held by a full queue is the device's time), and
@@ -43,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.algos.categorical import each, per_distinct
-from traceviz.algos.intervals import union_blocks
+from traceviz.algos.intervals import covered_until, union_blocks
 from traceviz.table.host_calls import api_kind
 from traceviz.table.launch_apis import is_graph_launch, launch_kind
 from traceviz.table.schema import DEVICE_KINDS, is_in
@@ -63,6 +65,9 @@ _MODULE = re.compile(r"^(cu|hip)(Module|Library)Load|^cuLink")
 # autotuning marks: XLA/TensorFlow's redzone checks around every candidate, autotuner
 # and algorithm-picker ranges, cuDNN's find calls (nsys --trace=cudnn)
 AUTOTUNE = re.compile(r"redzone_checker|[Aa]utotun|AlgorithmPicker|cudnnFind")
+# a Python frame recorded with its source file (with_stack): "autotuner.py(400): f" is a
+# call into a module of that name, not autotuning
+_SOURCE_FRAME = re.compile(r"\.py\(\d+\)")
 # a compiler's own ranges (XLA: backend_compile, XlaCompile, TfrtTpuCompiler::Compile)
 COMPILE = re.compile(r"(^|::)(backend_compile|XlaCompile|Compile|compile_and_load)$")
 
@@ -87,18 +92,32 @@ class Startup:
                           for r in self.parts.itertuples(index=False)]}
 
 
-def _usual(pid: np.ndarray, name_code: np.ndarray, dur: np.ndarray) -> np.ndarray:
+def _usual(pid: np.ndarray, name_code: np.ndarray, dur: np.ndarray, own: np.ndarray
+           ) -> np.ndarray:
     """Per call: the usual time of such a call in its process: the lower quartile of its
     name's calls (a few slow first calls do not move it); for a name called fewer than
     ``FEW`` times, each call may be a first one: the lower of that and the median of all
-    the process's calls."""
+    the process's calls, except where ``own`` says the call's time is its own kind's alone
+    (a graph launch enqueues a whole graph: only its name's calls say what is usual)."""
     frame = pd.DataFrame({"pid": pid, "name": name_code, "dur": dur})
     named = frame.groupby(["pid", "name"])["dur"]
     q = named.quantile(0.25)
     by_name = q.reindex(pd.MultiIndex.from_arrays([pid, name_code])).to_numpy(np.float64)
-    few = named.transform("size").to_numpy() < FEW
+    few = (named.transform("size").to_numpy() < FEW) & ~own
     by_pid = frame.groupby("pid")["dur"].transform("median").to_numpy(np.float64)
     return np.where(few, np.minimum(by_pid, by_name), by_name)
+
+
+def _held_by_device(trace: Trace, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per call: half of it or more ran while a device ran work (a launch held by a full
+    queue, a call behind the device's own work): its time is the device's."""
+    dev = trace.device_rows
+    if dev.empty or not len(ts):
+        return np.zeros(len(ts), dtype=bool)
+    s = dev["ts_ns"].to_numpy(np.int64)
+    bs, be = union_blocks(s, s + dev["dur_ns"].to_numpy(np.int64))
+    busy = covered_until(bs, be, end) - covered_until(bs, be, ts)
+    return 2 * busy >= np.maximum(end - ts, 1)
 
 
 def startup_calls(trace: Trace) -> pd.DataFrame:
@@ -118,8 +137,10 @@ def startup_calls(trace: Trace) -> pd.DataFrame:
         else pd.factorize(names)[0]
     context = per_distinct(names, each(lambda n: bool(_CONTEXT.match(n))), fill=False)
     module = per_distinct(names, each(lambda n: bool(_MODULE.match(n))), fill=False)
-    long = dur >= CALL_NS
-    slow = long & (dur >= OUTLIER * np.maximum(_usual(pid, code, dur), 1.0))
+    graph = per_distinct(names, each(is_graph_launch), fill=False).astype(bool)
+    # a call the device held (half its time or more with work running) is the device's
+    long = (dur >= CALL_NS) & ~_held_by_device(trace, ts, ts + dur)
+    slow = long & (dur >= OUTLIER * np.maximum(_usual(pid, code, dur, graph), 1.0))
     # the first call of each process pays for its context, whatever the call
     first = np.zeros(len(rt), dtype=bool)
     order = np.lexsort((ts, pid))
@@ -128,8 +149,8 @@ def startup_calls(trace: Trace) -> pd.DataFrame:
     part = np.full(len(rt), None, dtype=object)
     # a kernel launch or a kernel's attribute query (a copy's call lasts as long as its
     # data takes to stage, or its stream to drain: never start-up)
-    kernel_launch = per_distinct(names, each(
-        lambda n: launch_kind(n) == "kernel" and not is_graph_launch(n)), fill=False)
+    kernel_launch = per_distinct(names, each(lambda n: launch_kind(n) == "kernel"),
+                                 fill=False)
     part[slow & (kernel_launch.astype(bool) | (kind == "setup"))] = "module_loading"
     part[long & module.astype(bool)] = "module_loading"
     part[slow & (kind == "alloc")] = "allocation"
@@ -141,7 +162,7 @@ def startup_calls(trace: Trace) -> pd.DataFrame:
     # (a first launch that is slow loads its kernel's module: a context made before the
     # recording began is not in it)
     part[long & (context.astype(bool) | (first & (kind != "launch")))] = "context"
-    part[long & first & kernel_launch.astype(bool)] = "module_loading"
+    part[long & first & kernel_launch.astype(bool) & ~graph] = "module_loading"
     part[long & first & (kind == "launch") & ~kernel_launch.astype(bool)] = None
     keep = part != None  # noqa: E711 (an object array compared element by element)
     return pd.DataFrame({"row": rt[keep], "part": part[keep]})
@@ -150,7 +171,8 @@ def startup_calls(trace: Trace) -> pd.DataFrame:
 def _autotune_marks(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of every autotuning mark: a redzone check from its launch, a range."""
     ev = trace.events
-    marked = per_distinct(ev["name"], each(lambda n: bool(AUTOTUNE.search(n))), fill=False)
+    marked = per_distinct(ev["name"], each(
+        lambda n: bool(AUTOTUNE.search(n)) and not _SOURCE_FRAME.search(n)), fill=False)
     idx = np.flatnonzero(marked.astype(bool))
     if not len(idx):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)

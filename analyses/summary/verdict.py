@@ -12,10 +12,10 @@ start-up is taken out. In this order:
 
 - ``unknown``: launches but no kernel records (the trace was taken without CUDA/HIP
   activity): the device's time is not in the trace;
-- ``startup``: every step window is cold; or, without steps, the windows' time besides
-  start-up is under ``STEADY_MIN`` of the recorded time (the windows and the time recorded
-  before them, where a context may have been made): the trace shows the program
-  starting, not its steps;
+- ``startup``: every step window that ran device work is cold; or, without steps, the
+  windows' time besides start-up is under ``STEADY_MIN`` of the windows and the start-up
+  (with the start-up recorded before the first window, where a context may have been
+  made): the trace shows the program starting, not its steps;
 - ``input``: the device idles inside input calls >= ``INPUT_SHARE`` of the steady span
   and at least as long as it waits for the host otherwise;
 - ``communication``: exposed >= ``COMM_SHARE`` of the span and more than the host time;
@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from traceviz.analyses.summary.budget import Budget, budget, cold_windows
 from traceviz.analyses.summary.protocol import Inputs, Section
@@ -113,23 +115,27 @@ def step_bound(trace: Trace, s: Summary) -> Bound:
         return _steady(s, whole, "windows", {})
     cold = cold_windows(w, bool(s.steps))
     if cold.any():
-        if (~cold).any():
-            kept = budget(w, comm, ~cold)
+        # a steady step shows the pace only where the device ran work in it
+        steady = ~cold & (w.steps["busy_ns"].to_numpy(np.int64) > 0)
+        if steady.any():
+            kept = budget(w, comm, steady)
             return _steady(s, kept, "steady steps", _startup_figures(w, cold))
-        return _startup(s, budget(w, comm), cold, "every step window holds start-up")
+        return _startup(s, budget(w, comm), cold, "every step window that ran device work "
+                        "holds start-up")
     whole = budget(w, comm)
-    # what was recorded before the first window counts: a context made before the first
-    # launch is the trace's start-up too
-    recorded = whole.span_ns + whole.startup_ns + w.before_span_ns
+    # start-up recorded before the first window counts (a context made before the first
+    # launch is the trace's start-up too), not the time before it that is not start-up
     start_up = whole.startup_ns + w.before_ns
+    held = whole.span_ns + start_up
+    recorded = whole.span_ns + whole.startup_ns + w.before_span_ns
     # the steady part: what the windows hold besides start-up; too little of it to judge,
     # and the trace is of start-up (else its verdict, with start-up shown apart)
-    if recorded and start_up and whole.span_ns < STEADY_MIN * recorded:
+    if held and start_up and whole.span_ns < STEADY_MIN * held:
         return _startup(s, whole, cold, f"start-up takes {fmt_ns(start_up)} of the "
-                        f"{fmt_ns(recorded)} recorded ({fmt_pct(start_up / recorded)}); the "
-                        f"windows hold {fmt_ns(whole.span_ns)} besides it "
-                        f"({fmt_pct(whole.span_ns / recorded)}), too little steady work to "
-                        "judge")
+                        f"{fmt_ns(recorded)} recorded; the windows hold "
+                        f"{fmt_ns(whole.span_ns)} besides it "
+                        f"({fmt_pct(whole.span_ns / held)} of the windows and start-up), too "
+                        "little steady work to judge")
     return _steady(s, whole, "windows less start-up" if whole.startup_ns else "windows",
                    _startup_figures(w, cold))
 
