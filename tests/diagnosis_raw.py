@@ -318,10 +318,18 @@ def expected_bound(f: Facts) -> frozenset[str]:
     return frozenset(out)
 
 
-def expected_cause(f: Facts, windows: np.ndarray | None = None) -> frozenset[str]:
+def verdict_windows(f: Facts) -> np.ndarray | None:
+    """The windows the steady verdict is drawn from (a mask): the steady steps where some
+    steps are cold, else every window (None)."""
+    cold = f.cold()
+    return ~cold if cold.any() and not cold.all() else None
+
+
+def expected_cause(f: Facts) -> frozenset[str]:
     """The causes ``bound.cause`` may give for a host verdict: the largest group of the
-    host wait, and any within ``BORDER`` of the host wait of it."""
-    causes = f.causes(windows)
+    host wait (over the windows the verdict is drawn from), and any group within
+    ``BORDER`` of the host wait of it."""
+    causes = f.causes(verdict_windows(f))
     wait = sum(causes.values())
     if not wait:
         return frozenset()

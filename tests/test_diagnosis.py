@@ -256,7 +256,8 @@ def test_input_pipeline_figures(key, advise):
     assert out["findings"][0]["rule"] == "input_pipeline"
 
 
-@pytest.mark.parametrize("key", ["zoology_trace", "a100_cupti_counters"])
+@pytest.mark.parametrize("key", ["zoology_trace", "a100_cupti_counters",
+                                 "rtx3060_triton_attention_nocupti"])
 def test_no_kernel_activity_figures(key, advise, analyze):
     """Launches without kernel records: one finding says so, with the launch count (every
     kernel launch API, cuFFT's cuLaunchKernel included), and analyze states no FLOP rate
