@@ -110,15 +110,14 @@ def xplane(path: Path) -> Events:
     data = path.read_bytes()
     space = xplane_pb2.XSpace()
     space.ParseFromString(gzip.decompress(data) if path.suffix == ".gz" else data)
-    dev, host, steps = [], [], {}
+    dev, host, steps, step_marks = [], [], {}, []
     for plane in space.planes:
         names = {k: m.name for k, m in plane.event_metadata.items()}
-        corr_id = next((k for k, m in plane.stat_metadata.items()
-                        if m.name == "correlation_id"), None)
+        ids = {m.name: k for k, m in plane.stat_metadata.items()}
 
-        def corr(e, corr_id=corr_id) -> int | None:
+        def stat(e, name: str, ids=ids) -> int | None:
             return next((st.int64_value or st.uint64_value for st in e.stats
-                         if st.metadata_id == corr_id), None)
+                         if st.metadata_id == ids.get(name)), None)
 
         gpu = plane.name.startswith("/device:GPU:")
         tpu = plane.name.startswith("/device:TPU:")
@@ -127,7 +126,9 @@ def xplane(path: Path) -> Events:
                 for e in line.events:
                     t = line.timestamp_ns * 1000 + e.offset_ps
                     host.append((t // 1000, (t + e.duration_ps) // 1000, line.id,
-                                 names.get(e.metadata_id, ""), corr(e)))
+                                 names.get(e.metadata_id, ""), stat(e, "correlation_id")))
+                    if stat(e, "step_num") is not None:  # a step (JAX's StepTraceAnnotation)
+                        step_marks.append(host[-1][:2])
         elif gpu or tpu:
             number = int(plane.name.rsplit(":", 1)[1])
             for line in plane.lines:
@@ -143,7 +144,7 @@ def xplane(path: Path) -> Events:
                         name = names.get(e.metadata_id, "")
                         copy = gpu and re.match(r"Memcpy|Memset|MEMCPY|MEMSET", name) is not None
                         dev.append((t0 + e.offset_ps, e.duration_ps, number, not copy, name,
-                                    corr(e)))
+                                    stat(e, "correlation_id")))
     cols = _columns(dev, 6)
     kernel_of = {c: k for c, k in zip(cols[5], cols[3], strict=True) if c is not None}
     calls, ranges, corr_of = [], [], {}
@@ -163,7 +164,8 @@ def xplane(path: Path) -> Events:
     return linked_events(Events(
         start // 1000, (start + np.array(cols[1], np.int64)) // 1000,
         np.array(cols[2], np.int64), np.array(cols[3], bool), np.array(cols[4], object),
-        np.empty(0), ranges.pick(STEP), ranges.pick(INPUT), len(launch),
+        np.empty(0), union(*np.array(step_marks, np.int64).reshape(-1, 2).T) if step_marks
+        else ranges.pick(STEP), ranges.pick(INPUT), len(launch),
         sum(bool(GRAPH_LAUNCH.match(c)) for c in launch),
         (min(s for s, *_ in host), max(e for _, e, *_ in host)) if host else None,
         device_steps=steps or None, calls=Spans.of(calls), ranges=ranges,

@@ -282,7 +282,7 @@ def _activity(ev: Events, thread: int) -> dict[str, Intervals]:
     for k, where in layers:
         out[k] = subtract(where, seen)
         seen = join(seen, where)
-    rest = complement(seen)
-    long = (rest[:, 1] - rest[:, 0]) >= LONG_UNTRACED_NS
+    rest = complement(seen)  # its first and last stretch unbounded: long
+    long = rest[:, 1] - LONG_UNTRACED_NS >= rest[:, 0]  # (no int64 overflow)
     out["untraced"], out["gaps"] = rest[long], rest[~long]
     return out
