@@ -29,12 +29,13 @@ LAUNCH = re.compile(
 GRAPH_LAUNCH = re.compile(r"^(cuda|cu|hip)GraphLaunch")
 # the project's step marks: ProfilerStep#N (Kineto), "step N" ranges (NVTX and others)
 STEP = re.compile(r"^(ProfilerStep#|step[ _#]?)\d+$", re.I)
-# input calls: the DataLoader's __next__ (Kineto), tf.data's get-next ops and the
-# iterator's outer ranges on the consuming thread (not its per-dataset ranges, which run
-# on tf.data's own threads too), JAX's DevicePut, traceviz's own "data" range
-INPUT = re.compile(r"DataLoader.*__next__|^(?:[^:]*:)?(IteratorGetNext|IteratorGetNextSync|"
-                   r"IteratorGetNextAsOptional|MultiDeviceIteratorGetNextFromShard|"
-                   r"DevicePut)$|^(Iterator::Model|Iterator::Root|data)$")
+# input calls: the DataLoader's __next__ (Kineto); tf.data's get-next ops and the _Recv
+# nodes that wait for their batch ("IteratorGetNextAsOptional_1/_2:_Recv"; not the _Send
+# nodes, which hand over a batch already there), and the iterator's outer ranges (not the
+# per-dataset ranges under them, "Iterator::Model::ParallelMapV2::...", which run on
+# tf.data's own threads); JAX's DevicePut; traceviz's own "data" range
+INPUT = re.compile(r"DataLoader.*__next__|IteratorGetNext(?!.*:_Send$)|DevicePut|"
+                   r"^(Iterator::Model|Iterator::Root|data)$")
 # collective and point-to-point kernels: NCCL/RCCL, DeepEP's dispatch/combine/notify, NVLS
 # multimem reductions, vLLM's custom all-reduce, XLA's collective ops
 COMM = re.compile(r"nccl|rccl|ep::.*(dispatch|combine|notify)|multimem|cross_device_reduce|"

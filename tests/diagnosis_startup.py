@@ -233,7 +233,7 @@ def budget(ev: Events, on: np.ndarray, windows: Intervals, s: Startup) -> Budget
     wait = subtract(subtract(windows, busy), queued)  # idle, nothing launched pending
     causes = {"startup": per_window(intersect(wait, startup), windows),
               "input": per_window(subtract(intersect(wait, ev.inputs), startup), windows)}
-    for cause, where in _thread_causes(ev, on, host).items():
+    for cause, where in _thread_causes(ev, on, host, windows).items():
         causes[cause] = per_window(where, windows)
     return Budget(windows, parts, causes, before)
 
@@ -241,7 +241,8 @@ def budget(ev: Events, on: np.ndarray, windows: Intervals, s: Startup) -> Budget
 # ---------------------------------------------------------------- the host wait's causes
 
 
-def _thread_causes(ev: Events, on: np.ndarray, host: Intervals) -> dict[str, Intervals]:
+def _thread_causes(ev: Events, on: np.ndarray, host: Intervals,
+                   windows: Intervals) -> dict[str, Intervals]:
     """The host wait ``host`` split by what the thread that launched the next device row
     (the last launched, where none follows) was doing."""
     rows = np.flatnonzero(on & (ev.dev_call >= 0))
@@ -256,14 +257,16 @@ def _thread_causes(ev: Events, on: np.ndarray, host: Intervals) -> dict[str, Int
     thread = ev.calls.thread[ev.dev_call[rows[np.minimum(nxt, len(rows) - 1)]]]
     for t in np.unique(thread):
         mine = host[thread == t]
-        for cause, where in _activity(ev, int(t)).items():
+        for cause, where in _activity(ev, int(t), windows).items():
             out[cause] = join(out[cause], intersect(mine, where))
     return out
 
 
-def _activity(ev: Events, thread: int) -> dict[str, Intervals]:
-    """What a thread was doing, each moment once: runtime calls by kind, OS calls by kind,
-    off the CPU, framework ops, else untraced (short: ``gaps``, long: ``untraced``)."""
+def _activity(ev: Events, thread: int, windows: Intervals) -> dict[str, Intervals]:
+    """What a thread was doing inside ``windows``, each moment once: runtime calls by
+    kind, OS calls by kind, off the CPU, framework ops, else untraced: a stretch with
+    nothing recorded, as long as it lasts inside its window (a window's edge is where the
+    step's work begins), short (``gaps``) or long (``untraced``)."""
     layers: list[tuple[str, Intervals]] = []
     c = ev.calls
     mine = c.thread == thread
@@ -282,7 +285,7 @@ def _activity(ev: Events, thread: int) -> dict[str, Intervals]:
     for k, where in layers:
         out[k] = subtract(where, seen)
         seen = join(seen, where)
-    rest = complement(seen)  # its first and last stretch unbounded: long
-    long = rest[:, 1] - LONG_UNTRACED_NS >= rest[:, 0]  # (no int64 overflow)
+    rest = intersect(complement(seen), windows)
+    long = rest[:, 1] - rest[:, 0] >= LONG_UNTRACED_NS
     out["untraced"], out["gaps"] = rest[long], rest[~long]
     return out

@@ -93,8 +93,8 @@ def test_every_moment_once_and_the_host_wait_by_what_the_launching_thread_did():
         "startup": 13, "busy": 22, "input": 15, "queued": 12, "host": 38}
     # the host wait (idle, nothing pending: 53 ms) by cause: start-up, input, then the
     # launching thread: its launch calls 9, the op 4.5, a 0.5 ms gap (issuing work), a
-    # sleep 5, off the CPU 3, untraced 2 + 2 + 2 + 10 (before its first event in the
-    # window, [58, 60), [70, 72), after its last)
+    # sleep 5, off the CPU 3, untraced 2 + 2 + 2 + 10 (from the window's start to its first
+    # event, [58, 60), [70, 72), after its last to the window's end)
     waits = {c: f.part(f"wait_{c}") / MS for c in CAUSES if f.part(f"wait_{c}")}
     assert waits == {"startup": 10, "input": 5, "launch": 9, "ops": 4.5, "gaps": 0.5,
                      "sleep": 5, "offcpu": 3, "untraced": 16}
