@@ -96,10 +96,13 @@ def _param(key: str):
 ALL = [_param(k) for k in PATHS]
 
 
-def raw(key: str) -> Facts:
-    """The raw facts of a trace (a run folder's with its timed step); skips a format this
-    machine cannot read (a report without nsys, an XSpace without TensorFlow)."""
+def trace(key: str) -> Path:
+    """A trace's path; skips where ../shared is not beside the checkout, or where this
+    machine cannot read its format (a report without nsys, an XSpace without TensorFlow)."""
     path = PATHS[key]
+    if not path.exists():
+        missing(f"{path} is not there: the diagnosis test bed reads ../shared beside the "
+                "checkout")
     if path.suffix in (".qdrep", ".nsys-rep") and not shutil.which("nsys"):
         missing("nsys is not on PATH: a .qdrep is read through `nsys export`")
     if ".xplane.pb" in path.name or (path.is_dir() and (path / "vm.xplane.pb.gz").exists()):
@@ -107,6 +110,12 @@ def raw(key: str) -> Facts:
             from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: F401
         except ImportError as e:
             missing(f"TensorFlow's XSpace schema is not importable ({e})")
+    return path
+
+
+def raw(key: str) -> Facts:
+    """The raw facts of a trace (a run folder's with its timed step); skips as ``trace``."""
+    path = trace(key)
     return run_facts(path) if path.is_dir() else facts(path)
 
 
@@ -148,7 +157,9 @@ def _run(command: str, key: str) -> tuple[int, str, str]:
 
 
 def json_of(command: str, key: str) -> dict:
-    """``command --json`` of a trace, run once per trace and process."""
+    """``command --json`` of a trace, run once per trace and process (skips as
+    ``trace``)."""
+    trace(key)
     rc, out, err = _run(command, key)
     assert rc == 0, f"{command} failed on {key}: {err[-2000:]}"
     return json.loads(out)

@@ -33,6 +33,7 @@ from tests.diagnosis_paths import (
     allowed_bound,
     json_of,
     raw,
+    trace,
     traceviz,
 )
 from tests.diagnosis_raw import expected_bound
@@ -116,7 +117,7 @@ def test_h2_multi_process_loader_idles_the_device():
 def test_zoology_launches_without_kernel_records():
     """zoology: 236 cudaLaunchKernel (and 24 cuLaunchKernel from cuFFT, outside any
     cudaLaunchKernel), no kernel rows: the device time is unknown."""
-    calls = [e["name"] for e in json.loads(PATHS["zoology_trace"].read_text())["traceEvents"]
+    calls = [e["name"] for e in json.loads(trace("zoology_trace").read_text())["traceEvents"]
              if e.get("cat") in ("cuda_runtime", "cuda_driver")]
     assert calls.count("cudaLaunchKernel") == 236 and calls.count("cuLaunchKernel") == 24
     f = raw("zoology_trace")

@@ -13,13 +13,13 @@ import pytest
 
 from tests.diagnosis_events import LAUNCH, intersect, length, read, union
 from tests.diagnosis_formats import OFF_CPU
-from tests.diagnosis_paths import MS, PATHS, raw
+from tests.diagnosis_paths import MS, raw, trace
 from tests.diagnosis_startup import base
 
 
 def _calls(key: str):
     """A trace's runtime calls: base names, durations, starts."""
-    c = read(PATHS[key]).calls
+    c = read(trace(key)).calls
     return np.array([base(n) for n in c.name], object), c.end - c.start, c.start
 
 
@@ -85,7 +85,7 @@ def test_rtx4090_tp2_ranks_wait_in_their_collectives(rank, comm, busy, startup, 
     one all-gather of 441.5 ms; start-up (launch calls up to 343/368 ms on first use) is
     40-45 % of the window but less than the busy time: communication, not start-up."""
     key = f"rtx4090_llama_tp2_rank{rank}"
-    f, ev = raw(key), read(PATHS[key])
+    f, ev = raw(key), read(trace(key))
     assert (f.comm_ns / MS, f.busy_ns / MS) == pytest.approx((comm, busy), abs=0.01)
     assert f.comm_exposed_ns == f.comm_ns  # 0 % overlapped
     nccl = np.array(["nccl" in n for n in ev.dev_name])
@@ -101,7 +101,7 @@ def test_rtx4090_tp2_ranks_wait_in_their_collectives(rank, comm, busy, startup, 
 def _off_cpu_inside(key: str, pattern: str) -> tuple[int, int]:
     """The union of the NVTX ranges matching ``pattern`` and the main thread's time off
     the CPU inside them (the main thread: the one that makes the runtime calls)."""
-    ev = read(PATHS[key])
+    ev = read(trace(key))
     threads, counts = np.unique(ev.calls.thread, return_counts=True)
     main = threads[np.argmax(counts)]
     o, r = ev.os, ev.ranges
@@ -163,7 +163,7 @@ def test_darknet_xavier_loads_weights_with_synchronous_pageable_copies():
     assert malloc.sum() == 3117 and dur[malloc].sum() / MS == pytest.approx(160.15, abs=0.01)
     assert dur[names == "cudaStreamCreateWithFlags"].sum() / MS == pytest.approx(277.78,
                                                                                  abs=0.01)
-    con = sqlite3.connect(exported(PATHS["darknet_xavier_report1"]))
+    con = sqlite3.connect(exported(trace("darknet_xavier_report1")))
     kinds = dict(con.execute("select srcKind, count(*) from CUPTI_ACTIVITY_KIND_MEMCPY "
                              "where copyKind = 1 group by srcKind"))  # 1: host to device
     pageable = con.execute("select id from ENUM_CUDA_MEM_KIND where name like "
@@ -192,7 +192,7 @@ def test_keras_alexnet_s3tune_is_a_warm_up_step():
     throughout, then cuDNN's autotuning: 276 redzone_checker from the first to the last
     make a 1,373.7 ms stretch (36.6 % of the step: cold); 735 kernels (1,299.0 ms), 146
     synchronizations in the step."""
-    ev, f = read(PATHS["keras_alexnet_s3tune"]), raw("keras_alexnet_s3tune")
+    ev, f = read(trace("keras_alexnet_s3tune")), raw("keras_alexnet_s3tune")
     assert f.steps == 1 and f.window_ns / MS == pytest.approx(3758.41, abs=0.01)
     assert f.input_ns == f.input_idle_ns and f.input_ns / MS == pytest.approx(2339.28, abs=0.01)
     assert (ev.dev_name == "redzone_checker").sum() == 276
@@ -244,7 +244,7 @@ def test_h4_autotuner_frames_are_no_autotuning():
     cache lookups, every forward) and torch/_inductor/runtime/autotune_cache.py (1) span
     77.8 of the 84.5 ms window; taken as autotuning marks they would make the trace
     start-up. Source locations are no range names: not marks."""
-    ev, f = read(PATHS["h4_tracelens_b200_eager"]), raw("h4_tracelens_b200_eager")
+    ev, f = read(trace("h4_tracelens_b200_eager")), raw("h4_tracelens_b200_eager")
     frames = np.array(["utotun" in str(n) for n in ev.ranges.name])
     assert frames.sum() == 376
     assert all(re.search(r"\.py\(\d+\): ", n) for n in ev.ranges.name[frames])
@@ -260,7 +260,7 @@ def test_compile_full_torch_graph_launches_are_no_start_up():
     not start-up (taken as start-up, both steps would be cold, 21-22 %)."""
     from tests.diagnosis_raw import run_trace
 
-    c = read(run_trace(PATHS["h200_compile_full_torch"])).calls
+    c = read(run_trace(trace("h200_compile_full_torch"))).calls
     names, dur = np.array([base(n) for n in c.name]), c.end - c.start
     assert sorted(np.round(dur[names == "cudaGraphLaunch"] / MS, 2)) == [3.0, 3.17]
     assert np.median(dur) / 1000 == pytest.approx(33.8, abs=0.05)
