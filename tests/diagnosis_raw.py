@@ -2,9 +2,12 @@
 
 The diagnosis test bed's expectations: per trace, the step windows, the device's busy
 time, the input pipeline and the device idle inside it, launches and kernels,
-communication and how much of it is exposed, softmax kernels; and from those, from first
-principles, the verdicts ``advise``'s ``bound.by`` may give (``expected_bound``). The
-events come from ``tests/diagnosis_events.py`` (no traceviz import in either).
+communication and how much of it is exposed, softmax kernels, each window's budget
+(start-up, busy, input, queued, host: ``tests/diagnosis_startup.py``) and the host wait by
+cause; and from those, from first principles, the verdicts ``advise``'s ``bound.by`` may
+give (``expected_bound``) and, for a host verdict, its cause (``expected_cause``). The
+events come from ``tests/diagnosis_events.py`` and ``tests/diagnosis_formats.py`` (no
+traceviz import in any).
 """
 
 from __future__ import annotations
