@@ -10,6 +10,7 @@ import re
 import sqlite3
 import subprocess
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -147,6 +148,7 @@ def xplane(path: Path) -> Events:
                                     stat(e, "correlation_id")))
     cols = _columns(dev, 6)
     kernel_of = {c: k for c, k in zip(cols[5], cols[3], strict=True) if c is not None}
+    rows_of = Counter(c for c in cols[5] if c is not None)
     calls, ranges, corr_of = [], [], {}
     launch = [n for *_, n, _ in host if LAUNCH.match(n)]  # the launch APIs XSpace names
     for s, e, line, name, c in host:
@@ -154,8 +156,11 @@ def xplane(path: Path) -> Events:
             if c is not None and c not in corr_of:
                 corr_of[c] = len(calls)
             if not API_NAME.match(name):
-                # TF names a launch or copy call by what it launched: the call it stands for
-                name = "cuLaunchKernel" if kernel_of.get(c, True) else "cuMemcpyAsync"
+                # XSpace names a launch or copy call by what it launched: the call it
+                # stands for (one call launching several kernels: a graph, XLA's command
+                # buffers)
+                name = ("cuMemcpyAsync" if not kernel_of.get(c, True) else
+                        "cuGraphLaunch" if rows_of[c] > 1 else "cuLaunchKernel")
             calls.append((s, e, line, name, 0, False))
         else:
             ranges.append((s, e, line, name, 0, bool(TF_OP.match(name))))

@@ -266,3 +266,23 @@ def test_compile_full_torch_graph_launches_are_no_start_up():
     assert np.median(dur) / 1000 == pytest.approx(33.8, abs=0.05)
     f = raw("h200_compile_full_torch")
     assert f.part("startup") == 0 and not f.cold().any()
+
+
+def test_scan_jax_command_buffers_are_graph_launches():
+    """XSpace names a launch call by what it launched: on scan_jax 909 of them launch 5
+    to 21 kernels each (XLA's command buffers): graph launches. The first three take 8.08,
+    4.20 and 4.12 ms, 20 times the usual 33 µs (cold: the graphs' upload), but the
+    contract's start-up launches are kernel launches: none, and no step is cold."""
+    from collections import Counter
+
+    from tests.diagnosis_raw import run_trace
+
+    ev = read(run_trace(trace("h200_scan_jax")))
+    c = ev.calls
+    rows = Counter(ev.dev_call[ev.dev_call >= 0].tolist())
+    graph = np.array([rows[i] > 1 for i in range(len(c))])
+    assert graph.sum() == 909 and min(rows[i] for i in np.flatnonzero(graph)) == 5
+    assert set(c.name[graph]) == {"cuGraphLaunch"}
+    assert sorted(np.round((c.end - c.start)[graph] / MS, 2))[-3:] == [4.12, 4.2, 8.08]
+    f = raw("h200_scan_jax")
+    assert f.steps == 3 and f.part("startup") == 0 and not f.cold().any()

@@ -132,7 +132,7 @@ VERDICTS = {
     "mi250_rocm_train": ({"host"}, {"launch"}),  # its first step cold
     "h4_tracelens_b200_eager": ({"host"}, {"launch"}),  # autotuner frames are no marks
     "h200_compile_full_torch": ({"device"}, None),  # graph launches are no start-up
-    "h200_scan_jax": ({"device"}, None),  # its first step cold (47 %): the other two
+    "h200_scan_jax": ({"device"}, None),  # its slow first launches are graph launches
     "h2_param_2080ti_resnet": ({"input"}, None),  # 16 % start-up inside its span
 }
 NEW = list(VERDICTS)[:14]
