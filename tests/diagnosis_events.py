@@ -1,9 +1,9 @@
 """The raw events a diagnosis needs, read straight from a trace file, independently of
 traceviz: plain ``json``/``gzip`` for Kineto, ``sqlite3`` for Nsight Systems exports
 (``.qdrep``/``.nsys-rep`` exported first with the installed ``nsys``), TensorFlow's own
-``xplane_pb2`` for XSpace. No traceviz import: ``tests/diagnosis_raw.py`` builds its
-expectations on these, and agreement with ``advise`` means something only if the two
-share no code.
+``xplane_pb2`` for XSpace (those two in ``tests/diagnosis_formats.py``). No traceviz
+import: ``tests/diagnosis_raw.py`` builds its expectations on these, and agreement with
+``advise`` means something only if the two share no code.
 
 Times are integer nanoseconds. Interval sets are ``(n, 2)`` int64 arrays of sorted,
 disjoint ``[start, end)`` ranges (``union`` makes them).
@@ -15,10 +15,7 @@ import functools
 import gzip
 import json
 import re
-import sqlite3
-import subprocess
-import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
@@ -30,8 +27,15 @@ LAUNCH = re.compile(
     r"hipLaunchKernel|hipExtLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel|"
     r"hipGraphLaunch)(_v\d+|_ptsz)*( \(.*\))?$")
 GRAPH_LAUNCH = re.compile(r"^(cuda|cu|hip)GraphLaunch")
-STEP = re.compile(r"^ProfilerStep#\d+$")
-INPUT = re.compile(r"DataLoader.*__next__|IteratorGetNext|Iterator::")
+# the project's step marks: ProfilerStep#N (Kineto), "step N" ranges (NVTX and others)
+STEP = re.compile(r"^(ProfilerStep#|step[ _#]?)\d+$", re.I)
+# input calls: the DataLoader's __next__ (Kineto); tf.data's get-next ops and the _Recv
+# nodes that wait for their batch ("IteratorGetNextAsOptional_1/_2:_Recv"; not the _Send
+# nodes, which hand over a batch already there), and the iterator's outer ranges (not the
+# per-dataset ranges under them, "Iterator::Model::ParallelMapV2::...", which run on
+# tf.data's own threads); JAX's DevicePut; traceviz's own "data" range
+INPUT = re.compile(r"DataLoader.*__next__|IteratorGetNext(?!.*:_Send$)|DevicePut|"
+                   r"^(Iterator::Model|Iterator::Root|data)$")
 # collective and point-to-point kernels: NCCL/RCCL, DeepEP's dispatch/combine/notify, NVLS
 # multimem reductions, vLLM's custom all-reduce, XLA's collective ops
 COMM = re.compile(r"nccl|rccl|ep::.*(dispatch|combine|notify)|multimem|cross_device_reduce|"
@@ -40,6 +44,7 @@ COMM = re.compile(r"nccl|rccl|ep::.*(dispatch|combine|notify)|multimem|cross_dev
 SOFTMAX = re.compile(r"softmax", re.I)
 
 Intervals = np.ndarray
+_NONE = np.empty((0, 2), np.int64)
 
 
 # ---------------------------------------------------------------- interval algebra
@@ -52,7 +57,7 @@ def union(starts, ends) -> Intervals:
     keep = e > s
     s, e = s[keep], e[keep]
     if not len(s):
-        return np.empty((0, 2), np.int64)
+        return _NONE.copy()
     order = np.argsort(s, kind="stable")
     s, e = s[order], e[order]
     reach = np.maximum.accumulate(e)
@@ -63,6 +68,12 @@ def union(starts, ends) -> Intervals:
     return np.column_stack([s[new], ends])
 
 
+def join(*sets: Intervals) -> Intervals:
+    """The union of interval sets."""
+    both = np.concatenate([_NONE, *sets])
+    return union(both[:, 0], both[:, 1])
+
+
 def length(a: Intervals) -> int:
     return int((a[:, 1] - a[:, 0]).sum()) if len(a) else 0
 
@@ -70,7 +81,7 @@ def length(a: Intervals) -> int:
 def intersect(a: Intervals, b: Intervals) -> Intervals:
     """Where two interval sets (each disjoint) both hold."""
     if not len(a) or not len(b):
-        return np.empty((0, 2), np.int64)
+        return _NONE.copy()
     t = np.r_[a[:, 0], a[:, 1], b[:, 0], b[:, 1]]
     d = np.r_[np.ones(len(a)), -np.ones(len(a)), np.ones(len(b)), -np.ones(len(b))]
     order = np.lexsort((d, t))  # ends before starts at one instant: [s, e) ranges
@@ -79,12 +90,66 @@ def intersect(a: Intervals, b: Intervals) -> Intervals:
     return union(t[:-1][both], t[1:][both])
 
 
+def complement(a: Intervals) -> Intervals:
+    """Everything ``a`` does not cover (to the ends of int64)."""
+    edges = np.r_[np.iinfo(np.int64).min, a.ravel(), np.iinfo(np.int64).max]
+    return union(edges[0::2], edges[1::2])
+
+
+def subtract(a: Intervals, b: Intervals) -> Intervals:
+    """The parts of ``a`` that ``b`` does not cover."""
+    return intersect(a, complement(b)) if len(b) else a
+
+
 def minus(a: Intervals, b: Intervals) -> int:
     """Length of ``a`` not covered by ``b``."""
     return length(a) - length(intersect(a, b))
 
 
-# ---------------------------------------------------------------- the events, per format
+def per_window(a: Intervals, windows: Intervals) -> np.ndarray:
+    """The length of ``a`` inside each of ``windows`` (disjoint, sorted)."""
+    inside = intersect(a, windows)
+    out = np.zeros(len(windows), np.int64)
+    if len(inside):
+        k = np.searchsorted(windows[:, 0], inside[:, 0], side="right") - 1
+        np.add.at(out, k, inside[:, 1] - inside[:, 0])
+    return out
+
+
+# ---------------------------------------------------------------- the events
+
+
+@dataclass
+class Spans:
+    """Host spans of one kind: runtime calls, host ranges, OS calls. ``thread`` is a
+    per-trace thread number, ``process`` a per-trace process number; ``op`` marks a
+    framework op among host ranges (Kineto ``cpu_op``, a TF op, an ``aten::`` NVTX range)."""
+    start: np.ndarray
+    end: np.ndarray
+    thread: np.ndarray
+    name: np.ndarray  # object
+    process: np.ndarray
+    op: np.ndarray  # bool
+
+    @classmethod
+    def of(cls, rows: list[tuple]) -> Spans:
+        """From ``(start, end, thread, name, process, op)`` tuples."""
+        cols = list(zip(*rows, strict=True)) if rows else [()] * 6
+        return cls(np.array(cols[0], np.int64), np.array(cols[1], np.int64),
+                   np.array(cols[2], np.int64), np.array(cols[3], object),
+                   np.array(cols[4], np.int64), np.array(cols[5], bool))
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def pick(self, pattern: re.Pattern) -> Intervals:
+        """The union of the spans whose name matches."""
+        hit = np.array([bool(pattern.search(str(n))) for n in self.name], bool)
+        return union(self.start[hit], self.end[hit]) if len(hit) else _NONE.copy()
+
+
+def _no_spans() -> Spans:
+    return Spans.of([])
 
 
 @dataclass
@@ -96,7 +161,7 @@ class Events:
     dev_kernel: np.ndarray  # bool: a kernel (not a copy or set)
     dev_name: np.ndarray  # object
     dev_launched: np.ndarray  # when the call that launched the row returned (-1: not seen)
-    steps: Intervals  # ProfilerStep#N host ranges (maybe empty)
+    steps: Intervals  # step-mark host ranges (maybe empty)
     inputs: Intervals  # input-pipeline host ranges, unioned
     launches: int
     graph_launches: int
@@ -104,21 +169,32 @@ class Events:
     softmax_seq: int = 0  # the largest S of a softmax op over an [..., S, S] input (Kineto)
     gpu_steps: Intervals | None = None  # Kineto's device-side ProfilerStep ranges, if any
     device_steps: dict[int, Intervals] | None = None  # XSpace: each GPU's "Steps" line
+    calls: Spans = field(default_factory=_no_spans)  # runtime and driver calls
+    dev_call: np.ndarray | None = None  # each device row's launch call in ``calls`` (-1)
+    ranges: Spans = field(default_factory=_no_spans)  # every other host range
+    os: Spans = field(default_factory=_no_spans)  # OS calls and off-CPU stretches (nsys)
+    first_host_ns: int | None = None  # the trace's first host event
 
 
-def _columns(rows: list[tuple], n: int) -> list[tuple]:
-    """Rows of ``n`` fields as ``n`` columns (empty ones without rows)."""
-    return list(zip(*rows, strict=True)) if rows else [()] * n
-
-
-def _pick(ranges: list[tuple[int, int, str]], pattern: re.Pattern) -> Intervals:
-    """The union of the (start, end, name) ranges whose name matches."""
-    hits = [(s, e) for s, e, n in ranges if pattern.search(n)]
-    return union([s for s, _ in hits], [e for _, e in hits])
+def linked_events(ev: Events) -> Events:
+    """``dev_launched`` from ``dev_call`` (every reader links rows to calls)."""
+    if ev.dev_call is None:
+        ev.dev_call = np.full(len(ev.dev_start), -1, np.int64)
+    ok = ev.dev_call >= 0
+    ev.dev_launched = np.where(ok, ev.calls.end[np.where(ok, ev.dev_call, 0)]
+                               if len(ev.calls) else -1, -1).astype(np.int64)
+    starts = [a.start.min() for a in (ev.calls, ev.ranges, ev.os) if len(a)]
+    ev.first_host_ns = int(min(starts)) if starts else None
+    return ev
 
 
 def _ns(v) -> int:
     return int((Decimal(str(v)) * 1000).to_integral_value())
+
+
+KINETO_DEVICE = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
+KINETO_RUNTIME = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
+KINETO_OPS = {"cpu_op", "operator"}
 
 
 def _kineto(path: Path) -> Events:
@@ -127,158 +203,62 @@ def _kineto(path: Path) -> Events:
         doc = json.load(f, parse_float=str)  # exact: Kineto writes µs with 3 decimals
     evs = doc["traceEvents"] if isinstance(doc, dict) else doc
     evs = [e for e in evs if e.get("ph") == "X" and "dur" in e]
-    dev_cats = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
-    dev = [e for e in evs if str(e.get("cat", "")).lower() in dev_cats]
-    host = [e for e in evs if str(e.get("cat", "")).lower() not in dev_cats
-            and not str(e.get("cat", "")).startswith("gpu_")]
+    cat = [str(e.get("cat", "")).lower() for e in evs]
+    dev = [e for e, c in zip(evs, cat, strict=True) if c in KINETO_DEVICE]
+    host = [(e, c) for e, c in zip(evs, cat, strict=True)
+            if c not in KINETO_DEVICE and not c.startswith("gpu_")]
     start = np.array([_ns(e["ts"]) for e in dev], np.int64)
     dur = np.array([_ns(e["dur"]) for e in dev], np.int64)
-    runtime = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
-    api = [e for e in host if str(e.get("cat", "")).lower() in runtime]
-    calls = [e["name"] for e in api if LAUNCH.match(e["name"])]
-    returned = {e["args"]["correlation"]: _ns(e["ts"]) + _ns(e["dur"]) for e in api
-                if e.get("args", {}).get("correlation") is not None}
-
-    def ranges(pattern: re.Pattern) -> Intervals:
-        hits = [e for e in host if pattern.search(e.get("name", ""))]
-        s = [_ns(e["ts"]) for e in hits]
-        return union(s, [a + _ns(e["dur"]) for a, e in zip(s, hits, strict=True)])
-
+    threads: dict = {}
+    processes: dict = {}
+    calls, ranges, corr = [], [], {}
+    for e, c in host:
+        s = _ns(e["ts"])
+        row = (s, s + _ns(e["dur"]), threads.setdefault((e.get("pid"), e.get("tid")), len(threads)),
+               e.get("name", ""), processes.setdefault(e.get("pid"), len(processes)))
+        if c in KINETO_RUNTIME:
+            if (k := e.get("args", {}).get("correlation")) is not None:
+                corr[k] = len(calls)
+            calls.append((*row, False))
+        else:  # a ProfilerStep is the step, not an op
+            ranges.append((*row, c in KINETO_OPS and not STEP.match(row[3])))
+    launch = [n for _, _, _, n, _, _ in calls if LAUNCH.match(n)]
     # a softmax over [..., S, S] is attention's scores: its S from the op's recorded shapes
-    square = [d[0][-1] for e in host if e.get("name") in ("aten::softmax", "aten::_softmax")
+    square = [d[0][-1] for e, _ in host if e.get("name") in ("aten::softmax", "aten::_softmax")
               and (d := e.get("args", {}).get("Input Dims")) and len(d[0]) >= 2
               and d[0][-1] == d[0][-2]]
-    hs = [_ns(e["ts"]) for e in host]
-    he = [a + _ns(e["dur"]) for a, e in zip(hs, host, strict=True)]
-    return Events(
+    spans = Spans.of(calls + ranges)
+    ranges = Spans.of(ranges)
+    gpu = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e, c in zip(evs, cat, strict=True)
+           if c == "gpu_user_annotation" and STEP.match(e.get("name", ""))]
+    return linked_events(Events(
         dev_start=start, dev_end=start + dur,
         dev_id=np.array([int(e.get("args", {}).get("device", e.get("pid", 0)) or 0)
                          for e in dev], np.int64),
         dev_kernel=np.array([str(e["cat"]).lower() == "kernel" for e in dev], bool),
-        dev_name=np.array([e["name"] for e in dev], object),
-        dev_launched=np.array([returned.get(e.get("args", {}).get("correlation"), -1)
-                               for e in dev], np.int64),
-        steps=ranges(STEP), inputs=ranges(INPUT), launches=len(calls),
-        graph_launches=sum(bool(GRAPH_LAUNCH.match(c)) for c in calls),
-        host_span=(min(hs), max(he)) if hs else None, softmax_seq=max(square, default=0),
-        gpu_steps=_pick([(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), e["name"]) for e in evs
-                         if e.get("cat") == "gpu_user_annotation"], STEP))
-
-
-def _nsys(path: Path) -> Events:
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
-    strings = dict(con.execute("select id, value from StringIds")) if "StringIds" in tables else {}
-    rows = []
-    for table, kernel in (("CUPTI_ACTIVITY_KIND_KERNEL", True),
-                          ("CUPTI_ACTIVITY_KIND_MEMCPY", False),
-                          ("CUPTI_ACTIVITY_KIND_MEMSET", False)):
-        if table in tables:
-            name = "coalesce(demangledName, shortName)" if kernel else "0"
-            query = f"select start, end, deviceId, {name}, correlationId from {table}"
-            rows += [(s, e, d, kernel, strings.get(n, "") if kernel else "", c)
-                     for s, e, d, n, c in con.execute(query)]
-    calls: dict[int, str] = {}  # nested runtime pairs share a correlation id: one launch
-    returned: dict[int, int] = {}
-    for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
-        if table in tables:
-            for corr, nid, end in con.execute(f"select correlationId, nameId, end from {table}"):
-                returned[corr] = max(end, returned.get(corr, end))  # the outer call's return
-                if LAUNCH.match(strings.get(nid, "")):
-                    calls[corr] = strings[nid]
-    steps = inputs = np.empty((0, 2), np.int64)
-    span = None
-    if "NVTX_EVENTS" in tables:
-        query = "select start, end, text, textId from NVTX_EVENTS where end is not null"
-        nvtx = [(s, e, t if t is not None else strings.get(tid, ""))
-                for s, e, t, tid in con.execute(query)]
-        steps, inputs = (_pick([(s, e, t or "") for s, e, t in nvtx], p) for p in (STEP, INPUT))
-        span = (min(s for s, _, _ in nvtx), max(e for _, e, _ in nvtx)) if nvtx else None
-    con.close()
-    cols = _columns(rows, 6)
-    return Events(np.array(cols[0], np.int64), np.array(cols[1], np.int64),
-                  np.array(cols[2], np.int64), np.array(cols[3], bool), np.array(cols[4], object),
-                  np.array([returned.get(c, -1) for c in cols[5]], np.int64),
-                  steps, inputs, len(calls),
-                  sum(bool(GRAPH_LAUNCH.match(c)) for c in calls.values()), span)
-
-
-def _xplane(path: Path) -> Events:
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2  # TensorFlow's schema, not ours
-
-    data = path.read_bytes()
-    space = xplane_pb2.XSpace()
-    space.ParseFromString(gzip.decompress(data) if path.suffix == ".gz" else data)
-    dev, host, returned, steps = [], [], {}, {}
-    for plane in space.planes:
-        names = {k: m.name for k, m in plane.event_metadata.items()}
-        corr_id = next((k for k, m in plane.stat_metadata.items()
-                        if m.name == "correlation_id"), None)
-
-        def corr(e, corr_id=corr_id) -> int | None:
-            return next((st.int64_value or st.uint64_value for st in e.stats
-                         if st.metadata_id == corr_id), None)
-
-        gpu = plane.name.startswith("/device:GPU:")
-        tpu = plane.name.startswith("/device:TPU:")
-        if plane.name == "/host:CPU":
-            for line in plane.lines:
-                for e in line.events:
-                    t = line.timestamp_ns * 1000 + e.offset_ps
-                    host.append((t, e.duration_ps, names.get(e.metadata_id, "")))
-                    if (c := corr(e)) is not None:
-                        returned[c] = (t + e.duration_ps) // 1000
-        elif gpu or tpu:
-            number = int(plane.name.rsplit(":", 1)[1])
-            for line in plane.lines:
-                t0 = line.timestamp_ns * 1000
-                if line.name == "Steps":  # TF's own step marks, one line per GPU
-                    steps[number] = union([(t0 + e.offset_ps) // 1000 for e in line.events],
-                                          [(t0 + e.offset_ps + e.duration_ps) // 1000
-                                           for e in line.events])
-                # a GPU's work is on its "Stream #N" lines (the others restate it per op,
-                # name scope, step); a TPU's on "XLA Ops"
-                if (gpu and line.name.startswith("Stream #")) or (tpu and line.name == "XLA Ops"):
-                    for e in line.events:
-                        name = names.get(e.metadata_id, "")
-                        copy = gpu and re.match(r"Memcpy|Memset|MEMCPY|MEMSET", name) is not None
-                        dev.append((t0 + e.offset_ps, e.duration_ps, number, not copy, name,
-                                    corr(e)))
-    cols = _columns(dev, 6)
-    start = np.array(cols[0], np.int64)
-    calls = [n for _, _, n in host if LAUNCH.match(n)]
-    host_ns = [(s // 1000, (s + d) // 1000, n) for s, d, n in host]
-    return Events(start // 1000, (start + np.array(cols[1], np.int64)) // 1000,
-                  np.array(cols[2], np.int64), np.array(cols[3], bool), np.array(cols[4], object),
-                  np.array([returned.get(c, -1) for c in cols[5]], np.int64),
-                  _pick(host_ns, STEP), _pick(host_ns, INPUT), len(calls),
-                  sum(bool(GRAPH_LAUNCH.match(c)) for c in calls),
-                  (min(s for s, _, _ in host_ns), max(e for _, e, _ in host_ns))
-                  if host else None, device_steps=steps or None)
-
-
-@functools.cache
-def exported(report: Path) -> Path:
-    """A ``.qdrep``/``.nsys-rep`` exported to SQLite with the installed ``nsys`` (once per
-    process); raises ``RuntimeError`` with nsys's own message when it cannot."""
-    out = Path(tempfile.mkdtemp(prefix="diagnosis-raw-")) / (report.stem + ".sqlite")
-    r = subprocess.run(["nsys", "export", "--type", "sqlite", "-o", str(out), str(report)],
-                       capture_output=True, text=True, timeout=300)
-    if r.returncode or not out.is_file():
-        raise RuntimeError((r.stderr or r.stdout).strip().splitlines()[-1])
-    return out
+        dev_name=np.array([e["name"] for e in dev], object), dev_launched=np.empty(0),
+        steps=ranges.pick(STEP), inputs=ranges.pick(INPUT), launches=len(launch),
+        graph_launches=sum(bool(GRAPH_LAUNCH.match(c)) for c in launch),
+        host_span=(int(spans.start.min()), int(spans.end.max())) if len(spans) else None,
+        softmax_seq=max(square, default=0),
+        gpu_steps=union([s for s, _ in gpu], [e for _, e in gpu]),
+        calls=Spans.of(calls), ranges=ranges,
+        dev_call=np.array([corr.get(e.get("args", {}).get("correlation"), -1) for e in dev],
+                          np.int64)))
 
 
 @functools.cache
 def read(path: Path) -> Events:
     """The events of one trace file, read once per process."""
+    from tests import diagnosis_formats as formats
+
     name = path.name
     if name.endswith((".json", ".json.gz")):
         return _kineto(path)
     if name.endswith(".sqlite"):
-        return _nsys(path)
+        return formats.nsys(path)
     if name.endswith((".qdrep", ".nsys-rep")):
-        return _nsys(exported(path))
+        return formats.nsys(formats.exported(path))
     if ".xplane.pb" in name:
-        return _xplane(path)
+        return formats.xplane(path)
     raise ValueError(f"not a trace this test bed reads: {path}")

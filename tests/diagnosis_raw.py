@@ -2,16 +2,19 @@
 
 The diagnosis test bed's expectations: per trace, the step windows, the device's busy
 time, the input pipeline and the device idle inside it, launches and kernels,
-communication and how much of it is exposed, softmax kernels; and from those, from first
-principles, the verdicts ``advise``'s ``bound.by`` may give (``expected_bound``). The
-events come from ``tests/diagnosis_events.py`` (no traceviz import in either).
+communication and how much of it is exposed, softmax kernels, each window's budget
+(start-up, busy, input, queued, host: ``tests/diagnosis_startup.py``) and the host wait by
+cause; and from those, from first principles, the verdicts ``advise``'s ``bound.by`` may
+give (``expected_bound``) and, for a host verdict, its cause (``expected_cause``). The
+events come from ``tests/diagnosis_events.py`` and ``tests/diagnosis_formats.py`` (no
+traceviz import in any).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +27,12 @@ from tests.diagnosis_events import (
     intersect,
     length,
     minus,
+    per_window,
     read,
+    subtract,
     union,
 )
+from tests.diagnosis_startup import BUDGET, CAUSES, GROUPS, budget, startup_of, window_of
 
 # Thresholds of ``expected_bound``, as shares of the step windows' length.
 # The input pipeline is the main cause when the device idles inside it for at least a tenth
@@ -37,9 +43,16 @@ INPUT_IDLE_MIN = 0.10
 # quarter of the step: then overlapping them (bucketing, async collectives) is the largest
 # single saving; below that the computation around them dominates.
 COMM_EXPOSED_MIN = 0.25
-# The device bounds the step when its busiest GPU works 80 % of the step: host-side
-# remedies (graphs, fewer launches) can then win at most the remaining fifth.
-DEVICE_BUSY_MIN = 0.80
+# Start-up bounds the trace when it takes a quarter of the windows (with the start-up
+# before them) and more than any other part: below a quarter, warming up before profiling
+# wins less than the steady-state remedies.
+STARTUP_MIN = 0.25
+# A step window is cold (a warm-up step, not the steady state) when start-up takes a tenth
+# of it: the steady verdict is then drawn from the other steps alone.
+COLD_MIN = 0.10
+# The host bounds the step when the device waits for it a quarter of the step (start-up
+# taken out): host-side remedies (graphs, fewer launches) then win at least that much.
+HOST_MIN = 0.25
 # A figure within this many points of a threshold is borderline: the test accepts the
 # verdicts on both sides (windows drawn slightly differently move a share by a few points).
 BORDER = 0.05
@@ -55,8 +68,14 @@ class Facts:
     (XSpace ``Steps`` lines); shares are of ``window_ns``. The window's time splits into
     the device busy and its idle: inside input ranges (``input_idle_ns``), with work
     launched and waiting (``queued_idle_ns``: a stream wait, a collective, a busy queue)
-    and the rest, the host's (``host_idle_ns``: Python, the framework, launch calls)."""
-    windows: Intervals  # ProfilerStep#N host ranges, else the span of device work
+    and the rest, the host's (``host_idle_ns``: Python, the framework, launch calls).
+
+    The budget (``tests/diagnosis_startup.py``) splits the same windows with start-up
+    first: ``parts`` holds, per window, its length (``window``), each ``BUDGET`` part,
+    its exposed communication (``comm_exposed``) and the host wait by ``CAUSES``
+    (``wait_<cause>``); ``totals`` the same summed over every device and window (what
+    ``analyze``'s ``host_wait_split`` sums)."""
+    windows: Intervals  # step ranges, else the device's first launch to its last row's end
     steps: int  # step ranges (0: the window is the span of device work)
     window_ns: int
     devices: int  # devices with work
@@ -73,6 +92,10 @@ class Facts:
     comm_exposed_ns: int  # of which no non-communication kernel runs on that device
     softmax_ns: int  # softmax kernels' summed durations (all)
     softmax_seq: int  # S of the largest softmax over [..., S, S] (0: none recorded)
+    parts: dict[str, np.ndarray] = field(default_factory=dict)  # per window, see above
+    before_ns: int = 0  # start-up calls before the first window, from the first host event
+    startup_parts: dict[str, int] = field(default_factory=dict)  # start-up calls by part
+    totals: dict[str, int] = field(default_factory=dict)  # every device's windows, summed
     # a run folder's bench.json: the unprofiled step (median) and the profiled steps
     timed_step_ns: int | None = None
     profiled_steps: int | None = None
@@ -114,6 +137,29 @@ class Facts:
     def softmax_share(self) -> float:
         return self.softmax_ns / self.kernel_ns if self.kernel_ns else 0.0
 
+    def part(self, name: str, windows: np.ndarray | None = None) -> int:
+        """A budget part (or ``wait_<cause>``) over the windows (``windows``: a mask)."""
+        v = self.parts.get(name, np.zeros(0, np.int64))
+        return int(v.sum() if windows is None else v[windows].sum())
+
+    @property
+    def startup_share(self) -> float:
+        """Start-up over the windows and before them, of the windows and that time."""
+        whole = self.part("window") + self.before_ns
+        return (self.part("startup") + self.before_ns) / whole if whole else 0.0
+
+    def cold(self, at: float = COLD_MIN) -> np.ndarray:
+        """Which step windows are cold: start-up ``at`` of the window or more."""
+        if not self.steps:
+            return np.zeros(len(self.parts.get("window", ())), bool)
+        w = self.parts["window"]
+        return self.parts["startup"] >= at * np.maximum(w, 1)
+
+    def causes(self, windows: np.ndarray | None = None) -> dict[str, int]:
+        """The host wait (outside start-up and input) by cause group (``GROUPS``)."""
+        return {g: sum(self.part(f"wait_{c}", windows) for c in members)
+                for g, members in GROUPS.items()}
+
 
 FIGURES = ("window_ns", "busy_ns", "input_ns", "input_idle_ns", "queued_idle_ns",
            "longest_gap_ns", "comm_ns", "comm_exposed_ns")
@@ -123,56 +169,69 @@ def _device(ev: Events, on: np.ndarray, windows: Intervals, comm: np.ndarray) ->
     """One device's figures inside ``windows`` (``on``: its rows)."""
     work = union(ev.dev_start[on], ev.dev_end[on])
     inside = intersect(work, windows)
-    idle = _gaps(work, windows)
+    idle = subtract(windows, work)
     inputs = intersect(ev.inputs, windows)
     waits = on & (ev.dev_launched >= 0)
     queued = intersect(union(ev.dev_launched[waits], ev.dev_start[waits]), idle)
     c = intersect(union(ev.dev_start[on & comm], ev.dev_end[on & comm]), windows)
     other = on & ev.dev_kernel & ~comm
+    exposed = subtract(c, union(ev.dev_start[other], ev.dev_end[other]))
     return dict(
         window_ns=length(windows), busy_ns=length(inside), input_ns=length(inputs),
         input_idle_ns=length(intersect(inputs, idle)),
         queued_idle_ns=minus(queued, inputs),
         longest_gap_ns=int((idle[:, 1] - idle[:, 0]).max()) if len(idle) else 0,
-        comm_ns=length(c), comm_exposed_ns=minus(c, union(ev.dev_start[other], ev.dev_end[other])))
-
-
-def _gaps(work: Intervals, windows: Intervals) -> Intervals:
-    """The parts of ``windows`` no ``work`` covers."""
-    edges = np.r_[np.iinfo(np.int64).min, work.ravel(), np.iinfo(np.int64).max]
-    return intersect(union(edges[0::2], edges[1::2]), windows)
+        comm_ns=length(c), comm_exposed_ns=length(exposed),
+        exposed=per_window(exposed, windows))
 
 
 def facts_of(ev: Events) -> Facts:
-    if len(ev.steps):
-        windows = ev.steps
-    elif len(ev.dev_start):
-        windows = union([ev.dev_start.min()], [ev.dev_end.max()])
-    elif ev.host_span:
-        windows = union([ev.host_span[0]], [ev.host_span[1]])
-    else:
-        windows = np.empty((0, 2), np.int64)
     names = ev.dev_name.astype(str) if len(ev.dev_name) else np.array([], str)
     comm = ev.dev_kernel & np.array([bool(COMM.search(n)) for n in names], bool)
     softmax = ev.dev_kernel & np.array([bool(SOFTMAX.search(n)) for n in names], bool)
     devices = np.unique(ev.dev_id)
-    if ev.device_steps:
-        # each device has its own steps (TF's "Steps" line): the devices' figures add up
-        per = [_device(ev, ev.dev_id == d, w, comm) for d, w in ev.device_steps.items()]
-        figures = {k: sum(p[k] for p in per) for k in FIGURES}
-        figures["longest_gap_ns"] = max(p["longest_gap_ns"] for p in per)
-        windows = union(*np.concatenate(list(ev.device_steps.values())).T)
-        steps = sum(len(w) for w in ev.device_steps.values())
-    else:  # one set of windows: the busiest device
-        per = [_device(ev, ev.dev_id == d, windows, comm) for d in devices]
-        figures = max(per, key=lambda p: p["busy_ns"], default=None) or dict.fromkeys(FIGURES, 0)
-        figures["window_ns"], steps = length(windows), len(ev.steps)
+    start = startup_of(ev)
+    per = {}
+    for d in devices:
+        on = ev.dev_id == d
+        if ev.device_steps:  # each device has its own steps (TF's "Steps" line)
+            w = ev.device_steps.get(int(d))
+            if w is None:
+                continue
+        else:
+            w = ev.steps if len(ev.steps) else window_of(ev, on)
+        per[d] = (w, _device(ev, on, w, comm), budget(ev, on, w, start))
+    if not per:  # no device work: the host's span, nothing on a device to split
+        w = union([ev.host_span[0]], [ev.host_span[1]]) if ev.host_span else union([], [])
+        per[-1] = (w, dict.fromkeys(FIGURES, 0) | {"window_ns": length(w),
+                                                   "exposed": np.zeros(len(w), np.int64)},
+                   None)
+    # each device with its own steps: the devices' figures add up; else the busiest device
+    chosen = list(per) if ev.device_steps else [max(per, key=lambda d: per[d][1]["busy_ns"])]
+    figures = {k: sum(per[d][1][k] for d in chosen) for k in FIGURES}
+    figures["longest_gap_ns"] = max(per[d][1]["longest_gap_ns"] for d in chosen)
+    windows = union(*np.concatenate([per[d][0] for d in chosen]).T)
+    parts = {"window": np.concatenate([per[d][0][:, 1] - per[d][0][:, 0] for d in chosen]),
+             "comm_exposed": np.concatenate([per[d][1]["exposed"] for d in chosen])}
+    budgets = [b for _, _, b in per.values() if b is not None]
+    mine = [per[d][2] for d in chosen if per[d][2] is not None]
+    for k in BUDGET:
+        parts[k] = np.concatenate([b.parts[k] for b in mine]) if mine else 0 * parts["window"]
+    for k in CAUSES:
+        parts[f"wait_{k}"] = np.concatenate([b.causes[k] for b in mine]) if mine \
+            else 0 * parts["window"]
+    totals = {f"{k}_ns": int(sum(b.parts[k].sum() for b in budgets)) for k in BUDGET}
+    totals |= {k: int(sum(b.causes[k].sum() for b in budgets)) for k in CAUSES}
+    totals["host_wait_ns"] = sum(totals[k] for k in CAUSES)
+    totals["before_ns"] = sum(b.before_ns for b in budgets)
     dur = ev.dev_end - ev.dev_start
     return Facts(
-        windows=windows, steps=steps, devices=len(devices), **figures,
+        windows=windows, steps=sum(len(per[d][0]) for d in chosen) if ev.device_steps
+        else len(ev.steps), devices=len(devices), **figures,
         launches=ev.launches, graph_launches=ev.graph_launches,
         kernels=int(ev.dev_kernel.sum()), kernel_ns=int(dur[ev.dev_kernel].sum()),
-        softmax_ns=int(dur[softmax].sum()), softmax_seq=ev.softmax_seq)
+        softmax_ns=int(dur[softmax].sum()), softmax_seq=ev.softmax_seq, parts=parts,
+        before_ns=sum(b.before_ns for b in mine), startup_parts=start.parts, totals=totals)
 
 
 @functools.cache
@@ -198,40 +257,84 @@ def run_facts(folder: Path) -> Facts:
                    profiled_steps=int(bench["profiled_batches"]))
 
 
-def expected_bound(f: Facts) -> frozenset[str]:
-    """The verdicts ``advise``'s ``bound.by`` may give, from first principles.
-
-    Launches without kernel records: the device time is unknown. No device work at all
-    (a CPU trace, NVTX ranges only): nothing on a device to judge; the host is all there
-    is. Otherwise the step is bound by the biggest cause over its threshold, tried in
-    this order:
-
-    - "input": the device idles inside the input pipeline ``INPUT_IDLE_MIN`` of the step
-      and at least as long as it idles for the host;
-    - "communication": exposed communication ``COMM_EXPOSED_MIN`` of the step and at
-      least the host's idle (a device verdict accepted too: collectives run on the
-      device, and a slow peer's wait shows as a long collective);
-    - "device": the device busy, or idle with launched work waiting (a stream wait, a
-      collective: the host is not what it waits for), ``DEVICE_BUSY_MIN`` of the step;
-      for a run folder the work per step over the timed step counts too (the profiler
-      stretches host work, not kernels);
-    - "host" otherwise.
-
-    A test within ``BORDER`` of its threshold adds its verdicts and goes on to the next."""
-    if f.kernels == 0:
-        return frozenset({"unknown"} if f.launches else {"unknown", "host"})
-    host = f.share(f.host_idle_ns)
-    device = f.share(f.busy_ns + f.queued_idle_ns)
-    tests = (
-        ({"input"}, min(f.input_idle_share - INPUT_IDLE_MIN, f.input_idle_share - host)),
-        ({"communication", "device"}, min(f.comm_exposed_share - COMM_EXPOSED_MIN,
-                                          f.comm_exposed_share - host)),
-        ({"device"}, max(device, f.timed_busy_share or 0.0) - DEVICE_BUSY_MIN),
-    )
+def _first(tests, otherwise: set[str]) -> set[str]:
+    """The verdicts of the first test past its threshold, with every borderline test's
+    before it (a test within ``BORDER`` of its threshold adds its verdicts and goes on)."""
     out: set[str] = set()
     for verdicts, margin in tests:
         if margin >= -BORDER:
             out |= verdicts
             if margin > BORDER:
-                return frozenset(out)
-    return frozenset(out | {"host"})
+                return out
+    return out | otherwise
+
+
+def steady_bound(f: Facts, windows: np.ndarray | None = None) -> set[str]:
+    """The steady verdict over ``windows`` (a mask; all: None), start-up taken out:
+
+    - "input": the device idles inside input calls ``INPUT_IDLE_MIN`` of the span and at
+      least as long as it waits for the host;
+    - "communication": exposed communication ``COMM_EXPOSED_MIN`` of the span and more
+      than the host's wait (a device verdict accepted too: collectives run on the device,
+      and a slow peer's wait shows as a long collective);
+    - "host": the host's wait ``HOST_MIN`` of the span (for a run folder, the timed step
+      leaves the host that room too: the profiler stretches host work, not kernels);
+    - "device" otherwise."""
+    span = f.part("window", windows) - f.part("startup", windows)
+    if span <= 0:
+        return set()
+    inp, host = f.part("input", windows) / span, f.part("host", windows) / span
+    comm = f.part("comm_exposed", windows) / span
+    timed = f.timed_busy_share
+    room = 1.0 if timed is None else 1.0 - timed
+    return _first((({"input"}, min(inp - INPUT_IDLE_MIN, inp - host)),
+                   ({"communication", "device"}, min(comm - COMM_EXPOSED_MIN, comm - host)),
+                   ({"host"}, min(host - HOST_MIN, room - HOST_MIN))), {"device"})
+
+
+def _bound(f: Facts, cold: np.ndarray) -> set[str]:
+    """The verdicts with ``cold`` the cold step windows."""
+    if cold.any():
+        return {"startup"} if cold.all() else steady_bound(f, ~cold)
+    whole = f.part("window") + f.before_ns
+    startup = f.part("startup") + f.before_ns
+    rest = max(f.part(k) for k in BUDGET if k != "startup")
+    margin = min(f.startup_share - STARTUP_MIN, (startup - rest) / whole) if whole else -1.0
+    return _first((({"startup"}, margin),), steady_bound(f))
+
+
+def expected_bound(f: Facts) -> frozenset[str]:
+    """The verdicts ``advise``'s ``bound.by`` may give, from first principles.
+
+    Launches without kernel records: the device time is unknown. No device work at all
+    (a CPU trace, NVTX ranges only): nothing on a device to judge; the host is all there
+    is. With steps of which some are cold (``COLD_MIN``): the steady verdict over the
+    other steps, "startup" if every step is cold. Otherwise "startup" when start-up
+    (inside the windows and before them) takes ``STARTUP_MIN`` of the windows and that
+    time before them and more than each other part, else the steady verdict
+    (``steady_bound``). A window within ``BORDER`` of ``COLD_MIN`` is taken both ways."""
+    if f.kernels == 0:
+        return frozenset({"unknown"} if f.launches else {"unknown", "host"})
+    out: set[str] = set()
+    for at in (COLD_MIN - BORDER, COLD_MIN, COLD_MIN + BORDER):
+        out |= _bound(f, f.cold(at))
+    return frozenset(out)
+
+
+def verdict_windows(f: Facts) -> np.ndarray | None:
+    """The windows the steady verdict is drawn from (a mask): the steady steps where some
+    steps are cold, else every window (None)."""
+    cold = f.cold()
+    return ~cold if cold.any() and not cold.all() else None
+
+
+def expected_cause(f: Facts) -> frozenset[str]:
+    """The causes ``bound.cause`` may give for a host verdict: the largest group of the
+    host wait (over the windows the verdict is drawn from), and any group within
+    ``BORDER`` of the host wait of it."""
+    causes = f.causes(verdict_windows(f))
+    wait = sum(causes.values())
+    if not wait:
+        return frozenset()
+    top = max(causes.values())
+    return frozenset(g for g, ns in causes.items() if ns >= top - BORDER * wait)
