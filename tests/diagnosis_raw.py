@@ -43,10 +43,11 @@ INPUT_IDLE_MIN = 0.10
 # quarter of the step: then overlapping them (bucketing, async collectives) is the largest
 # single saving; below that the computation around them dominates.
 COMM_EXPOSED_MIN = 0.25
-# Start-up bounds the trace when it takes a quarter of the windows (with the start-up
-# before them) and more than any other part: below a quarter, warming up before profiling
-# wins less than the steady-state remedies.
-STARTUP_MIN = 0.25
+# Start-up bounds a trace without steps when what its windows hold besides start-up is
+# under a quarter of the windows with the start-up recorded before them: too little steady
+# work to judge (a cold forward, a program's start); with more, the steady part is what a
+# user repeats, and its verdict is the useful one (start-up is shown apart).
+STEADY_MIN = 0.25
 # A step window is cold (a warm-up step, not the steady state) when start-up takes a tenth
 # of it: the steady verdict is then drawn from the other steps alone.
 COLD_MIN = 0.10
@@ -292,14 +293,22 @@ def steady_bound(f: Facts, windows: np.ndarray | None = None) -> set[str]:
                    ({"host"}, min(host - HOST_MIN, room - HOST_MIN))), {"device"})
 
 
+def _steady_steps(f: Facts, cold: np.ndarray) -> np.ndarray:
+    """The step windows a steady verdict can be drawn from: not cold, and the device ran
+    work in them (an empty step shows no pace)."""
+    return ~cold & (f.parts.get("busy", np.zeros(len(cold), np.int64)) > 0)
+
+
 def _bound(f: Facts, cold: np.ndarray) -> set[str]:
     """The verdicts with ``cold`` the cold step windows."""
     if cold.any():
-        return {"startup"} if cold.all() else steady_bound(f, ~cold)
-    whole = f.part("window") + f.before_ns
-    startup = f.part("startup") + f.before_ns
-    rest = max(f.part(k) for k in BUDGET if k != "startup")
-    margin = min(f.startup_share - STARTUP_MIN, (startup - rest) / whole) if whole else -1.0
+        steady = _steady_steps(f, cold)
+        return steady_bound(f, steady) if steady.any() else {"startup"}
+    held = f.part("window") + f.before_ns
+    steady_ns = f.part("window") - f.part("startup")
+    if not held or not (f.part("startup") + f.before_ns):
+        return steady_bound(f)
+    margin = STEADY_MIN - steady_ns / held
     return _first((({"startup"}, margin),), steady_bound(f))
 
 
@@ -309,10 +318,10 @@ def expected_bound(f: Facts) -> frozenset[str]:
     Launches without kernel records: the device time is unknown. No device work at all
     (a CPU trace, NVTX ranges only): nothing on a device to judge; the host is all there
     is. With steps of which some are cold (``COLD_MIN``): the steady verdict over the
-    other steps, "startup" if every step is cold. Otherwise "startup" when start-up
-    (inside the windows and before them) takes ``STARTUP_MIN`` of the windows and that
-    time before them and more than each other part, else the steady verdict
-    (``steady_bound``). A window within ``BORDER`` of ``COLD_MIN`` is taken both ways."""
+    other steps that ran device work, "startup" where there are none. Otherwise "startup"
+    when what the windows hold besides start-up is under ``STEADY_MIN`` of the windows and
+    the start-up recorded before them, else the steady verdict (``steady_bound``). A window
+    within ``BORDER`` of ``COLD_MIN`` is taken both ways."""
     if f.kernels == 0:
         return frozenset({"unknown"} if f.launches else {"unknown", "host"})
     out: set[str] = set()
@@ -325,7 +334,8 @@ def verdict_windows(f: Facts) -> np.ndarray | None:
     """The windows the steady verdict is drawn from (a mask): the steady steps where some
     steps are cold, else every window (None)."""
     cold = f.cold()
-    return ~cold if cold.any() and not cold.all() else None
+    steady = _steady_steps(f, cold)
+    return steady if cold.any() and steady.any() else None
 
 
 def expected_cause(f: Facts) -> frozenset[str]:

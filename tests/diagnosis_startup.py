@@ -137,29 +137,49 @@ def startup_of(ev: Events) -> Startup:
     sync_or_copy = np.isin(kinds, ("sync", "sync_copy")) | np.array(
         [bool(COPY.search(n)) for n in names], bool)
     part = np.full(len(c), "", object)
-    # a kernel launch; not a graph launch, whose time grows with the graph it submits
-    # (milliseconds for a large graph, every step: no cold state)
-    kernel = np.array([bool(LAUNCH.match(n)) and not GRAPH_LAUNCH.match(n) for n in names], bool)
+    kernel = np.array([bool(LAUNCH.match(n)) for n in names], bool)
+    graph = np.array([bool(GRAPH_LAUNCH.match(n)) for n in names], bool)
+    # a call the device held (half its time or more with device work running: a launch
+    # behind a full queue) is the device's time, not start-up
+    busy = union(ev.dev_start, ev.dev_end)
+    before = np.concatenate([[0], np.cumsum(busy[:, 1] - busy[:, 0])])
+
+    def covered(t: np.ndarray) -> np.ndarray:  # device-busy time before each t
+        k = np.searchsorted(busy[:, 0], t, side="right") - 1
+        inside = np.clip(t - busy[np.maximum(k, 0), 0], 0,
+                         (busy[:, 1] - busy[:, 0])[np.maximum(k, 0)]) if len(busy) else 0
+        return np.where(k >= 0, before[np.maximum(k, 0)] + inside, 0)
+
+    held = 2 * (covered(c.end) - covered(c.start)) >= np.maximum(dur, 1)
     for p in np.unique(c.process):
         mine = np.flatnonzero(c.process == p)
-        usual_all = np.median(dur[mine[~sync_or_copy[mine]]]) if (~sync_or_copy[mine]).any() \
-            else np.inf
-        medians = {n: np.median(dur[mine[names[mine] == n]]) for n in set(names[mine])}
+        steady_calls = mine[~sync_or_copy[mine]]
+        usual_all = np.median(dur[steady_calls]) if len(steady_calls) else np.inf
+        by_name: dict[str, np.ndarray] = {}
+        for i in mine:
+            by_name.setdefault(names[i], []).append(dur[i])  # type: ignore[attr-defined]
+        # the lower quartile of a name's calls is its usual time (its few cold first
+        # calls do not move it); a name called once or twice may be all first calls:
+        # the process's median then, unless it is a graph launch (its time is the graph's)
+        quartile = {n: float(np.quantile(np.array(v, np.int64), 0.25))
+                    for n, v in by_name.items()}
+        count = {n: len(v) for n, v in by_name.items()}
         for i in mine:
             n = names[i]
-            if sync_or_copy[i] or dur[i] < STARTUP_MIN_NS:
+            if sync_or_copy[i] or dur[i] < STARTUP_MIN_NS or held[i]:
                 continue
-            usual = min(medians[n], usual_all)
+            usual = quartile[n] if count[n] >= 3 or graph[i] else min(quartile[n], usual_all)
             if CONTEXT.match(n):
                 part[i] = "context"
             elif MODULE.match(n):
                 part[i] = "module"
-            elif dur[i] >= STARTUP_FACTOR * usual and (kernel[i] or QUERY.match(n)
-                                                        or kinds[i] in ("alloc", "create")):
+            elif dur[i] >= STARTUP_FACTOR * max(usual, 1.0) and (
+                    kernel[i] or QUERY.match(n) or kinds[i] in ("alloc", "create")):
                 part[i] = "launch" if kernel[i] else (
                     "query" if QUERY.match(n) else str(kinds[i]))
         first = mine[np.argmin(c.start[mine])]
-        if not sync_or_copy[first] and dur[first] >= STARTUP_MIN_NS:
+        if not sync_or_copy[first] and not graph[first] and dur[first] >= STARTUP_MIN_NS \
+                and not held[first]:
             part[first] = "first_call"  # context creation (or module loading: a launch)
     hit = part != ""
     r = ev.ranges

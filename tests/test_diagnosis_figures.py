@@ -44,7 +44,7 @@ def test_a100_switch_moe_cold_is_lazy_module_loading():
 def test_a4000_vit_cold_is_context_streams_and_modules():
     """cudaFree (context creation) 3,977.8 ms in 4 calls, stream creation 564.3 ms, 8
     launch calls 5,549.0 ms (median launch 6 µs); the process' first call is a 2 ms copy
-    (no start-up: a copy's time is the data's). Start-up 10,099.7 of 11,962.9 ms."""
+    (no start-up: a copy's time is the data's). Start-up 10,097.5 of 11,962.9 ms."""
     names, dur, start = _calls("a4000_vit_cold")
     launch = np.array([bool(LAUNCH.match(n)) for n in names])
     assert dur[names == "cudaFree"].sum() / MS == pytest.approx(3977.80, abs=0.01)
@@ -54,9 +54,10 @@ def test_a4000_vit_cold_is_context_streams_and_modules():
     assert dur[launch & (dur >= MS)].sum() / MS == pytest.approx(5548.99, abs=0.01)
     assert names[np.argmin(start)] == "cudaMemcpyAsync"
     f = raw("a4000_vit_cold")
-    assert f.startup_parts == {"alloc": 3986_545_000, "create": 564_339_000,
+    # (a 2.2 ms cudaMalloc is under 20 times the lower quartile of its 52 calls: steady)
+    assert f.startup_parts == {"alloc": 3984_323_000, "create": 564_339_000,
                                "launch": 5548_987_000}
-    assert (f.part("startup") / MS, f.window_ns / MS) == pytest.approx((10099.73, 11962.85),
+    assert (f.part("startup") / MS, f.window_ns / MS) == pytest.approx((10097.51, 11962.85),
                                                                       abs=0.01)
     assert f.busy_ns / MS == pytest.approx(16.04, abs=0.01)
 
@@ -79,7 +80,7 @@ def test_t4_and_gh200_wait_for_the_host_issuing_work():
 
 
 @pytest.mark.parametrize("rank, comm, busy, startup, longest", [
-    (0, 550.78, 573.95, 401.40, 342.98), (1, 505.26, 528.38, 450.06, 367.69)])
+    (0, 550.78, 573.95, 396.93, 342.98), (1, 505.26, 528.38, 450.06, 367.69)])
 def test_rtx4090_tp2_ranks_wait_in_their_collectives(rank, comm, busy, startup, longest):
     """One cold TP=2 forward per rank: 19 NCCL kernels, none under other work, end with
     one all-gather of 441.5 ms; start-up (launch calls up to 343/368 ms on first use) is
@@ -207,7 +208,7 @@ def test_keras_alexnet_s3tune_is_a_warm_up_step():
 @pytest.mark.parametrize("key, first, before, startup, window", [
     # the first call of the process (context creation) 29.9 s before the first launch;
     # in the window, cudaFree 6.0 s, cudaLaunchKernel 3.1 s, cudaMalloc, streams
-    ("a100_alexnet", "cudaDeviceGetStreamPriorityRange", 29934.53, 12280.21, 12920.30),
+    ("a100_alexnet", "cudaDeviceGetStreamPriorityRange", 29927.38, 12199.58, 12920.30),
     # two launch calls of 17.8 and 17.4 ms (module loading) in a 39.9 ms window
     ("rtx3080_tiny", "cuModuleGetLoadingMode", 0, 35.20, 39.91),
     # a 1,987.7 ms stream creation, a 679.7 ms launch and 312 redzone_checker (an
@@ -215,8 +216,9 @@ def test_keras_alexnet_s3tune_is_a_warm_up_step():
     pytest.param("flux_gtx1650_report20", "cuStreamCreate", 0, 3943.91, 6711.31,
                  marks=pytest.mark.slow),
     # the first stream creation 6,169.2 ms before the first launch: 63.5 % of the window
-    # and the time before it, though the window itself is the host's (85 %)
-    pytest.param("abacus_titanrtx_report1", "cuInit", 6169.18, 54.41, 3625.18,
+    # and the start-up before it; the window itself is the host's (85 %), and its 3.6 s
+    # of steady serving are what the verdict judges
+    pytest.param("abacus_titanrtx_report1", "cuInit", 6169.18, 33.36, 3625.18,
                  marks=pytest.mark.slow),
 ])
 def test_old_cold_traces_are_start_up_now(key, first, before, startup, window):
@@ -271,8 +273,8 @@ def test_compile_full_torch_graph_launches_are_no_start_up():
 def test_scan_jax_command_buffers_are_graph_launches():
     """XSpace names a launch call by what it launched: on scan_jax 909 of them launch 5
     to 21 kernels each (XLA's command buffers): graph launches. The first three take 8.08,
-    4.20 and 4.12 ms, 20 times the usual 33 µs (cold: the graphs' upload), but the
-    contract's start-up launches are kernel launches: none, and no step is cold."""
+    4.20 and 4.12 ms, over 20 times their own calls' usual time (cold: the graphs'
+    upload): start-up, which makes the first step cold; the verdict is the other two's."""
     from collections import Counter
 
     from tests.diagnosis_raw import run_trace
@@ -285,4 +287,5 @@ def test_scan_jax_command_buffers_are_graph_launches():
     assert set(c.name[graph]) == {"cuGraphLaunch"}
     assert sorted(np.round((c.end - c.start)[graph] / MS, 2))[-3:] == [4.12, 4.2, 8.08]
     f = raw("h200_scan_jax")
-    assert f.steps == 3 and f.part("startup") == 0 and not f.cold().any()
+    assert f.steps == 3 and f.cold().tolist() == [True, False, False]
+    assert f.parts["startup"].tolist()[1:] == [0, 0] and f.parts["startup"][0] / MS > 15
