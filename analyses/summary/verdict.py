@@ -149,6 +149,7 @@ def _startup_figures(w: Any, cold: Any) -> dict[str, Any]:
 def _startup(s: Summary, whole: Budget, cold: Any, why: str) -> Bound:
     """The verdict ``startup``, with what the rest of the windows would read as."""
     w = s.host_wait_split
+    assert w is not None  # a start-up verdict is made from the split
     figures = _startup_figures(w, cold)
     rest = _steady(s, whole, "windows less start-up", {})
     figures = rest.figures | figures | {"rest": rest.by, "rest_cause": rest.cause,

@@ -132,7 +132,9 @@ def host_wait(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame]
     first_host = int(ev["ts_ns"].to_numpy(np.int64)[host_rows].min()) if host_rows.any() \
         else int(ws_all[0]) if len(ws_all) else 0
     every = _Rows.of(work)
-    step_frames, pieces, before, before_span = [], [], 0, 0
+    step_frames: list[pd.DataFrame] = []
+    pieces: list[tuple] = []  # (device, window, ns, cause, name, range): arrays or scalars
+    before, before_span = 0, 0
     sampled: list[pd.DataFrame] = []
     for device, idx in groups(work["device"].to_numpy(np.int64)):
         win = windows.get(device)
@@ -198,7 +200,8 @@ def _assemble(step_frames: list[pd.DataFrame], pieces: list[tuple], shown: pd.In
               startup: Startup, before: int, before_span: int,
               sampled: list[pd.DataFrame]) -> HostWait:
     """The pieces of host wait summed per window, per cause and name, per cause and range."""
-    cols = {"device": [], "k": [], "ns": [], "cause": [], "name": [], "range": []}
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("device", "k", "ns", "cause", "name",
+                                                          "range")}
     for device, k, ns, cause, name, rng in pieces:
         n = len(k)
         cols["device"].append(np.full(n, device, np.int64))
@@ -214,7 +217,7 @@ def _assemble(step_frames: list[pd.DataFrame], pieces: list[tuple], shown: pd.In
     steps = steps.merge(per, left_on=["device", "k"], right_index=True, how="left")
     waits = [f"wait_{c}_ns" for c in CAUSES]
     steps[waits] = steps[waits].fillna(0).astype(np.int64)
-    labels = np.append(np.asarray(shown, dtype=object), None)
+    labels = np.append(np.asarray(shown, dtype=object), np.array([None], dtype=object))
 
     def by(key: str) -> pd.DataFrame:
         named = p[p[key] >= 0][["cause", key, "ns"]]
