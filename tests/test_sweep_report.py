@@ -81,7 +81,8 @@ def test_sweep_plot_and_reports(sweep_dir, tmp_path):
     assert main(["report", str(sweep_dir), str(run), "-o", str(md)]) == 0
     text = md.read_text()
     for heading in ("## Environment", "## Time per batch, elapsed and sequences/s",
-                    "## What bounds the step, idle and launch-bound fractions", "## Where the time goes", "## Sweep",
+                    "## What bounds the step, idle and launch-bound fractions",
+                    "## Where the time goes", "## Sweep",
                     "## Loss curves"):
         assert heading in text
     images = list((tmp_path / "report_files").iterdir())

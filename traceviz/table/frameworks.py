@@ -82,9 +82,11 @@ _BETWEEN = {"tf": "TensorFlow's executor", "jax": "the JAX runtime (XLA's execut
 def between_ops_what(meta: Mapping[str, Any], names: pd.Series, pid: int, tid: int) -> str:
     """What the time between ops on the thread ``pid``/``tid`` is, as a reader names it:
     ``Python``, or on a TensorFlow/JAX thread that is not the interpreter's, the
-    framework's executor."""
+    framework's executor; in a program without a framework, its own code."""
     framework = trace_framework(meta, names)
     thread = str((meta.get("thread_names") or {}).get(f"{pid}:{tid}", ""))
-    if framework not in _BETWEEN or thread.lower().startswith("python"):
+    if thread.lower().startswith("python"):
         return "Python"
-    return _BETWEEN[framework]
+    if framework == "none":  # a C/CUDA program: its own code, not an interpreter
+        return "the program's own code"
+    return _BETWEEN.get(framework, "Python")

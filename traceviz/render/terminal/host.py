@@ -167,6 +167,16 @@ WAIT_LABELS = {"startup": "start-up", "input": "input calls", "launch": "launch 
                "offcpu": "off the CPU (scheduled out)"}
 
 
+def _label(s: Summary, cause: str) -> str:
+    """A cause as the reader says it; time between ops named by what runs there."""
+    if cause in ("gaps", "untraced"):
+        what = s.host.between_what if s.host is not None else "untraced"
+        more = "under 1 ms each" if cause == "gaps" else "1 ms or more each"
+        return f"{what} between calls ({more}, untraced)" if what != "untraced" else \
+            WAIT_LABELS[cause]
+    return WAIT_LABELS.get(cause, cause)
+
+
 def wait_line(s: Summary) -> str:
     """The host wait and its three largest causes."""
     w = s.host_wait_split
@@ -174,8 +184,7 @@ def wait_line(s: Summary) -> str:
     if w is None or not s.host_wait_ns:
         return text
     causes = sorted(((ns, c) for c, ns in w.causes.items() if ns), reverse=True)[:3]
-    return text + ": " + ", ".join(f"{WAIT_LABELS.get(c, c)} {fmt_ns(ns)}"
-                                   for ns, c in causes)
+    return text + ": " + ", ".join(f"{_label(s, c)} {fmt_ns(ns)}" for ns, c in causes)
 
 
 def host_wait(s: Summary, page: Page) -> None:
@@ -195,7 +204,7 @@ def host_wait(s: Summary, page: Page) -> None:
         names = w.names[w.names["cause"] == cause].head(1)
         ranges = w.ranges[w.ranges["cause"] == cause].head(1)
         top = next(names.itertuples(index=False), None)
-        rows.append([WAIT_LABELS.get(cause, cause), fmt_ns(ns / per), fmt_pct(ns / total),
+        rows.append([_label(s, cause), fmt_ns(ns / per), fmt_pct(ns / total),
                      "–" if top is None else str(top.name),
                      "–" if top is None else fmt_ns(top.ns / per),
                      next((str(r.range) for r in ranges.itertuples(index=False)), "–")])
