@@ -213,7 +213,7 @@ def host_wait(s: Summary, page: Page) -> None:
     page.add_fitted("host wait", fitted_table(
         f"Host wait by cause ({unit}: the device idle with nothing launched pending, by "
         "what the launching thread did)",
-        (Col("cause", "left"), Col("time"), Col("share"),
+        (Col("cause", "left", wrap=True), Col("time"), Col("share"),
          Col("took it most", "left", name=True, drop=3), Col("its time", drop=2),
          Col("inside range", "left", name=True, drop=1)), rows, page.width,
         caption=f"start-up: {caption}" if caption else None))
