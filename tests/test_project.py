@@ -128,8 +128,9 @@ ALLOWED: dict[str, set[str]] = {
     "opcost": {"definitions"},
     "files": {"definitions"},
     "system": {"definitions", "install_hint"},
-    # the notebook API (Trace.summary(), .kernels()) calls the analyses, lazily
-    "trace": BELOW_TRACE | {"files", "analyses"},
+    # the notebook API (Trace.summary(), .kernels()) calls the analyses, lazily, and its
+    # display (_repr_html_, print) the notebook renderer, lazily: only that (test below)
+    "trace": BELOW_TRACE | {"files", "analyses", "render"},
     "parsers": BELOW_TRACE | {"trace", "files", "system", "install_hint"},
     # pure functions over a Trace: no parser, renderer, CLI, runner or file I/O
     "analyses": BELOW_TRACE,
@@ -166,6 +167,15 @@ def _graph() -> dict[str, set[str]]:
 
 def test_every_import_goes_the_way_the_layers_allow():
     assert not wrong_directions(_graph())
+
+
+def test_the_trace_imports_of_render_only_its_display():
+    """A Trace's display is its renderer's (``render/notebook.py`` and
+    ``notebook_results.py``, escaped by ``render/escape.py``); no other renderer is the
+    Trace's to call."""
+    render = {d for d in _graph()["traceviz.trace"] if part_of(d) == "render"}
+    assert render == {"traceviz.render.notebook", "traceviz.render.notebook_results",
+                      "traceviz.render.escape"}
 
 
 def test_a_wrong_direction_is_caught():

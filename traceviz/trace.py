@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -19,6 +19,15 @@ from traceviz.files.runfolder import check_trace_meta
 from traceviz.table import schema
 from traceviz.table.launch_apis import launch_kind
 from traceviz.table.meta import TraceMeta
+
+if TYPE_CHECKING:
+    from traceviz.render.notebook import BoundView, SummaryView
+    from traceviz.render.notebook_results import (
+        AdviceView,
+        EfficiencyView,
+        MemoryView,
+        WhatifView,
+    )
 
 META_KEY = b"traceviz"
 
@@ -138,42 +147,57 @@ class Trace:
 
         return phases_of(self)
 
-    def summary(self, top: int = 20) -> dict[str, Any]:
-        """The figures of ``traceviz analyze --json`` (``top``: kernels listed)."""
+    def summary(self, top: int = 20) -> SummaryView:
+        """The figures of ``traceviz analyze --json`` (``top``: kernels listed): a dict,
+        shown as tables in a notebook, each table a DataFrame with unit-named columns
+        (``kernels_df()``, ``categories_df()``, ``phases_df()``, ``totals_df()``,
+        ``host_wait_df()``)."""
         from traceviz.analyses.summary.figures import summarize
+        from traceviz.render.notebook import SummaryView
 
-        return summarize(self, with_efficiency=True).to_dict(top=top)
+        return SummaryView(summarize(self, with_efficiency=True).to_dict(top=top))
 
-    def efficiency(self, peak: str | None = None) -> dict[str, Any]:
+    def efficiency(self, peak: str | None = None) -> EfficiencyView:
         """``analyze --json``'s ``efficiency``: FLOPs, bytes, TFLOP/s, GB/s, % of peak and
-        bound per op group and kernel, the run's totals and MFU (``peak``: as --peak)."""
-        return self._section("efficiency", peak)
+        bound per op group and kernel, the run's totals and MFU (``peak``: as --peak); a
+        dict, its tables as DataFrames by ``kernels_df()`` and ``groups_df()``."""
+        from traceviz.render.notebook_results import EfficiencyView
 
-    def memory(self) -> dict[str, Any]:
+        return EfficiencyView(self._section("efficiency", peak))
+
+    def memory(self) -> MemoryView:
         """``analyze --json``'s ``memory``: peak allocated, allocated and freed bytes per
-        device and phase, and the timed batches' peak (bench.json)."""
-        return self._section("memory", None)
+        device and phase, and the timed batches' peak (bench.json); a dict, its tables in
+        MiB by ``devices_df()`` and ``phases_df()``."""
+        from traceviz.render.notebook_results import MemoryView
 
-    def bound(self) -> dict[str, Any]:
+        return MemoryView(self._section("memory", None))
+
+    def bound(self) -> BoundView:
         """What bounds the step (``analyze --json``'s ``bound``, ``advise``'s first line):
-        ``by``, the host's ``cause``, ``why`` and the figures it was judged on."""
-        return self._section("bound", None)
+        a dict of ``by``, the host's ``cause``, ``why`` and the figures it was judged on
+        (``figures_df()``: as a DataFrame in ms and % of the span)."""
+        from traceviz.render.notebook import BoundView
+
+        return BoundView(self._section("bound", None))
 
     def host_wait(self) -> pd.DataFrame:
         """The time the device waited for the host, by what the host was doing: one row
         per cause (``cause``, ``ns``, ``share`` of the host wait, ``names``: what took it
-        most, ``ranges``: the user ranges it ran in), largest first; empty on a CPU trace
-        or where no launch is in the trace."""
+        most, ``ranges``: the user ranges it ran in; ``time_ms`` and ``share_pct``: the
+        same in ms and %), largest first; empty on a CPU trace or where no launch is in
+        the trace."""
         from traceviz.analyses.summary.figures import summarize
 
         w = summarize(self).host_wait_split
-        columns = ["cause", "ns", "share", "names", "ranges"]
+        columns = ["cause", "ns", "share", "names", "ranges", "time_ms", "share_pct"]
         if w is None:
             return pd.DataFrame(columns=columns)
         total = sum(w.causes.values()) or 1
         rows = [(c, ns, ns / total,
                  list(w.names.loc[w.names["cause"] == c, "name"].head(3)),
-                 list(w.ranges.loc[w.ranges["cause"] == c, "range"].head(3)))
+                 list(w.ranges.loc[w.ranges["cause"] == c, "range"].head(3)),
+                 ns / 1e6, ns * 100 / total)
                 for c, ns in w.causes.items() if ns]
         return pd.DataFrame(rows, columns=columns).sort_values(
             "ns", ascending=False, ignore_index=True)
@@ -187,13 +211,15 @@ class Trace:
         # its part of --json with every row listed; {} where the section gives none
         return integer_ns(s.section_json(name, top=1 << 30))[name]
 
-    def whatif(self, *scenarios: str) -> dict[str, Any]:
+    def whatif(self, *scenarios: str) -> WhatifView:
         """``traceviz whatif --json``: the replay and each scenario (default: all, e.g.
-        ``t.whatif("cuda_graphs", "gemm_speedup=4")``)."""
+        ``t.whatif("cuda_graphs", "gemm_speedup=4")``); a dict, the scenarios as a
+        DataFrame by ``scenarios_df()``."""
         from traceviz.analyses.whatif.engine import whatif
         from traceviz.analyses.whatif.scenarios import DEFAULT_SCENARIOS
+        from traceviz.render.notebook_results import WhatifView
 
-        return whatif(self, tuple(scenarios) or DEFAULT_SCENARIOS).to_dict()
+        return WhatifView(whatif(self, tuple(scenarios) or DEFAULT_SCENARIOS).to_dict())
 
     def critical_path(self, annotation: str | None = None, top: int = 20) -> dict[str, Any]:
         """``analyze --critical-path --json``'s ``critical_path``: per step the path's length
@@ -203,19 +229,51 @@ class Trace:
 
         return critical_path(self, annotation).to_dict(top=top)
 
-    def advise(self) -> list[dict[str, Any]]:
-        """``traceviz advise --json``'s findings: rule, title, evidence, action, saving."""
+    def advise(self) -> AdviceView:
+        """``traceviz advise --json``'s findings: rule, title, evidence, action, saving; a
+        list of dicts, one row each in ``findings_df()``."""
         from traceviz.analyses.advice.engine import advise
+        from traceviz.render.notebook_results import AdviceView
 
         findings, steps = advise(self)
-        return [f.to_dict(steps) for f in findings]
+        return AdviceView(f.to_dict(steps) for f in findings)
 
+    # -- the notebook display (traceviz/render/notebook.py) ----------------------------
     def __repr__(self) -> str:
+        from traceviz.render.escape import visible
+
         m = self.meta
         kind = "CPU" if self.is_cpu else "GPU"
-        what = m.get("model") or m.get("source_file") or "?"
-        return (f"<Trace {what} · {m.get('source_format', '?')} · {kind} · "
+        what = visible(str(m.get("model") or m.get("source_file") or "?"))
+        return (f"<Trace {what} · {visible(str(m.get('source_format', '?')))} · {kind} · "
                 f"{len(self.events):,} events>")
+
+    def overview(self) -> dict[str, Any]:
+        """What the display shows: source file, profiler, devices, rows per kind (most
+        first), the time the rows cover (first start to last end, ns), step marks."""
+        ev = self.events
+        kinds = ev["kind"].value_counts()
+        start, end = (int(ev["ts_ns"].min()), int((ev["ts_ns"] + ev["dur_ns"]).max())) \
+            if len(ev) else (0, None)
+        return {"source_file": self.meta.get("source_file"),
+                "profiler": self.meta.get("profiler"),
+                "devices": dict(self.meta.get("devices") or {}),
+                "kinds": {str(k): int(n) for k, n in kinds.items() if n},
+                "recorded_ns": None if end is None else end - start,
+                "step_marks": int(kinds.get("step", 0))}
+
+    def __str__(self) -> str:
+        from traceviz.render.notebook import trace_text
+
+        return trace_text(repr(self), self.overview())
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
+
+    def _repr_html_(self) -> str:
+        from traceviz.render.notebook import trace_html
+
+        return trace_html(repr(self), self.overview())
 
     # -- storage -----------------------------------------------------------------------
     def save(self, path: str | Path, force: bool = False) -> Path:

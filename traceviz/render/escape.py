@@ -9,6 +9,8 @@ where it goes: one function per destination, so every path to it escapes the sam
 - ``markdown``: a Markdown report. HTML is escaped (a renderer such as Python-Markdown
   passes raw HTML through: ``<img onerror=...>`` would run) and so are Markdown's own
   marks (links, emphasis, table pipes), so a name reads as the text it is.
+- ``html_text``: a notebook's HTML display. ``<``, ``>``, ``&`` and quotes are escaped
+  (a kernel named ``<script>`` shows as text, never runs) after ``visible``.
 - ``file_name``: a file made from a label. Characters unsafe in a file name become
   ``_``; where that changed the label, a short digest of it follows, so labels that
   differ ("a b", "a_b") never share a file.
@@ -42,6 +44,11 @@ def markdown(text: object) -> str:
     """``text`` for a Markdown document or table cell: shown as itself, never as HTML,
     a link, emphasis or a cell break."""
     return html.escape(visible(str(text)).translate(_MARKDOWN_MARKS), quote=True)
+
+
+def html_text(text: object) -> str:
+    """``text`` for an HTML element or attribute: shown as itself, never as markup."""
+    return html.escape(visible(str(text)), quote=True)
 
 
 def file_name(label: str, most: int = 80) -> str:
