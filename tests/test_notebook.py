@@ -231,3 +231,40 @@ def test_memory_tables_in_mib():
     assert d.iloc[0].tolist() == [0, 12, 1.0, 3.5, 5.0, 4.0]
     assert m.phases_df()["allocated_mib"].tolist() == [5.0]
     assert "peak 3.50 MiB" in str(m) and "&lt;b&gt;note" in m._repr_html_()
+
+
+def test_critical_path_tables(gpu):
+    """The path's parts add up to each window's length, in the tables as in the JSON."""
+    t, _, _ = gpu
+    c = t.critical_path()
+    steps = c.steps_df()
+    assert list(steps["step"]) == [r["step"] for r in c["steps"]] == [2, 3, 4]
+    assert _ns(steps["length_ms"]) == [r["length_ns"] for r in c["steps"]]
+    parts = ["host_ms", "launch_ms", "device_ms", "queue_ms", "sync_ms"]
+    assert [round(v) for v in steps[parts].sum(axis=1) * 1e6] == _ns(steps["length_ms"])
+    p = c.parts_df().set_index("part")
+    assert round(p["time_ms"].sum() * 1e6) == c["totals"]["length"] == 67_711_639
+    assert round(p.loc["host", "time_ms"] * 1e6) == c["totals"]["host"]
+    assert p["share_pct"].sum() == pytest.approx(100)
+    h = c.host_calls_df()
+    assert _ns(h["on_path_ms"]) == [r["on_path_ns"] for r in c["host_calls"]]
+    assert html_text(c["host_calls"][0]["name"]) in c._repr_html_()
+    assert "critical path · 3 step windows" in repr(c)
+
+
+def test_memory_tables_on_allocator_events():
+    """A trace with allocator events (TensorFlow's, three GPUs and the host): the tables'
+    MiB are the JSON's bytes."""
+    path = ROOT.parent / "shared" / "traces" / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
+    if not path.is_file():
+        pytest.skip(f"{path} is not on this machine")
+    m = traceviz.load(path).memory()
+    d = m.devices_df()
+    assert len(d) == len(m["devices"]) >= 2
+    assert [round(v * 2**20) for v in d["peak_allocated_mib"]] == [
+        r["peak_allocated"] for r in m["devices"]]
+    assert [round(v * 2**20) for v in d["allocated_mib"]] == [
+        r["allocated"] for r in m["devices"]]
+    p = m.phases_df()
+    assert [round(v * 2**20) for v in p["freed_mib"]] == [r["freed"] for r in m["phases"]]
+    assert f"{d['peak_allocated_mib'][0]:,.2f} MiB" in str(m)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from traceviz.render.notebook import BoundView, SummaryView
     from traceviz.render.notebook_results import (
         AdviceView,
+        CriticalPathView,
         EfficiencyView,
         MemoryView,
         WhatifView,
@@ -221,13 +222,16 @@ class Trace:
 
         return WhatifView(whatif(self, tuple(scenarios) or DEFAULT_SCENARIOS).to_dict())
 
-    def critical_path(self, annotation: str | None = None, top: int = 20) -> dict[str, Any]:
+    def critical_path(self, annotation: str | None = None,
+                      top: int = 20) -> CriticalPathView:
         """``analyze --critical-path --json``'s ``critical_path``: per step the path's length
         and parts, the kernels and host calls on it (``annotation``: per host range of
-        that name instead of per step)."""
+        that name instead of per step); a dict, its tables by ``steps_df()``,
+        ``parts_df()``, ``kernels_df()``, ``host_calls_df()``."""
         from traceviz.analyses.critical_path.path import critical_path
+        from traceviz.render.notebook_results import CriticalPathView
 
-        return critical_path(self, annotation).to_dict(top=top)
+        return CriticalPathView(critical_path(self, annotation).to_dict(top=top))
 
     def advise(self) -> AdviceView:
         """``traceviz advise --json``'s findings: rule, title, evidence, action, saving; a

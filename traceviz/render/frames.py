@@ -2,12 +2,12 @@
 pandas DataFrames whose column names carry their unit.
 
 One naming rule for every table: a total time is ``*_ms`` (``total_ns`` reads
-``time_ms``, a per-step figure ``*_per_step_ms``), the time of one call (a kernel's mean,
-median, min, max, deviation) is ``*_us``, a share is ``*_pct`` (0 to 100: ``share`` reads
-``share_pct``, ``*_fraction`` and ``pct_*`` ``*_pct``), memory is ``*_mib``, a count has
-no suffix; rates keep the unit they are named by (``tflops``, ``gbps``). Every figure is
-the JSON's value converted, nothing recomputed: ``time_ms * 1e6`` is the ``total_ns`` it
-came from.
+``time_ms``, a per-step figure ``*_per_step_ms``, per window ``*_per_window_ms``), the
+time of one call (a kernel's mean, median, min, max, deviation) is ``*_us``, a share is
+``*_pct`` (0 to 100: ``share`` reads ``share_pct``, ``*_fraction`` and ``pct_*``
+``*_pct``), memory is ``*_mib``, a count has no suffix; rates keep the unit they are
+named by (``tflops``, ``gbps``). Every figure is the JSON's value converted, nothing
+recomputed: ``time_ms * 1e6`` is the ``total_ns`` it came from.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ def column(key: str) -> str:
     """The unit-named column for a ``--json`` key (``total_ns`` -> ``time_ms``)."""
     if key == "total_ns":
         return "time_ms"
-    if key.endswith("_ns_per_step"):
-        return key[: -len("_ns_per_step")] + "_per_step_ms"
+    for per in ("_ns_per_step", "_ns_per_window"):
+        if key.endswith(per):
+            return key[: -len(per)] + per[3:] + "_ms"
     if key.startswith("pct_"):
         return key[4:] + "_pct"
     if key in PER_CALL:
@@ -46,7 +47,7 @@ def value(key: str, v: Any) -> Any:
         return v
     if key in PER_CALL:
         return v / 1e3
-    if key.endswith(("_ns", "_ns_per_step")):
+    if key.endswith(("_ns", "_ns_per_step", "_ns_per_window")):
         return v / 1e6
     if key == "share" or key.endswith("_fraction") or key.startswith("pct_"):
         return v * 100
@@ -200,3 +201,39 @@ def memory_phases_frame(memory: Mapping[str, Any]) -> pd.DataFrame:
     """Per device and phase: ``events``, ``allocated_mib``, ``freed_mib``."""
     return _mib(memory.get("phases") or [], ["device", "phase", "events", "allocated",
                                               "freed"])
+
+
+# -- the critical path -------------------------------------------------------------------
+PATH_PARTS = ("host", "launch", "device", "queue", "sync")
+
+
+def path_steps_frame(path: Mapping[str, Any]) -> pd.DataFrame:
+    """Per window (a step, or a host range): ``length_ms`` and its parts ``host_ms``,
+    ``launch_ms``, ``device_ms``, ``queue_ms``, ``sync_ms``, which add up to it."""
+    return records(path.get("steps") or [], ["step", "start_ns", "end_ns", "length_ns",
+                                             *(f"{p}_ns" for p in PATH_PARTS)])
+
+
+def path_parts_frame(path: Mapping[str, Any]) -> pd.DataFrame:
+    """The path's parts over every window: ``part``, ``time_ms``, ``per_window_ms``,
+    ``share_pct`` (of the windows' length)."""
+    totals, per = path.get("totals") or {}, path.get("per_window") or {}
+    shares = path.get("shares") or {}
+    return pd.DataFrame(
+        [(p, totals[p] / 1e6, per.get(p, 0) / 1e6,
+          float("nan") if shares.get(p) is None else 100 * shares[p])
+         for p in PATH_PARTS if p in totals],
+        columns=["part", "time_ms", "per_window_ms", "share_pct"])
+
+
+def path_kernels_frame(path: Mapping[str, Any]) -> pd.DataFrame:
+    """The kernels on the path: ``name``, ``category``, ``calls``, ``time_ms`` (all their
+    time), ``on_path_ms``, ``on_path_calls``, ``share_pct`` (of their time on the path)."""
+    return records(path.get("kernels") or [], ["name", "category", "calls", "total_ns",
+                                               "on_path_ns", "on_path_calls", "share"])
+
+
+def path_host_calls_frame(path: Mapping[str, Any]) -> pd.DataFrame:
+    """The host calls on the path: ``name``, ``on_path_ms``, ``on_path_per_window_ms``."""
+    return records(path.get("host_calls") or [], ["name", "on_path_ns",
+                                                  "on_path_ns_per_window"])

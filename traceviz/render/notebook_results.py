@@ -145,3 +145,48 @@ class AdviceView(Shown, list[dict[str, Any]]):
 
         return [one(f) for f in self]
 
+
+
+class CriticalPathView(Shown, dict[str, Any]):
+    """``analyze --critical-path --json``'s ``critical_path``: per window the path's length
+    and its parts, the kernels and host calls on it (``steps_df()``, ``parts_df()``,
+    ``kernels_df()``, ``host_calls_df()``)."""
+
+    _tables = ".steps_df() .parts_df() .kernels_df() .host_calls_df()"
+
+    def steps_df(self) -> pd.DataFrame:
+        """Per window: ``length_ms`` and ``host_ms``, ``launch_ms``, ``device_ms``..."""
+        return frames.path_steps_frame(self)
+
+    def parts_df(self) -> pd.DataFrame:
+        """Per part: ``time_ms``, ``per_window_ms``, ``share_pct`` of the length."""
+        return frames.path_parts_frame(self)
+
+    def kernels_df(self) -> pd.DataFrame:
+        """The kernels on the path: ``time_ms``, ``on_path_ms``, ``share_pct``..."""
+        return frames.path_kernels_frame(self)
+
+    def host_calls_df(self) -> pd.DataFrame:
+        """The host calls on the path: ``on_path_ms``, ``on_path_per_window_ms``."""
+        return frames.path_host_calls_frame(self)
+
+    def _title(self) -> str:
+        n = self.get("windows") or 0
+        per = (self.get("per_window") or {}).get("length")
+        return (f"critical path · {n} {self.get('unit', 'step')} window{'' if n == 1 else 's'}"
+                + (f" · {fmt_ns(per)} each" if per else ""))
+
+    def _lines(self) -> list[str]:
+        parts = [f"{p} {fmt_ns(t * 1e6)} ({s:.1f}%)" for p, t, _, s in
+                 self.parts_df().itertuples(index=False) if t]
+        calls = [f"{cut(c['name'])} {fmt_ns(c['on_path_ns'])}"
+                 for c in (self.get("host_calls") or [])[:TOP_LINES]]
+        return ([" · ".join(parts)] if parts else []) + (
+            ["host calls on it: " + "; ".join(calls)] if calls else [])
+
+    def _parts(self) -> list[str]:
+        return _tables_html([("Parts of the path", self.parts_df(), None),
+                             ("Per window", self.steps_df(), None),
+                             ("Kernels on the path", self.kernels_df(), None),
+                             ("Host calls on the path", self.host_calls_df(), None)]) \
+            + _notes_html(self.get("notes"))
