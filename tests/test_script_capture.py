@@ -426,8 +426,8 @@ def test_script_without_framework_ops_says_so(tmp_path):
     assert r.returncode == 2, r.stderr
     assert "args ['a', 'b']" in r.stdout
     assert _traceviz_lines(r.stderr)[-1] == (
-        "traceviz: plain.py ended with nothing to analyze (the trace holds no profiler "
-        "events): no run folder left")
+        "traceviz: plain.py ended before it ran anything to profile: nothing recorded, no "
+        "run folder left")
     assert "Traceback" not in r.stderr and "note:" not in r.stderr
     _no_run_left(out)
 

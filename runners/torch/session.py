@@ -104,11 +104,14 @@ class TorchSession:
             self.trace_path = self.out / TRACE_NAME
             whole.export_chrome_trace(str(self.trace_path))
             slices = add_time_slices(self.trace_path, self.slice_s or DEFAULT_SLICE_S)
+            if not slices:  # no framework op ran (a script failing on its arguments)
+                self.trace_path.unlink(missing_ok=True)
+                self.trace_path = None
+                return
             self.notes.append(
                 "the code marked no step (no optimizer.step(), no traceviz.step()): the "
-                + (f"whole run was recorded and cut into {slices} fixed time slices of "
-                   f"{(self.slice_s or DEFAULT_SLICE_S) * 1e3:g} ms, taken as steps"
-                   if slices else "whole run was recorded"))
+                f"whole run was recorded and cut into {slices} fixed time slices of "
+                f"{(self.slice_s or DEFAULT_SLICE_S) * 1e3:g} ms, taken as steps")
 
     def _cut_short(self, current: int) -> None:
         """The code ended in step ``current``, before the schedule's end: before an active

@@ -339,6 +339,12 @@ def _collect_ranks(req: ScriptRequest, run_dir: Path, status: int) -> ScriptResu
     except (OSError, ValueError):
         raise RunFailed(f"{req.name}: the {req.ranks} processes ended (status {status}) "
                         "before rank 0 wrote its results") from None
+    if not found:  # no rank recorded a profiled step: no run
+        from traceviz.capture.outcome import Ending, nothing_recorded
+
+        raise nothing_recorded(Ending(
+            req.name, status, meta.get("error"), int(meta.get("step_marks") or 0),
+            meta.get("schedule_cut"), max(1, req.warmup), req.profile_steps))
     meta["ranks"] = req.ranks
     meta["rank_traces"] = [p.name for p in found]
     return ScriptResult(run_dir, found[0] if found else None, None, bench, meta, None, status)
