@@ -37,8 +37,8 @@ PYTHON_NAME = re.compile(r"^python[0-9.]*$")
 PROFILER_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems",
                   "tf": "TensorFlow profiler"}
 TF_IMPORT = re.compile(r"^\s*(?:import|from)\s+(?:tensorflow|keras)\b", re.MULTILINE)
-PRESSES_TO_ABANDON = 3  # the third Ctrl-C ends the script's process group at once
 TORCH_IMPORT = re.compile(r"^\s*(?:import|from)\s+torch\b", re.MULTILINE)
+PRESSES_TO_ABANDON = 3  # the third Ctrl-C ends the script's process group at once
 
 
 @dataclass
