@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import runpy
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -131,13 +132,15 @@ def main(argv: list[str] | None = None) -> int:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         status, error = 1, f"{type(e).__name__}: {first}"[:500]
     finally:
+        # a second Ctrl-C (or the parent passing one on) must not cut the saving short
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         sys.stdout.flush()
         session.finish()
     bench = step_bench(session.step_times(), session.clock.source)
     meta = versions(cfg["framework"]) | {
         "profiler": cfg["profiler_name"], "command": cfg["command"], "cwd": os.getcwd(),
         "exit_status": status, "error": error, "step_marks": len(session.clock.marks),
-        "notes": session.notes,
+        "notes": session.notes, "schedule_cut": session.cut,
     }
     emit("done", **run_result(out, bench, meta, session.trace_path))
     return status

@@ -298,10 +298,10 @@ def test_a_killed_script_capture_leaves_no_process_and_no_run(tmp_path, sig):
         assert [p.name for p in tmp_path.iterdir()] == ["sleeper.py"]
         return
     # SIGKILL leaves the hidden staging folder; the same command again is not refused
-    (tmp_path / "sleeper.py").write_text("print('done')\n")
+    (tmp_path / "sleeper.py").write_text("import torch\nprint(torch.ones(3).sum())\n")
     r = _tv("capture", "--out", "run", "--", "python", "sleeper.py", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "run" / "bench.json").is_file()
+    assert (tmp_path / "run" / "trace.parquet").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "sleeper.py"]
 
 

@@ -36,6 +36,21 @@ def _raw(out: Path) -> list[dict]:
         return json.load(f)["traceEvents"]
 
 
+def _traceviz_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("traceviz:")]
+
+
+def _no_run_left(out: Path) -> None:
+    """Nothing that reads as a run: no folder, no hidden partial one beside it."""
+    assert not out.exists()
+    assert not list(out.parent.glob(f".{out.name}*"))
+
+
+def _ops_from(events: list[dict], start_us: float, end_us: float = math.inf) -> list[dict]:
+    """The raw trace's framework ops (``cpu_op``) starting in [start, end) (µs)."""
+    return [e for e in events if e.get("cat") == "cpu_op" and start_us <= e["ts"] < end_us]
+
+
 def _steps_in_raw(events: list[dict]) -> list[int]:
     return sorted(int(e["name"].split("#")[1]) for e in events
                   if e.get("cat") == "user_annotation"
@@ -93,7 +108,11 @@ def test_script_that_raises_keeps_what_was_recorded(tmp_path):
     assert _steps_in_raw(raw) == [3]  # the partial active phase is saved, whole steps only
     cut = [e for e in raw if e.get("name") == "unfinished step 4"]
     assert len(cut) == 1 and cut[0]["args"]["traceviz"] == "cut short: the code ended"
-    assert "1 of 3 recorded; step 4, cut short, is left out" in r.stderr
+    # one note says how it ended, the summary's note what was left out
+    assert "exited with status 1 (RuntimeError: loss went NaN at step 4) in step 4, during " \
+        "the profiled steps (3-5): 1 of 3 recorded (step 3); the run folder keeps them" \
+        in r.stderr
+    assert "step 4, cut short when the code ended, is left out of every figure" in r.stdout
     bench = json.loads((out / "bench.json").read_text())
     assert bench["profiled_batches"] == 1 and "time_per_batch_s" in bench
     assert bench["timed_from"].startswith("the profiled steps")
@@ -101,19 +120,25 @@ def test_script_that_raises_keeps_what_was_recorded(tmp_path):
     assert trace.meta["exit_status"] == 1
     assert trace.events.loc[trace.events["kind"] == "step", "name"].tolist() == \
         ["ProfilerStep#3"]
+    # step 4's rows are out of the table: every op left lies in step 3 or before it
+    assert trace.meta["cut_step"]["step"] == 4
+    assert trace.meta["cut_step"]["ops"] == len(_ops_from(raw, cut[0]["ts"]))
+    ops = trace.events[trace.events["kind"] == "op"]
+    assert (ops["ts_ns"] + trace.meta["origin_ns"] < cut[0]["ts"] * 1000).all()
 
 
 @pytest.mark.capture
 def test_script_that_ends_before_the_profiled_steps_says_so(tmp_path):
     needs("torch")
-    # 4 steps, --warmup 3: steps 0-2 unprofiled, step 3 the profiler's warm-up, no more
+    # 4 steps, --warmup 3: steps 0-2 unprofiled, step 3 the profiler's warm-up, and step 4
+    # (the first profiled one) holds only the script's end
     r, out = _capture(tmp_path, "--", str(SCRIPTS / "lstm_train.py"), "--steps", "4")
-    assert r.returncode == 0, r.stderr
-    assert "ended after 4 steps, before the profiled ones" in r.stderr
-    assert "lower --warmup" in r.stderr and "Traceback" not in r.stderr
-    assert not (out / "trace.pt.trace.json.gz").exists()
-    assert not (out / "trace.parquet").exists()
-    assert json.loads((out / "bench.json").read_text())["profiled_batches"] == 0
+    assert r.returncode == 2, r.stderr  # no run: the capture failed, not the script
+    assert _traceviz_lines(r.stderr)[-1] == (
+        "traceviz: lstm_train.py ended in step 4, before a whole profiled step (4-6): "
+        "nothing recorded, no run folder left; lower --warmup (now 3) or run more steps")
+    assert "Traceback" not in r.stderr and "note:" not in r.stderr
+    _no_run_left(out)
 
 
 @pytest.mark.capture
@@ -242,7 +267,10 @@ def test_profile_in_process(tmp_path):
     (["--", "python", str(ROOT / "sample_traces" / "script" / "lstm_train" /
                           "trace.pt.trace.json.gz")], "not Python source"),
     (["--modules", "--model", "fine_torch"], "--modules: is for a script"),
-    (["--", "python", "-X", "dev", "a.py"], "interpreter option -X is not supported"),
+    (["--", "python", "-X", "dev", "a.py"], "interpreter option -X is not supported (-X "
+     "dev): set PYTHONDEVMODE=1 in the environment instead"),
+    (["--", "python", "-c", "print(1)"], "code given with -c cannot be profiled: traceviz "
+     "runs a script file or a module; save the code as a file"),
     (["--slice", "0", "--", "a.py"], "--slice: is a positive number"),
     (["--steps", "5", "--", "a.py"], "--steps is for the built-in variants"),
     (["--", "-m", "no_such_module_here"], "no module named 'no_such_module_here'"),
@@ -292,11 +320,101 @@ def test_ctrl_c_stops_the_script_and_keeps_the_recording(tmp_path):
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
-    assert "KeyboardInterrupt" in stderr and "exited with status 130" in stderr
+    assert "KeyboardInterrupt" in stderr
+    assert "note: interrupted after the profiled steps; the run folder keeps them" in stderr
     meta = json.loads((out / "meta.json").read_text())
     assert meta["error"] == "KeyboardInterrupt" and meta["step_marks"] >= 12
     assert _steps_in_raw(_raw(out)) == [2, 3]
     assert Trace.load(out / "trace.parquet").meta["exit_status"] == 130
+
+
+# each step prints its number after its forward and backward; step 4 then waits for Ctrl-C
+SLOW_AT_4 = """
+import time
+import torch
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(4, 8)
+step = 0
+while True:
+    model(x).sum().backward()
+    print(f"step {step}", flush=True)
+    time.sleep(0.02 if step != 4 else 60)
+    opt.step()
+    step += 1
+"""
+
+
+def _interrupted(tmp_path: Path, at: str, *args: str) -> tuple[int, str, str, Path]:
+    """``capture ARGS -- python slow.py``, Ctrl-C (SIGINT to the process group, as a
+    terminal sends it) once the script prints ``at``."""
+    import signal
+
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_AT_4)
+    out = tmp_path / "run"
+    proc = subprocess.Popen([*TRACEVIZ, "capture", *args, "--out", str(out), "--",
+                             str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.strip() == at:
+            break
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    return proc.returncode, stdout, stderr, out
+
+
+@pytest.mark.capture
+def test_ctrl_c_during_the_profiled_steps_leaves_the_cut_step_out(tmp_path):
+    needs("torch")
+    # steps 2-6 profiled; Ctrl-C in step 4, after its forward and backward
+    status, stdout, stderr, out = _interrupted(tmp_path, "step 4", "--warmup", "1",
+                                               "--profile-steps", "5")
+    assert status == 130, stderr
+    notes = [line for line in stderr.splitlines() if line.startswith("note:")]
+    assert notes[-1] == ("note: interrupted in step 4, during the profiled steps (2-6): 2 "
+                         "of 5 recorded (steps 2-3); the run folder keeps them"), stderr
+    assert "USDT" not in stderr
+    assert "traceviz: step 1 warms the profiler up; recording steps 2-6 for " \
+        f"{out}" in stderr
+    raw = _raw(out)
+    assert _steps_in_raw(raw) == [2, 3]
+    cut = next(e for e in raw if e.get("name") == "unfinished step 4")
+    # from the raw trace: each whole step's ops, and the cut step's (its forward, backward)
+    per_step = {int(e["name"].split("#")[1]): len(_ops_from(raw, e["ts"], e["ts"] + e["dur"]))
+                for e in raw if str(e.get("name", "")).startswith("ProfilerStep#")}
+    assert per_step[2] == per_step[3] > 0
+    in_cut = _ops_from(raw, cut["ts"])
+    assert len(in_cut) > 0
+    trace = Trace.load(out / "trace.parquet")
+    ops = trace.events[trace.events["kind"] == "op"]
+    # the Trace holds the whole steps' ops, step by step, and none of the cut step's
+    assert ops.groupby("step").size().drop(-1, errors="ignore").to_dict() == per_step
+    assert len(ops) == len(_ops_from(raw, -math.inf, cut["ts"]))
+    assert trace.meta["cut_step"] == {"step": 4, "ops": len(in_cut),
+                                      "rows": trace.meta["cut_step"]["rows"],
+                                      "span_ns": trace.meta["cut_step"]["span_ns"]}
+    assert not (trace.events["name"] == "unfinished step 4").any()
+    # every figure: the leaf ops counted are those of the 2 whole steps
+    summary = trace.summary()
+    assert summary["steps"] == 2
+    assert summary["kernels"]["count"] == 2 * summary["timed_step"]["kernels_per_step"]
+    assert f"step 4, cut short when the code ended, is left out of every figure: its " \
+        f"{len(in_cut)} ops" in stdout
+
+
+@pytest.mark.capture
+def test_ctrl_c_before_the_profiled_steps_leaves_no_run(tmp_path):
+    needs("torch")
+    # steps 6-8 profiled; Ctrl-C in step 4
+    status, stdout, stderr, out = _interrupted(tmp_path, "step 4", "--warmup", "5")
+    assert status == 130, stderr
+    assert _traceviz_lines(stderr)[-1] == (
+        "traceviz: interrupted in step 4, before the profiled steps (6-8): nothing "
+        "recorded, no run folder left")
+    assert "note:" not in stderr and "--warmup" not in stderr and "USDT" not in stderr
+    _no_run_left(out)
 
 
 @pytest.mark.capture
@@ -305,10 +423,27 @@ def test_script_without_framework_ops_says_so(tmp_path):
     script = tmp_path / "plain.py"
     script.write_text("import sys\nprint('args', sys.argv[1:])\n")
     r, out = _capture(tmp_path, "--", str(script), "a", "b")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 2, r.stderr
     assert "args ['a', 'b']" in r.stdout
-    assert "nothing to analyze" in r.stderr and "Traceback" not in r.stderr
-    assert (out / "bench.json").is_file() and not (out / "trace.parquet").exists()
+    assert _traceviz_lines(r.stderr)[-1] == (
+        "traceviz: plain.py ended before it ran anything to profile: nothing recorded, no "
+        "run folder left")
+    assert "Traceback" not in r.stderr and "note:" not in r.stderr
+    _no_run_left(out)
+
+
+@pytest.mark.capture
+def test_script_failing_on_its_arguments_leaves_no_run(tmp_path):
+    needs("torch")
+    r, out = _capture(tmp_path, "--", str(SCRIPTS / "lstm_train.py"), "--no-such-flag")
+    assert r.returncode == 2
+    assert "unrecognized arguments: --no-such-flag" in r.stderr  # argparse's, the script's
+    # one line, no note beside it that says otherwise
+    assert _traceviz_lines(r.stderr)[-1] == (
+        "traceviz: lstm_train.py exited with status 2 before it ran anything to profile: "
+        "nothing recorded, no run folder left")
+    assert "note:" not in r.stderr and "USDT" not in r.stderr
+    _no_run_left(out)
 
 
 @pytest.mark.capture
@@ -318,6 +453,9 @@ def test_script_with_its_own_profiler_is_told_not_crashed(tmp_path):
     script.write_text("import torch\nwith torch.profiler.profile():\n"
                       "    torch.ones(3).sum()\nprint('unreachable')\n")
     r, out = _capture(tmp_path, "--", str(script))
-    assert r.returncode == 1  # not a crash of the process (a signal)
+    assert r.returncode == 2  # not a crash of the process (a signal): nothing recorded
     assert "starts torch.profiler itself" in r.stderr and "unreachable" not in r.stdout
-    assert json.loads((out / "meta.json").read_text())["error"].startswith("RuntimeError")
+    assert _traceviz_lines(r.stderr)[-1].startswith(
+        "traceviz: selfprof.py exited with status 1 (RuntimeError: this code starts "
+        "torch.profiler itself")
+    _no_run_left(out)

@@ -28,6 +28,7 @@ class TfSession:
         self.clock = marks.StepClock()
         self.trace_path: Path | None = None
         self.notes: list[str] = []
+        self.cut: dict[str, Any] | None = None  # as TorchSession.cut
         self.logdir = out / "tfprofile"
         self._tf: Any = None
         self._running = False
@@ -77,10 +78,11 @@ class TfSession:
         if first <= k <= last:
             self._step = self._tf.profiler.experimental.Trace("train", step_num=k, _r=1)
             self._step.__enter__()
-            self.emit("progress", phase="profiled", done=k - first + 1, total=self.active)
+            self.emit("progress", phase="profiled", done=k - first, total=self.active)
         elif k > last:
             self._profile(False)
             self._done = True
+            self.emit("progress", phase="profiled", done=self.active, total=self.active)
         else:
             self.emit("progress", phase="warmup", done=k, total=self.warmup)
 
@@ -97,10 +99,10 @@ class TfSession:
         files = sorted(self.logdir.glob("plugins/profile/*/*.xplane.pb"))
         if files:
             self.trace_path = files[-1]
-        elif self.clock.marks:
-            self.notes.append(f"the code ended after {len(self.clock.marks)} step marks, "
-                              f"before the profiled steps (--warmup {self.warmup}): nothing "
-                              "was recorded; lower --warmup")
+        elif self.clock.marks:  # ended before the profiled steps: nothing recorded
+            n = len(self.clock.marks)
+            self.cut = {"phase": "before" if n <= self.warmup else "during", "step": n,
+                        "recorded": 0}
 
     def step_times(self) -> dict[str, list[float]]:
         return self.clock.phases(self.warmup, self.active)

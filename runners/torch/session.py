@@ -21,14 +21,18 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import os
+import sys
+import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from traceviz.runners import marks
 
 TRACE_NAME = "trace.pt.trace.json.gz"
+KINETO_NOISE = b"USDT:"  # Kineto's line at each profiler start and stop
 MODULE_PREFIX = "module: "  # the --modules ranges (analyses/summary/modules.py reads them)
 
 
@@ -50,9 +54,16 @@ class TorchSession:
         self._handles: list[Any] = []
         self._nvtx: Any = None
         self._op_ranges: contextlib.ExitStack | None = None
+        # the code ended before the schedule did: {"phase": "before" | "during", "step": the
+        # step it ended in, "recorded": whole profiled steps}; None when the schedule ran out
+        self.cut: dict[str, Any] | None = None
 
     # -- set-up and tear-down -------------------------------------------------------
     def start(self) -> None:
+        with quiet_kineto():
+            self._start()
+
+    def _start(self) -> None:
         import torch
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -74,6 +85,10 @@ class TorchSession:
 
     def finish(self) -> None:
         """Stop whatever records, write the trace; safe to call twice."""
+        with quiet_kineto():
+            self._finish()
+
+    def _finish(self) -> None:
         marks.detach()
         for handle in self._handles:
             handle.remove()
@@ -89,28 +104,30 @@ class TorchSession:
             self.trace_path = self.out / TRACE_NAME
             whole.export_chrome_trace(str(self.trace_path))
             slices = add_time_slices(self.trace_path, self.slice_s or DEFAULT_SLICE_S)
+            if not slices:  # no framework op ran (a script failing on its arguments)
+                self.trace_path.unlink(missing_ok=True)
+                self.trace_path = None
+                return
             self.notes.append(
                 "the code marked no step (no optimizer.step(), no traceviz.step()): the "
-                + (f"whole run was recorded and cut into {slices} fixed time slices of "
-                   f"{(self.slice_s or DEFAULT_SLICE_S) * 1e3:g} ms, taken as steps"
-                   if slices else "whole run was recorded"))
+                f"whole run was recorded and cut into {slices} fixed time slices of "
+                f"{(self.slice_s or DEFAULT_SLICE_S) * 1e3:g} ms, taken as steps")
 
     def _cut_short(self, current: int) -> None:
         """The code ended in step ``current``, before the schedule's end: before an active
-        step, nothing worth keeping was recorded; during them, the unfinished step is no
-        step (its range is renamed, so no window holds its partial work)."""
-        if current <= self.warmup + 1 or self.trace_path is None:  # no active step done
+        step, nothing worth keeping was recorded (the trace is deleted); during them, the
+        unfinished step is no step (its range is renamed, and its rows are dropped on
+        import: ``traceviz/parsers/cut_step.py``). ``self.cut`` says which."""
+        recorded = max(0, current - self.warmup - 1)
+        if recorded == 0 or self.trace_path is None:  # no active step done
             if self.trace_path is not None:
                 self.trace_path.unlink(missing_ok=True)
                 self.trace_path = None
-            self.notes.append(f"the code ended after {current} steps, before the profiled ones "
-                              f"(--warmup {self.warmup} unprofiled, then 1 profiler warm-up "
-                              "step): nothing was recorded; lower --warmup")
+            self.cut = {"phase": "before" if current <= self.warmup else "during",
+                        "step": current, "recorded": 0}
             return
         rename_step(self.trace_path, current)
-        self.notes.append(f"the code ended during the profiled steps: "
-                          f"{current - self.warmup - 1} of {self.active} recorded; step "
-                          f"{current}, cut short, is left out")
+        self.cut = {"phase": "during", "step": current, "recorded": recorded}
 
     # -- the marks -----------------------------------------------------------------
     def _new_profiler(self, schedule: Any) -> Any:
@@ -132,7 +149,8 @@ class TorchSession:
 
     def _mark(self, source: str) -> None:
         try:
-            self._on_mark(self.clock.mark(source), source)
+            with quiet_kineto():  # a mark may start or stop the profiler
+                self._on_mark(self.clock.mark(source), source)
         finally:
             self.clock.resume()
 
@@ -226,13 +244,42 @@ def _rewrite(path: Path, change: Callable[[list[dict]], int]) -> int:
     return result
 
 
+@contextlib.contextmanager
+def quiet_kineto() -> Iterator[None]:
+    """Kineto prints a ``USDT: ... profiler_start`` / ``profiler_stop`` line on stderr at
+    every start and stop, which is no message to the user: while the profiler starts or
+    stops, file descriptor 2 goes to a temporary file, and what was written there passes
+    on without those lines. The code's stderr is its own at every other moment."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no stderr to keep clean
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [line for line in held.read().splitlines(keepends=True)
+                    if not line.startswith(KINETO_NOISE)]
+            if kept:
+                with contextlib.suppress(OSError):
+                    os.write(2, b"".join(kept))
+
+
 def rename_step(path: Path, step: int) -> int:
     """``ProfilerStep#step`` -> ``unfinished step N``: the step the code did not finish
     is no step mark (``traceviz/table/steps.py``). Returns how many ranges were renamed."""
     def change(events: list[dict]) -> int:
         hits = [e for e in events if e.get("name") == f"ProfilerStep#{step}"]
         for e in hits:
-            e["name"] = f"unfinished step {step}"
+            e["name"] = f"unfinished step {step}"  # parsers/cut_step.py: CUT_STEP
             e.setdefault("args", {})["traceviz"] = "cut short: the code ended"
         return len(hits)
 

@@ -67,7 +67,21 @@ class Profile:
 
         s = self._session
         s.finish()
-        self.notes = s.notes
+        self.notes = list(s.notes)
+        if s.cut is not None:  # the code ended before the schedule did: say where
+            from traceviz.capture.outcome import (
+                INTERRUPTED,
+                Ending,
+                ending_note,
+                nothing_recorded,
+            )
+
+            status = 0 if kind is None else (
+                INTERRUPTED if issubclass(kind, KeyboardInterrupt) else 1)
+            end = Ending("the code", status, None, len(s.clock.marks), s.cut, s.warmup,
+                         s.active, raised=kind.__name__ if status == 1 and kind else None)
+            said = nothing_recorded(end).message if s.trace_path is None else ending_note(end)
+            self.notes.append(str(said).replace(", no run folder left", ""))
         self.bench = step_bench(s.step_times(), s.clock.source)
         meta = versions("torch") | {
             "profiler": "torch.profiler", "command": "traceviz.profile()",

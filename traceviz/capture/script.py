@@ -3,7 +3,9 @@
 The script runs in its own interpreter under ``runners/script.py`` with its stdin,
 stdout and stderr untouched (its output is the user's); progress comes back through a
 pipe. Whatever the script's end, what was recorded becomes the same run folder a
-built-in capture writes, and the script's exit status is the command's.
+built-in capture writes, and the script's exit status is the command's; when no whole
+profiled step was recorded, no run folder is left and one line says why
+(``outcome.py``: exit 130 when interrupted, else 2).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ PROFILER_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems",
                   "tf": "TensorFlow profiler"}
 TF_IMPORT = re.compile(r"^\s*(?:import|from)\s+(?:tensorflow|keras)\b", re.MULTILINE)
 TORCH_IMPORT = re.compile(r"^\s*(?:import|from)\s+torch\b", re.MULTILINE)
+PRESSES_TO_ABANDON = 3  # the third Ctrl-C ends the script's process group at once
 
 
 @dataclass
@@ -101,8 +104,7 @@ def split_command(command: list[str]) -> tuple[str, list[str]]:
         _check_module(interpreter, command[1])
         return interpreter, command
     if command[0].startswith("-"):
-        raise UsageError(f"interpreter option {command[0]} is not supported; put it in "
-                         "PYTHONFLAGS-style environment variables (PYTHONUNBUFFERED=1...)")
+        raise UsageError(_option_advice(command))
     if not command[0].endswith(".py") and not Path(command[0]).is_file():
         raise UsageError(f"{command[0]}: not a Python script; traceviz capture -- python "
                          "SCRIPT ARGS (or -m MODULE ARGS)")
@@ -110,6 +112,39 @@ def split_command(command: list[str]) -> tuple[str, list[str]]:
         raise TraceVizError(f"{command[0]}: no such file")
     _check_source(Path(command[0]))
     return interpreter, command
+
+
+# interpreter options that have an environment variable of the same effect
+OPTION_ENV = {"-u": "PYTHONUNBUFFERED=1", "-B": "PYTHONDONTWRITEBYTECODE=1",
+              "-O": "PYTHONOPTIMIZE=1", "-OO": "PYTHONOPTIMIZE=2", "-d": "PYTHONDEBUG=1",
+              "-v": "PYTHONVERBOSE=1", "-s": "PYTHONNOUSERSITE=1", "-E": None, "-I": None}
+X_ENV = {"dev": "PYTHONDEVMODE=1", "utf8": "PYTHONUTF8=1", "importtime":
+         "PYTHONPROFILEIMPORTTIME=1", "faulthandler": "PYTHONFAULTHANDLER=1",
+         "tracemalloc": "PYTHONTRACEMALLOC=1", "warn_default_encoding":
+         "PYTHONWARNDEFAULTENCODING=1", "frozen_modules": None}
+
+
+def _option_advice(command: list[str]) -> str:
+    """Why an interpreter option before the script cannot be passed, and what works
+    instead: a code string (``-c``) or stdin (``-``) is no file to profile; most other
+    options have an environment variable."""
+    opt = command[0]
+    if opt == "-c" or opt.startswith("-c") or opt == "-":
+        what = "code given with -c" if opt.startswith("-c") else "code read from stdin"
+        return (f"{what} cannot be profiled: traceviz runs a script file or a module; "
+                "save the code as a file (train.py) and run `traceviz capture -- python "
+                "train.py`")
+    value = command[1] if len(command) > 1 else ""
+    env = None
+    if opt in ("-X", "-W"):
+        env = X_ENV.get(value.split("=")[0]) if opt == "-X" else f"PYTHONWARNINGS={value}"
+    elif opt in OPTION_ENV:
+        env = OPTION_ENV[opt]
+    told = f" ({opt} {value})" if opt in ("-X", "-W") and value else ""
+    if env is None:
+        return f"interpreter option {opt} is not supported{told}: run the script without it"
+    return (f"interpreter option {opt} is not supported{told}: set {env} in the environment "
+            f"instead ({env} traceviz capture -- python SCRIPT)")
 
 
 def _check_source(path: Path) -> None:
@@ -215,9 +250,17 @@ def _run_script(req: ScriptRequest, run_dir: Path, final: Path,
     # Ctrl-C reaches the script (the terminal's foreground while it runs, or passed on),
     # which stops and writes what it has; this side waits for it instead of dying first
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    presses: list[int] = []
+
+    def on_ctrl_c(proc: subprocess.Popen) -> None:
+        presses.append(1)
+        if len(presses) >= PRESSES_TO_ABANDON:  # the script does not stop: end it, no run
+            raise KeyboardInterrupt
+        _pass_on(proc, signal.SIGINT)
+
     try:
         with runner_process(cmd, foreground=True, env=env, pass_fds=(write_fd,)) as proc:
-            signal.signal(signal.SIGINT, lambda *_: _pass_on(proc, signal.SIGINT))
+            signal.signal(signal.SIGINT, lambda *_: on_ctrl_c(proc))
             os.close(write_fd)
             reader = threading.Thread(target=_read_events, args=(read_fd, on_event),
                                       daemon=True)
@@ -246,7 +289,14 @@ def _read_events(fd: int, on_event: Callable[[dict], None] | None) -> None:
 
 
 def _collect(req: ScriptRequest, run_dir: Path, status: int, final: Path) -> ScriptResult:
+    """What the runner left, as a run; ``NothingRecorded`` (no run folder is left) when no
+    whole profiled step was recorded."""
+    from traceviz.capture.outcome import Ending, nothing_recorded
+
+    end = Ending(req.name, status, warmup=max(1, req.warmup), active=req.profile_steps)
     if status < 0:
+        if end.interrupted:  # Ctrl-C before the runner could catch it (starting up)
+            raise nothing_recorded(end)
         name = signal.Signals(-status).name
         raise RunFailed(f"{req.name}: killed by {name}; nothing was written")
     if req.ranks > 1:
@@ -257,9 +307,11 @@ def _collect(req: ScriptRequest, run_dir: Path, status: int, final: Path) -> Scr
     except (OSError, ValueError):
         raise RunFailed(f"{req.name}: the profiling runner ended (status {status}) "
                         "before writing its results") from None
+    end.error, end.marks = meta.get("error"), int(meta.get("step_marks") or 0)
+    end.cut = meta.get("schedule_cut")
     raw = _raw_trace(req, run_dir)
     if raw is None:
-        return ScriptResult(run_dir, None, None, bench, meta, None, status)
+        raise nothing_recorded(end)
     try:
         trace, parquet = save_trace(raw, run_dir, {
             "model": req.name, "variant": req.name, "script": " ".join(req.command),
@@ -267,9 +319,8 @@ def _collect(req: ScriptRequest, run_dir: Path, status: int, final: Path) -> Scr
             "exit_status": status, "source_file": str(final / raw.relative_to(run_dir)),
         })
     except TraceVizError as e:  # e.g. a script that ran no framework op: nothing to read
-        said = str(e).replace(str(run_dir), str(final))  # the staged path, as it will be
-        meta.setdefault("notes", []).append(f"nothing to analyze: {said}")
-        return ScriptResult(run_dir, raw, None, bench, meta, None, status)
+        said = str(e).split(": ", 1)[-1] if str(e).startswith(str(run_dir)) else str(e)
+        raise nothing_recorded(end, said) from None
     return ScriptResult(run_dir, raw, parquet, bench, meta, trace, status)
 
 
@@ -288,6 +339,12 @@ def _collect_ranks(req: ScriptRequest, run_dir: Path, status: int) -> ScriptResu
     except (OSError, ValueError):
         raise RunFailed(f"{req.name}: the {req.ranks} processes ended (status {status}) "
                         "before rank 0 wrote its results") from None
+    if not found:  # no rank recorded a profiled step: no run
+        from traceviz.capture.outcome import Ending, nothing_recorded
+
+        raise nothing_recorded(Ending(
+            req.name, status, meta.get("error"), int(meta.get("step_marks") or 0),
+            meta.get("schedule_cut"), max(1, req.warmup), req.profile_steps))
     meta["ranks"] = req.ranks
     meta["rank_traces"] = [p.name for p in found]
     return ScriptResult(run_dir, found[0] if found else None, None, bench, meta, None, status)

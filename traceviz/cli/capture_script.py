@@ -10,6 +10,7 @@ import argparse
 import shlex
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -75,7 +76,15 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
         for note in req.notes:
             err.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
 
-    result = run_script(req, run_dir, lambda event: _event(err, event), on_start=settled)
+    from traceviz.capture.outcome import Ending, NothingRecorded, ending_note
+
+    schedule = _Schedule(max(1, req.warmup), req.profile_steps, run_dir)
+    try:
+        result = run_script(req, run_dir, lambda event: _event(err, event, schedule),
+                            on_start=settled)
+    except NothingRecorded as e:  # one line, and the status it carries (130 or 2)
+        err.print(f"traceviz: {escape(str(e))}", soft_wrap=True, highlight=False)
+        return e.exit_code
     for note in result.meta.get("notes") or []:
         err.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     out = stdout()
@@ -86,11 +95,12 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
         from traceviz.render.terminal.summary import print_summary
 
         print_summary(out, summarize(result.trace, with_efficiency=True), top=args.top)
-    if result.status != 0:
-        err.print(f"[yellow]note:[/] {escape(req.name)} exited with status {result.status}"
-                  + (f" ({result.meta['error']})" if result.meta.get("error") else "")
-                  + ("; the run folder keeps what was recorded" if result.trace else
-                     "; nothing was recorded"), soft_wrap=True)
+    said = ending_note(Ending(req.name, result.status, result.meta.get("error"),
+                              int(result.meta.get("step_marks") or 0),
+                              result.meta.get("schedule_cut"), schedule.warmup,
+                              schedule.active))
+    if said:
+        err.print(f"[yellow]note:[/] {escape(said)}", soft_wrap=True)
     _next_lines(out, result.run_dir, result.raw_trace, result.parquet)
     return result.status
 
@@ -121,15 +131,32 @@ def _profiler_name(profiler: str | None) -> str:
     return PROFILER_NAMES[str(profiler)]
 
 
-def _event(err: Console, event: dict) -> None:
+@dataclass
+class _Schedule:
+    """The script's profiler schedule, for the progress lines."""
+
+    warmup: int     # unprofiled steps 0 .. warmup-1; step ``warmup`` warms the profiler up
+    active: int     # the profiled steps after it
+    run_dir: Path
+
+    @property
+    def steps(self) -> str:
+        first, last = self.warmup + 1, self.warmup + self.active
+        return f"step {first}" if first == last else f"steps {first}-{last}"
+
+
+def _event(err: Console, event: dict, schedule: _Schedule) -> None:
     kind = event.get("event")
     if kind == "note":
-        err.print(f"traceviz: {event['message']}")
+        err.print(f"traceviz: {escape(event['message'])}", highlight=False)
     elif kind == "phase" and event.get("phase") == "profiled":
-        err.print("traceviz: profiling ...")
+        err.print(f"traceviz: step {schedule.warmup} warms the profiler up; recording "
+                  f"{schedule.steps} for {escape(str(schedule.run_dir))}", soft_wrap=True,
+                  highlight=False)
     elif kind == "progress" and event.get("phase") == "profiled" \
             and event.get("done") == event.get("total"):
-        err.print("traceviz: profiled; the script runs on unprofiled")
+        err.print(f"traceviz: {schedule.steps} recorded; the script runs on unprofiled "
+                  "(its later steps are timed)", highlight=False)
 
 
 def _next_lines(out: Console, run_dir: Path, raw: Path | None, parquet: Path | None) -> None:

@@ -21,6 +21,7 @@ from pandas.api.types import union_categoricals
 
 from traceviz.errors import TraceVizError
 from traceviz.files.fileio import is_gzip, open_input, read_whole
+from traceviz.parsers.cut_step import without_cut_step
 from traceviz.parsers.jsonstream import ArrayChunks, Piece, Range, decode_in_order, file_ranges
 from traceviz.parsers.kineto_events import BIG_STEP, DOCUMENT, EVENTS, NEGATIVE, event_columns
 from traceviz.parsers.normalize import finish
@@ -117,7 +118,8 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
               if r in altered and n]
     if notes:
         meta["notes"] = notes
-    return finish(base, meta)
+    # a step the code did not finish (a capture cut short) is no step's work
+    return without_cut_step(finish(base, meta))
 
 
 _TRACE_EVENTS = b'"traceEvents"'

@@ -52,6 +52,9 @@ class TraceMeta(TypedDict, total=False):
     graph_replay: bool            # a graph-replayed capture (CUDA graphs, CUDA-event times)
     script: str                   # capture -- python: the command profiled
     exit_status: int              # capture -- python: the script's exit status
+    # a step the code did not finish, dropped on import (parsers/cut_step.py): its number,
+    # the rows and ops dropped, ns from its start to its last row's end
+    cut_step: dict[str, int]
     # -- read but written by no traceviz code: a user's own metadata -----------------------
     rank: int                     # the rank of a trace without distributedInfo (rank readers)
     workers: int                  # advice's data-stall rule (a run's is workload["workers"])
