@@ -164,6 +164,10 @@ def test_batch_size_in_a_copied_script_folder(tmp_path, capsys):
     assert runs[0]["sequences_per_s"] == pytest.approx(4 / median)
     assert runs[0]["time_per_sample_s"] == pytest.approx(median / 4)
     assert runs[1]["sequences_per_s"] is None  # no batch size recorded
+    assert main(["compare", str(run), str(src), "--width", "160"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    per_sample = next(x for x in lines if "time per sample" in x).split()
+    assert per_sample[-3:] == [*fmt_ns(median / 4 * 1e9).split(), "–"]
     md = tmp_path / "r.md"
     assert main(["report", str(run), "-o", str(md)]) == 0
     capsys.readouterr()
@@ -237,3 +241,27 @@ def test_report_on_every_example_captured(tmp_path):
     for label in ("MLP", "CNN", "Keras", "DDP: rank"):  # each run's heading (in Bokeh's JSON)
         assert f"&lt;h2&gt;{label}" in page, label
     assert f"&lt;h2&gt;LSTM&lt;/h2&gt;&lt;p&gt;{fmt_ns(median * 1e9)} per batch" in page
+
+
+def test_report_on_a_profile_folder_with_its_batch_size(tmp_path):
+    """A traceviz.profile() folder given batch_size: config.json records it, and the
+    report's sequences/s is it over the median timed step, from the folder alone too."""
+    torch = needs("torch")
+    import traceviz
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
+                                torch.nn.Linear(16, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(6, 8)
+    with traceviz.profile(steps=2, warmup=1, out=tmp_path / "nb", batch_size=6) as p:
+        for _ in range(8):
+            model(x).pow(2).mean().backward()
+            opt.step()
+    assert json.loads((p.run_dir / "config.json").read_text())["batch_size"] == 6
+    median = p.bench["time_per_batch_s"]["median"]
+    (p.run_dir / "trace.parquet").unlink()  # the folder read from its raw trace as well
+    md = tmp_path / "r.md"
+    assert main(["report", str(p.run_dir), "-o", str(md)]) == 0
+    row = _row(md.read_text(), "Time per batch", "nb")
+    assert row["time/batch"] == fmt_ns(median * 1e9)
+    assert row["sequences/s"] == f"{6 / median:,.1f}" and row["model"] == "–"

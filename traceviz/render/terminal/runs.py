@@ -35,6 +35,9 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
         ("  first call (warm-up over median)", [_first(r.timings) for r in runs]),
         ("sequences/s", ["–" if r.sequences_per_s is None else f"{r.sequences_per_s:,.1f}"
                          for r in runs]),
+        ("  time per sample (median / batch)",
+         ["–" if r.time_per_sample_s is None else fmt_ns(r.time_per_sample_s * 1e9)
+          for r in runs]),
         ("model TFLOP/s (workload FLOPs / median)",
          ["–" if r.model_tflops is None else f"{r.model_tflops:,.2f}" for r in runs]),
         ("  MFU (of the run's peak)", [_mfu(r) for r in runs]),
