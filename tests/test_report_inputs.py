@@ -240,7 +240,7 @@ def test_report_on_every_example_captured(tmp_path):
     page = html.read_text()
     for label in ("MLP", "CNN", "Keras", "DDP: rank"):  # each run's heading (in Bokeh's JSON)
         assert f"&lt;h2&gt;{label}" in page, label
-    assert f"&lt;h2&gt;LSTM&lt;/h2&gt;&lt;p&gt;{fmt_ns(median * 1e9)} per batch" in page
+    assert f"&lt;h2&gt;LSTM&lt;/h2&gt;&lt;p&gt;{median * 1e3:,.3f} ms per batch" in page
 
 
 def test_report_on_a_profile_folder_with_its_batch_size(tmp_path):
