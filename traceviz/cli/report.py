@@ -41,7 +41,8 @@ class ReportCommand(Command):
         from traceviz.files.folders import is_dataset, is_rank_folder
 
         labels = check_labels(args.label, len(args.inputs))
-        sweeps, run_paths, run_labels, jobs = [], [], [], []
+        sweeps, run_paths, jobs = [], [], []
+        run_labels: list[str] = []
         for i, p in enumerate(args.inputs):
             given = labels[i] if labels else None
             sweep = p / SWEEP_FILE if p.is_dir() and (p / SWEEP_FILE).exists() else None
@@ -54,8 +55,9 @@ class ReportCommand(Command):
                 jobs.append((given or p.resolve().name or str(p), p))
             else:
                 run_paths.append(p)
-                run_labels.append(given)
-        runs = load_runs(run_paths, run_labels if labels else None)
+                if given is not None:
+                    run_labels.append(given)
+        runs = load_runs(run_paths, run_labels or None)
         lead = []
         for name, p in jobs:  # a job's sections first; its slowest rank is one of the runs
             from traceviz.cli.advise import advise_job
