@@ -174,7 +174,8 @@ def test_html_report_explores_offline(tmp_path):
     console = [x for x in r.stderr.splitlines() if ":CONSOLE" in x]
     assert console and not [x for x in console if "rror" in x or "Uncaught" in x], console
     checks = check_json(r.stdout)
-    assert [c["run"] for c in checks] == ["cudnn_torch", "fine_torch", "cudnn_torch (bf16)"]
+    assert [c["run"] for c in checks] == ["cudnn_torch/train", "fine_torch/train",
+                                          "cudnn_torch-bf16/train"]
     for c, run in zip(checks, runs, strict=True):
         t = Trace.load(run / "trace.parquet")
         ev = t.events

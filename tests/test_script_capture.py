@@ -275,6 +275,8 @@ def test_profile_in_process(tmp_path):
     (["--steps", "5", "--", "a.py"], "--steps is for the built-in variants"),
     (["--", "-m", "no_such_module_here"], "no module named 'no_such_module_here'"),
     (["--profile-steps", "0", "--", "a.py"], "--profile-steps: is at least 1"),
+    (["--batch-size", "0", "--", "a.py"], "--batch-size: is at least 1"),
+    (["--batch-size", "8", "--model", "fine_torch"], "--batch-size: is for a script"),
 ])
 def test_script_usage_errors_are_one_line(tmp_path, args, words):
     r = subprocess.run([*TRACEVIZ, "capture", *args], capture_output=True, text=True,

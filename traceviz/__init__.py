@@ -67,7 +67,7 @@ def step() -> None:
 
 def profile(steps: int = 3, warmup: int = 3, out: str | Path | None = None,
             modules: bool = False, force: bool = False,
-            slice_s: float | None = None) -> Profile:
+            slice_s: float | None = None, batch_size: int | None = None) -> Profile:
     """Profile your own PyTorch code in-process (a notebook, a training loop)::
 
         with traceviz.profile(steps=3) as p:
@@ -79,10 +79,11 @@ def profile(steps: int = 3, warmup: int = 3, out: str | Path | None = None,
     ``warmup`` unprofiled steps, one profiler warm-up step, then ``steps`` recorded;
     without ``p.step()``/``traceviz.step()`` calls each ``optimizer.step()`` ends a step.
     Writes the run folder ``out`` (default ``runs/profile-TIMESTAMP/``) as ``traceviz
-    capture`` does; ``modules``: time per ``nn.Module`` (forward ranges)."""
+    capture`` does; ``modules``: time per ``nn.Module`` (forward ranges); ``batch_size``:
+    the samples each step processes, for per-sample figures (sequences/s)."""
     from traceviz.capture.in_process import Profile
 
-    return Profile(steps, warmup, out, modules, force, slice_s)
+    return Profile(steps, warmup, out, modules, force, slice_s, batch_size)
 
 
 def __getattr__(name: str):

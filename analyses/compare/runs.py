@@ -52,6 +52,15 @@ class RunFigures:
     mfu_key: str | None = None
     peak_memory_bytes: int | None = None  # the timed batches' peak (bench.json memory)
     peak_memory_what: str = ""           # "allocated" (a device allocator) or "RSS growth"
+    batch: int | None = None             # samples per step (the workload's, or a script's
+                                         # --batch-size); None where unknown
+
+    @property
+    def time_per_sample_s(self) -> float | None:
+        """The median timed batch over its samples (None without both)."""
+        if self.time_per_batch_s is None or not self.batch:
+            return None
+        return self.time_per_batch_s / self.batch
 
     @property
     def per_step(self) -> int:
@@ -74,6 +83,7 @@ class RunFigures:
             "time_per_batch_s": self.time_per_batch_s,
             "timings": None if t is None else t.to_dict(),
             "sequences_per_s": self.sequences_per_s,
+            "batch": self.batch, "time_per_sample_s": self.time_per_sample_s,
             "model_tflops": self.model_tflops, "mfu": self.mfu, "mfu_key": self.mfu_key,
             "peak_memory_bytes": self.peak_memory_bytes,
             "peak_memory_what": self.peak_memory_what or None,
@@ -135,13 +145,18 @@ def run_figures(trace: Trace, label: str, summary: Summary | None = None) -> Run
     bench = trace.meta.get("bench") or {}
     mem_bytes, mem_what = peak_memory(bench)
     tpb = (bench.get("time_per_batch_s") or {}).get("median")
+    batch = (trace.meta.get("workload") or {}).get("batch")
+    batch = int(batch) if isinstance(batch, int) and batch > 0 else None
+    rate = bench.get("sequences_per_s")
+    if rate is None and batch and tpb:  # a script's run: its batch size over the median
+        rate = batch / tpb
     cats = s.categories.set_index("category")["total_ns"]
     return RunFigures(
         label=label,
         meta=trace.meta,
         cpu_trace=s.cpu_trace,
         time_per_batch_s=tpb,
-        sequences_per_s=bench.get("sequences_per_s"),
+        sequences_per_s=rate,
         batch_times_s=list(bench.get("batch_times_s") or ([tpb] if tpb else [])),
         steps=s.steps,
         busy_ns=s.busy_ns,
@@ -164,6 +179,7 @@ def run_figures(trace: Trace, label: str, summary: Summary | None = None) -> Run
         mfu_key=eff.run_key if eff else None,
         peak_memory_bytes=mem_bytes,
         peak_memory_what=mem_what,
+        batch=batch,
     )
 
 
@@ -187,9 +203,18 @@ def workload_differences(runs: list[RunFigures]) -> list[str]:
                                                                   "layers")} for r in runs]
     if all(any(v is not None for v in s.values()) for s in shapes) and len(
             {tuple(s.values()) for s in shapes}) > 1:
-        out.append("shape (" + ", ".join(f"b{s['batch']} s{s['seq']} {s['layers']}x"
-                                           f"{s['hidden']}" for s in shapes) + ")")
+        out.append("shape (" + ", ".join(shape_text(s) for s in shapes) + ")")
     return out
+
+
+def shape_text(workload: dict[str, Any]) -> str:
+    """A workload's shape as ``b32 s35 2x200``, each part only where known (a script's
+    run knows its batch size at most); "–" where none is."""
+    w = workload
+    parts = [f"b{w['batch']}" if w.get("batch") is not None else "",
+             f"s{w['seq']}" if w.get("seq") is not None else "",
+             f"{w.get('layers', '?')}x{w['hidden']}" if w.get("hidden") is not None else ""]
+    return " ".join(p for p in parts if p) or "–"
 
 
 def _device_names(meta: TraceMeta) -> str:

@@ -29,13 +29,16 @@ class Profile:
 
     def __init__(self, steps: int = 3, warmup: int = 3, out: str | Path | None = None,
                  modules: bool = False, force: bool = False,
-                 slice_s: float | None = None) -> None:
+                 slice_s: float | None = None, batch_size: int | None = None) -> None:
         from traceviz.capture.run import prepare_run_dir, stamped_dir
         from traceviz.errors import TraceVizError, UsageError
         from traceviz.system.install_hint import pip_install
 
         if steps < 1 or warmup < 0:
             raise UsageError("steps is at least 1 and warmup at least 0")
+        if batch_size is not None and batch_size < 1:
+            raise UsageError("batch_size is at least 1")
+        self.batch_size = batch_size
         try:
             import torch  # noqa: F401  (the session imports it again; here, before a run folder)
         except ImportError as e:
@@ -88,8 +91,16 @@ class Profile:
             "step_marks": len(s.clock.marks),
             "error": f"{kind.__name__}: {error}" if kind else None, "notes": s.notes}
         run_result(self.run_dir, self.bench, meta, s.trace_path)
+        workload = {"batch": self.batch_size} if self.batch_size else {}
+        if workload:  # the run's config: what traceviz reads back from the folder alone
+            import json
+
+            (self.run_dir / "config.json").write_text(json.dumps(
+                {"framework": "torch", "profiler": "torch", "batch_size": self.batch_size},
+                indent=2))
         if s.trace_path is not None:
             self.trace, _ = save_trace(s.trace_path, self.run_dir, {
                 "model": "traceviz.profile", "variant": "traceviz.profile",
-                "bench": self.bench, "runner": meta, "profiler": "torch.profiler"})
+                "bench": self.bench, "runner": meta, "profiler": "torch.profiler",
+                **({"workload": workload} if workload else {})})
 

@@ -50,6 +50,7 @@ class ScriptRequest:
     modules: bool = False
     slice_s: float | None = None
     ranks: int = 1                # > 1: that many processes of one torch.distributed job
+    batch_size: int | None = None  # samples per step, as the user says (per-sample figures)
     interpreter: str = field(default="")
     target: list[str] = field(default_factory=list)  # SCRIPT ARGS or -m MODULE ARGS
     notes: list[str] = field(default_factory=list)
@@ -240,7 +241,8 @@ def _run_script(req: ScriptRequest, run_dir: Path, final: Path,
     cfg = {"framework": framework, "profiler": req.profiler,
            "profiler_name": PROFILER_NAMES[str(req.profiler)], "warmup": req.warmup,
            "profile_steps": req.profile_steps, "modules": req.modules,
-           "slice_s": req.slice_s, "command": req.command, "ranks": req.ranks}
+           "slice_s": req.slice_s, "command": req.command, "ranks": req.ranks,
+           "batch_size": req.batch_size}
     cfg_path = run_dir / "config.json"
     cfg_path.write_text(json.dumps(cfg, indent=2))
     cmd = _runner_command(req, cfg_path, run_dir)
@@ -317,6 +319,7 @@ def _collect(req: ScriptRequest, run_dir: Path, status: int, final: Path) -> Scr
             "model": req.name, "variant": req.name, "script": " ".join(req.command),
             "bench": bench, "runner": meta, "profiler": PROFILER_NAMES[str(req.profiler)],
             "exit_status": status, "source_file": str(final / raw.relative_to(run_dir)),
+            **({"workload": {"batch": req.batch_size}} if req.batch_size else {}),
         })
     except TraceVizError as e:  # e.g. a script that ran no framework op: nothing to read
         said = str(e).split(": ", 1)[-1] if str(e).startswith(str(run_dir)) else str(e)

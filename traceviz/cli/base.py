@@ -202,29 +202,37 @@ def said(lines: Iterable[str]) -> None:
         err.print(line, soft_wrap=True, markup=False)
 
 
-def load_runs(paths: list[Path]) -> list[tuple[str, Trace]]:
-    """Several runs (folders, Parquet or raw traces), each with a distinct label: runs of
-    one model are told apart by mode and device, then by their order."""
-    traces = []
-    for p in paths:
+def load_runs(paths: list[Path], labels: Sequence[str] | None = None
+              ) -> list[tuple[str, Trace]]:
+    """Several runs (folders, Parquet or raw traces), each with a distinct label: the
+    ``labels`` given (``--label``, one per run), else the run's folder name
+    (``files.runfolder.run_names``)."""
+    from traceviz.files.runfolder import run_names
+
+    names = check_labels(labels, len(paths)) or run_names(paths)
+    runs = []
+    for p, name in zip(paths, names, strict=True):
         with ExitStack() as stack:
-            traces.append((p, load_with_progress(p, stack)))
-    base = [run_label(p, t) for p, t in traces]
-    labels = list(base)
-    for i, (_, t) in enumerate(traces):
-        if base.count(base[i]) > 1:
-            where = [t.meta.get("mode"), t.meta.get("device_kind")]
-            if any(where):
-                labels[i] += " · " + " ".join(str(w) for w in where if w)
-    runs, seen = [], set()
-    for label, (_, trace) in zip(labels, traces, strict=True):
-        n, unique = 1, label
-        while unique in seen:
-            n += 1
-            unique = f"{label} #{n}"
-        seen.add(unique)
-        runs.append((unique, trace))
+            runs.append((name, load_with_progress(p, stack)))
     return runs
+
+
+def check_labels(labels: Sequence[str] | None, n: int) -> list[str] | None:
+    """``--label``'s values, one per input, distinct and not blank (None: not given)."""
+    if not labels:
+        return None
+    if len(labels) != n:
+        from traceviz.units import plural
+
+        raise UsageError(f"give one per run: {plural(n, 'run')}, "
+                         f"{plural(len(labels), 'label')}", option="label")
+    for i, text in enumerate(labels):
+        if not text.strip():
+            raise UsageError("a label is blank", option="label")
+        if text in labels[:i]:
+            raise UsageError(f"{text!r} is given twice; each run's label differs",
+                             option="label")
+    return list(labels)
 
 
 def run_label(path: Path, trace: Trace) -> str:

@@ -91,6 +91,9 @@ class CaptureCommand(Command):
                             "script chooses), one trace per rank into the run folder")
         p.add_argument("--modules", action="store_true",
                        help="script: each nn.Module call as a range (time per layer)")
+        p.add_argument("--batch-size", type=int, metavar="N",
+                       help="script: the samples (sequences) each step processes, recorded "
+                            "in the run folder for per-sample figures (sequences/s)")
         p.add_argument("--slice", type=float, metavar="SECONDS",
                        help="script that marks no step: cut the recording into slices of "
                             "this length, taken as steps (default 1)")
@@ -117,6 +120,8 @@ class CaptureCommand(Command):
                 raise UsageError(f"is at least {least}", option=flag)
         if args.slice is not None and not args.slice > 0:
             raise UsageError("is a positive number of seconds", option="slice")
+        if args.batch_size is not None and args.batch_size < 1:
+            raise UsageError("is at least 1", option="batch_size")
         if args.ranks is not None and not 1 <= args.ranks <= 64:
             raise UsageError("is a number of processes from 1 to 64", option="ranks")
         if args.script_cmd:
@@ -126,6 +131,9 @@ class CaptureCommand(Command):
         if args.model is None:
             raise UsageError("a variant (--model NAME) or a script (-- python train.py) "
                              "to capture")
+        if args.batch_size is not None:
+            raise UsageError("is for a script (-- python train.py); a built-in variant "
+                             "takes --batch", option="batch_size")
         if args.modules or args.slice is not None or args.ranks is not None:
             raise UsageError("is for a script (-- python train.py)",
                              option="modules" if args.modules else "slice"

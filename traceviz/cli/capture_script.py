@@ -54,7 +54,8 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError("is torch, nsys or tf for a script", option="profiler")
     req = ScriptRequest(command, profiler=args.profiler, warmup=args.warmup,
                         profile_steps=args.profile_steps, modules=args.modules,
-                        slice_s=args.slice, ranks=args.ranks or 1)
+                        slice_s=args.slice, ranks=args.ranks or 1,
+                        batch_size=args.batch_size)
     if req.ranks > 1 and req.profiler != "torch":
         raise UsageError("several ranks are profiled with torch.profiler", option="profiler")
     if req.profiler == "tf" and args.modules:

@@ -27,6 +27,9 @@ class CompareCommand(Command):
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("runs", type=Path, nargs="+",
                        help="run folders, trace.parquet files or raw traces (two or more)")
+        p.add_argument("--label", action="append", metavar="NAME",
+                       help="a run's name in tables and charts, one per run in order "
+                            "(default: its folder's name)")
         p.add_argument("--top", type=int, default=12, help="kernel differences to list")
         p.add_argument("--plot", type=Path, metavar="DIR",
                        help="write categories.{png,svg} (and amp_waterfall for an AMP pair)")
@@ -57,7 +60,7 @@ class CompareCommand(Command):
             raise UsageError("compare needs at least two runs")
         if args.plot:
             refuse_existing(chart_paths(args.plot, ["categories"]), args.force)
-        runs = load_runs(args.runs)
+        runs = load_runs(args.runs, args.label)
         figs = [run_figures(t, label) for label, t in runs]
         differ = workload_differences(figs)
         conflicts = ordering_conflicts(figs)
@@ -98,7 +101,9 @@ class CompareCommand(Command):
             for la, lb, d in range_diffs:
                 out.print(range_diff_table(d, la, lb, args.top, width))
             if len(mpe) > 1:  # MPE needs two runs with timed batches
-                out.print(mpe_render(mpe, width))
+                from traceviz.analyses.compare.mpe import mpe_readings
+
+                out.print(mpe_render(mpe, width, mpe_readings(figs, mpe)))
             for a, b, br in pairs:
                 out.print(amp_render(br, a.label, b.label, width))
         if args.plot:
@@ -124,6 +129,9 @@ def compare_dict(figs: list, differ: list[str], diffs: list, mpe: Any, pairs: li
                  top: int) -> dict[str, Any]:
     """``compare --json``: every figure ``compare`` prints (the kernel differences: the
     ``--top`` biggest of each pair)."""
+    from dataclasses import asdict
+
+    from traceviz.analyses.compare.mpe import mpe_readings
     from traceviz.analyses.compare.runs import CHANGES
 
     return {
@@ -142,5 +150,7 @@ def compare_dict(figs: list, differ: list[str], diffs: list, mpe: Any, pairs: li
             for la, lb, diff in diffs],
         "mpe_percent": {str(r): {str(c): _finite(float(v)) for c, v in row.items()}
                         for r, row in mpe.iterrows()} if len(mpe) > 1 else {},
+        "mpe_both_ways": [asdict(r) for r in mpe_readings(figs, mpe)] if len(mpe) > 1
+        else [],
         "amp": [{"fp32": a.label, "amp": b.label, **br.to_dict()} for a, b, br in pairs],
     }

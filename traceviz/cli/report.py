@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from traceviz.cli.base import Command, load_runs, refuse_existing, stderr
+from traceviz.cli.base import Command, check_labels, load_runs, refuse_existing, stderr
 from traceviz.errors import UsageError
 from traceviz.files.fileio import atomic_output, staged_folder
 
@@ -23,6 +23,9 @@ class ReportCommand(Command):
                             "the collectives, its slowest rank)")
         p.add_argument("-o", "--output", type=Path, required=True,
                        help="report.md (charts in report_files/ beside it) or report.html")
+        p.add_argument("--label", action="append", metavar="NAME",
+                       help="the name of an input in tables and charts, one per input in "
+                            "order (default: its folder's name)")
         p.add_argument("--title", default="traceviz report")
         p.add_argument("--force", action="store_true", help="replace an existing report")
 
@@ -37,24 +40,29 @@ class ReportCommand(Command):
         refuse_existing([args.output], args.force)
         from traceviz.files.folders import is_dataset, is_rank_folder
 
+        labels = check_labels(args.label, len(args.inputs))
         sweeps, run_paths, jobs = [], [], []
-        for p in args.inputs:
+        run_labels: list[str] = []
+        for i, p in enumerate(args.inputs):
+            given = labels[i] if labels else None
             sweep = p / SWEEP_FILE if p.is_dir() and (p / SWEEP_FILE).exists() else None
             if sweep is None and p.name.endswith(SWEEP_FILE):
                 sweep = p
             if sweep is not None:
-                sweeps.append((sweep.parent.name or "sweep", load_sweep(sweep)))
+                name = given or sweep.resolve().parent.name or "sweep"
+                sweeps.append((name, load_sweep(sweep)))
             elif is_dataset(p) or is_rank_folder(p):
-                jobs.append(p)
+                jobs.append((given or p.resolve().name or str(p), p))
             else:
                 run_paths.append(p)
-        runs = load_runs(run_paths)
+                if given is not None:
+                    run_labels.append(given)
+        runs = load_runs(run_paths, run_labels or None)
         lead = []
-        for p in jobs:  # a job's sections first; its slowest rank is one of the runs
+        for name, p in jobs:  # a job's sections first; its slowest rank is one of the runs
             from traceviz.cli.advise import advise_job
             from traceviz.render.job_report import job_sections
 
-            name = p.resolve().name or str(p)
             job, trace = advise_job(p)
             lead += job_sections(name, job)
             runs.append((f"{name}: rank {job.slowest} (the slowest)", trace))

@@ -13,8 +13,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from traceviz.errors import InputError
-from traceviz.files.folders import run_trace
+from traceviz.errors import InputError, TraceVizError
+from traceviz.files.folders import TRACE_SUFFIXES, default_stem, rank_files, run_trace
 
 if TYPE_CHECKING:  # the type only: the table's definitions sit above files/
     from traceviz.table.meta import TraceMeta
@@ -42,11 +42,17 @@ def run_meta(config: dict[str, Any] | None, bench: dict[str, Any] | None,
     out: dict[str, Any] = {}
     if config.get("model"):
         out |= {"model": config["model"], "variant": config["model"]}
+    elif script_name(config.get("command")):  # a script's run: named as capture names it
+        name = script_name(config.get("command"))
+        out |= {"model": name, "variant": name, "script": " ".join(config["command"])}
     for key, value in (("preset", workload.get("preset")), ("mode", workload.get("mode")),
                        ("amp", config.get("amp")), ("seed", config.get("seed")),
                        ("device_kind", config.get("device"))):
         if key in config or value is not None:
             out[key] = value
+    if not workload and config.get("batch_size") is not None:
+        # a script's batch size, given to capture (--batch-size): its per-sample figures
+        workload = {"batch": config["batch_size"]}
     if workload:
         out["workload"] = workload
     if bench is not None:
@@ -65,6 +71,60 @@ def run_meta(config: dict[str, Any] | None, bench: dict[str, Any] | None,
     if config.get("graph_replay"):
         out["graph_replay"] = True
     return cast("TraceMeta", out)
+
+
+def script_name(command: object) -> str | None:
+    """The script's file name (``train.py``) or module (``pkg.train``) of a script run's
+    recorded command (``["python", "train.py", ...]``); None for anything else."""
+    if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
+        return None
+    words = list(command)
+    if words and Path(words[0]).name.startswith("python") and not words[0].endswith(".py"):
+        words = words[1:]
+    if len(words) >= 2 and words[0] == "-m":
+        return words[1]
+    return Path(words[0]).name if words and words[0].endswith(".py") else None
+
+
+def run_name_path(path: Path) -> Path:
+    """The path whose last parts name a run: its run folder (a folder, or the folder a
+    trace file belongs to), else the trace file without its suffixes."""
+    path = Path(path).absolute()
+    if path.is_dir():
+        return path
+    folder = run_of(path)
+    return folder if folder is not None else path.parent / default_stem(path)
+
+
+def run_names(paths: list[Path]) -> list[str]:
+    """Distinct labels for runs, by the folder each run is: ``cudnn_torch``; where two share
+    a name, as many parent folders as tell them apart (``a/train``, ``b/train``); the same
+    run given twice: ``name #2``."""
+    full = [run_name_path(p) for p in paths]
+    depth = [1] * len(full)
+
+    def label(i: int) -> str:
+        return "/".join(full[i].parts[-depth[i]:])
+
+    while True:
+        labels = [label(i) for i in range(len(full))]
+        grown = False
+        for i, text in enumerate(labels):
+            same = {full[j] for j, other in enumerate(labels) if other == text}
+            # the same run twice is told apart by its number; the root never shows
+            if len(same) > 1 and depth[i] < len(full[i].parts) - 1:
+                depth[i] += 1
+                grown = True
+        if not grown:
+            break
+    out: list[str] = []
+    for text in (label(i) for i in range(len(full))):
+        n, unique = 1, text
+        while unique in out:
+            n += 1
+            unique = f"{text} #{n}"
+        out.append(unique)
+    return out
 
 
 def folder_meta(run_dir: Path) -> TraceMeta:
@@ -89,7 +149,7 @@ _CONFIG: dict[str, tuple[type, ...]] = {
     "model": (str,), "workload": (dict,), "device": (str, _NONE), "amp": (str, _NONE),
     "seed": (int, _NONE), "warmup": (int, _NONE), "steps": (int, _NONE),
     "profile_steps": (int, _NONE), "profiler": (str, _NONE), "exec": (str, _NONE),
-    "options": (dict, _NONE), "graph_replay": (bool, _NONE)}
+    "options": (dict, _NONE), "graph_replay": (bool, _NONE), "batch_size": (int, _NONE)}
 _WORKLOAD: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("preset", "head", "loss", "optimizer", "mode"), (str,)),
     **dict.fromkeys(("batch", "seq", "hidden", "layers", "input", "vocab", "embed",
@@ -161,14 +221,24 @@ def check_bench(bench: dict[str, Any], path: Path, prefix: str = "") -> None:
 
 
 def run_of(trace_path: Path) -> Path | None:
-    """The run folder whose trace ``trace_path`` is, else None."""
-    parent = Path(trace_path).parent
+    """The run folder whose trace ``trace_path`` is, else None: the folder's one trace, or
+    the raw trace its ``trace.parquet`` was imported from (the Parquet's recorded source)."""
+    path = Path(trace_path)
+    parent = path.parent
     try:
         found = run_trace(parent)
-    except PermissionError:  # a readable file in a folder that cannot be listed: a lone trace
+        if found is None:
+            return None
+        if found.resolve() == path.resolve():
+            return parent
+        # a raw trace beside the Parquet made of it: rank_files lets the Parquet stand for it
+        if found.name == "trace.parquet" and path.is_file() and \
+                path.name.endswith(TRACE_SUFFIXES) and not path.name.endswith(".parquet"):
+            return parent if all(f.resolve() != path.resolve()
+                                 for f in rank_files(parent)) else None
+    except (PermissionError, TraceVizError):  # a folder that cannot be listed: a lone trace
         return None
-    return parent if found is not None and found.resolve() == Path(trace_path).resolve() \
-        else None
+    return None
 
 
 _TRACE_META: dict[str, tuple[type, ...]] = {

@@ -18,9 +18,14 @@ from urllib.parse import quote
 import pandas as pd
 
 from traceviz.analyses.compare.amp import amp_breakdown, amp_pairs
-from traceviz.analyses.compare.runs import RunFigures, mpe_table, workload_differences
+from traceviz.analyses.compare.runs import (
+    RunFigures,
+    mpe_table,
+    shape_text,
+    workload_differences,
+)
 from traceviz.render.escape import file_name, markdown
-from traceviz.render.terminal.runs import amp_rows, amp_verdict
+from traceviz.render.terminal.runs import MPE_TITLE, amp_rows, amp_verdict, mpe_note
 from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
 
@@ -109,6 +114,14 @@ def _largest_wait(f: RunFigures) -> str:
     return f"{WAIT_LABELS.get(cause, cause)} {fmt_ns(ns / f.per_step)}"
 
 
+def _elapsed(bench: dict) -> str:
+    """The timed phase's wall time and batches, each where recorded ("–" without)."""
+    elapsed, batches = bench.get("elapsed_s"), bench.get("batches")
+    if elapsed is None:
+        return "–"
+    return f"{elapsed:.3f} s" + ("" if batches is None else f" ({batches} batches)")
+
+
 def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                  ) -> list[Section]:
     """Sections for runs (their figures) and sweeps (label, sweep table)."""
@@ -143,8 +156,7 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                 "run": f.label, "model": f.meta.get("model", "–"),
                 "preset": f.meta.get("preset", "–"), "mode": w.get("mode", "–"),
                 "amp": f.meta.get("amp") or "none",
-                "shape": f"b{w.get('batch')} s{w.get('seq')} {w.get('layers')}x{w.get('hidden')}"
-                if w else "–",
+                "shape": shape_text(w),
                 "time/batch": "–" if not tm else fmt_ns(tm.median_s * 1e9),
                 "min - max": "–" if not tm else f"{fmt_ns(tm.min_s * 1e9)} - "
                                                 f"{fmt_ns(tm.max_s * 1e9)}",
@@ -157,9 +169,11 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                 + ("" if tm.compile_s is None else f" (compile {tm.compile_s:.3f} s)"),
                 "profiler overhead": "–" if not tm or tm.profiler_overhead is None else
                 tm.overhead_text,
-                "elapsed": "–" if not bench else f"{bench['elapsed_s']:.3f} s "
-                                                  f"({bench['batches']} batches)",
-                "sequences/s": "–" if not bench else f"{bench['sequences_per_s']:,.1f}",
+                "elapsed": _elapsed(bench),
+                "sequences/s": "–" if f.sequences_per_s is None else
+                f"{f.sequences_per_s:,.1f}",
+                "time/sample": "–" if f.time_per_sample_s is None else
+                fmt_ns(f.time_per_sample_s * 1e9),
                 "model TFLOP/s": "–" if f.model_tflops is None else f"{f.model_tflops:,.2f}",
                 "MFU": "–" if f.mfu is None else f"{fmt_pct(f.mfu)} of {f.mfu_key}",
                 "peak memory": "–" if f.peak_memory_bytes is None else
@@ -224,9 +238,11 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
             sections.append(losses)
         if len(mpe_table(figs)) > 1:
             mpe = mpe_table(figs).map(lambda v: "–" if pd.isna(v) else f"{v:+.1f}%")
-            sections.append(Section("Mean percentage error", "Time per batch, row vs "
-                                    "column, over the timed batches paired in order; negative: "
-                                    "the column is slower.", mpe.reset_index(names="run")))
+            from traceviz.analyses.compare.mpe import mpe_readings
+
+            notes = "".join(f" {mpe_note(r)}." for r in mpe_readings(figs, mpe_table(figs)))
+            sections.append(Section("Mean percentage error", MPE_TITLE + "." + notes,
+                                    mpe.reset_index(names="run")))
         for a, b in amp_pairs(figs):
             br = amp_breakdown(a, b)
             sections.append(Section(

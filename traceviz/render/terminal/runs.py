@@ -8,6 +8,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from traceviz.analyses.compare.amp import AmpBreakdown
+from traceviz.analyses.compare.mpe import MpeBothWays
 from traceviz.analyses.compare.runs import RunFigures
 from traceviz.analyses.timings import Timings
 from traceviz.render.terminal.fit import Col, fitted_groups, fitted_table, left_note
@@ -34,6 +35,9 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
         ("  first call (warm-up over median)", [_first(r.timings) for r in runs]),
         ("sequences/s", ["–" if r.sequences_per_s is None else f"{r.sequences_per_s:,.1f}"
                          for r in runs]),
+        ("  time per sample (median / batch)",
+         ["–" if r.time_per_sample_s is None else fmt_ns(r.time_per_sample_s * 1e9)
+          for r in runs]),
         ("model TFLOP/s (workload FLOPs / median)",
          ["–" if r.model_tflops is None else f"{r.model_tflops:,.2f}" for r in runs]),
         ("  MFU (of the run's peak)", [_mfu(r) for r in runs]),
@@ -218,14 +222,31 @@ def _nan_none(x: float) -> float | None:
     return None if pd.isna(x) else x
 
 
-def mpe_render(table: pd.DataFrame, width: int = 120) -> Group:
-    title = ("Mean percentage error of time per batch: how much longer the row's batches take "
-             "than the column's, batch k against batch k (below zero: the row takes less "
-             "time, it is faster)")
+MPE_TITLE = ("Mean percentage error of time per batch, row against column: the mean of "
+             "(row - column) / column over batch k against batch k; above zero the row's "
+             "batches took longer on that mean, below zero shorter")
+
+
+def mpe_render(table: pd.DataFrame, width: int = 120,
+               readings: list[MpeBothWays] | None = None) -> Group:
     rows = [[str(label), *("–" if pd.isna(v) else f"{v:+.1f}%" for v in row)]
             for label, row in table.iterrows()]
-    return Group(*fitted_groups(title, Col("", "left", wrap=True),
-                                [Col(str(c)) for c in table.columns], rows, width))
+    parts: list[RenderableType] = list(fitted_groups(
+        MPE_TITLE, Col("", "left", wrap=True), [Col(str(c)) for c in table.columns], rows,
+        width))
+    parts += [Text.assemble(("note:", "yellow"), " " + mpe_note(r)) for r in readings or ()]
+    return Group(*parts)
+
+
+def mpe_note(r: MpeBothWays) -> str:
+    """A pair whose MPE reads the same way both ways: which run is longer by its median."""
+    side = "above" if r.mpe_ab > 0 else "below"
+    which = (f"by the median timed batch {r.longer} is longer ({fmt_ns(r.longer_s * 1e9)} "
+             f"against {fmt_ns(r.shorter_s * 1e9)})" if r.longer is not None
+             else f"their median timed batches are equal ({fmt_ns(r.longer_s * 1e9)})")
+    return (f"{r.a} against {r.b} reads {r.mpe_ab:+.1f}% and {r.b} against {r.a} "
+            f"{r.mpe_ba:+.1f}%, {side} zero both ways: their batches vary too much for the "
+            f"MPE to say which is longer; {which}")
 
 
 def amp_rows(b: AmpBreakdown) -> list[tuple[str, str]]:
