@@ -42,6 +42,9 @@ def run_meta(config: dict[str, Any] | None, bench: dict[str, Any] | None,
     out: dict[str, Any] = {}
     if config.get("model"):
         out |= {"model": config["model"], "variant": config["model"]}
+    command = config.get("command")
+    if command and isinstance(command, list):  # a script run's (capture -- python ...)
+        out["script"] = " ".join(str(c) for c in command)
     for key, value in (("preset", workload.get("preset")), ("mode", workload.get("mode")),
                        ("amp", config.get("amp")), ("seed", config.get("seed")),
                        ("device_kind", config.get("device"))):
@@ -89,7 +92,7 @@ _CONFIG: dict[str, tuple[type, ...]] = {
     "model": (str,), "workload": (dict,), "device": (str, _NONE), "amp": (str, _NONE),
     "seed": (int, _NONE), "warmup": (int, _NONE), "steps": (int, _NONE),
     "profile_steps": (int, _NONE), "profiler": (str, _NONE), "exec": (str, _NONE),
-    "options": (dict, _NONE), "graph_replay": (bool, _NONE)}
+    "options": (dict, _NONE), "graph_replay": (bool, _NONE), "command": (list, _NONE)}
 _WORKLOAD: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("preset", "head", "loss", "optimizer", "mode"), (str,)),
     **dict.fromkeys(("batch", "seq", "hidden", "layers", "input", "vocab", "embed",
