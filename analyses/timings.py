@@ -40,7 +40,7 @@ class Timings:
     max_over_min: float
     noisy: bool                         # cv > 10 % or max/min > 1.5
     profiler_overhead: float | None     # steady profiled step / unprofiled median
-    overhead_significant: bool          # steady profiled step outside [min, max] unprofiled
+    overhead_significant: bool          # steady profiled step not benchdefs.within_noise
     warmup_batches: int | None
     warmup_settled: bool | None         # None: a run from before warm-up settled
     first_call_s: float | None = None   # the warm-up batches' time above the median

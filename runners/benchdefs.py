@@ -39,6 +39,20 @@ def spread(times: list[float]) -> dict:
 
 # fewer timed steps than this: noisy, and no profiler-overhead figure
 MIN_TIMED = 3
+# The timed batches' noise around their median: this many scaled median absolute
+# deviations (1.4826 MAD estimates the standard deviation of normal noise, and one slow
+# batch cannot widen it the way it widens [min, max]).
+NOISE_MADS = 3.0
+MAD_TO_SD = 1.4826
+
+
+def within_noise(value: float, timed: list[float]) -> bool:
+    """Whether ``value`` reads as one more timed batch: inside the timed batches' range
+    and within ``NOISE_MADS`` scaled median absolute deviations of their median."""
+    median = statistics.median(timed)
+    mad = statistics.median(abs(t - median) for t in timed)
+    return min(timed) <= value <= max(timed) and \
+        abs(value - median) <= NOISE_MADS * MAD_TO_SD * mad
 
 
 def profiler_overhead(profiled: list[float], timed: list[float]) -> dict:
@@ -47,8 +61,8 @@ def profiler_overhead(profiled: list[float], timed: list[float]) -> dict:
 
     The steady profiled step is the median of the profiled steps after the first: the
     first holds the profiler's own start-up (its buffers, the first records, the tracer's
-    first callbacks), which no later step pays. The overhead is significant only where
-    the steady step lies outside the timed steps' range (inside it, it is noise).
+    first callbacks), which no later step pays. The overhead is significant unless the
+    steady step is ``within_noise`` of the timed steps.
     Returns bench.json's keys (``profiled_time_per_batch_s``: the steady step,
     ``profiler_overhead``, ``profiler_overhead_significant``), or {} where it cannot be
     told: fewer than two profiled steps (only the start-up step) or fewer than
@@ -59,7 +73,7 @@ def profiler_overhead(profiled: list[float], timed: list[float]) -> dict:
     median = statistics.median(timed)
     return {"profiled_time_per_batch_s": steady,
             "profiler_overhead": steady / median if median > 0 else None,
-            "profiler_overhead_significant": not min(timed) <= steady <= max(timed)}
+            "profiler_overhead_significant": not within_noise(steady, timed)}
 
 
 def settled(times: list[float]) -> bool:

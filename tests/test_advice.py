@@ -310,3 +310,36 @@ def test_tensor_core_examples_on_one_line():
                                                        step=1), op)))
     assert f is not None and f.figures["ops"] == 1
     assert f.evidence[-1] == "e.g. aten::mm [[20, 100], [100, 64]] x1"
+
+
+def _noisy_action(path, capsys) -> str:
+    assert main(["advise", str(path), "--json"]) == 0
+    found = {f["rule"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    return found["noisy"]["action"]
+
+
+def test_a_script_run_is_never_told_capture_options(tmp_path, capsys):
+    """The script run's timed batches are noisy (4 batches, 1.0-211.6 ms): its advice
+    says to run more steps after the profiled ones, never capture's options for built-in
+    variants (--steps, --max-warmup), also from a copy without its trace.parquet, from
+    the raw trace named alone there, and from a copy without its config.json (its
+    bench.json counts steps from the code's marks)."""
+    src = ROOT / "sample_traces" / "script" / "lstm_train"
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("bench.json", "config.json", "meta.json", "trace.pt.trace.json.gz"):
+        (run / name).write_bytes((src / name).read_bytes())
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("bench.json", "meta.json", "trace.pt.trace.json.gz"):
+        (bare / name).write_bytes((src / name).read_bytes())
+    bench = json.loads((src / "bench.json").read_text())
+    assert bench["time_per_batch_s"]["noisy"] and len(bench["batch_times_s"]) == 4
+    for path in (src, run, run / "trace.pt.trace.json.gz", bare):
+        action = _noisy_action(path, capsys)
+        assert action.startswith("let the script run more steps after the profiled ones")
+        assert "--steps" not in action and "--max-warmup" not in action, path
+    assert load(run).meta["script"] == "python examples/lstm_train.py --steps 10"
+    # a capture of a built-in variant (jit_torch fp16: one 1.14 s timed batch, NOISY)
+    action = _noisy_action(H100 / "jit_torch-fp16" / "train", capsys)
+    assert action.startswith("time more batches (--steps), raise --max-warmup")

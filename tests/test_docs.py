@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import H200, ROOT, SHARED_TRACES
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -123,3 +124,102 @@ def test_user_documentation_holds_no_project_history(page):
     for pattern, what in HISTORY:
         found = re.search(pattern, text)
         assert found is None, f"{page}: {what}: {found.group(0)!r}"
+
+
+# -- the example commands ------------------------------------------------------------------
+
+def _doc_commands() -> list[tuple[str, str]]:
+    """Every ``traceviz`` command in the docs' code blocks: (page, command), a trailing
+    comment left out, a line ending in ``\\`` joined with the next."""
+    found = []
+    for page in sorted(DOCS.glob("*.md")):
+        block, pending = False, ""
+        for line in page.read_text().splitlines():
+            if line.strip().startswith("```"):
+                block, pending = not block, ""
+                continue
+            text = pending + line.strip()
+            pending = ""
+            if not block or not re.match(r"(\$ )?traceviz ", text):
+                continue
+            if text.endswith("\\"):
+                pending = text[:-1] + " "
+                continue
+            found.append((page.name, re.split(r"\s+#\s", text.removeprefix("$ "))[0].strip()))
+    return found
+
+
+def _argv(command: str) -> list[str]:
+    """The command's arguments with the docs' placeholders filled: ``[--plot DIR]`` and
+    ``[--resume]`` given, ``[ADDRESS]`` and ``[runs/C ...]`` left out, ``pb[.gz]`` read
+    ``pb.gz``, ``...`` a variant, ``N`` 2, ``$w`` 0, ``<run>`` run."""
+    text = re.sub(r"\[(--[^\]]+)\]", r"\1", command)
+    text = re.sub(r"(\S)\[([^\]\s]+)\]", r"\1\2", text)
+    text = re.sub(r"\s\[[^\]]*\]", "", text)
+    text = text.replace("$w", "0").replace("<run>", "run")
+    argv = shlex.split(text)[1:]
+    return [{"...": "cudnn_torch", "N": "2"}.get(a, a) for a in argv]
+
+
+DOC_COMMANDS = _doc_commands()
+
+
+def test_the_docs_show_commands():
+    pages = {page for page, _ in DOC_COMMANDS}
+    assert len(DOC_COMMANDS) >= 90 and {"analyze.md", "capture.md", "whatif.md"} <= pages
+
+
+@pytest.mark.parametrize(("page", "command"), DOC_COMMANDS,
+                         ids=[f"{p}:{c[:60]}" for p, c in DOC_COMMANDS])
+def test_every_example_command_is_one_traceviz_reads(page, command):
+    """Each example's command and options are ones traceviz's parser accepts (the values
+    too: a number where one is asked, a choice among the choices)."""
+    from traceviz.cli import build_parser
+
+    args = build_parser().parse_args(_argv(command))
+    assert args.command == _argv(command)[0]
+
+
+# the docs' stand-in inputs, read as committed traces; outputs go to a temporary folder
+STAND_INS = {
+    "trace.parquet": "sample_traces/gpu/cudnn_torch/train/trace.parquet",
+    "trace.json.gz": "sample_traces/script/lstm_train/trace.pt.trace.json.gz",
+    "report.sqlite": "sample_traces/nsys/cudnn_torch_train/report.sqlite",
+    "host.xplane.pb.gz": str(SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"),
+    "runs/cudnn_torch/": "sample_traces/gpu/cudnn_torch/train",
+    "runs/A": "sample_traces/gpu/fused_torch/train",
+    "runs/B": "sample_traces/gpu/graph_torch/train",
+    "runs/streams_torch": str(H200 / "streams_torch"),
+}
+OUTPUTS = ("charts/", "out/", "t.json", "DIR")
+
+
+def _runnable(command: str) -> bool:
+    """An example whose inputs are committed traces (or stand-ins for them)."""
+    argv = _argv(command)
+    paths = [a for a in argv[1:] if "/" in a or a in STAND_INS]
+    return argv[0] in ("analyze", "advise", "whatif", "compare") and bool(paths) and all(
+        a.startswith("sample_traces/") or a in STAND_INS or a in OUTPUTS for a in paths)
+
+
+RUNNABLE = [(p, c) for p, c in DOC_COMMANDS if _runnable(c)]
+
+
+def test_the_runnable_examples_are_many():
+    assert len(RUNNABLE) >= 15
+
+
+@pytest.mark.parametrize(("page", "command"), RUNNABLE,
+                         ids=[f"{p}:{c[:60]}" for p, c in RUNNABLE])
+def test_each_example_on_committed_traces_runs(page, command, tmp_path, monkeypatch, capsys):
+    """The examples that name committed traces (``sample_traces/...``), or stand-ins
+    read as real traces of their kind (``trace.parquet``, ``trace.json.gz``,
+    ``report.sqlite``, run folders ``runs/A``), run and succeed as written."""
+    from traceviz.cli import main
+
+    monkeypatch.chdir(ROOT)
+    argv = [STAND_INS.get(a, str(tmp_path / a) if a in OUTPUTS else a)
+            for a in _argv(command)]
+    assert main(argv) == 0, command
+    out = capsys.readouterr().out
+    assert out.strip(), command

@@ -70,8 +70,10 @@ def test_terminal_shows_control_characters_and_markup_as_text(tmp_path, capsys, 
     assert main(["analyze", _kineto_named(tmp_path, name), "--width", width]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
-    if width == "120":
-        assert "k\\x1b]0;owned\\x07[bold]b[/bold]\\x1b[2J" in out
+    if width == "120":  # its beginning as cut; wide, the whole name, as text
+        assert "k\\x1b]0;owned" in out
+        assert main(["analyze", _kineto_named(tmp_path, name), "--width", "200", "--wide"]) == 0
+        assert "k\\x1b]0;owned\\x07[bold]b[/bold]\\x1b[2J" in capsys.readouterr().out
 
 
 def test_a_line_break_in_a_name_starts_no_row(tmp_path, capsys):

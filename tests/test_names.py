@@ -1,5 +1,6 @@
 """Names a reader can tell apart: mangled symbols demangled by cpp_demangle, shortened
-names that keep the function, rows that never read alike, ``--wide`` whole names."""
+names that keep the function, rows that never read alike, ``--wide`` whole names, every
+name on one line at any width."""
 
 from __future__ import annotations
 
@@ -7,10 +8,16 @@ from collections import Counter
 
 import pytest
 
-from tests.conftest import KINETO
+from tests.conftest import KINETO, ROOT
 from tests.rawref import Reference
 from traceviz.parsers import load
-from traceviz.table.names import demangle, distinct_names, short_name
+from traceviz.table.names import (
+    demangle,
+    distinct_labels,
+    distinct_names,
+    middle_cut,
+    short_name,
+)
 
 NCCL = KINETO / "a100_nccl.json.gz"
 
@@ -81,8 +88,8 @@ def test_what_tells_rows_apart_is_shown():
 
 
 def test_wide_gives_names_priority(capsys):
-    """``--wide``: every listed name whole (folded where long); at 200 columns a name up
-    to half the width reads on one line."""
+    """``--wide``: every listed name up to half the width whole, and on one line: every
+    row of the table holds its figures."""
     from traceviz.analyses import summarize
     from traceviz.cli import main
 
@@ -92,7 +99,55 @@ def test_wide_gives_names_priority(capsys):
     for name in s.kernels["name"].head(10):
         if len(name) <= 100:
             assert name in out
+    table = _rows(out, "Top kernels by total time")
+    assert len(table) == 11  # ten rows and "(N others)", each one line with its share
+    assert all(line.rstrip().endswith("%") for line in table)
     assert main(["analyze", str(NCCL), "--width", "200", "--top", "10"]) == 0
     narrow = capsys.readouterr().out
     long = [n for n in s.kernels["name"].head(10) if len(n) > 60]
     assert long and not any(n in narrow for n in long)
+
+
+def _rows(out: str, title: str) -> list[str]:
+    """The rows of the table under ``title``: from below its header's rule to the first
+    blank line."""
+    lines = out.split(title, 1)[1].splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.strip().startswith("─")) + 1
+    end = next(i for i in range(start, len(lines)) if not lines[i].strip())
+    return lines[start:end]
+
+
+def test_a_name_as_recorded_keeps_its_end():
+    """A middle cut keeps the beginning (a third) and the end: the end tells
+    ``Optimizer.step#AdamW.step`` from ``Optimizer.step#SGD.step``."""
+    name = "optimizer → Optimizer.step#AdamW.step"
+    assert middle_cut(name, 24) == name[:7] + "…" + name[-16:] == "optimiz….step#AdamW.step"
+    assert middle_cut("Optimizer.step#AdamW.step", 25) == "Optimizer.step#AdamW.step"
+    assert len(middle_cut("x" * 100, 30)) == 30
+    a, b = distinct_labels(["optimizer → Optimizer.step#AdamW.step",
+                            "optimizer → Optimizer.step#SGD.step"], 20)
+    assert a.endswith("#AdamW.step") and b.endswith("#SGD.step") and len(a) == 20
+    # alike once cut: numbered, as distinct_names' last resort
+    c, d = distinct_labels(["a" * 10 + "X" + "b" * 30, "a" * 10 + "Y" + "b" * 30], 20)
+    assert c != d and c.endswith("#1") and d.endswith("#2")
+    # a plain kernel name keeps its end too
+    assert short_name("volta_sgemm_128x64_nn_with_a_long_tail_of_words", 20).endswith(
+        "words")
+
+
+@pytest.mark.parametrize("width", [60, 120, 200])
+def test_range_names_are_never_folded(width, capsys):
+    """The script run's ranges (``optimizer → Optimizer.step#SGD.step``, nested module
+    ranges): each row on one line with its figures at any width, the name's end shown."""
+    from traceviz.cli import main
+
+    run = ROOT / "sample_traces" / "script" / "lstm_train"
+    assert main(["analyze", str(run), "--width", str(width)]) == 0
+    out = capsys.readouterr().out
+    table = _rows(out, "Ranges by total time")
+    assert len(table) == 10  # the ten range names, one line each
+    assert all("%" in line for line in table)  # the share column
+    names = [line.split("   ")[0].strip() for line in table]
+    assert any(n.endswith("step#SGD.step") for n in names)
+    assert any(n.endswith("#SGD.zero_grad") for n in names)
+    assert any(n.endswith("lstm (LSTM)") for n in names)

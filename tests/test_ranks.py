@@ -545,7 +545,8 @@ def test_fitted_table_edge_cases():
         assert left == [c.one_line for c in _KERNEL_COLS if c in order[:len(left)]]
     table, left = fitted_table("t", _KERNEL_COLS, [row], 10)  # below name + total
     assert set(left) == {c.one_line for c in _KERNEL_COLS if c.drop}
-    assert "k" * (NAME_MIN - 1) + "…" in _rendered(table)
+    assert "k" * ((NAME_MIN - 1) // 3) + "…" + "k" * (NAME_MIN - 1 - (NAME_MIN - 1) // 3) \
+        in _rendered(table)  # a plain name, cut in the middle to the least
     short = [Col("name", "left", name=True), Col("n")]
     table, left = fitted_table("t", short, [["ab", "1"]], 40)
     assert left == [] and "ab" in _rendered(table)

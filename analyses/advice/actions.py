@@ -5,7 +5,8 @@ TensorFlow/JAX form of an action, and what the vendor calls its matrix units."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -42,6 +43,28 @@ def framework_free(ctx: Context) -> bool:
     """The trace is of a program that runs no framework (``Context.framework_name`` is
     ``none``: an Nsight Systems export whose names show no framework's mark)."""
     return ctx.framework_name == "none"
+
+
+def script_run(meta: Mapping[str, Any]) -> bool:
+    """The trace is of a user's own code run by ``capture -- python ...``: its metadata
+    names the command (``script``), or its bench.json counts steps from the code's marks
+    (``steps_from``, written for a script run alone)."""
+    bench = meta.get("bench")
+    return bool(meta.get("script")) or (isinstance(bench, dict) and "steps_from" in bench)
+
+
+def built_in(ctx: Context) -> bool:
+    """The trace is a traceviz capture of one of its own variants (``capture --model``):
+    advice may name capture's options for them (``--steps``, ``--max-warmup``,
+    ``--workers``, ``--amp``). Never for a script run, a foreign trace or a lone raw
+    trace."""
+    return ctx.trace.meta.get("model") is not None and not script_run(ctx.trace.meta)
+
+
+def capture_option(ctx: Context, text: str) -> str:
+    """``text`` (a capture option in an action) for a capture of a built-in variant, else
+    nothing."""
+    return text if built_in(ctx) else ""
 
 
 def cores(ctx: Context) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from traceviz.analyses.advice.actions import remedy
+from traceviz.analyses.advice.actions import capture_option, remedy
 from traceviz.analyses.advice.base import Finding
 from traceviz.units import fmt_ns, fmt_pct, plural
 
@@ -80,8 +80,7 @@ def _action(ctx: Context, loader: str) -> str:
         torch = ("prepare the next inputs beside the step: build them on another thread or "
                  "process (a DataLoader with workers is one way), in pinned memory, and copy "
                  "them with non_blocking=True (a side stream) while the device computes")
-    if ctx.trace.meta.get("model") is not None:  # a traceviz capture
-        torch += "; in traceviz capture: --workers N"
+    torch += capture_option(ctx, "; in traceviz capture: --workers N")
     return remedy(
         ctx, torch=torch,
         tf="overlap input with the step: dataset.map(..., num_parallel_calls=tf.data."

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.advice.actions import cores, remedy
+from traceviz.analyses.advice.actions import capture_option, cores, remedy
 from traceviz.analyses.advice.base import Finding
 from traceviz.analyses.advice.runs import fp32_run
 from traceviz.analyses.work import work_rows
@@ -69,8 +69,9 @@ def autocast_precision(ctx: Context) -> Finding | None:
         [m.text(), "the recorded dtypes show the cuDNN RNN call under bf16 autocast taking "
          "half tensors: its FP32 weights were copied to half on every call"],
         "for bf16 throughout, keep the LSTM itself in bf16 (lstm.to(torch.bfloat16), inputs "
-        "bf16) so no copy runs per call; or ask for fp16 (--amp fp16, a GradScaler when "
-        "training), which is what ran",
+        "bf16) so no copy runs per call; or ask for fp16 ("
+        + capture_option(ctx, "--amp fp16, ") + "a GradScaler when training), which is "
+        "what ran",
         None, None, m.to_dict())
 
 
@@ -126,8 +127,8 @@ def tf32_off(ctx: Context) -> Finding | None:
         remedy(ctx, "allow TF32 for matmuls where FP32's 23-bit mantissa is not needed: "
                     "torch.backends.cuda.matmul.allow_tf32 = True (or "
                     "torch.set_float32_matmul_precision('high')); or "
-                    + ("train" if ctx.run.mode == "training" else "run") + " in bf16 "
-                    "(--amp bf16)", TF32_TF, TF32_JAX,
+                    + ("train" if ctx.run.mode == "training" else "run") + " in bf16"
+                    + capture_option(ctx, " (--amp bf16)"), TF32_TF, TF32_JAX,
                none="allow TF32 for matmuls: cublasSetMathMode(handle, "
                     "CUBLAS_TF32_TENSOR_OP_MATH), or compute in half or bf16"),
         saving, scenario,
@@ -177,7 +178,7 @@ def tf32_off_kernels(ctx: Context) -> Finding | None:
         remedy(ctx, "allow TF32 for matmuls where FP32's 23-bit mantissa is not needed: "
                     "torch.backends.cuda.matmul.allow_tf32 = True (or "
                     "torch.set_float32_matmul_precision('high'), which torch.compile "
-                    "honours); or run in bf16 (--amp bf16)",
+                    "honours); or run in bf16" + capture_option(ctx, " (--amp bf16)"),
                TF32_TF, TF32_JAX),
         ctx.saving_of(f"gemm_speedup={unknown:g}"),
         f"gemm_speedup={unknown:g}", {"fp32_fma_ns": int(fma_ns), "kernels": n})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from traceviz.analyses.advice.actions import built_in, script_run
 from traceviz.analyses.advice.base import Finding
 from traceviz.units import fmt_ns, fmt_pct
 
@@ -25,8 +26,9 @@ def noisy(ctx: Context) -> Finding | None:
         [f"{t.batches} timed batches: CV {fmt_pct(t.cv)}, max/min {t.max_over_min:.2f}, "
          f"median {fmt_ns(t.median_s * 1e9)}"],
         ("let the script run more steps after the profiled ones (they are the timed "
-         "batches) and raise --warmup" if "script" in ctx.trace.meta else
-         "time more batches (--steps), raise --max-warmup")
+         "batches) and raise --warmup" if script_run(ctx.trace.meta) else
+         "time more batches (--steps), raise --max-warmup" if built_in(ctx) else
+         "time more batches")
         + ", keep the machine otherwise idle (CPU frequency pinned, no other jobs) before "
         "comparing variants",
         None, None, {"cv": t.cv, "max_over_min": t.max_over_min})

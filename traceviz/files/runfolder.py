@@ -45,6 +45,9 @@ def run_meta(config: dict[str, Any] | None, bench: dict[str, Any] | None,
     elif script_name(config.get("command")):  # a script's run: named as capture names it
         name = script_name(config.get("command"))
         out |= {"model": name, "variant": name, "script": " ".join(config["command"])}
+    command = config.get("command")
+    if "script" not in out and command and isinstance(command, list):  # capture -- CMD
+        out["script"] = " ".join(str(c) for c in command)
     for key, value in (("preset", workload.get("preset")), ("mode", workload.get("mode")),
                        ("amp", config.get("amp")), ("seed", config.get("seed")),
                        ("device_kind", config.get("device"))):
@@ -149,7 +152,8 @@ _CONFIG: dict[str, tuple[type, ...]] = {
     "model": (str,), "workload": (dict,), "device": (str, _NONE), "amp": (str, _NONE),
     "seed": (int, _NONE), "warmup": (int, _NONE), "steps": (int, _NONE),
     "profile_steps": (int, _NONE), "profiler": (str, _NONE), "exec": (str, _NONE),
-    "options": (dict, _NONE), "graph_replay": (bool, _NONE), "batch_size": (int, _NONE)}
+    "options": (dict, _NONE), "graph_replay": (bool, _NONE), "batch_size": (int, _NONE),
+    "command": (list, _NONE)}
 _WORKLOAD: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("preset", "head", "loss", "optimizer", "mode"), (str,)),
     **dict.fromkeys(("batch", "seq", "hidden", "layers", "input", "vocab", "embed",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 
@@ -105,16 +105,40 @@ def _cut(s: str, width: int) -> str:
     return s if len(s) <= width else s[: max(width - 1, 0)] + "…"
 
 
+def middle_cut(s: str, width: int) -> str:
+    """``s`` on one line of at most ``width`` characters: where it is longer, its
+    beginning (a third) and its end (the rest) around ``…``. The end of a recorded name
+    is what tells it apart (``Optimizer.step#AdamW.step``, ``module: LSTM → lstm``)."""
+    if len(s) <= width:
+        return s
+    if width < 4:
+        return _cut(s, width)
+    head = (width - 1) // 3
+    return s[:head] + "…" + s[len(s) - (width - 1 - head):]
+
+
+def distinct_labels(names: Sequence[str], width: int) -> list[str]:
+    """Names as recorded (ranges, modules; any name ``--wide`` shows whole), each on one
+    line of at most ``width`` characters (``middle_cut``); different names that read alike
+    once cut get ``#1``, ``#2``, as ``distinct_names``' last resort."""
+    texts = [str(n) for n in names]
+    uniq = list(dict.fromkeys(texts))
+    shown = dict(zip(uniq, _numbered(uniq, [middle_cut(n, width) for n in uniq], width,
+                                     middle_cut), strict=True))
+    return [shown[t] for t in texts]
+
+
 def short_name(name: str, width: int = 60) -> str:
     """A readable kernel name: no namespaces, return type, argument lists or templates
     below depth 2.
 
     ``void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,
     at::detail::Array<char*, 3> >(int, ...)`` -> ``vectorized_elementwise_kernel<4,
-    CUDAFunctor_add<float>, Array<char*, 3>>``, cut to ``width``.
+    CUDAFunctor_add<float>, Array<char*, 3>>``, cut to ``width`` (a plain name, without
+    templates or parameters, around a middle ``…``: its end tells it apart).
     """
     if "<" not in name and "(" not in name:  # a plain name (aten::mm, volta_sgemm_128x64_nn)
-        return _cut(name, width)
+        return middle_cut(name, width)
     # "(3 others)", "(no phase)": a label, not a signature
     return _cut(_simplified(demangle(name), 2) or name, width)
 
@@ -264,7 +288,8 @@ def _window(form: str, start: int, end: int, stem: str, width: int) -> str:
     return _cut(head + middle + rest, width)
 
 
-def _numbered(names: Sequence[str], shown: list[str], width: int) -> list[str]:
+def _numbered(names: Sequence[str], shown: list[str], width: int,
+              cut: Callable[[str, int], str] = _cut) -> list[str]:
     """The last resort: different names that still read the same get ``#1``, ``#2``...
     in order of appearance, after their text cut to leave room for the tag (texts that
     read alike once cut are numbered together)."""
@@ -276,7 +301,7 @@ def _numbered(names: Sequence[str], shown: list[str], width: int) -> list[str]:
     out = list(shown)
     by_base: dict[str, list[int]] = defaultdict(list)
     for i in clashing:
-        by_base[_cut(shown[i].removesuffix("…"), width - 4)].append(i)
+        by_base[cut(shown[i].removesuffix("…"), width - 4)].append(i)
     for base, rows in by_base.items():
         kinds = list(dict.fromkeys(names[i] for i in rows))
         for i in rows:

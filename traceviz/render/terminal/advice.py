@@ -71,30 +71,64 @@ def whatif_render(w: WhatIf, brief: bool = False, width: int = 120) -> Renderabl
             *((Col("timed\nstep"), Col("timed\nsaving")) if timed else ()),
             Col("profiled\npredicted", drop=3 if timed else 0),
             Col("profiled\nsaving", drop=4 if timed else 0), Col("%", drop=1),
-            Col("why (does not apply, streams)" if brief else "assumptions", "left",
-                wrap=True, drop=2, lines=True))
+            Col("why (does not apply, streams)" if brief else "notes", "left",
+                wrap=brief, drop=2 if brief else 0))
     rows = []
+    notes: dict[str, int] = {}  # each text once, numbered in order of first use
     for s in w.scenarios:
+        texts = ([f"does not apply: {s.reason}"] if not s.applies else
+                 [s.caveat] if brief else [*s.assumptions, *([s.caveat] if s.caveat else [])])
+        if brief:
+            cell = visible(texts[0] or "")
+        else:
+            cell = _marks([notes.setdefault(x, len(notes) + 1) for x in texts if x])
         if not s.applies:
-            rows.append([s.name, *(["-", "-"] if timed else []), "-", "-", "",
-                         f"does not apply: {visible(s.reason)}"])
+            rows.append([s.name, *(["-", "-"] if timed else []), "-", "-", "", cell])
             continue
         rows.append([s.name, *([fmt_ns(s.timed_step_ns), fmt_ns(s.timed_saving_step_ns)]
                                if timed else []),
                      _per_step(s.predicted_ns, w.steps),
-                     _per_step(s.saving_ns, w.steps), fmt_pct(s.saving_fraction),
-                     visible(s.caveat) if brief else "\n".join(
-                         f"- {visible(a)}" for a in (*s.assumptions, *([s.caveat] if s.caveat
-                                                                       else [])))])
+                     _per_step(s.saving_ns, w.steps), fmt_pct(s.saving_fraction), cell])
     t, left = fitted_table("scenarios (saving against the replay as recorded)", cols, rows,
                            width)
     parts: list[RenderableType] = [head, t]
     if note := left_note(width, left):
         parts.append(note)
+    if notes:
+        parts.append(_footnotes(notes))
     if brief:
         parts.append(Text("each scenario's assumptions: whatif without --brief, or --json",
                           style="dim"))
     return Group(*parts)
+
+
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def _sup(text: str) -> str:
+    """Footnote numbers as superscripts: they are no figure of the run."""
+    return text.translate(_SUPERSCRIPT)
+
+
+def _marks(numbers: list[int]) -> str:
+    """A row's footnote markers: "¹⁻⁴" for a run of numbers, "¹⁻³, ⁷" for more."""
+    runs: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(_sup(f"{r[0]}" if len(r) == 1 else f"{r[0]}-{r[-1]}") for r in runs)
+
+
+def _footnotes(notes: dict[str, int]) -> Table:
+    """The scenarios' assumptions, each once, by the number the table's rows name."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for text, n in notes.items():
+        grid.add_row(_sup(str(n)), Text(visible(text)))
+    return grid
 
 
 def advice_render(findings: list[Finding], steps: int,

@@ -2,8 +2,10 @@
 
 A table too wide for the terminal is cropped by rich at the right edge, mid-value
 (``14.`` for ``14.9%``). Instead, step by step until it fits: headers break into two lines,
-the name column narrows (down to ``NAME_MIN``), then the least needed columns leave, in
-their ``drop`` order, and the caller names them in a note.
+the name columns narrow (down to ``NAME_MIN``), then the least needed columns leave, in
+their ``drop`` order, and the caller names them in a note. A name is never folded onto
+more lines: it is cut on one line (a kernel's to its distinct short form, a name as
+recorded around a middle ``…`` that keeps its end).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceviz.render.escape import console_text, visible
-from traceviz.table.names import distinct_names
+from traceviz.table.names import distinct_labels, distinct_names
 
 NAME_WIDE = 60  # a name column's most
 NAME_MAX = 24   # columns leave before a name gets narrower than this
@@ -34,6 +36,7 @@ class Col:
     justify: JustifyMethod = "right"
     drop: int = 0                   # leaves a narrow table in this order (1 first); 0 stays
     name: bool = False              # a kernel name: shortened to the width left for it
+    label: bool = False             # a name as recorded (a range, a module): cut in the middle
     wrap: bool = False              # words wrap onto more lines (a description, a label)
     lines: bool = False             # traceviz's own lines (each escaped): its breaks kept
 
@@ -42,33 +45,48 @@ class Col:
         """The header on one line: "launch-\\nbound" is "launch-bound"."""
         return self.header.replace("-\n", "-").replace("/\n", "/").replace("\n", " ")
 
+    @property
+    def named(self) -> bool:
+        """A name column: on one line, cut to the width the names are given."""
+        return self.name or self.label
+
+
+def _names(c: Col, values: tuple[str, ...], width: int, wide: bool) -> tuple[str, ...]:
+    """A name column's cells as shown at ``width``: kernel names told apart in their short
+    forms (with ``wide``, as recorded where that fits); names as recorded (a range, a
+    module) cut in the middle."""
+    if not c.name:
+        return _labels(values, width)
+    short = _distinct(values, width)
+    return tuple(v if wide and len(v) <= width else s
+                 for v, s in zip(values, short, strict=True))
+
 
 def _build(title: str, cols: Sequence[Col], rows: Sequence[Sequence[tuple[Col, str]]],
            two_lines: bool, name_width: int, wide: bool = False, measuring: bool = False,
            caption: str | None = None) -> Table:
-    """The table; ``measuring``: wrapping cells (and ``wide`` names) cut to the width
-    they may shrink to, so that the table's measure is the least it needs."""
+    """The table; ``measuring``: wrapping cells cut to the width they may shrink to, so
+    that the table's measure is the least it needs."""
     t = Table(title=visible(title), box=box.SIMPLE_HEAD, title_justify="left", caption=caption,
               caption_justify="left")
-    folded = [c.wrap or (c.name and wide) for c in cols]
-    for c, fold in zip(cols, folded, strict=True):
+    for c in cols:
         header = c.header if two_lines else c.one_line
-        if fold:
+        if c.wrap and not c.named:
             t.add_column(header, justify=c.justify, overflow="fold")
-        elif c.name:
+        elif c.named:
             t.add_column(header, justify=c.justify, no_wrap=True, overflow="ellipsis",
                          max_width=name_width)
         else:
             t.add_column(header, justify=c.justify, no_wrap=True)
-    names = {k: _distinct(tuple(row[k][1] for row in rows), name_width)
-             for k, c in enumerate(cols) if c.name and not wide}
+    names = {k: _names(c, tuple(row[k][1] for row in rows), name_width, wide)
+             for k, c in enumerate(cols) if c.named}
     for r, row in enumerate(rows):
         cells = []
         for k, (c, v) in enumerate(row):
             if k in names:
                 v = names[k][r]
-            elif folded[k] and measuring:
-                v = v[: name_width if c.name else WRAP_MIN]
+            elif c.wrap and measuring:
+                v = v[:WRAP_MIN]
             cells.append(Text(v))  # names from traces are text, never rich markup
         t.add_row(*cells)
     return t
@@ -79,6 +97,12 @@ def _distinct(names: tuple[str, ...], width: int) -> tuple[str, ...]:
     """``distinct_names``, once per table's names and width: a table is built several
     times while it is fitted."""
     return tuple(distinct_names(list(names), width))
+
+
+@functools.lru_cache(maxsize=64)
+def _labels(names: tuple[str, ...], width: int) -> tuple[str, ...]:
+    """``distinct_labels``, once per table's names and width."""
+    return tuple(distinct_labels(names, width))
 
 
 def _width(table: Table) -> int:
@@ -118,18 +142,21 @@ def fitted_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]],
     """The table of ``rows`` (one string per column) that fits ``width`` columns, and the
     headers of the columns it leaves out. Names are told apart (``names.distinct_names``)
     and have priority: they get up to ``NAME_WIDE`` columns, and columns leave before a
-    name gets under ``name_least`` (under ``NAME_MIN`` never). ``wide`` shows names whole,
-    folded onto more lines, at up to half the width. Where nothing fits, the narrowest
-    form (rich then crops it: only below the width of the columns that never leave)."""
+    name gets under ``name_least`` (under ``NAME_MIN`` only where every column left is one
+    that never leaves, so that no figure is cut). ``wide`` shows names as
+    recorded, whole where the width holds them, and columns leave before a name gets
+    under half the width. A name is on one line at every width. Where nothing fits, the
+    narrowest form (rich then crops it: only below the width of the columns that never
+    leave)."""
     rows = _shown(cols, rows)
     leaving = sorted((i for i, c in enumerate(cols) if c.drop), key=lambda i: cols[i].drop)
     kept = list(range(len(cols)))
     # names as shown at the most width: told apart, a name may be longer than its short form
-    longest = max((len(v) for k, c in enumerate(cols) if c.name
-                   for v in ([row[k] for row in rows] if wide else
-                             _distinct(tuple(row[k] for row in rows), NAME_WIDE))), default=0)
-    most = min(longest, max(NAME_MAX, width // 2)) if wide else min(longest, NAME_WIDE)
-    least = min(most, name_least)
+    cap = max(NAME_MAX, width - 8) if wide else NAME_WIDE
+    longest = max((len(v) for k, c in enumerate(cols) if c.named
+                   for v in _names(c, tuple(row[k] for row in rows), cap, wide)), default=0)
+    most = min(longest, cap)
+    least = min(most, max(name_least, width // 2)) if wide else min(most, name_least)
 
     def build(shown: list[Col], cells: list, two: bool, name_width: int,
               measuring: bool = False) -> Table:
@@ -141,15 +168,18 @@ def fitted_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]],
     while True:
         shown = [cols[i] for i in kept]
         cells = [[(cols[i], row[i]) for i in kept] for row in rows]
-        names = longest and any(c.name for c in shown)
+        names = longest and any(c.named for c in shown)
         for two_lines in (False, True):
             over = _form_width(sizes, kept, two_lines) - width
             if over <= 0:
                 return build(shown, cells, two_lines, most), _left(cols, kept)
-            if names and most - over >= least:  # the names give up what is over
-                return build(shown, cells, two_lines, most - over), _left(cols, kept)
+            room = _name_room(sizes, kept, two_lines, over) if names else 0
+            if names and room >= least:  # the names give up what is over
+                return build(shown, cells, two_lines, room), _left(cols, kept)
         if not leaving:
-            narrow = max(NAME_MIN, min(most - over, least)) if names else most
+            # names under NAME_MIN only where that keeps every figure whole
+            narrow = (min(room, least) if room >= NAME_MIN else room or NAME_MIN) \
+                if names else most
             return build(shown, cells, True, narrow), _left(cols, kept)
         kept.remove(leaving.pop(0))
 
@@ -177,17 +207,16 @@ class _Sizes:
         body = []
         for k, c in enumerate(cols):
             values = [row[k] for row in rows]
-            if c.name and not wide:
-                values = list(_distinct(tuple(values), name_width))
-            elif c.wrap or (c.name and wide):  # folded: cut as _build cuts it to measure
-                values = [v[: name_width if c.name else WRAP_MIN] for v in values]
+            if c.named:
+                values = list(_names(c, tuple(values), name_width, wide))
+            elif c.wrap:  # folded: cut as _build cuts it to measure
+                values = [v[:WRAP_MIN] for v in values]
             body.append(max((_lines_width(strip_control_codes(v)) for v in values),
                             default=0))
         return cls(cols, rows, name_width, wide,
                    tuple(_lines_width(c.one_line) for c in cols),
                    tuple(_lines_width(c.header) for c in cols), tuple(body),
-                   tuple(name_width if c.name and not (c.wrap or wide) else None
-                         for c in cols),
+                   tuple(name_width if c.named else None for c in cols),
                    any("[" in c.header or "[" in c.one_line for c in cols))
 
 
@@ -209,6 +238,21 @@ def _form_width(sizes: _Sizes, kept: list[int], two_lines: bool) -> int:
         cap = sizes.cap[i]
         total += w if cap is None else min(w, cap + pad)
     return total
+
+
+def _name_room(sizes: _Sizes, kept: list[int], two_lines: bool, over: int) -> int:
+    """The widest name width (at most ``sizes.name_width``) at which the form of ``kept``
+    columns, ``over`` columns too wide at that width, fits: every name column narrows to
+    it, each giving up only what it is wider than that."""
+    named = [max(sizes.two[i] if two_lines else sizes.one[i], sizes.body[i])
+             for i in kept if sizes.cols[i].named]
+    w = sizes.name_width
+    while w > 0:
+        saved = sum(min(n, sizes.name_width) - min(n, w) for n in named)
+        if saved >= over:
+            return w
+        w -= 1
+    return 0
 
 
 def _shown(cols: Sequence[Col], rows: Sequence[Sequence[str]]) -> list[list[str]]:

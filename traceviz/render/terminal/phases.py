@@ -51,7 +51,7 @@ def _modules(summary: Summary, top: int, width: int) -> tuple[Group, list[str]]:
     unit = " per step" if summary.steps else ""
     what = "leaf ops" if summary.cpu_trace else "kernels"
     shown = m[m["kernel_ns"].rank(method="first", ascending=False) <= top]
-    cols = [Col("module", "left", wrap=True), Col("calls", drop=3), Col("wall", drop=2),
+    cols = [Col("module", "left", label=True), Col("calls", drop=3), Col("wall", drop=2),
             Col(what, drop=1), Col(f"{what}\ntime"), Col("share")]
     rows = [["  " * int(r.depth) + str(r.module), f"{r.calls / per:,.0f}",
              fmt_ns(r.wall_ns / per), f"{r.kernels / per:,.0f}", fmt_ns(r.kernel_ns / per),

@@ -30,11 +30,12 @@ def ranges_section(s: Summary, page: Page) -> None:
 
 def _table(t, device: bool, page: Page):
     shown = t.head(page.top)
-    cols = [Col("range", "left", wrap=True), Col("style", drop=1), Col("count"),
+    cols = [Col("range", "left", label=True), Col("style", drop=1), Col("count"),
             Col("total"), Col("share"), Col("mean", drop=6), Col("median", drop=5),
             Col("min", drop=3), Col("max", drop=4), Col("std", drop=2)]
     if device:
-        cols += [Col("GPU\nops", drop=7), Col("GPU\nprojected"), Col("kernel\ntime")]
+        cols += [Col("GPU\nops", drop=7), Col("GPU\nprojected", drop=9),
+                 Col("kernel\ntime", drop=8)]
     rows = []
     for x in shown.itertuples(index=False):
         name = f"{x.parent} → {x.name}" if x.parent else str(x.name)
@@ -58,7 +59,7 @@ def _table(t, device: bool, page: Page):
 
 def _kernels(k, page: Page):
     top = k.sort_values("total_ns", ascending=False, kind="stable").head(page.top)
-    cols = [Col("range", "left", wrap=True), Col("kernel", "left", name=True),
+    cols = [Col("range", "left", label=True), Col("kernel", "left", name=True),
             Col("ranges", drop=2), Col("count"), Col("total"), Col("mean", drop=1)]
     rows = [[str(x.range), str(x.kernel), f"{x.ranges:,}", f"{x.kernels:,}",
              fmt_ns(x.total_ns), fmt_ns(x.avg_ns)] for x in top.itertuples(index=False)]
@@ -95,7 +96,7 @@ def _timeline(threads: list[dict], width: int) -> Group:
 
 def range_diff_table(diff, label_a: str, label_b: str, top: int, width: int):
     """``compare``'s table of two runs by range name (``analyses/compare/ranges.py``)."""
-    cols = [Col("range", "left", wrap=True), Col(f"calls\n{label_a}", drop=3),
+    cols = [Col("range", "left", label=True), Col(f"calls\n{label_a}", drop=3),
             Col(f"calls\n{label_b}", drop=2), Col(f"mean\n{label_a}"), Col(f"mean\n{label_b}"),
             Col("mean\nchange"), Col(f"total\n{label_a}", drop=5),
             Col(f"total\n{label_b}", drop=4), Col(f"share\n{label_a}", drop=7),
