@@ -11,7 +11,7 @@ overlap.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -132,12 +132,14 @@ class StepRows:
     waits: pd.DataFrame      # track, start_ns, end_ns (host-wait intervals)
     rows_in_step: int        # device rows in the step, drawn or not
     note: str = ""
+    cpu: bool = False        # a CPU trace: the rows are the host threads' CPU ops
 
 
 def step_rows(trace: Trace, budget: int) -> StepRows:
     """The step of median length (the whole trace without steps), its device rows on
     their stream lanes: at most ``budget`` of them, the longest, with a note saying how
-    many are left out and their time."""
+    many are left out and their time. A CPU trace (no device rows) draws its CPU ops
+    (``work_rows``: the leaf ops that play the kernels) on a track per host thread."""
     from traceviz.table.schema import DEVICE_KINDS
     from traceviz.units import fmt_ns, plural
 
@@ -150,7 +152,9 @@ def step_rows(trace: Trace, budget: int) -> StepRows:
     pick = int(np.argsort(length, kind="stable")[len(length) // 2])
     step, ws, we = int(w["step"].iloc[pick]), int(w["start_ns"].iloc[pick]), \
         int(w["end_ns"].iloc[pick])
-    dev = ev[ev["kind"].isin(DEVICE_KINDS).to_numpy()]
+    cpu = trace.is_cpu
+    what = "CPU op" if cpu else "device row"
+    dev = work_rows(trace) if cpu else ev[ev["kind"].isin(DEVICE_KINDS).to_numpy()]
     s0 = dev["ts_ns"].to_numpy(np.int64)
     e0 = s0 + dev["dur_ns"].to_numpy(np.int64)
     inside = (e0 > ws) & (s0 < we)
@@ -160,15 +164,21 @@ def step_rows(trace: Trace, budget: int) -> StepRows:
     if total > budget:
         keep = np.sort(np.argsort(-(e0 - s0), kind="stable")[:budget])
         left = np.setdiff1d(np.arange(total), keep)
-        note = (f"{plural(total, 'device row')} in this step: the {budget:,} longest are drawn, "
+        note = (f"{plural(total, what)} in this step: the {budget:,} longest are drawn, "
                 f"{len(left):,} shorter ones ({fmt_ns(int((e0 - s0)[left].sum()))} in all) "
                 "are left out to keep the file small")
         dev, s0, e0 = dev.iloc[keep], s0[keep], e0[keep]
-    device = dev["device"].to_numpy(np.int64)
-    stream = dev["stream"].to_numpy(np.int64)
-    lane = lanes(device * (1 << 32) + stream, s0, e0)
-    track = [f"GPU {d} stream {s}" + (f" lane {k}" if k else "")
-             for d, s, k in zip(device, stream, lane, strict=True)]
+    if cpu:  # a track per host thread; nested ops (none among leaves) on lanes of it
+        tid = dev["tid"].to_numpy(np.int64)
+        lane = lanes(tid, s0, e0)
+        track = [f"thread {t}" + (f" lane {k}" if k else "")
+                 for t, k in zip(tid, lane, strict=True)]
+    else:
+        device = dev["device"].to_numpy(np.int64)
+        stream = dev["stream"].to_numpy(np.int64)
+        lane = lanes(device * (1 << 32) + stream, s0, e0)
+        track = [f"GPU {d} stream {s}" + (f" lane {k}" if k else "")
+                 for d, s, k in zip(device, stream, lane, strict=True)]
     delay = dev["launch_delay_ns"]
     rows = pd.DataFrame({
         "row": dev.index.to_numpy(), "track": track, "name": dev["name"].astype(str).to_numpy(),
@@ -178,7 +188,8 @@ def step_rows(trace: Trace, budget: int) -> StepRows:
         "details": dev["details"].astype(object).where(dev["details"].notna(), "")
         .astype(str).to_numpy() if "details" in dev else "",
         "delay": [fmt_ns(x) if x is not pd.NA and x == x else "–" for x in delay.astype(object)],
-        "shapes": _op_shapes(trace, dev),
+        "shapes": _shapes(dev["details"]) if cpu and "details" in dev
+        else _op_shapes(trace, dev),
     })
     calls = ev[(ev["kind"] == "runtime").to_numpy() & (ev["launch_id"] >= 0).to_numpy()]
     cs = calls["ts_ns"].to_numpy(np.int64)
@@ -201,7 +212,7 @@ def step_rows(trace: Trace, budget: int) -> StepRows:
     waits = pd.DataFrame({"track": [f"GPU {int(d)} idle" for d in iv["device"]],
                           "start_ns": iv["start_ns"].to_numpy(np.int64) - ws,
                           "end_ns": iv["end_ns"].to_numpy(np.int64) - ws})
-    return StepRows(step, ws, we, rows, launches, waits, total, note)
+    return StepRows(step, ws, we, rows, launches, waits, total, note, cpu)
 
 
 def _op_shapes(trace: Trace, dev: pd.DataFrame) -> list[str]:
@@ -213,7 +224,11 @@ def _op_shapes(trace: Trace, dev: pd.DataFrame) -> list[str]:
         if "details" in trace.events else None
     if details is None or not len(op_row):
         return [""] * len(dev)
-    text = np.where(op_row >= 0, details[np.maximum(op_row, 0)], "")
-    # "dims:[[2, 3], [3]] types:[...]": the dims, as the op recorded them
+    return _shapes(np.where(op_row >= 0, details[np.maximum(op_row, 0)], ""))
+
+
+def _shapes(text: Any) -> list[str]:
+    """Per op's details, its input shapes ("dims:[[2, 3], [3]] types:[...]": the dims, as
+    the op recorded them; "" where none)."""
     return [t.split(" types:")[0].removeprefix("dims:")[:160] if isinstance(t, str)
             and t.startswith("dims:") else "" for t in text]

@@ -80,7 +80,7 @@ def test_capture_forward(tmp_path, model, capsys):
     names = set(trace.events["name"].astype(str))
     assert "forward" in names and "backward" not in names
     out = capsys.readouterr().out
-    assert "Top leaf ops" in out and "sequences/s" in out and "next:" in out
+    assert "Top CPU ops" in out and "sequences/s" in out and "next:" in out
 
 
 @pytest.mark.capture

@@ -70,7 +70,7 @@ def test_analyze_says_it_in_one_line(zoology, capsys):
     line = f"{n} kernel launches, no kernel records: the trace was taken without CUDA activity"
     assert out.count(line) == 1
     assert "TFLOP/s" not in out and "framework overhead" not in out
-    assert "leaf ops" not in out and "CPU trace" not in out
+    assert "CPU ops" not in out and "CPU trace" not in out
 
 
 def test_advise_names_the_missing_activity_first_and_alone(zoology):

@@ -251,7 +251,7 @@ def test_range_only_export_in_analyze_compare_whatif(capsys):
     assert main(["analyze", str(base)]) == 0
     text = capsys.readouterr().out
     assert "user ranges only: 1,824 ranges" in text and "transformer_forward" in text
-    assert "Top leaf ops" not in text
+    assert "Top CPU ops" not in text
     assert main(["compare", str(base), str(pool), "--json"]) == 0
     cmp = json.loads(capsys.readouterr().out)
     rows = {r["name"]: r for r in cmp["range_differences"][0]["ranges"]}

@@ -81,10 +81,12 @@ def test_sweep_plot_and_reports(sweep_dir, tmp_path):
     assert main(["report", str(sweep_dir), str(run), "-o", str(md)]) == 0
     text = md.read_text()
     for heading in ("## Environment", "## Time per batch, elapsed and sequences/s",
-                    "## What bounds the step, idle and launch-bound fractions",
+                    "## What bounds the step and framework overhead",
                     "## Where the time goes", "## Sweep",
                     "## Loss curves"):
         assert heading in text
+    # CPU points: their rates in GFLOP/s, no device column
+    assert "| model GFLOP/s |" in text and "TFLOP/s" not in text and "launch-bound" not in text
     images = list((tmp_path / "report_files").iterdir())
     assert images and all(p.read_bytes()[:4] == b"\x89PNG" for p in images)
     html = tmp_path / "report.html"

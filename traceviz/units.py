@@ -34,3 +34,18 @@ def fmt_bytes(n: float | None) -> str:
 
 def fmt_pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def flop_rate(cpu: bool) -> tuple[str, float]:
+    """The unit a FLOP rate is shown in and the factor from TFLOP/s (the analyses'
+    unit): GFLOP/s for CPU ops (a CPU's rates read 0.00 in TFLOP/s), TFLOP/s for a
+    device's kernels."""
+    return ("GFLOP/s", 1e3) if cpu else ("TFLOP/s", 1.0)
+
+
+def fmt_rate(tflops: float | None, cpu: bool, digits: int = 2) -> str:
+    """A FLOP rate given in TFLOP/s, in the unit ``flop_rate`` picks, with it."""
+    if tflops is None or tflops != tflops:
+        return "–"
+    unit, scale = flop_rate(cpu)
+    return f"{tflops * scale:,.{digits}f} {unit}"

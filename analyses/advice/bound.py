@@ -50,7 +50,7 @@ def device_bound(ctx: Context) -> Finding | None:
     if b.by != "device":
         return None
     s = ctx.summary
-    unit = "work ops" if s.cpu_trace else "kernels"
+    unit = "CPU ops" if s.cpu_trace else "kernels"
     evidence = [b.why]
     if top := _top_categories(ctx):
         evidence.append(f"{unit} by category: {top}")
@@ -62,10 +62,12 @@ def device_bound(ctx: Context) -> Finding | None:
                         f"{int(k['count']):,} calls)")
     return Finding(
         "device_bound", "Device-bound: the step is as long as its device work"
-        if not s.cpu_trace else "Compute-bound: the step is as long as its work ops",
+        if not s.cpu_trace else "Compute-bound: the step is as long as its CPU ops",
         evidence,
         f"make the {unit} faster or fewer: the findings below and `traceviz analyze` "
-        "(the efficiency section holds each op group against the device's peak) say "
-        "which; a faster host or fewer launches will not shorten this step",
+        + ("(the efficiency section holds each op group against the device's peak) say "
+           "which; a faster host or fewer launches will not shorten this step"
+           if not s.cpu_trace else "(the efficiency section holds each op group's GFLOP/s "
+           "and GB/s) say which; less framework overhead will not shorten this step"),
         None, None, {"busy_share": b.share})
 

@@ -56,8 +56,8 @@ def host_bound(ctx: Context) -> Finding | None:
         return Finding(
             "host_bound", "Framework overhead dominates",
             [f"{fmt_pct(share)} of the span ({fmt_ns(s.span_ns - s.busy_ns)} of "
-             f"{fmt_ns(s.span_ns)} {_over(s.steps)}) is outside the work ops",
-             f"{s.kernel_count:,} work ops, median {fmt_ns(s.kernel_dur.median_ns)}"],
+             f"{fmt_ns(s.span_ns)} {_over(s.steps)}) is outside the CPU ops",
+             f"{s.kernel_count:,} CPU ops, median {fmt_ns(s.kernel_dur.median_ns)}"],
             remedy(ctx, "cut per-op overhead: TorchScript or torch.compile the step, fuse "
                          "small ops, or raise the batch size so each op does more",
                     "cut per-op overhead: compile the step with XLA "

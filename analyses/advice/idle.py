@@ -49,16 +49,22 @@ def long_gaps(ctx: Context) -> Finding | None:
         top = max(w.causes.items(), key=lambda kv: kv[1])[0] if w is not None else None
         cause = "the host (nothing launched was pending)" + (
             f", mostly {label(ctx, top)}" if top else "")
+    if s.cpu_trace:  # no device: the gaps are the host threads' time outside CPU ops
+        cause = "the host threads' work outside the CPU ops (Python, the framework, " \
+            "anything unrecorded)"
     return Finding(
-        "long_gaps", "Long idle gaps on the device",
+        "long_gaps", "Long gaps between the CPU ops on the host threads" if s.cpu_trace
+        else "Long idle gaps on the device",
         [f"{plural(count, 'gap')} of >= {fmt_ns(LONG_GAP_NS)}, {fmt_ns(total)} in all "
          f"({fmt_pct(total / span)} of the span), longest {fmt_ns(longest)}",
-         f"most idle time waits for {cause}"],
+         f"most gap time goes to {cause}" if s.cpu_trace
+         else f"most idle time waits for {cause}"],
         "look at what the host does in the gaps (traceviz analyze --plot, the phases): "
         + ("data loading, logging, checkpointing" if ctx.run.mode == "training" else
            # no optimizer, no checkpoint: a forward's own host work
            "preparing inputs, post-processing outputs, logging")
-        + " or a synchronizing call; overlap it with device work",
+        + (" or a synchronizing call; overlap it with device work" if not s.cpu_trace
+           else ": move it out of the step or onto another thread"),
         None, None, {"count": count, "total_ns": total, "longest_ns": longest})
 
 

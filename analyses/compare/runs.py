@@ -85,6 +85,9 @@ class RunFigures:
             "sequences_per_s": self.sequences_per_s,
             "batch": self.batch, "time_per_sample_s": self.time_per_sample_s,
             "model_tflops": self.model_tflops, "mfu": self.mfu, "mfu_key": self.mfu_key,
+            # a CPU run prints its model rate in GFLOP/s
+            **({"model_gflops": None if self.model_tflops is None else
+                self.model_tflops * 1e3} if self.cpu_trace else {}),
             "peak_memory_bytes": self.peak_memory_bytes,
             "peak_memory_what": self.peak_memory_what or None,
             "utilization": self.utilization,
@@ -317,7 +320,8 @@ def kernel_diff(a: Trace, b: Trace, tolerance: float = 0.05) -> pd.DataFrame:
     calls (``attrs["unit"]`` says which; ``attrs["window_ns"]`` holds each run's window
     length, ``attrs["total_ns"]`` the time of all names per unit in each,
     ``attrs["total_change"]`` b's over a's minus 1, ``attrs["windows_apart"]`` the
-    windows' length ratio where it is ``WINDOWS_APART`` or more without steps).
+    windows' length ratio where it is ``WINDOWS_APART`` or more without steps,
+    ``attrs["cpu"]`` whether both are CPU traces: the names are CPU ops).
     ``calls_*``: raw counts; ``per_call_*``: mean ns per call (the name's total over its
     calls, so that the call count and the time per call multiply to the total and a
     "faster" name never took more time in the same number of calls);
@@ -354,6 +358,7 @@ def kernel_diff(a: Trace, b: Trace, tolerance: float = 0.05) -> pd.DataFrame:
     out = both.loc[order].reset_index(drop=True)
     out.attrs["unit"] = "step" if per_step else "s"
     out.attrs["window_ns"] = windows
+    out.attrs["cpu"] = a.is_cpu and b.is_cpu
     ta, tb = float(out["ns_a"].sum()), float(out["ns_b"].sum())
     out.attrs["total_ns"] = [ta, tb]  # per unit, every name: what the rows add up to
     out.attrs["total_change"] = (tb - ta) / ta if ta else None

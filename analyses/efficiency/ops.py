@@ -73,6 +73,7 @@ class Efficiency:
     flops_from: str = "ops"     # "workload": no op gave FLOPs, the run's own are used
     # why there are no figures at all (the kernels' time is not in the trace)
     reason: str | None = None
+    cpu: bool = False           # a CPU trace: the "kernels" are the host threads' CPU ops
 
     @property
     def coverage(self) -> float | None:
@@ -100,7 +101,22 @@ class Efficiency:
         return t / peak if peak and t is not None else None
 
     def to_dict(self, top: int = 20) -> dict[str, Any]:
+        """The section as ``--json`` holds it; a CPU trace's rates also in GFLOP/s
+        (``gflops``, ``gflops_busy``, ``gflops_span``, ``model_gflops``), as it prints
+        them."""
         p = self.peak
+
+        def giga(x: float | None) -> float | None:
+            return None if x is None or x != x else x * 1e3
+
+        model = (self.model or {}).get("model_tflops")
+        cpu_run = {"gflops_busy": giga(self.tflops_busy), "gflops_span": giga(
+            self.tflops_span), **({"model_gflops": giga(model)} if model is not None
+                                  else {})} if self.cpu else {}
+        frames = {name: frame.assign(gflops=frame["tflops"] * 1e3) if self.cpu
+                  and "tflops" in frame else frame
+                  for name, frame in (("groups", self.groups), ("kernels", self.kernels),
+                                      ("uncovered", self.uncovered))}
         return {
             "device": self.device,
             "peak": None if p is None else {"device": p.device, "figures": p.figures,
@@ -111,10 +127,9 @@ class Efficiency:
                     "tflops_busy": self.tflops_busy, "tflops_span": self.tflops_span,
                     "peak_key": self.run_key, "mfu_trace": self.mfu_trace,
                     "flops_from": self.flops_from,
-                    **(self.model or {})},
+                    **(self.model or {}), **cpu_run},
             **{name: [plain_row(r) for r in frame.head(top).to_dict("records")]
-               for name, frame in (("groups", self.groups), ("kernels", self.kernels),
-                                   ("uncovered", self.uncovered))},
+               for name, frame in frames.items()},
             "notes": self.notes,
             **({"reason": self.reason} if self.reason else {}),
         }
@@ -260,7 +275,8 @@ def efficiency(trace: Trace, peak: Peak | None = None, busy_ns: int = 0, span_ns
                                  own_name=trace.is_cpu)
     run_key = _run_key(groups, peak)
     eff = Efficiency(
-        device=device, peak=peak, groups=groups, kernels=kernels, uncovered=uncovered,
+        cpu=trace.is_cpu, device=device, peak=peak, groups=groups, kernels=kernels,
+        uncovered=uncovered,
         time_ns=int(dur.sum()), covered_ns=int(dur[k.covered].sum()),
         # pandas' sums, as before (its own summation where bottleneck is installed)
         # a sum over no known figure is unknown, not 0 (a trace without shapes)

@@ -199,7 +199,8 @@ def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = Fal
     kernels_only = work if trace.is_cpu else work[work["kind"] == "kernel"]
     notes = [str(n) for n in trace.meta.get("notes") or []]  # what the parser dropped
     if trace.is_cpu:
-        notes.append("CPU trace: no device rows; leaf framework ops play the kernels.")
+        notes.append("CPU trace: no device rows; the host threads' CPU ops (leaf framework ops) "
+                     "play the kernels.")
     if trace.is_cpu and (trace.events["kind"] == "runtime").any():
         notes.append("The trace has CUDA/HIP runtime calls but no device rows: GPU activity "
                      "was not recorded (e.g. a CUPTI counter session).")
@@ -215,7 +216,8 @@ def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = Fal
     elif not len(work) and not trace.kernel_activity_missing:  # that section says it
         notes.append("The trace has no kernels and no framework ops to analyze.")
     if ranges_only and trace.is_cpu:
-        notes.remove("CPU trace: no device rows; leaf framework ops play the kernels.")
+        notes.remove("CPU trace: no device rows; the host threads' CPU ops (leaf framework ops) "
+                     "play the kernels.")
     unknown = [d.device for d in devices if d.host_wait_ns is None]
     if not trace.is_cpu and unknown:
         notes.append("No launch call of device(s) " + ", ".join(map(str, unknown))

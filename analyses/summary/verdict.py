@@ -25,7 +25,8 @@ start-up is taken out. In this order:
   room for a host bound (the profiled host wait was the profiler's own). Its ``cause`` is
   the largest host group (``budget.HOST_GROUPS``): issuing work, untraced host work, the
   OS (sleep, I/O, locks), synchronous copies, synchronizations, allocation;
-- ``device``: otherwise; the device's own work sets the pace (a CPU trace: the ops).
+- ``device``: otherwise; the device's own work sets the pace (a CPU trace: the CPU ops
+  of the host threads, in CPU words: ``Bound.cpu``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ BOUND_TITLES = {"input": "the input pipeline", "host": "the host",
                 "device": "the device's own work", "communication": "communication",
                 "startup": "start-up (the trace records the program starting)",
                 "unknown": "unknown"}
+# a CPU trace (no device rows): the host threads' CPU ops do the work
+CPU_TITLES = {"device": "the CPU ops' own work on the host threads",
+              "host": "framework overhead on the host threads"}
 CAUSE_WORDS = {"launch": "issuing its work (launch calls, framework ops, Python between "
                          "them)",
                "untraced": "work the profiler did not record",
@@ -72,12 +76,15 @@ class Bound:
     # what the verdict was taken on: "steady steps", "windows less start-up", "windows"
     scope: str = "windows"
     steady: Budget | None = None  # the sums it was taken on (None: no host-wait split)
+    cpu: bool = False            # a CPU trace: the verdict in CPU words (``CPU_TITLES``)
 
     @property
     def title(self) -> str:
         """The verdict in words, the host's cause with it: what every output prints."""
         if self.by == "host" and self.cause:
             return f"the host, {CAUSE_WORDS.get(self.cause, self.cause)}"
+        if self.cpu and self.by in CPU_TITLES:
+            return CPU_TITLES[self.by]
         return BOUND_TITLES.get(self.by, self.by)
 
     def to_dict(self) -> dict[str, Any]:
@@ -166,13 +173,14 @@ def _cpu_bound(s: Summary) -> Bound:
     if input_idle >= INPUT_SHARE * span:
         return Bound("input", input_idle / span,
                      f"the step waits for its input {fmt_pct(input_idle / span)} of "
-                     "the span", {"input_idle_ns": input_idle})
+                     "the span", {"input_idle_ns": input_idle}, cpu=True)
     share = s.framework_overhead_fraction or 0.0
     if share >= HOST_SHARE:
         return Bound("host", share, f"{fmt_pct(share)} of the span is framework time "
-                     "outside the work ops", {"overhead_fraction": share})
-    return Bound("device", s.busy_ns / span, f"the work ops fill "
-                 f"{fmt_pct(s.busy_ns / span)} of the span", {"busy_ns": s.busy_ns})
+                     "outside the CPU ops", {"overhead_fraction": share}, cpu=True)
+    return Bound("device", s.busy_ns / span, f"the CPU ops fill "
+                 f"{fmt_pct(s.busy_ns / span)} of the span", {"busy_ns": s.busy_ns},
+                 cpu=True)
 
 
 def _steady(s: Summary, b: Budget, scope: str, extra: dict[str, Any]) -> Bound:

@@ -37,8 +37,8 @@ def host_speedup(g: ReplayGraph, x: float) -> tuple[ReplayGraph, list[str]]:
     gap = np.where(g.h_gap > 0, (g.h_gap / x).astype(np.int64), g.h_gap)
     if g.trace.is_cpu:
         return g.with_changes(h_gap=gap), [
-            f"the host time between work ops (framework overhead) shrinks {x:g}x, as a "
-            "compiled dispatcher would; the work ops keep their time"]
+            f"the host time between CPU ops (framework overhead) shrinks {x:g}x, as a "
+            "compiled dispatcher would; the CPU ops keep their time"]
     return g.with_changes(h_gap=gap), [
         f"the host time between runtime calls on every thread (Python, the framework's "
         f"dispatcher) shrinks {x:g}x, as a compiled dispatcher would; the calls themselves "

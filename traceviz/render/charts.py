@@ -46,7 +46,8 @@ def kernel_pie(summary: Summary, label: str, top: int = 8) -> plt.Figure:
     if rest > 0:
         labels.append(f"others ({len(k) - n})")
         sizes.append(rest)
-    fig, ax = plt.subplots(figsize=(10, 6))
+    # small beside the page: the pie a third of the width, its legend beside it
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
     if sum(sizes) > 0:
         wedges, _ = ax.pie(sizes, startangle=90, counterclock=False)
         total = sum(sizes)
@@ -55,7 +56,7 @@ def kernel_pie(summary: Summary, label: str, top: int = 8) -> plt.Figure:
                   frameon=False)
     else:
         ax.text(0.5, 0.5, "no kernel time", ha="center", va="center")
-    what = "leaf ops" if summary.cpu_trace else "kernels"
+    what = "CPU ops" if summary.cpu_trace else "kernels"
     ax.set_title(f"{label}: time by {what} (total {fmt_ns(summary.kernel_total_ns)})")
     ax.axis("equal")
     fig.tight_layout()

@@ -13,6 +13,7 @@ import html
 import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from urllib.parse import quote
 
 import pandas as pd
@@ -26,7 +27,9 @@ from traceviz.analyses.compare.runs import (
 )
 from traceviz.render.escape import file_name, markdown
 from traceviz.render.terminal.runs import MPE_TITLE, amp_rows, amp_verdict, mpe_note
-from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
+from traceviz.units import flop_rate, fmt_bytes, fmt_ns, fmt_pct
+
+NONE = "–"  # a cell without a figure; a column (a table) of nothing else is left out
 
 
 @dataclass
@@ -71,6 +74,7 @@ def _timed_section(figs: list[RunFigures]) -> Section:
     from traceviz.analyses.compare.runs import ordering_conflicts
 
     rows = []
+    cpu = all(f.cpu_trace for f in figs)
     for f in figs:
         s, per = f.summary, f.per_step
         t = s.timed
@@ -82,7 +86,8 @@ def _timed_section(figs: list[RunFigures]) -> Section:
             "profiled step": "–" if t is None else fmt_ns(t.profiled_ns),
             "timed step": "–" if t is None or t.timed_ns is None else fmt_ns(t.timed_ns),
             "profiler overhead": "–" if t is None or t.overhead is None else t.overhead_text,
-            "step per kernel (timed)": "–" if k["timed"] is None else fmt_ns(k["timed"]),
+            f"step per {'CPU op' if cpu else 'kernel'} (timed)": "–" if k["timed"] is None
+            else fmt_ns(k["timed"]),
             "host: API calls/step": "–" if main is None else fmt_ns(main["api_ns"] / per),
             "framework ops/step": "–" if main is None else fmt_ns(main["op_ns"] / per),
             "between ops/step": "–" if main is None else fmt_ns(main["between_ns"] / per),
@@ -91,15 +96,19 @@ def _timed_section(figs: list[RunFigures]) -> Section:
             f"{fmt_ns(most.multi_ns / per)} ({fmt_pct(most.overlap_fraction)} of busy)",
         })
     text = ("The time a user pays is the timed step (no profiler); the trace's figures are "
-            "profiled, slowed on the host by the profiler. Host time of the thread that "
-            "launched the most work, by cause: runtime API calls, framework ops' own time, "
-            "and the time between ops (Python, or on a TensorFlow/JAX runtime thread the "
-            "framework's executor; anything unrecorded). Streams: time with two or more "
-            "busy at once; 0 means their work never overlapped.")
+            "profiled, slowed on the host by the profiler.")
+    if not cpu:  # CPU runs have no launching thread or streams: those columns are empty
+        text += (
+            " Host time of the thread that launched the most work, by cause: runtime API "
+            "calls, framework ops' own time, and the time between ops (Python, or on a "
+            "TensorFlow/JAX runtime thread the framework's executor; anything "
+            "unrecorded). Streams: time with two or more busy at once; 0 means their "
+            "work never overlapped.")
     conflicts = ordering_conflicts(figs)
     if conflicts:
         text += " Profiled and timed orders disagree: " + "; ".join(conflicts) + "."
-    return Section("Profiled and timed step, host time, streams", text, pd.DataFrame(rows))
+    return Section("Profiled and timed step" if cpu else
+                   "Profiled and timed step, host time, streams", text, pd.DataFrame(rows))
 
 
 def _largest_wait(f: RunFigures) -> str:
@@ -134,6 +143,9 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
     )
 
     sections: list[Section] = []
+    cpu = bool(figs) and all(f.cpu_trace for f in figs)  # CPU words, no device columns
+    unit, scale = flop_rate(cpu)
+    work = "CPU ops" if cpu else "kernels"
     if figs:
         env = pd.DataFrame([{
             "run": f.label,
@@ -174,15 +186,17 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                 f"{f.sequences_per_s:,.1f}",
                 "time/sample": "–" if f.time_per_sample_s is None else
                 fmt_ns(f.time_per_sample_s * 1e9),
-                "model TFLOP/s": "–" if f.model_tflops is None else f"{f.model_tflops:,.2f}",
+                f"model {unit}": "–" if f.model_tflops is None else
+                f"{f.model_tflops * scale:,.2f}",
                 "MFU": "–" if f.mfu is None else f"{fmt_pct(f.mfu)} of {f.mfu_key}",
                 "peak memory": "–" if f.peak_memory_bytes is None else
                 f"{fmt_bytes(f.peak_memory_bytes)} {f.peak_memory_what}",
             })
         sections.append(Section(
             "Time per batch, elapsed and sequences/s",
-            "Benchmark phase without the profiler (median of the timed batches, device "
-            "synchronised). NOISY: the timed batches spread by CV > 10% or max/min > 1.5. "
+            "Benchmark phase without the profiler (median of the timed batches"
+            + ("" if cpu else ", device synchronised") + "). NOISY: the timed batches "
+            "spread by CV > 10% or max/min > 1.5. "
             "Profiler overhead: the steady profiled step (the profiler's start-up step "
             "left out) over the timed median, shown only where it lies outside the "
             "unprofiled batches' range.", pd.DataFrame(rows)))
@@ -190,14 +204,15 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
             "run": f.label, "phase": r.phase,
             "wall/step": fmt_ns(r.wall_ns / f.per_step) if r.wall_ns else "–",
             "busy/step": fmt_ns(r.busy_ns / f.per_step),
-            "kernels/step": f"{r.kernels / f.per_step:,.0f}",
+            f"{work}/step": f"{r.kernels / f.per_step:,.0f}",
             "casts/step": f"{r.casts / f.per_step:,.0f}",
             "cast time/step": fmt_ns(r.cast_ns / f.per_step),
         } for f in figs for r in f.summary.phases.itertuples(index=False)]
         if phase_rows:
             sections.append(Section(
-                "Phases", "Per marked phase (data, forward, backward, optimizer); device work "
-                "belongs to the phase its launch was made in.", pd.DataFrame(phase_rows)))
+                "Phases", "Per marked phase (data, forward, backward, optimizer); "
+                + ("a CPU op belongs to the phase it starts in." if cpu else "device work "
+                   "belongs to the phase its launch was made in."), pd.DataFrame(phase_rows)))
         bound = pd.DataFrame([{
             "run": f.label, "trace": "CPU" if f.cpu_trace else "GPU, no kernel records"
             if f.summary.kernel_activity_missing else "GPU",
@@ -205,7 +220,8 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
             "host wait, largest cause": _largest_wait(f),
             "busy/step": fmt_ns(f.busy_ns / f.per_step),
             "span/step": fmt_ns(f.span_ns / f.per_step),
-            "idle (CPU: framework overhead)": fmt_pct(f.idle_fraction),
+            "framework overhead" if cpu else "idle (CPU: framework overhead)":
+            fmt_pct(f.idle_fraction),
             "launch-bound (waiting for host)": fmt_pct(f.launch_bound_fraction),
             "queued idle/step": "–" if f.queued_idle_ns is None
             else fmt_ns(f.queued_idle_ns / f.per_step),
@@ -213,7 +229,12 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
             "tensor-core share (TF32/half/bf16/fp8)": fmt_pct(f.tensor_core_share),
         } for f in figs])
         sections.append(Section(
+            "What bounds the step and framework overhead" if cpu else
             "What bounds the step, idle and launch-bound fractions",
+            "Bound by: the verdict advise opens with (the input pipeline, framework "
+            "overhead on the host threads, or the CPU ops' own work). Per step window: "
+            "framework overhead = 1 - busy / span, busy being the time the CPU ops run."
+            if cpu else
             "Bound by: the verdict advise opens with (start-up, the input pipeline, "
             "communication, the host and what it was doing, or the device's own work). "
             "Per step window: idle = 1 - busy / span; launch-bound = the share of the span "
@@ -221,8 +242,9 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
             "host), whose largest cause is named; queued idle = idle while launched work "
             "waited.", bound))
         sections.append(_timed_section(figs))
-        pies = Section("Where the time goes",
-                       "Top kernels (leaf framework ops on a CPU trace) and others.")
+        pies = Section("Where the time goes", "Top CPU ops (the host threads' leaf "
+                       "framework ops) and others." if cpu else "Top kernels (CPU ops on a "
+                       "CPU trace) and others.")
         for f in figs:
             blank = blank_charts(f.summary).get("kernels_pie")
             if blank:  # no slice to draw: a line says why instead of an empty pie
@@ -256,13 +278,18 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                             "idle_fraction", "launch_bound_fraction", "cast_share",
                             "top_kernel", "error") if c in df]
         table = df[cols].copy()
+        # a sweep whose captured points are CPU traces: model GFLOP/s, framework overhead
+        done = df["cpu_trace"][df["status"] == "ok"] if {"cpu_trace", "status"} <= set(df) \
+            else pd.Series([], dtype=object)
+        on_cpu = bool(len(done)) and bool(done.fillna(False).astype(bool).all())
+        sweep_unit, sweep_scale = flop_rate(on_cpu)
         human: dict[str, Callable[[float], str]] = {
                  "time_per_batch_s": lambda v: fmt_ns(v * 1e9),
                  "time_min_s": lambda v: fmt_ns(v * 1e9),
                  "time_max_s": lambda v: fmt_ns(v * 1e9), "time_cv": fmt_pct,
                  "noisy": lambda v: "NOISY" if v else "",
                  "sequences_per_s": lambda v: f"{v:,.1f}",
-                 "model_tflops": lambda v: f"{v:,.2f}", "mfu": fmt_pct,
+                 "model_tflops": partial(_times, sweep_scale), "mfu": fmt_pct,
                  "peak_memory_bytes": fmt_bytes,
                  "idle_fraction": fmt_pct, "launch_bound_fraction": fmt_pct,
                  "cast_share": fmt_pct}
@@ -273,9 +300,10 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                                       "time_max_s": "max", "time_cv": "CV",
                                       "cpu_threads": "CPU threads",
                                       "sequences_per_s": "sequences/s",
-                                      "model_tflops": "model TFLOP/s",
+                                      "model_tflops": f"model {sweep_unit}",
                                       "peak_memory_bytes": "peak memory",
-                                      "idle_fraction": "idle (CPU: framework)",
+                                      "idle_fraction": "framework overhead" if on_cpu
+                                      else "idle (CPU: framework)",
                                       "launch_bound_fraction": "launch-bound",
                                       "cast_share": "cast share", "top_kernel": "top kernel"})
         images = [(f"{file_name(label)}_{name}.png", _png(fig))
@@ -284,6 +312,16 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                                 f"{(df['status'] == 'ok').sum()} of {len(df)} points captured.",
                                 table, images))
     return sections
+
+
+def shown_table(df: pd.DataFrame | None) -> pd.DataFrame | None:
+    """``df`` as a report shows it: columns (after the first, the key) holding nothing but
+    "–" left out, and no table at all where no figure is left (None)."""
+    if df is None or df.empty:
+        return None
+    keep = [c for i, c in enumerate(df.columns)
+            if i == 0 or not df[c].map(lambda v: isinstance(v, str) and v == NONE).all()]
+    return df[keep] if len(keep) > 1 else None
 
 
 def md_table(df: pd.DataFrame) -> str:
@@ -303,8 +341,8 @@ def to_markdown(sections: list[Section], title: str, image_dir: str) -> tuple[st
         out += [f"## {markdown(s.title)}", ""]
         if s.text:
             out += [markdown(s.text), ""]
-        if s.table is not None:
-            out += [md_table(s.table), ""]
+        if (table := shown_table(s.table)) is not None:
+            out += [md_table(table), ""]
         for name, png in s.images:
             rel = f"{image_dir}/{name}"
             files[rel] = png
@@ -318,10 +356,21 @@ def section_html(s: Section) -> str:
     body = [f"<h2>{html.escape(s.title)}</h2>"]
     if s.text:
         body.append(f"<p>{html.escape(s.text)}</p>")
-    if s.table is not None:
-        body.append(s.table.to_html(index=False, escape=True, border=0))
+    if (table := shown_table(s.table)) is not None:
+        body.append(table.to_html(index=False, escape=True, border=0))
     for name, png in s.images:
         data = base64.b64encode(png).decode()
-        body.append(f'<img alt="{html.escape(name)}" style="max-width:100%" '
-                    f'src="data:image/png;base64,{data}">')
+        # at most its own size (a PNG's pixels at 110 dpi), never stretched to the page
+        body.append(f'<img alt="{html.escape(name)}" style="max-width:min(100%, '
+                    f'{_png_width(png)}px)" src="data:image/png;base64,{data}">')
     return "".join(body)
+
+
+def _times(scale: float, v: float) -> str:
+    """A rate scaled to its unit (``units.flop_rate``), two decimals."""
+    return f"{v * scale:,.2f}"
+
+
+def _png_width(png: bytes) -> int:
+    """A PNG's width in pixels (its IHDR chunk)."""
+    return int.from_bytes(png[16:20], "big") if png[:8] == b"\x89PNG\r\n\x1a\n" else 800

@@ -17,17 +17,13 @@ import json
 from typing import Any
 
 from traceviz.analyses.compare.runs import RunFigures
+from traceviz.render.html_tables import NAME_CHARS, PALETTE, categories, efficiency, kernels_table
 from traceviz.render.report import Section, section_html
 from traceviz.trace import Trace
-from traceviz.units import fmt_ns, fmt_pct
+from traceviz.units import fmt_ns, fmt_pct, fmt_rate
 
 STEP_BUDGET = 3_000       # device rows drawn per step (and as many launch calls)
-NAME_CHARS = 200          # a hover's name, at most
 PATH_TRACK = "critical path (device rows)"
-PALETTE = {"gemm": "#1f77b4", "attention": "#9467bd", "rnn": "#17becf",
-           "elementwise": "#2ca02c", "reduction": "#bcbd22", "cast": "#d62728",
-           "memcpy": "#8c564b", "memset": "#e377c2", "communication": "#ff7f0e",
-           "other": "#7f7f7f", "launch": "#555555", "host wait": "#ff9896"}
 
 
 def _bokeh(module: str) -> Any:
@@ -87,10 +83,10 @@ def _run(i: int, label: str, trace: Trace, fig: RunFigures) -> tuple[list[Any], 
 
     s = fig.summary
     head = (f"<h2>{html.escape(label)}</h2><p>{html.escape(_run_line(fig))}</p>")
-    parts: list[Any] = [Div(text=head, sizing_mode="stretch_width"), _kernels_table(i, s),
-                        _categories(i, s)]
+    parts: list[Any] = [Div(text=head, sizing_mode="stretch_width"), kernels_table(i, s),
+                        categories(i, s)]
     if s.efficiency is not None and len(s.efficiency.groups):
-        parts.append(_efficiency(s))
+        parts.append(efficiency(s))
     if s.memory is not None:
         from traceviz.render.terminal.efficiency import memory_render
 
@@ -110,9 +106,9 @@ def _run_line(f: RunFigures) -> str:
     t = f.timings
     bits = []
     if f.time_per_batch_s is not None:
-        bits.append(f"{f.time_per_batch_s * 1e3:,.3f} ms per batch")
+        bits.append(f"{fmt_ns(f.time_per_batch_s * 1e9)} per batch")
         if t is not None:
-            bits.append(f"min {t.min_s * 1e3:,.3f} ms, max {t.max_s * 1e3:,.3f} ms, "
+            bits.append(f"min {fmt_ns(t.min_s * 1e9)}, max {fmt_ns(t.max_s * 1e9)}, "
                         f"CV {100 * t.cv:.1f}%" + (" NOISY" if t.noisy else ""))
     per = f.per_step
     bits.append(f"busy {fmt_ns(f.busy_ns / per)} of {fmt_ns(f.span_ns / per)} per profiled "
@@ -123,95 +119,12 @@ def _run_line(f: RunFigures) -> str:
     if f.launch_bound_fraction is not None:
         bits.append(f"launch-bound {fmt_pct(f.launch_bound_fraction)}")
     if f.model_tflops is not None:
-        bits.append(f"model {f.model_tflops:,.2f} TFLOP/s")
+        bits.append(f"model {fmt_rate(f.model_tflops, f.cpu_trace)}")
     if f.peak_memory_bytes is not None:
         from traceviz.units import fmt_bytes
 
         bits.append(f"peak memory {fmt_bytes(f.peak_memory_bytes)} {f.peak_memory_what}")
     return "; ".join(bits)
-
-
-def _kernels_table(i: int, s: Any) -> Any:
-    """The kernels, sortable by any column; a filter box narrows them by name."""
-    column = _bokeh("bokeh.layouts").column
-    models = _bokeh("bokeh.models")
-    BooleanFilter = models.BooleanFilter
-    CDSView = models.CDSView
-    ColumnDataSource = models.ColumnDataSource
-    CustomJS = models.CustomJS
-    DataTable = models.DataTable
-    HTMLTemplateFormatter = models.HTMLTemplateFormatter
-    NumberFormatter = models.NumberFormatter
-    TableColumn = models.TableColumn
-    TextInput = models.TextInput
-
-    from traceviz.table.names import distinct_names
-
-    k = s.kernels.head(200)
-    full = [str(n)[:10 * NAME_CHARS] for n in k["name"]]
-    src = ColumnDataSource({
-        "name": distinct_names(list(k["name"].astype(str)), 80), "full": full,
-        "category": k["category"].astype(str).tolist(), "count": k["count"].tolist(),
-        "total_us": (k["total_ns"] / 1e3).round(1).tolist(),
-        "mean_us": (k["mean_ns"] / 1e3).round(2).tolist(),
-        "share": (100 * k["share"]).round(2).tolist()})
-    view = CDSView(filter=BooleanFilter([True] * len(k)))
-    name_fmt = HTMLTemplateFormatter(template='<span title="<%- full %>"><%- value %></span>')
-    cols = [TableColumn(field="name", title="kernel (hover: full name)", formatter=name_fmt,
-                        width=420),
-            TableColumn(field="category", title="category", width=90),
-            TableColumn(field="count", title="count", width=60),
-            TableColumn(field="total_us", title="total µs",
-                        formatter=NumberFormatter(format="0,0.0"), width=90),
-            TableColumn(field="mean_us", title="mean µs",
-                        formatter=NumberFormatter(format="0,0.00"), width=80),
-            TableColumn(field="share", title="share %",
-                        formatter=NumberFormatter(format="0.00"), width=70)]
-    table = DataTable(source=src, view=view, columns=cols, sortable=True, reorderable=False,
-                      height=260,
-                      sizing_mode="stretch_width", name=f"kernels-{i}")
-    box = TextInput(placeholder="filter kernels by name", width=320)
-    box.js_on_change("value", CustomJS(args={"src": src, "view": view}, code="""
-const q = cb_obj.value.toLowerCase();
-view.filter.booleans = src.data["full"].map(n => n.toLowerCase().includes(q));
-src.change.emit();
-"""))
-    return column(box, table, sizing_mode="stretch_width")
-
-
-def _categories(i: int, s: Any) -> Any:
-    ColumnDataSource = _bokeh("bokeh.models").ColumnDataSource
-    HoverTool = _bokeh("bokeh.models").HoverTool
-    figure = _bokeh("bokeh.plotting").figure
-
-    c = s.categories[s.categories["total_ns"] > 0].sort_values("total_ns")
-    src = ColumnDataSource({"category": c["category"].astype(str).tolist(),
-                            "ms": (c["total_ns"] / 1e6).tolist(),
-                            "share": (100 * c["share"]).round(1).tolist(),
-                            "color": [PALETTE.get(x, "#7f7f7f") for x in c["category"]]})
-    p = figure(y_range=list(src.data["category"]), height=40 + 24 * len(c), width=560,
-               title="Device time per category (ms, whole trace)", toolbar_location=None,
-               name=f"categories-{i}")
-    p.hbar(y="category", right="ms", height=0.7, color="color", source=src)
-    p.add_tools(HoverTool(tooltips=[("category", "@category"), ("time", "@ms{0,0.000} ms"),
-                                    ("share", "@share %")]))
-    return p
-
-
-def _efficiency(s: Any) -> Any:
-    Div = _bokeh("bokeh.models").Div
-
-    g = s.efficiency.groups.head(10)
-    rows = "".join(
-        f"<tr><td>{html.escape(str(r.op))}</td><td>{html.escape(_cut(str(r.dims), 80))}</td>"
-        f"<td>{fmt_ns(r.time_ns)}</td><td>{_n(r.tflops)}</td><td>{_n(r.gbps, 0)}</td>"
-        f"<td>{_n(None if r.pct_peak is None else 100 * r.pct_peak, 1)}</td>"
-        f"<td>{html.escape(str(r.bound or '-'))}</td></tr>"
-        for r in g.itertuples(index=False))
-    return Div(text="<h3>Efficiency: op groups by device time</h3><table><tr><th>op</th>"
-                    "<th>shapes</th><th>time</th><th>TFLOP/s</th><th>GB/s</th>"
-                    f"<th>% of peak</th><th>bound</th></tr>{rows}</table>",
-               sizing_mode="stretch_width")
 
 
 def _plain(renderable: Any) -> str:
@@ -223,14 +136,6 @@ def _plain(renderable: Any) -> str:
     console = Console(width=200, record=True, file=io.StringIO())
     console.print(renderable)
     return console.export_text().strip()
-
-
-def _cut(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def _n(x: Any, digits: int = 2) -> str:
-    return "–" if x is None or x != x else f"{float(x):,.{digits}f}"
 
 
 def _streams_line(s: Any) -> str:
@@ -249,7 +154,8 @@ def _streams_line(s: Any) -> str:
 
 def _timeline(i: int, label: str, trace: Trace, streams: str = "") -> tuple[Any, dict]:
     """One step (the one of median length) of the run: device rows per stream lane,
-    launch calls on a host row, host-wait gaps on a row of their own."""
+    launch calls on a host row, host-wait gaps on a row of their own; a CPU trace: its
+    CPU ops per host thread. Times in µs from the step's start, in ms from 10 ms."""
     ColumnDataSource = _bokeh("bokeh.models").ColumnDataSource
     Div = _bokeh("bokeh.models").Div
     HoverTool = _bokeh("bokeh.models").HoverTool
@@ -261,15 +167,18 @@ def _timeline(i: int, label: str, trace: Trace, streams: str = "") -> tuple[Any,
     check = {"run": label, "source": f"timeline-{i}-rows", "kernels_in_step": tl.rows_in_step,
              "tooltip": "@name"}
     if tl.rows.empty:
-        return Div(text="<p>(no device rows: no timeline)</p>"), check
+        return Div(text="<p>(no CPU ops in the step: no timeline)</p>" if tl.cpu else
+                   "<p>(no device rows: no timeline)</p>"), check
     r = tl.rows
     on_path = _on_critical_path(trace, r["row"].to_numpy())
+    path_track = "critical path (CPU ops)" if tl.cpu else PATH_TRACK
     tracks = (["host: launch calls"] if len(tl.launches) else []) \
         + list(dict.fromkeys(r["track"])) + list(dict.fromkeys(tl.waits["track"])) \
-        + ([PATH_TRACK] if on_path.any() else [])
+        + ([path_track] if on_path.any() else [])
+    scale, unit = (1e6, "ms") if tl.end_ns - tl.start_ns >= 10_000_000 else (1e3, "µs")
     src = ColumnDataSource(name=f"timeline-{i}-rows", data={
         "name": [str(n)[:NAME_CHARS] for n in r["name"]], "y": r["track"].tolist(),
-        "x0": (r["start_ns"] / 1e3).tolist(), "x1": (r["end_ns"] / 1e3).tolist(),
+        "x0": (r["start_ns"] / scale).tolist(), "x1": (r["end_ns"] / scale).tolist(),
         "dur": [fmt_ns(d) for d in r["end_ns"] - r["start_ns"]],
         "category": r["category"].tolist(), "op": r["op"].tolist(),
         "config": r["details"].tolist(), "shapes": r["shapes"].tolist(),
@@ -277,13 +186,17 @@ def _timeline(i: int, label: str, trace: Trace, streams: str = "") -> tuple[Any,
         "color": [PALETTE.get(c, "#7f7f7f") for c in r["category"]],
         "path": ["yes" if x else "no" for x in on_path]})
     p = figure(y_range=tracks[::-1], height=80 + 26 * len(tracks), sizing_mode="stretch_width",
-               title=f"{label}: step {tl.step} ({fmt_ns(tl.end_ns - tl.start_ns)}), µs from "
-                     "its start; drag to pan, wheel to zoom",
+               title=f"{label}: step {tl.step} ({fmt_ns(tl.end_ns - tl.start_ns)})"
+                     + (", the host threads' CPU ops" if tl.cpu else "")
+                     + f", {unit} from its start; drag to pan, wheel to zoom",
                tools="xpan,xwheel_zoom,box_zoom,reset,save", active_scroll="xwheel_zoom",
                name=f"timeline-{i}")
     p.hbar(y="y", left="x0", right="x1", height=0.8, color="color", source=src)
-    p.xaxis.formatter = _bokeh("bokeh.models").NumeralTickFormatter(format="0,0")
+    p.xaxis.formatter = _bokeh("bokeh.models").NumeralTickFormatter(format="0.[0]")
+    p.xaxis.axis_label = f"{unit} from the step's start"
     p.add_tools(HoverTool(renderers=p.renderers[-1:], tooltips=[
+        ("name", "@name"), ("duration", "@dur"), ("category", "@category"),
+        ("input shapes", "@shapes"), ("on the critical path", "@path")] if tl.cpu else [
         ("name", "@name"), ("duration", "@dur"), ("category", "@category"), ("op", "@op"),
         ("op's input shapes", "@shapes"), ("launch configuration", "@config"),
         ("launch delay", "@delay"),
@@ -293,18 +206,18 @@ def _timeline(i: int, label: str, trace: Trace, streams: str = "") -> tuple[Any,
         BooleanFilter = _bokeh("bokeh.models").BooleanFilter
         CDSView = _bokeh("bokeh.models").CDSView
 
-        p.hbar(y=value(PATH_TRACK), left="x0", right="x1", height=0.8, color="#000000",
+        p.hbar(y=value(path_track), left="x0", right="x1", height=0.8, color="#000000",
                source=src, view=CDSView(filter=BooleanFilter([bool(x) for x in on_path])))
     if len(tl.launches):
         ls = ColumnDataSource({"name": tl.launches["name"].tolist(),
                                "y": ["host: launch calls"] * len(tl.launches),
-                               "x0": (tl.launches["start_ns"] / 1e3).tolist(),
-                               "x1": (tl.launches["end_ns"] / 1e3).tolist()})
+                               "x0": (tl.launches["start_ns"] / scale).tolist(),
+                               "x1": (tl.launches["end_ns"] / scale).tolist()})
         p.hbar(y="y", left="x0", right="x1", height=0.8, color=PALETTE["launch"], source=ls)
     if len(tl.waits):
         ws = ColumnDataSource({"y": tl.waits["track"].tolist(),
-                               "x0": (tl.waits["start_ns"] / 1e3).tolist(),
-                               "x1": (tl.waits["end_ns"] / 1e3).tolist()})
+                               "x0": (tl.waits["start_ns"] / scale).tolist(),
+                               "x1": (tl.waits["end_ns"] / scale).tolist()})
         p.hbar(y="y", left="x0", right="x1", height=0.8, color=PALETTE["host wait"], source=ws)
     note = f" {tl.note}" if tl.note else ""
     note += f" {streams}" if streams else ""

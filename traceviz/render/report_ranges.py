@@ -26,35 +26,41 @@ def ranges_parts(i: int, label: str, summary: Any) -> list[Any]:
     r = summary.ranges
     if not len(r):
         return []
-    return [_table(i, r.table), _track(i, label, r.rows)]
+    return [_table(i, r.table, r.has_device_work), _track(i, label, r.rows)]
 
 
-def _table(i: int, t: Any) -> Any:
+def _table(i: int, t: Any, device: bool) -> Any:
+    """Sortable; times as the terminal writes them, rows numbered from 1; the device
+    columns (GPU projected, kernel time) only where a range launched device work."""
+    from traceviz.render.html_tables import time_column, times
+
     models = _bokeh("bokeh.models")
     NumberFormatter = models.NumberFormatter
     TableColumn = models.TableColumn
+    figures = {k: times(t[c]) for k, c in (("total", "total_ns"), ("mean", "avg_ns"),
+                                           ("median", "med_ns"), ("gpu", "proj_ns"),
+                                           ("kernel", "kernel_ns"))}
     src = models.ColumnDataSource({
+        "rank": list(range(1, len(t) + 1)),
+        **{k: v["ns"] for k, v in figures.items()},
+        **{f"{k}_text": v["text"] for k, v in figures.items()},
         "name": [(f"{p} → " if p else "") + str(n) for n, p in zip(t["name"], t["parent"],
                                                                   strict=True)],
         "style": t["style"].astype(str).tolist(), "count": t["instances"].tolist(),
-        "total_us": (t["total_ns"] / 1e3).round(1).tolist(),
-        "mean_us": (t["avg_ns"] / 1e3).round(2).tolist(),
-        "median_us": (t["med_ns"] / 1e3).round(2).tolist(),
-        "share": (100 * t["share"]).round(2).tolist(),
-        "gpu_us": (t["proj_ns"] / 1e3).round(1).tolist(),
-        "kernel_us": (t["kernel_ns"] / 1e3).round(1).tolist()})
-    us = NumberFormatter(format="0,0.0")
-    cols = [TableColumn(field="name", title="range (parent → range)", width=420),
+        "share": (100 * t["share"]).round(2).tolist()})
+    cols = [TableColumn(field="rank", title="#", width=40),
+            TableColumn(field="name", title="range (parent → range)", width=420),
             TableColumn(field="style", title="style", width=70),
             TableColumn(field="count", title="count", width=60),
-            TableColumn(field="total_us", title="total µs", formatter=us, width=90),
-            TableColumn(field="mean_us", title="mean µs", formatter=us, width=80),
-            TableColumn(field="median_us", title="median µs", formatter=us, width=80),
+            time_column("total", "total", 90), time_column("mean", "mean", 80),
+            time_column("median", "median", 80),
             TableColumn(field="share", title="share %",
-                        formatter=NumberFormatter(format="0.00"), width=70),
-            TableColumn(field="gpu_us", title="GPU projected µs", formatter=us, width=110),
-            TableColumn(field="kernel_us", title="kernel µs", formatter=us, width=90)]
+                        formatter=NumberFormatter(format="0.00"), width=70)]
+    if device:
+        cols += [time_column("gpu", "GPU projected", 110),
+                 time_column("kernel", "kernel time", 90)]
     return models.DataTable(source=src, columns=cols, sortable=True, reorderable=False,
+                            index_position=None,
                             height=min(60 + 26 * len(t), 320), sizing_mode="stretch_width",
                             name=f"ranges-{i}")
 
@@ -69,15 +75,19 @@ def _track(i: int, label: str, rows: Any) -> Any:
     track = [f"thread {t} · level {d}" for t, d in zip(shown["tid"], shown["depth"],
                                                         strict=True)]
     origin = int(rows["start_ns"].min())
+    # µs, or ms where the ranges span 10 ms or more (as the step timeline picks)
+    scale, unit = (1e6, "ms") if int(rows["end_ns"].max()) - origin >= 10_000_000 \
+        else (1e3, "µs")
     src = models.ColumnDataSource(name=f"ranges-{i}-rows", data={
         "name": shown["name"].astype(str).tolist(), "y": track,
-        "x0": ((shown["start_ns"] - origin) / 1e3).tolist(),
-        "x1": ((shown["end_ns"] - origin) / 1e3).tolist(),
+        "x0": ((shown["start_ns"] - origin) / scale).tolist(),
+        "x1": ((shown["end_ns"] - origin) / scale).tolist(),
         "dur": [fmt_ns(d) for d in shown["dur_ns"]]})
     tracks = sorted(set(track))
     p = figure(y_range=tracks[::-1], height=80 + 26 * len(tracks),
                sizing_mode="stretch_width",
-               title=f"{label}: user ranges, µs from the first; drag to pan, wheel to zoom",
+               title=f"{label}: user ranges, {unit} from the first; drag to pan, wheel to "
+                     "zoom",
                tools="xpan,xwheel_zoom,box_zoom,reset,save", active_scroll="xwheel_zoom",
                name=f"ranges-track-{i}")
     p.hbar(y="y", left="x0", right="x1", height=0.8, color=RANGE_COLOR, source=src)

@@ -145,18 +145,21 @@ def advice_render(findings: list[Finding], steps: int,
     if not findings:
         return Group(*head, Text("No finding: no rule fired on this trace "
                                  "(docs/advise.md lists what each rule looks for)."))
-    return Group(*head, *_findings([(None, f) for f in findings], steps, timed))
+    return Group(*head, *_findings([(None, f) for f in findings], steps, timed,
+                                    bound is not None and bound.cpu))
 
 
 def _findings(found: Sequence[tuple[str | None, Finding]], steps: int,
-              timed: TimedStep | None) -> list[RenderableType]:
-    """The findings, numbered, each with its source where one is given."""
+              timed: TimedStep | None, cpu: bool = False) -> list[RenderableType]:
+    """The findings, numbered, each with its source where one is given (``cpu``: a CPU
+    trace's, whose timed replay scales every op, there being no device work)."""
     known = timed is not None and timed.known
+    model = "every CPU op's time scaled" if cpu else \
+        "device work as recorded and host work scaled"
     parts: list[RenderableType] = [Text(
         "Each saving is a whatif scenario against the replay as recorded; they overlap and "
         "do not add up." + (" Savings are per timed step (no profiler): the replay with "
-                            "device work as recorded and host work scaled so that it "
-                            "lasts the timed step." if known else ""),
+                            f"{model} so that it lasts the timed step." if known else ""),
         style="dim"), Text(profiled_note(timed), style="dim"), Text("")]
     for i, (source, f) in enumerate(found, 1):
         title = Text(f"{i}. " + (f"[{source}] " if source else "") + f.title, style="bold")

@@ -19,7 +19,7 @@ def cast_section(s: Summary, page: Page) -> None:
 
 def _casts(s: Summary, wide: bool, width: int) -> tuple[Group, list[str]]:
     c = s.casts
-    what = "leaf ops" if s.cpu_trace else "kernels"
+    what = "CPU ops" if s.cpu_trace else "kernels"
     line = Text.assemble(
         ("Cast ops (AMP)", "italic"),
         f": {c.count:,} cast {what}, {fmt_ns(c.total_ns)} = {fmt_pct(c.share_of_busy)} of busy "

@@ -56,7 +56,7 @@ def critical_path_render(cp: CriticalPath, top: int = 10, width: int = 120) -> G
         parts.append(Text("the path is profiled time (no timed step in this trace)",
                           style="dim"))
     on = cp.kernels[cp.kernels["on_path_ns"] > 0].head(top)
-    what = "leaf ops" if cp.is_cpu else "kernels"
+    what = "CPU ops" if cp.is_cpu else "kernels"
     if len(on):
         rows = [[str(r["name"]), fmt_ns(r["on_path_ns"] / per),
                  _count(r["on_path_calls"] / per), fmt_pct(r["share"]), str(r["category"])]

@@ -12,14 +12,18 @@ from traceviz.analyses.summary.figures import Summary
 from traceviz.analyses.summary.memory import Memory
 from traceviz.render.terminal.fit import Col, fitted_table, left_note
 from traceviz.render.terminal.page import Page
-from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
+from traceviz.units import flop_rate, fmt_bytes, fmt_ns, fmt_pct
 
-# at the narrowest: op, time, TFLOP/s, % of peak (what the section is for)
-_GROUP_COLS = [Col("op", "left", name=True), Col("shapes", "left", drop=3),
-               Col("prec", "left", drop=5), Col("calls", drop=6), Col("time"),
-               Col("GFLOP", drop=2), Col("GB", drop=1), Col("TFLOP/s"), Col("GB/s", drop=9),
-               Col("FLOP/\nbyte", drop=4), Col("% of\npeak"), Col("% of\nBW", drop=7),
-               Col("bound", "left", drop=8)]
+
+def _group_cols(cpu: bool) -> list[Col]:
+    """At the narrowest: op, time, the FLOP rate, % of peak (what the section is for).
+    A CPU trace: GFLOP/s, and no peak or bound columns (no peak figures for CPUs)."""
+    cols = [Col("op", "left", name=True), Col("shapes", "left", drop=3),
+            Col("prec", "left", drop=5), Col("calls", drop=6), Col("time"),
+            Col("GFLOP", drop=2), Col("GB", drop=1), Col(flop_rate(cpu)[0]),
+            Col("GB/s", drop=9), Col("FLOP/\nbyte", drop=4)]
+    return cols + [Col("% of\npeak"), Col("% of\nBW", drop=7),
+                   Col("bound", "left", drop=8)]
 
 
 def efficiency_section(s: Summary, page: Page) -> None:
@@ -51,7 +55,7 @@ def _amount(total: float, rate: float, scale: float, digits: int) -> str:
     return "–" if rate != rate and not total else _num(total / scale, digits)
 
 
-def _shapes(dims: str) -> str:
+def shapes_text(dims: str) -> str:
     """The tensor shapes of a dims record on one line, scalars left out."""
     try:
         d = json.loads(dims)
@@ -80,46 +84,55 @@ def efficiency_render(e: Efficiency, top: int = 15, width: int = 120) -> Group:
         return Group(Text.assemble(("efficiency", "bold"), ": no figures: ", e.reason))
     parts: list[RenderableType] = []
     rows = []
+    unit, scale = flop_rate(e.cpu)
+    peaks = e.peak is not None or not e.cpu  # a CPU without --peak: no columns of "–"
     for r in e.groups.head(top).itertuples(index=False):
         prec = r.precision if isinstance(r.precision, str) else "?"
         key = f" ({r.peak_key})" if isinstance(r.peak_key, str) and r.peak_key != prec else ""
-        rows.append([str(r.op).removeprefix("aten::"), _shapes(r.dims),
+        rows.append([str(r.op).removeprefix("aten::"), shapes_text(r.dims),
                      f"{prec}{key}",
                      f"{int(r.calls):,}", fmt_ns(int(r.time_ns)),
                      _amount(r.flops, r.tflops, 1e9, 2), _amount(r.bytes, r.gbps, 1e9, 3),
-                     _num(r.tflops), _num(r.gbps, 0),
+                     _num(r.tflops * scale), _num(r.gbps, 2 if e.cpu else 0),
                      _num(r.intensity, 1), _pct(r.pct_peak), _pct(r.pct_bw),
-                     r.bound if isinstance(r.bound, str) and r.bound else "–"])
+                     r.bound if isinstance(r.bound, str) and r.bound else "–"][
+                         :None if peaks else 10])
     if rows:
-        table, left = fitted_table("Efficiency: op groups (name and shapes) by device time",
-                                   _GROUP_COLS, rows, width)
+        cols = _group_cols(e.cpu)[:None if peaks else 10]
+        table, left = fitted_table(
+            "Efficiency: op groups (name and shapes) by "
+            + ("CPU op time" if e.cpu else "device time"), cols, rows, width)
         parts.append(table)
-        parts.append(Text("prec: the op's precision, in parentheses the peak it is held "
+        parts.append(Text("prec: the op's precision." if e.cpu and not peaks else
+                          "prec: the op's precision, in parentheses the peak it is held "
                           "against where that differs (FP32 matrix ops on TF32 kernels: "
-                          "tf32). bound: the side of the roofline's ridge point; low % of "
-                          "peak and of bandwidth together mean latency or launches bound it.",
+                          "tf32)." + (" bound: the side of the roofline's ridge point; low "
+                                      "% of peak and of bandwidth together mean latency or "
+                                      "launches bound it." if peaks else ""),
                           style="dim"))
         if left_line := left_note(width, {"efficiency": left}):
             parts.append(left_line)
     # an unknown figure is said to be (the notes below say why), never printed as 0
     moved = f"bytes {e.bytes / 1e9:,.2f} GB" if e.bytes is not None else \
         "bytes unknown (no dtypes recorded)" if e.flops is not None else "bytes unknown"
-    flops = "FLOPs unknown" if e.flops is None else f"FLOPs {e.flops / 1e9:,.1f} G" + (
+    digits = 3 if e.cpu else 1  # a CPU op's GFLOPs are small
+    flops = "FLOPs unknown" if e.flops is None else f"FLOPs {e.flops / 1e9:,.{digits}f} G" + (
         " (the workload's)" if e.flops_from == "workload" else "")
-    run = [f"{flops}, {moved} over {fmt_ns(e.time_ns)} of kernel time "
+    run = [f"{flops}, {moved} over {fmt_ns(e.time_ns)} of "
+           f"{'CPU op' if e.cpu else 'kernel'} time "
            f"({fmt_pct(e.coverage)} covered by a formula)"]
     if e.flops is None:
-        run.append("TFLOP/s unknown")
-    elif e.tflops_busy is not None:
-        run.append(f"{_num(e.tflops_busy)} TFLOP/s over busy time; {_num(e.tflops_span)} "
-                   "TFLOP/s over the span"
+        run.append(f"{unit} unknown")
+    elif e.tflops_busy is not None and e.tflops_span is not None:
+        run.append(f"{_num(e.tflops_busy * scale)} {unit} over busy time; "
+                   f"{_num(e.tflops_span * scale)} {unit} over the span"
                    + (f" ({_pct(e.mfu_trace)} of the {e.run_key} peak)" if e.mfu_trace
                       is not None else ""))
     m = e.model or {}
     if m.get("model_flops_per_batch"):
         line = f"model: {m['model_flops_per_batch'] / 1e9:,.2f} GFLOP per batch"
         if m.get("model_tflops") is not None:
-            line += f", {_num(m['model_tflops'])} TFLOP/s at the median timed batch"
+            line += f", {_num(m['model_tflops'] * scale)} {unit} at the median timed batch"
         if m.get("mfu") is not None:
             line += f", MFU {_pct(m['mfu'])} of the {e.run_key} peak"
         run.append(line)

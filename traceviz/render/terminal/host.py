@@ -98,7 +98,7 @@ def host_rows(s: Summary) -> list[tuple[str, str]]:
     k = s.host_per_kernel_ns
     if k["profiled"] is not None:
         timed = f"{fmt_ns(k['timed'])} timed, " if k["timed"] is not None else ""
-        what = "leaf op" if s.cpu_trace else "kernel"
+        what = "CPU op" if s.cpu_trace else "kernel"
         rows.append((f"step per {what}", f"{timed}{fmt_ns(k['profiled'])} profiled "
                                          f"({s.kernel_count / per:,.0f} {what}s per step)"))
     for o in s.stream_overlap:

@@ -31,7 +31,7 @@ def _phases(phases: pd.DataFrame, steps: int, cpu_trace: bool,
     """The per-phase table; times per step where the trace has steps."""
     per = max(steps, 1)
     unit = " per step" if steps else ""
-    what = "leaf ops" if cpu_trace else "kernels"
+    what = "CPU ops" if cpu_trace else "kernels"
     cols = [Col("phase", "left"), Col("wall"), Col("busy"), Col("busy/\nwall", drop=3),
             Col(what, drop=4), Col(f"{what}\ntime", drop=5), Col("casts", drop=1),
             Col("cast\ntime", drop=2)]
@@ -40,7 +40,9 @@ def _phases(phases: pd.DataFrame, steps: int, cpu_trace: bool,
              f"{r.kernels / per:,.0f}", fmt_ns(r.kernel_ns / per), f"{r.casts / per:,.0f}",
              fmt_ns(r.cast_ns / per)] for r in phases.itertuples(index=False)]
     return fitted_table(
-        f"Phases{unit} (work belongs to the phase its launch was made in)", cols, rows, width)
+        f"Phases{unit} (" + ("a CPU op belongs to the phase it starts in)" if cpu_trace else
+                             "work belongs to the phase its launch was made in)"),
+        cols, rows, width)
 
 
 def _modules(summary: Summary, top: int, width: int) -> tuple[Group, list[str]]:
@@ -49,7 +51,7 @@ def _modules(summary: Summary, top: int, width: int) -> tuple[Group, list[str]]:
     m = summary.modules
     per = max(summary.steps, 1)
     unit = " per step" if summary.steps else ""
-    what = "leaf ops" if summary.cpu_trace else "kernels"
+    what = "CPU ops" if summary.cpu_trace else "kernels"
     shown = m[m["kernel_ns"].rank(method="first", ascending=False) <= top]
     cols = [Col("module", "left", label=True), Col("calls", drop=3), Col("wall", drop=2),
             Col(what, drop=1), Col(f"{what}\ntime"), Col("share")]

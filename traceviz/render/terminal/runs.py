@@ -13,7 +13,7 @@ from traceviz.analyses.compare.runs import RunFigures
 from traceviz.analyses.timings import Timings
 from traceviz.render.terminal.fit import Col, fitted_groups, fitted_table, left_note
 from traceviz.table.schema import CATEGORIES
-from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
+from traceviz.units import flop_rate, fmt_bytes, fmt_ns, fmt_pct
 
 
 def _secs(x: float | None) -> str:
@@ -25,7 +25,10 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
     run's column leaves, no figure is cut)."""
     per = ("per profiled step" if all(r.steps for r in runs) else
            "per profiled step; a run without steps: its whole window")
-    busy = "busy (GPU; CPU: leaf ops)"
+    cpu = all(r.cpu_trace for r in runs)  # CPU runs only: CPU words, no device rows
+    busy = "busy (CPU ops)" if cpu else "busy (GPU; CPU: CPU ops)"
+    unit, scale = flop_rate(cpu)
+    work = "CPU ops" if cpu else "kernels"
     rows = [
         ("time per batch (median)", [_secs(r.time_per_batch_s) for r in runs]),
         ("  min - max", [_range(r.timings) for r in runs]),
@@ -38,8 +41,8 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
         ("  time per sample (median / batch)",
          ["–" if r.time_per_sample_s is None else fmt_ns(r.time_per_sample_s * 1e9)
           for r in runs]),
-        ("model TFLOP/s (workload FLOPs / median)",
-         ["–" if r.model_tflops is None else f"{r.model_tflops:,.2f}" for r in runs]),
+        (f"model {unit} (workload FLOPs / median)",
+         ["–" if r.model_tflops is None else f"{r.model_tflops * scale:,.2f}" for r in runs]),
         ("  MFU (of the run's peak)", [_mfu(r) for r in runs]),
         ("peak memory (timed batches)", [_memory(r) for r in runs]),
         ("CPU % (timed batches)", [_usage(r, "cpu_percent", "{:.0f}%") for r in runs]),
@@ -47,13 +50,14 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
         ("  energy per batch", [_usage(r, "energy_per_batch_j", "{:.3g} J") for r in runs]),
         (busy, [fmt_ns(r.busy_ns / r.per_step) for r in runs]),
         ("span", [fmt_ns(r.span_ns / r.per_step) for r in runs]),
-        ("idle, 1 - busy/span (CPU: framework)",
-         [fmt_pct(r.idle_fraction) for r in runs]),
+        ("framework overhead, 1 - busy/span" if cpu else
+         "idle, 1 - busy/span (CPU: framework)", [fmt_pct(r.idle_fraction) for r in runs]),
         ("  waiting for host (launch-bound)",
          [fmt_pct(r.launch_bound_fraction) for r in runs]),
         ("  work queued", [fmt_ns(None if r.queued_idle_ns is None
                                   else r.queued_idle_ns / r.per_step) for r in runs]),
-        ("kernels (leaf ops on CPU)", [f"{r.kernel_count / r.per_step:,.0f}" for r in runs]),
+        ("CPU ops" if cpu else "kernels (CPU ops on CPU)",
+         [f"{r.kernel_count / r.per_step:,.0f}" for r in runs]),
     ]
     rows += [(f"  {c}", [fmt_ns(r.category_ns[c] / r.per_step) for r in runs])
              for c in CATEGORIES if any(r.category_ns[c] for r in runs)]
@@ -61,7 +65,7 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
         ("cast time", [fmt_ns(r.cast_ns / r.per_step) for r in runs]),
         ("tensor-core share (TF32/half/bf16/fp8)",
          [fmt_pct(r.tensor_core_share) for r in runs]),
-        ("step per kernel, timed", [_per_kernel(r, "timed") for r in runs]),
+        (f"step per {work[:-1]}, timed", [_per_kernel(r, "timed") for r in runs]),
         ("  profiled", [_per_kernel(r, "profiled") for r in runs]),
         ("host: API calls", [_host(r, "api_ns") for r in runs]),
         ("  framework ops", [_host(r, "op_ns") for r in runs]),
@@ -74,13 +78,15 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
               if any((r.summary.phases["phase"] == p).any() for r in runs)]
     for p in phases:
         for what in ("wall", "busy", "kernels"):
-            rows.append((f"phase {p}: {what}" if what == "wall" else f"  {what}",
+            rows.append((f"phase {p}: {what}" if what == "wall" else
+                         f"  {work if what == 'kernels' else what}",
                          [_phase_cell(r.summary.phases, p, what, r.per_step) for r in runs]))
     shown = [[name, *values] for name, values in rows
-             # a timing detail no run has
-             if not (name.startswith("  ") and all(v == "–" for v in values))]
+             # a timing detail no run has; CPU runs: any row none has (the device's)
+             if not ((cpu or name.startswith("  ")) and all(v == "–" for v in values))]
     parts: list[RenderableType] = list(fitted_groups(
-        f"Runs side by side (device times {per})", Col("metric", "left", wrap=True),
+        f"Runs side by side ({'CPU op' if cpu else 'device'} times {per})",
+        Col("metric", "left", wrap=True),
         # a long label wraps, figures stay whole
         [Col(r.label) for r in runs], shown, width))
     if any(r.timings and r.timings.noisy for r in runs):
@@ -182,7 +188,8 @@ def diff_table(diff: pd.DataFrame, a: str, b: str, top: int = 12,
         per = "per second of each run's window" + (
             f": A {fmt_ns(windows[0])}, B {fmt_ns(windows[1])}" if len(windows) == 2 else "")
         unit = "/s"
-    cols = (Col("kernel", "left", name=True), Col("category", "left", drop=1),
+    what = "CPU op" if diff.attrs.get("cpu") else "kernel"
+    cols = (Col(what, "left", name=True), Col("category", "left", drop=1),
             Col("change", "left", wrap=True), Col(f"calls{unit}\nA", drop=4),
             Col(f"calls{unit}\nB", drop=5), Col("mean/call\nA", drop=2),
             Col("mean/call\nB", drop=3), Col(f"time{unit}\nB − A"))
@@ -200,7 +207,7 @@ def diff_table(diff: pd.DataFrame, a: str, b: str, top: int = 12,
     total = (f"time{unit}, all names: A {fmt_ns(ta)} → B {fmt_ns(tb)}"
              + (f" ({change:+.1%})" if change is not None else "") + "; slower/faster: the "
              "mean time per call (total / calls)")
-    t, left = fitted_table(f"Biggest kernel differences ({per}), A = {a} → B = {b}", cols,
+    t, left = fitted_table(f"Biggest {what} differences ({per}), A = {a} → B = {b}", cols,
                            rows, width, caption=f"{counts}\n{total}")
     parts: list[RenderableType] = [t]
     if apart := diff.attrs.get("windows_apart"):

@@ -97,7 +97,8 @@ def _header(s: Summary) -> Table:
     devices = meta.get("devices") or {}
     used = sorted({d.device for d in s.devices if d.device >= 0})
     if s.cpu_trace:
-        grid.add_row("trace", "CPU trace (no device rows): leaf framework ops play the kernels")
+        grid.add_row("trace", "CPU trace (no device rows): the host threads' CPU ops (leaf "
+                     "framework ops) play the kernels")
     else:
         # "GPU 3: NVIDIA ..." (an id, not a count of 3)
         names = ", ".join(f"GPU {d}: {devices.get(str(d), '?')}" for d in used)
@@ -146,8 +147,8 @@ def _busy_rows(grid: Table, s: Summary) -> None:
         b = s.bound
         grid.add_row("bound by", f"{b.title}: {b.why}")
     if s.cpu_trace:
-        grid.add_row("CPU busy (leaf ops)", f"{fmt_ns(s.busy_ns)}   framework overhead "
-                                            f"{fmt_pct(s.framework_overhead_fraction)}")
+        grid.add_row("busy (CPU ops)", f"{fmt_ns(s.busy_ns)}   framework overhead "
+                                        f"{fmt_pct(s.framework_overhead_fraction)}")
     else:
         split = f"   copies (memcpy/memset) {fmt_pct(s.copy_fraction)} of device " \
             "time" if s.copy_fraction else ""
@@ -155,7 +156,7 @@ def _busy_rows(grid: Table, s: Summary) -> None:
                                           f"{fmt_pct(s.idle_fraction)}{split}")
         grid.add_row("idle, waiting for host", wait_line(s))
         grid.add_row("idle, work queued", fmt_ns(s.queued_idle_ns))
-    what = "leaf ops" if s.cpu_trace else "kernels"
+    what = "CPU ops" if s.cpu_trace else "kernels"
     grid.add_row(what, f"{s.kernel_count:,} ({len(s.kernels):,} distinct), "
                        f"{fmt_ns(s.kernel_total_ns)} total")
 
@@ -164,7 +165,7 @@ _STATS = ("mean", "median", "max", "min", "std")  # they leave a narrow table st
 
 
 def _top_kernels(s: Summary, top: int, wide: bool, width: int) -> tuple[Table, list[str]]:
-    what = "leaf ops" if s.cpu_trace else "kernels"
+    what = "CPU ops" if s.cpu_trace else "kernels"
     by = " and launch configuration" if s.by_config else ""
     cols = [Col("#"), Col("name", "left", name=True),
             *([Col("config", "left", wrap=True)] if s.by_config else []),
