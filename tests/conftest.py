@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# the real H200 run folders (raw traces and bench.json, no Parquet), beside the checkout
-H200 = ROOT.parent / "shared" / "gpu-h200"
-SHARED_TRACES = ROOT.parent / "shared" / "traces"
+# what other projects recorded, beside the checkout (never committed): tests reach it
+# through ``shared`` below, which skips a test whose file is not there
+SHARED = ROOT.parent / "shared"
+# the real H200 run folders (raw traces and bench.json, no Parquet)
+H200 = SHARED / "gpu-h200"
+SHARED_TRACES = SHARED / "traces"
 KINETO = SHARED_TRACES / "kineto"
 
 # The real traces the tests read, by folder of ../shared/traces (its README.md says where
@@ -39,9 +42,10 @@ def shared_parquet(folder: str, name: str) -> Path:
     never committed; tests that need their table make it)."""
     from traceviz.parsers import load
 
+    src = shared(SHARED_TRACES / folder / name)
     out = Path(tempfile.mkdtemp(prefix="traceviz-shared-")) / (name.split(".")[0] + ".parquet")
     atexit.register(shutil.rmtree, out.parent, True)
-    return load(SHARED_TRACES / folder / name).save(out)
+    return load(src).save(out)
 
 
 def shared_traces(folder: str | None = None) -> list[Path]:
@@ -62,6 +66,40 @@ def missing(reason: str) -> None:
     pytest.skip(reason, allow_module_level=True)
 
 
+def shared(path: Path | str) -> Path:
+    """``path``, a file or folder under ``../shared``, when it is there; else the test (or
+    module) is skipped with one reason naming it, as ``missing`` (a failure in CI, which runs
+    beside ../shared: there nothing may skip for want of it)."""
+    p = Path(path)
+    if not _under_shared(p):
+        raise ValueError(f"{p} is not under {SHARED}")
+    if not p.exists():
+        rel = p.relative_to(SHARED).as_posix()
+        missing(f"needs ../shared/{rel} (traces from other projects, see README)")
+    return p
+
+
+def shared_argv(argv: list[str]) -> list[str]:
+    """A command line, each argument that names a path under ../shared checked by
+    ``shared`` (a test running a command on a trace of other projects)."""
+    for arg in argv:
+        if _under_shared(arg):
+            shared(arg)
+    return argv
+
+
+def _under_shared(value: object) -> bool:
+    return isinstance(value, (str, Path)) and Path(value).is_absolute() \
+        and Path(value).is_relative_to(SHARED)
+
+
+def _shared_params(value: object) -> list[Path | str]:
+    """The paths under ../shared a test parameter names (itself, or in a list or tuple)."""
+    if isinstance(value, (list, tuple)):
+        return [p for v in value for p in _shared_params(v)]
+    return [value] if _under_shared(value) else []
+
+
 def needs(module: str):
     """``module`` imported, or ``missing`` (the test extras install every framework)."""
     try:
@@ -80,13 +118,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         absent, reason = mark.args
         if absent:
             missing(reason)
+    # files of ../shared the test reads: named by its marks, or by a parameter (a trace
+    # parametrized over)
+    for mark in item.iter_markers("shared"):
+        for path in mark.args:
+            shared(path)
+    for value in getattr(getattr(item, "callspec", None), "params", {}).values():
+        for path in _shared_params(value):
+            shared(path)
 
 
 @pytest.fixture(scope="session")
 def kineto_dir() -> Path:
-    if not KINETO.is_dir():
-        pytest.fail(f"real traces not found at {KINETO}: the tests need ../shared beside the repo")
-    return KINETO
+    return shared(KINETO)
 
 
 @pytest.fixture(scope="session")
@@ -118,7 +162,6 @@ def floor_venv(dists, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def h200() -> Path:
-    """The H200 run folders; a module that reads them fails (not skips) without them."""
-    if not (H200 / "fused_torch" / "bench.json").is_file():
-        pytest.fail(f"the H200 run folders are not at {H200}: the tests need ../shared")
+    """The H200 run folders (skipped without them, as ``shared``)."""
+    shared(H200 / "fused_torch" / "bench.json")
     return H200

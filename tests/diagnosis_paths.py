@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import H200, ROOT, SHARED_TRACES, missing, shared_traces
+from tests.conftest import H200, ROOT, SHARED_TRACES, missing, shared, shared_traces
 from tests.diagnosis_raw import Facts, expected_bound, facts, run_facts
 
 FOREIGN = SHARED_TRACES / "foreign"
@@ -99,10 +99,7 @@ ALL = [_param(k) for k in PATHS]
 def trace(key: str) -> Path:
     """A trace's path; skips where ../shared is not beside the checkout, or where this
     machine cannot read its format (a report without nsys, an XSpace without TensorFlow)."""
-    path = PATHS[key]
-    if not path.exists():
-        missing(f"{path} is not there: the diagnosis test bed reads ../shared beside the "
-                "checkout")
+    path = shared(PATHS[key])
     if path.suffix in (".qdrep", ".nsys-rep") and not shutil.which("nsys"):
         missing("nsys is not on PATH: a .qdrep is read through `nsys export`")
     if ".xplane.pb" in path.name or (path.is_dir() and (path / "vm.xplane.pb.gz").exists()):

@@ -13,8 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_TRACES = ROOT.parent / "shared" / "traces"
+import pytest
+
+from tests.conftest import ROOT, SHARED, SHARED_TRACES
+
 SAMPLES = ROOT / "sample_traces"
 # every dependency pinned at the floor pyproject.toml declares
 FLOOR_CONSTRAINTS = ROOT / ".ci" / "constraints-floor.txt"
@@ -26,6 +28,11 @@ TRACES = {
     "parquet": SAMPLES / "gpu" / "cudnn_torch" / "forward" / "trace.parquet",
     "mxnet": SAMPLES / "mxnet" / "gluon_mxnet_imdb_w0" / "trace.mxnet.json",
 }
+# those of ../shared, which a test reading them all needs (``pytest.mark.shared``)
+SHARED_FORMATS = [p for p in TRACES.values() if p.is_relative_to(SHARED)]
+# the formats as parameters, each marked with the file of ../shared it reads
+FORMATS = [pytest.param(fmt, marks=[pytest.mark.shared(p)] if p in SHARED_FORMATS else [])
+           for fmt, p in TRACES.items()]
 
 
 def clean_env() -> dict[str, str]:

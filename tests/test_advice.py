@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT, SHARED_TRACES
+from tests.conftest import ROOT, SHARED_TRACES, shared
 from tests.handmade import row, trace
 from traceviz import load
 from traceviz.analyses import advice as A
@@ -66,7 +66,7 @@ def test_rule_fires_and_stays_silent(rule, fires, silent):
 
 
 def test_syncs_in_steps_evidence_from_raw_rows():
-    t = load(QUEUE)
+    t = load(shared(QUEUE))
     ev = t.events
     rt = ev[(ev["kind"] == "runtime") & (ev["step"] >= 0)]
     calls = rt[rt["name"].astype(str).isin(["cudaStreamSynchronize", "cudaDeviceSynchronize"])]
@@ -142,7 +142,7 @@ def test_input_pipeline_at_its_threshold(data_ns):
 
 
 def test_cli(capsys, tmp_path):
-    assert main(["advise", str(QUEUE), "--json"]) == 0
+    assert main(["advise", str(shared(QUEUE)), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {f["rule"] for f in out["findings"]} >= {"syncs_in_steps", "pageable_memcpy"}
     assert main(["advise", str(_path(CPU / "fine_torch"))]) == 0
@@ -154,7 +154,7 @@ def test_cli(capsys, tmp_path):
 
 
 def test_notebook_api_equals_the_commands(capsys):
-    t = load(QUEUE)
+    t = load(shared(QUEUE))
     assert main(["advise", str(QUEUE), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["findings"] == json.loads(
         json.dumps(t.advise(), default=int))
@@ -204,7 +204,7 @@ def test_pageable_copies_need_a_size_worth_acting_on():
     """The queue trace's 75 pageable copies move 15 KB but their synchronous calls hold
     the host 759 ms of a 1.23 s span: a finding. The same copies with calls of 1 µs and
     device time of 1 µs each (under 1% of the span) are none."""
-    t = load(QUEUE)
+    t = load(shared(QUEUE))
     f = RULE["pageable_memcpy"](A.Context(t))
     ev = t.events
     p = ev[(ev["kind"] == "memcpy") & ev["name"].astype(str).str.contains("Pageable")]
@@ -226,7 +226,7 @@ def test_fusion_advice_fits_the_trace():
     scripted = RULE["kernel_sequences"](A.Context(load(_path(H100 / "jit_torch/train"))))
     assert "fused LSTM" in scripted.action and "TorchScript" not in scripted.action
     ddp = RULE["kernel_sequences"](
-        A.Context(load(SHARED_TRACES / "kineto" / "v100_19k_kernels.json.gz")))
+        A.Context(load(shared(SHARED_TRACES / "kineto" / "v100_19k_kernels.json.gz"))))
     assert "LSTM" not in ddp.action and "TorchScript" not in ddp.action
     assert RULE["kernel_sequences"](A.Context(load(_path(CPU / "naive8_torch")))) is None
     # the SGD step's foreach kernel: launched inside the "optimizer" range every time
@@ -261,8 +261,7 @@ def test_actions_speak_the_traces_framework():
     from traceviz.analyses.advice.engine import advise
     from traceviz.parsers import load
 
-    shared = ROOT.parent / "shared" / "traces"
-    tf, _ = advise(load(shared / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"))
+    tf, _ = advise(load(shared(SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz")))
     assert tf and not any("torch" in f.action or ".half()" in f.action for f in tf)
     assert any("XLA" in f.action for f in tf)
     pt, _ = advise(load(ROOT / "sample_traces" / "gpu" / "fine_torch" / "train"))

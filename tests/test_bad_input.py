@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from tests.conftest import KINETO
+from tests.conftest import KINETO, shared
 from traceviz.cli import main
 
 ALEXNET = KINETO / "a100_alexnet.json.gz"
 
 
 def _bad_files(tmp_path):
-    raw = gzip.decompress(ALEXNET.read_bytes())
+    raw = gzip.decompress(shared(ALEXNET).read_bytes())
     files = {
         "truncated gzip": ALEXNET.read_bytes()[: len(ALEXNET.read_bytes()) // 2],
         "truncated json": raw[: len(raw) * 2 // 3],
@@ -64,7 +64,7 @@ def test_directory_missing_and_unreadable(tmp_path, capsys, monkeypatch):
     assert main(["analyze", str(tmp_path / "nope.json")]) == 2
     assert "no such file" in capsys.readouterr().err
     locked = tmp_path / "locked.json"
-    locked.write_bytes(gzip.decompress(ALEXNET.read_bytes()))
+    locked.write_bytes(gzip.decompress(shared(ALEXNET).read_bytes()))
     # tests may run as root, where chmod 000 does not stop reading: ask os.access instead
     monkeypatch.setattr("traceviz.files.fileio.os.access", lambda path, mode: False)
     assert main(["analyze", str(locked)]) == 2
@@ -95,7 +95,7 @@ def test_bad_parquet(tmp_path, capsys):
 
 def test_console_script_prints_no_traceback(tmp_path):
     bad = tmp_path / "bad.json.gz"
-    bad.write_bytes(ALEXNET.read_bytes()[:500])
+    bad.write_bytes(shared(ALEXNET).read_bytes()[:500])
     r = subprocess.run([sys.executable, "-m", "traceviz", "analyze", str(bad)],
                        capture_output=True, text=True)
     assert r.returncode == 2
@@ -131,7 +131,7 @@ def test_a_full_disk_leaves_no_folder_behind(tmp_path, disk):
         limit = _fill_limit
     try:
         (root / "kept").mkdir()
-        r = subprocess.run([sys.executable, "-m", "traceviz", "analyze", str(ALEXNET),
+        r = subprocess.run([sys.executable, "-m", "traceviz", "analyze", str(shared(ALEXNET)),
                             "--export", str(root / "new" / "exports"),
                             "--plot", str(root / "kept" / "plots")],
                            capture_output=True, text=True, preexec_fn=limit)
@@ -167,7 +167,7 @@ def test_a_trace_in_a_folder_that_cannot_be_listed(tmp_path):
 
     folder = tmp_path / "locked"
     folder.mkdir()
-    shutil.copy(ALEXNET, folder / "t.json.gz")
+    shutil.copy(shared(ALEXNET), folder / "t.json.gz")
     folder.chmod(0o111)
     try:
         ok = subprocess.run(_as_user([sys.executable, "-m", "traceviz", "analyze",

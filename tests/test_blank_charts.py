@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from tests.conftest import SHARED_TRACES  # noqa: E402
+from tests.conftest import SHARED_TRACES, shared  # noqa: E402
 from traceviz.cli import main  # noqa: E402
 
 FOREIGN = SHARED_TRACES / "foreign"
@@ -53,7 +53,7 @@ def _not_written(err: str) -> dict[str, str]:
 def test_no_memory_events_and_no_shapes_no_memory_or_roofline_chart(tmp_path, capsys):
     """DeepSeek-V3: no allocator event, no op shape, 963 kernels: the pie and the launch
     chart are written; memory and roofline are not, each with its reason on one line."""
-    raw = _raw(DEEPSEEK)
+    raw = _raw(shared(DEEPSEEK))
     assert raw["memory"] == {} and raw["shaped_ops"] == 0 and raw["kernels"] == 963
     out = tmp_path / "plots"
     assert main(["analyze", str(DEEPSEEK), "--plot", str(out)]) == 0
@@ -73,7 +73,7 @@ def test_charts_with_data_are_written_and_draw_it(tmp_path, capsys):
     from traceviz.analyses import summarize
     from traceviz.render.charts import SUMMARY_CHARTS, summary_charts
 
-    raw = _raw(OWLV2)
+    raw = _raw(shared(OWLV2))
     assert len(raw["memory"]) == 2 and all(n >= 2 for n in raw["memory"].values())
     assert raw["shaped_ops"] > 0
     out = tmp_path / "plots"
@@ -97,7 +97,7 @@ def test_charts_with_data_are_written_and_draw_it(tmp_path, capsys):
 def test_a_trace_without_kernels_writes_no_chart_and_no_folder(tmp_path, capsys):
     """An NVTX-only Nsight export (no CUPTI kernel table, no allocator events): nothing
     to draw, so no chart and no folder, and four lines say why."""
-    with sqlite3.connect(NVTX_ONLY) as db:
+    with sqlite3.connect(shared(NVTX_ONLY)) as db:
         tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
     assert "NVTX_EVENTS" in tables and not any(t.startswith("CUPTI_ACTIVITY_KIND_KERNEL")
                                                for t in tables)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED_TRACES
+from tests.conftest import SHARED_TRACES, shared
+from tests.diagnosis_paths import FOREIGN_FILES
 from tests.handmade import row, trace
 from traceviz import load
 from traceviz.analyses import advice as A
@@ -104,7 +105,7 @@ def test_input_pipeline_from_the_raw_loader_calls(path, input_ms, idle_ms):
 def test_input_ranks_first_and_no_launch_remedy_claims_it():
     """h1: the device idles 355.6 ms in the loader and 91.5 ms waiting for launches: the
     input bounds the step, and the launch remedies are priced beside the input's."""
-    a = advise_full(load(H1))
+    a = advise_full(load(shared(H1)))
     assert a.bound.by == "input"
     loader, device = _loader_and_device(H1)
     assert a.bound.figures["input_idle_ns"] == _length(loader) - _overlap(loader, device)
@@ -120,7 +121,7 @@ def test_input_ranks_first_and_no_launch_remedy_claims_it():
 
 
 def test_overlap_input_removes_only_the_loader_time():
-    w = whatif(load(H1), ("overlap_input", "overlap_input+cuda_graphs", "cuda_graphs"))
+    w = whatif(load(shared(H1)), ("overlap_input", "overlap_input+cuda_graphs", "cuda_graphs"))
     loader, device = _loader_and_device(H1)
     idle = _length(loader) - _overlap(loader, device)
     o = w.scenario("overlap_input")
@@ -175,7 +176,7 @@ def _inner_op_kernels(path: Path, op_pattern: str):
 
 def test_unfused_attention_on_owlv2_from_the_raw_ops():
     """h7 (OWLv2 on an H100): softmax over [16, 5185, 5185] between two bmms."""
-    kernels = [e for e in _raw(H7) if e.get("cat") == "kernel"]
+    kernels = [e for e in _raw(shared(H7)) if e.get("cat") == "kernel"]
     kernel_ns = sum(_ns(e["dur"]) for e in kernels)
     soft = _inner_op_kernels(H7, r"^aten::_softmax$")
     soft_ns = sum(v for (n, dims), v in soft.items() if json.loads(dims)[0][-2:] == [5185] * 2)
@@ -203,7 +204,7 @@ def test_unfused_attention_on_owlv2_from_the_raw_ops():
 
 def test_fused_attention_is_not_an_unfused_finding():
     """The B200 trace runs FMHA kernels: recognized as fused, no finding."""
-    names = [e["name"] for e in _raw(B200) if e.get("cat") == "kernel"]
+    names = [e["name"] for e in _raw(shared(B200)) if e.get("cat") == "kernel"]
     # FMHA kernels (not vLLM's reshape_and_cache_flash, a KV-cache write)
     fused = [n for n in names if re.match(r"fmha|flash_?(attn|fwd|bwd)", n, re.IGNORECASE)]
     a = attention(load(B200))
@@ -215,7 +216,7 @@ def test_fused_attention_is_not_an_unfused_finding():
 
 def test_exposed_communication_from_the_raw_kernels():
     """DLRM rank 0: NCCL kernels 5.798 ms, 5.537 ms of them overlapped by no other kernel."""
-    ks = [e for e in _raw(DLRM) if e.get("cat") == "kernel"]
+    ks = [e for e in _raw(shared(DLRM)) if e.get("cat") == "kernel"]
     comm = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in ks if "nccl" in e["name"]]
     other = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in ks
              if "nccl" not in e["name"]]
@@ -228,7 +229,7 @@ def test_exposed_communication_from_the_raw_kernels():
 
 def test_device_bound_on_an_overlapped_multi_stream_trace():
     """DeepSeek-V3: three streams, the device busy almost all of the step."""
-    dev = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in _raw(DEEPSEEK)
+    dev = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in _raw(shared(DEEPSEEK))
            if e.get("cat") in DEVICE_CATS]
     a = advise_full(load(DEEPSEEK))
     assert a.bound.by == "device"
@@ -259,11 +260,9 @@ TORCH_WORDS = re.compile(r"torch|\.item\(\)|non_blocking|DataLoader|pin_memory\(
                          r"record_function|TorchScript|Triton")
 
 
-@pytest.mark.parametrize("path", sorted((FOREIGN / "xplane").glob("*.xplane.pb")),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [FOREIGN / "xplane" / n for n in FOREIGN_FILES["xplane"]
+                                  if "/" not in n], ids=lambda p: p.name)
 def test_no_torch_remedy_on_xla_traces(path):
-    if "CORRUPTED" in path.name:
-        pytest.skip("a corrupt file: its error is tested elsewhere")
     t = load(path)
     ctx = A.Context(t)
     expected = "tf" if path.name.startswith("chess_tf") else "jax"
@@ -273,7 +272,7 @@ def test_no_torch_remedy_on_xla_traces(path):
 
 
 def test_tf_sync_and_copy_remedies_name_tf():
-    t = load(FOREIGN / "xplane" / "chess_tf_20210616-112936.xplane.pb")
+    t = load(shared(FOREIGN / "xplane" / "chess_tf_20210616-112936.xplane.pb"))
     found = {f.rule: f for f in advise_full(t).findings}
     assert "syncs_in_steps" in found
     assert ".numpy()" in found["syncs_in_steps"].action

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import SHARED_TRACES
+from tests.conftest import SHARED_TRACES, shared
 from traceviz.parsers import load
 from traceviz.table.classify import cast_kernel_flags, category_codes, precision_change
 from traceviz.table.schema import CATEGORIES
@@ -43,7 +43,7 @@ def test_names_said_to_come_from_shared_traces_are_in_them_with_that_category():
     from_shared = t[t["source"].str.startswith("shared ")]
     assert len(from_shared) >= 25
     for source, rows in from_shared.groupby("source"):
-        trace = load(SHARED_TRACES / source.removeprefix("shared "))
+        trace = load(shared(SHARED_TRACES / source.removeprefix("shared ")))
         k = trace.kernels()
         by_name = k.groupby(k["name"].astype(str), observed=True)["category"].agg(
             lambda c: set(c.astype(str)))
@@ -104,7 +104,7 @@ def test_codes_helpers_agree_with_text_on_real_tables():
     from traceviz.algos.categorical import from_used_codes
     from traceviz.table.schema import DEVICE_KINDS, is_in
 
-    ev = load(SHARED_TRACES / "kineto" / "a100_nccl.json.gz").events
+    ev = load(shared(SHARED_TRACES / "kineto" / "a100_nccl.json.gz")).events
     for kinds in (("kernel",), DEVICE_KINDS, ("step", "op"), ("nope",)):
         want = ev["kind"].astype(str).isin(kinds).to_numpy()
         assert (is_in(ev["kind"], *kinds) == want).all(), kinds

@@ -8,7 +8,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from tests.conftest import KINETO
+from tests.conftest import KINETO, shared
 from tests.rawref import Reference
 from traceviz.cli import main
 from traceviz.trace import Trace
@@ -18,7 +18,7 @@ ALEXNET = KINETO / "a100_alexnet.json.gz"
 
 def test_import_writes_parquet_and_refuses_overwrite(tmp_path, capsys):
     out = tmp_path / "t.parquet"
-    assert main(["import", str(ALEXNET), "-o", str(out)]) == 0
+    assert main(["import", str(shared(ALEXNET)), "-o", str(out)]) == 0
     trace = Trace.load(out)
     assert (trace.events["kind"] == "kernel").sum() == Reference(ALEXNET).kernel_count
     assert trace.meta["source_format"] == "kineto"
@@ -34,7 +34,7 @@ def test_import_writes_parquet_and_refuses_overwrite(tmp_path, capsys):
 
 def test_format_is_detected_from_content(tmp_path):
     odd = tmp_path / "no_extension"
-    shutil.copy(ALEXNET, odd)
+    shutil.copy(shared(ALEXNET), odd)
     assert main(["import", str(odd), "-o", str(tmp_path / "x.parquet")]) == 0
     plain = tmp_path / "plain.txt"
     import gzip
@@ -48,7 +48,7 @@ def test_format_is_detected_from_content(tmp_path):
 def test_parquet_round_trip_keeps_every_column(tmp_path):
     from traceviz.parsers import load
 
-    trace = load(KINETO / "v100_ns_resolution.json.gz")
+    trace = load(shared(KINETO / "v100_ns_resolution.json.gz"))
     trace.save(tmp_path / "t.parquet")
     back = Trace.load(tmp_path / "t.parquet")
     # categories may come back as Arrow-backed strings: same values, another index dtype
@@ -61,7 +61,7 @@ def test_parquet_round_trip_keeps_every_column(tmp_path):
 
 
 def test_analyze_json_has_documented_keys(capsys):
-    assert main(["analyze", str(ALEXNET), "--json", "--top", "5"]) == 0
+    assert main(["analyze", str(shared(ALEXNET)), "--json", "--top", "5"]) == 0
     d = json.loads(capsys.readouterr().out)
     ref = Reference(ALEXNET)
     assert d["kernels"]["count"] == ref.kernel_count
@@ -90,7 +90,7 @@ def test_analyze_json_has_documented_keys(capsys):
 
 def test_analyze_parquet_equals_analyze_raw(tmp_path, capsys):
     out = tmp_path / "t.parquet"
-    main(["import", str(ALEXNET), "-o", str(out)])
+    main(["import", str(shared(ALEXNET)), "-o", str(out)])
     capsys.readouterr()
     main(["analyze", str(ALEXNET), "--json"])
     raw = json.loads(capsys.readouterr().out)
@@ -101,7 +101,7 @@ def test_analyze_parquet_equals_analyze_raw(tmp_path, capsys):
 
 
 def test_export_tables(tmp_path):
-    trace_file = KINETO / "a100_80gb_queue.json.gz"
+    trace_file = shared(KINETO / "a100_80gb_queue.json.gz")
     assert main(["analyze", str(trace_file), "--export", str(tmp_path), "--json"]) == 0
     ref = Reference(trace_file)
     kernels = pd.read_parquet(tmp_path / "kernels.parquet")
@@ -123,7 +123,7 @@ def test_export_tables(tmp_path):
 
 def test_plot_writes_png_and_svg(tmp_path, capsys):
     """The trace records no allocator events: no memory chart, and a line says why."""
-    assert main(["analyze", str(KINETO / "ampere_sampled_rank0.json.gz"),
+    assert main(["analyze", str(shared(KINETO / "ampere_sampled_rank0.json.gz")),
                  "--plot", str(tmp_path)]) == 0
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["kernels_pie.png", "kernels_pie.svg", "launch_overhead.png",
@@ -134,7 +134,7 @@ def test_plot_writes_png_and_svg(tmp_path, capsys):
 
 
 def test_rich_output_names_the_numbers(capsys):
-    assert main(["analyze", str(ALEXNET), "--width", "120"]) == 0
+    assert main(["analyze", str(shared(ALEXNET)), "--width", "120"]) == 0
     out = capsys.readouterr().out
     for text in ("Top kernels by total time", "Categories", "Launch overhead",
                  "launch-bound fraction", "Cast ops (AMP)", "NVIDIA A100"):
@@ -164,7 +164,7 @@ def test_errors_name_options_as_keywords_and_the_cli_as_flags(tmp_path, capsys):
     # through the CLI: the flag's spelling, one line, exit 2
     out = tmp_path / "t.parquet"
     out.write_bytes(b"mine")
-    assert main(["import", str(ALEXNET), "-o", str(out)]) == 2
+    assert main(["import", str(shared(ALEXNET)), "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--force" in err and out.read_bytes() == b"mine"
 

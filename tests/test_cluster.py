@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from benchmarks.rankgen import make_ranks
-from tests.conftest import KINETO, missing, needs
+from tests.conftest import KINETO, missing, needs, shared
 
 needs("torch")
 pytestmark = pytest.mark.capture  # real captures, on Ray
@@ -197,8 +197,8 @@ def test_rank_import_on_two_nodes(cluster, tmp_path, capsys):
 
     address, _ = cluster
     folder = tmp_path / "ranks"
-    make_ranks([KINETO / "ampere_sampled_rank0.json.gz",
-                KINETO / "ampere_sampled_rank1.json.gz"], 8, folder)
+    make_ranks([shared(KINETO / "ampere_sampled_rank0.json.gz"),
+                shared(KINETO / "ampere_sampled_rank1.json.gz")], 8, folder)
     ds = tmp_path / "ds"
     r = subprocess.run([sys.executable, "-m", "traceviz", "import", str(folder), "-o", str(ds),
                         "--ray", address], capture_output=True, text=True, timeout=600, env=RAY_ENV)

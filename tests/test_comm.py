@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED_TRACES
+from tests.conftest import SHARED_TRACES, shared
 from tests.test_bound import B200, DEEPSEEK, DLRM, _length, _ns, _overlap, _raw
 from traceviz import load
 from traceviz.analyses.summary.figures import summarize
@@ -40,7 +40,7 @@ def test_nccl_kinds_messages_and_bandwidth_from_the_kernels_args():
     """A100 DDP, 2 ranks: each NCCL kernel carries its message; all-reduce busbw =
     algbw x 2(n-1)/n, broadcast = algbw."""
     want: dict[str, dict] = {}
-    for e in _kernels(NCCL):
+    for e in _kernels(shared(NCCL)):
         m = re.match(r"ncclKernel_(AllReduce|Broadcast)_", e["name"])
         if not m:
             continue
@@ -69,7 +69,7 @@ def test_nccl_kinds_messages_and_bandwidth_from_the_kernels_args():
 
 
 def test_b200_all_gather_message_and_multimem_all_reduce_never_overlapped():
-    ks = _kernels(B200)
+    ks = _kernels(shared(B200))
     gather = [e for e in ks if e["name"].startswith("ncclDevKernel_AllGather")]
     multimem = [e for e in ks if "multimem_all_reduce_kernel" in e["name"]]
     c = _section(B200)
@@ -90,7 +90,7 @@ def test_b200_all_gather_message_and_multimem_all_reduce_never_overlapped():
 
 def test_deepseek_deepep_kinds_and_exposed_time():
     """DeepEP on H800: dispatch, combine and their notify steps, 4.19 ms exposed."""
-    names = [e["name"] for e in _kernels(DEEPSEEK) if "dpsk::ep::" in e["name"]]
+    names = [e["name"] for e in _kernels(shared(DEEPSEEK)) if "dpsk::ep::" in e["name"]]
     notify = sum("notify" in n for n in names)
     dispatch = sum("dispatch" in n and "notify" not in n for n in names)
     combine = sum("::combine<" in n for n in names)
@@ -104,7 +104,7 @@ def test_deepseek_deepep_kinds_and_exposed_time():
 
 
 def test_dlrm_rank0_per_step():
-    total, exposed = _exposed(DLRM, lambda n: n.startswith("nccl"))
+    total, exposed = _exposed(shared(DLRM), lambda n: n.startswith("nccl"))
     c = _section(DLRM)
     kinds = {k["kind"]: k["count"] for k in c["kinds"]}
     names = [e["name"] for e in _kernels(DLRM) if e["name"].startswith("nccl")]
@@ -114,7 +114,7 @@ def test_dlrm_rank0_per_step():
 
 
 def test_no_collectives_no_section():
-    h1 = SHARED_TRACES / "foreign" / "kineto" / "h1_kineto_v100_resnet50.pt.trace.json.gz"
+    h1 = shared(SHARED_TRACES / "foreign" / "kineto" / "h1_kineto_v100_resnet50.pt.trace.json.gz")
     assert summarize(load(h1)).to_dict()["communication"] is None
 
 
@@ -125,7 +125,7 @@ def test_whatif_keeps_each_collective_end_where_the_trace_put_it():
     from traceviz.analyses.whatif.engine import COLLECTIVES_KEPT, whatif
     from traceviz.analyses.whatif.graphs import cuda_graphs
 
-    trace = load(DLRM)
+    trace = load(shared(DLRM))
     origin = int(trace.meta.get("origin_ns", 0))
     ends = sorted(_ns(e["ts"]) + _ns(e["dur"]) - origin for e in _kernels(DLRM)
                   if e["name"].startswith("nccl"))
@@ -167,7 +167,7 @@ def test_ranks_by_arrival_on_the_dlrm_folder():
     from traceviz.rankset.folder import analyze_folder
 
     raw = {int(re.search(r"worker(\d)", p.name)[1]): _rank_collectives_raw(p)
-           for p in DLRM_RANKS.iterdir()}
+           for p in shared(DLRM_RANKS).iterdir()}
     matched: dict[tuple[str, int], dict[int, tuple[int, int, int]]] = {}
     for rank, rows in raw.items():
         seen: dict[str, int] = {}
@@ -257,7 +257,7 @@ def test_whatif_on_the_rank_folder_joins_the_collectives():
     from traceviz.rankset.folder import rank_traces
 
     raw = {int(re.search(r"worker(\d)", p.name)[1]): _rank_collectives_raw(p)
-           for p in DLRM_RANKS.iterdir()}
+           for p in shared(DLRM_RANKS).iterdir()}
     latest: dict[tuple[str, int], int] = {}
     for rows in raw.values():
         seen: dict[str, int] = {}
@@ -276,7 +276,7 @@ def test_whatif_on_the_rank_folder_joins_the_collectives():
 
 def test_gloo_ranges_on_a_cpu_trace():
     """A CPU trace of a Gloo job: the collectives are Gloo's own ranges on its threads."""
-    path = SHARED_TRACES / "kineto" / "cpu_only.json.gz"
+    path = shared(SHARED_TRACES / "kineto" / "cpu_only.json.gz")
     gloo = [e for e in _raw(path) if e["name"].startswith("gloo:all_reduce")]
     c = _section(path)
     assert c["host_records"] and c["overlap_fraction"] is None

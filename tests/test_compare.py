@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.conftest import KINETO, shared_parquet
+from tests.conftest import KINETO, shared, shared_parquet
 from tests.handmade import step_trace
 from traceviz.analyses.compare.amp import amp_breakdown
 from traceviz.analyses.compare.runs import (
@@ -27,7 +27,8 @@ def _device_names(path) -> set[str]:
 
 
 def test_kernel_diff_on_real_traces_matches_raw_name_sets():
-    a_path, b_path = KINETO / "a100_diff_control.json.gz", KINETO / "v100_diff_test.json.gz"
+    a_path = shared(KINETO / "a100_diff_control.json.gz")
+    b_path = shared(KINETO / "v100_diff_test.json.gz")
     diff = kernel_diff(load(a_path), load(b_path))
     a_names, b_names = _device_names(a_path), _device_names(b_path)
     counts = diff["change"].value_counts()
@@ -63,7 +64,7 @@ def test_amp_breakdown_parts_add_up():
 
 
 def test_tensor_core_share_on_real_trace():
-    t = load(KINETO / "a100_alexnet.json.gz")
+    t = load(shared(KINETO / "a100_alexnet.json.gz"))
     from traceviz.analyses.work import work_rows
 
     # FP32 AlexNet on an A100: no half paths; the TF32 tensor-core kernels count
@@ -76,7 +77,7 @@ def test_tensor_core_share_on_real_trace():
 
 def test_compare_and_amp_cli(tmp_path, capsys):
     a = shared_parquet("kineto", "a100_diff_control.json.gz")
-    b = KINETO / "v100_diff_test.json.gz"
+    b = shared(KINETO / "v100_diff_test.json.gz")
     assert main(["compare", str(a), str(b), "--plot", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "Runs side by side" in out and "Biggest kernel differences" in out

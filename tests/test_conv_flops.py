@@ -22,17 +22,15 @@ from pathlib import Path
 import pytest
 
 import traceviz
+from tests.conftest import SHARED_TRACES, shared
 from traceviz.analyses.summary.figures import summarize
 from traceviz.opcost import op_cost
 
-FOREIGN = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "foreign" / "kineto"
+FOREIGN = SHARED_TRACES / "foreign" / "kineto"
 H1 = FOREIGN / "h1_kineto_v100_resnet50.pt.trace.json.gz"
 H5 = FOREIGN / "h5_tracelens_mi300_resnet_actckpt.json.gz"
 CONV = ("aten::cudnn_convolution", "aten::cudnn_convolution_backward_input",
         "aten::cudnn_convolution_backward_weight")
-
-pytestmark = pytest.mark.skipif(not H1.exists() or not H5.exists(),
-                                reason="needs ../shared/traces/foreign")
 
 
 @functools.cache
@@ -73,7 +71,7 @@ def _h1_expected() -> dict[tuple[str, str], dict]:
     from the raw events: 2 * numel(output) * prod(weight[1:]), the output's shape from
     the autograd node of the same sequence number, a backward half's weight from the
     cudnn_convolution_backward around it."""
-    ev = _events(H1)
+    ev = _events(shared(H1))
     ops = [e for e in ev if e.get("cat") == "Operator"]
     kernels = defaultdict(list)
     for k in ev:
@@ -108,7 +106,7 @@ def _h1_expected() -> dict[tuple[str, str], dict]:
 
 def test_h1_conv_flops_from_the_recorded_shapes():
     want = _h1_expected()
-    got = _groups(_efficiency(H1))
+    got = _groups(_efficiency(shared(H1)))
     # ResNet-50's 23 distinct forward shapes; gradients of several share recorded dims
     assert sum(op == "aten::cudnn_convolution" for op, _ in want) == 23
     assert {op for op, _ in want} == set(CONV)
@@ -122,7 +120,7 @@ def test_h1_conv_flops_from_the_recorded_shapes():
 def test_h1_stride_two_1x1_conv_counts_its_strided_output():
     """layer4's downsample, 1x1 stride 2 from 1024 to 2048 channels: 14x14 in, 7x7 out;
     6.58 GFLOP a call, not the 26.3 of a stride-1 count."""
-    g = _groups(_efficiency(H1))[_key("aten::cudnn_convolution", [
+    g = _groups(_efficiency(shared(H1)))[_key("aten::cudnn_convolution", [
         [32, 1024, 14, 14], [2048, 1024, 1, 1], [], [], [], [], [], [], []])]
     assert g["flops"] / g["calls"] == pytest.approx(2 * 32 * 2048 * 7 * 7 * 1024, rel=1e-12)
 
@@ -132,7 +130,7 @@ def test_h1_no_conv_above_peak_unless_winograd_or_fft():
     where cuDNN chose a Winograd or FFT algorithm (a kernel so named among its kernels):
     those do fewer multiplications than the direct count; the notes say so and do not
     blame the peak table."""
-    e = _efficiency(H1)
+    e = _efficiency(shared(H1))
     peak = e.peak.figures["fp32"] * 1e12
     over = 0
     for key, w in _h1_expected().items():
@@ -154,7 +152,7 @@ def test_shape_incomplete_gets_no_flops(tmp_path):
     none), the forward convolutions and weight gradients have no figures and say why,
     while an input gradient, counted from grad_output and the weight it records, keeps its
     FLOPs without bytes."""
-    ev = _events(H1)
+    ev = _events(shared(H1))
     rec = next(e for e in ev if e.get("name") == "aten::cudnn_convolution")
     details = (f"dims:{json.dumps(rec['args']['Input Dims'])} "
                f"types:{json.dumps(rec['args']['Input type'])}")
@@ -184,7 +182,7 @@ def test_h5_miopen_convolution_from_concrete_inputs():
     """miopen_convolution(self, weight, bias, padding, stride, dilation, groups, ...):
     the output from the recorded stride, padding and dilation."""
     per_dims: dict[tuple[str, str], set[int]] = defaultdict(set)
-    for e in _events(H5):
+    for e in _events(shared(H5)):
         if e.get("name") != "aten::miopen_convolution":
             continue
         x, w, b = e["args"]["Input Dims"][:3]

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import H200, SHARED_TRACES, missing
+from tests.conftest import H200, SHARED_TRACES, missing, shared
 from traceviz import load
 from traceviz.analyses import advice as A
 from traceviz.analyses.advice.actions import framework_free, remedy
@@ -42,18 +42,12 @@ WINDOWS = ("resnet_s5", "alexnet_s1", "alexnet_s3tune")
 DIRECTION = {1: "HtoD", 2: "DtoH", 8: "DtoD"}
 
 
-def _here(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"{path} is not here (../shared/traces)")
-    return path
-
-
 # -- nsys: the darknet report (C/CUDA, no framework) --------------------------------------
 
 @pytest.fixture(scope="module")
 def darknet(tmp_path_factory) -> tuple[Path, object]:
     """The report exported once by nsys itself, and traceviz's table of that export."""
-    _here(DARKNET)
+    shared(DARKNET)
     nsys = shutil.which("nsys")
     if nsys is None:
         missing("nsys is not installed: the darknet report is a .qdrep")
@@ -133,7 +127,7 @@ def test_pageable_rule_reads_nsys_exports(darknet):
 def test_nsys_export_without_memory_kinds(tmp_path):
     """An export whose memcpy table has no srcKind/dstKind (older nsys) names the copy by
     its direction alone, as before."""
-    src = _here(TINY)
+    src = shared(TINY)
     copy = tmp_path / "tiny.sqlite"
     shutil.copy(src, copy)
     with sqlite3.connect(copy) as db:
@@ -161,7 +155,7 @@ def test_memcpy_names_per_kind():
 def _chrome(window: str) -> dict:
     """The sibling Chrome trace: the GPU's stream events (exact ns), the step and the host's
     events with a correlation id, from plain JSON."""
-    with gzip.open(_here(KERAS / f"{window}.trace.json.gz"), "rt") as f:
+    with gzip.open(shared(KERAS / f"{window}.trace.json.gz"), "rt") as f:
         events = json.load(f, parse_float=Decimal)["traceEvents"]
     meta = [e for e in events if e.get("ph") == "M"]
     gpu = next(e["pid"] for e in meta if e["name"] == "process_name"
@@ -194,15 +188,14 @@ def test_xspace_copies_named_as_kineto_names_them(window):
             want[spelled[e["name"]]] += 1
             size[spelled[e["name"]]] += int(re.search(r"size:(\d+)",
                                                       e["args"]["memcpy_details"]).group(1))
-    got = _by_name(load(KERAS / f"{window}.xplane.pb"))
+    got = _by_name(load(shared(KERAS / f"{window}.xplane.pb")))
     assert {k: v[:2] for k, v in got.items()} == {k: (want[k], size[k]) for k in want}
 
 
 def test_xspace_memory_kinds_from_memcpy_details():
     """JAX on an H200 records ``kind_src:device kind_dst:device``: the rows carry them,
     as the protobuf read here spells them."""
-    path = H200 / "scan_jax" / "vm.xplane.pb.gz"
-    _here(path)
+    path = shared(H200 / "scan_jax" / "vm.xplane.pb.gz")
     from tests.test_xplane import _events, _space
 
     want: Counter = Counter()
@@ -222,13 +215,13 @@ def test_xspace_memory_kinds_from_memcpy_details():
 def test_framework_free_and_remedy_stay_compatible():
     """A PyTorch program under nsys (emit_nvtx's aten:: ranges) has a framework; a remedy
     without ``none=`` is the PyTorch text on any nsys trace, as before."""
-    torch_nsys = A.Context(load(_here(TORCH_NSYS)))
+    torch_nsys = A.Context(load(shared(TORCH_NSYS)))
     assert not framework_free(torch_nsys)
     assert remedy(torch_nsys, torch="T", tf="F", none="N") == "T"
-    saxpy = A.Context(load(_here(SAXPY)))
+    saxpy = A.Context(load(shared(SAXPY)))
     assert remedy(saxpy, torch="T", tf="F") == "T"
     assert remedy(saxpy, torch="T", tf="F", none="N") == "N"
-    keras = A.Context(load(KERAS / "alexnet_s1.xplane.pb"))
+    keras = A.Context(load(shared(KERAS / "alexnet_s1.xplane.pb")))
     assert not framework_free(keras)
     assert remedy(keras, torch="T", tf="F", none="N") == "F"
 
@@ -275,7 +268,7 @@ def test_overlap_copies_against_the_copy_time():
         chrome = _chrome(window)
         raw = _raw_exposed(chrome)
         big = raw["big"]
-        s = whatif(load(KERAS / f"{window}.xplane.pb"), ("overlap_copies",)) \
+        s = whatif(load(shared(KERAS / f"{window}.xplane.pb")), ("overlap_copies",)) \
             .scenario("overlap_copies")
         assert s.applies
         if window == "alexnet_s1":
@@ -291,7 +284,7 @@ def test_overlap_copies_against_the_copy_time():
 
 
 def test_overlap_copies_has_nothing_to_change_without_such_copies():
-    s = whatif(load(SHARED_TRACES / "kineto" / "a100_nccl.json.gz"),
+    s = whatif(load(shared(SHARED_TRACES / "kineto" / "a100_nccl.json.gz")),
                ("overlap_copies",)).scenario("overlap_copies")
     assert not s.applies and "no host-to-device copy" in s.reason
 
@@ -304,7 +297,7 @@ def test_serialized_copies_on_the_keras_windows(window):
     a finding at 7.1% (resnet_s5) and 15.3% (alexnet_s1) of the step; alexnet_s3tune's
     first step waits 2.3 s for its batch, and the copy is 0.8% of it: no finding."""
     raw = _raw_exposed(_chrome(window))
-    t = load(KERAS / f"{window}.xplane.pb")
+    t = load(shared(KERAS / f"{window}.xplane.pb"))
     work = work_rows(t)
     c = exposed_copies(t, work, analysis_windows(t, work))
     # the Chrome trace rounds each time to the ns, the XSpace holds ps (traceviz floors
@@ -337,7 +330,7 @@ def test_serialized_copies_on_the_keras_windows(window):
 def test_serialized_copies_silent_on_small_copies():
     """A PyTorch run on two H100s whose copies run 27 µs with no kernel beside them in
     0.6 s of span: no finding."""
-    t = load(SHARED_TRACES / "nsys" / "h100_2gpu_mfu_before.sqlite")
+    t = load(shared(SHARED_TRACES / "nsys" / "h100_2gpu_mfu_before.sqlite"))
     assert RULE["serialized_copies"](A.Context(t)) is None
 
 
@@ -345,7 +338,7 @@ def test_serialized_copies_silent_on_small_copies():
 def test_device_bound_then_the_copy(window):
     """Device-bound windows: the verdict's finding first, the copy right after it, with
     the scenario's saving."""
-    a = A.advise_full(load(KERAS / f"{window}.xplane.pb"))
+    a = A.advise_full(load(shared(KERAS / f"{window}.xplane.pb")))
     assert a.bound.by == "device"
     assert [f.rule for f in a.findings[:2]] == ["device_bound", "serialized_copies"]
     assert a.findings[1].saving_scenario == "overlap_copies" and a.findings[1].saving_ns > 0
@@ -354,10 +347,11 @@ def test_device_bound_then_the_copy(window):
 def test_copies_without_a_framework_get_cuda_words():
     """An MPI + CUDA C program (saxpy on Perlmutter): its pageable copies stall the device
     a quarter of the span; the remedy names CUDA's calls, not a framework's."""
-    t = load(_here(SAXPY))
+    t = load(shared(SAXPY))
     ctx = A.Context(t)
     f = RULE["serialized_copies"](ctx)
     assert framework_free(ctx) and f is not None
     assert "cudaMemcpyAsync" in f.action and "non_blocking" not in f.action
-    n, = _sql(SAXPY, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN (1, 2)")[0]
+    n, = _sql(SAXPY,
+              "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN (1, 2)")[0]
     assert f.figures["count"] <= n

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.corpus.generate import cases
+from tests.conftest import shared
+from tests.corpus.generate import BERT, MI250, TINY, cases
 from traceviz.cli import main
 
 CASES = cases()
@@ -20,6 +21,7 @@ CASES = cases()
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 
+@pytest.mark.shared(MI250, TINY, BERT)
 def test_corpus_is_large_enough():
     assert len(CASES) >= 250
     readers = {c.id.split("/")[0] for c in CASES}
@@ -34,6 +36,8 @@ def _files(d: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_case(case, tmp_path, capsys):
+    for path in case.needs:
+        shared(path)
     d = tmp_path / "case"
     d.mkdir()
     case.setup(d)

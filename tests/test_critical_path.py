@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import KINETO, ROOT
+from tests.conftest import KINETO, ROOT, shared
 from tests.handmade import row, trace
 from traceviz.analyses.critical_path.host import BETWEEN_OPS
 from traceviz.analyses.critical_path.path import PARTS, ancestors, critical_path
@@ -136,7 +136,7 @@ def test_the_kernels_on_the_path_are_htas():
     ref = json.loads((ROOT / "tests" / "data" / "hta_critical_path.json").read_text())
     assert ref["hta"] == "0.5.0" and len(ref["cases"]) == 2
     for case in ref["cases"]:
-        mine = ours(KINETO / case["trace"], case["annotation"])
+        mine = ours(shared(KINETO / case["trace"]), case["annotation"])
         for theirs, m in zip(case["instances"], mine, strict=True):
             assert theirs["ok"] and theirs["kernels"], case["trace"]
             assert m["kernels"] == theirs["kernels"]
@@ -222,7 +222,7 @@ def test_a_rank_folder_gives_the_slowest_ranks_path(tmp_path, capsys):
     from traceviz.rankset.folder import analyze_folder
 
     for r in (0, 1):
-        shutil.copy(KINETO / f"ampere_sampled_rank{r}.json.gz", tmp_path)
+        shutil.copy(shared(KINETO / f"ampere_sampled_rank{r}.json.gz"), tmp_path)
     assert main(["analyze", str(tmp_path), "--critical-path", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     slow = slowest_ranks(analyze_folder(tmp_path).ranks, 1)[0]

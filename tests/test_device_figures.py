@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from tests.conftest import H200, SHARED_TRACES
+from tests.conftest import H200, SHARED_TRACES, shared
 from traceviz.cli import main
 
 SCAN_JAX = H200 / "scan_jax"
@@ -50,14 +50,14 @@ def _json(capsys, *argv: str) -> dict:
 
 
 def test_device_memory_is_the_devices_and_the_pool_is_named(capsys):
-    space = _space(SCAN_JAX / "vm.xplane.pb.gz")
+    space = _space(shared(SCAN_JAX / "vm.xplane.pb.gz"))
     gpu = next(p for p in space.planes if p.name == "/device:GPU:0")
     stated = int(_stats(gpu, gpu.stats)["memory_size"])
     assert stated > 139 * 2**30  # the H200's 139.8 GiB
-    bench = json.loads((SCAN_JAX / "bench.json").read_text())["memory"]
+    bench = json.loads(shared(SCAN_JAX / "bench.json").read_text())["memory"]
     pool, peak = bench["total_bytes"], bench["peak_allocated_bytes"]  # XLA's bytes_limit
     assert pool < stated
-    out = _json(capsys, "analyze", str(SCAN_JAX), "--json")
+    out = _json(capsys, "analyze", str(shared(SCAN_JAX)), "--json")
     mem = out["memory"]["bench"]
     assert mem["total_bytes"] == stated and mem["pool_bytes"] == pool
     assert main(["analyze", str(SCAN_JAX), "--width", "200"]) == 0
@@ -72,7 +72,7 @@ def test_device_memory_is_the_devices_and_the_pool_is_named(capsys):
 
 
 def test_tf32_kernels_of_an_xla_run_are_recognized(capsys):
-    space = _space(SCAN_JAX / "vm.xplane.pb.gz")
+    space = _space(shared(SCAN_JAX / "vm.xplane.pb.gz"))
     gpu = next(p for p in space.planes if p.name == "/device:GPU:0")
     gemm = Counter()
     for name, _, ps, _ in _events(gpu):
@@ -80,7 +80,7 @@ def test_tf32_kernels_of_an_xla_run_are_recognized(capsys):
             gemm["tf32" if re.search(r"tf32|s1688gemm", name) else "unsaid"] += ps
     assert gemm["tf32"] > 0 and gemm["unsaid"] > 0  # cuBLAS/CUTLASS TF32, XLA's fusions
     share = gemm["tf32"] / (gemm["tf32"] + gemm["unsaid"])
-    out = _json(capsys, "analyze", str(SCAN_JAX), "--json")
+    out = _json(capsys, "analyze", str(shared(SCAN_JAX)), "--json")
     notes = " ".join(out["efficiency"]["notes"])
     assert "ran FP32" not in notes
     assert f"ran TF32 by the names that say a precision ({share:.0%} of matrix" in notes
@@ -90,7 +90,7 @@ def test_tf32_kernels_of_an_xla_run_are_recognized(capsys):
 def test_kernel_launches_are_counted_one_way(capsys):
     # CUPTI's host events carry a correlation id, the kernel's name and the thread (the
     # line); a kernel launch is one whose device event ran on a compute stream
-    space = _space(CHESS)
+    space = _space(shared(CHESS))
     host = next(p for p in space.planes if p.name == "/host:CPU")
     gpu = next(p for p in space.planes if p.name == "/device:GPU:0")
     lines = {line.id: line.name for line in gpu.lines}

@@ -23,6 +23,7 @@ import shutil
 import numpy as np
 import pytest
 
+from tests.conftest import shared
 from tests.diagnosis_events import intersect, length, read, union
 from tests.diagnosis_paths import (
     ALL,
@@ -299,7 +300,7 @@ def test_attention_figures(advise):
 
 @pytest.mark.parametrize("key", list(UNREADABLE))
 def test_unreadable_traces_are_refused_in_one_line(key):
-    r = traceviz("advise", "--json", str(UNREADABLE[key]))
+    r = traceviz("advise", "--json", str(shared(UNREADABLE[key])))
     assert r.returncode != 0
     assert "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -309,7 +310,7 @@ def test_unreadable_traces_are_refused_in_one_line(key):
 def test_a_report_from_a_newer_nsys_names_both_versions():
     """nsys 2022.4 cannot export a report recorded by 2026.1: the line gives nsys' own
     reason and this nsys' version, and the way out (that version's export)."""
-    r = traceviz("analyze", str(UNREADABLE["cs336_myrun_nsys2026"]))
+    r = traceviz("analyze", str(shared(UNREADABLE["cs336_myrun_nsys2026"])))
     assert r.returncode == 2
     line = r.stderr.strip()
     assert "Version number is invalid" in line
@@ -322,7 +323,7 @@ def test_a_damaged_report_is_not_blamed_on_the_version(tmp_path):
     """A report cut short fails nsys' export for another reason than its version: the
     line gives that reason and no version advice."""
     cut = tmp_path / "cut.qdrep"
-    cut.write_bytes((FOREIGN / "nsys" / "flux_gtx1650_report20.qdrep").read_bytes()[:5000])
+    cut.write_bytes(shared(FOREIGN / "nsys" / "flux_gtx1650_report20.qdrep").read_bytes()[:5000])
     r = traceviz("analyze", str(cut))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "nsys export failed" in r.stderr and "newer" not in r.stderr

@@ -16,6 +16,7 @@ import functools
 import numpy as np
 import pytest
 
+from tests.conftest import shared
 from tests.diagnosis_events import INPUT, LAUNCH, STEP, Events, Spans
 from tests.diagnosis_paths import MS, SLOW, json_of, raw
 from tests.diagnosis_raw import expected_bound, expected_cause, facts_of, verdict_windows
@@ -226,9 +227,7 @@ def test_tp2_folder_is_one_run():
     allow (each rank waits in its collectives)."""
     from tests.diagnosis_paths import FOREIGN, TP2, allowed_bound, cli
 
-    folder = FOREIGN / "kineto" / TP2
-    if not folder.is_dir():
-        pytest.skip(f"{folder} is not there")
+    folder = shared(FOREIGN / "kineto" / TP2)
     rc, out, err = cli("advise", "--json", str(folder))
     if rc:
         pytest.skip(f"advise refuses a folder of rank traces (not built yet): {err.strip()}")

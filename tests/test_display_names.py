@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from tests.conftest import SHARED_TRACES  # noqa: E402
+from tests.conftest import SHARED_TRACES, shared  # noqa: E402
 from traceviz.cli import main  # noqa: E402
 from traceviz.table.names import demangle  # noqa: E402
 
@@ -103,7 +103,7 @@ def test_deepseek_grouped_gemms_show_what_differs(capsys):
     """The three grouped GEMMs differ only in a namespace (``fp8_dptp128c_acc``,
     ``fp8_ptp128c``, ``m_grouped_fp8_ptp128c``): three names, each with a word only its
     full name has; the full names whole in ``--json`` and ``--wide``."""
-    totals = _raw_kernel_totals(DEEPSEEK)
+    totals = _raw_kernel_totals(shared(DEEPSEEK))
     gemms = sorted(k for k in totals if "GemmKernel" in k)
     assert len(gemms) == 3
     own = {k: _tokens(k) - set().union(*(_tokens(o) for o in gemms if o != k)) for k in gemms}
@@ -128,7 +128,7 @@ def test_deepseek_pie_legend_tells_the_gemms_apart():
     from traceviz.analyses import summarize
     from traceviz.render.charts import kernel_pie
 
-    totals = _raw_kernel_totals(DEEPSEEK)
+    totals = _raw_kernel_totals(shared(DEEPSEEK))
     gemms = sorted(k for k in totals if "GemmKernel" in k)
     fig = kernel_pie(summarize(traceviz.load(DEEPSEEK)), "deepseek")
     labels = [t.get_text().rsplit("  ", 1)[0] for t in fig.axes[0].get_legend().get_texts()]
@@ -146,7 +146,7 @@ def test_names_in_lines_of_text_are_told_apart_from_every_kernel(capsys):
     """A line that names a few kernels (advise's repeated sequence, the critical path's
     kernels off the path) names each GEMM so that it is not taken for another GEMM of
     the trace: none reads as the bare ``device_kernel<GemmKernel>``."""
-    assert len([k for k in _raw_kernel_totals(DEEPSEEK) if "GemmKernel" in k]) == 3
+    assert len([k for k in _raw_kernel_totals(shared(DEEPSEEK)) if "GemmKernel" in k]) == 3
     assert main(["advise", str(DEEPSEEK), "--width", "200"]) == 0
     advise = capsys.readouterr().out
     assert main(["analyze", str(DEEPSEEK), "--critical-path", "--width", "200"]) == 0

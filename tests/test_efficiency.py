@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import traceviz
+from tests.conftest import SHARED_TRACES, shared
 from traceviz.analyses.efficiency.ops import efficiency
 from traceviz.analyses.summary.figures import summarize
 from traceviz.errors import UsageError
@@ -380,7 +381,7 @@ def test_xspace_allocator_events_against_the_protobuf():
     """TF's MemoryAllocation/MemoryDeallocation events (shared BERT AMP trace, 3 GPUs):
     per allocator the total after each event is the protobuf's own bytes_allocated."""
     xplane_pb2 = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")
-    path = ROOT.parent / "shared" / "traces" / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
+    path = shared(SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz")
     space = xplane_pb2.XSpace()
     space.ParseFromString(gzip.decompress(path.read_bytes()))
     host = next(p for p in space.planes if p.name == "/host:CPU")
@@ -416,7 +417,7 @@ def test_nsys_cuda_memory_usage_events(tmp_path):
     import sqlite3
 
     db = tmp_path / "mem.sqlite"
-    shutil.copy(ROOT.parent / "shared" / "traces" / "nsys" / "rtx3080_tiny.sqlite", db)
+    shutil.copy(shared(SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite"), db)
     con = sqlite3.connect(db)
     start = con.execute("SELECT min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
     gpid = con.execute("SELECT globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KINETO
+from tests.conftest import KINETO, shared
 from traceviz.trace import Trace
 
 TRACEVIZ = [sys.executable, "-m", "traceviz"]
@@ -29,7 +29,7 @@ TRACEVIZ = [sys.executable, "-m", "traceviz"]
 @pytest.fixture(scope="module")
 def big_trace(tmp_path_factory) -> Path:
     """v100_19k's events three times over: ~160 MB, a few seconds to import."""
-    raw = gzip.decompress((KINETO / "v100_19k_kernels.json.gz").read_bytes())
+    raw = gzip.decompress(shared(KINETO / "v100_19k_kernels.json.gz").read_bytes())
     start = raw.index(b"[", raw.index(b'"traceEvents"')) + 1
     end = raw.rindex(b"]")
     body = raw[start:end].strip()
@@ -203,7 +203,7 @@ def test_early_ctrl_c_is_one_line(tmp_path, delay):
     the interpreter has run any traceviz code, in its first ~50 ms, Python's own start-up
     answers a Ctrl-C as it always does.)"""
     tag = uuid.uuid4().hex
-    proc = _start(["analyze", str(KINETO / "v100_19k_kernels.json.gz")], tag)
+    proc = _start(["analyze", str(shared(KINETO / "v100_19k_kernels.json.gz"))], tag)
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
@@ -315,7 +315,7 @@ def test_signal_at_any_moment_leaves_nothing_half_written(big_trace, tmp_path, d
 def test_two_writers_one_output(tmp_path):
     """Two imports to one path without --force: one writes it, the other fails cleanly
     (the final name is created by a hard link, which fails once the name exists)."""
-    src = KINETO / "a100_diff_control.json.gz"
+    src = shared(KINETO / "a100_diff_control.json.gz")
     out = tmp_path / "out.parquet"
     procs = [_start(["import", str(src), "-o", str(out)], uuid.uuid4().hex) for _ in range(2)]
     results = [p.communicate(timeout=120) for p in procs]
@@ -343,7 +343,7 @@ def small_disk(tmp_path):
 
 
 def test_disk_full_names_the_path_and_keeps_the_old_file(small_disk):
-    src = KINETO / "a100_diff_control.json.gz"  # its table is ~1 MB: does not fit
+    src = shared(KINETO / "a100_diff_control.json.gz")  # its table is ~1 MB: does not fit
     out = small_disk / "out.parquet"
     out.write_bytes(b"the user's earlier output")
     done = subprocess.run([*TRACEVIZ, "import", str(src), "-o", str(out), "--force"],

@@ -16,8 +16,9 @@ import sys
 import pytest
 from packaging.version import Version
 
+from tests.conftest import shared
 from tests.installs import FLOOR_CONSTRAINTS as CONSTRAINTS
-from tests.installs import ROOT, TRACES, analyze_json, run
+from tests.installs import FORMATS, ROOT, SHARED_FORMATS, TRACES, analyze_json, run
 
 # the wheel, the sdist and their virtual environments are built once, on one xdist worker
 pytestmark = pytest.mark.xdist_group("installs")
@@ -56,7 +57,7 @@ def test_floors_are_installed(floor_venv, tmp_path):
     assert installed["numpy"] == "1.24.1"
 
 
-@pytest.mark.parametrize("fmt", list(TRACES))
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_analyze_at_the_floors(floor_venv, tmp_path, fmt):
     """The same ``analyze --json``, byte for byte, and no warning on stderr."""
     floor = analyze_json(str(floor_venv / "bin" / "python"), TRACES[fmt], tmp_path)
@@ -69,7 +70,7 @@ def test_analyze_at_the_floors(floor_venv, tmp_path, fmt):
 
 def test_report_at_the_floors(floor_venv, tmp_path):
     """The terminal tables (rich), the charts (matplotlib) and report.html (Bokeh)."""
-    trace = str(TRACES["kineto"])
+    trace = str(shared(TRACES["kineto"]))
     traceviz = str(floor_venv / "bin" / "traceviz")
     for args in (["analyze", trace], ["report", trace, "-o", "r.md"],
                  ["report", trace, "-o", "r.html"]):
@@ -98,6 +99,7 @@ def _python(version: str) -> str | None:
     return None
 
 
+@pytest.mark.shared(*SHARED_FORMATS)
 @pytest.mark.parametrize("version", OTHER_PYTHONS)
 def test_analyze_on_other_pythons(dists, tmp_path, version):
     """The wheel on the other Python versions the package supports, where the machine has

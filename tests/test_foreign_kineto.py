@@ -10,20 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED_TRACES
+from tests.conftest import SHARED_TRACES, shared
 from traceviz.cli import main
 
 FOREIGN = SHARED_TRACES / "foreign" / "kineto"
 
 
-def _here(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"{path} is not here (../shared/traces/foreign)")
-    return path
-
-
 def _doc(path: Path) -> dict:
-    with open(_here(path)) as f:
+    with open(shared(path)) as f:
         return json.load(f)
 
 
@@ -33,7 +27,7 @@ def test_devices_and_their_properties_come_from_device_properties(name, capsys):
     """``deviceProperties`` names the GPU and states its multiprocessors, memory and
     compute capability; the header names it even where no device row was recorded
     (the RTX 3060 trace: CUDA activity off)."""
-    path = FOREIGN / name
+    path = shared(FOREIGN / name)
     props = _doc(path)["deviceProperties"]
     assert main(["analyze", str(path), "--json"]) == 0
     source = json.loads(capsys.readouterr().out)["source"]

@@ -11,6 +11,7 @@ and ``TRACEVIZ_FUZZ_RANDOM=1`` draws new ones each run (CI replays a fixed set)
 from __future__ import annotations
 
 import copy
+import functools
 import gzip
 import json
 import os
@@ -20,6 +21,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -93,12 +95,15 @@ def _check(path: Path, label: str, code: int, text: str) -> None:
 
 # --- Kineto JSON ------------------------------------------------------------------------
 
+MI250 = SHARED_TRACES / "kineto" / "mi250_rocm_train.json.gz"
+
+
+@functools.cache
 def _kineto_events() -> dict:
-    with gzip.open(SHARED_TRACES / "kineto" / "mi250_rocm_train.json.gz") as f:
+    with gzip.open(MI250) as f:
         return json.load(f)
 
 
-KINETO = _kineto_events()
 FIELDS = st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id"])
 ARGS = st.sampled_from(["correlation", "device", "stream", "bytes", "grid", "block",
                         "Input type", "Concrete Inputs", "registers per thread"])
@@ -106,7 +111,7 @@ ARGS = st.sampled_from(["correlation", "device", "stream", "bytes", "grid", "blo
 
 @st.composite
 def kineto_files(draw) -> bytes:
-    doc = copy.deepcopy(KINETO)
+    doc = copy.deepcopy(_kineto_events())
     events = doc["traceEvents"]
     for _ in range(draw(st.integers(1, 6))):
         e = events[draw(st.integers(0, len(events) - 1))]
@@ -134,6 +139,7 @@ def kineto_files(draw) -> bytes:
     return Blob(data)
 
 
+@pytest.mark.shared(MI250)
 @FUZZ
 @given(kineto_files())
 def test_fuzz_kineto(data):
@@ -148,6 +154,7 @@ SQL_VALUES = st.one_of(st.none(), st.integers(-(2 ** 63), 2 ** 63 - 1),
                        st.binary(max_size=20), st.sampled_from([1e30, 2 ** 62, -1, 0]))
 
 
+@functools.cache
 def _schema() -> dict[str, list[str]]:
     db = sqlite3.connect(f"file:{NSYS}?mode=ro", uri=True)
     tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
@@ -156,7 +163,6 @@ def _schema() -> dict[str, list[str]]:
     return out
 
 
-SCHEMA = _schema()
 INTERESTING = ["StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
                "CUPTI_ACTIVITY_KIND_MEMCPY", "TARGET_INFO_GPU", "META_DATA_EXPORT"]
 
@@ -165,9 +171,9 @@ INTERESTING = ["StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_R
 def nsys_edits(draw) -> list[tuple]:
     edits = []
     for _ in range(draw(st.integers(1, 5))):
-        table = draw(st.sampled_from([t for t in INTERESTING if t in SCHEMA]))
+        table = draw(st.sampled_from([t for t in INTERESTING if t in _schema()]))
         kind = draw(st.sampled_from(["set", "set", "drop_column", "drop_table"]))
-        column = draw(st.sampled_from(SCHEMA[table]))
+        column = draw(st.sampled_from(_schema()[table]))
         edits.append((kind, table, column, draw(SQL_VALUES), draw(st.integers(0, 3))))
     return edits
 
@@ -195,6 +201,7 @@ def _apply(db: sqlite3.Connection, kind: str, table: str, column: str, value, ro
                    f'"{table}" LIMIT 1 OFFSET ?)', (value, row))
 
 
+@pytest.mark.shared(NSYS)
 @FUZZ
 @given(nsys_edits())
 def test_fuzz_nsys(edits):
@@ -211,20 +218,21 @@ def test_fuzz_nsys(edits):
 
 # --- XSpace -----------------------------------------------------------------------------
 
+BERT = SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
+
+
+@functools.cache
 def _small_space() -> bytes:
     """The shared BERT profile cut to its first events per line (fast to fuzz)."""
     from traceviz.parsers.xspace_proto import xspace_class
 
     space = xspace_class()()
     space.ParseFromString(gzip.decompress(
-        (SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz").read_bytes()))
+        BERT.read_bytes()))
     for plane in space.planes:
         for line in plane.lines:
             del line.events[40:]
     return space.SerializeToString()
-
-
-XSPACE = _small_space()
 
 
 @st.composite
@@ -232,7 +240,7 @@ def xspace_files(draw) -> bytes:
     from traceviz.parsers.xspace_proto import xspace_class
 
     space = xspace_class()()
-    space.ParseFromString(XSPACE)
+    space.ParseFromString(_small_space())
     planes = [p for p in space.planes if p.lines]
     for _ in range(draw(st.integers(1, 6))):
         plane = draw(st.sampled_from(planes))
@@ -269,6 +277,7 @@ def xspace_files(draw) -> bytes:
     return Blob(data)
 
 
+@pytest.mark.shared(BERT)
 @FUZZ
 @given(xspace_files())
 def test_fuzz_xspace(data):

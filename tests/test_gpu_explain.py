@@ -14,21 +14,18 @@ import numpy as np
 import pytest
 
 import traceviz
-from tests.conftest import H200, KINETO, ROOT, shared_parquet
+from tests.conftest import H200, KINETO, ROOT, shared, shared_parquet
 from tests.handmade import row, trace
 from traceviz.cli import main
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
-pytestmark = pytest.mark.usefixtures("h200")
-
-
 class Raw:
     """A run folder's raw trace and bench, read with json alone."""
 
     def __init__(self, run: str):
-        folder = H200 / run
+        folder = shared(H200 / run)
         with gzip.open(folder / "trace.pt.trace.json.gz") as f:
             self.events = json.load(f)["traceEvents"]
         self.bench = json.loads((folder / "bench.json").read_text())
@@ -87,7 +84,7 @@ def _json(capsys, *argv: str) -> dict:
 
 def test_a_copied_run_folder_is_one_run_with_its_timings(capsys, tmp_path):
     raw = Raw("fused_torch")
-    t = traceviz.load(H200 / "fused_torch")
+    t = traceviz.load(shared(H200 / "fused_torch"))
     assert t.meta["bench"] == raw.bench
     assert t.meta["model"] == "fused_torch" and t.meta["runner"]["device_name"] == "NVIDIA H200"
     out = _json(capsys, "analyze", str(H200 / "fused_torch"), "--json")
@@ -97,7 +94,7 @@ def test_a_copied_run_folder_is_one_run_with_its_timings(capsys, tmp_path):
         traceviz.ranks(H200 / "fused_torch")
     # import of the raw trace beside its bench.json keeps the timings
     pq = tmp_path / "fused.parquet"
-    assert main(["import", str(H200 / "fused_torch" / "trace.pt.trace.json.gz"),
+    assert main(["import", str(shared(H200 / "fused_torch" / "trace.pt.trace.json.gz")),
                  "-o", str(pq)]) == 0
     assert traceviz.load(pq).meta["bench"]["batch_times_s"] == raw.bench["batch_times_s"]
 
@@ -105,9 +102,9 @@ def test_a_copied_run_folder_is_one_run_with_its_timings(capsys, tmp_path):
 def test_a_trace_beside_its_own_parquet_is_one_rank(tmp_path):
     from traceviz.files.folders import rank_files
 
-    shutil.copy(KINETO / "a100_alexnet.json.gz", tmp_path / "a100_alexnet.json.gz")
+    shutil.copy(shared(KINETO / "a100_alexnet.json.gz"), tmp_path / "a100_alexnet.json.gz")
     shutil.copy(shared_parquet("kineto", "a100_alexnet.json.gz"), tmp_path / "a100_alexnet.parquet")
-    shutil.copy(KINETO / "mi250_rocm_train.json.gz", tmp_path / "mi250_rocm_train.json.gz")
+    shutil.copy(shared(KINETO / "mi250_rocm_train.json.gz"), tmp_path / "mi250_rocm_train.json.gz")
     assert [p.name for p in rank_files(tmp_path)] == ["a100_alexnet.parquet",
                                                        "mi250_rocm_train.json.gz"]
 
@@ -117,7 +114,7 @@ def test_unrelated_traces_are_not_called_stragglers(tmp_path, capsys):
     src.mkdir()
     for name in ("a100_alexnet", "a100_triton_culaunchkernel", "ampere_sampled_rank0",
                  "mi250_rocm_train"):
-        shutil.copy(KINETO / f"{name}.json.gz", src / f"{name}.json.gz")
+        shutil.copy(shared(KINETO / f"{name}.json.gz"), src / f"{name}.json.gz")
     for name in ("a100_alexnet", "v100_19k_kernels"):
         shutil.copy(shared_parquet("kineto", f"{name}.json.gz"), src / f"{name}.parquet")
     stems = {p.name.split(".")[0] for p in src.iterdir() if p.is_file()}
@@ -132,7 +129,7 @@ def test_unrelated_traces_are_not_called_stragglers(tmp_path, capsys):
 @pytest.mark.parametrize("run", ["fused_torch", "transposed_torch"])
 def test_profiler_overhead_is_shown_beside_the_figures(run, capsys):
     raw = Raw(run)
-    out = _json(capsys, "analyze", str(H200 / run), "--json")
+    out = _json(capsys, "analyze", str(shared(H200 / run)), "--json")
     ts = out["timed_step"]
     assert ts["timed_step_ns"] == pytest.approx(raw.timed_ns)
     # the profiled step: the step marks, within the part of a window after the last mark
@@ -159,7 +156,7 @@ def test_savings_are_in_timed_time_and_never_below_the_device_work(capsys):
     """advise fused_torch once promised 32.4 ms per step off a 16.9 ms timed step."""
     raw = Raw("fused_torch")
     device = sum(e["dur"] for e in raw.device) * 1e3 / raw.steps  # one stream: a sum
-    out = _json(capsys, "whatif", str(H200 / "fused_torch"), "--json")
+    out = _json(capsys, "whatif", str(shared(H200 / "fused_torch")), "--json")
     graphs = next(s for s in out["scenarios"] if s["name"] == "cuda_graphs")
     step = graphs["per_step"]["timed_predicted_ns"]
     assert device * 0.99 <= step < raw.timed_ns
@@ -175,7 +172,7 @@ def test_savings_are_in_timed_time_and_never_below_the_device_work(capsys):
 def test_a_graph_of_fine_torch_is_not_predicted_faster_than_its_kernels(capsys):
     raw = Raw("fine_torch")
     kernels = sum(e["dur"] for e in raw.device) * 1e3 / raw.steps
-    out = _json(capsys, "whatif", str(H200 / "fine_torch"), "--json", "--scenario",
+    out = _json(capsys, "whatif", str(shared(H200 / "fine_torch")), "--json", "--scenario",
                 "cuda_graphs")
     assert out["scenarios"][0]["per_step"]["timed_predicted_ns"] >= kernels * 0.99
 
@@ -187,11 +184,11 @@ def test_compare_says_when_profiled_and_timed_orders_disagree(capsys):
         return sum(b - a for a, b in r.marks) / r.steps
 
     assert marks(trans) < marks(fused) and trans.timed_ns > fused.timed_ns  # the raw files
-    out = _json(capsys, "compare", str(H200 / "fused_torch"), str(H200 / "transposed_torch"),
-                "--json")
+    out = _json(capsys, "compare", str(shared(H200 / "fused_torch")),
+                str(shared(H200 / "transposed_torch")), "--json")
     (conflict,) = out["profiled_vs_timed_order"]
     assert conflict.startswith("transposed_torch is faster profiled")
-    mixed = _json(capsys, "compare", str(H200 / "fused_torch"), str(H200 / "scan_jax"),
+    mixed = _json(capsys, "compare", str(H200 / "fused_torch"), str(shared(H200 / "scan_jax")),
                   "--json")["not_like_for_like"]
     assert any(d.startswith("framework (torch, jax)") for d in mixed)
     # both ran on the H200 (the runners' records), though the XSpace may name its GPU
@@ -208,7 +205,7 @@ def test_a_ladder_prediction_is_never_faster_than_the_base_rungs_kernels():
     from traceviz.ladder.rungs import BY_NAME
 
     rungs = tuple(BY_NAME[n] for n in ("naive8_torch", "fine_torch", "compile_full_torch"))
-    ladder = read_ladder(H200, rungs)
+    ladder = read_ladder(shared(H200), rungs)
     graphs = next(r for r in ladder.rungs if r.rung.variant == "compile_full_torch")
     assert graphs.prediction.on == "fine_torch"
     # fuse_pointwise+cuda_graphs on fine_torch's trace keeps every GEMM kernel: never
@@ -227,7 +224,7 @@ def test_a_ladder_prediction_is_never_faster_than_the_base_rungs_kernels():
 
 def test_host_time_per_api_call_is_the_calls_own(capsys):
     raw = Raw("streams_torch")
-    out = _json(capsys, "analyze", str(H200 / "streams_torch"), "--json")
+    out = _json(capsys, "analyze", str(shared(H200 / "streams_torch")), "--json")
     apis = {a["name"]: a for a in out["host"]["apis"]}
     for name in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaStreamIsCapturing"):
         calls, ns = raw.calls_per_step(name)
@@ -241,7 +238,8 @@ def test_the_critical_path_names_the_time_between_ops(capsys):
     """It once charged 15.3 ms of Python per step to cudaStreamIsCapturing."""
     raw = Raw("wavefront_torch")
     _, capturing = raw.calls_per_step("cudaStreamIsCapturing")
-    out = _json(capsys, "analyze", str(H200 / "wavefront_torch"), "--json", "--critical-path")
+    out = _json(capsys, "analyze", str(shared(H200 / "wavefront_torch")), "--json",
+                "--critical-path")
     cp = out["critical_path"]
     host = {h["name"]: h["on_path_ns"] / cp["windows"] for h in cp["host_calls"]}
     assert host.get("cudaStreamIsCapturing", 0) <= capturing * 1.05
@@ -253,7 +251,7 @@ def test_the_critical_path_names_the_time_between_ops(capsys):
                                                ("fused_torch", 13.9)])
 def test_host_time_per_kernel(run, per_kernel_us, capsys):
     raw = Raw(run)
-    out = _json(capsys, "analyze", str(H200 / run), "--json")
+    out = _json(capsys, "analyze", str(shared(H200 / run)), "--json")
     assert out["kernels"]["count"] / out["steps"] == pytest.approx(raw.kernels_per_step())
     expected = raw.timed_ns / raw.kernels_per_step()
     assert out["host"]["per_kernel_ns"]["timed"] == pytest.approx(expected, rel=1e-6)
@@ -267,7 +265,7 @@ def test_streams_that_never_overlap_are_said_so(run, capsys):
     raw = Raw(run)
     streams = {e["args"]["stream"] for e in raw.device}
     assert len(streams) == 5 and raw.multi_stream_us() == 0
-    out = _json(capsys, "analyze", str(H200 / run), "--json")
+    out = _json(capsys, "analyze", str(shared(H200 / run)), "--json")
     (ov,) = out["stream_overlap"]
     assert ov["streams"] == len(streams) and ov["multi_stream_ns"] == 0
     per_stream = {s["stream"]: s["work_count"] for s in out["streams"]}
@@ -281,7 +279,7 @@ def test_streams_that_never_overlap_are_said_so(run, capsys):
 
 
 def test_one_stream_gets_no_stream_finding(capsys):
-    adv = _json(capsys, "advise", str(H200 / "fused_torch"), "--json")
+    adv = _json(capsys, "advise", str(shared(H200 / "fused_torch")), "--json")
     assert not any(f["rule"] == "streams_never_overlap" for f in adv["findings"])
 
 
@@ -302,7 +300,7 @@ def test_overlapping_streams_are_measured():
 def test_the_replay_honours_recorded_event_waits(capsys):
     raw = Raw("streams_torch")
     waits = sum(e["name"] == "cudaStreamWaitEvent" for e in raw.runtime)
-    out = _json(capsys, "whatif", str(H200 / "streams_torch"), "--json", "--scenario",
+    out = _json(capsys, "whatif", str(shared(H200 / "streams_torch")), "--json", "--scenario",
                 "cuda_graphs")
     assert out["model"]["stream_wait_calls"] == waits == 808
     assert out["model"]["event_waits"] == waits
@@ -310,7 +308,7 @@ def test_the_replay_honours_recorded_event_waits(capsys):
 
 def test_the_report_holds_the_timed_step_and_streams(tmp_path):
     out = tmp_path / "r.md"
-    assert main(["report", str(H200 / "fused_torch"), str(H200 / "streams_torch"),
+    assert main(["report", str(shared(H200 / "fused_torch")), str(shared(H200 / "streams_torch")),
                  "-o", str(out)]) == 0
     text = out.read_text()
     section = text[text.index("## Profiled and timed step"):]
@@ -328,7 +326,6 @@ def test_no_timed_step_says_figures_are_profiled(capsys, kineto_dir):
     assert "every figure is profiled time" in out or "figures are profiled" in out
 
 
-
 # -- the five questions of the ladder page, figure by figure ------------------------------
 
 def _gemm(e: dict) -> bool:
@@ -341,8 +338,8 @@ def test_factorized_runs_more_kernels_in_less_device_time(capsys):
     fused_torch, and waits for the host more."""
     fused, fact = Raw("fused_torch"), Raw("factorized_torch")
     assert (fused.kernels_per_step(), fact.kernels_per_step()) == (1220, 1616)
-    out = _json(capsys, "compare", str(H200 / "fused_torch"), str(H200 / "factorized_torch"),
-                "--json")
+    out = _json(capsys, "compare", str(shared(H200 / "fused_torch")),
+                str(shared(H200 / "factorized_torch")), "--json")
     a, b = out["runs"]
     assert (a["per_step"]["kernels"], b["per_step"]["kernels"]) == (1220, 1616)
     gemm = [sum(e["dur"] for e in r.device if _gemm(e)) * 1e3 / r.steps for r in (fused, fact)]
@@ -359,7 +356,7 @@ def test_compile_full_is_device_bound(capsys):
     gemm = [e for e in kernels if _gemm(e)]
     assert len(gemm) / raw.steps == 1600
     assert busy / raw.timed_ns == pytest.approx(0.87, abs=0.01)
-    out = _json(capsys, "analyze", str(H200 / "compile_full_torch"), "--json")
+    out = _json(capsys, "analyze", str(shared(H200 / "compile_full_torch")), "--json")
     assert out["graphs"]["launches"] == 2
     assert out["categories"]["gemm"]["count"] / out["steps"] == 1600
     assert out["categories"]["gemm"]["total_ns"] / out["steps"] == pytest.approx(
@@ -371,7 +368,7 @@ def test_compile_full_is_device_bound(capsys):
 def test_a_parquet_of_another_trace_is_not_taken_for_its_namesake(tmp_path):
     from traceviz.files.folders import rank_files
 
-    shutil.copy(KINETO / "a100_alexnet.json.gz", tmp_path / "a.json.gz")
+    shutil.copy(shared(KINETO / "a100_alexnet.json.gz"), tmp_path / "a.json.gz")
     shutil.copy(shared_parquet("kineto", "mi250_rocm_train.json.gz"), tmp_path / "a.parquet")
     assert [p.name for p in rank_files(tmp_path)] == ["a.json.gz", "a.parquet"]
 
@@ -381,7 +378,7 @@ def test_a_parquet_of_another_trace_is_not_taken_for_its_namesake(tmp_path):
                                     ("profiled_time_per_batch_s", "fast")])
 def test_a_run_folder_with_a_damaged_bench_is_one_line(change, tmp_path, capsys):
     run = tmp_path / "run"
-    shutil.copytree(H200 / "fused_torch", run)
+    shutil.copytree(shared(H200 / "fused_torch"), run)
     bench = json.loads((run / "bench.json").read_text())
     bench[change[0]] = change[1]
     (run / "bench.json").write_text(json.dumps(bench))

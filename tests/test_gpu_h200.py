@@ -15,17 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import H200, ROOT, shared
 from tests.rawref import ns
 from traceviz.analyses import summarize
 from traceviz.opcost.peaks import find
 from traceviz.parsers import load
 
-H200 = ROOT.parent / "shared" / "gpu-h200"
 SCAN_JAX = H200 / "scan_jax" / "vm.xplane.pb.gz"
 COMPILE_FULL = H200 / "compile_full_torch" / "trace.pt.trace.json.gz"
-
-pytestmark = pytest.mark.skipif(not H200.is_dir(), reason=f"{H200} not found")
 
 
 def _raw_space(path: Path):
@@ -55,24 +52,24 @@ def _events(plane):
 
 @pytest.fixture(scope="module")
 def scan_space():
-    return _raw_space(SCAN_JAX)
+    return _raw_space(shared(SCAN_JAX))
 
 
 @pytest.fixture(scope="module")
 def scan_trace():
-    return load(SCAN_JAX)
+    return load(shared(SCAN_JAX))
 
 
 @pytest.fixture(scope="module")
 def compile_raw() -> list[dict]:
-    with gzip.open(COMPILE_FULL, "rt") as f:
+    with gzip.open(shared(COMPILE_FULL), "rt") as f:
         doc = json.load(f, parse_float=Decimal)
     return [e for e in doc["traceEvents"] if e.get("ph") == "X"]
 
 
 @pytest.fixture(scope="module")
 def compile_trace():
-    return load(COMPILE_FULL)
+    return load(shared(COMPILE_FULL))
 
 
 def test_xspace_device_named_by_its_plane_stats(scan_space, scan_trace):
@@ -188,7 +185,7 @@ def test_compiled_run_roofline_from_the_workload(compile_raw):
     """torch.compile records no op shapes: the run's FLOPs are the workload's
     (bench.json) times the profiled steps, held against the FP32 peak its FFMA GEMM
     kernels ran at, with the TF32 peak named beside them."""
-    trace = _as_run(load(COMPILE_FULL), COMPILE_FULL.parent)
+    trace = _as_run(load(shared(COMPILE_FULL)), COMPILE_FULL.parent)
     bench = json.loads((COMPILE_FULL.parent / "bench.json").read_text())
     steps = sum(1 for e in compile_raw if e["name"].startswith("ProfilerStep#"))
     ffma = sum(1 for e in compile_raw if e.get("cat") == "kernel" and "ffma" in e["name"])
@@ -211,7 +208,7 @@ def test_xla_efficiency_notes_speak_jax(scan_trace):
     s = summarize(scan_trace, with_efficiency=True)
     text = " ".join(s.efficiency.notes)
     assert "record_shapes" not in text and "torch" not in text and "XLA" in text
-    run = _as_run(load(SCAN_JAX), SCAN_JAX.parent)
+    run = _as_run(load(shared(SCAN_JAX)), SCAN_JAX.parent)
     e = summarize(run, with_efficiency=True).efficiency
     bench = json.loads((SCAN_JAX.parent / "bench.json").read_text())
     assert e.flops == bench["workload_flops"] * 3 and e.tflops_busy is not None
@@ -274,7 +271,7 @@ def test_no_lstm_remedies_without_an_lstm():
 
     from tests.conftest import KINETO
 
-    path = KINETO / "a100_nccl.json.gz"
+    path = shared(KINETO / "a100_nccl.json.gz")
     with gzip.open(path, "rt") as f:
         names = {e.get("name", "") for e in json.load(f)["traceEvents"]}
     assert not any(re.search(r"lstm|(?<![a-z])gru|rnn", n, re.IGNORECASE) for n in names)
@@ -297,7 +294,7 @@ def test_fp32_tf_run_gets_no_mixed_precision_advice():
 def test_bf16_autocast_running_fp16_is_said(compile_raw):
     """cudnn_torch-forward-bf16: the cuDNN LSTM took c10::Half tensors under bf16
     autocast; the weight copies float -> c10::Half per step counted from the raw JSON."""
-    path = H200 / "cudnn_torch-forward-bf16" / "trace.pt.trace.json.gz"
+    path = shared(H200 / "cudnn_torch-forward-bf16" / "trace.pt.trace.json.gz")
     with gzip.open(path, "rt") as f:
         raw = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     steps = sum(1 for e in raw if e["name"].startswith("ProfilerStep#"))
@@ -332,7 +329,7 @@ def test_a_device_the_table_lacks_gets_its_peak_from_the_profile(scan_space, sca
     names = {k: m.name for k, m in plane.stat_metadata.items()}
     stated = {names[s.metadata_id]: _value(s, names) for s in plane.stats}
     assert (stated["compute_cap_major"], stated["compute_cap_minor"]) == (9, 0)
-    t = load(SCAN_JAX)
+    t = load(shared(SCAN_JAX))
     t.meta["devices"]["0"] = t.meta["device_properties"]["0"]["name"] = "NVIDIA Unlisted"
     e = summarize(t, with_efficiency=True).efficiency
     fp32 = stated["core_count"] * stated["clock_rate"] * 1e3 * 128 * 2 / 1e12
@@ -362,7 +359,7 @@ def test_compiled_run_serial_chain_floor(compile_raw):
             per[key] = per.get(key, 0) + ns(k["dur"])
     busiest = [max(v for (s, _), v in per.items() if s == i) for i in range(len(steps))]
     floor = statistics.median(busiest)
-    trace = _as_run(load(COMPILE_FULL), COMPILE_FULL.parent)
+    trace = _as_run(load(shared(COMPILE_FULL)), COMPILE_FULL.parent)
     e = summarize(trace, with_efficiency=True).efficiency
     assert e.model["serial_floor_ns"] == pytest.approx(floor)
     wf = json.loads((COMPILE_FULL.parent / "bench.json").read_text())["workload_flops"]

@@ -13,7 +13,7 @@ import zlib
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import SHARED_TRACES, shared_parquet
+from tests.conftest import SHARED_TRACES, shared, shared_parquet
 from traceviz.cli import main
 from traceviz.parsers import jsonstream
 from traceviz.render.escape import file_name, markdown, visible
@@ -152,7 +152,7 @@ def test_gzip_bomb_is_refused_early_and_the_limit_can_be_raised(tmp_path, capsys
 
 
 def test_xspace_past_the_memory_limit_is_refused(capsys, monkeypatch):
-    path = SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
+    path = shared(SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz")
     inflated = len(gzip.decompress(path.read_bytes()))
     monkeypatch.setenv("TRACEVIZ_MAX_XSPACE_MB", str(inflated / (1 << 20) * 0.9))
     assert main(["analyze", str(path)]) == 2
@@ -179,7 +179,7 @@ def test_element_limit(tmp_path, capsys, monkeypatch):
 
 def test_nsys_rows_without_times_are_counted(tmp_path, capsys):
     path = tmp_path / "r.sqlite"
-    path.write_bytes((SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite").read_bytes())
+    path.write_bytes(shared(SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite").read_bytes())
     db = sqlite3.connect(path)
     db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 5")
     kernels = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
@@ -192,7 +192,7 @@ def test_nsys_rows_without_times_are_counted(tmp_path, capsys):
 
 
 def test_kineto_text_durations_and_null_names_are_counted(tmp_path, capsys):
-    with gzip.open(SHARED_TRACES / "kineto" / "mi250_rocm_train.json.gz") as f:
+    with gzip.open(shared(SHARED_TRACES / "kineto" / "mi250_rocm_train.json.gz")) as f:
         doc = json.load(f)
     kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
     for e in kernels[:3]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import shared
 from tests.installs import TRACES, run
 
 # the wheel, the sdist and their virtual environments are built once, on one xdist worker
@@ -52,7 +53,7 @@ def test_wheel_without_torch_names_the_extra(floor_venv, tmp_path):
     ranks = tmp_path / "ranks"
     ranks.mkdir()
     for k in (0, 1):
-        (ranks / f"rank-{k}.json.gz").write_bytes(TRACE.read_bytes())
+        (ranks / f"rank-{k}.json.gz").write_bytes(shared(TRACE).read_bytes())
     line = _error_line(run([traceviz, "import", str(ranks), "-o", str(tmp_path / "ds"),
                             "--ray"], cwd=tmp_path))
     assert "--ray needs Ray: pip install 'traceviz[dist]'" in line

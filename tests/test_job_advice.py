@@ -11,9 +11,7 @@ import re
 from decimal import Decimal
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import SHARED_TRACES
+from tests.conftest import SHARED_TRACES, shared
 from traceviz import load
 from traceviz.analyses.advice.engine import Context
 from traceviz.cli import main
@@ -21,9 +19,6 @@ from traceviz.cli import main
 KINETO = SHARED_TRACES / "foreign" / "kineto"
 LLAMA = KINETO / "rtx4090_llama_tp2"
 DLRM = KINETO / "h3_param_dlrm_8rank"
-if not (LLAMA.is_dir() and DLRM.is_dir()):
-    pytest.skip(f"needs the rank folders {LLAMA} and {DLRM} (../shared beside the checkout)",
-                allow_module_level=True)
 
 
 def _ns(v) -> int:
@@ -78,7 +73,7 @@ def test_advise_on_the_llama_ranks(capsys):
     """Rank 1 has the longer trace (no steps: the span) and sets the pace; it launches
     last into all 19 collectives; rank 0 waits for it; the verdict and the run are rank
     1's, and the job's finding follows its first."""
-    straggler, counts, waits, n = _arrivals(LLAMA)
+    straggler, counts, waits, n = _arrivals(shared(LLAMA))
     assert (straggler, counts[1], n) == (1, 19, 19)
     extent = {}
     for p in LLAMA.iterdir():
@@ -115,7 +110,7 @@ def test_advise_on_the_llama_ranks(capsys):
 def test_advise_on_the_dlrm_ranks(capsys):
     """Rank 1's step (its ProfilerStep) is the longest; rank 7 launches last into 5 of
     the 8 collectives; each rank's verdict is the one `advise` gives its trace alone."""
-    straggler, counts, waits, n = _arrivals(DLRM)
+    straggler, counts, waits, n = _arrivals(shared(DLRM))
     assert (straggler, counts[7], n) == (7, 5, 8)
     step = {_rank(p): next(_ns(e["dur"]) for e in _raw(p)
                            if e["name"].startswith("ProfilerStep#")) for p in DLRM.iterdir()}
@@ -136,7 +131,7 @@ def test_advise_on_the_dlrm_ranks(capsys):
 
 def test_whatif_on_both_folders(capsys):
     """Every rank replayed together, the collectives every rank ran joined."""
-    for folder in (LLAMA, DLRM):
+    for folder in (shared(LLAMA), shared(DLRM)):
         _, _, _, n = _arrivals(folder)
         out = _json(capsys, "whatif", str(folder), "--json", "--scenario", "host_speedup=2")
         assert out["collectives"] == n
@@ -148,7 +143,7 @@ def test_a_dataset_answers_as_its_folder(capsys, tmp_path):
     """`import` the LLaMA ranks: advise and whatif on the dataset say what they say on
     the folder."""
     ds = tmp_path / "ds"
-    assert main(["import", str(LLAMA), "-o", str(ds)]) == 0
+    assert main(["import", str(shared(LLAMA)), "-o", str(ds)]) == 0
     capsys.readouterr()
     folder = _json(capsys, "advise", str(LLAMA), "--json")
     data = _json(capsys, "advise", str(ds), "--json")
@@ -165,7 +160,7 @@ def test_report_of_a_job(capsys, tmp_path):
     """The job's sections first (its ranks, the arrivals, the findings), then its slowest
     rank as a run: in Markdown (DLRM) and in HTML (LLaMA)."""
     md = tmp_path / "dlrm.md"
-    assert main(["report", str(DLRM), "-o", str(md)]) == 0
+    assert main(["report", str(shared(DLRM)), "-o", str(md)]) == 0
     text = md.read_text()
     head = text.index("## h3\\_param\\_dlrm\\_8rank: the ranks")
     assert head < text.index("## h3\\_param\\_dlrm\\_8rank: arrivals at the collectives") \
@@ -175,7 +170,7 @@ def test_report_of_a_job(capsys, tmp_path):
     assert "Rank 7 launches last into 5 of 8 collectives" in text
     assert "h3\\_param\\_dlrm\\_8rank: rank 1 (the slowest)" in text
     page = tmp_path / "llama.html"
-    assert main(["report", str(LLAMA), "-o", str(page)]) == 0
+    assert main(["report", str(shared(LLAMA)), "-o", str(page)]) == 0
     html = page.read_text()
     assert "rtx4090_llama_tp2: the ranks" in html
     assert "Rank 1 launches last into all 19 collectives" in html

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import KINETO
+from tests.conftest import KINETO, shared
 from traceviz.errors import TraceVizError
 from traceviz.parsers import kineto, kineto_events
 from traceviz.parsers.jsonstream import ArrayChunks, decode_in_order, file_ranges
@@ -78,7 +78,7 @@ def test_truncated_array_is_an_error():
 
 
 def test_parallel_decoding_matches_serial(tmp_path):
-    path = KINETO / "ampere_sampled_rank0.json.gz"
+    path = shared(KINETO / "ampere_sampled_rank0.json.gz")
     serial = kineto.parse(path, workers=1, chunk_bytes=1 << 20)
     parallel = kineto.parse(path, workers=2, chunk_bytes=64 << 10)
     pd.testing.assert_frame_equal(serial.events, parallel.events, check_categorical=False)
@@ -176,7 +176,7 @@ def _assert_same(a: object, b: object) -> None:
 
 
 def test_a_small_file_decoded_whole_equals_its_streamed_pieces(tmp_path, monkeypatch):
-    src = KINETO / "ampere_sampled_rank0.json.gz"
+    src = shared(KINETO / "ampere_sampled_rank0.json.gz")
     text = gzip.decompress(src.read_bytes())
     doc = json.loads(text)
     events = doc["traceEvents"][:400]
@@ -240,7 +240,7 @@ def test_read_whole_within_its_limit_with_either_inflater(tmp_path, monkeypatch)
 def test_streamed_gzip_with_the_standard_librarys_inflater(monkeypatch):
     from traceviz.files import fileio
 
-    path = KINETO / "ampere_sampled_rank1.json.gz"
+    path = shared(KINETO / "ampere_sampled_rank1.json.gz")
     fast = kineto.parse(path, chunk_bytes=1 << 20)  # 1 MB pieces: streamed
     monkeypatch.setattr(fileio, "_gzip", gzip)
     slow = kineto.parse(path, chunk_bytes=1 << 20)

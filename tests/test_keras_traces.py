@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED_TRACES
+from tests.conftest import SHARED_TRACES, shared
 from traceviz import load
 from traceviz.analyses.summary.figures import summarize
 
@@ -23,16 +23,10 @@ XPLANE = SHARED_TRACES / "foreign" / "xplane"
 KERAS = XPLANE / "keras_semi_supervised_cv"
 
 
-def _here(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"{path} is not here (../shared/traces/foreign)")
-    return path
-
-
 @lru_cache(maxsize=4)
 def _sibling(name: str) -> tuple[dict, ...]:
     """The complete events of a Keras window's ``.trace.json.gz``."""
-    with gzip.open(_here(KERAS / f"{name}.trace.json.gz"), "rt") as f:
+    with gzip.open(shared(KERAS / f"{name}.trace.json.gz"), "rt") as f:
         doc = json.load(f, parse_float=Decimal)
     return tuple(e for e in doc["traceEvents"] if e.get("ph") == "X")
 
@@ -60,7 +54,7 @@ def test_inline_conversions_are_not_casts_only_tf_cast_ops_are():
     relu = [e for e in rows if _op_type(e) == "ReluGrad"
             and "TensorConversionOp" in e["name"]]
     assert len(relu) == 50 and len(cast) == 8
-    trace = load(_here(KERAS / "resnet_s5.xplane.pb"))
+    trace = load(shared(KERAS / "resnet_s5.xplane.pb"))
     s = summarize(trace)
     assert s.casts.count == len(cast)
     assert s.casts.total_ns == sum(_ns(e["dur"]) for e in cast)
@@ -91,7 +85,7 @@ def test_compare_time_per_call_is_the_mean_and_agrees_with_the_totals(capsys):
     "faster" with more time, ShuffleInTensor3Simple "slower" with less)."""
     from traceviz.analyses.compare.runs import kernel_diff
 
-    a, b = (load(_here(KERAS / f"{n}.xplane.pb")) for n in ("alexnet_s1", "alexnet_s3tune"))
+    a, b = (load(shared(KERAS / f"{n}.xplane.pb")) for n in ("alexnet_s1", "alexnet_s3tune"))
     d = kernel_diff(a, b).set_index("name")
     assert d.attrs["unit"] == "step" and d.attrs["windows_apart"] is None
     for side, window in (("a", "alexnet_s1"), ("b", "alexnet_s3tune")):
@@ -112,8 +106,8 @@ def test_compare_time_per_call_is_the_mean_and_agrees_with_the_totals(capsys):
                                 <= (with_calls["delta_ns"] > 0)).all()
     from traceviz.cli import main
 
-    assert main(["compare", str(KERAS / "alexnet_s1.xplane.pb"),
-                 str(KERAS / "alexnet_s3tune.xplane.pb"), "--width", "200"]) == 0
+    assert main(["compare", str(shared(KERAS / "alexnet_s1.xplane.pb")),
+                 str(shared(KERAS / "alexnet_s3tune.xplane.pb")), "--width", "200"]) == 0
     out = capsys.readouterr().out
     assert "calls/step" in out and "mean/call" in out
     ta, tb = (sum(t for _, t in _per_name(n).values()) for n in ("alexnet_s1",
@@ -128,7 +122,7 @@ def test_compare_without_steps_says_per_second_and_the_windows(capsys):
     lengths in the title and a note that the rates compare different stretches."""
     from traceviz.cli import main
 
-    a, b = (_here(XPLANE / f"tracelens_mi300_jax08_{n}.xplane.pb") for n in ("gemm", "conv"))
+    a, b = (shared(XPLANE / f"tracelens_mi300_jax08_{n}.xplane.pb") for n in ("gemm", "conv"))
     assert main(["compare", str(a), str(b), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)["differences"][0]
     wa, wb = d["window_ns"]
@@ -163,7 +157,7 @@ def test_an_unnamed_xspace_gpu_gets_a_peak_derived_from_its_properties(capsys):
     SXM2's 15.7 TFLOP/s FP32 and 900 GB/s, derived and said to be."""
     from traceviz.cli import main
 
-    path = _here(KERAS / "resnet_s5.xplane.pb")
+    path = shared(KERAS / "resnet_s5.xplane.pb")
     st = _plane_stats(path, "/device:GPU:0")
     assert (st["compute_cap_major"], st["compute_cap_minor"]) == (7, 0)
     fp32 = st["core_count"] * st["clock_rate"] * 1e3 * 64 * 2 / 1e12  # clock_rate: kHz
@@ -188,7 +182,7 @@ def test_flop_rates_without_any_flop_figure_are_unknown_not_zero(capsys):
     FLOPs, bytes and TFLOP/s are unknown (null, "unknown"), with the reason once."""
     from traceviz.cli import main
 
-    path = _here(KERAS / "resnet_s5.xplane.pb")
+    path = shared(KERAS / "resnet_s5.xplane.pb")
     from traceviz.parsers.xspace_proto import xspace_class
 
     space = xspace_class()()
@@ -218,7 +212,7 @@ def test_flop_rates_without_any_flop_figure_are_unknown_not_zero(capsys):
 def test_the_findings_below_only_where_findings_follow(path, alone, capsys):
     from traceviz.cli import main
 
-    assert main(["advise", str(_here(path)), "--json"]) == 0
+    assert main(["advise", str(path), "--json"]) == 0
     findings = json.loads(capsys.readouterr().out)["findings"]
     assert findings[0]["rule"] == "device_bound"
     assert (len(findings) == 1) == alone
@@ -245,7 +239,7 @@ def test_streams_of_copies_alone_are_not_compute_streams_that_failed_to_overlap(
 
     kernels, copies = _kernel_streams("resnet_s5")
     assert len(kernels) == 1 and len(copies) == 2
-    path = _here(KERAS / "resnet_s5.xplane.pb")
+    path = shared(KERAS / "resnet_s5.xplane.pb")
     o, = summarize(load(path)).stream_overlap
     assert (o.streams, o.kernel_streams) == (3, 1) and not o.never_overlaps
     assert main(["advise", str(path), "--json"]) == 0
@@ -263,7 +257,7 @@ def test_streams_that_ran_kernels_are_judged_copies_left_out(capsys):
 
     kernels, copies = _kernel_streams("alexnet_s1")
     assert len(kernels) == 2 and len(copies) == 2
-    assert main(["advise", str(_here(KERAS / "alexnet_s1.xplane.pb")), "--json"]) == 0
+    assert main(["advise", str(shared(KERAS / "alexnet_s1.xplane.pb")), "--json"]) == 0
     found = {f["rule"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
     f = found["streams_never_overlap"]
     o, = f["figures"]["devices"]
@@ -281,7 +275,7 @@ def test_a_tensorflow_executor_thread_is_not_python(capsys):
     from traceviz.cli import main
     from traceviz.parsers.xspace_proto import xspace_class
 
-    path = _here(KERAS / "resnet_s5.xplane.pb")
+    path = shared(KERAS / "resnet_s5.xplane.pb")
     space = xspace_class()()
     space.ParseFromString(path.read_bytes())
     host = next(p for p in space.planes if p.name == "/host:CPU")
@@ -325,7 +319,7 @@ def test_remedies_speak_the_traces_framework_alone(path, framework):
     from traceviz.analyses.advice.engine import Context, advise_full
     from traceviz.analyses.advice.rules import RULES
 
-    t = load(_here(path))
+    t = load(path)
     assert Context(t).framework_name == framework
     theme = {r.rule.__name__: r.theme for r in RULES}
     other = JAX_WORDS if framework == "tf" else TF_WORDS
@@ -350,7 +344,7 @@ def test_what_fuses_a_sequence_is_said_in_the_traces_framework(path, own, other)
     from traceviz.analyses.advice.engine import Context
     from traceviz.analyses.work import work_rows
 
-    t = load(_here(path))
+    t = load(path)
     work = work_rows(t)
     action = fusion_action(Context(t), work, str(work["name"].iloc[0]))
     assert own in action and not other.search(action)
@@ -360,7 +354,7 @@ def _keras_logs(root: Path, runs: tuple[str, ...]) -> Path:
     """Keras' TensorBoard layout, ``logs/fit/<time>/train/plugins/profile/<run>/``, one
     chess run per ``<time>`` (its file linked from ../shared, not copied)."""
     for time in runs:
-        src = _here(XPLANE / f"chess_tf_{time}.xplane.pb")
+        src = shared(XPLANE / f"chess_tf_{time}.xplane.pb")
         d = root / "logs" / "fit" / time / "train" / "plugins" / "profile" / "2021_06_16"
         d.mkdir(parents=True)
         (d / "aoberai.xplane.pb").symlink_to(src.resolve())
@@ -386,7 +380,7 @@ def test_a_log_dir_given_at_its_parent_is_read(tmp_path, capsys):
     from traceviz.cli import main
 
     fit = _keras_logs(tmp_path, ("20210616-112936",))
-    want = _compute_kernels(XPLANE / "chess_tf_20210616-112936.xplane.pb")
+    want = _compute_kernels(shared(XPLANE / "chess_tf_20210616-112936.xplane.pb"))
     assert want == 147
     for path in (fit, fit.parent, fit / "20210616-112936"):
         assert main(["analyze", str(path), "--json"]) == 0, path
@@ -407,4 +401,4 @@ def test_several_runs_below_a_folder_are_listed_in_one_line(tmp_path, capsys):
     # each of them still reads alone
     assert main(["analyze", str(fit / "20210616-014419"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["kernels"]["count"] == _compute_kernels(
-        XPLANE / "chess_tf_20210616-014419.xplane.pb")
+        shared(XPLANE / "chess_tf_20210616-014419.xplane.pb"))

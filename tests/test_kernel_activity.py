@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import KINETO, SHARED_TRACES
+from conftest import KINETO, SHARED_TRACES, shared
 
 from traceviz.analyses.advice.engine import advise
 from traceviz.analyses.summary.figures import summarize
@@ -38,11 +38,11 @@ def _raw_launches(events: list[dict]) -> int:
 
 @pytest.fixture(scope="module")
 def zoology():
-    return load(ZOOLOGY)
+    return load(shared(ZOOLOGY))
 
 
 def test_zoology_is_a_gpu_trace_without_its_kernels(zoology):
-    raw = _raw(ZOOLOGY)
+    raw = _raw(shared(ZOOLOGY))
     launches = _raw_launches(raw)
     # the raw file: 236 cudaLaunchKernel and 24 cuLaunchKernel (cuFFT), no device row
     assert sum(e["name"] == "cudaLaunchKernel" for e in raw) == 236
@@ -64,7 +64,7 @@ def test_zoology_is_a_gpu_trace_without_its_kernels(zoology):
 def test_analyze_says_it_in_one_line(zoology, capsys):
     from traceviz.cli import main
 
-    assert main(["analyze", str(ZOOLOGY), "--width", "200"]) == 0
+    assert main(["analyze", str(shared(ZOOLOGY)), "--width", "200"]) == 0
     out = capsys.readouterr().out
     n = _raw_launches(_raw(ZOOLOGY))
     line = f"{n} kernel launches, no kernel records: the trace was taken without CUDA activity"
@@ -76,7 +76,7 @@ def test_analyze_says_it_in_one_line(zoology, capsys):
 def test_advise_names_the_missing_activity_first_and_alone(zoology):
     findings, _ = advise(zoology)
     assert findings[0].rule == "no_kernel_activity"
-    assert findings[0].figures == {"launches": _raw_launches(_raw(ZOOLOGY)), "kernels": 0}
+    assert findings[0].figures == {"launches": _raw_launches(_raw(shared(ZOOLOGY))), "kernels": 0}
     assert "ProfilerActivity.CUDA" in findings[0].action
     # no computation rule judges a trace without device time (the benchmark's may)
     assert {f.rule for f in findings[1:]} <= {"noisy", "profiled_unlike_timed"}
@@ -91,7 +91,7 @@ def test_nothing_to_replay(zoology):
 
 def test_a_counter_session_is_the_same():
     """A CUPTI counter session records launches and no activity either."""
-    t = load(COUNTERS)
+    t = load(shared(COUNTERS))
     raw = _raw(COUNTERS)
     assert not any(e.get("cat") in DEVICE_CATS for e in raw)
     assert t.kernel_activity_missing and t.kernel_launch_calls == _raw_launches(raw) > 0
@@ -99,7 +99,7 @@ def test_a_counter_session_is_the_same():
 
 
 def test_a_trace_with_its_kernels_is_not_missing_them():
-    t = load(DEEPSEEK)
+    t = load(shared(DEEPSEEK))
     raw = _raw(DEEPSEEK)
     kernels = sum(e.get("cat") == "kernel" for e in raw)
     assert not t.kernel_activity_missing and not t.is_cpu
@@ -110,5 +110,5 @@ def test_a_trace_with_its_kernels_is_not_missing_them():
 
 
 def test_a_cpu_trace_stays_one():
-    t = load(KINETO / "cpu_only.json.gz")
+    t = load(shared(KINETO / "cpu_only.json.gz"))
     assert t.is_cpu and not t.kernel_activity_missing and t.kernel_launch_calls == 0

@@ -10,7 +10,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from tests.conftest import KINETO, shared_traces
+from tests.conftest import KINETO, shared, shared_traces
 from tests.rawref import Reference, ns
 from traceviz.analyses import summarize
 from traceviz.analyses.summary.launch import launch_table
@@ -57,7 +57,7 @@ def test_every_trace_imports_and_analyzes(kineto_dir, name):
 
 @pytest.fixture(scope="module", params=CHECKED)
 def pair(request):
-    path = KINETO / request.param
+    path = shared(KINETO / request.param)
     return Reference(path), load(path), request.param
 
 

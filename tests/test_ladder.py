@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import H200, needs
+from tests.conftest import H200, needs, shared
 from traceviz.cli import main
 from traceviz.ladder.rungs import BY_NAME, RUNGS, factorized_gemm_speedup, ladder_workload
 from traceviz.runners import VARIANTS
 from traceviz.runners.presets import PRESETS
 
-pytestmark = pytest.mark.usefixtures("h200")
 TINY = ["--device", "cpu", "--batch", "4", "--seq", "5", "--hidden", "16", "--layers", "2",
         "--warmup", "1", "--steps", "3", "--profile-steps", "1"]
 
@@ -85,7 +84,7 @@ def test_usage_errors_are_one_line(argv, message, capsys, tmp_path):
 
 def test_from_the_h200_folder(capsys):
     """The H200 ladder, read back from its run folders (raw traces, no trace.parquet)."""
-    doc = _json(capsys, "ladder", "--from", str(H200), "--json")
+    doc = _json(capsys, "ladder", "--from", str(shared(H200)), "--json")
     rungs = {r["rung"]["variant"]: r for r in doc["rungs"]}
     assert list(rungs) == ["naive8_torch", "fine_torch", "streams_torch", "fused_torch",
                            "transposed_torch", "wavefront_torch", "factorized_torch",
@@ -93,10 +92,10 @@ def test_from_the_h200_folder(capsys):
     assert doc["modes"] == ["eager"] and doc["repeats"] == 1
     assert (doc["workload"]["layers"], doc["workload"]["hidden"], doc["workload"]["seq"],
             doc["workload"]["batch"]) == (4, 512, 100, 64)
-    base = _median(H200 / "naive8_torch")
+    base = _median(shared(H200 / "naive8_torch"))
     for name, r in rungs.items():
         eager = r["modes"]["eager"]
-        assert eager["median_s"] == _median(H200 / name)
+        assert eager["median_s"] == _median(shared(H200 / name))
         assert eager["x_over_baseline"] == pytest.approx(base / _median(H200 / name))
         assert eager["spread_s"] is None and eager["resolved"] is None
     fine = rungs["fine_torch"]
@@ -105,14 +104,14 @@ def test_from_the_h200_folder(capsys):
     assert rungs["wavefront_torch"]["rung"]["cumulative"] == 7.98
     assert rungs["wavefront_torch"]["modes"]["eager"]["x_alone"] is None
     # compile_full_torch: its first call beside the compile time it reports
-    bench = json.loads((H200 / "compile_full_torch" / "bench.json").read_text())
+    bench = json.loads(shared(H200 / "compile_full_torch" / "bench.json").read_text())
     assert rungs["compile_full_torch"]["modes"]["eager"]["first_call_s"] == \
         bench["first_call_s"]
     # predictions: the rung's scenario on the rung below's trace, error against measured
     p = rungs["factorized_torch"]["prediction"]
     assert p["on"] == "fused_torch" and p["scenario"] == "gemm_speedup=5.33"
     assert p["eager_error"] == pytest.approx(
-        p["eager_step_s"] / _median(H200 / "factorized_torch") - 1)
+        p["eager_step_s"] / _median(shared(H200 / "factorized_torch")) - 1)
     assert rungs["transposed_torch"]["prediction"]["note"] == \
         "no whatif scenario changes a weight's layout"
     assert rungs["fine_torch"]["prediction"]["scenario"] == "merge_gemms"
@@ -131,12 +130,12 @@ def test_from_the_h200_folder_with_graph_predictions(capsys):
     import traceviz
     from traceviz.analyses.whatif.engine import whatif
 
-    doc = _json(capsys, "ladder", "--from", str(H200), "--rungs", "fine_torch", "--modes",
+    doc = _json(capsys, "ladder", "--from", str(shared(H200)), "--rungs", "fine_torch", "--modes",
                 "eager,graph", "--json")
     assert doc["modes"] == ["eager", "graph"]
     fine = doc["rungs"][1]
     assert fine["modes"]["graph"]["error"] == "not captured"
-    trace = traceviz.load(H200 / "naive8_torch")
+    trace = traceviz.load(shared(H200 / "naive8_torch"))
     eager, graph = whatif(trace, ("merge_gemms", "merge_gemms+cuda_graphs")).scenarios
     p = fine["prediction"]
     assert p["eager_step_s"] == pytest.approx(eager.timed_step_ns / 1e9)
@@ -209,7 +208,7 @@ def test_from_bad_folders_are_one_line(argv, message, tmp_path, capsys):
 
 
 def test_from_a_rung_with_a_damaged_bench_is_one_line(tmp_path, capsys):
-    shutil.copytree(H200 / "fused_torch", tmp_path / "naive8_torch")
+    shutil.copytree(shared(H200 / "fused_torch"), tmp_path / "naive8_torch")
     (tmp_path / "naive8_torch" / "bench.json").write_text("{not json")
     assert main(["ladder", "--from", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -272,12 +271,12 @@ def test_a_used_out_folder_is_kept_without_force(tmp_path, capsys):
 def test_from_a_folder_with_a_truncated_trace_says_why_there_is_no_prediction(tmp_path,
                                                                               capsys):
     for name in ("naive8_torch", "fine_torch"):
-        shutil.copytree(H200 / name, tmp_path / name)
+        shutil.copytree(shared(H200 / name), tmp_path / name)
     raw = tmp_path / "naive8_torch" / "trace.pt.trace.json.gz"
     raw.write_bytes(raw.read_bytes()[:5000])
     doc = _json(capsys, "ladder", "--from", str(tmp_path), "--json")
     fine = doc["rungs"][1]
-    assert fine["modes"]["eager"]["median_s"] == _median(H200 / "fine_torch")
+    assert fine["modes"]["eager"]["median_s"] == _median(shared(H200 / "fine_torch"))
     assert fine["prediction"]["eager_step_s"] is None
     assert fine["prediction"]["note"].startswith("no naive8_torch trace to replay (")
     assert "truncated gzip file" in fine["prediction"]["note"]

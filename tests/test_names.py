@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from tests.conftest import KINETO, ROOT
+from tests.conftest import KINETO, ROOT, shared
 from tests.rawref import Reference
 from traceviz.parsers import load
 from traceviz.table.names import (
@@ -35,7 +35,7 @@ def test_mangled_kernels_are_demangled_on_load():
     """The two CUTLASS wgrad kernels of the NCCL trace are recorded mangled (``_ZN19cutlass_
     cudnn_train6Kernel...``): the trace names them by their C++ signature, one name per
     symbol, with the raw file's call counts."""
-    raw = Reference(NCCL)
+    raw = Reference(shared(NCCL))
     mangled = Counter(e["name"] for e in raw.kernels if e["name"].startswith("_Z"))
     assert len(mangled) == 2
     t = load(NCCL)
@@ -63,7 +63,7 @@ def test_rows_never_read_alike(width):
     """The NCCL trace's kernels (two CUTLASS kernels that differ only deep in their
     templates, cuDNN batch-norm kernels that differ in one argument) and Eigen kernels that
     differ in their functor: as many shown names as distinct names, at every width."""
-    t = load(NCCL)
+    t = load(shared(NCCL))
     names = sorted(set(t.events.loc[t.events["kind"] == "kernel", "name"].astype(str)))
     names += [EIGEN.format(op=op) for op in ("sum", "product", "difference")]
     shown = distinct_names(names, width)
@@ -93,7 +93,7 @@ def test_wide_gives_names_priority(capsys):
     from traceviz.analyses import summarize
     from traceviz.cli import main
 
-    s = summarize(load(NCCL))
+    s = summarize(load(shared(NCCL)))
     assert main(["analyze", str(NCCL), "--wide", "--width", "200", "--top", "10"]) == 0
     out = capsys.readouterr().out
     for name in s.kernels["name"].head(10):

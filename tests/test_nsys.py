@@ -17,7 +17,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import SHARED_TRACES
+from tests.conftest import SHARED_TRACES, shared
 from traceviz.analyses import summarize
 from traceviz.analyses.compare.runs import kernel_diff, run_figures
 from traceviz.cli import main
@@ -32,9 +32,7 @@ DEVICE_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
 
 
 def _db(name: str) -> sqlite3.Connection:
-    path = NSYS / f"{name}.sqlite"
-    if not path.is_file():
-        pytest.fail(f"{path} missing: the tests need ../shared beside the repo")
+    path = shared(NSYS / f"{name}.sqlite")
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
 
 
@@ -53,7 +51,7 @@ def _device_union(db: sqlite3.Connection) -> str:
 
 @pytest.fixture(scope="module")
 def traces() -> dict[str, Trace]:
-    return {name: load(NSYS / f"{name}.sqlite") for name in EXPORTS}
+    return {name: load(shared(NSYS / f"{name}.sqlite")) for name in EXPORTS}
 
 
 @pytest.mark.parametrize("name", EXPORTS)
@@ -178,12 +176,12 @@ def test_before_after_shows_the_change(traces, capsys):
     devb, deva = (sum(_one(_db(n), f"SELECT count(*) FROM {t}") for t in DEVICE_TABLES)
                   for n in ("h100_2gpu_mfu_before", "h100_2gpu_mfu_after"))
     assert diff["calls_a"].sum() == devb and diff["calls_b"].sum() == deva
-    code = main(["compare", str(NSYS / "h100_2gpu_mfu_before.sqlite"),
-                 str(NSYS / "h100_2gpu_mfu_after.sqlite")])
+    code = main(["compare", str(shared(NSYS / "h100_2gpu_mfu_before.sqlite")),
+                 str(shared(NSYS / "h100_2gpu_mfu_after.sqlite"))])
     out = capsys.readouterr().out
     assert code == 0 and f"{nb:,}" in out and f"{na:,}" in out
     for name in ("h100_2gpu_mfu_before", "h100_2gpu_mfu_after"):
-        assert main(["analyze", str(NSYS / f"{name}.sqlite"), "--top", "5"]) == 0
+        assert main(["analyze", str(shared(NSYS / f"{name}.sqlite")), "--top", "5"]) == 0
     out = capsys.readouterr().out
     assert "flash_fwd_kernel" in out and "launch-bound" in out
 
@@ -243,7 +241,7 @@ def test_bad_nsys_inputs(tmp_path, capsys):
     db.commit()
     db.close()
     truncated = tmp_path / "cut.sqlite"
-    truncated.write_bytes((NSYS / "rtx3080_tiny.sqlite").read_bytes()[:5000])
+    truncated.write_bytes(shared(NSYS / "rtx3080_tiny.sqlite").read_bytes()[:5000])
     bad_arrow = tmp_path / "report.arrow"
     bad_arrow.write_bytes(b"\xff\xff\xff\xff" + b"\x00" * 40)
     nvtx_free = tmp_path / "empty.sqlite"
@@ -286,7 +284,7 @@ def test_a_kernel_table_without_name_columns_is_an_error(tmp_path, capsys):
     """An export whose kernel table lacks every name column cannot say what ran: one
     error line and exit 2 (it once read as a success with every kernel unnamed)."""
     db = tmp_path / "r.sqlite"
-    shutil.copy(SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite", db)
+    shutil.copy(shared(SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite"), db)
     _kernel_table(db, "{cols}")
     assert main(["analyze", str(db), "--json"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -297,7 +295,7 @@ def test_kernels_without_names_are_noted(tmp_path):
     """Name columns present but empty (NULL string ids): the kernels are kept, shown as
     <unknown kernel>, and a note says how many."""
     db = tmp_path / "r.sqlite"
-    shutil.copy(SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite", db)
+    shutil.copy(shared(SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite"), db)
     n = _kernel_table(db, "{cols}, NULL AS demangledName, NULL AS shortName, "
                           "NULL AS mangledName")
     s = summarize(load(db))

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import KINETO, SHARED_TRACES, shared_traces
+from tests.conftest import KINETO, SHARED_TRACES, shared, shared_traces
 from tests.handmade import row, trace
 from tests.rawref import Reference, ns, split_by_sweep
 from traceviz.analyses import summarize
@@ -45,7 +45,7 @@ def loaded() -> dict:
 
 def _load(loaded: dict, rel: str):
     if rel not in loaded:
-        loaded[rel] = load(SHARED_TRACES / rel)
+        loaded[rel] = load(shared(SHARED_TRACES / rel))
     return loaded[rel]
 
 
@@ -102,7 +102,7 @@ def _nsys_rows(db: sqlite3.Connection) -> dict:
 def test_nsys_host_wait_and_queued_match_sql(loaded, name):
     """No steps: each device's window runs from its first launch (or first row) to its
     last row end; the split is recomputed by a plain-Python sweep over SQL rows."""
-    db = sqlite3.connect(f"file:{NSYS / f'{name}.sqlite'}?mode=ro", uri=True)
+    db = sqlite3.connect(f"file:{shared(NSYS / f'{name}.sqlite')}?mode=ro", uri=True)
     expected = {}
     for dev, items in _nsys_rows(db).items():
         first = min(min(s for s, _, _, _ in items),
@@ -170,7 +170,7 @@ def test_launch_populations_and_graph_launches_match_raw():
     """a100_80gb_queue: kernel launches, copy/set calls and 70 cudaGraphLaunch calls counted
     from the raw JSON; graph kernels kept out of the short-kernel figure, their delay
     taken from the graph's rows before them."""
-    path = KINETO / "a100_80gb_queue.json.gz"
+    path = shared(KINETO / "a100_80gb_queue.json.gz")
     ref = Reference(path)
     s = summarize(load(path))
     lo = s.launches
@@ -220,7 +220,7 @@ def test_export_launches_is_per_process_on_two_gpu_exports(tmp_path, loaded):
     """Correlation ids repeat across the two processes: each launch row counts only its
     own process's device rows (SQL), and there is one row per launch call."""
     name = "h100_2gpu_mfu_before"
-    db = sqlite3.connect(f"file:{NSYS / f'{name}.sqlite'}?mode=ro", uri=True)
+    db = sqlite3.connect(f"file:{shared(NSYS / f'{name}.sqlite')}?mode=ro", uri=True)
     rows = db.execute(f"""
         WITH dev AS (
           SELECT globalPid p, correlationId c FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL
@@ -231,7 +231,7 @@ def test_export_launches_is_per_process_on_two_gpu_exports(tmp_path, loaded):
                 AND dev.c = r.correlationId)
         FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId""").fetchall()
     calls = [(c, n) for c, v, n in rows if launch_kind(v) is not None]
-    assert main(["analyze", str(NSYS / f"{name}.sqlite"), "--export", str(tmp_path)]) == 0
+    assert main(["analyze", str(shared(NSYS / f"{name}.sqlite")), "--export", str(tmp_path)]) == 0
     table = pd.read_parquet(tmp_path / "launches.parquet")
     assert len(table) == len(calls)
     assert Counter(zip(table["correlation"], table["device_count"], strict=True)) == \
@@ -253,7 +253,7 @@ def _copy(src: Path, tmp_path: Path) -> sqlite3.Connection:
 def test_a_call_recorded_twice_is_one_call(tmp_path):
     """nsys records some calls twice under one correlation id, one nested in the other
     (cudaMemcpy around cudaMemcpy_v3020): one call, named by the outer record."""
-    db = _copy(NSYS / "rtx3080_tiny.sqlite", tmp_path)
+    db = _copy(shared(NSYS / "rtx3080_tiny.sqlite"), tmp_path)
     start, end, tid, corr = db.execute(
         "SELECT r.start, r.end, r.globalTid, r.correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME r"
         " JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE 'cudaMemcpyAsync%'").fetchone()
@@ -311,7 +311,7 @@ def test_pytorch_1_9_steps_are_operators(tmp_path):
 def test_nsys_null_columns_of_older_reports(tmp_path, loaded):
     """Reports of older nsys exported by 2022.4 leave columns NULL
     (TARGET_INFO_GPU.cuDevice among them): read them, name devices by id."""
-    db = _copy(NSYS / "rtx3080_tiny.sqlite", tmp_path)
+    db = _copy(shared(NSYS / "rtx3080_tiny.sqlite"), tmp_path)
     db.execute("UPDATE TARGET_INFO_GPU SET cuDevice = NULL")
     db.execute("UPDATE META_DATA_EXPORT SET value = NULL")
     # the nullable id columns too: one kernel loses its correlation and process
@@ -332,7 +332,7 @@ def test_nsys_null_columns_of_older_reports(tmp_path, loaded):
 def test_kernels_outside_op_ranges_take_the_innermost_nvtx_range(tmp_path):
     """TensorRT layers and user ranges: a kernel launched inside an NVTX range but no
     aten:: range takes that range as its op; an aten:: range still wins."""
-    db = _copy(NSYS / "rtx3080_tiny.sqlite", tmp_path)
+    db = _copy(shared(NSYS / "rtx3080_tiny.sqlite"), tmp_path)
     launches = db.execute(
         "SELECT r.start, r.end, r.globalTid, r.correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME r"
         " JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE 'cudaLaunchKernel%'"
@@ -373,7 +373,7 @@ def test_kernel_table_by_config_matches_nsys_stats(tmp_path):
     (plus registers and shared memory). Count, total, mean, median, min, max and the
     standard deviation agree per group."""
     sqlite = tmp_path / "before.sqlite"
-    shutil.copyfile(NSYS / "h100_2gpu_mfu_before.sqlite", sqlite)  # nsys writes beside it
+    shutil.copyfile(shared(NSYS / "h100_2gpu_mfu_before.sqlite"), sqlite)  # nsys writes beside it
     peer = _nsys_stats(sqlite)
     s = summarize(load(sqlite), by_config=True)
     k = s.kernels
@@ -401,7 +401,7 @@ def test_kernel_table_by_config_matches_nsys_stats(tmp_path):
 
 
 def test_kineto_launch_configuration_from_raw_args():
-    ref = Reference(KINETO / "a100_alexnet.json.gz")
+    ref = Reference(shared(KINETO / "a100_alexnet.json.gz"))
     want = Counter(
         (k["name"], f"regs:{k['args']['registers per thread']} "
                     f"shm:{k['args']['shared memory']} "
@@ -425,8 +425,8 @@ def test_kineto_launch_configuration_from_raw_args():
 
 
 def test_analyze_by_config_cli(capsys):
-    assert main(["analyze", str(KINETO / "a100_alexnet.json.gz"), "--by", "config", "--json",
-                 "--top", "3"]) == 0
+    assert main(["analyze", str(shared(KINETO / "a100_alexnet.json.gz")), "--by", "config",
+                 "--json", "--top", "3"]) == 0
     top = json.loads(capsys.readouterr().out)["top_kernels"]
     assert all(k["config"].startswith("regs:") for k in top)
     assert {"min_ns", "median_ns", "max_ns", "std_ns"} <= set(top[0])
@@ -451,7 +451,7 @@ def test_nested_casts_count_once_and_casts_parquet_has_one_row_each(tmp_path):
 
 def test_gzip_round_trip_keeps_launch_ids(tmp_path):
     """The link survives import -> Parquet -> load, and a version-1 file is upgraded."""
-    raw = KINETO / "ampere_sampled_rank0.json.gz"
+    raw = shared(KINETO / "ampere_sampled_rank0.json.gz")
     out = tmp_path / "t.parquet"
     assert main(["import", str(raw), "-o", str(out)]) == 0
     a, b = load(raw), load(out)

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import SHARED_TRACES, shared
 from traceviz import load
 from traceviz.analyses.summary.ranges import range_figures
 from traceviz.cli import main
 
-NSYS = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "foreign" / "nsys"
+NSYS = SHARED_TRACES / "foreign" / "nsys"
 EXPORTS = ("ecf_baseline", "ecf_poolformer", "memfusion_trt_rtx3090_report1",
            "pipit_saxpy_mpi_cuda_perlmutter0")
 RANGE_TYPES = "(59, 60, 70, 71)"  # NvtxPushPopRange, NvtxStartEndRange and NVTXT twins
@@ -43,10 +44,7 @@ WHERE e.eventType IN {RANGE_TYPES}
 
 
 def _export(name: str) -> Path:
-    path = NSYS / f"{name}.sqlite"
-    if not path.is_file():
-        pytest.skip(f"{path} is not here (../shared/traces)")
-    return path
+    return shared(NSYS / f"{name}.sqlite")
 
 
 def _ranges(path: Path) -> list[tuple]:
@@ -383,7 +381,7 @@ def test_raw_range_names_keep_emit_nvtx_texts(capsys):
     """An emit_nvtx export (a 2-GPU H100 run): by default its ranges are grouped by op
     ("aten::to"); with --raw-range-names each keeps its whole text, as the export holds it
     (the set of texts read here by SQL)."""
-    path = NSYS.parent.parent / "nsys" / "h100_2gpu_mfu_after.sqlite"
+    path = shared(SHARED_TRACES / "nsys" / "h100_2gpu_mfu_after.sqlite")
     with sqlite3.connect(path) as db:
         texts = {t for (t,) in db.execute(
             "SELECT DISTINCT COALESCE(e.text, s.value) FROM NVTX_EVENTS e "
@@ -404,7 +402,7 @@ def test_kineto_steps_are_one_range_name(name):
     and total are the host step marks' in the raw JSON (device echoes left out)."""
     import gzip
 
-    path = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "kineto" / name
+    path = shared(SHARED_TRACES / "kineto" / name)
     raw = json.loads(gzip.decompress(path.read_bytes()))
     events = raw["traceEvents"] if isinstance(raw, dict) else raw
     steps = [e for e in events if e.get("cat") == "user_annotation"

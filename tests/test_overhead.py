@@ -16,7 +16,7 @@ import statistics
 import numpy as np
 import pytest
 
-from tests.conftest import H200, ROOT, needs
+from tests.conftest import H200, ROOT, needs, shared
 from traceviz.cli import main
 from traceviz.runners.benchdefs import profiler_overhead
 from traceviz.runners.protocol import Phases, bench_figures, step_bench
@@ -111,7 +111,7 @@ def test_one_slow_timed_batch_does_not_make_an_overhead_noise(capsys, tmp_path):
 def test_every_output_gives_the_same_overhead(run, capsys, tmp_path):
     """An older bench.json (no profiled step times): the trace's steps stand in, the
     first left out; analyze, advise, critical-path and report give the same figure."""
-    folder = H200 / run
+    folder = shared(H200 / run)
     bench = json.loads((folder / "bench.json").read_text())
     times = bench["batch_times_s"]
     steady = statistics.median(_marks_ms(folder)[1:]) / 1e3  # seconds
@@ -141,7 +141,7 @@ def test_every_output_gives_the_same_overhead(run, capsys, tmp_path):
 def test_a_bench_json_with_profiled_times_is_read_before_the_trace(capsys, tmp_path):
     """A run folder whose bench.json keeps its profiled step times (every capture now):
     the overhead is bench.json's, whatever the trace's step windows say."""
-    src = H200 / "compile_full_torch"
+    src = shared(H200 / "compile_full_torch")
     run = tmp_path / "run"
     run.mkdir()
     for name in ("trace.pt.trace.json.gz", "config.json", "meta.json"):

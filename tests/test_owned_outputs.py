@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SHARED_TRACES, needs
+from tests.conftest import ROOT, SHARED_TRACES, needs, shared
 from tests.test_faults import small_disk  # noqa: F401 (a fixture)
 
 TRACEVIZ = [sys.executable, "-m", "traceviz"]
@@ -68,7 +68,7 @@ def _raw_kernels(folder: Path) -> list[int]:
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
     ds = tmp_path_factory.mktemp("made") / "ds"
-    r = _tv("import", str(DLRM), "-o", str(ds))
+    r = _tv("import", str(shared(DLRM)), "-o", str(ds))
     assert r.returncode == 0, r.stderr
     return ds
 
@@ -78,7 +78,7 @@ def test_a_folder_without_the_marker_is_refused_and_kept(tmp_path):
     (out / "rank=5").mkdir(parents=True)
     (out / "rank=5" / "notes.txt").write_text("the user's notes\n")
     before = _sums(out)
-    r = _tv("import", str(DLRM), "-o", str(out))
+    r = _tv("import", str(shared(DLRM)), "-o", str(out))
     assert r.returncode == 2
     assert "not a traceviz dataset" in _one_line(r) and str(out) in r.stderr
     # --force writes beside what is there, and replaces nothing traceviz did not write
@@ -96,7 +96,7 @@ def test_force_writes_beside_the_user_s_files(dataset, tmp_path):
     (out / "later").mkdir()
     (out / "later" / "a.json").write_text("{}")
     before = _sums(out)
-    r = _tv("import", str(DLRM), "-o", str(out), "--force")
+    r = _tv("import", str(shared(DLRM)), "-o", str(out), "--force")
     assert r.returncode == 0, r.stderr
     after = _sums(out)
     assert {k: after[k] for k in before} == before
@@ -118,7 +118,7 @@ def test_a_symlinked_rank_folder_is_one_line_naming_it(dataset, tmp_path):
     shutil.rmtree(ds / "rank=3")
     (ds / "rank=3").symlink_to(elsewhere)
     before, kept = _sums(ds), _sums(elsewhere)
-    r = _tv("import", str(DLRM), "-o", str(ds), "--force")
+    r = _tv("import", str(shared(DLRM)), "-o", str(ds), "--force")
     assert r.returncode == 2
     line = _one_line(r)
     assert f"{ds}/rank=3: a symbolic link" in line and "rmtree" not in line
@@ -129,7 +129,7 @@ def test_dataset_paths_are_taken_literally(dataset, tmp_path):
     """A dataset named ``ds?`` beside ``ds1`` and ``ds2`` reads itself only."""
     three = tmp_path / "three"
     three.mkdir()
-    for f in sorted(DLRM.iterdir())[:3]:
+    for f in sorted(shared(DLRM).iterdir())[:3]:
         shutil.copy(f, three / f.name)
     for name, src in (("ds1", DLRM), ("ds2", DLRM), ("ds?", three), ("d[s]", three)):
         r = _tv("import", str(src), "-o", str(tmp_path / name))
@@ -146,7 +146,7 @@ def test_dataset_paths_are_taken_literally(dataset, tmp_path):
 
 def test_two_imports_at_once_one_wins_one_is_refused(tmp_path):
     out = tmp_path / "ds"
-    procs = [subprocess.Popen([*TRACEVIZ, "import", str(DLRM), "-o", str(out)],
+    procs = [subprocess.Popen([*TRACEVIZ, "import", str(shared(DLRM)), "-o", str(out)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     results = [p.communicate(timeout=300) for p in procs]
@@ -168,7 +168,7 @@ def test_readers_during_import_force_see_one_dataset(dataset, tmp_path):
     turn: every read is the whole of one of them."""
     three = tmp_path / "three"
     three.mkdir()
-    for f in sorted(DLRM.iterdir())[:3]:
+    for f in sorted(shared(DLRM).iterdir())[:3]:
         shutil.copy(f, three / f.name)
     ds = tmp_path / "ds"
     shutil.copytree(dataset, ds)
@@ -210,7 +210,7 @@ def test_disk_full_import_names_the_dataset_and_leaves_no_stage(dataset, mib_dis
             f.write(b"\0" * 4096)
             f.flush()
     before = _sums(ds)
-    r = _tv("import", str(DLRM), "-o", str(ds), "--force")
+    r = _tv("import", str(shared(DLRM)), "-o", str(ds), "--force")
     assert r.returncode == 2
     line = _one_line(r)
     assert str(ds) in line and "No space left" in line

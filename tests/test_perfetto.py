@@ -9,7 +9,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from tests.conftest import KINETO, ROOT
+from tests.conftest import KINETO, ROOT, SHARED_TRACES, shared
 from tests.handmade import row, trace
 from traceviz.analyses.summary.figures import summarize
 from traceviz.cli import main
@@ -17,10 +17,9 @@ from traceviz.parsers import load
 from traceviz.render.perfetto import TRACEVIZ, perfetto_json
 from traceviz.table.schema import DEVICE_KINDS
 
-SHARED = ROOT.parent / "shared" / "traces"
 CASES = [ROOT / "sample_traces" / "gpu" / "cudnn_torch-fp16" / "train",
-         SHARED / "nsys" / "h100_2gpu_window.sqlite",
-         SHARED / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz",
+         SHARED_TRACES / "nsys" / "h100_2gpu_window.sqlite",
+         SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz",
          KINETO / "a100_nccl.json.gz",
          ROOT / "sample_traces" / "cpu" / "jit_torch"]
 
@@ -33,7 +32,7 @@ def _tracks(events: list[dict]) -> dict[tuple, list[dict]]:
     return out
 
 
-@pytest.mark.parametrize("path", CASES, ids=lambda p: p.name if p.is_file() else p.parent.name)
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.name if p.suffix else p.parent.name)
 def test_every_row_arrives_and_the_tracks_hold(path):
     t = load(path)
     doc = json.loads(perfetto_json(t))
@@ -116,7 +115,7 @@ def test_overlapping_rows_of_a_stream_get_lanes():
 
 def test_the_command_writes_it_with_the_critical_path(tmp_path, capsys):
     out = tmp_path / "t.json"
-    src = KINETO / "a100_alexnet.json.gz"
+    src = shared(KINETO / "a100_alexnet.json.gz")
     assert main(["analyze", str(src), "--perfetto", str(out), "--critical-path",
                  "[param|pytorch.model.alex_net|0|0|0|measure|forward]"]) == 0
     assert "wrote" in capsys.readouterr().err
@@ -134,7 +133,7 @@ def test_the_command_writes_it_with_the_critical_path(tmp_path, capsys):
 def test_an_output_under_a_file_fails_before_any_work(tmp_path, capsys):
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
-    assert main(["analyze", str(KINETO / "a100_alexnet.json.gz"), "--perfetto",
+    assert main(["analyze", str(shared(KINETO / "a100_alexnet.json.gz")), "--perfetto",
                  str(blocker / "sub" / "t.json")]) == 2
     out = capsys.readouterr()
     assert out.out == "" and "is a file, not a folder" in out.err

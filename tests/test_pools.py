@@ -11,7 +11,7 @@ import pytest
 
 import traceviz
 from benchmarks.rankgen import PAIR, make_ranks
-from tests.conftest import KINETO
+from tests.conftest import KINETO, shared
 from traceviz.cli import main
 from traceviz.errors import TraceVizError
 from traceviz.rankset.folder import _pool_map
@@ -63,6 +63,7 @@ def test_a_decode_worker_that_dies_is_one_clear_error():
         list(decode_in_order(pieces, _die, workers=2, name="t.json"))
 
 
+@pytest.mark.shared(*PAIR)
 def test_repeated_dataset_analysis_under_a_tiny_limit_never_breaks_the_pool(tmp_path):
     """DuckDB under 1KB in workers, ten times in a process that has used DuckDB: each time
     the out-of-memory error is worded (forked workers died here one run in eight)."""
@@ -87,6 +88,7 @@ print(len(trace.events), len(summary.ranks), flush=True)
 """
 
 
+@pytest.mark.shared(*PAIR)
 def test_a_script_without_a_main_guard_is_not_run_again_by_the_workers(tmp_path):
     """The fork server's workers imported the main script again (for functions defined
     there; ours are not): the script's body ran in each worker and its traceviz call
@@ -95,7 +97,7 @@ def test_a_script_without_a_main_guard_is_not_run_again_by_the_workers(tmp_path)
     assert main(["import", str(folder), "-o", str(tmp_path / "ds")]) == 0
     script = tmp_path / "job.py"
     script.write_text(UNGUARDED)
-    trace_file = KINETO / "a100_alexnet.json.gz"
+    trace_file = shared(KINETO / "a100_alexnet.json.gz")
     r = subprocess.run([sys.executable, str(script), str(trace_file), str(tmp_path / "ds")],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -104,13 +106,14 @@ def test_a_script_without_a_main_guard_is_not_run_again_by_the_workers(tmp_path)
     assert r.stdout.splitlines()[1].split() == [str(len(traceviz.load(trace_file).events)), "3"]
 
 
+@pytest.mark.shared(*PAIR)
 def test_a_failed_rank_exits_at_once_every_time(tmp_path):
     """A rank that fails stops the pool (kill_pool); a worker killed while writing its
     result left half a message that the pool's manager thread waited on for good, and the
     CLI's exit with it (about one run in five with decode workers in the rank workers).
     Ten runs: each one line, exit 2, within the timeout."""
     folder = make_ranks(PAIR, 4, tmp_path / "four")[0].parent
-    whole = (KINETO / "a100_alexnet.json.gz").read_bytes()
+    whole = shared(KINETO / "a100_alexnet.json.gz").read_bytes()
     (folder / "rank-99.json.gz").write_bytes(whole[:len(whole) // 2])
     env = {**os.environ, "TRACEVIZ_IMPORT_WORKERS": "2"}
     for _ in range(10):

@@ -232,16 +232,56 @@ def test_no_module_over_400_lines():
 def test_tests_read_only_the_shared_traces_they_know():
     """A test takes the real traces from ``conftest.SHARED_TRACE_FILES`` by name, never by
     listing ``../shared/traces`` (a README, result files or run folders placed there are
-    not traces), and every trace named there exists."""
+    not traces)."""
     import re
-
-    from tests.conftest import SHARED_TRACES, shared_traces
 
     listing = re.compile(r"(SHARED_TRACES|KINETO|NSYS|XPLANE|shared_dir|kineto_dir)\b[^\n]*"
                          r"\.(r?glob|iterdir)\(|os\.(listdir|scandir|walk)\([^)]*shared")
     hits = [f"{p.name}:{n}" for p in sorted((ROOT / "tests").rglob("*.py"))
             for n, line in enumerate(p.read_text().splitlines(), 1) if listing.search(line)]
     assert not hits, hits
+
+
+def test_tests_reach_shared_through_conftest():
+    """A path into ../shared is built from conftest's ``SHARED`` (``SHARED_TRACES``,
+    ``KINETO``, ``H200``), never spelled again, so that ``conftest.shared`` and the
+    ``shared`` mark know it (they skip a test whose file is not there)."""
+    import re
+
+    spelled = re.compile(r"""(\.parent|parents\[\d\]|ROOT)\s*/\s*["']shared["']""")
+    hits = [f"{p.name}:{n}" for p in sorted((ROOT / "tests").rglob("*.py"))
+            if p.name != "conftest.py"
+            for n, line in enumerate(p.read_text().splitlines(), 1) if spelled.search(line)]
+    assert not hits, hits
+
+
+def test_a_missing_shared_file_skips_naming_it(monkeypatch):
+    """``conftest.shared``: a file of ../shared that is not there skips the test with one
+    reason naming it, fails it in CI; a path elsewhere is a mistake in the test."""
+    from _pytest.outcomes import Failed, Skipped
+
+    from tests import conftest
+
+    absent = conftest.SHARED_TRACES / "kineto" / "no_such_trace.json.gz"
+    monkeypatch.setattr(conftest, "REQUIRE", False)
+    with pytest.raises(Skipped, match=r"^needs \.\./shared/traces/kineto/no_such_trace\.json\.gz "
+                                      r"\(traces from other projects, see README\)$"):
+        conftest.shared(absent)
+    with pytest.raises(Skipped, match="no_such_trace"):
+        conftest.shared_argv(["analyze", str(absent), "--json"])
+    assert conftest.shared_argv(["analyze", str(ROOT / "nope")]) == ["analyze", str(ROOT / "nope")]
+    monkeypatch.setattr(conftest, "REQUIRE", True)
+    with pytest.raises(Failed, match="no_such_trace.json.gz .*TRACEVIZ_REQUIRE_FRAMEWORKS=1"):
+        conftest.shared(absent)
+    with pytest.raises(ValueError, match="not under"):
+        conftest.shared(ROOT / "sample_traces")
+
+
+def test_every_shared_trace_named_exists():
+    """Every trace ``conftest.SHARED_TRACE_FILES`` names is in ../shared/traces."""
+    from tests.conftest import SHARED_TRACES, shared, shared_traces
+
+    shared(SHARED_TRACES)
     missing = [str(p.relative_to(SHARED_TRACES)) for p in shared_traces() if not p.is_file()]
     assert not missing, f"named in tests/conftest.py but not in ../shared/traces: {missing}"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.rankgen import PAIR, make_ranks
-from tests.conftest import KINETO
+from tests.conftest import KINETO, shared
 from tests.rawref import load as raw_events
 from tests.rawref import ns, union
 from traceviz.cli import main
@@ -28,6 +28,8 @@ from traceviz.rankset.folder import analyze_folder, import_folder
 @pytest.fixture(scope="module")
 def pair_dir(tmp_path_factory):
     """The two ranks, one gzipped and one plain, as users' folders mix them."""
+    for path in PAIR:
+        shared(path)
     d = tmp_path_factory.mktemp("pair")
     shutil.copy(PAIR[0], d / PAIR[0].name)
     (d / PAIR[1].name.removesuffix(".gz")).write_bytes(gzip.decompress(PAIR[1].read_bytes()))
@@ -36,6 +38,8 @@ def pair_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def eight(tmp_path_factory):
+    for path in PAIR:
+        shared(path)
     return make_ranks(PAIR, 8, tmp_path_factory.mktemp("eight"))[0].parent
 
 
@@ -54,6 +58,7 @@ def _raw_comm(path: Path) -> tuple[int, int]:
     return comm_total, over
 
 
+@pytest.mark.shared(*PAIR)
 def test_folder_figures_match_raw(pair_dir, capsys):
     assert main(["analyze", str(pair_dir), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -81,6 +86,7 @@ def test_folder_figures_match_raw(pair_dir, capsys):
         sum(per_rank), min(per_rank), max(per_rank))
 
 
+@pytest.mark.shared(*PAIR)
 def test_notebook_ranks_is_analyze_json(pair_dir, tmp_path, capsys):
     """``traceviz.ranks(DIR)`` and ``traceviz.ranks(DATASET)`` are what ``analyze --json``
     prints; anything else is one TraceVizError line."""
@@ -103,6 +109,7 @@ def test_notebook_ranks_is_analyze_json(pair_dir, tmp_path, capsys):
             traceviz.ranks(bad)
 
 
+@pytest.mark.shared(*PAIR)
 def test_rank_kernels_per_name_match_raw():
     from traceviz.rankset.folder import folder_rank
 
@@ -124,6 +131,7 @@ def test_rank_kernels_per_name_match_raw():
         assert list(table["total_ns"]) == sorted(table["total_ns"], reverse=True)
 
 
+@pytest.mark.shared(*PAIR)
 def test_kernel_totals_folded_in_batches_match_raw(monkeypatch):
     """The cross-rank kernel table, folded a few ranks at a time (so a folder of thousands
     of ranks keeps one row per kernel name), equals per-name tallies of the raw JSON:
@@ -236,7 +244,7 @@ def test_duckdb_under_a_memory_limit_smaller_than_the_data(tmp_path):
     """6 ranks of the 19k-kernel V100 trace: over twice the event data DuckDB may hold; the
     figures are computed under the limit and match the in-memory ones."""
     folder = tmp_path / "v100"
-    make_ranks([KINETO / "v100_19k_kernels.json.gz"], 6, folder)
+    make_ranks([shared(KINETO / "v100_19k_kernels.json.gz")], 6, folder)
     ds = tmp_path / "ds"
     import_folder(folder, ds, workers=2)
     size = sum(p.stat().st_size for p in ds.rglob("*.parquet"))
@@ -278,6 +286,7 @@ def test_rank_folder_errors(tmp_path, capsys):
     assert list((tmp_path / "out").iterdir()) == []
 
 
+@pytest.mark.shared(*PAIR)
 def test_import_leaves_nothing_half_written(pair_dir, tmp_path, capsys):
     """A failing rank: a new dataset folder is gone, an earlier dataset stays as it was;
     the rank folder itself is refused as the output; an unfinished dataset is named so."""
@@ -311,6 +320,7 @@ def _rendered(renderable) -> str:
     return console.export_text()
 
 
+@pytest.mark.shared(*PAIR)
 def test_many_ranks_list_the_slowest_ranks_and_the_widest_steps():
     """Over 32 ranks the terminal lists the --top slowest ranks and the --top steps of
     widest max/median, plus one line of fastest/median/slowest; --json keeps every rank.
@@ -471,6 +481,7 @@ def test_rank_tables_fit_the_width_without_cutting_a_figure(eight, capsys, width
         assert all(fmt_ns(k["max_rank_ns"]) in text for k in data["top_kernels"])
 
 
+@pytest.mark.shared(*PAIR)
 def test_xplane_files_beside_other_traces_make_a_rank_folder(tmp_path, capsys):
     """A folder of only .xplane.pb host files is one profile run (one trace, its hosts
     merged); with traces of other formats beside them it is a folder of ranks: read as a
@@ -478,7 +489,7 @@ def test_xplane_files_beside_other_traces_make_a_rank_folder(tmp_path, capsys):
     import traceviz
     from traceviz.files.folders import is_rank_folder
 
-    xplane = KINETO.parent / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
+    xplane = shared(KINETO.parent / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz")
     run = tmp_path / "run"
     run.mkdir()
     shutil.copy(xplane, run / "host0.xplane.pb.gz")
@@ -500,13 +511,14 @@ def test_xplane_files_beside_other_traces_make_a_rank_folder(tmp_path, capsys):
     assert ranks[1]["kernels"] == {"count": len(raw), "total_ns": sum(ns(e["dur"]) for e in raw)}
 
 
+@pytest.mark.shared(*PAIR)
 def test_xplane_run_folders_and_log_directories_stay_one_trace(tmp_path):
     """A profile run's companions (TF's trace viewer JSON, JAX's Perfetto trace, memory
     profiles) do not make it a rank folder, and a log directory with a stray file at its top
     stays a log directory; a PyTorch trace beside an XSpace file is a rank."""
     from traceviz.files.folders import is_rank_folder
 
-    xplane = KINETO.parent / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
+    xplane = shared(KINETO.parent / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz")
     run = tmp_path / "run"
     run.mkdir()
     shutil.copy(xplane, run / "host.xplane.pb.gz")

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.conftest import ROOT, SHARED_TRACES
+from tests.conftest import ROOT, SHARED_TRACES, shared
 from tests.handmade import row, trace
 from traceviz import load
 from traceviz.analyses.advice import engine as advice_engine
@@ -95,7 +95,7 @@ def test_a_scenario_added_as_one_row(monkeypatch, capsys):
     with others by +, and refuses it on a CPU trace in the row's words."""
     monkeypatch.setitem(SCENARIOS, "halve_device", ScenarioSpec(
         "halve_device", _halve_device, "no device row in the trace"))
-    assert main(["whatif", str(DIFF_CONTROL), "--json", "--scenario", "halve_device",
+    assert main(["whatif", str(shared(DIFF_CONTROL)), "--json", "--scenario", "halve_device",
                  "--scenario", "gemm_speedup=2", "--scenario", "halve_device+no_casts"]) == 0
     out = {s["name"]: s for s in json.loads(capsys.readouterr().out)["scenarios"]}
     halve = out["halve_device"]

@@ -10,7 +10,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from tests.conftest import KINETO, ROOT
+from tests.conftest import KINETO, ROOT, shared
 from traceviz.analyses import summarize
 from traceviz.parsers import load
 from traceviz.render.terminal.summary import print_summary, render_summary
@@ -46,7 +46,7 @@ def _structure(renderable) -> list[str]:
 def test_golden_summary(name):
     """The golden file holds the summary's tables cell by cell (a rich release that
     draws tables differently does not change it); the layout is checked for width."""
-    trace = load(KINETO / f"{name}.json.gz")
+    trace = load(shared(KINETO / f"{name}.json.gz"))
     trace.meta["source_file"] = f"{name}.json.gz"  # the same on every machine
     summary = summarize(trace)
     got = "\n".join(_structure(render_summary(summary, top=10, width=100))) + "\n"
@@ -126,7 +126,7 @@ def test_names_with_brackets_print_as_they_are(tmp_path, capsys):
 
     from traceviz.cli import main
 
-    with gzip.open(KINETO / "mi250_rocm_train.json.gz") as f:
+    with gzip.open(shared(KINETO / "mi250_rocm_train.json.gz")) as f:
         doc = json.load(f)
     kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
     first = kernels[0]["name"]
@@ -153,7 +153,7 @@ def test_header_says_summed_over_gpus_and_copies_apart():
     of device time in copies is shown beside busy."""
     from traceviz.analyses import summarize
 
-    t = load(KINETO.parent / "nsys" / "h100_2gpu_window.sqlite")
+    t = load(shared(KINETO.parent / "nsys" / "h100_2gpu_window.sqlite"))
     s = summarize(t)
     assert len(s.devices) == 2
     text = "\n".join(_structure(render_summary(s, width=160)))
@@ -203,8 +203,8 @@ def test_a_copied_run_folder_names_its_own_raw_trace(capsys):
 
 
 @pytest.mark.parametrize("trace", [KINETO / "a100_diff_control.json.gz",
-                                   ROOT.parent / "shared" / "traces" / "nsys"
-                                   / "h100_2gpu_window.sqlite", KINETO / "cpu_only.json.gz"])
+                                   KINETO.parent / "nsys" / "h100_2gpu_window.sqlite",
+                                   KINETO / "cpu_only.json.gz"])
 def test_table_widths_are_rich_measures(trace, monkeypatch):
     """Fitting measures a table from its cells' text, not by rendering it: the same width
     rich measures, for every table analyze fits, at every width and form tried (each

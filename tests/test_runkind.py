@@ -14,15 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED_TRACES
+from tests.conftest import SHARED_TRACES, shared
 from traceviz import load
 from traceviz.analyses.advice.engine import Context
 from traceviz.analyses.advice.runkind import run_kind
 
 FOREIGN = SHARED_TRACES / "foreign"
-if not FOREIGN.is_dir():
-    pytest.skip(f"needs the real traces in {FOREIGN} (../shared beside the checkout)",
-                allow_module_level=True)
 LLAMA = FOREIGN / "kineto" / "rtx4090_llama_tp2"
 DLRM = FOREIGN / "kineto" / "h3_param_dlrm_v100_rank0.pt.trace.json.gz"
 DEEPSEEK = FOREIGN / "kineto" / "deepseek_v3_train.json"
@@ -54,7 +51,7 @@ def test_llama_tp2_is_a_tensor_parallel_inference_forward(rank):
     """Two RTX 4090s, one forward: no backward op, no optimizer; 10 all-gathers and 9
     reduce-scatters, all in the forward, 16 of them launched between matmul kernels;
     the communication remedies are tensor parallelism's, none of DDP's."""
-    path = LLAMA / f"llama_trace_4layers{rank}_with_annotations.json"
+    path = shared(LLAMA / f"llama_trace_4layers{rank}_with_annotations.json")
     ev = _events(path)
     names = [e["name"] for e in ev if e.get("cat") in ("cpu_op", "user_annotation")]
     assert not [n for n in names if re.search(r"Backward|evaluate_function|_backward|"
@@ -102,7 +99,7 @@ def test_llama_rank0_first_collectives_are_named_a_first_call():
     """Rank 0's first reduce-scatter and all-gather last 4-5x the later ones of their
     kind (it waits for rank 1's first arrival): the finding says so, and the action asks
     for a warm run."""
-    path = LLAMA / "llama_trace_4layers0_with_annotations.json"
+    path = shared(LLAMA / "llama_trace_4layers0_with_annotations.json")
     nccl = sorted((e for e in _events(path) if e.get("cat") == "kernel"
                    and e["name"].startswith("nccl")), key=lambda e: e["ts"])
     rs = [e["dur"] for e in nccl if "ReduceScatter" in e["name"]]
@@ -118,7 +115,7 @@ def test_dlrm_is_data_parallel_training_with_sharded_embeddings():
     """DLRM rank 0 (V100, 8 ranks): autograd nodes and 3 optimizer ranges; 3 all-reduces
     issued during the backward (DDP), 5 all-to-alls (4 before the backward, 1 in it) over
     FBGEMM's split embeddings: remedies for both, the data-parallel ones' DDP words."""
-    ev = _events(DLRM)
+    ev = _events(shared(DLRM))
     bw = next(e for e in ev if e["name"] == "## backward ##")
     start, end = bw["ts"], bw["ts"] + bw["dur"]
     where: dict[str, list[str]] = {}
@@ -153,7 +150,7 @@ def test_dlrm_is_data_parallel_training_with_sharded_embeddings():
 def test_deepseek_is_expert_parallel_training():
     """DeepSeek-V3's DualPipe chunk (H800): autograd nodes, DeepEP's dispatch, combine
     and notify kernels and no NCCL collective: training, expert parallel."""
-    ev = _events(DEEPSEEK)
+    ev = _events(shared(DEEPSEEK))
     ep = [e["name"] for e in ev if e.get("cat") == "kernel" and "::ep::" in e["name"]]
     # a notify step of either exchange first (cached_notify, notify_dispatch), then the
     # exchange the name says (get_dispatch_layout is the dispatch's)
@@ -190,11 +187,11 @@ def test_keras_windows_are_training(name):
     """TF 2 / Keras training windows: the kernels of the Adam update and the gradient ops,
     counted from the sibling Chrome trace the same profiler wrote (one correlation id per
     kernel)."""
-    with gzip.open(KERAS / f"{name}.trace.json.gz", "rt") as f:
+    with gzip.open(shared(KERAS / f"{name}.trace.json.gz"), "rt") as f:
         doc = json.load(f)
     adam = {e["args"]["correlation_id"] for e in doc["traceEvents"]
             if "ApplyAdamKernel" in e.get("name", "") and "correlation_id" in e.get("args", {})}
-    r = run_kind(load(KERAS / f"{name}.xplane.pb"))
+    r = run_kind(load(shared(KERAS / f"{name}.xplane.pb")))
     assert r.mode == "training" and r.parallel == []
     assert r.evidence["optimizer_kernels"] == len(adam) > 0
     assert r.evidence["backward_kernels"] > 0
@@ -231,7 +228,7 @@ def test_llama_streams_and_gaps_fit_an_inference_forward():
     """Rank 0's NCCL kernels run on a stream of their own (raw: no other kernel on it):
     the streams finding says to give them work to overlap, not to merge the streams;
     its long idle gaps are not told to look for checkpointing."""
-    path = LLAMA / "llama_trace_4layers0_with_annotations.json"
+    path = shared(LLAMA / "llama_trace_4layers0_with_annotations.json")
     streams: dict[int, set[bool]] = {}
     for e in _events(path):
         if e.get("cat") == "kernel":

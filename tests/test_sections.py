@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from rich.text import Text
 
-from tests.conftest import KINETO
+from tests.conftest import KINETO, shared
 from tests.rawref import load as raw_events
 from traceviz import load
 from traceviz.analyses.summary import registry
@@ -37,7 +37,7 @@ LAZY = ["bound", "step_windows", "launches", "kernel_activity", "casts", "phases
 
 @pytest.fixture(scope="module")
 def trace():
-    return load(TRACE)
+    return load(shared(TRACE))
 
 
 def test_the_registry_holds_every_json_key_in_order(trace):
@@ -94,7 +94,7 @@ def memcpy_section():
 
 
 def test_a_registered_section_is_in_the_json_at_its_place(trace, memcpy_section):
-    raw = sum(1 for e in raw_events(TRACE) if e.get("cat") == "gpu_memcpy")
+    raw = sum(1 for e in raw_events(shared(TRACE)) if e.get("cat") == "gpu_memcpy")
     assert raw > 0
     s = summarize(trace, with_efficiency=True)
     s.launches, s.casts  # noqa: B018  reading other sections does not compute it
@@ -121,7 +121,7 @@ def test_a_section_writing_an_undeclared_key_fails(trace):
 
 
 def test_a_registered_section_prints_at_its_place(capsys, memcpy_section):
-    raw = sum(1 for e in raw_events(TRACE) if e.get("cat") == "gpu_memcpy")
+    raw = sum(1 for e in raw_events(shared(TRACE)) if e.get("cat") == "gpu_memcpy")
     assert main(["analyze", str(TRACE), "--width", "120"]) == 0
     lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
     mine = lines.index(f"memcpy rows: {raw:,}")

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import KINETO
+from tests.conftest import KINETO, shared
 
 TRACE = KINETO / "a100_diff_control.json.gz"  # 1.8 MB gzipped, 35 MB of JSON, 109k events
 REPS = 3
@@ -92,7 +92,7 @@ print(min(ours) / min(base))
 
 def _fresh_ratio(figure: str) -> float:
     """The figure's ratio to ``json.loads``, measured in a Python of its own."""
-    done = subprocess.run([sys.executable, "-c", _PROBE, figure, str(TRACE), str(REPS)],
+    done = subprocess.run([sys.executable, "-c", _PROBE, figure, str(shared(TRACE)), str(REPS)],
                           capture_output=True, text=True, check=True)
     return float(done.stdout.strip().splitlines()[-1])
 
@@ -116,7 +116,7 @@ def test_whole_analyze_against_importing_pandas(tmp_path: Path):
     env = dict(os.environ, PYTHONPYCACHEPREFIX=str(tmp_path / "pycache"),
                COLUMNS="120")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    analyze = [sys.executable, "-m", "traceviz", "analyze", str(TRACE)]
+    analyze = [sys.executable, "-m", "traceviz", "analyze", str(shared(TRACE))]
     pandas = [sys.executable, "-c", "import pandas"]
     for cmd in (analyze, pandas):
         _child_cpu(cmd, env)

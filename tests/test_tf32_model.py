@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import H200
+from tests.conftest import H200, shared
 from traceviz import load
 from traceviz.opcost.peaks import TF32_SPEEDUP_UNKNOWN_SHAPE, find, tf32_speedup
 
@@ -45,18 +45,18 @@ def test_the_model_gives_small_gemms_less_than_the_peak_ratio():
 
 
 def test_eager_and_compiled_runs_of_the_same_gemms_get_one_prediction():
-    with gzip.open(H200 / "fine_torch" / "trace.pt.trace.json.gz") as f:
+    with gzip.open(shared(H200 / "fine_torch" / "trace.pt.trace.json.gz")) as f:
         events = json.load(f)["traceEvents"]
     dims = {tuple(map(tuple, e["args"]["Input Dims"])) for e in events
             if e.get("name") == "aten::mm" and e.get("args", {}).get("Input Dims")}
     assert dims == {((64, 512), (512, 2048))}  # the LSTM's 64-row input GEMM
     (a, b), = dims
     want = _roofline_ratio(a[0], a[1], b[1])
-    eager = _rules(H200 / "fine_torch")["tf32_off"]
+    eager = _rules(shared(H200 / "fine_torch"))["tf32_off"]
     assert eager.figures["group_speedups"] == [pytest.approx(want, rel=1e-3)]
     assert eager.saving_scenario == f"gemm_speedup={want:.3g}"  # no other matrix kernels
     assert f"{want:.2f}x" in " ".join(eager.evidence)
     # compiled: no shapes recorded, the model's unknown-shape figure; the two agree
-    compiled = _rules(H200 / "compile_full_torch")["tf32_off"]
+    compiled = _rules(shared(H200 / "compile_full_torch"))["tf32_off"]
     assert compiled.saving_scenario == f"gemm_speedup={TF32_SPEEDUP_UNKNOWN_SHAPE:g}"
     assert abs(want - TF32_SPEEDUP_UNKNOWN_SHAPE) < 0.05

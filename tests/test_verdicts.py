@@ -13,7 +13,7 @@ import json
 import statistics
 
 import pytest
-from conftest import H200, ROOT, SHARED_TRACES
+from conftest import H200, ROOT, SHARED_TRACES, shared
 
 from traceviz.parsers import load
 from traceviz.units import fmt_ns
@@ -49,7 +49,7 @@ class Raw:
     """DeepSeek-V3's one step, from the raw JSON (times in ns from the step's start)."""
 
     def __init__(self) -> None:
-        ev = _events(DEEPSEEK)
+        ev = _events(shared(DEEPSEEK))
         step = next(e for e in ev if e.get("cat") == "user_annotation"
                     and e["name"].startswith("ProfilerStep#"))
         t0 = step["ts"]
@@ -92,7 +92,7 @@ def raw() -> Raw:
 
 @pytest.fixture(scope="module")
 def deepseek():
-    return load(DEEPSEEK)
+    return load(shared(DEEPSEEK))
 
 
 def test_deepseek_is_device_bound_on_every_verdict(raw, deepseek):
@@ -126,7 +126,7 @@ def test_deepseek_step_window_says_why_it_is_longer(raw, deepseek, capsys):
     assert (w["mark"], w["why"]) == (raw.mark, "device work")
     assert w["mark_length_ns"] == raw.mark_ns and w["length_ns"] == raw.end
     assert w["past_mark_ns"] == raw.end - raw.mark_ns
-    assert main(["analyze", str(DEEPSEEK), "--width", "200"]) == 0
+    assert main(["analyze", str(shared(DEEPSEEK)), "--width", "200"]) == 0
     out = capsys.readouterr().out
     line = (f"step 1's window runs {fmt_ns(raw.end)}, past {raw.mark}'s end at "
             f"{fmt_ns(raw.mark_ns)}: the kernels launched in the step ran until then")
@@ -141,7 +141,7 @@ def test_drop_stream_sync_says_it_serializes_the_streams(raw, deepseek, capsys):
     caveat = (f"serializes {len(raw.streams)} streams onto 1: {fmt_ns(raw.multi)} per step "
               "that ran on 2+ streams at once now runs one after another")
     assert s.caveat == caveat and s.saving_ns < 0
-    assert main(["whatif", str(DEEPSEEK), "--scenario", "drop_stream_sync", "--brief",
+    assert main(["whatif", str(shared(DEEPSEEK)), "--scenario", "drop_stream_sync", "--brief",
                  "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["scenarios"][0]["caveat"] == caveat
     assert main(["whatif", str(DEEPSEEK), "--scenario", "drop_stream_sync", "--brief",
@@ -157,7 +157,7 @@ def test_a_graphs_first_kernel_delay_is_not_launch_latency():
     work the trace does not hold). That wait is queued work, not launch latency."""
     from traceviz.analyses.critical_path.path import critical_path
 
-    ev = _events(H6)
+    ev = _events(shared(H6))
     (call,) = [e for e in ev if e["name"] == "hipGraphLaunch"]
     graph = [e for e in ev if e.get("cat") in DEVICE_CATS
              and e["args"].get("correlation") == call["args"]["correlation"]]
@@ -183,7 +183,7 @@ def test_no_host_bound_finding_where_the_timed_step_has_no_host_time(h200, run):
     timed calibration leaves the host no time, and no host-bound finding is made."""
     from traceviz.analyses.advice.engine import Context, _advise
 
-    folder = H200 / run
+    folder = shared(H200 / run)
     t = load(folder)
     ctx = Context(t)
     assert ctx.timed_host_factor is not None and ctx.timed_host_factor <= 0.05
@@ -195,7 +195,7 @@ def test_no_host_bound_finding_where_the_timed_step_has_no_host_time(h200, run):
 def test_compile_full_timed_step_is_mostly_device_work(h200):
     """compile_full's timed step against its kernels' busy time per ProfilerStep, from the
     raw trace and bench.json."""
-    folder = H200 / "compile_full_torch"
+    folder = shared(H200 / "compile_full_torch")
     ev = _events(folder / "trace.pt.trace.json.gz")
     steps = [e for e in ev if e.get("cat") == "user_annotation"
              and e["name"].startswith("ProfilerStep#")]

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import SHARED_TRACES, missing, shared_traces
+from tests.conftest import SHARED_TRACES, missing, shared, shared_traces
 from traceviz import load
 from traceviz.analyses.advice.engine import advise_full
 from traceviz.analyses.summary.figures import summarize
@@ -27,13 +27,6 @@ A4000 = FOREIGN / "kineto" / "a4000_vit_cold.json"
 MOE = FOREIGN / "kineto" / "a100_switch_moe_cold.json"
 DLPROF = FOREIGN / "nsys" / "dlprof_lenet_nsys_profile.sqlite"
 GH200 = FOREIGN / "kineto" / "gh200_transformer_steps.pt.trace.json"
-
-
-def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"{path} is missing: the real traces live in ../shared/traces "
-                    "(see its README)")
-    return path
 
 
 def _union(s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -67,7 +60,7 @@ def _intersect(a: np.ndarray, b: np.ndarray) -> int:
 def test_off_cpu_rows_are_the_launching_thread_s_switches(tmp_path):
     """llama_real: the main thread's switch-out to switch-in stretches, from SQL on the
     export, are the trace's [off-CPU] rows, one for one."""
-    db = sqlite3.connect(_need(LLAMA))
+    db = sqlite3.connect(shared(LLAMA))
     (gtid,) = db.execute("SELECT DISTINCT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
     ev = db.execute("SELECT start, isSchedIn FROM SCHED_EVENTS WHERE globalTid = ? "
                     "ORDER BY start", (gtid,)).fetchall()
@@ -86,7 +79,7 @@ def test_sleep_inside_weight_ranges_is_the_host_cause():
     ensure_layer_*_weights): the host wait's off-CPU part equals the raw intersection of
     the idle-with-nothing-pending time with the main thread's off-CPU stretches, less what
     runtime calls on that thread cover; the verdict is host, cause os."""
-    db = sqlite3.connect(_need(LLAMA))
+    db = sqlite3.connect(shared(LLAMA))
     k = np.array(db.execute(
         "SELECT k.start, k.end, r.end FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN "
         "CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId "
@@ -128,8 +121,6 @@ def test_sleep_inside_weight_ranges_is_the_host_cause():
                                   if "cpu_only" not in p.name], ids=lambda p: p.name)
 def test_the_parts_add_up(path):
     """Every window's budget adds up to it; the host wait's causes to the host wait."""
-    if not path.exists():
-        missing(f"{path} is missing (../shared/traces)")
     s = summarize(load(path))
     w = s.host_wait_split
     if w is None:
@@ -156,7 +147,7 @@ def test_cold_vit_context_and_module_loading_from_the_raw_json():
     """a4000 ViT: the slow cudaFree calls (cudaFree(0) makes the context), the stream made
     in 564 ms and the 8 launch calls of seconds (median 6 us) are start-up, as the raw
     events list them; the verdict is start-up."""
-    ev = _raw_kineto(_need(A4000))
+    ev = _raw_kineto(shared(A4000))
     rt = [e for e in ev if str(e.get("cat", "")).lower() in ("cuda_runtime", "runtime")]
     dur = {n: sorted(int(Decimal(e["dur"]) * 1000) for e in rt if e["name"] == n)
            for n in {e["name"] for e in rt}}
@@ -180,7 +171,7 @@ def test_cold_vit_context_and_module_loading_from_the_raw_json():
 def test_a_context_made_before_the_first_launch_counts():
     """DLProf LeNet: the first cudaMalloc (2,078.8 ms) comes before any launch, outside the
     window of 5.35 ms; it is the trace's start-up all the same."""
-    db = sqlite3.connect(_need(DLPROF))
+    db = sqlite3.connect(shared(DLPROF))
     first = db.execute("SELECT start, end - start FROM CUPTI_ACTIVITY_KIND_RUNTIME "
                        "ORDER BY start LIMIT 1").fetchone()
     t = load(DLPROF)
@@ -197,7 +188,7 @@ def test_launch_scenarios_keep_start_up_calls():
     """Switch-MoE cold: a scenario that removes launch calls keeps the start-up calls'
     time (a module loaded on first use is loaded by a fused kernel or a graph too): what
     fuse_pointwise saves is at most the steady launch calls and gaps it removes."""
-    t = load(_need(MOE))
+    t = load(shared(MOE))
     w = whatif(t, ("fuse_pointwise",))
     s = w.scenario("fuse_pointwise")
     assert s.applies
@@ -212,7 +203,7 @@ def test_launch_scenarios_keep_start_up_calls():
 def test_no_replay_beats_the_busiest_stream():
     """Every scenario's prediction is at least the work left on each device's busiest
     stream (summed over devices)."""
-    t = load(_need(GH200))
+    t = load(shared(GH200))
     w = whatif(t)
     from traceviz.analyses.replay.graph import build
 
@@ -226,7 +217,7 @@ def test_host_cause_launch_on_an_eager_transformer():
     """GH200 transformer block, 3 steps: the host issues 16 small kernels a step; the
     verdict is host, cause launch (framework ops, launch calls and the Python between
     them), and the first finding prices CUDA graphs."""
-    a = advise_full(load(_need(GH200)))
+    a = advise_full(load(shared(GH200)))
     assert a.bound.by == "host" and a.bound.cause == "launch"
     first = a.findings[0]
     assert first.rule == "host_bound" and first.figures["cause"] == "launch"
@@ -288,7 +279,7 @@ def test_samples_name_the_untraced_host_work(tmp_path):
 
     if not shutil.which("nsys"):
         missing("nsys is not on PATH: a .qdrep is read through `nsys export`")
-    src = _need(DARKNET)
+    src = shared(DARKNET)
     out = tmp_path / "report.sqlite"
     subprocess.run(["nsys", "export", "--type", "sqlite", "-o", str(out), str(src)],
                    check=True, capture_output=True, timeout=600)
@@ -327,7 +318,7 @@ def test_samples_name_the_untraced_host_work(tmp_path):
 def test_the_python_api_gives_the_split_and_the_verdict():
     """Trace.host_wait() is the analyze section as a table, largest cause first, adding up
     to the host wait; Trace.bound() is analyze --json's bound."""
-    t = load(_need(LLAMA))
+    t = load(shared(LLAMA))
     table = t.host_wait()
     s = summarize(t)
     assert table["ns"].sum() == s.host_wait_ns

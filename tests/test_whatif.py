@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT, SHARED_TRACES, shared_traces
+from tests.conftest import ROOT, SHARED_TRACES, shared, shared_traces
 from tests.handmade import row, trace
 from traceviz import load
 from traceviz.analyses.replay import graph as R
@@ -44,7 +44,7 @@ def test_identity_replay_of_h100_captures():
 
 
 def test_measured_is_the_summary_span():
-    t = load(SHARED_TRACES / "kineto" / "v100_diff_test.json.gz")
+    t = load(shared(SHARED_TRACES / "kineto" / "v100_diff_test.json.gz"))
     assert whatif(t, ()).measured_ns == t.summary()["span_ns"]
 
 
@@ -188,7 +188,7 @@ def test_parse_scenario():
 
 
 def test_cli_json_and_errors(tmp_path, capsys):
-    path = SHARED_TRACES / "kineto" / "a100_event_sync.json.gz"
+    path = shared(SHARED_TRACES / "kineto" / "a100_event_sync.json.gz")
     assert main(["whatif", str(path), "--json", "--scenario", "host_speedup=4"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= {"measured_ns", "replayed_ns", "scenarios", "model"}
@@ -203,7 +203,7 @@ def test_cli_json_and_errors(tmp_path, capsys):
 
 
 def test_device_rows_without_their_launch_calls():
-    t = load(SHARED_TRACES / "kineto" / "v100_diff_test.json.gz")
+    t = load(shared(SHARED_TRACES / "kineto" / "v100_diff_test.json.gz"))
     ev = t.events[t.events["kind"] != "runtime"].reset_index(drop=True)
     w = whatif(Trace(ev, dict(t.meta)))
     assert w.replay_error == 0  # every row starts where it was recorded
@@ -218,7 +218,7 @@ def test_a_rank_folder_replays_every_rank(tmp_path, capsys):
     import shutil
 
     for k in (0, 1):
-        shutil.copy(SHARED_TRACES / "kineto" / f"ampere_sampled_rank{k}.json.gz", tmp_path)
+        shutil.copy(shared(SHARED_TRACES / "kineto" / f"ampere_sampled_rank{k}.json.gz"), tmp_path)
     assert main(["whatif", str(tmp_path), "--scenario", "cuda_graphs", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [r["rank"] for r in out["per_rank"]] == [0, 1] and out["collectives"] > 0

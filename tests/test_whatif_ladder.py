@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import traceviz
-from tests.conftest import H200, ROOT
+from tests.conftest import H200, ROOT, shared
 from traceviz.analyses.replay.graph import ReplayGraph, build
 from traceviz.analyses.whatif.engine import WhatIf, whatif
 from traceviz.analyses.whatif.scenarios import SCENARIOS, parse_scenarios
@@ -27,14 +27,11 @@ EVENT_CALLS = ("cudaEventRecord", "cudaEventRecordWithFlags", "cudaStreamWaitEve
                "cudaEventQuery")
 
 
-pytestmark = pytest.mark.usefixtures("h200")
-
-
 class Raw:
     """A run folder's raw trace, config and bench, read with json alone."""
 
     def __init__(self, run: str):
-        folder = H200 / run
+        folder = shared(H200 / run)
         with gzip.open(folder / "trace.pt.trace.json.gz") as f:
             events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
         self.marks = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
@@ -68,7 +65,7 @@ def raw(run: str) -> Raw:
 
 @cache
 def trace(run: str) -> traceviz.Trace:
-    return traceviz.load(H200 / run)
+    return traceviz.load(shared(H200 / run))
 
 
 @cache
@@ -238,7 +235,7 @@ def test_scenarios_combine_with_plus_and_parse_strictly():
 
 
 def test_the_combination_in_the_cli_and_its_json(capsys):
-    assert main(["whatif", str(H200 / "streams_torch"), "--scenario", COMBINED,
+    assert main(["whatif", str(shared(H200 / "streams_torch")), "--scenario", COMBINED,
                  "--scenario", "merge_gemms", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     combo, merge = out["scenarios"]

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.installs import ROOT, TRACES, analyze_json, build, make_venv, run, source_tree
+from tests.conftest import shared
+from tests.installs import FORMATS, ROOT, TRACES, analyze_json, build, make_venv, run, source_tree
 from tests.test_project import _modules
 
 # the wheel, the sdist and their virtual environments are built once, on one xdist worker
@@ -119,7 +120,7 @@ def test_installed_wheel_is_the_one_imported(venv, tmp_path):
     assert importable == "[]"
 
 
-@pytest.mark.parametrize("fmt", list(TRACES))
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_installed_wheel_analyzes_every_format(venv, tmp_path, fmt):
     """``analyze --json`` from the wheel gives the figures the checkout gives."""
     r = _traceviz(venv, tmp_path, "analyze", str(TRACES[fmt]), "--json")
@@ -132,7 +133,7 @@ def test_installed_wheel_analyzes_every_format(venv, tmp_path, fmt):
 
 def test_installed_wheel_runs_the_commands(venv, tmp_path):
     """report, whatif, advise, import and ``traceviz.load()`` from the wheel."""
-    trace = str(TRACES["kineto"])
+    trace = str(shared(TRACES["kineto"]))
     _traceviz(venv, tmp_path, "report", trace, "-o", str(tmp_path / "r.md"))
     assert "| " in (tmp_path / "r.md").read_text()
     whatif = json.loads(_traceviz(venv, tmp_path, "whatif", trace, "--json").stdout)

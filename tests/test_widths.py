@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import H200, SHARED_TRACES, shared_argv
 from traceviz.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU = ROOT / "sample_traces" / "gpu"
 CPU = ROOT / "sample_traces" / "cpu"
-SHARED = ROOT.parent / "shared" / "traces"
 
 CASES: dict[str, list[str]] = {
     "analyze gpu": ["analyze", str(GPU / "cudnn_torch-fp16" / "train")],
@@ -25,21 +25,21 @@ CASES: dict[str, list[str]] = {
     "analyze cpu": ["analyze", str(CPU / "jit_torch")],
     "analyze modules": ["analyze", str(ROOT / "sample_traces" / "script" / "lstm_train")],
     "analyze graph": ["analyze", str(GPU / "graph_torch" / "train"), "--critical-path"],
-    "analyze nccl": ["analyze", str(SHARED / "kineto" / "a100_nccl.json.gz")],
+    "analyze nccl": ["analyze", str(SHARED_TRACES / "kineto" / "a100_nccl.json.gz")],
     "analyze wide": ["analyze", str(GPU / "fine_torch" / "train"), "--wide", "--top", "8"],
     "compare": ["compare", str(GPU / "cudnn_torch" / "train"),
                 str(GPU / "cudnn_torch-fp16" / "train"), str(GPU / "fine_torch" / "train")],
     "amp": ["amp", str(GPU / "cudnn_torch" / "train"), str(GPU / "cudnn_torch-bf16" / "train")],
     "advise": ["advise", str(GPU / "fine_torch" / "train")],
-    "critical path": ["analyze", str(SHARED / "kineto" / "a100_alexnet.json.gz"),
+    "critical path": ["analyze", str(SHARED_TRACES / "kineto" / "a100_alexnet.json.gz"),
                       "--critical-path", "[param|pytorch.model.alex_net|0|0|0|measure|forward]"],
     "whatif": ["whatif", str(GPU / "cudnn_torch" / "train")],
-    "ladder": ["ladder", "--from", str(ROOT.parent / "shared" / "gpu-h200")],
+    "ladder": ["ladder", "--from", str(H200)],
     "whatif brief": ["whatif", str(GPU / "cudnn_torch" / "train"), "--brief"],
     # a step window past its mark, three overlapped streams, the path's device part
-    "analyze deepseek": ["analyze", str(SHARED / "foreign" / "kineto" /
+    "analyze deepseek": ["analyze", str(SHARED_TRACES / "foreign" / "kineto" /
                                         "deepseek_v3_train.json"), "--critical-path"],
-    "whatif serialized": ["whatif", str(SHARED / "foreign" / "kineto" /
+    "whatif serialized": ["whatif", str(SHARED_TRACES / "foreign" / "kineto" /
                                         "deepseek_v3_train.json"), "--brief",
                           "--scenario", "drop_stream_sync"],
 }
@@ -123,8 +123,8 @@ def json_of():
 @pytest.mark.parametrize("width", WIDTHS, ids=lambda w: f"w{w or 'piped'}")
 @pytest.mark.parametrize("case", list(CASES))
 def test_no_figure_is_cut(case, width, json_of, capsys):
+    argv = shared_argv(CASES[case]) + ([] if width is None else ["--width", str(width)])
     numbers, strings = json_of(case, capsys)
-    argv = CASES[case] + ([] if width is None else ["--width", str(width)])
     assert main(argv) == 0
     out = capsys.readouterr().out
     limit = width or 120  # piped: 120 columns

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import SHARED_TRACES, needs
+from tests.conftest import SHARED_TRACES, needs, shared
 from traceviz.cli import main
 from traceviz.parsers import detect_format, load
 from traceviz.parsers.xspace_proto import xspace_class
@@ -50,9 +50,7 @@ def _events(space, plane_filter):
 
 @pytest.fixture(scope="module")
 def bert():
-    if not BERT.is_file():
-        pytest.fail(f"{BERT} missing: the tests need ../shared beside the repo")
-    return _space(BERT), load(BERT)
+    return _space(shared(BERT)), load(BERT)
 
 
 def _raw_device_rows(space):
@@ -151,7 +149,7 @@ def test_bert_steps_from_device_step_lines(bert):
 
 
 def test_bert_cli(bert, tmp_path, capsys):
-    assert detect_format(BERT) == "xplane"
+    assert detect_format(shared(BERT)) == "xplane"
     assert main(["analyze", str(BERT), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["kernels"]["count"] == 1330
@@ -309,7 +307,7 @@ def test_every_variant_computes_what_cudnn_tf_computes():
 
 # --- logdirs and bad input ------------------------------------------------------------
 def test_logdir_picks_newest_run_or_the_named_one(tmp_path, capsys):
-    data = gzip.decompress(BERT.read_bytes())
+    data = gzip.decompress(shared(BERT).read_bytes())
     for run in ("2026_01_01_00_00_00", "2026_02_01_00_00_00"):
         d = tmp_path / "logs" / "plugins" / "profile" / run
         d.mkdir(parents=True)
@@ -341,7 +339,7 @@ def test_logdir_picks_newest_run_or_the_named_one(tmp_path, capsys):
 
 
 def test_bad_xplane_inputs(tmp_path, capsys):
-    data = gzip.decompress(BERT.read_bytes())
+    data = gzip.decompress(shared(BERT).read_bytes())
     cut = tmp_path / "cut.xplane.pb"
     cut.write_bytes(data[: len(data) // 3])
     empty_space = tmp_path / "empty.xplane.pb"

@@ -5,7 +5,8 @@ writes a file, each with its expected outcome.
 runs ``argv`` there (``{d}`` stands for the folder) and expects exit 0 or 2; on 2 the one
 ``traceviz: error:`` line must hold the words in ``says``. Inputs are derived from the
 real traces in ``../shared/traces`` (a few kilobytes each), so the corpus is rebuilt on
-every run rather than committed. ``python tests/corpus/generate.py DIR`` writes the
+every run rather than committed; without them a reader's cases are one case that the
+test skips, naming the missing file. ``python tests/corpus/generate.py DIR`` writes the
 inputs into DIR to look at.
 """
 
@@ -20,10 +21,10 @@ import shutil
 import sqlite3
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tests.conftest import shared_parquet
+from tests.conftest import SHARED_TRACES, shared_parquet
 
 ROOT = Path(__file__).resolve().parents[2]
 _RANDOM = random.Random(14)  # junk bytes, the same on every run
@@ -31,7 +32,12 @@ _RANDOM = random.Random(14)  # junk bytes, the same on every run
 
 def _junk(n: int) -> bytes:
     return _RANDOM.randbytes(n)
-SHARED = ROOT.parent / "shared" / "traces"
+
+
+# the real traces the inputs are derived from
+MI250 = SHARED_TRACES / "kineto" / "mi250_rocm_train.json.gz"
+TINY = SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite"
+BERT = SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 
 OK, ERR = 0, 2
@@ -46,6 +52,7 @@ class Case:
     says: str = ""                       # words the error line must hold (exit 2)
     outputs: tuple[str, ...] = ()        # files the run may leave behind
     keep: tuple[str, ...] = field(default=())  # files that must be unchanged afterwards
+    needs: tuple[Path, ...] = ()         # the files of ../shared it is derived from
 
 
 def _write(name: str, data: bytes) -> Callable[[Path], None]:
@@ -67,7 +74,7 @@ def _both(*setups: Callable[[Path], None]) -> Callable[[Path], None]:
 
 def _kineto_doc() -> dict:
     """A small real trace (MI250, ROCm): 14 kernels, launches, ops, steps."""
-    with gzip.open(SHARED / "kineto" / "mi250_rocm_train.json.gz") as f:
+    with gzip.open(MI250) as f:
         return json.load(f)
 
 
@@ -316,7 +323,7 @@ def _sqlite_case(edit: Callable[[sqlite3.Connection], None],
                  src: str = "rtx3080_tiny") -> Callable[[Path], None]:
     def setup(d: Path) -> None:
         dst = d / "r.sqlite"
-        shutil.copyfile(SHARED / "nsys" / f"{src}.sqlite", dst)
+        shutil.copyfile(SHARED_TRACES / "nsys" / f"{src}.sqlite", dst)
         db = sqlite3.connect(dst)
         edit(db)
         db.commit()
@@ -360,7 +367,7 @@ def _untyped(table: str, *statements: str) -> Callable[[sqlite3.Connection], Non
 
 def nsys_cases() -> list[Case]:
     out = []
-    src = (SHARED / "nsys" / "rtx3080_tiny.sqlite").read_bytes()
+    src = TINY.read_bytes()
 
     def add(id_: str, setup: Callable[[Path], None], expect: int, says: str = "",
             name: str = "r.sqlite") -> None:
@@ -463,7 +470,7 @@ def xplane_cases() -> list[Case]:
     sys.path.insert(0, str(ROOT))
     from traceviz.parsers.xspace_proto import xspace_class
 
-    raw_gz = (SHARED / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz").read_bytes()
+    raw_gz = BERT.read_bytes()
     raw = gzip.decompress(raw_gz)
     out = []
 
@@ -660,7 +667,7 @@ def sweep_cases() -> list[Case]:
 # --- commands that write ----------------------------------------------------------------
 
 def output_cases() -> list[Case]:
-    trace = (SHARED / "kineto" / "mi250_rocm_train.json.gz").read_bytes()
+    trace = MI250.read_bytes()
     inp = _write("in.json.gz", trace)
     out = []
 
@@ -723,11 +730,8 @@ def output_cases() -> list[Case]:
         ERR, "empty")
     add("amp-same", inp, ["amp", "{d}/in.json.gz", "{d}/in.json.gz"], OK)
     for fmt, setup, name in (
-            ("nsys", lambda d: shutil.copyfile(SHARED / "nsys" / "rtx3080_tiny.sqlite",
-                                               d / "r.sqlite"), "r.sqlite"),
-            ("xplane", lambda d: shutil.copyfile(
-                SHARED / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz", d / "h.xplane.pb.gz"),
-             "h.xplane.pb.gz"),
+            ("nsys", lambda d: shutil.copyfile(TINY, d / "r.sqlite"), "r.sqlite"),
+            ("xplane", lambda d: shutil.copyfile(BERT, d / "h.xplane.pb.gz"), "h.xplane.pb.gz"),
             ("parquet", lambda d: shutil.copyfile(
                 shared_parquet("kineto", "mi250_rocm_train.json.gz"), d / "t.parquet"),
              "t.parquet")):
@@ -751,7 +755,7 @@ def output_cases() -> list[Case]:
 
 def _ranks(*broken: tuple[str, bytes]) -> Callable[[Path], None]:
     """A folder ``ranks`` of two real rank traces, then ``broken`` files written into it."""
-    trace = (SHARED / "kineto" / "mi250_rocm_train.json.gz").read_bytes()
+    trace = MI250.read_bytes()
 
     def setup(d: Path) -> None:
         (d / "ranks").mkdir()
@@ -784,7 +788,7 @@ def rank_cases() -> list[Case]:
     """``analyze DIR``, ``import DIR`` and ``analyze DATASET`` on damaged folders and
     datasets: a bad rank is named, a damaged dataset says to import again, and an earlier
     dataset survives a failed import."""
-    gz = (SHARED / "kineto" / "mi250_rocm_train.json.gz").read_bytes()
+    gz = MI250.read_bytes()
     out = []
 
     def add(id_: str, setup, argv: list[str], expect: int, says: str = "",
@@ -891,17 +895,28 @@ def replay_cases(readers: list[Case]) -> list[Case]:
             continue
         for command in ("whatif", "advise"):
             argv = [command, case.argv[1], "--json"]
-            out.append(Case(f"{command}/{case.id}", argv, case.setup, -1))
+            out.append(Case(f"{command}/{case.id}", argv, case.setup, -1, needs=case.needs))
     return out
 
 
+def _derived(prefix: str, make: Callable[[], list[Case]], *needs: Path) -> list[Case]:
+    """``make()``'s cases, each needing the files ``needs`` of ../shared; where one is
+    missing, a single case ``PREFIX/needs-shared`` stands for them (the test skips it, naming
+    the file): the cases are built from the files' contents."""
+    if not all(p.exists() for p in needs):
+        return [Case(f"{prefix}/needs-shared", [], lambda d: None, OK, needs=needs)]
+    return [replace(c, needs=needs) for c in make()]
+
+
 def cases() -> list[Case]:
-    readers = (kineto_cases() + mxnet_cases() + nsys_cases() + xplane_cases()
-               + parquet_cases() + regression_cases())
+    readers = (_derived("kineto", kineto_cases, MI250) + mxnet_cases()
+               + _derived("nsys", nsys_cases, TINY) + _derived("xplane", xplane_cases, BERT)
+               + _derived("parquet", parquet_cases, MI250) + regression_cases())
     from tests.corpus.hostile import hostile_cases
 
-    return (readers + sweep_cases() + output_cases() + rank_cases()
-            + replay_cases(readers) + hostile_cases())
+    return (readers + sweep_cases() + _derived("output", output_cases, MI250, TINY, BERT)
+            + _derived("ranks", rank_cases, MI250) + replay_cases(readers)
+            + _derived("hostile", hostile_cases, MI250, TINY))
 
 
 if __name__ == "__main__":
