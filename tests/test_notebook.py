@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import traceviz
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SHARED_TRACES, shared
 from traceviz.analyses import summarize
 from traceviz.render.escape import html_text
 
@@ -255,9 +255,7 @@ def test_critical_path_tables(gpu):
 def test_memory_tables_on_allocator_events():
     """A trace with allocator events (TensorFlow's, three GPUs and the host): the tables'
     MiB are the JSON's bytes."""
-    path = ROOT.parent / "shared" / "traces" / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
-    if not path.is_file():
-        pytest.skip(f"{path} is not on this machine")
+    path = shared(SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz")
     m = traceviz.load(path).memory()
     d = m.devices_df()
     assert len(d) == len(m["devices"]) >= 2

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, needs
+from tests.conftest import KINETO, ROOT, needs, shared
 from traceviz.cli import main
 from traceviz.files.folders import RUN_FILES
 from traceviz.render.escape import markdown
@@ -101,8 +101,7 @@ def test_runs_are_named_by_folder_parents_and_labels(tmp_path, capsys):
                                 "cudnn_torch", "cudnn_torch #2", "cudnn_torch #3"]
     lone = tmp_path / "x" / "rank0.json.gz"
     lone.parent.mkdir()
-    shutil.copy(ROOT.parent / "shared" / "traces" / "kineto" / "ampere_sampled_rank0.json.gz",
-                lone)
+    shutil.copy(shared(KINETO / "ampere_sampled_rank0.json.gz"), lone)
     assert run_names([lone]) == ["rank0"]
     a, b = S / "cpu" / "cudnn_torch", S / "cpu" / "cell_torch"
     assert main(["compare", str(a), str(b), "--label", "oneDNN", "--label", "cell loop",
