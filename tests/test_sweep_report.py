@@ -96,6 +96,30 @@ def test_sweep_plot_and_reports(sweep_dir, tmp_path):
     assert main(["report", str(sweep_dir), "-o", str(html)]) == 2  # no overwrite without --force
 
 
+def test_a_cpu_sweep_reads_in_gflops(sweep_dir):
+    """A sweep of CPU points: the terminal table and the rate chart in GFLOP/s, each
+    point's figure its model TFLOP/s times 1,000."""
+    from rich.console import Console
+
+    from traceviz.render.charts import sweep_plots
+    from traceviz.render.terminal.runs import sweep_on_cpu, sweep_render
+
+    df = pd.read_parquet(sweep_dir / "sweep.parquet")
+    assert sweep_on_cpu(df)
+    console = Console(width=200, record=True)
+    console.print(sweep_render(df, "s", 200))
+    out = console.export_text()
+    assert "GFLOP/s" in out and "TFLOP/s" not in out
+    ok = df[df["status"] == "ok"]
+    for r in ok.itertuples(index=False):
+        row = next(line for line in out.splitlines() if str(r.point) in line)
+        assert f"{r.model_tflops * 1e3:,.2f}" in row
+    fig = sweep_plots(df, "s")["tflops_vs_batch"]
+    assert fig.axes[0].get_ylabel() == "model GFLOP/s"
+    ys = sorted(y for ax in fig.axes for line in ax.get_lines() for y in line.get_ydata())
+    assert ys == pytest.approx(sorted(ok["model_tflops"] * 1e3))
+
+
 def test_an_older_sweep_gets_flops_and_the_noisy_verdict():
     """The committed H100 batch sweep predates both columns: workload FLOPs from its
     preset and sizes (deepbench forward: 2 x seq x batch x 4H x (I + H)), NOISY from its

@@ -18,9 +18,10 @@ from traceviz.analyses.compare.amp import AmpBreakdown  # noqa: E402
 from traceviz.analyses.compare.runs import RunFigures  # noqa: E402
 from traceviz.analyses.summary.figures import Summary  # noqa: E402
 from traceviz.render.loss_curves import loss_curves  # noqa: E402
+from traceviz.render.terminal.runs import sweep_on_cpu  # noqa: E402
 from traceviz.table.names import distinct_names  # noqa: E402
 from traceviz.table.schema import CATEGORIES  # noqa: E402
-from traceviz.units import fmt_ns  # noqa: E402
+from traceviz.units import flop_rate, fmt_ns  # noqa: E402
 
 if TYPE_CHECKING:  # the section types only, for the chart functions' arguments
     from traceviz.analyses.efficiency.ops import Efficiency
@@ -289,26 +290,28 @@ def sweep_plots(df: pd.DataFrame, label: str = "sweep") -> dict[str, plt.Figure]
 
 
 def _tflops_vs_batch(ok: pd.DataFrame, label: str) -> plt.Figure:
-    """Model TFLOP/s (the workload's FLOPs per batch / median time per batch) against
-    batch size, one line per variant, a panel per hidden size and sequence length: the
-    LSTM studies' "performance against batch size" figure."""
+    """Model TFLOP/s (the workload's FLOPs per batch / median time per batch; GFLOP/s
+    where every point ran on a CPU) against batch size, one line per variant, a panel per
+    hidden size and sequence length: the LSTM studies' "performance against batch size"
+    figure."""
+    unit, scale = flop_rate(sweep_on_cpu(ok))
     groups = sorted(ok[["hidden", "seq"]].drop_duplicates().itertuples(index=False))
     fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4), squeeze=False)
     for ax, (hidden, seq) in zip(axes[0], groups, strict=True):
         sel = ok[(ok["hidden"] == hidden) & (ok["seq"] == seq)]
         for series, part in sel.groupby("series"):
             part = part.sort_values("batch")
-            ax.plot(part["batch"], part["model_tflops"], marker="o", label=series)
+            ax.plot(part["batch"], part["model_tflops"] * scale, marker="o", label=series)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(sel["batch"].unique()))
         ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%d"))
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("batch size")
-        ax.set_ylabel("model TFLOP/s")
+        ax.set_ylabel(f"model {unit}")
         ax.set_title(f"hidden {hidden}, seq {seq}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"{label}: model TFLOP/s vs batch size (workload FLOPs / median time)",
+    fig.suptitle(f"{label}: model {unit} vs batch size (workload FLOPs / median time)",
                  fontsize=10)
     fig.tight_layout()
     return fig

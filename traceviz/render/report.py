@@ -26,7 +26,13 @@ from traceviz.analyses.compare.runs import (
     workload_differences,
 )
 from traceviz.render.escape import file_name, markdown
-from traceviz.render.terminal.runs import MPE_TITLE, amp_rows, amp_verdict, mpe_note
+from traceviz.render.terminal.runs import (
+    MPE_TITLE,
+    amp_rows,
+    amp_verdict,
+    mpe_note,
+    sweep_on_cpu,
+)
 from traceviz.units import flop_rate, fmt_bytes, fmt_ns, fmt_pct
 
 NONE = "–"  # a cell without a figure; a column (a table) of nothing else is left out
@@ -279,9 +285,7 @@ def build_report(figs: list[RunFigures], sweeps: list[tuple[str, pd.DataFrame]]
                             "top_kernel", "error") if c in df]
         table = df[cols].copy()
         # a sweep whose captured points are CPU traces: model GFLOP/s, framework overhead
-        done = df["cpu_trace"][df["status"] == "ok"] if {"cpu_trace", "status"} <= set(df) \
-            else pd.Series([], dtype=object)
-        on_cpu = bool(len(done)) and bool(done.fillna(False).astype(bool).all())
+        on_cpu = sweep_on_cpu(df)
         sweep_unit, sweep_scale = flop_rate(on_cpu)
         human: dict[str, Callable[[float], str]] = {
                  "time_per_batch_s": lambda v: fmt_ns(v * 1e9),

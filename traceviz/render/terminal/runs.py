@@ -296,10 +296,20 @@ def amp_render(b: AmpBreakdown, fp32: str, amp: str, width: int = 120) -> Group:
 # ranks (its steps of widest spread)
 
 
-_SWEEP_COLS = (Col("point", "left"), Col("time/batch"), Col("min - max", drop=5),
-               Col("sequences/s", drop=6), Col("TFLOP/s", drop=3), Col("MFU", drop=4),
-               Col("idle", drop=7), Col("first call", drop=2),
-               Col("top kernel", "left", drop=1, name=True))
+def sweep_on_cpu(df: pd.DataFrame) -> bool:
+    """Whether every point of a sweep that ran was a CPU trace: its rates are then shown
+    in GFLOP/s (``units.flop_rate``), where TFLOP/s would read 0.00."""
+    if not {"cpu_trace", "status"} <= set(df):
+        return False
+    done = df["cpu_trace"][df["status"] == "ok"]
+    return bool(len(done)) and bool(done.fillna(False).astype(bool).all())
+
+
+def _sweep_cols(unit: str) -> tuple[Col, ...]:
+    return (Col("point", "left"), Col("time/batch"), Col("min - max", drop=5),
+            Col("sequences/s", drop=6), Col(unit, drop=3), Col("MFU", drop=4),
+            Col("idle", drop=7), Col("first call", drop=2),
+            Col("top kernel", "left", drop=1, name=True))
 
 
 def _first_call(r: object) -> str:
@@ -314,8 +324,9 @@ def _first_call(r: object) -> str:
 
 def sweep_render(df: pd.DataFrame, name: str, width: int = 120) -> Group:
     """The points of a sweep that ran: time per batch (NOISY marked) and its range, rate,
-    model TFLOP/s and MFU, idle share, first-call time, top kernel."""
+    model TFLOP/s (GFLOP/s on a CPU) and MFU, idle share, first-call time, top kernel."""
     ok = df[df["status"] == "ok"]
+    unit, scale = flop_rate(sweep_on_cpu(df))
 
     def missing(x: object) -> bool:
         return x is None or x != x
@@ -327,11 +338,11 @@ def sweep_render(df: pd.DataFrame, name: str, width: int = 120) -> Group:
         rows.append([str(r.point), f"{r.time_per_batch_s * 1e3:.3f} ms{noisy}",
                      f"{r.time_min_s * 1e3:.3f}-{r.time_max_s * 1e3:.3f}",
                      f"{r.sequences_per_s:,.1f}",
-                     "–" if missing(tflops) else f"{tflops:,.2f}",
+                     "–" if missing(tflops) else f"{tflops * scale:,.2f}",
                      "–" if missing(mfu) else fmt_pct(mfu),
                      "–" if missing(r.idle_fraction) else fmt_pct(r.idle_fraction),
                      _first_call(r), str(r.top_kernel)])
-    t, left = fitted_table(f"Sweep {name} ({len(ok)} of {len(df)} points ok)", _SWEEP_COLS,
-                           rows, width)
+    t, left = fitted_table(f"Sweep {name} ({len(ok)} of {len(df)} points ok)",
+                           _sweep_cols(unit), rows, width)
     note = left_note(width, left, where=f"a wider terminal or {name}")
     return Group(t) if note is None else Group(t, note)
