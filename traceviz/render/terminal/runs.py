@@ -16,6 +16,15 @@ from traceviz.table.schema import CATEGORIES
 from traceviz.units import flop_rate, fmt_bytes, fmt_ns, fmt_pct
 
 
+def _model_row(runs: list[RunFigures]) -> list[tuple[str, list[str]]]:
+    """What each run ran (its variant or script), where a column's label (its folder or
+    ``--label``) does not already say it."""
+    models = [str(r.meta.get("model") or "–") for r in runs]
+    if all(m == "–" or m == r.label for m, r in zip(models, runs, strict=True)):
+        return []
+    return [("model", models)]
+
+
 def _secs(x: float | None) -> str:
     return "–" if x is None else f"{x:.4f} s"
 
@@ -29,7 +38,7 @@ def runs_table(runs: list[RunFigures], width: int = 120) -> Group:
     busy = "busy (CPU ops)" if cpu else "busy (GPU; CPU: CPU ops)"
     unit, scale = flop_rate(cpu)
     work = "CPU ops" if cpu else "kernels"
-    rows = [
+    rows = _model_row(runs) + [
         ("time per batch (median)", [_secs(r.time_per_batch_s) for r in runs]),
         ("  min - max", [_range(r.timings) for r in runs]),
         ("  spread (CV)", [_cv(r.timings) for r in runs]),
@@ -338,7 +347,7 @@ def sweep_render(df: pd.DataFrame, name: str, width: int = 120) -> Group:
         rows.append([str(r.point), f"{r.time_per_batch_s * 1e3:.3f} ms{noisy}",
                      f"{r.time_min_s * 1e3:.3f}-{r.time_max_s * 1e3:.3f}",
                      f"{r.sequences_per_s:,.1f}",
-                     "–" if missing(tflops) else f"{tflops * scale:,.2f}",
+                     "–" if tflops is None or missing(tflops) else f"{tflops * scale:,.2f}",
                      "–" if missing(mfu) else fmt_pct(mfu),
                      "–" if missing(r.idle_fraction) else fmt_pct(r.idle_fraction),
                      _first_call(r), str(r.top_kernel)])
