@@ -1,29 +1,55 @@
-"""Nothing lost between runs: an ``--export`` that fails keeps the old one whole, and an
-output path that is a link to nothing is said to be one. Real ``python -m traceviz``
-processes, real files; a full disk is a real small tmpfs (root only, skipped elsewhere)."""
+"""Nothing lost between runs: a run folder is one capture's from its start (a second
+capture into it is refused, an automatic name is unique), ``--force`` replaces only a
+folder traceviz made, and an ``--export`` that fails keeps the old one whole. Real
+``python -m traceviz`` processes, real files; a full disk is a real small tmpfs (root
+only, skipped elsewhere)."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, needs
+from traceviz.files.runclaim import RUN_MARKER, claimed_run_dir
+from traceviz.trace import Trace
 
 TRACEVIZ = [sys.executable, "-m", "traceviz"]
 SAMPLES = ROOT / "sample_traces" / "cpu"
+# a tiny training loop; with an argument, its first step waits for that file to appear
+# (the test holds a capture inside its run while it starts another)
+TRAIN = """import os, sys, time
+import torch
+m = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for i in range(8):
+    m(torch.randn(4, 8)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    deadline = time.time() + 120
+    while i == 0 and len(sys.argv) > 1 and not os.path.exists(sys.argv[1]) \\
+            and time.time() < deadline:
+        time.sleep(0.05)
+"""
 
 
 def _tv(*args: str, cwd: Path | None = None, env: dict | None = None,
         timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([*TRACEVIZ, *args], capture_output=True, text=True, cwd=cwd,
                           env=env, timeout=timeout)
+
+
+def _start(*args: str, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([*TRACEVIZ, *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 def _error_line(stderr: str) -> str:
@@ -39,7 +65,122 @@ def _sums(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_a_dangling_link_as_an_output_says_so(tmp_path):
+def _wait_for(path: Path, proc: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.exists(), proc.communicate()
+
+
+def _complete_run(run: Path) -> None:
+    """A whole run: its marker, records and a trace that reads, with its steps."""
+    assert (run / RUN_MARKER).is_file()
+    assert {"trace.parquet", "bench.json", "meta.json", "config.json"} <= \
+        {p.name for p in run.iterdir()}
+    assert json.loads((run / "bench.json").read_text())["profiled_batches"] == 3
+    trace = Trace.load(run / "trace.parquet")
+    # named where it is: in the run folder, not the hidden one it was written in
+    assert trace.meta["source_file"].endswith(f"{run.name}/trace.pt.trace.json.gz")
+    assert len(trace.events) > 0
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    (tmp_path / "train.py").write_text(TRAIN)
+    return tmp_path
+
+
+@pytest.mark.capture
+def test_a_second_capture_into_a_held_folder_is_refused(work):
+    """A capture holds its run folder from its start: another into it, --force or not, is
+    one line naming the folder and exit 2, and the first one's run is whole."""
+    needs("torch")
+    go = work / "go"
+    first = _start("capture", "--out", "run", "--", "python", "train.py", str(go), cwd=work)
+    _wait_for(work / ".run.lock", first)
+    for force in ([], ["--force"]):
+        r = _tv("capture", "--out", "run", *force, "--", "python", "train.py", cwd=work)
+        assert r.returncode == 2
+        assert _error_line(r.stderr) == (
+            "traceviz: error: run: another capture is writing this run folder (it holds "
+            ".run.lock); wait for it to end or choose another folder")
+    go.touch()
+    _, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    _complete_run(work / "run")
+    assert sorted(p.name for p in work.iterdir()) == ["go", "run", "train.py"]
+    # done: the folder is a run now, refused without --force and replaced with it
+    r = _tv("capture", "--out", "run", "--", "python", "train.py", cwd=work)
+    assert r.returncode == 2
+    assert _error_line(r.stderr) == ("traceviz: error: run: folder is not empty (use "
+                                     "--force to reuse it)")
+
+
+@pytest.mark.capture
+def test_captures_at_once_get_folders_of_their_own(work):
+    """Two captures without --out, both inside their runs at once: two folders, two
+    whole runs (an automatic name is claimed, not only looked for)."""
+    needs("torch")
+    go = work / "go"
+    procs = [_start("capture", "--", "python", "train.py", str(go), cwd=work)
+             for _ in range(2)]
+    deadline = time.monotonic() + 120
+    while len(list((work / "runs").glob(".*.lock"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    go.touch()
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    runs = sorted((work / "runs").iterdir())
+    assert len(runs) == 2 and all(p.name.startswith("train-") for p in runs), runs
+    for run in runs:
+        _complete_run(run)
+
+
+def test_claims_in_one_second_are_distinct_names(tmp_path):
+    """The same stem claimed twice at once, in the same second: the second name is the
+    first's with ``-2``; each lock goes with its claim."""
+    for _ in range(5):  # the second may tick between the two claims: then try again
+        with claimed_run_dir(None, "train", False, root=tmp_path) as a, \
+                claimed_run_dir(None, "train", False, root=tmp_path) as b:
+            locks = sorted(p.name for p in tmp_path.iterdir())
+        if b.name.startswith(a.name):
+            break
+    assert b == a.with_name(a.name + "-2")
+    assert locks == sorted([f".{a.name}.lock", f".{b.name}.lock"])
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.capture
+def test_force_never_replaces_a_folder_traceviz_did_not_make(work):
+    needs("torch")
+    mine = work / "mine"
+    mine.mkdir()
+    for name in ("config.json", "meta.json", "bench.json"):
+        (mine / name).write_text('{"the user\'s": 1}\n')
+    before = _sums(mine)
+    r = _tv("capture", "--out", "mine", "--force", "--", "python", "train.py", cwd=work)
+    assert r.returncode == 2
+    assert _error_line(r.stderr) == (
+        "traceviz: error: mine: not a run folder traceviz made (no .traceviz-run) and not "
+        "empty (bench.json, config.json, meta.json); traceviz replaces nothing in it, even "
+        "with --force: choose another folder")
+    assert _sums(mine) == before
+    assert sorted(p.name for p in work.iterdir()) == ["mine", "train.py"]  # no lock left
+    # a run folder traceviz made is reused with --force; what the user added is kept
+    go = work / "go"
+    go.touch()
+    for force in ([], ["--force"]):
+        r = _tv("capture", "--out", "run", *force, "--", "python", "train.py", str(go),
+                cwd=work)
+        assert r.returncode == 0, r.stderr
+        (work / "run" / "notes.txt").write_text("mine\n")
+    _complete_run(work / "run")
+    assert (work / "run" / "notes.txt").read_text() == "mine\n"
+
+
+def test_a_dangling_link_as_an_output_says_so(work):
+    tmp_path = work
     link = tmp_path / "out.json"
     link.symlink_to(tmp_path / "nowhere" / "x.json")
     r = _tv("analyze", str(SAMPLES / "cell_torch"), "--perfetto", str(link), "--force")
@@ -47,6 +188,14 @@ def test_a_dangling_link_as_an_output_says_so(tmp_path):
     assert _error_line(r.stderr) == (f"traceviz: error: {link}: a dangling symbolic link "
                                      f"(to {tmp_path}/nowhere/x.json); remove it or choose "
                                      "another path")
+    run = tmp_path / "run"
+    run.symlink_to(tmp_path / "gone")
+    r = _tv("capture", "--out", str(run), "--", "python", "train.py", cwd=tmp_path)
+    assert r.returncode == 2
+    assert _error_line(r.stderr) == (f"traceviz: error: {run}: a dangling symbolic link "
+                                     f"(to {tmp_path}/gone); remove it or choose another "
+                                     "folder")
+    assert run.is_symlink() and not (tmp_path / "gone").exists()
 
 
 @contextlib.contextmanager

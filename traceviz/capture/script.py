@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from traceviz.capture.children import runner_process
 from traceviz.errors import RunFailed, TraceVizError, UsageError
-from traceviz.files.fileio import staged_folder
+from traceviz.files.runclaim import run_stage
 
 if TYPE_CHECKING:
     from traceviz.table.meta import TraceMeta
@@ -222,7 +222,7 @@ def run_script(req: ScriptRequest, run_dir: Path,
     ``on_start`` is called once the command is settled (``req.notes`` say how). The run
     is written into a hidden folder beside ``run_dir``, renamed into place once complete:
     a capture killed or failing before then leaves nothing that reads as a run."""
-    with staged_folder(run_dir, force=True) as stage:
+    with run_stage(run_dir) as stage:
         result = _run_script(req, stage, run_dir, on_event, on_start)
 
     def moved(path: Path | None) -> Path | None:
