@@ -1,6 +1,7 @@
 """Nothing lost between runs: a run folder is one capture's from its start (a second
 capture into it is refused, an automatic name is unique), ``--force`` replaces only a
-folder traceviz made, and an ``--export`` that fails keeps the old one whole. Real
+folder traceviz made, a full disk publishes nothing and says so in one line, and an
+``--export`` that fails keeps the old one whole. Real
 ``python -m traceviz`` processes, real files; a full disk is a real small tmpfs (root
 only, skipped elsewhere)."""
 
@@ -240,3 +241,26 @@ def test_a_failed_export_keeps_the_old_one_whole(tmp_path):
         after = _sums(out)
         assert set(after) == set(before) and after["kernels.parquet"] != \
             before["kernels.parquet"]
+
+
+@pytest.mark.capture
+@pytest.mark.parametrize("tmpdir_too", [False, True], ids=["run", "run-and-tmpdir"])
+def test_a_capture_onto_a_full_disk_publishes_nothing(work, tmpdir_too):
+    """The run does not fit: exit 2, one line about the disk, nothing left on it; with
+    ``$TMPDIR`` there too, where torch.profiler used to write its JSON, no traceback of
+    the profiler's half-written file (``EOFError``, ``JSONDecodeError``)."""
+    needs("torch")
+    with _tmpfs(work / "disk", "24k") as disk:
+        env = dict(os.environ)
+        if tmpdir_too:
+            (disk / "tmp").mkdir()
+            env["TMPDIR"] = str(disk / "tmp")
+        r = _tv("capture", "--out", str(disk / "run"), "--", "python", "train.py",
+                cwd=work, env=env)
+        assert r.returncode == 2, r.stderr
+        line = _error_line(r.stderr)
+        assert str(disk / "run") in line
+        assert "No space left" in line or "is full" in line, line
+        assert "Failed to write" not in r.stderr  # Kineto's own log line: said once, above
+        left = sorted(p.name for p in disk.iterdir())
+        assert left == (["tmp"] if tmpdir_too else [])

@@ -270,3 +270,18 @@ def keep_runner_log(stage: Path, final: Path) -> None:
             mark(final)
         os.replace(stage / LOG, final / LOG)
 
+
+FULL_BELOW = 1 << 20  # free bytes under which a run's missing files are put down to the disk
+
+
+def full_disk(folder: Path, final: Path) -> str:
+    """``; the disk of FINAL is full (N KiB free)`` where ``folder``'s file system has
+    less than ``FULL_BELOW`` free: why a runner wrote no results, said in the same line."""
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):  # gone, or no statvfs (Windows)
+        return ""
+    free = st.f_bavail * st.f_frsize
+    if free >= FULL_BELOW:
+        return ""
+    return f"; the disk of {final} is full ({free >> 10} KiB free)"
