@@ -1,9 +1,9 @@
 """Nothing lost between runs: a run folder is one capture's from its start (a second
 capture into it is refused, an automatic name is unique), ``--force`` replaces only a
 folder traceviz made, a full disk publishes nothing and says so in one line, and an
-``--export`` that fails keeps the old one whole. Real
-``python -m traceviz`` processes, real files; a full disk is a real small tmpfs (root
-only, skipped elsewhere)."""
+``--export`` that fails keeps the old one whole, and a killed import's staging folder is
+removed by the next import. Real ``python -m traceviz`` processes, real files; a full
+disk is a real small tmpfs (root only, skipped elsewhere)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,18 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, needs
+from tests.conftest import ROOT, SHARED_TRACES, needs, shared
 from traceviz.files.runclaim import RUN_MARKER, claimed_run_dir
 from traceviz.trace import Trace
 
 TRACEVIZ = [sys.executable, "-m", "traceviz"]
 SAMPLES = ROOT / "sample_traces" / "cpu"
+DLRM = SHARED_TRACES / "foreign" / "kineto" / "h3_param_dlrm_8rank"
 # a tiny training loop; with an argument, its first step waits for that file to appear
 # (the test holds a capture inside its run while it starts another)
 TRAIN = """import os, sys, time
@@ -264,3 +266,24 @@ def test_a_capture_onto_a_full_disk_publishes_nothing(work, tmpdir_too):
         assert "Failed to write" not in r.stderr  # Kineto's own log line: said once, above
         left = sorted(p.name for p in disk.iterdir())
         assert left == (["tmp"] if tmpdir_too else [])
+
+
+@pytest.mark.shared(DLRM)
+def test_the_next_import_removes_a_killed_import_s_staging(tmp_path):
+    """What a SIGKILLed import leaves in its dataset (a staging folder with some ranks,
+    its marker written or not yet) goes with the next import; a folder of the user's
+    named like one stays."""
+    ds = tmp_path / "ds"
+    r = _tv("import", str(shared(DLRM)), "-o", str(ds))
+    assert r.returncode == 0, r.stderr
+    marked, unmarked = (ds / f".import-{uuid.uuid4().hex}" for _ in range(2))
+    for stage in (marked, unmarked):
+        shutil.copytree(ds / "rank=0", stage / "rank=0")
+    (marked / ".traceviz-import").write_text(marked.name.removeprefix(".import-"))
+    users = ds / ".import-notes"
+    users.mkdir()
+    (users / "keep.txt").write_text("mine\n")
+    r = _tv("import", str(DLRM), "-o", str(ds), "--force")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in ds.glob(".import-*")) == [".import-notes"]
+    assert (users / "keep.txt").read_text() == "mine\n"
