@@ -191,6 +191,13 @@ def test_a_dangling_link_as_an_output_says_so(work):
     assert _error_line(r.stderr) == (f"traceviz: error: {link}: a dangling symbolic link "
                                      f"(to {tmp_path}/nowhere/x.json); remove it or choose "
                                      "another path")
+    tables = tmp_path / "tables"
+    tables.symlink_to(tmp_path / "gone")
+    r = _tv("analyze", str(SAMPLES / "cell_torch"), "--export", str(tables))
+    assert r.returncode == 2
+    assert _error_line(r.stderr) == (f"traceviz: error: {tables}: a dangling symbolic link "
+                                     f"(to {tmp_path}/gone); remove it or choose another "
+                                     "folder")
     run = tmp_path / "run"
     run.symlink_to(tmp_path / "gone")
     r = _tv("capture", "--out", str(run), "--", "python", "train.py", cwd=tmp_path)

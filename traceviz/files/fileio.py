@@ -206,6 +206,9 @@ def output_folder(directory: Path) -> Iterator[Path]:
     wrote into them: a failed run leaves no half-filled folder behind. A folder that was
     there before is left as it is (each file in it is written atomically)."""
     directory = Path(directory)
+    if directory.is_symlink() and not directory.exists():
+        raise TraceVizError(f"{directory}: a dangling symbolic link (to "
+                            f"{os.readlink(directory)}); remove it or choose another folder")
     created = None
     p = directory
     while not p.exists() and not p.is_symlink() and p != p.parent:
