@@ -177,34 +177,41 @@ def busy_line(final: Path) -> str:
             f"{lock_path(final).name}); wait for it to end or choose another folder")
 
 
+def _claim_given(out: Path, force: bool) -> _Claim:
+    check_run_dir(out, force)
+    claim = _claim(out)
+    if claim is None:
+        raise TraceVizError(busy_line(out))
+    try:
+        check_run_dir(out, force)  # again, holding it: a capture may have ended meanwhile
+    except BaseException:
+        claim.release()
+        raise
+    return claim
+
+
+def _claim_free(stem: str, root: Path) -> _Claim:
+    """The first of ``root/STEM-TIME``, ``-2``, ``-3``... that neither exists nor is
+    claimed by another capture."""
+    for path in _stamped(stem, root):
+        if path.exists() or path.is_symlink():
+            continue
+        claim = _claim(path)
+        if claim is None:
+            continue
+        if not (path.exists() or path.is_symlink()):
+            return claim
+        claim.release()  # published between the look and the claim
+    raise AssertionError("unreachable: the names go on")
+
+
 @contextlib.contextmanager
 def claimed_run_dir(out: Path | None, stem: str, force: bool,
                     root: Path = Path("runs")) -> Iterator[Path]:
     """Claim the run folder ``out`` (checked by ``check_run_dir``; held by another
     capture: refused), or, without ``out``, the first free ``root/STEM-TIME[-K]``; yield
     its path. ``run_stage`` writes the run under the claim; it ends with the block."""
-    if out is not None:
-        check_run_dir(out, force)
-        claim = _claim(Path(out))
-        if claim is None:
-            raise TraceVizError(busy_line(Path(out)))
-        try:
-            check_run_dir(out, force)  # again, holding it: a capture may have ended meanwhile
-        except BaseException:
-            claim.release()
-            raise
-    else:
-        for path in _stamped(stem, root):
-            if path.exists() or path.is_symlink():
-                continue
-            found = _claim(path)
-            if found is None:
-                continue
-            if path.exists() or path.is_symlink():  # published meanwhile
-                found.release()
-                continue
-            claim = found
-            break
+    claim = _claim_given(Path(out), force) if out is not None else _claim_free(stem, root)
     _HELD[_key(claim.final)] = claim
     try:
         yield claim.final
