@@ -141,8 +141,13 @@ def main(argv: list[str] | None = None) -> int:
         "profiler": cfg["profiler_name"], "command": cfg["command"], "cwd": os.getcwd(),
         "exit_status": status, "error": error, "step_marks": len(session.clock.marks),
         "notes": session.notes, "schedule_cut": session.cut,
+        "write_error": getattr(session, "write_error", None),
     }
-    emit("done", **run_result(out, bench, meta, session.trace_path))
+    try:
+        done = run_result(out, bench, meta, session.trace_path)
+    except OSError:  # a full disk: `capture` says so in one line, from what is missing
+        return status
+    emit("done", **done)
     return status
 
 

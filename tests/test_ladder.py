@@ -263,6 +263,7 @@ def test_a_used_out_folder_is_kept_without_force(tmp_path, capsys):
     out = tmp_path / "ladder"
     (out / "naive8_torch").mkdir(parents=True)
     (out / "naive8_torch" / "bench.json").write_text("{}")
+    (out / ".traceviz-run").write_text("")  # an earlier ladder's: traceviz made it
     assert main(["ladder", "--rungs", "fused_torch", *TINY, "--out", str(out)]) == 2
     assert "folder is not empty (use --force" in capsys.readouterr().err
     assert (out / "naive8_torch" / "bench.json").read_text() == "{}"

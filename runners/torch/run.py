@@ -30,6 +30,7 @@ from traceviz.runners.protocol import (
 )
 from traceviz.runners.synthetic import samples_needed, synthetic_data
 from traceviz.runners.torch.compile_time import announce_compile, compile_mode, compile_time
+from traceviz.runners.torch.export import export_trace
 from traceviz.runners.usage import usage_probe
 
 
@@ -184,7 +185,7 @@ def _profiler_hooks(cfg: dict, device, out: Path):
 
     def stop() -> None:
         prof.__exit__(None, None, None)
-        prof.export_chrome_trace(str(trace_path))
+        export_trace(prof, trace_path)  # whole or an OSError: a full disk is one line
 
     return prof.__enter__, stop, prof.step, trace_path
 

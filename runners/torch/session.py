@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from traceviz.runners import marks
+from traceviz.runners.torch.export import export_trace, write_failure
 
 TRACE_NAME = "trace.pt.trace.json.gz"
 KINETO_NOISE = b"USDT:"  # Kineto's line at each profiler start and stop
+KINETO_WRITE = b"Failed to write to log file"  # a full disk: said once, by write_error
 MODULE_PREFIX = "module: "  # the --modules ranges (analyses/summary/modules.py reads them)
 
 
@@ -47,6 +49,8 @@ class TorchSession:
         self.emit = on_event
         self.clock = marks.StepClock()
         self.trace_path: Path | None = None
+        # the recording could not be written (a full disk): the one line that says so
+        self.write_error: str | None = None
         self.notes: list[str] = []
         self._whole: Any = None      # the recording before the first mark
         self._scheduled: Any = None  # the scheduled profiler, from the first mark
@@ -97,13 +101,18 @@ class TorchSession:
         if self._scheduled is not None:
             sched, self._scheduled = self._scheduled, None
             sched.__exit__(None, None, None)  # a partial active phase is saved too
-            self._cut_short(len(self.clock.marks))
+            with self._writing():
+                self._cut_short(len(self.clock.marks))
         if self._whole is not None:
             whole, self._whole = self._whole, None
             whole.__exit__(None, None, None)
-            self.trace_path = self.out / TRACE_NAME
-            whole.export_chrome_trace(str(self.trace_path))
-            slices = add_time_slices(self.trace_path, self.slice_s or DEFAULT_SLICE_S)
+            self._save(whole)
+            if self.trace_path is None:
+                return
+            with self._writing():
+                slices = add_time_slices(self.trace_path, self.slice_s or DEFAULT_SLICE_S)
+            if self.trace_path is None:
+                return
             if not slices:  # no framework op ran (a script failing on its arguments)
                 self.trace_path.unlink(missing_ok=True)
                 self.trace_path = None
@@ -144,8 +153,22 @@ class TorchSession:
         return prof
 
     def _save(self, prof: Any) -> None:
-        self.trace_path = self.out / TRACE_NAME
-        prof.export_chrome_trace(str(self.trace_path))
+        # inside the code's own optimizer.step() too: a full disk must not raise into it
+        self.trace_path = None
+        with self._writing():
+            export_trace(prof, self.out / TRACE_NAME)
+            self.trace_path = self.out / TRACE_NAME
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Writing or rewriting the trace: where it fails, no trace, and one line why."""
+        try:
+            yield
+        except (OSError, EOFError, ValueError) as e:  # a full disk, the file cut short
+            if self.trace_path is not None:
+                self.trace_path.unlink(missing_ok=True)
+            self.trace_path = None
+            self.write_error = write_failure(self.out / TRACE_NAME, e)
 
     def _mark(self, source: str) -> None:
         try:
@@ -267,7 +290,7 @@ def quiet_kineto() -> Iterator[None]:
             os.close(saved)
             held.seek(0)
             kept = [line for line in held.read().splitlines(keepends=True)
-                    if not line.startswith(KINETO_NOISE)]
+                    if not line.startswith(KINETO_NOISE) and KINETO_WRITE not in line]
             if kept:
                 with contextlib.suppress(OSError):
                     os.write(2, b"".join(kept))

@@ -30,8 +30,8 @@ class Profile:
     def __init__(self, steps: int = 3, warmup: int = 3, out: str | Path | None = None,
                  modules: bool = False, force: bool = False,
                  slice_s: float | None = None, batch_size: int | None = None) -> None:
-        from traceviz.capture.run import prepare_run_dir, stamped_dir
         from traceviz.errors import TraceVizError, UsageError
+        from traceviz.files.runclaim import new_run_dir, prepare_run_dir
         from traceviz.system.install_hint import pip_install
 
         if steps < 1 or warmup < 0:
@@ -44,8 +44,11 @@ class Profile:
         except ImportError as e:
             raise TraceVizError(f"traceviz.profile() profiles PyTorch code, and torch is not "
                                 f"importable here ({e}); {pip_install('torch')}") from None
-        self.run_dir = Path(out) if out is not None else stamped_dir("profile")
-        prepare_run_dir(self.run_dir, force)
+        if out is None:  # made here, exclusively: a name of its own
+            self.run_dir = new_run_dir("profile")
+        else:
+            self.run_dir = Path(out)
+            prepare_run_dir(self.run_dir, force)
         from traceviz.runners.torch.session import TorchSession
 
         self._session = TorchSession(self.run_dir, warmup, steps, modules=modules,

@@ -7,9 +7,7 @@ JSON lines on stdout; its stderr goes to ``runner.log`` in the run folder.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import signal
 import subprocess
 import time
@@ -20,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from traceviz.capture.children import runner_process
 from traceviz.errors import RunFailed, TraceVizError, UsageError
-from traceviz.files.fileio import staged_folder
+from traceviz.files.runclaim import keep_runner_log, run_stage
 from traceviz.runners import FRAMEWORKS, VARIANTS
 from traceviz.runners.presets import Workload
 from traceviz.runners.torch.refusals import GRAPHING_COMPILE_MODES, graph_replay_refusal
@@ -65,35 +63,9 @@ class CaptureResult:
     trace: Trace
 
 
-def default_run_dir(req: CaptureRequest, root: Path = Path("runs")) -> Path:
-    return stamped_dir(f"{req.model}-{req.workload.preset}", root)
-
-
-def stamped_dir(stem: str, root: Path = Path("runs")) -> Path:
-    """``root/STEM-YYYYmmdd-HHMMSS``, with ``-2``, ``-3``... where that exists."""
-    base = root / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    path, k = base, 1
-    while path.exists():
-        k += 1
-        path = base.with_name(f"{base.name}-{k}")
-    return path
-
-
-def prepare_run_dir(path: Path, force: bool, create: bool = True) -> None:
-    """Refuse a run folder that is a file, or not empty without ``force``; then create
-    it, unless ``create`` is False (a capture renames its staged folder into place)."""
-    if path.exists() and not path.is_dir():
-        raise TraceVizError(f"{path}: exists and is not a folder")
-    # a failed capture's runner.log, alone, is no run: the same command again replaces it
-    if path.exists() and {p.name for p in path.iterdir()} - {"runner.log"} and not force:
-        raise TraceVizError(f"{path}: folder is not empty", option="force",
-                            action="reuse it")
-    if not create:
-        return
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise TraceVizError(f"{path}: cannot create the run folder ({e.strerror})") from None
+def run_stem(req: CaptureRequest) -> str:
+    """The automatic run folder's stem: ``runs/<model>-<preset>-<timestamp>``."""
+    return f"{req.model}-{req.workload.preset}"
 
 
 # a variant's own options: the variants that take each (runners/torch/variants.py OPTIONS)
@@ -196,13 +168,11 @@ def run_capture(req: CaptureRequest, run_dir: Path,
     ``runner.log`` alone in ``run_dir``."""
     check_runnable(req.model, req.device, req.profiler, req.python)
     check_graph_replay(req)
-    with staged_folder(run_dir, force=True) as stage:
+    with run_stage(run_dir) as stage:
         try:
             result = _run_capture(req, stage, run_dir, on_event)
         except TraceVizError as e:  # a failed runner or nsys: its log kept
-            with contextlib.suppress(OSError):  # what the user reads to see why
-                run_dir.mkdir(parents=True, exist_ok=True)
-                os.replace(stage / "runner.log", run_dir / "runner.log")
+            keep_runner_log(stage, run_dir)  # what the user reads to see why
             e.message = e.message.replace(str(stage), str(run_dir))  # the path it keeps
             raise
     return result

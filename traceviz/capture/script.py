@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from traceviz.capture.children import runner_process
 from traceviz.errors import RunFailed, TraceVizError, UsageError
-from traceviz.files.fileio import staged_folder
+from traceviz.files.runclaim import full_disk, run_stage
 
 if TYPE_CHECKING:
     from traceviz.table.meta import TraceMeta
@@ -222,7 +222,7 @@ def run_script(req: ScriptRequest, run_dir: Path,
     ``on_start`` is called once the command is settled (``req.notes`` say how). The run
     is written into a hidden folder beside ``run_dir``, renamed into place once complete:
     a capture killed or failing before then leaves nothing that reads as a run."""
-    with staged_folder(run_dir, force=True) as stage:
+    with run_stage(run_dir) as stage:
         result = _run_script(req, stage, run_dir, on_event, on_start)
 
     def moved(path: Path | None) -> Path | None:
@@ -308,22 +308,29 @@ def _collect(req: ScriptRequest, run_dir: Path, status: int, final: Path) -> Scr
         meta = json.loads((run_dir / "meta.json").read_text())
     except (OSError, ValueError):
         raise RunFailed(f"{req.name}: the profiling runner ended (status {status}) "
-                        "before writing its results") from None
+                        f"before writing its results{full_disk(run_dir, final)}") from None
+    if meta.get("write_error"):  # the recording could not be written: a full disk
+        raise RunFailed(f"{final / meta['write_error']}; no run folder left")
     end.error, end.marks = meta.get("error"), int(meta.get("step_marks") or 0)
     end.cut = meta.get("schedule_cut")
     raw = _raw_trace(req, run_dir)
     if raw is None:
         raise nothing_recorded(end)
+    from traceviz.parsers import load
+
     try:
-        trace, parquet = save_trace(raw, run_dir, {
-            "model": req.name, "variant": req.name, "script": " ".join(req.command),
-            "bench": bench, "runner": meta, "profiler": PROFILER_NAMES[str(req.profiler)],
-            "exit_status": status, "source_file": str(final / raw.relative_to(run_dir)),
-            **({"workload": {"batch": req.batch_size}} if req.batch_size else {}),
-        })
+        trace = load(raw)
     except TraceVizError as e:  # e.g. a script that ran no framework op: nothing to read
         said = str(e).split(": ", 1)[-1] if str(e).startswith(str(run_dir)) else str(e)
         raise nothing_recorded(end, said) from None
+    trace.meta.update({
+        "model": req.name, "variant": req.name, "script": " ".join(req.command),
+        "bench": bench, "runner": meta, "profiler": PROFILER_NAMES[str(req.profiler)],
+        "exit_status": status, "source_file": str(final / raw.relative_to(run_dir)),
+        **({"workload": {"batch": req.batch_size}} if req.batch_size else {}),
+    })
+    parquet = run_dir / "trace.parquet"
+    trace.save(parquet, force=True)  # a full disk: its own line, no run published
     return ScriptResult(run_dir, raw, parquet, bench, meta, trace, status)
 
 

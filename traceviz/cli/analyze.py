@@ -22,7 +22,7 @@ from traceviz.cli.base import (
     write_charts,
 )
 from traceviz.errors import UsageError
-from traceviz.files.fileio import atomic_output, output_folder
+from traceviz.files.fileio import atomic_output, staged_files
 
 # = analyses.tables.export_tables
 EXPORTS = ("kernels", "launches", "casts", "ops", "phases", "efficiency", "memory", "ranges",
@@ -135,13 +135,13 @@ class AnalyzeCommand(Command):
             if args.export:
                 from traceviz.analyses.summary.tables import export_tables
 
-                outputs.enter_context(output_folder(args.export))
+                # the tables go in together at the end: a failure keeps an old export whole
+                stage = outputs.enter_context(staged_files(args.export, args.force))
                 for name, table in export_tables(trace, peak).items():
                     # not ``path``: that is the critical path --perfetto draws below
-                    table_path = args.export / f"{name}.parquet"
-                    with atomic_output(table_path, force=args.force) as tmp:
+                    with atomic_output(stage / f"{name}.parquet") as tmp:
                         table.to_parquet(tmp, index=False)
-                    written.append(f"wrote {table_path} ({len(table):,} rows)")
+                    written.append(f"wrote {args.export / name}.parquet ({len(table):,} rows)")
             if args.perfetto:
                 from traceviz.render.perfetto import perfetto_json
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,7 +15,11 @@ from traceviz.cli.capture_script import self_command
 from traceviz.errors import Terminated, UsageError
 from traceviz.runners import DEVICES, VARIANTS, default_device
 
+if TYPE_CHECKING:
+    from traceviz.capture.run import CaptureRequest
+
 SIZES = ("batch", "seq", "hidden", "layers", "embed", "vocab")
+
 
 class CaptureCommand(Command):
     name = "capture"
@@ -99,7 +104,9 @@ class CaptureCommand(Command):
                             "this length, taken as steps (default 1)")
         p.add_argument("--out", type=Path, metavar="DIR",
                        help="run folder (default runs/<model>-<preset>-<timestamp>/)")
-        p.add_argument("--force", action="store_true", help="reuse a non-empty --out folder")
+        p.add_argument("--force", action="store_true",
+                       help="reuse a --out run folder traceviz made (it holds .traceviz-run); "
+                            "a folder of your own is never replaced")
         p.add_argument("--top", type=int, default=10, help="kernels in the summary (default 10)")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -107,11 +114,10 @@ class CaptureCommand(Command):
             CaptureRequest,
             check_graph_replay,
             check_runnable,
-            default_run_dir,
-            prepare_run_dir,
-            run_capture,
+            run_stem,
             variant_options,
         )
+        from traceviz.files.runclaim import claimed_run_dir
         from traceviz.runners.presets import make_workload
 
         for flag in ("warmup", "steps", "profile_steps", "max_warmup"):
@@ -162,8 +168,15 @@ class CaptureCommand(Command):
                              python=args.python, exec_mode=args.exec_mode, notes=notes,
                              options=options, graph_replay=args.graph_replay)
         check_graph_replay(req)
-        run_dir = args.out or default_run_dir(req)
-        prepare_run_dir(run_dir, args.force, create=False)
+        # the folder is this capture's from here on: another is refused, a name is unique
+        with claimed_run_dir(args.out, run_stem(req), args.force) as run_dir:
+            return self._capture(args, req, run_dir, notes)
+
+    def _capture(self, args: argparse.Namespace, req: CaptureRequest, run_dir: Path,
+                 notes: list[str]) -> int:
+        from traceviz.capture.run import run_capture
+
+        device, workload = req.device, req.workload
         err = stderr()
         for note in notes:
             err.print(f"[yellow]note:[/] {escape(note)}")

@@ -12,12 +12,16 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 
 from traceviz.cli.base import stderr, stdout
 from traceviz.errors import UsageError
+
+if TYPE_CHECKING:
+    from traceviz.capture.script import ScriptRequest
 
 SCRIPT_ONLY = ("modules", "slice")
 VARIANT_ONLY = ("preset", "mode", "amp", "exec_mode", "device", "batch", "seq", "hidden",
@@ -42,8 +46,8 @@ def self_command() -> str:
 
 
 def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
-    from traceviz.capture.run import prepare_run_dir, stamped_dir
-    from traceviz.capture.script import ScriptRequest, run_script
+    from traceviz.capture.script import ScriptRequest
+    from traceviz.files.runclaim import claimed_run_dir
 
     given = [f"--{k.replace('_', '-')}" for k in VARIANT_ONLY
              if getattr(args, k, None) not in (None, False)]
@@ -60,8 +64,15 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError("several ranks are profiled with torch.profiler", option="profiler")
     if req.profiler == "tf" and args.modules:
         raise UsageError("module ranges are for PyTorch scripts", option="modules")
-    run_dir = args.out or stamped_dir(req.stem)
-    prepare_run_dir(run_dir, args.force, create=False)
+    # the folder is this capture's from here on: another is refused, a name is unique
+    with claimed_run_dir(args.out, req.stem, args.force) as run_dir:
+        return _claimed(args, command, req, run_dir)
+
+
+def _claimed(args: argparse.Namespace, command: list[str], req: ScriptRequest,
+             run_dir: Path) -> int:
+    from traceviz.capture.script import run_script
+
     err = stderr()
     from traceviz.units import plural
 

@@ -98,7 +98,7 @@ class LadderCommand(Command):
 
     def _capture(self, args: argparse.Namespace, rungs: tuple, device: str,
                  modes: tuple[str, ...], repeat: int) -> int:
-        from traceviz.capture.run import prepare_run_dir
+        from traceviz.files.runclaim import prepare_run_dir
         from traceviz.ladder.run import plan, run_ladder
         from traceviz.ladder.rungs import ladder_workload
         from traceviz.runners import VARIANTS

@@ -154,6 +154,9 @@ def check_output(path: Path, force: bool = False) -> None:
         return
     if path.is_dir():
         raise TraceVizError(f"{path}: is a directory")
+    if not path.exists():  # a link to nothing: written through, it would land elsewhere
+        raise TraceVizError(f"{path}: a dangling symbolic link (to {os.readlink(path)}); "
+                            "remove it or choose another path")
     if not path.is_file():
         raise TraceVizError(f"{path}: not a regular file (a device, fifo or socket); outputs "
                             "are written only to regular files")
@@ -203,6 +206,9 @@ def output_folder(directory: Path) -> Iterator[Path]:
     wrote into them: a failed run leaves no half-filled folder behind. A folder that was
     there before is left as it is (each file in it is written atomically)."""
     directory = Path(directory)
+    if directory.is_symlink() and not directory.exists():
+        raise TraceVizError(f"{directory}: a dangling symbolic link (to "
+                            f"{os.readlink(directory)}); remove it or choose another folder")
     created = None
     p = directory
     while not p.exists() and not p.is_symlink() and p != p.parent:
@@ -287,7 +293,7 @@ def staged_folder(final: Path, force: bool = False) -> Iterator[Path]:
         parent.mkdir(parents=True, exist_ok=True)
         for old in parent.glob(f".{glob_literal(final.name)}{PARTIAL}*"):
             pid = old.name.rsplit("-", 1)[-1]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not alive(int(pid)):
                 shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(stage, ignore_errors=True)
         stage.mkdir()
@@ -301,6 +307,41 @@ def staged_folder(final: Path, force: bool = False) -> Iterator[Path]:
             raise TraceVizError(f"{final}: cannot write ({e.strerror or e})") from None
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_files(directory: Path, force: bool = False) -> Iterator[Path]:
+    """Yield a hidden folder inside ``directory`` (``.partial-PID``; ``directory`` and
+    missing parents made, and taken back on failure, as ``output_folder`` does) to write a
+    set of files into; on success each moves to ``directory``, replacing a file of its
+    name only with ``force``. A failure (a full disk, Ctrl-C) leaves what ``directory``
+    held as it was: never part of the new set beside the rest of an old one."""
+    directory = Path(directory)
+    with output_folder(directory):
+        stage = directory / f"{PARTIAL[1:]}{os.getpid()}"
+        try:
+            for old in directory.glob(f"{PARTIAL[1:]}*"):  # a killed writer's, or ours
+                pid = old.name.rsplit("-", 1)[-1]
+                if pid.isdigit() and (int(pid) == os.getpid() or not alive(int(pid))):
+                    shutil.rmtree(old, ignore_errors=True)
+            stage.mkdir()
+        except OSError as e:
+            raise TraceVizError(f"{directory}: cannot write ({e.strerror})") from None
+        try:
+            try:
+                yield stage
+                files = sorted(stage.iterdir())
+                for f in files:  # all refused or none moved: checked before the first
+                    check_output(directory / f.name, force)
+                for f in files:
+                    _publish(f, directory / f.name, force)
+            except OSError as e:
+                raise TraceVizError(f"{directory}: cannot write ({e.strerror or e})") from None
+            except TraceVizError as e:  # the path the user gave, not the hidden stage's
+                e.message = e.message.replace(str(stage), str(directory))
+                raise
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
 
 
 def _publish_folder(stage: Path, final: Path, force: bool) -> None:
@@ -324,7 +365,8 @@ def glob_literal(name: str) -> str:
     return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user included)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -13,6 +13,7 @@ Dataset layout (hive-partitioned, readable by DuckDB, polars and pyarrow.dataset
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -204,7 +205,7 @@ def import_folder(directory: Path, out: Path, workers: int | None = None,
     busy = f"{out}: another import into {out} is running; wait for it to end"
     if (out / IMPORT_LOCK).is_file():  # one running now is the reason, not what it wrote
         with folder_lock(out, IMPORT_LOCK, wait=False, busy=busy):
-            pass
+            _drop_stages(out)  # a killed import's, whatever this one goes on to do
     if out.exists():  # refused before a lock file is made in someone else's folder
         _replaced(out, ranks, force, clean=False)
     created = not out.exists()
@@ -277,9 +278,8 @@ def owned_ranks(out: Path, force: bool, clean: bool = False) -> list[Path]:
     a rank's folder goes is refused, ``force`` or not."""
     from traceviz.files.folders import is_dataset
 
-    leftovers = [p for p in out.glob(".import-*") if (p / MARKER).is_file()]
-    for p in leftovers if clean else ():  # a killed import's staging: this one holds the lock
-        shutil.rmtree(p, ignore_errors=True)
+    if clean:
+        _drop_stages(out)
     held = sorted(p.name for p in out.iterdir()  # an import's staging, its marker not yet
                   if p.name not in (IMPORT_LOCK, READ_LOCK)  # written, is none of them
                   and not (p.name.startswith(".import-") and p.is_dir()))
@@ -299,6 +299,25 @@ def owned_ranks(out: Path, force: bool, clean: bool = False) -> list[Path]:
         if p.is_dir() and _partition_only(p):
             owned.append(p)
     return owned
+
+
+STAGE = re.compile(r"\.import-[0-9a-f]{32}")  # ``_import_staged``'s, named by its token
+
+
+def _drop_stages(out: Path) -> None:
+    """Remove the staging folders of imports that are gone; called holding the import
+    lock, so no import is writing one. Only a stage of traceviz's goes: its marker holds
+    the token of its name, or, killed before the marker was written, it holds nothing
+    but rank folders."""
+    for p in out.glob(".import-*"):
+        if not (STAGE.fullmatch(p.name) and p.is_dir() and not p.is_symlink()):
+            continue
+        token = p.name.removeprefix(".import-")
+        with contextlib.suppress(OSError):
+            if (p / MARKER).is_file() and (p / MARKER).read_text() != token:
+                continue
+            if all(c.name == MARKER or c.name.startswith("rank=") for c in p.iterdir()):
+                shutil.rmtree(p, ignore_errors=True)
 
 
 def _partition_only(folder: Path) -> bool:
