@@ -99,8 +99,22 @@ def versions(framework: str) -> dict:
     return meta
 
 
+def keep_orphans() -> None:
+    """Make this runner a child subreaper (Linux): a process of the script whose parent
+    exits (a daemon's double fork) is adopted here instead of by init, so it stays in the
+    tree that ``traceviz capture``'s watcher ends (``traceviz/capture/watcher.py``).
+    Elsewhere a no-op."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_child_subreaper = 36
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     watch_parent()  # a killed `traceviz capture` leaves no runner behind
+    keep_orphans()
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)
     opts, target = argv[:split], argv[split + 1:]
