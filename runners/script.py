@@ -126,10 +126,24 @@ def main(argv: list[str] | None = None) -> int:
     events = _events()
 
     def emit(event: str, **fields: object) -> None:
+        if event == "saved":  # the profile is written: so are its results, should the
+            # script crash before its end (exit_status null); never a failure of the
+            # script's step, in which this runs (the end writes them again)
+            with contextlib.suppress(Exception):
+                results(None, None)
         if events is not None:
             # the parent went away: the run goes on
             with contextlib.suppress(OSError):
                 events.write(json.dumps({"event": event, **fields}) + "\n")
+
+    def results(status: int | None, error: str | None) -> dict:
+        bench = step_bench(session.step_times(), session.clock.source)
+        meta = versions(cfg["framework"]) | {
+            "profiler": cfg["profiler_name"], "command": cfg["command"], "cwd": os.getcwd(),
+            "exit_status": status, "error": error, "step_marks": len(session.clock.marks),
+            "notes": session.notes, "schedule_cut": session.cut,
+        }
+        return run_result(out, bench, meta, session.trace_path)
 
     session = _session(cfg, out, emit)
     status, error = 0, None
@@ -150,13 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         sys.stdout.flush()
         session.finish()
-    bench = step_bench(session.step_times(), session.clock.source)
-    meta = versions(cfg["framework"]) | {
-        "profiler": cfg["profiler_name"], "command": cfg["command"], "cwd": os.getcwd(),
-        "exit_status": status, "error": error, "step_marks": len(session.clock.marks),
-        "notes": session.notes, "schedule_cut": session.cut,
-    }
-    emit("done", **run_result(out, bench, meta, session.trace_path))
+    emit("done", **results(status, error))
     return status
 
 

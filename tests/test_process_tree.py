@@ -1,7 +1,8 @@
 """`traceviz capture -- python SCRIPT` ends the script's whole process tree on every exit
-of its own, SIGKILL included: real captures in subprocesses, real signals, real child
-processes (``sleep``, ``bash -c``, a multiprocessing worker, a process in a session of its
-own, a double-forked daemon, torchrun's ranks hung in a Gloo collective).
+of its own, SIGKILL included, and keeps a profile written before the script crashed:
+real captures in subprocesses, real signals, real child processes (``sleep``, ``bash
+-c``, a multiprocessing worker, a process in a session of its own, a double-forked
+daemon, torchrun's ranks hung in a Gloo collective), real crashes.
 
 Each script writes its processes' PIDs to a file; a PID is known with its start time
 (``/proc/PID/stat``), so that a PID the system reuses is never taken for it. Whatever a
@@ -10,6 +11,7 @@ test's outcome, its processes are killed at its end (the ``leftovers`` fixture).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -86,6 +88,22 @@ if rank == 1:
     dist.all_reduce(torch.ones(1))
 while True:
     time.sleep(0.1)
+"""
+
+
+# steps, then a crash: a segfault (ctypes) or os.abort(), after argv[2] steps
+CRASH = """
+import ctypes, os, sys
+import torch
+model = torch.nn.Linear(4, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(2, 4)
+for step in range(int(sys.argv[2])):
+    model(x).sum().backward()
+    opt.step()
+if sys.argv[1] == "abort":
+    os.abort()
+ctypes.string_at(0)
 """
 
 
@@ -231,3 +249,36 @@ def test_sigkill_of_a_ranks_capture_ends_a_rank_hung_in_a_collective(tmp_path, l
     proc.kill()
     assert proc.wait(timeout=30) == -signal.SIGKILL
     assert leftovers.wait_gone() == []
+
+
+@pytest.mark.capture
+@pytest.mark.parametrize("how, steps, code, line", [
+    ("segv", 8, 139, "note: script.py crashed (SIGSEGV) after its profile was written; the "
+                     "run folder keeps the profile"),
+    ("abort", 8, 134, "note: script.py crashed (SIGABRT) after its profile was written; the "
+                      "run folder keeps the profile"),
+    ("segv", 3, 2, "traceviz: error: script.py crashed (SIGSEGV) before its profile was "
+                   "written: nothing recorded, no run folder left"),
+], ids=["segfault", "abort", "segfault-before-the-profile"])
+def test_a_crash_after_the_profile_keeps_it(tmp_path, leftovers, how, steps, code, line):
+    needs("torch")
+    # steps 2-3 profiled: written at the mark of step 4 (8 steps), never with 3
+    proc = _capture(tmp_path, leftovers, CRASH, how, str(steps),
+                    options=("--warmup", "1", "--profile-steps", "2"))
+    assert proc.wait(timeout=300) == code, _stderr(tmp_path)
+    err = _stderr(tmp_path)
+    assert line in err.splitlines(), err
+    assert "Traceback" not in err
+    run = tmp_path / "run"
+    if code == 2:
+        assert not run.exists() and not list(tmp_path.glob(".run*"))
+        return
+    meta = json.loads((run / "meta.json").read_text())
+    signum = code - 128
+    assert (meta["exit_status"], meta["error"]) == (
+        -signum, f"crashed ({signal.Signals(signum).name})")
+    from traceviz import Trace
+
+    trace = Trace.load(run / "trace.parquet")
+    assert trace.meta["exit_status"] == -signum
+    assert trace.summary()["steps"] == 2

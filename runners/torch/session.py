@@ -146,6 +146,8 @@ class TorchSession:
     def _save(self, prof: Any) -> None:
         self.trace_path = self.out / TRACE_NAME
         prof.export_chrome_trace(str(self.trace_path))
+        # the profiled steps are on disk: a crash of the code from here on keeps them
+        self.emit("saved", trace=str(self.trace_path))
 
     def _mark(self, source: str) -> None:
         try:

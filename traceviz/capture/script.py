@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from traceviz.capture.children import runner_process
-from traceviz.errors import RunFailed, TraceVizError, UsageError
+from traceviz.errors import TraceVizError, UsageError
 from traceviz.files.fileio import staged_folder
 
 if TYPE_CHECKING:
@@ -293,22 +293,20 @@ def _read_events(fd: int, on_event: Callable[[dict], None] | None) -> None:
 def _collect(req: ScriptRequest, run_dir: Path, status: int, final: Path) -> ScriptResult:
     """What the runner left, as a run; ``NothingRecorded`` (no run folder is left) when no
     whole profiled step was recorded."""
+    from traceviz.capture import outcome
     from traceviz.capture.outcome import Ending, nothing_recorded
 
     end = Ending(req.name, status, warmup=max(1, req.warmup), active=req.profile_steps)
-    if status < 0:
-        if end.interrupted:  # Ctrl-C before the runner could catch it (starting up)
-            raise nothing_recorded(end)
-        name = signal.Signals(-status).name
-        raise RunFailed(f"{req.name}: killed by {name}; nothing was written")
     if req.ranks > 1:
         return _collect_ranks(req, run_dir, status)
-    try:
-        bench = json.loads((run_dir / "bench.json").read_text())
-        meta = json.loads((run_dir / "meta.json").read_text())
-    except (OSError, ValueError):
-        raise RunFailed(f"{req.name}: the profiling runner ended (status {status}) "
-                        "before writing its results") from None
+    results = outcome.read_results(run_dir)
+    if results is None:
+        raise outcome.no_results(end, f"{req.name}: the profiling runner ended (status "
+                                 f"{status}) before writing its results")
+    bench, meta = results
+    if status < 0:  # killed, or crashed, after the profile was written: it is kept
+        outcome.after_crash(end, meta)
+        (run_dir / "meta.json").write_text(json.dumps(meta, indent=2))
     end.error, end.marks = meta.get("error"), int(meta.get("step_marks") or 0)
     end.cut = meta.get("schedule_cut")
     raw = _raw_trace(req, run_dir)
@@ -336,15 +334,16 @@ def _collect_ranks(req: ScriptRequest, run_dir: Path, status: int) -> ScriptResu
         raw = run_dir / f"rank-{r}" / "trace.pt.trace.json.gz"
         if raw.is_file():
             found.append(raw.replace(run_dir / f"rank-{r}.pt.trace.json.gz"))
-    try:
-        bench = json.loads((run_dir / "rank-0" / "bench.json").read_text())
-        meta = json.loads((run_dir / "rank-0" / "meta.json").read_text())
-    except (OSError, ValueError):
-        raise RunFailed(f"{req.name}: the {req.ranks} processes ended (status {status}) "
-                        "before rank 0 wrote its results") from None
-    if not found:  # no rank recorded a profiled step: no run
-        from traceviz.capture.outcome import Ending, nothing_recorded
+    from traceviz.capture.outcome import Ending, no_results, nothing_recorded, read_results
 
+    results = read_results(run_dir / "rank-0")
+    if results is None:
+        raise no_results(Ending(req.name, status, warmup=max(1, req.warmup),
+                                active=req.profile_steps),
+                         f"{req.name}: the {req.ranks} processes ended (status {status})"
+                         " before rank 0 wrote its results")
+    bench, meta = results
+    if not found:  # no rank recorded a profiled step: no run
         raise nothing_recorded(Ending(
             req.name, status, meta.get("error"), int(meta.get("step_marks") or 0),
             meta.get("schedule_cut"), max(1, req.warmup), req.profile_steps))

@@ -77,7 +77,7 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
         for note in req.notes:
             err.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
 
-    from traceviz.capture.outcome import Ending, NothingRecorded, ending_note
+    from traceviz.capture.outcome import Ending, NothingRecorded, ending_note, exit_status
 
     schedule = _Schedule(max(1, req.warmup), req.profile_steps, run_dir)
     try:
@@ -90,7 +90,7 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
         err.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     out = stdout()
     if req.ranks > 1:
-        return _ranks_done(out, req.ranks, result)
+        return exit_status(_ranks_done(out, req.ranks, result))
     if result.trace is not None:
         from traceviz.analyses import summarize
         from traceviz.render.terminal.summary import print_summary
@@ -103,7 +103,7 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
     if said:
         err.print(f"[yellow]note:[/] {escape(said)}", soft_wrap=True)
     _next_lines(out, result.run_dir, result.raw_trace, result.parquet)
-    return result.status
+    return exit_status(result.status)
 
 
 def _ranks_done(out: Console, ranks: int, result) -> int:  # noqa: ANN001
