@@ -113,6 +113,10 @@ def keep_orphans() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Ctrl-C while the runner starts up (torch imported, the profiler started) ends it by
+    # the signal, without a traceback of traceviz's own frames: the parent says it was
+    # interrupted before anything ran. The script gets Ctrl-C as Python gives it.
+    given = signal.signal(signal.SIGINT, signal.SIG_DFL)
     watch_parent()  # a killed `traceviz capture` leaves no runner behind
     keep_orphans()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -148,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     session = _session(cfg, out, emit)
     status, error = 0, None
     session.start()
+    signal.signal(signal.SIGINT, given)
     try:
         _run_target(target)
     except SystemExit as e:

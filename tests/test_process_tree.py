@@ -1,8 +1,9 @@
 """`traceviz capture -- python SCRIPT` ends the script's whole process tree on every exit
-of its own, SIGKILL included, and keeps a profile written before the script crashed:
-real captures in subprocesses, real signals, real child processes (``sleep``, ``bash
--c``, a multiprocessing worker, a process in a session of its own, a double-forked
-daemon, torchrun's ranks hung in a Gloo collective), real crashes.
+of its own, SIGKILL included, keeps a profile written before the script crashed, and
+says in one line, with its documented exit status, how the script ended: real captures
+in subprocesses, real signals, real child processes (``sleep``, ``bash -c``, a
+multiprocessing worker, a process in a session of its own, a double-forked daemon,
+torchrun's ranks hung in a Gloo collective), real crashes.
 
 Each script writes its processes' PIDs to a file; a PID is known with its start time
 (``/proc/PID/stat``), so that a PID the system reuses is never taken for it. Whatever a
@@ -90,7 +91,6 @@ while True:
     time.sleep(0.1)
 """
 
-
 # steps, then a crash: a segfault (ctypes) or os.abort(), after argv[2] steps
 CRASH = """
 import ctypes, os, sys
@@ -104,6 +104,17 @@ for step in range(int(sys.argv[2])):
 if sys.argv[1] == "abort":
     os.abort()
 ctypes.string_at(0)
+"""
+
+# steps for a while: Ctrl-C lands while the runner starts up
+STEPS = """
+import time
+import torch
+model = torch.nn.Linear(4, 4)
+x = torch.randn(2, 4)
+for _ in range(1000):
+    model(x).sum().backward()
+    time.sleep(0.01)
 """
 
 
@@ -193,20 +204,6 @@ def _pids(path: Path) -> list[int]:
     return [int(p) for p in path.read_text().split()]
 
 
-def _children(parent: int, word: bytes) -> list[int]:
-    """The children of ``parent`` with ``word`` in their command line."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            stat = (proc / "stat").read_text()
-            if int(stat[stat.rfind(")") + 2:].split()[1]) == parent \
-                    and word in (proc / "cmdline").read_bytes():
-                found.append(int(proc.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-
-
 @pytest.mark.capture
 def test_sigkill_of_capture_ends_the_script_s_whole_tree(tmp_path, leftovers):
     needs("torch")
@@ -252,6 +249,24 @@ def test_sigkill_of_a_ranks_capture_ends_a_rank_hung_in_a_collective(tmp_path, l
 
 
 @pytest.mark.capture
+def test_ctrl_c_on_a_hung_ranks_capture_is_130_and_keeps_the_profile(tmp_path, leftovers):
+    needs("torch")
+    folder = tmp_path / "pids"
+    folder.mkdir()
+    proc = _capture(tmp_path, leftovers, HUNG_RANKS, str(folder),
+                    options=("--ranks", "2", "--warmup", "1", "--profile-steps", "2"))
+    _wait_for(proc, tmp_path, lambda: len(list(folder.glob("*.pid"))) == 2)
+    leftovers.know([int(p.read_text()) for p in folder.glob("*.pid")])
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    assert proc.wait(timeout=300) == 130, _stderr(tmp_path)
+    notes = [line for line in _stderr(tmp_path).splitlines() if line.startswith("note:")]
+    assert notes[-1] == "note: interrupted after the profiled steps; the run folder keeps them"
+    assert sorted(p.name for p in (tmp_path / "run").glob("rank-*.pt.trace.json.gz")) == [
+        "rank-0.pt.trace.json.gz", "rank-1.pt.trace.json.gz"]
+    assert leftovers.alive() == []
+
+
+@pytest.mark.capture
 @pytest.mark.parametrize("how, steps, code, line", [
     ("segv", 8, 139, "note: script.py crashed (SIGSEGV) after its profile was written; the "
                      "run folder keeps the profile"),
@@ -282,3 +297,43 @@ def test_a_crash_after_the_profile_keeps_it(tmp_path, leftovers, how, steps, cod
     trace = Trace.load(run / "trace.parquet")
     assert trace.meta["exit_status"] == -signum
     assert trace.summary()["steps"] == 2
+
+
+def _children(parent: int, word: bytes) -> list[int]:
+    """The children of ``parent`` with ``word`` in their command line."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text()
+            if int(stat[stat.rfind(")") + 2:].split()[1]) == parent \
+                    and word in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _runner_imports_torch(capture: int) -> bool:
+    """Whether the runner (``traceviz.runners.script``, a child of ``capture``) has
+    loaded libtorch: it is starting its profiler, the script not yet run."""
+    for pid in _children(capture, b"-m\0traceviz.runners.script"):
+        try:
+            return b"libtorch" in Path(f"/proc/{pid}/maps").read_bytes()
+        except OSError:
+            continue
+    return False
+
+
+@pytest.mark.capture
+def test_ctrl_c_while_the_runner_starts_is_130_in_one_line(tmp_path, leftovers):
+    needs("torch")
+    proc = _capture(tmp_path, leftovers, STEPS)
+    _wait_for(proc, tmp_path, lambda: _runner_imports_torch(proc.pid))
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) == 130, _stderr(tmp_path)
+    err = _stderr(tmp_path)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().splitlines()[-1] == (
+        "traceviz: interrupted before it ran anything to profile: nothing recorded, no run "
+        "folder left")
+    assert not (tmp_path / "run").exists()

@@ -97,6 +97,12 @@ def nothing_recorded(end: Ending, why: str | None = None) -> NothingRecorded:
     return NothingRecorded(text, 130 if end.interrupted else 2)
 
 
+def settled_status(status: int, interrupted: bool) -> int:
+    """The status of processes that Ctrl-C was passed on to is 130, however they ended:
+    torchrun exits 1 when its ranks stop, a script may catch KeyboardInterrupt."""
+    return INTERRUPTED if interrupted and status != 0 else status
+
+
 def exit_status(status: int) -> int:
     """The command's exit status for the script's: killed by signal N (-N), 128 + N, as a
     shell reports it."""

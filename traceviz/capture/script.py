@@ -167,12 +167,12 @@ def _check_module(interpreter: str, module: str) -> None:
     one where that cannot run."""
     probe = ("import importlib.util, os, sys; sys.path.insert(0, os.getcwd()); "
              f"sys.exit(importlib.util.find_spec({module!r}) is None)")
-    try:
-        found = subprocess.run([interpreter, "-c", probe], capture_output=True,
-                               timeout=120).returncode == 0
+    try:  # 1: not found (a probe stopped by Ctrl-C is no answer: capture is interrupted)
+        missing = subprocess.run([interpreter, "-c", probe], capture_output=True,
+                                 timeout=120).returncode == 1
     except (OSError, subprocess.TimeoutExpired):
         return  # the run itself will say what is wrong
-    if not found:
+    if missing:
         raise UsageError(f"-m {module}: no module named {module!r} (from "
                          f"{Path.cwd()})")
 
@@ -250,19 +250,28 @@ def _run_script(req: ScriptRequest, run_dir: Path, final: Path,
     read_fd, write_fd = os.pipe()
     env = dict(os.environ, **{EVENTS_FD: str(write_fd)})
     # Ctrl-C reaches the script (the terminal's foreground while it runs, or passed on),
-    # which stops and writes what it has; this side waits for it instead of dying first
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # which stops and writes what it has; this side waits for it instead of dying first.
+    # torchrun (--ranks) is not given the terminal: its Ctrl-C comes here, so that this
+    # side knows the run was interrupted (torchrun then exits 1)
     presses: list[int] = []
+    started: list[subprocess.Popen] = []
+    passed: list[int] = []
 
-    def on_ctrl_c(proc: subprocess.Popen) -> None:
+    def on_ctrl_c(*_: object) -> None:
         presses.append(1)
         if len(presses) >= PRESSES_TO_ABANDON:  # the script does not stop: end it, no run
             raise KeyboardInterrupt
-        _pass_on(proc, signal.SIGINT)
+        if started:  # else passed on once it has started
+            passed.append(1)
+            _pass_on(started[0], signal.SIGINT)
 
+    old = signal.signal(signal.SIGINT, on_ctrl_c)
     try:
-        with runner_process(cmd, foreground=True, env=env, pass_fds=(write_fd,)) as proc:
-            signal.signal(signal.SIGINT, lambda *_: on_ctrl_c(proc))
+        with runner_process(cmd, foreground=req.ranks == 1, env=env,
+                            pass_fds=(write_fd,)) as proc:
+            started.append(proc)
+            if presses and not passed:  # Ctrl-C while it was starting
+                _pass_on(proc, signal.SIGINT)
             os.close(write_fd)
             reader = threading.Thread(target=_read_events, args=(read_fd, on_event),
                                       daemon=True)
@@ -271,7 +280,7 @@ def _run_script(req: ScriptRequest, run_dir: Path, final: Path,
             reader.join(timeout=5)  # a forked child of the script may hold the pipe open
     finally:
         signal.signal(signal.SIGINT, old)
-    return _collect(req, run_dir, status, final)
+    return _collect(req, run_dir, status, final, interrupted=bool(presses))
 
 
 def _pass_on(proc: subprocess.Popen, sig: int) -> None:
@@ -290,12 +299,14 @@ def _read_events(fd: int, on_event: Callable[[dict], None] | None) -> None:
                 on_event(event)
 
 
-def _collect(req: ScriptRequest, run_dir: Path, status: int, final: Path) -> ScriptResult:
+def _collect(req: ScriptRequest, run_dir: Path, status: int, final: Path,
+             interrupted: bool = False) -> ScriptResult:
     """What the runner left, as a run; ``NothingRecorded`` (no run folder is left) when no
-    whole profiled step was recorded."""
+    whole profiled step was recorded. ``interrupted``: Ctrl-C was passed on to it."""
     from traceviz.capture import outcome
     from traceviz.capture.outcome import Ending, nothing_recorded
 
+    status = outcome.settled_status(status, interrupted)
     end = Ending(req.name, status, warmup=max(1, req.warmup), active=req.profile_steps)
     if req.ranks > 1:
         return _collect_ranks(req, run_dir, status)
