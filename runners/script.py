@@ -99,8 +99,26 @@ def versions(framework: str) -> dict:
     return meta
 
 
+def keep_orphans() -> None:
+    """Make this runner a child subreaper (Linux): a process of the script whose parent
+    exits (a daemon's double fork) is adopted here instead of by init, so it stays in the
+    tree that ``traceviz capture``'s watcher ends (``traceviz/capture/watcher.py``).
+    Elsewhere a no-op."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_child_subreaper = 36
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1)
+
+
 def main(argv: list[str] | None = None) -> int:
+    # Ctrl-C while the runner starts up (torch imported, the profiler started) ends it by
+    # the signal, without a traceback of traceviz's own frames: the parent says it was
+    # interrupted before anything ran. The script gets Ctrl-C as Python gives it.
+    given = signal.signal(signal.SIGINT, signal.SIG_DFL)
     watch_parent()  # a killed `traceviz capture` leaves no runner behind
+    keep_orphans()
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)
     opts, target = argv[:split], argv[split + 1:]
@@ -112,14 +130,30 @@ def main(argv: list[str] | None = None) -> int:
     events = _events()
 
     def emit(event: str, **fields: object) -> None:
+        if event == "saved":  # the profile is written: so are its results, should the
+            # script crash before its end (exit_status null); never a failure of the
+            # script's step, in which this runs (the end writes them again)
+            with contextlib.suppress(Exception):
+                results(None, None)
         if events is not None:
             # the parent went away: the run goes on
             with contextlib.suppress(OSError):
                 events.write(json.dumps({"event": event, **fields}) + "\n")
 
+    def results(status: int | None, error: str | None) -> dict:
+        bench = step_bench(session.step_times(), session.clock.source)
+        meta = versions(cfg["framework"]) | {
+            "profiler": cfg["profiler_name"], "command": cfg["command"], "cwd": os.getcwd(),
+            "exit_status": status, "error": error, "step_marks": len(session.clock.marks),
+            "notes": session.notes, "schedule_cut": session.cut,
+            "write_error": getattr(session, "write_error", None),
+        }
+        return run_result(out, bench, meta, session.trace_path)
+
     session = _session(cfg, out, emit)
     status, error = 0, None
     session.start()
+    signal.signal(signal.SIGINT, given)
     try:
         _run_target(target)
     except SystemExit as e:
@@ -136,15 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         sys.stdout.flush()
         session.finish()
-    bench = step_bench(session.step_times(), session.clock.source)
-    meta = versions(cfg["framework"]) | {
-        "profiler": cfg["profiler_name"], "command": cfg["command"], "cwd": os.getcwd(),
-        "exit_status": status, "error": error, "step_marks": len(session.clock.marks),
-        "notes": session.notes, "schedule_cut": session.cut,
-        "write_error": getattr(session, "write_error", None),
-    }
     try:
-        done = run_result(out, bench, meta, session.trace_path)
+        done = results(status, error)
     except OSError:  # a full disk: `capture` says so in one line, from what is missing
         return status
     emit("done", **done)

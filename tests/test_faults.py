@@ -214,7 +214,9 @@ def test_early_ctrl_c_is_one_line(tmp_path, delay):
 
 
 # entry() around a command that has done its work, with a signal sent to itself while the
-# interpreter shuts down (an atexit callback, as late as a user's Ctrl-C can land)
+# interpreter shuts down: from an exit callback, or from an object torn down with the
+# modules, after the interpreter has put its signal handlers back to the defaults (as
+# late as a user's Ctrl-C or a job scheduler's SIGTERM can land)
 _LATE_SIGNAL = """
 import atexit, os, signal, sys, time
 import traceviz.cli
@@ -223,19 +225,29 @@ def main(argv=None):
     print("the work's output")
     return 0
 
+class Late:
+    def __del__(self, kill=os.kill, pid=os.getpid(), sig=signal.{sig}, sleep=time.sleep):
+        kill(pid, sig)
+        sleep(0.5)
+
 traceviz.cli.main = main
-atexit.register(lambda: (os.kill(os.getpid(), signal.{sig}), time.sleep(0.5)))
+if "{when}" == "atexit":
+    atexit.register(lambda: (os.kill(os.getpid(), signal.{sig}), time.sleep(0.5)))
+else:
+    traceviz.cli.late = Late()
 from traceviz.entry import entry
 entry()
 """
 
 
+@pytest.mark.parametrize("when", ["atexit", "teardown"])
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-def test_signal_during_shutdown_keeps_the_work_s_status(sig):
+def test_signal_during_shutdown_keeps_the_work_s_status(sig, when):
     """A Ctrl-C or SIGTERM after the work is done has nothing to stop: the work's exit
     status and output, no traceback (it printed KeyboardInterrupt from the shutdown, or
-    died by the signal, and once hung CI's interpreter)."""
-    r = subprocess.run([sys.executable, "-c", _LATE_SIGNAL.format(sig=sig)],
+    died by the signal, and once hung CI's interpreter; a SIGTERM in the modules'
+    teardown exited 143 with the output complete)."""
+    r = subprocess.run([sys.executable, "-c", _LATE_SIGNAL.format(sig=sig, when=when)],
                        capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stdout) == (0, "the work's output\n"), r.stderr
     assert "Traceback" not in r.stderr and "Exception" not in r.stderr, r.stderr

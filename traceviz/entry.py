@@ -7,6 +7,7 @@ command has returned, they no longer interrupt: the exit status is the command's
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -25,6 +26,8 @@ INTERRUPTED = (130, 143)
 
 def entry() -> None:
     signal.signal(signal.SIGTERM, _terminate)
+    # registered first, so run last of the exit callbacks: see ``_last_of_shutdown``
+    atexit.register(_last_of_shutdown)
     try:
         from traceviz.cli import main
 
@@ -80,6 +83,14 @@ def _settle(code: int) -> None:
     reset to the default) and SIGTERM exits at once with ``code``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda signum, frame: _leave(code))
+
+
+def _last_of_shutdown() -> None:
+    """Once the exit callbacks have run, the interpreter turns every Python signal
+    handler back into the default, where SIGTERM kills the process: a SIGTERM landing in
+    the rest of the shutdown (the modules torn down) made a complete command exit 143.
+    Ignored from here on, as Ctrl-C already is: the work is done."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _bounded(fn: Callable[[], object], seconds: float) -> None:

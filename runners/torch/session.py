@@ -158,6 +158,8 @@ class TorchSession:
         with self._writing():
             export_trace(prof, self.out / TRACE_NAME)
             self.trace_path = self.out / TRACE_NAME
+            # the profiled steps are on disk: a crash of the code from here on keeps them
+            self.emit("saved", trace=str(self.trace_path))
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:

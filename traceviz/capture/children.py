@@ -3,7 +3,10 @@ group of its own (the runner and whatever it starts: a script's data loader work
 Nsight Systems' children), the kernel kills it when capture dies (PR_SET_PDEATHSIG, on
 Linux; the runner also watches its parent: ``traceviz.runners.watch_parent``), and the
 group is ended on every way out of capture that runs code (its end, an error, Ctrl-C,
-SIGTERM)."""
+SIGTERM). PR_SET_PDEATHSIG reaches the runner only, and a process that starts a session
+of its own (torchrun's ranks) leaves the group: a watcher process ends the runner's
+whole tree when capture is gone, SIGKILL included (``watcher.py``); where it runs, it
+kills the runner too, and the kernel does not."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from traceviz.capture.watcher import TreeWatch
 from traceviz.system.pools import die_with_parent
 
 GRACE_S = 3.0  # after SIGTERM, what is left of the group is killed
@@ -50,22 +54,33 @@ def runner_process(cmd: list[str], foreground: bool = False,
     parent = os.getpid()
     tty = _foreground_terminal() if foreground else None
 
+    watcher = TreeWatch()  # first: the runner is never without one
+
     def in_child() -> None:
         os.setpgid(0, 0)
-        die_with_parent()
+        # with a watcher, the runner outlives a killed capture for the moment the watcher
+        # takes to see its whole tree (PR_SET_PDEATHSIG would orphan the runner's
+        # children at once); without one, the kernel kills it with capture
+        if not watcher.announce(os.getpid()):
+            die_with_parent()
         if os.getppid() != parent:  # the parent died before the kernel was asked
             os._exit(1)
         if tty is not None:
             _give_terminal(tty, os.getpgrp())
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
-    proc = subprocess.Popen(cmd, preexec_fn=in_child, **popen)
+    try:
+        proc = subprocess.Popen(cmd, preexec_fn=in_child, **popen)
+    except BaseException:
+        watcher.end()
+        raise
     if tty is not None:  # both sides ask, as shells do: whichever runs first
         _give_terminal(tty, proc.pid)
     try:
         yield proc
     finally:
         end_group(proc)
+        watcher.end()  # what left the group (a rank's own session) ends too
         if tty is not None:
             _give_terminal(tty, os.getpgrp())
 

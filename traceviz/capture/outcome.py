@@ -9,13 +9,17 @@ recorded step, a note beside the run; without one, the error that leaves no run 
 
 from __future__ import annotations
 
+import json
 import signal
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from traceviz.errors import RunFailed
 
 INTERRUPTED = 128 + signal.SIGINT  # what a script stopped by Ctrl-C exits with (130)
+# the signals of a process's own fault (a segfault, os.abort()), not of a kill from outside
+CRASHES = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
 
 
 class NothingRecorded(RunFailed):
@@ -59,7 +63,10 @@ class Ending:
         if self.raised:
             return f"{self.name} raised {self.raised}"
         if self.status < 0:
-            return f"{self.name} was killed by {signal.Signals(-self.status).name}"
+            name = signal.Signals(-self.status).name
+            if -self.status in CRASHES:
+                return f"{self.name} crashed ({name})"
+            return f"{self.name} was killed by {name}"
         if self.status != 0:  # the error, unless it is only the status again
             said = self.error not in (None, f"sys.exit({self.status})")
             return f"{self.name} exited with status {self.status}" + (
@@ -90,6 +97,47 @@ def nothing_recorded(end: Ending, why: str | None = None) -> NothingRecorded:
     return NothingRecorded(text, 130 if end.interrupted else 2)
 
 
+def settled_status(status: int, interrupted: bool) -> int:
+    """The status of processes that Ctrl-C was passed on to is 130, however they ended:
+    torchrun exits 1 when its ranks stop, a script may catch KeyboardInterrupt."""
+    return INTERRUPTED if interrupted and status != 0 else status
+
+
+def exit_status(status: int) -> int:
+    """The command's exit status for the script's: killed by signal N (-N), 128 + N, as a
+    shell reports it."""
+    return 128 - status if status < 0 else status
+
+
+def read_results(folder: Path) -> tuple[dict, dict] | None:
+    """The runner's ``bench.json`` and ``meta.json`` in ``folder``; None where it wrote
+    none (it ended before the profile was written)."""
+    try:
+        return (json.loads((folder / "bench.json").read_text()),
+                json.loads((folder / "meta.json").read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def no_results(end: Ending, otherwise: str) -> RunFailed:
+    """The one line of processes that wrote no results: interrupted (130), killed or
+    crashed before the profile was written, or ``otherwise`` (2)."""
+    if end.interrupted:
+        return nothing_recorded(end)
+    if end.status < 0:
+        return RunFailed(f"{end.how()} before its profile was written: nothing recorded, "
+                         "no run folder left")
+    return RunFailed(otherwise)
+
+
+def after_crash(end: Ending, meta: dict[str, Any]) -> None:
+    """A script killed (-N) once its profile was written: ``meta`` (written when the
+    profile was, ``exit_status`` null) records how it ended."""
+    meta["exit_status"] = end.status
+    meta["error"] = meta.get("error") or end.how().removeprefix(f"{end.name} ")
+    end.error = meta["error"]
+
+
 def ending_note(end: Ending) -> str | None:
     """The note beside a run that was recorded; None when the script ran to its end and
     the schedule was complete."""
@@ -102,6 +150,8 @@ def ending_note(end: Ending) -> str | None:
                 "the run folder keeps them")
     if end.status == 0:
         return None
+    if end.status < 0 and not end.interrupted:
+        return f"{end.how()} after its profile was written; the run folder keeps the profile"
     if end.marks:
         return f"{end.how()} after the profiled steps; the run folder keeps them"
     return f"{end.how()}; the run folder keeps what was recorded"

@@ -167,12 +167,12 @@ def _check_module(interpreter: str, module: str) -> None:
     one where that cannot run."""
     probe = ("import importlib.util, os, sys; sys.path.insert(0, os.getcwd()); "
              f"sys.exit(importlib.util.find_spec({module!r}) is None)")
-    try:
-        found = subprocess.run([interpreter, "-c", probe], capture_output=True,
-                               timeout=120).returncode == 0
+    try:  # 1: not found (a probe stopped by Ctrl-C is no answer: capture is interrupted)
+        missing = subprocess.run([interpreter, "-c", probe], capture_output=True,
+                                 timeout=120).returncode == 1
     except (OSError, subprocess.TimeoutExpired):
         return  # the run itself will say what is wrong
-    if not found:
+    if missing:
         raise UsageError(f"-m {module}: no module named {module!r} (from "
                          f"{Path.cwd()})")
 
@@ -250,19 +250,28 @@ def _run_script(req: ScriptRequest, run_dir: Path, final: Path,
     read_fd, write_fd = os.pipe()
     env = dict(os.environ, **{EVENTS_FD: str(write_fd)})
     # Ctrl-C reaches the script (the terminal's foreground while it runs, or passed on),
-    # which stops and writes what it has; this side waits for it instead of dying first
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # which stops and writes what it has; this side waits for it instead of dying first.
+    # torchrun (--ranks) is not given the terminal: its Ctrl-C comes here, so that this
+    # side knows the run was interrupted (torchrun then exits 1)
     presses: list[int] = []
+    started: list[subprocess.Popen] = []
+    passed: list[int] = []
 
-    def on_ctrl_c(proc: subprocess.Popen) -> None:
+    def on_ctrl_c(*_: object) -> None:
         presses.append(1)
         if len(presses) >= PRESSES_TO_ABANDON:  # the script does not stop: end it, no run
             raise KeyboardInterrupt
-        _pass_on(proc, signal.SIGINT)
+        if started:  # else passed on once it has started
+            passed.append(1)
+            _pass_on(started[0], signal.SIGINT)
 
+    old = signal.signal(signal.SIGINT, on_ctrl_c)
     try:
-        with runner_process(cmd, foreground=True, env=env, pass_fds=(write_fd,)) as proc:
-            signal.signal(signal.SIGINT, lambda *_: on_ctrl_c(proc))
+        with runner_process(cmd, foreground=req.ranks == 1, env=env,
+                            pass_fds=(write_fd,)) as proc:
+            started.append(proc)
+            if presses and not passed:  # Ctrl-C while it was starting
+                _pass_on(proc, signal.SIGINT)
             os.close(write_fd)
             reader = threading.Thread(target=_read_events, args=(read_fd, on_event),
                                       daemon=True)
@@ -271,7 +280,7 @@ def _run_script(req: ScriptRequest, run_dir: Path, final: Path,
             reader.join(timeout=5)  # a forked child of the script may hold the pipe open
     finally:
         signal.signal(signal.SIGINT, old)
-    return _collect(req, run_dir, status, final)
+    return _collect(req, run_dir, status, final, interrupted=bool(presses))
 
 
 def _pass_on(proc: subprocess.Popen, sig: int) -> None:
@@ -290,27 +299,27 @@ def _read_events(fd: int, on_event: Callable[[dict], None] | None) -> None:
                 on_event(event)
 
 
-def _collect(req: ScriptRequest, run_dir: Path, status: int, final: Path) -> ScriptResult:
+def _collect(req: ScriptRequest, run_dir: Path, status: int, final: Path,
+             interrupted: bool = False) -> ScriptResult:
     """What the runner left, as a run; ``NothingRecorded`` (no run folder is left) when no
-    whole profiled step was recorded."""
+    whole profiled step was recorded. ``interrupted``: Ctrl-C was passed on to it."""
+    from traceviz.capture import outcome
     from traceviz.capture.outcome import Ending, nothing_recorded
 
+    status = outcome.settled_status(status, interrupted)
     end = Ending(req.name, status, warmup=max(1, req.warmup), active=req.profile_steps)
-    if status < 0:
-        if end.interrupted:  # Ctrl-C before the runner could catch it (starting up)
-            raise nothing_recorded(end)
-        name = signal.Signals(-status).name
-        raise RunFailed(f"{req.name}: killed by {name}; nothing was written")
     if req.ranks > 1:
         return _collect_ranks(req, run_dir, status)
-    try:
-        bench = json.loads((run_dir / "bench.json").read_text())
-        meta = json.loads((run_dir / "meta.json").read_text())
-    except (OSError, ValueError):
-        raise RunFailed(f"{req.name}: the profiling runner ended (status {status}) "
-                        f"before writing its results{full_disk(run_dir, final)}") from None
+    results = outcome.read_results(run_dir)
+    if results is None:
+        raise outcome.no_results(end, f"{req.name}: the profiling runner ended (status "
+                                 f"{status}) before writing its results{full_disk(run_dir, final)}")
+    bench, meta = results
     if meta.get("write_error"):  # the recording could not be written: a full disk
         raise RunFailed(f"{final / meta['write_error']}; no run folder left")
+    if status < 0:  # killed, or crashed, after the profile was written: it is kept
+        outcome.after_crash(end, meta)
+        (run_dir / "meta.json").write_text(json.dumps(meta, indent=2))
     end.error, end.marks = meta.get("error"), int(meta.get("step_marks") or 0)
     end.cut = meta.get("schedule_cut")
     raw = _raw_trace(req, run_dir)
@@ -343,15 +352,16 @@ def _collect_ranks(req: ScriptRequest, run_dir: Path, status: int) -> ScriptResu
         raw = run_dir / f"rank-{r}" / "trace.pt.trace.json.gz"
         if raw.is_file():
             found.append(raw.replace(run_dir / f"rank-{r}.pt.trace.json.gz"))
-    try:
-        bench = json.loads((run_dir / "rank-0" / "bench.json").read_text())
-        meta = json.loads((run_dir / "rank-0" / "meta.json").read_text())
-    except (OSError, ValueError):
-        raise RunFailed(f"{req.name}: the {req.ranks} processes ended (status {status}) "
-                        "before rank 0 wrote its results") from None
-    if not found:  # no rank recorded a profiled step: no run
-        from traceviz.capture.outcome import Ending, nothing_recorded
+    from traceviz.capture.outcome import Ending, no_results, nothing_recorded, read_results
 
+    results = read_results(run_dir / "rank-0")
+    if results is None:
+        raise no_results(Ending(req.name, status, warmup=max(1, req.warmup),
+                                active=req.profile_steps),
+                         f"{req.name}: the {req.ranks} processes ended (status {status})"
+                         " before rank 0 wrote its results")
+    bench, meta = results
+    if not found:  # no rank recorded a profiled step: no run
         raise nothing_recorded(Ending(
             req.name, status, meta.get("error"), int(meta.get("step_marks") or 0),
             meta.get("schedule_cut"), max(1, req.warmup), req.profile_steps))

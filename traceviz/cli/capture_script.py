@@ -10,6 +10,7 @@ import argparse
 import shlex
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -88,7 +89,7 @@ def _claimed(args: argparse.Namespace, command: list[str], req: ScriptRequest,
         for note in req.notes:
             err.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
 
-    from traceviz.capture.outcome import Ending, NothingRecorded, ending_note
+    from traceviz.capture.outcome import Ending, NothingRecorded, ending_note, exit_status
 
     schedule = _Schedule(max(1, req.warmup), req.profile_steps, run_dir)
     try:
@@ -100,25 +101,30 @@ def _claimed(args: argparse.Namespace, command: list[str], req: ScriptRequest,
     for note in result.meta.get("notes") or []:
         err.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     out = stdout()
+
+    def ending() -> None:  # how the script ended, where that is news
+        said = ending_note(Ending(req.name, result.status, result.meta.get("error"),
+                                  int(result.meta.get("step_marks") or 0),
+                                  result.meta.get("schedule_cut"), schedule.warmup,
+                                  schedule.active))
+        if said:
+            err.print(f"[yellow]note:[/] {escape(said)}", soft_wrap=True)
+
     if req.ranks > 1:
-        return _ranks_done(out, req.ranks, result)
+        return exit_status(_ranks_done(out, req.ranks, result, ending))
     if result.trace is not None:
         from traceviz.analyses import summarize
         from traceviz.render.terminal.summary import print_summary
 
         print_summary(out, summarize(result.trace, with_efficiency=True), top=args.top)
-    said = ending_note(Ending(req.name, result.status, result.meta.get("error"),
-                              int(result.meta.get("step_marks") or 0),
-                              result.meta.get("schedule_cut"), schedule.warmup,
-                              schedule.active))
-    if said:
-        err.print(f"[yellow]note:[/] {escape(said)}", soft_wrap=True)
+    ending()
     _next_lines(out, result.run_dir, result.raw_trace, result.parquet)
-    return result.status
+    return exit_status(result.status)
 
 
-def _ranks_done(out: Console, ranks: int, result) -> int:  # noqa: ANN001
-    """A distributed run: the rank folder's summary and what to run next."""
+def _ranks_done(out: Console, ranks: int, result,  # noqa: ANN001
+                ending: Callable[[], None]) -> int:
+    """A distributed run: the rank folder's summary, how it ended, what to run next."""
     traces = result.meta.get("rank_traces") or []
     if len(traces) == ranks:
         from traceviz.rankset.folder import analyze_folder
@@ -128,6 +134,7 @@ def _ranks_done(out: Console, ranks: int, result) -> int:  # noqa: ANN001
     else:
         out.print(f"[yellow]note:[/] {len(traces)} of {ranks} ranks wrote a trace",
                   soft_wrap=True)
+    ending()
     out.print(f"\nrun folder: {result.run_dir}  ({', '.join(traces)}; each rank's "
               "bench.json and meta.json in rank-N/)", soft_wrap=True)
     tv = self_command()
