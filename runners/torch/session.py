@@ -384,8 +384,7 @@ def _module_ranges(nvtx: Any) -> list[Any]:
 
     def pre(mod: torch.nn.Module, *_: Any) -> None:
         label = f"{MODULE_PREFIX}{name_of(mod)}"
-        rec = torch.autograd.profiler.record_function(label)
-        rec.__enter__()
+        (rec := torch.autograd.profiler.record_function(label)).__enter__()
         if nvtx:
             nvtx[0](label)
         local.__dict__.setdefault("stack", []).append(rec)
