@@ -55,6 +55,22 @@ def _start(args: list[str], tag: str, **kw) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, env=env, **kw)
 
 
+def _wait_caught(pid: int, sig: int, seconds: float = 30.0) -> None:
+    """Until process ``pid`` has a handler for ``sig`` (its SigCgt mask in /proc)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return  # it has ended: the test's assertions say how
+        caught = next(int(line.split()[1], 16) for line in status.splitlines()
+                      if line.startswith("SigCgt:"))
+        if caught >> (sig - 1) & 1:
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"process {pid} caught no signal {sig} within {seconds} s")
+
+
 def _tagged(tag: str) -> list[int]:
     """Processes (the CLI, its decode workers, their forkserver) carrying ``tag``."""
     found = []
@@ -204,6 +220,9 @@ def test_early_ctrl_c_is_one_line(tmp_path, delay):
     answers a Ctrl-C as it always does.)"""
     tag = uuid.uuid4().hex
     proc = _start(["analyze", str(shared(KINETO / "v100_19k_kernels.json.gz"))], tag)
+    # the delay counts from traceviz's entry (its SIGTERM handler in place): on a loaded
+    # machine the interpreter's own start-up alone can take longer than the delay
+    _wait_caught(proc.pid, signal.SIGTERM)
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
