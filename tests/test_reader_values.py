@@ -3,7 +3,8 @@
 error:`` line naming the file and the field; never an internal error (exit 3).
 
 Cases: XSpace profiles whose every event is dropped (a GPU plane or a stream numbered past
-32 bits, a plane of instant events only: the communication section saw no names at all)."""
+32 bits, a plane of instant events only: the communication section saw no names at all);
+NCCL messages past 64-bit figures (Kineto's "Group size", "In msg nelems")."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ import pytest
 from traceviz.cli import main
 from traceviz.parsers.xspace_proto import xspace_class
 
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 DROPPED = ("3 events dropped: a time beyond 64-bit nanoseconds, or a device or stream "
            "number beyond 32 bits")
+BIG_MESSAGE = ('1 event with "In msg nelems", "Out msg nelems" or "Group size" beyond '
+               "64-bit figures (the collective's message size left unknown)")
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, list[str]]:
@@ -87,3 +91,64 @@ def test_per_distinct_of_no_names():
     missing = per_distinct(pd.Categorical([None, None]), each(str.upper), fill="other")
     assert missing.tolist() == ["other", "other"]
     assert per_distinct(pd.Categorical([]), each(len)).dtype.kind == "f"  # as before
+
+
+# --- Kineto: NCCL messages past 64-bit figures -----------------------------------------
+
+def _nccl(tmp_path: Path, *kernels: dict) -> Path:
+    """A Kineto trace of one step holding NCCL all-reduce kernels with these args."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1,
+               "tid": 1, "ts": 0, "dur": 1000, "args": {}}]
+    for i, args in enumerate(kernels, 1):
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel",
+                       "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5, "args": {"correlation": i}})
+        events.append({"ph": "X", "cat": "kernel", "name": NCCL, "pid": 0, "tid": 7,
+                       "ts": 100 + 200 * i, "dur": 100,
+                       "args": {"correlation": i, "device": 0, "stream": 7, "dtype": "Float",
+                                "Process Group Name": "0", **args}})
+    path = tmp_path / "nccl.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize("args", [
+    {"In msg nelems": 1024, "Out msg nelems": 1024, "Group size": 2 ** 63},
+    {"In msg nelems": 2 ** 64, "Out msg nelems": 1024, "Group size": 8},
+    {"In msg nelems": 1024, "Out msg nelems": 2 ** 62, "Group size": 8},  # 2^64 bytes
+], ids=["group 2^63", "nelems 2^64", "bytes past 2^63"])
+def test_nccl_message_past_64_bits_is_dropped_with_a_note(tmp_path, capsys, args):
+    """The collective stays (counted, timed); its message is unknown (not sized), and the
+    one note names the fields."""
+    path = _nccl(tmp_path, args, {"In msg nelems": 256, "Out msg nelems": 256,
+                                  "Group size": 4})
+    d = _analyze(capsys, path)
+    assert d["notes"] == [BIG_MESSAGE]
+    kind, = d["communication"]["kinds"]
+    assert (kind["kind"], kind["count"], kind["total_ns"]) == ("all_reduce", 2, 200_000)
+    # the other kernel's message alone: 256 floats, 4 ranks
+    assert (kind["sized"], kind["bytes"], kind["group"]) == (1, 256 * 4, 4)
+    code, out, err = _run(capsys, "analyze", str(path), "--width", "200")
+    assert code == 0 and err == []
+    assert [x for x in out.splitlines() if "msg nelems" in x] == [f"note: {BIG_MESSAGE}"]
+
+
+def test_nccl_sizes_summed_past_int64_are_not_wrapped(tmp_path, capsys):
+    """Three messages of 2^63 - 16 bytes each (2^59 - 1 ComplexDouble elements, the
+    largest count kept): their sum, past int64, is exact, never wrapped."""
+    big = {"In msg nelems": 2 ** 59 - 1, "Out msg nelems": 0, "Group size": 2,
+           "dtype": "ComplexDouble"}
+    d = _analyze(capsys, _nccl(tmp_path, big, big, big))
+    kind, = d["communication"]["kinds"]
+    assert d["notes"] == [] and kind["sized"] == 3
+    assert kind["bytes"] == 3 * 16 * (2 ** 59 - 1) > 2 ** 63
+    assert kind["algbw_gbs"] == pytest.approx(3 * 16 * (2 ** 59 - 1) / 300_000)
+
+
+def test_message_text_past_int64_reads_as_unknown():
+    """A details text not made by the parser (a Parquet table's) may hold any digits."""
+    from traceviz.analyses.summary.comm import message
+
+    assert message(f"msg:{2 ** 64},0 dtype:Float group:{2 ** 63} pg:0") == \
+        (-1, "Float", -1, "0", "")
+    assert message("msg:8,4 dtype:Half group:2 pg:0 coll:allreduce") == \
+        (16, "Half", 2, "0", "allreduce")
