@@ -4,19 +4,25 @@ error:`` line naming the file and the field; never an internal error (exit 3).
 
 Cases: XSpace profiles whose every event is dropped (a GPU plane or a stream numbered past
 32 bits, a plane of instant events only: the communication section saw no names at all);
-NCCL messages past 64-bit figures (Kineto's "Group size", "In msg nelems")."""
+NCCL messages past 64-bit figures (Kineto's "Group size", "In msg nelems"); nsys exports
+with a table name that is not UTF-8, an NVTX payload holding a BLOB, no StringIds."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import SHARED_TRACES, shared
 from traceviz.cli import main
 from traceviz.parsers.xspace_proto import xspace_class
 
+TINY = SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite"
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 DROPPED = ("3 events dropped: a time beyond 64-bit nanoseconds, or a device or stream "
            "number beyond 32 bits")
@@ -152,3 +158,124 @@ def test_message_text_past_int64_reads_as_unknown():
         (-1, "Float", -1, "0", "")
     assert message("msg:8,4 dtype:Half group:2 pg:0 coll:allreduce") == \
         (16, "Half", 2, "0", "allreduce")
+
+
+# --- nsys exports ----------------------------------------------------------------------
+
+def _export(tmp_path: Path, *sql: tuple) -> Path:
+    """The tiny RTX 3080 export, copied and changed by these statements."""
+    path = tmp_path / "r.sqlite"
+    shutil.copyfile(shared(TINY), path)
+    db = sqlite3.connect(path)
+    for statement in sql:
+        db.execute(*statement)
+    db.commit()
+    db.close()
+    return path
+
+
+def test_nsys_table_name_not_utf8(tmp_path, capsys):
+    """A table whose name is not UTF-8 (no nsys table's is) is left unread, said in one
+    note; the export's figures are those of the export without it."""
+    path = _export(tmp_path, ('CREATE TABLE "odd" (a)',), ("PRAGMA writable_schema=ON",),
+                   ("UPDATE sqlite_master SET name = CAST(X'ff41' AS TEXT), tbl_name = "
+                    "CAST(X'ff41' AS TEXT), sql = 'CREATE TABLE \"' || CAST(X'ff41' AS TEXT) "
+                    "|| '\" (a)' WHERE name = 'odd'",))
+    d = _analyze(capsys, path)
+    assert d["notes"][0] == ("1 table whose name is not UTF-8 text left unread (no Nsight "
+                             "Systems table's is): '\ufffdA'")
+    plain = _analyze(capsys, shared(TINY))
+    db = sqlite3.connect(shared(TINY))
+    kernels = db.execute("SELECT count(*), sum(end - start) FROM "
+                         "CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    db.close()
+    assert (d["kernels"]["count"], d["kernels"]["total_ns"]) == kernels
+    assert d["kernels"] == plain["kernels"] and d["notes"][1:] == plain["notes"]
+
+
+def test_nsys_schema_with_a_name_not_utf8_that_does_not_parse(tmp_path, capsys):
+    """The schema's name and its CREATE statement disagree: SQLite cannot read the file,
+    and its message quotes the bytes (once a UnicodeDecodeError). One line, exit 2."""
+    path = _export(tmp_path, ('CREATE TABLE "odd" (a)',), ("PRAGMA writable_schema=ON",),
+                   ("UPDATE sqlite_master SET name = CAST(X'ff41' AS TEXT), "
+                    "tbl_name = CAST(X'ff41' AS TEXT) WHERE name = 'odd'",))
+    code, _, err = _run(capsys, "analyze", str(path))
+    assert code == 2 and err == [
+        f"traceviz: error: {path}: not a readable SQLite database (its schema, sqlite_master, "
+        "names a table in bytes that are not UTF-8 and does not parse)"]
+
+
+@pytest.mark.parametrize("column, value", [("int64Value", b"\xff\xfe\x00blob"),
+                                           ("doubleValue", "twelve"),
+                                           ("category", b"\x80")])
+def test_nsys_nvtx_value_that_is_no_number(tmp_path, capsys, column, value):
+    """An NVTX range whose payload or category column holds a BLOB or text: the range is
+    kept (its time and name), that value left out and counted in one note."""
+    tiny = shared(TINY)
+    db = sqlite3.connect(tiny)
+    k0, k1 = db.execute("SELECT min(start), max(end) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    tid, = db.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME LIMIT 1").fetchone()
+    db.close()
+    path = _export(tmp_path, (
+        "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER "
+        "NOT NULL, text TEXT, globalTid INTEGER, textId INTEGER, domainId INTEGER, "
+        "category INTEGER, int64Value INTEGER, doubleValue REAL)",), (
+        f"INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, {column}) "
+        "VALUES (?, ?, 59, 'forward', ?, ?)", (k0 - 1000, k1 + 1000, tid, value)))
+    d = _analyze(capsys, path)
+    assert d["notes"][0] == (f"1 NVTX range with NVTX_EVENTS.{column} holding no number "
+                             "(a BLOB or text): that value left out")
+    r, = d["ranges"]
+    assert (r["name"], r["instances"], r["total_ns"]) == ("forward", 1, k1 - k0 + 2000)
+    ev = _ranges_details(path)
+    assert ev == ["style:PushPop"]  # no payload:, no category: written
+
+
+def _ranges_details(path: Path) -> list[str]:
+    from traceviz.parsers import load
+
+    e = load(path).events
+    return e.loc[np.asarray(e["kind"] == "annotation"), "details"].astype(str).tolist()
+
+
+@pytest.mark.parametrize("change, why", [("DROP TABLE StringIds", "is missing"),
+                                         ("DELETE FROM StringIds", "is empty")])
+def test_nsys_without_strings_says_the_names_are_missing(tmp_path, capsys, change, why):
+    """Kernels and CUDA calls name themselves by string ids only: without StringIds the
+    export cannot say which kernel ran or which call launched it (it once read as "No
+    launch call", exit 0). One line, exit 2."""
+    path = _export(tmp_path, (change,))
+    for command in ("analyze", "report"):
+        extra = ["-o", str(tmp_path / "r.md")] if command == "report" else []
+        code, _, err = _run(capsys, command, str(path), *extra)
+        assert code == 2 and err == [
+            f"traceviz: error: {path}: table StringIds {why}, so the rows of "
+            "CUPTI_ACTIVITY_KIND_KERNEL and CUPTI_ACTIVITY_KIND_RUNTIME have no names (an "
+            "incomplete export; export the report again)"]
+
+
+def test_nsys_arrow_table_name_not_utf8(tmp_path, capsys):
+    """The Arrow export (IPC streams back to back, each naming its table in its schema's
+    metadata): a name that is not UTF-8 is left unread and said in one note (it once
+    ended in a UnicodeDecodeError)."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    db = sqlite3.connect(shared(TINY))
+    path = tmp_path / "r.arrow"
+    with path.open("wb") as f:
+        for name in (b"StringIds", b"CUPTI_ACTIVITY_KIND_KERNEL",
+                     b"CUPTI_ACTIVITY_KIND_RUNTIME", b"\xffA"):
+            table = "StringIds" if name == b"\xffA" else name.decode()
+            cur = db.execute(f'SELECT * FROM "{table}"')
+            cols = [d[0] for d in cur.description]
+            t = pa.Table.from_pylist([dict(zip(cols, r, strict=True)) for r in cur])
+            t = t.replace_schema_metadata({b"table_name": name})
+            with ipc.new_stream(f, t.schema) as w:
+                w.write_table(t)
+    kernels = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    db.close()
+    d = _analyze(capsys, path)
+    assert d["notes"][0] == ("1 table whose name is not UTF-8 text left unread (no Nsight "
+                             "Systems table's is): '\ufffdA'")
+    assert d["kernels"]["count"] == kernels
