@@ -29,7 +29,7 @@ def check_names(tables: ExportTables, strings: pd.Series, path: Path) -> None:
         return
     named = [t for t in (KERNEL, RUNTIME) if tables.holding_values(t, ["start"])]
     if named:
-        why = "is empty" if "StringIds" in tables.names else "is missing"
+        why = "holds no string with an id" if "StringIds" in tables.names else "is missing"
         raise TraceVizError(f"{path}: table StringIds {why}, so the rows of "
                             f"{' and '.join(named)} have no names (an incomplete export; "
                             "export the report again)")
