@@ -51,6 +51,7 @@ DTYPE_BYTES = {"Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Int": 4, "Lon
                "ComplexFloat": 8, "ComplexDouble": 16, "UInt16": 2, "UInt32": 4}
 # the host records of a collective on a CPU trace, most specific first
 HOST_RECORDS = ("record_param_comms",)
+_INT64_MAX = 2 ** 63 - 1
 
 
 def bus_factor(kind: str, n: int) -> float:
@@ -74,7 +75,11 @@ def message(details: str) -> tuple[int, str, int, str, str]:
     i, o, dtype, group, pg, coll = m.groups()
     nelems = max(int(i or 0), int(o or 0))
     size = DTYPE_BYTES.get(dtype)
-    return (nelems * size if size is not None else -1, dtype, int(group) if group else -1,
+    nbytes = nelems * size if size is not None else -1
+    n = int(group) if group else -1
+    # the parsers drop a message past 64-bit figures (and say so); a details text from
+    # elsewhere (a Parquet table) may still hold one: unknown, never wrapped
+    return (nbytes if nbytes <= _INT64_MAX else -1, dtype, n if n <= _INT64_MAX else -1,
             pg, coll or "")
 
 
@@ -173,11 +178,13 @@ def kind_table(rows: pd.DataFrame, link_gbs: float | None) -> pd.DataFrame:
         sized = g[g["bytes"] >= 0]
         t = int(sized["dur_ns"].sum())
         n = int(sized["group"].max()) if len(sized) else -1
-        algbw = float(sized["bytes"].sum()) / t if t else None  # bytes/ns = GB/s
+        # summed as Python integers: int64's sum of sizes near its range would wrap
+        total = sum(sized["bytes"].tolist())
+        algbw = total / t if t else None  # bytes/ns = GB/s
         busbw = algbw * bus_factor(str(kind), n) if algbw is not None else None
         dtypes = sized["dtype"][sized["dtype"] != ""]
         out.append({"kind": kind, "count": len(g), "total_ns": int(g["dur_ns"].sum()),
-                    "sized": len(sized), "bytes": int(sized["bytes"].sum()),
+                    "sized": len(sized), "bytes": total,
                     "dtype": str(dtypes.mode().iloc[0]) if len(dtypes) else "",
                     "group": n, "algbw_gbs": algbw, "busbw_gbs": busbw,
                     "link_fraction": busbw / link_gbs if busbw is not None and link_gbs

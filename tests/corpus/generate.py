@@ -375,13 +375,19 @@ def nsys_cases() -> list[Case]:
                         expect, says))
 
     add("valid", _sqlite_case(lambda db: None), OK)
-    for t in ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
+    for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
               "CUPTI_ACTIVITY_KIND_MEMCPY", "TARGET_INFO_GPU", "META_DATA_EXPORT"):
         add(f"no-table-{t}", _sqlite_case(_sql(f"DROP TABLE {t}")), OK)
+    # kernels and calls are named through StringIds alone: without it, nothing is named
+    add("no-table-StringIds", _sqlite_case(_sql("DROP TABLE StringIds")), ERR,
+        "table StringIds is missing, so the rows of CUPTI_ACTIVITY_KIND_KERNEL and "
+        "CUPTI_ACTIVITY_KIND_RUNTIME have no names")
+    add("no-column-StringIds.id", _sqlite_case(_drop_column("StringIds", "id")), ERR,
+        "table StringIds holds no string with an id")
     add("no-activity-tables", _sqlite_case(_sql(
         "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL", "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME",
         "DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY")), ERR, "no CUDA activity")
-    for table, col in (("StringIds", "value"), ("StringIds", "id"),
+    for table, col in (("StringIds", "value"),
                        ("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId"),
                        ("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId"),
                        ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"),

@@ -23,6 +23,10 @@ def per_distinct(values: pd.Series | pd.Categorical | pd.Index | np.ndarray,
     """
     cat = categorical_of(values)
     per_value = np.asarray(fn(cat.categories))
+    if not len(per_value) and fill is not None:
+        # no distinct values (no rows, or none named): fn's empty answer reads as floats,
+        # which a text fill ("other") cannot join; the fill alone says the type
+        per_value = np.asarray([fill])[:0]
     if per_value.dtype.kind in "US":  # numpy strings would turn the fill into text
         per_value = per_value.astype(object)
     if len(per_value) != len(cat.categories):

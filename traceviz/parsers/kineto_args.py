@@ -4,6 +4,7 @@ configurations, recorded shapes and dtypes, decoded once per distinct value."""
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -36,9 +37,11 @@ def _distinct(columns: list[list]) -> tuple[np.ndarray, list[tuple]]:
     return inverse, [tuple(k.split(_NUL)) for k in position]
 
 
-def _kernel_details(is_kernel: np.ndarray, args: list[_Args]) -> pd.Categorical:
+def _kernel_details(is_kernel: np.ndarray, args: list[_Args], counts: Counter
+                    ) -> pd.Categorical:
     """``regs:R shm:S grid:X,Y,Z block:X,Y,Z`` for kernels whose args give a launch
-    configuration; decoded once per distinct configuration."""
+    configuration, then the collective's message where one is recorded; decoded once per
+    distinct configuration."""
     rows = np.flatnonzero(is_kernel)
     codes = np.full(len(args), -1, dtype=np.int64)
     text = [""]
@@ -46,24 +49,25 @@ def _kernel_details(is_kernel: np.ndarray, args: list[_Args]) -> pd.Categorical:
         ka = _gather(args, rows)
         inverse, combos = _distinct([list(map(attrgetter(f), ka))
                                      for f in ("regs", "shm", "grid", "block", *_COMM)])
-        text = [" ".join(filter(None, (_details_text(*c[:4]), comm_text(*c[4:]))))
-                for c in combos]
+        comm = _checked_messages([c[4:] for c in combos], inverse, counts)
+        text = [" ".join(filter(None, (_details_text(*c[:4]), m)))
+                for c, m in zip(combos, comm, strict=True)]
         codes[rows] = inverse
     cats, remap = _first_seen(text + [""])
     return pd.Categorical.from_codes(remap[codes], categories=cats, validate=False)
 
 
 def _details(names: pd.Categorical, is_kernel: np.ndarray, is_op: np.ndarray,
-             args: list[_Args]) -> pd.Categorical:
+             args: list[_Args], counts: Counter) -> pd.Categorical:
     """Kernels: their launch configuration; ops: their recorded input dims and types
     (record_shapes), and for the ops whose formula reads scalar arguments
     (``opcost.CONCRETE_OPS``) their Concrete Inputs: the efficiency figures' FLOPs and
     bytes, advise's tensor-core rule."""
-    details = _kernel_details(is_kernel, args)
+    details = _kernel_details(is_kernel, args, counts)
     rows = np.flatnonzero(is_op)
     if not len(rows):
         return details
-    return _comm_op_details(names, rows, args, _op_details(names, rows, args, details))
+    return _comm_op_details(names, rows, args, _op_details(names, rows, args, details), counts)
 
 
 def _op_details(names: pd.Categorical, rows: np.ndarray, args: list[_Args],
@@ -92,12 +96,21 @@ _COMM = ("in_nelems", "out_nelems", "msg_dtype", "group_size", "pg_name", "coll_
 _COMM_OPS = ("record_param_comms",)
 
 
+# a collective's element counts and group size are kept while its size in bytes (up to 16
+# an element, ComplexDouble's) stays within int64; a larger one is no real message (2^59
+# elements are 576 PB at one byte each): its message is dropped and counted, never wrapped
+MAX_NELEMS = (2 ** 63 - 1) // 16
+BIG_MESSAGE = ('"In msg nelems", "Out msg nelems" or "Group size" beyond 64-bit figures '
+               "(the collective's message size left unknown)")
+_TOO_BIG = "\0too big"  # comm_text's answer for such a message (no real text holds NUL)
+
+
 @functools.lru_cache(maxsize=1 << 12)
 def comm_text(in_n: bytes, out_n: bytes, dtype: bytes, group: bytes, pg: bytes,
               coll: bytes = b"") -> str:
     """``msg:IN,OUT dtype:D group:N pg:NAME coll:NAME``: a collective's message as
     recorded (nothing where Kineto recorded none); ``analyses/summary/comm.py`` reads it
-    back."""
+    back. ``_TOO_BIG`` where a count is past ``MAX_NELEMS`` or the group past int64."""
     if not in_n and not out_n:
         return ""
     try:
@@ -106,11 +119,26 @@ def comm_text(in_n: bytes, out_n: bytes, dtype: bytes, group: bytes, pg: bytes,
         i, o, d, g, p, c = map(one, (in_n, out_n, dtype, group, pg, coll))
     except msgspec.DecodeError:
         return ""
+    if any(type(v) is int and v > bound
+           for v, bound in ((i, MAX_NELEMS), (o, MAX_NELEMS), (g, 2 ** 63 - 1))):
+        return _TOO_BIG
     return f"msg:{i},{o} dtype:{d} group:{g} pg:{p}" + (f" coll:{c}" if c else "")
 
 
+def _checked_messages(combos: list[tuple], inverse: np.ndarray, counts: Counter
+                      ) -> list[str]:
+    """``comm_text`` of each distinct message; the rows of one too big to hold are
+    counted under ``BIG_MESSAGE`` and keep no message."""
+    text = [comm_text(*c[:6]) for c in combos]
+    big = np.array([t == _TOO_BIG for t in text], dtype=bool)
+    if big.any():
+        counts[BIG_MESSAGE] += int(big[inverse].sum())
+        text = ["" if b else t for t, b in zip(text, big.tolist(), strict=True)]
+    return text
+
+
 def _comm_op_details(names: pd.Categorical, rows: np.ndarray, args: list[_Args],
-                     details: pd.Categorical) -> pd.Categorical:
+                     details: pd.Categorical, counts: Counter) -> pd.Categorical:
     """record_param_comms ops: their message text (the host's record of a collective:
     the only one a CPU backend such as Gloo leaves)."""
     wanted = np.flatnonzero(np.isin(np.asarray(names.categories, dtype=object), _COMM_OPS))
@@ -119,7 +147,7 @@ def _comm_op_details(names: pd.Categorical, rows: np.ndarray, args: list[_Args],
         return details
     ra = _gather(args, rows)
     inverse, combos = _distinct([list(map(attrgetter(f), ra)) for f in _COMM])
-    text = [comm_text(*c) for c in combos]
+    text = _checked_messages(combos, inverse, counts)
     codes = details.codes.astype(np.int64)
     old = details.categories.tolist()
     codes[rows] = len(old) + inverse

@@ -345,7 +345,8 @@ def event_columns(events: list[_Event], details: bool = True) -> tuple[pd.DataFr
         "correlation": _ints([e.correlation for e in args], bad),
         "step": step,
         "bytes": nbytes,
-        "details": _details(names, kind == _K["kernel"], kind == _K["op"], args) if details
+        "details": _details(names, kind == _K["kernel"], kind == _K["op"], args, counts)
+        if details
         else pd.Categorical.from_codes(np.zeros(len(kept), np.int8), dtype=_NO_DETAILS,
                                        validate=False),
         "dtype_change": _dtype_change(names, args),

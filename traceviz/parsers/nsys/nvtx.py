@@ -14,16 +14,33 @@ PAYLOAD_COLUMNS = ("int64Value", "uint64Value", "int32Value", "uint32Value", "do
                    "floatValue")
 
 
-def payload(df: pd.DataFrame) -> np.ndarray | None:
-    """A range's payload as text (the first typed value column holding one), else None
-    (None for all: no payload column holds a value)."""
+def numbers_only(values: pd.Series, column: str, wrong: dict[str, int]) -> pd.Series:
+    """A numeric column's values with any that is no number (a BLOB or text, which SQLite
+    stores in any column) made NULL, counted in ``wrong[column]`` for the notes; checked
+    once per distinct value, and only where the column is not numeric already."""
+    if pd.api.types.is_numeric_dtype(values.dtype):  # text reads as object or str dtype
+        return values
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    number = np.array([isinstance(u, int | float | np.integer | np.floating)
+                       and not isinstance(u, bool | np.bool_) for u in uniques], dtype=bool)
+    ok = np.append(number, True)[codes]  # NULL (-1) is no wrong value
+    if ok.all():
+        return values
+    wrong[column] = wrong.get(column, 0) + int((~ok).sum())
+    return values.where(ok, None)
+
+
+def payload(df: pd.DataFrame, wrong: dict[str, int]) -> np.ndarray | None:
+    """A range's payload as text (the first typed value column holding a number), else
+    None (None for all: no payload column holds a value); values that are no number are
+    counted in ``wrong`` (see ``numbers_only``)."""
     if not set(PAYLOAD_COLUMNS) & set(df.columns):
         return None
     out = np.full(len(df), None, dtype=object)
     for col in PAYLOAD_COLUMNS:
         if col not in df:  # NULL throughout: not read
             continue
-        v = df[col]
+        v = numbers_only(df[col], col, wrong)
         fill = pd.isna(out) & v.notna().to_numpy()
         if fill.any():
             out[fill] = v[fill].astype(object).astype(str).to_numpy()

@@ -20,11 +20,20 @@ import pandas as pd
 
 from traceviz.errors import TraceVizError
 from traceviz.parsers.normalize import BASE_COLUMNS, finish, launch_details
+from traceviz.parsers.nsys.checks import (
+    KERNEL,
+    RUNTIME,
+    UNNAMED_CALL,
+    UNNAMED_KERNEL,
+    check_names,
+    export_notes,
+)
 from traceviz.parsers.nsys.export import export_sqlite
 from traceviz.parsers.nsys.nvtx import (
     PAYLOAD_COLUMNS,
     categorical,
     domains,
+    numbers_only,
     payload,
     range_details,
     range_texts,
@@ -36,13 +45,11 @@ from traceviz.parsers.nsys.tables import (
     open_tables,
     text_values,
 )
-from traceviz.parsers.numbers import INT32, checked_ints, dropped_note
+from traceviz.parsers.numbers import INT32, checked_ints
 from traceviz.parsers.nvtx_text import read_ranges
 from traceviz.table.meta import TraceMeta
 from traceviz.trace import Trace
 
-KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
-RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 NVTX = "NVTX_EVENTS"
@@ -83,6 +90,7 @@ def parse(path: Path, fmt: str) -> Trace:
             raise TraceVizError(f"{path}: no Nsight Systems tables in it (StringIds, "
                                 "CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS)")
         strings = _strings(tables)
+        check_names(tables, strings, path)
         b = _Rows()
         runtime = _runtime(tables, strings, b)
         # the threads that made CUDA calls: what they did outside CUDA is kept
@@ -94,13 +102,8 @@ def parse(path: Path, fmt: str) -> Trace:
                   os_calls(tables, strings, b, launchers), off_cpu(tables, b, launchers),
                   cpu_samples(tables, strings, b, launchers)]
         meta = _meta(tables, path, fmt)
-    notes = dropped_note({"a value out of range (a time or id beyond 64 bits, a device or "
-                          "stream beyond 32)": b.dropped,
-                          "no start or end time (NULL), or an end before the start":
-                          b.no_time}, "rows")
-    if b.unnamed:
-        notes.append(f"{b.unnamed:,} kernels have no name in the export (no string id, or "
-                     f"one not in StringIds): shown as {UNNAMED_KERNEL}.")
+        odd = tables.odd_names
+    notes = export_notes(b, odd)
     if notes:
         meta["notes"] = notes
     frames = [f for f in frames if len(f)]
@@ -121,6 +124,8 @@ class _Rows:
     def __init__(self) -> None:
         self.dropped = 0
         self.unnamed = 0  # kernels without a name in the export
+        self.unnamed_calls = 0  # runtime calls without one
+        self.wrong: dict[str, int] = {}  # NVTX_EVENTS.<column>: values that are no number
         self.no_time = 0  # activities without a start or end, or ending before they start
 
     def ints(self, df: pd.DataFrame, col: str, default: int = -1,
@@ -197,7 +202,6 @@ _LAUNCH_COLS = ["registersPerThread", "staticSharedMemory", "dynamicSharedMemory
                 "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"]
 
 
-UNNAMED_KERNEL = "<unknown kernel>"
 
 
 def _kernels(tables: ExportTables, strings: pd.Series, b: _Rows, path: Path) -> pd.DataFrame:
@@ -295,7 +299,10 @@ def _runtime(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame
     df = tables.read(RUNTIME, ["start", "end", "globalTid", "correlationId", "nameId"])
     if df.empty:
         return df
-    names = lookup_strings(strings, df["nameId"], "<unknown call>")
+    names = lookup_strings(strings, df["nameId"], None)
+    unnamed = pd.isna(names)
+    b.unnamed_calls += int(unnamed.sum())  # said in the notes, not only shown as a name
+    names = np.where(unnamed, UNNAMED_CALL, names)
     n = len(df)
     bad = np.zeros(n, dtype=bool)
     pid, tid, key = _host_ids(b.ints(df, "globalTid", bad=bad))
@@ -341,10 +348,11 @@ def _nvtx(tables: ExportTables, strings: pd.Series, b: _Rows) -> pd.DataFrame:
     p_name[qualified] = d_names[p_dom[qualified] - 1] + ":" + p_name[qualified]
     step_no = step_no[text_code]
     ann = kind[text_code] == "annotation"
-    pay = payload(df)
+    pay = payload(df, b.wrong)
     range_text = range_details(
         startend[ann], d_code[ann], d_names,
-        df["category"].to_numpy(object)[ann] if "category" in df else None,
+        numbers_only(df["category"], "category", b.wrong).to_numpy(object)[ann]
+        if "category" in df else None,
         None if pay is None else pay[ann])
     details = categorical(details, text_code, range_text, ann)
     kind = categorical(kind, text_code)

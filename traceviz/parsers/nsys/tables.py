@@ -21,9 +21,11 @@ from traceviz.parsers.numbers import checked_ints
 
 
 class ExportTables:
-    """Base: ``names`` lists the tables, ``read`` returns a frame of the present columns."""
+    """Base: ``names`` lists the tables, ``read`` returns a frame of the present columns;
+    ``odd_names``: tables left unread, their names not UTF-8 (no nsys table's is)."""
 
     names: set[str]
+    odd_names: list[str] = []
 
     def columns(self, table: str) -> list[str]:
         raise NotImplementedError
@@ -71,12 +73,17 @@ class SqliteTables(ExportTables):
         uri = f"file:{path.resolve()}?mode=ro&immutable=1"
         try:
             self._db = sqlite3.connect(uri, uri=True)
-            rows = self._db.execute("SELECT name FROM sqlite_master WHERE type IN "
-                                    "('table', 'view')").fetchall()
+            # as bytes: a name that is not UTF-8 would fail the whole list
+            rows = self._db.execute("SELECT CAST(name AS BLOB) FROM sqlite_master WHERE "
+                                    "type IN ('table', 'view')").fetchall()
         except sqlite3.DatabaseError as e:
             raise TraceVizError(f"{path}: not a readable SQLite database ({e})") from None
+        except UnicodeDecodeError:  # SQLite's own message quotes the schema's bad bytes
+            raise TraceVizError(f"{path}: not a readable SQLite database (its schema, "
+                                "sqlite_master, names a table in bytes that are not UTF-8 "
+                                "and does not parse)") from None
         self.path = path
-        self.names = {r[0] for r in rows}
+        self.names = _table_names([r[0] for r in rows], self)
 
     def columns(self, table: str) -> list[str]:
         try:
@@ -140,12 +147,26 @@ def _chunk(rows: list[tuple], columns: list[str]) -> pd.DataFrame:
     return df
 
 
+def _table_names(raw: list[bytes | None], tables: ExportTables) -> set[str]:
+    """The tables' names that are UTF-8 text (those traceviz asks for are ASCII); the
+    others, written with U+FFFD, go to ``tables.odd_names``."""
+    names, odd = set(), []
+    for name in raw:
+        try:
+            names.add(bytes(name or b"").decode())
+        except UnicodeDecodeError:
+            odd.append(bytes(name or b"").decode("utf-8", "replace"))
+    tables.odd_names = sorted(odd)
+    return names
+
+
 class ArrowTables(ExportTables):
     """Tables already in memory: the ``--type arrow`` file or a parquetdir/arrowdir folder."""
 
     def __init__(self, tables: dict[str, pa.Table]):
         self._tables = tables
         self.names = set(tables)
+        self.odd_names = sorted(n for n in tables if "\ufffd" in n)  # see _arrow_streams
 
     def columns(self, table: str) -> list[str]:
         return self._tables[table].column_names
@@ -176,7 +197,9 @@ def _arrow_streams(path: Path) -> dict[str, pa.Table]:
                     raise TraceVizError(f"{path}: not an nsys Arrow export ({e})") from None
                 raise TraceVizError(f"{path}: truncated Arrow stream after "
                                     f"{len(tables)} tables ({e})") from None
-            name = (table.schema.metadata or {}).get(b"table_name", b"").decode()
+            # a name that is not UTF-8 keeps U+FFFD in its place: no table read by name
+            name = (table.schema.metadata or {}).get(b"table_name", b"").decode(
+                "utf-8", "replace")
             if not name:
                 raise TraceVizError(f"{path}: Arrow stream without a table_name; "
                                     "not an nsys export")
