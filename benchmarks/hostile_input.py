@@ -14,11 +14,20 @@ status and its error line. The cases:
 - the same after the event, where it counts toward that element's size (refused past
   ``TRACEVIZ_MAX_ELEMENT_MB``, and read in linear time when the limit is raised);
 - an ``.xplane.pb.gz`` of a few MB inflating to 2 GiB (refused before it is inflated).
+
+Names and ranges (``--cases names,ranges``), Kineto traces: three short kernel names (the
+floor every case pays); one kernel name of 40 KB, 250 KB or 1 MB, an identifier inside a
+template signature, and one holding a 160 KB run of spaces (each name is shortened and
+classified: no pattern may backtrack over it); 4,000 ranges nested in each other over
+4,000 kernels launched in the innermost, the same with kernel i launched in range i, and
+1,000 steps of 40 nested ranges over 200,000 kernels (a kernel belongs to every range
+around its launch: no row per kernel per range).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -92,13 +101,14 @@ def main() -> None:
     ap.add_argument("--bomb-gb", type=float, default=1.0)
     ap.add_argument("--xplane-gb", type=float, default=2.0)
     ap.add_argument("--keep", type=Path, help="write the inputs here and keep them")
-    ap.add_argument("--cases", default="bomb,before,after,xplane",
+    ap.add_argument("--cases", default="bomb,before,after,xplane,names,ranges",
                     help="which cases, comma-separated (default: all)")
     args = ap.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="hostile-"))
     folder.mkdir(parents=True, exist_ok=True)
     cases = set(args.cases.split(","))
     try:
+        names_and_ranges(folder, cases)  # names and ranges: their own block below
         bomb = folder / "bomb.json.gz"
         if "bomb" in cases:
             _gzip_write(bomb, [b'{"traceEvents": [', *_spaces(int(args.bomb_gb * (1 << 30))),
@@ -129,6 +139,124 @@ def main() -> None:
             for p in folder.iterdir():
                 p.unlink()
             folder.rmdir()
+
+
+# --- names and ranges (issue 61, item 4): Kineto traces written event by event ---
+
+def _kineto_write(path: Path, events) -> None:
+    """A Kineto trace of ``events`` (dicts), written one event at a time."""
+    with open(path, "w") as f:
+        f.write('{"schemaVersion": 1, "traceEvents": [\n')
+        for i, e in enumerate(events):
+            f.write((",\n" if i else "") + json.dumps(e))
+        f.write("\n]}\n")
+
+
+def _launch(corr: int, ts: float, name: str = "k") -> list[dict]:
+    """A kernel launched at ``ts`` (µs) on thread 1 and run on device 0 right after."""
+    return [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": ts, "dur": 0.2, "args": {"correlation": corr}},
+            {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts + 0.5,
+             "dur": 0.3 + (corr % 7) * 0.1,
+             "args": {"device": 0, "stream": 7, "correlation": corr}}]
+
+
+def _named_kernel(name: str):
+    """A trace of three kernels, the middle one named ``name``."""
+    def make(path: Path) -> None:
+        _kineto_write(path, [e for i, k in enumerate(("gemm_a", name, "gemm_b"))
+                             for e in _launch(i + 1, 10.0 * (i + 1), k)])
+    return make
+
+
+def _nested_ranges(ranges: int, kernels: int, spread: bool = False):
+    """``ranges`` ranges on one thread, each inside the one before, the ``kernels``
+    launched inside the innermost (``spread``: kernel i inside range i and no deeper, so
+    that no two ranges hold the same kernels)."""
+    def make(path: Path) -> None:
+        span = 2.0 * (kernels + ranges) + 10
+        def events():
+            for i in range(ranges):
+                yield {"ph": "X", "cat": "user_annotation", "name": f"range_{i}", "pid": 1,
+                       "tid": 1, "ts": float(i), "dur": span - 2.0 * i}
+            for j in range(kernels):
+                at = j + 0.2 if spread else ranges + 1.0 + j  # before range j + 1 starts
+                yield from _launch(j + 1, at, f"kernel_{j % 4}")
+        _kineto_write(path, events())
+    return make
+
+
+def _stepped_ranges(steps: int, depth: int, per_step: int):
+    """``steps`` steps one after another, each ``depth`` nested ranges (``layer_0`` ...)
+    over ``per_step`` kernels launched in the innermost, named after 20 kernels."""
+    def make(path: Path) -> None:
+        def events():
+            corr = 0
+            width = 2.0 * depth + per_step + 4
+            for s in range(steps):
+                t0 = s * width
+                for d in range(depth):
+                    yield {"ph": "X", "cat": "user_annotation", "name": f"layer_{d}",
+                           "pid": 1, "tid": 1, "ts": t0 + d, "dur": width - 1 - 2.0 * d}
+                for j in range(per_step):
+                    corr += 1
+                    yield from _launch(corr, t0 + depth + 1.0 + j, f"kernel_{corr % 20}")
+        _kineto_write(path, events())
+    return make
+
+
+def names_and_ranges(folder: Path, cases: set[str]) -> None:
+    """Write and run the names and ranges cases chosen in ``cases``; a names case twice:
+    ``--json`` keeps names whole, the tables shorten them."""
+    for label, name, make in _name_and_range_cases():
+        case, label = label.split(":", 1)
+        if case in cases:
+            path = folder / name
+            make(path)
+            report(label, path)
+            if case == "names":
+                _report_tables(label + " (tables)", path)
+            path.unlink()
+
+
+def _report_tables(label: str, path: Path) -> None:
+    """``report`` of ``traceviz analyze FILE`` printing its tables at 120 columns."""
+    code = ("import sys\nfrom traceviz.cli import main\ntry:\n    rc = main(sys.argv[1:])\n"
+            "finally:\n    print('PEAK', open('/proc/self/status').read().split('VmHWM:')[1]"
+            ".split()[0], file=sys.stderr)\nsys.exit(rc)")
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code, "analyze", str(path)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          env={**os.environ, "COLUMNS": "120"}, check=False)
+    wall = time.perf_counter() - started
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    peak = [int(x.split()[1]) for x in lines if x.startswith("PEAK ")] or [0]
+    err = [x for x in lines if not x.startswith("PEAK ")] or [""]
+    print(f"{label:<44} {path.stat().st_size / MB:7.1f} MB file {wall:8.2f} s  "
+          f"peak {peak[-1] >> 10:6,} MB  rc {done.returncode}  {err[-1][:110]}", flush=True)
+
+
+def _name_and_range_cases():
+    """(``case:label``, file name, writer) of the names and ranges cases."""
+    word = "void ns::kernel_{}<float>(int)".format
+    return [
+        ("names:three short kernel names (the floor)", "floor.json",
+         _named_kernel(word("a"))),
+        ("names:a 40 KB kernel name", "name40k.json", _named_kernel(word("a" * 40_000))),
+        ("names:a 250 KB kernel name", "name250k.json", _named_kernel(word("a" * 250_000))),
+        ("names:a 1 MB kernel name", "name1m.json", _named_kernel(word("a" * MB))),
+        ("names:a kernel name with 160 KB of spaces", "spaces.json",
+         _named_kernel("k" + " " * 160_000 + "x<int>")),
+        ("ranges:4,000 nested ranges over 4,000 kernels", "nested.json",
+         _nested_ranges(4_000, 4_000)),
+        ("ranges:the same, kernel i launched in range i", "spread.json",
+         _nested_ranges(4_000, 4_000, spread=True)),
+        ("ranges:200,000 kernels under 40 nested ranges a step", "steps.json",
+         _stepped_ranges(1_000, 40, 200)),
+    ]
+
+
+# --- end of names and ranges ---
 
 
 def _sizes(total: int, block: int):

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.algos.categorical import each, per_distinct
+from traceviz.algos.patterns import in_line, in_word
 from traceviz.analyses.summary.comm import comm_rows
 from traceviz.table.classify import collective_kind
 from traceviz.table.schema import is_in
@@ -57,9 +58,12 @@ from traceviz.units import plural
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
 
+# "A\w*B" and "A.*B" as patterns.in_word/in_line pieces: plain, they cost quadratic time
+# on a name holding A many times
 BACKWARD_OP = re.compile(
     r"^autograd::engine::evaluate_function|Backward\d*$|^aten::\w*_backward|"
-    r"Grad(V\d+)?$|BackpropFilter\w*$|gradient_tape/|(^|/)gradients/|transpose\(jvp|"
+    r"Grad(V\d+)?$|" + in_word("BackpropFilter", "*", "$")
+    + r"|gradient_tape/|(^|/)gradients/|transpose\(jvp|"
     r"(?i:^#*\s*backward\s*#*$)")
 BACKWARD_KERNEL = re.compile(r"(?-i:wgrad|Wgrad)|_bwd|bwd_|backward", re.IGNORECASE)
 OPTIMIZER_OP = re.compile(
@@ -67,9 +71,10 @@ OPTIMIZER_OP = re.compile(
     r"(Adam|GradientDescent|Momentum|KerasMomentum|RMSProp|CenteredRMSProp|Adagrad\w*|"
     r"Ftrl\w*|Adadelta|AdaMax|ProximalAdagrad|PowerSign|AddSign)\b")
 OPTIMIZER_KERNEL = re.compile(
-    r"Apply(Adam|GradientDescent|Momentum|KerasMomentum|RMSProp|Adagrad|Ftrl|Adadelta|"
-    r"AdaMax)\w*Kernel|multi_tensor_apply_kernel.*(Adam|SGD|Sgd|Lamb|LAMB|Adagrad|Novograd)"
-    r"|fused_?adamw?\b|FusedAdam|_fused_sgd|adam_(update|step)_?kernel")
+    in_word("Apply(Adam|GradientDescent|Momentum|KerasMomentum|RMSProp|Adagrad|Ftrl|Adadelta|"
+            "AdaMax)", "*", "Kernel") + "|"
+    + in_line("multi_tensor_apply_kernel", "Adam|SGD|Sgd|Lamb|LAMB|Adagrad|Novograd")
+    + r"|fused_?adamw?\b|FusedAdam|_fused_sgd|adam_(update|step)_?kernel")
 # who runs the collectives: the wrappers' own ranges and ops
 NAMES = {
     "ddp": re.compile(r"DistributedDataParallel|\bReducer\b|reducer::|^DDP"),

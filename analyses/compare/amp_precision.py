@@ -7,6 +7,7 @@ calls.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,8 +53,14 @@ class PrecisionMismatch:
                 f"{unit})")
 
 
+# " types:\[(.*?)\]" tried from the first " types:[" of each line only (a lookahead that
+# captures, then its capture: atomic): from every one of many on a line, ".*?" ran to the
+# line's end each time (quadratic). A line's first one finds a "]" if any later one does.
+_TYPES = re.compile(r"(?<![^\n])(?=(?P<to>[^\n]*? types:\[))(?P=to)(?P<types>[^\n]*?)\]")
+
+
 def _types(details: pd.Series) -> pd.Series:
-    return details.astype(str).str.extract(r" types:\[(.*?)\]", expand=False).fillna("")
+    return details.astype(str).str.extract(_TYPES, expand=True)["types"].fillna("")
 
 
 def precision_mismatch(trace: Trace) -> PrecisionMismatch | None:

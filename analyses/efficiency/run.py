@@ -16,10 +16,12 @@ import numpy as np
 import pandas as pd
 
 from traceviz.algos.categorical import categorical_of, per_distinct
+from traceviz.algos.patterns import in_word
 from traceviz.opcost.matrix import CONV_ARGS, CONV_BACKWARD_PARTS
 from traceviz.opcost.peaks import Peak, derived
 from traceviz.runners.benchdefs import workload_flops
 from traceviz.table.classify import TENSOR_CORE_HALF, TF32_KERNEL
+from traceviz.table.names import bounded
 
 if TYPE_CHECKING:
     from traceviz.analyses.efficiency.ops import Efficiency
@@ -28,7 +30,9 @@ if TYPE_CHECKING:
 # FP32 GEMM kernels on the FMA units: cuBLAS "ffma" xmma tiles and "sgemm" kernels, CUTLASS
 # simt sgemm; not TF32 or half tensor-core tiles (checked apart)
 FP32_FMA_GEMM = re.compile(r"ffma|(^|[_\s:])sgemm|simt_sgemm|gemm_f32f32_f32f32", re.IGNORECASE)
-_BF16 = re.compile(r"bf16|bfloat16|(^|_)b\d{3,5}|Cijk_\w+?_BB", re.IGNORECASE)
+# Tensile's "Cijk_\w+?_BB" from the first Cijk_ of a word (linear time: patterns.in_word)
+_BF16 = re.compile(r"bf16|bfloat16|(^|_)b\d{3,5}|" + in_word("Cijk_", "+?", "_BB"),
+                   re.IGNORECASE)
 _FP8 = re.compile(r"e4m3|e5m2|fp8", re.IGNORECASE)
 MATRIX = ("gemm", "rnn", "attention")
 # the ops whose FLOPs are a direct-convolution count
@@ -43,7 +47,7 @@ def _precision_of_names(names: pd.Index) -> np.ndarray:
     """Per kernel name, the precision it says (TF32 first: a TF32 tile's name holds f32
     too), or "unknown" where it says none (XLA's ``gemm_fusion_dot`` and Triton kernels)."""
     out = []
-    for n in names.astype(str):
+    for n in map(bounded, names.astype(str)):  # a name's two ends past LONGEST_NAME
         if TF32_KERNEL.search(n):
             out.append("tf32")
         elif _FP8.search(n):

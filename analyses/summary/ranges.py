@@ -20,12 +20,8 @@ import pandas as pd
 from traceviz.algos.intervals import covered_until, union_blocks
 from traceviz.analyses.stats import plain_row
 from traceviz.analyses.summary.protocol import Inputs, Section
-from traceviz.analyses.summary.range_gpu import (
-    device_pairs,
-    kernels_per_range,
-    projection,
-    range_rows,
-)
+from traceviz.analyses.summary.range_gpu import device_work, projection, range_rows
+from traceviz.analyses.summary.range_kernels import kernels_per_range
 
 if TYPE_CHECKING:  # types only
     from traceviz.analyses.summary.figures import Summary
@@ -162,11 +158,11 @@ class RangeFigures:
 
     def __init__(self, trace: Trace):
         self.rows = range_rows(trace)
-        pairs = device_pairs(trace, self.rows)
-        self.table = range_table(self.rows, projection(self.rows, pairs))
-        self.kernels = kernels_per_range(self.rows, pairs)
+        work = device_work(trace, self.rows)
+        self.table = range_table(self.rows, projection(self.rows, work))
+        self.kernels = kernels_per_range(self.rows, work)
         self.timeline = timeline(self.rows)
-        self.has_device_work = not pairs.empty
+        self.has_device_work = not work.empty
 
     def __len__(self) -> int:
         return len(self.table)

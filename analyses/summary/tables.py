@@ -101,11 +101,11 @@ def range_tables(trace: Trace) -> dict[str, pd.DataFrame]:
     """``ranges``: the Ranges section's table (per name and style); ``range_instances``:
     every range with its thread, nesting (``parent`` a row of this table, -1) and the
     device work launched inside it (``proj_start_ns``/``proj_ns`` -1 where none)."""
-    from traceviz.analyses.summary.range_gpu import device_pairs, projection, range_rows
+    from traceviz.analyses.summary.range_gpu import device_work, projection, range_rows
     from traceviz.analyses.summary.ranges import range_table
 
     rows = range_rows(trace)
-    proj = projection(rows, device_pairs(trace, rows))
+    proj = projection(rows, device_work(trace, rows))
     inst = rows.copy()
     for col in ("proj_start_ns", "proj_ns", "gpu_ops", "kernels", "kernel_ns"):
         fill = -1 if col.startswith("proj") else 0

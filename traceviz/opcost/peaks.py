@@ -238,11 +238,16 @@ def _positive(x: object) -> float | None:
     return float(x) if ok and isinstance(x, (int, float)) else None
 
 
+# the characters of a device name matched against the table: real ones hold a few dozen,
+# and patterns such as "a100.*(80gb|80 gb).*pcie" cost cubic time over a long hostile one
+DEVICE_NAME_READ = 256
+
+
 def find(device_name: str | None) -> Peak | None:
     """The table's row for a device name as a trace spells it, or None."""
     if not device_name:
         return None
-    text = device_name.lower()
+    text = device_name[:DEVICE_NAME_READ].lower()
     for p in PEAKS:
         if re.search(p.pattern, text):
             return p
@@ -312,7 +317,7 @@ _LINKS: list[tuple[str, float, str]] = [
 
 def link_peak(device_name: str | None) -> tuple[float, str] | None:
     """(GB/s one direction, source) of the device's NVLink, or None where unknown."""
-    text = (device_name or "").lower()
+    text = (device_name or "")[:DEVICE_NAME_READ].lower()
     for pattern, gbs, source in _LINKS:
         if re.search(pattern, text):
             return gbs, source

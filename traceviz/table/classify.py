@@ -12,10 +12,14 @@ import numpy as np
 import pandas as pd
 
 from traceviz.algos.categorical import as_list
+from traceviz.algos.patterns import in_line, in_word
+from traceviz.table.names import bounded
 from traceviz.table.schema import CATEGORIES
 
 # Order matters: the first matching category wins. Attention comes first: a fused
 # attention kernel holds gemms, softmax and dropout ("fmha_fwd...Dropout"), and is one thing.
+# "A\w*B" and "A.*B" are written with in_word/in_line (traceviz.algos.patterns): as
+# written plainly they cost quadratic time on a name holding A many times.
 _CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (cat, re.compile(rx, re.IGNORECASE))
     for cat, rx in (
@@ -23,7 +27,8 @@ _CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
          r"flash_?(fwd|bwd|attn|decoding|fprop|bprop)|fmha|mha_(fwd|bwd)|attn_(fwd|bwd)|"
          r"_attention(_|\b)|attention_?(kernel|fwd|bwd)|unified_attention|paged_attention|"
          r"sage_(fwd|bwd)|efficient_attention|fused_attn(?!_rocm::populate)|cudnn_?mha|_sdpa_|"
-         r"scaled_dot_product|BatchPrefill\w*Kernel|BatchDecode\w*Kernel|"
+         r"scaled_dot_product|" + in_word("BatchPrefill", "*", "Kernel") + "|"
+         + in_word("BatchDecode", "*", "Kernel") + "|"
          r"^aten::(_?scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*)$"),
         ("communication",
          r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|c10d::|gloo|"
@@ -74,12 +79,15 @@ _CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 
 # Names whose text would mislead the patterns: fbgemm's embedding kernels are no gemms,
 # an AMD code object's ".kd" suffix and XLA's ".12" instruction numbers are no part of
-# the name.
-_NOISE = re.compile(r"fbgemm\w*|\s*\[clone \.kd\]|\.kd$|(?<=\w)\.\d+$")
+# the name. "[clone .kd]" goes with the white space before it, matched from the start of
+# that run only: tried from every space of a long run, "\s*" ran to its end each time.
+_NOISE = re.compile(r"fbgemm\w*|(?<!\s)\s*\[clone \.kd\]|\.kd$|(?<=\w)\.\d+$")
 
 
 def _text(name: str) -> str:
-    return _NOISE.sub("", name)
+    """The text the patterns read: ``name`` without its noise, and where it is longer than
+    any real name, its two ends (``bounded``: the patterns cost time per character)."""
+    return _NOISE.sub("", bounded(name))
 
 
 # Eigen (TensorFlow's GPU kernels) converts a stored tensor when the whole expression a
@@ -88,7 +96,9 @@ def _text(name: str) -> str:
 # inline) is that expression's work, and one of a computed result (ArgMax's index to
 # int64) is the reduction's: neither is a cast.
 _EIGEN_CAST = (r"TensorAssignOp<(Eigen::)?TensorMap<[^<>]*<[^<>]*>[^<>]*>,\s*(const\s+)?"
-               r"(Eigen::)?TensorConversionOp<[^<>,]*(<[^<>]*>)?[^<>,]*,\s*(const\s+)?"
+               # "[^<>,]*(<...>[^<>,]*)?,": one way to split the text before the
+               # comma (two runs of [^<>,]* side by side split it every way, quadratic)
+               r"(Eigen::)?TensorConversionOp<[^<>,]*(?:<[^<>]*>[^<>,]*)?,\s*(const\s+)?"
                r"(Eigen::)?TensorMap<")
 
 # Kernel names that show a dtype conversion (PyTorch's dynamic-cast and dedicated
@@ -96,7 +106,11 @@ _EIGEN_CAST = (r"TensorAssignOp<(Eigen::)?TensorMap<[^<>]*<[^<>]*>[^<>]*>,\s*(co
 # convert fusions, Inductor kernels fused around _to_copy, TensorRT reformats,
 # Transformer Engine and other cast/quantize kernels).
 CAST_KERNEL = re.compile(
-    r"copy_kernel\w*\W.*WithCast|" + _EIGEN_CAST + r"|(b?float16|float8|fp8|half)_copy_kernel|"
+    # copy_kernel<...>(...) [with ... WithCast ...]: the non-word character after its word
+    # ends the line (then "WithCast" is on the next) or does not
+    in_line(in_word("copy_kernel", "*", r"[^\w\n]"), "WithCast") + "|"
+    + in_word("copy_kernel", "*", r"\n") + r"[^\n]*WithCast|"
+    + _EIGEN_CAST + r"|(b?float16|float8|fp8|half)_copy_kernel|"
     r"\bcast(_|Kernel|Functor)|_cast_kernel|cast_(to|back|transpose)|per_token_cast|"
     r"_to_h?(float|half|bf16|bfloat16|fp8|fp16|fp32)|(float|half|bf16|fp8|fp16|fp32)_to_h?(float|"
     r"half|bf16|bfloat16|fp8|fp16|fp32)|quantize|_quant_kernel|fp8_quant|"
@@ -104,7 +118,7 @@ CAST_KERNEL = re.compile(
     # Inductor kernels of a _to_copy alone (with views at most): one fused into real work
     # is that work
     r"^triton_[a-z]+_fused__to_copy(_(view|clone|_unsafe_view|permute|transpose|t))*_\d+$|"
-    r"genericReformat|reformat\w*kernel|SubTensorOpWithCast|"
+    r"genericReformat|" + in_word("reformat", "*", "kernel") + r"|SubTensorOpWithCast|"
     r"transformer_engine::\w*(cast|quantize)",
     re.IGNORECASE,
 )
@@ -127,8 +141,9 @@ TF32_KERNEL = re.compile(r"tf32|tensorop_s1688gemm|tensorop_s16816gemm", re.IGNO
 
 def tensor_core_flags(names: pd.Index) -> np.ndarray:
     """Matrix kernels on tensor cores: half, bf16 or fp8 paths, and TF32."""
-    return np.array([bool(TENSOR_CORE_HALF.search(str(n)) or TF32_KERNEL.search(str(n)))
-                     for n in names], dtype=bool)
+    text = [bounded(str(n)) for n in names]
+    return np.array([bool(TENSOR_CORE_HALF.search(t) or TF32_KERNEL.search(t)) for t in text],
+                    dtype=bool)
 
 
 # Framework ops that change a tensor's dtype. aten::to only dispatches to _to_copy
@@ -249,6 +264,11 @@ MATRIX_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::ma
               "aten::linear", "aten::_cudnn_rnn", "aten::lstm", "aten::_thnn_fused_lstm_cell")
 
 
+def _ep(step: str) -> str:
+    r"""``::ep::.*step|deep_ep\w*::.*step`` as in_line/in_word pieces (linear time)."""
+    return in_line("::ep::", step) + "|" + in_line(in_word("deep_ep", "*", "::"), step)
+
+
 # The collective a communication name performs, first match wins: an all-reduce before
 # a bare reduce, a reduce-scatter before a scatter. DeepEP's expert-parallel kernels
 # (dispatch, combine, their notify and layout steps) are all-to-all exchanges of their
@@ -260,14 +280,15 @@ COLLECTIVE_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("reduce_scatter", r"reduce_?scatter|reduce-scatter"),
         ("all_gather", r"all_?gather|all-gather"),
         ("all_to_all", r"all_?to_?all|all-to-all"),
-        ("notify", r"::ep::.*notify|deep_ep\w*::.*notify"),
-        ("dispatch", r"::ep::.*dispatch|deep_ep\w*::.*dispatch|\bdispatch"),
-        ("combine", r"::ep::.*combine|deep_ep\w*::.*combine|\bcombine"),
+        ("notify", _ep("notify")),
+        ("dispatch", _ep("dispatch") + r"|\bdispatch"),
+        ("combine", _ep("combine") + r"|\bcombine"),
         ("permute", r"collective-permute|collective_permute"),
         ("send_recv", r"send_?recv|\bsend\b|\brecv\b|(^|[:_])(send|recv)(_|-|\b)|"
-                      r"nccl\w*(Send|Recv)"),
+                      + in_word("nccl", "*", "Send|Recv")),
         ("broadcast", r"broadcast"),
-        ("reduce", r"nccl\w*_Reduce_|c10d::reduce_|^nccl:reduce$|\breduce\b"),
+        ("reduce", in_word("nccl", "*", "_Reduce_")
+         + r"|c10d::reduce_|^nccl:reduce$|\breduce\b"),
         ("barrier", r"barrier"),
     )
 )

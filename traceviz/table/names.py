@@ -16,15 +16,35 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-_NAMESPACE = re.compile(r"(?:\(anonymous namespace\)|[A-Za-z_]\w*)::")
+# A qualifier ``ns::``: an identifier from its first ASCII letter or underscore, as the
+# plain ``[A-Za-z_]\w*::`` would find it, but tried only where a word starts (group 1
+# keeps the digits or other letters before that first letter). Tried inside words, the
+# plain pattern runs to each word's end from every one of its characters: a 40 KB
+# identifier took seconds.
+_NAMESPACE = re.compile(r"\(anonymous namespace\)::|(?<!\w)([^\W_A-Za-z]*)[A-Za-z_]\w*::")
 _LAMBDA = re.compile(r"::\{lambda[^{}]*\}|::operator\(\)\(\)( const)?|\{lambda[^{}]*\}")
 _MANGLED = re.compile(r"_Z[A-Za-z0-9_]")
+
+# The characters of a name that are read: three times the longest real kernel name seen
+# (a CUTLASS convolution of 10,655). Shortening and classifying cost time per character
+# (the category patterns together about 15 µs a character): a 1 MB name took seconds.
+LONGEST_NAME = 1 << 15
+
+
+def bounded(name: str) -> str:
+    """``name`` as the name functions read it: whole up to ``LONGEST_NAME`` characters, a
+    longer one by its first and last halves around ``…`` (where its function name and its
+    suffixes are)."""
+    if len(name) <= LONGEST_NAME:
+        return name
+    half = LONGEST_NAME // 2
+    return name[:half] + "…" + name[-half:]
 
 
 def demangle(name: str) -> str:
     """The C++ signature of an Itanium-mangled symbol (``_Z...``); anything else, or a
-    symbol the demangler cannot read, as it is."""
-    if not _MANGLED.match(name):
+    symbol the demangler cannot read or one longer than any real one, as it is."""
+    if not _MANGLED.match(name) or len(name) > LONGEST_NAME:
         return name
     try:
         from cpp_demangle import demangle as _demangle
@@ -76,7 +96,7 @@ def _simplified(name: str, depth: int, namespaces: bool = False) -> str:
     templates to ``depth``."""
     s = _LAMBDA.sub("", _function_part(name[5:] if name.startswith("void ") else name))
     if not namespaces:
-        s = _NAMESPACE.sub("", s)
+        s = _NAMESPACE.sub(r"\1", s)
     out = []
     angle = paren = 0
     for ch in s:
@@ -140,7 +160,7 @@ def short_name(name: str, width: int = 60) -> str:
     if "<" not in name and "(" not in name:  # a plain name (aten::mm, volta_sgemm_128x64_nn)
         return middle_cut(name, width)
     # "(3 others)", "(no phase)": a label, not a signature
-    return _cut(_simplified(demangle(name), 2) or name, width)
+    return _cut(_simplified(demangle(bounded(name)), 2) or name, width)
 
 
 # The forms a name is told apart by, each more detailed than the one before: where two
@@ -183,8 +203,8 @@ def distinct_names(names: Sequence[str] | pd.Series | pd.Categorical, width: int
         if not clashes:
             break
         for rows in clashes:
-            named = [(uniq[i], demangled.setdefault(i, demangle(uniq[i])), stems[i])
-                     for i in rows]
+            named = [(bounded(uniq[i]), demangled.setdefault(i, demangle(bounded(uniq[i]))),
+                      stems[i]) for i in rows]
             _refine(rows, named, shown, width, 0)
     shown = _numbered(uniq, shown, width)
     return [shown[c] for c in codes]

@@ -16,13 +16,15 @@ import numpy as np
 import pandas as pd
 
 from traceviz.algos.categorical import each, per_distinct
+from traceviz.algos.patterns import in_line
 
 # (framework, pattern): the framework names the remedies (advice/actions.py)
 INPUT_RANGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # torch.utils.data: the iterator's __next__, recorded by the profiler around every
     # batch ("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
-    # "_MultiProcessingDataLoaderIter" with workers)
-    ("torch", re.compile(r"DataLoader.*__next__")),
+    # "_MultiProcessingDataLoaderIter" with workers); "DataLoader.*__next__" from the
+    # first DataLoader of a line (plain, quadratic time on a name holding it many times)
+    ("torch", re.compile(in_line("DataLoader", "__next__"))),
     # tf.data: the op that takes the next element, and the iterator's root call made
     # inside it (deeper "Iterator::Model::Map..." ranges run on tf.data's threads)
     ("tf", re.compile(r"^(IteratorGetNext(Sync|AsOptional)?(Op::DoCompute)?|"
