@@ -66,3 +66,26 @@ def xspace_limit() -> int:
     (``TRACEVIZ_MAX_XSPACE_MB`` sets another)."""
     stated = _number("TRACEVIZ_MAX_XSPACE_MB", 0)
     return int(stated * MB) if stated else memory_bytes() // 8
+
+
+def sqlite_seconds(size: int) -> float:
+    """The longest that reading the tables of an nsys SQLite export of ``size`` bytes may
+    take (``TRACEVIZ_MAX_SQLITE_SECONDS``; by default 60 s plus 1 s per MB, five times
+    what a busy machine takes; 0: no limit)."""
+    stated = _number("TRACEVIZ_MAX_SQLITE_SECONDS", -1)
+    if stated < 0:
+        return 60 + size / MB
+    return float("inf") if stated == 0 else stated
+
+
+SQLITE_RATIO = 2
+SQLITE_VALUES_FLOOR = 1 << 20
+
+
+def sqlite_values(size: int) -> float:
+    """The most values one query of an nsys SQLite export of ``size`` bytes may read, and
+    the most bytes one value may hold (``TRACEVIZ_MAX_SQLITE_RATIO`` per byte of the file,
+    at least a million; 0: no limit): every value a table stores takes at least a byte of
+    the file, so only a view can read more."""
+    ratio = _number("TRACEVIZ_MAX_SQLITE_RATIO", SQLITE_RATIO)
+    return float("inf") if ratio == 0 else max(SQLITE_VALUES_FLOOR, ratio * size)

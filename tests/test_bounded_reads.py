@@ -1,0 +1,130 @@
+"""Reading costs what the file holds: an nsys export whose tables are views that never
+end is stopped by its limits or by a signal, an XSpace is read into memory linear in its
+size, and a traceviz Parquet is refused from its metadata before it is read (the limits
+in ``traceviz/files/limits.py``, ``docs/failures.md``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SHARED_TRACES, shared
+
+TRACEVIZ = [sys.executable, "-m", "traceviz"]
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+# rows for ever, or (filtered) no row ever: one SQLite call that never returns
+ENDLESS = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT {} FROM r"
+STUCK = ENDLESS + " WHERE n < 0"
+
+
+def _export_with_view(tmp_path: Path, table: str, body: str,
+                      values: dict[str, str] | None = None) -> Path:
+    """A real nsys export whose ``table`` is replaced by a view over ``body``: every
+    column the table had, each the view's counter ``n`` unless ``values`` says."""
+    path = tmp_path / "v.sqlite"
+    shutil.copy(shared(SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite"), path)
+    path.chmod(0o644)
+    db = sqlite3.connect(path)
+    cols = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+    db.execute(f"DROP TABLE {table}")
+    select = ", ".join(f"{(values or {}).get(c, 'n')} AS {c}" for c in cols)
+    db.execute(f"CREATE VIEW {table} AS " + body.format(select))
+    db.commit()
+    db.close()
+    return path
+
+
+def _analyze(path: Path, env: dict[str, str] | None = None, timeout: float = 60
+             ) -> tuple[int, str, float]:
+    started = time.monotonic()
+    done = subprocess.run([*TRACEVIZ, "analyze", str(path), "--json"], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return done.returncode, done.stderr, time.monotonic() - started
+
+
+def test_nsys_view_of_endless_rows_is_refused_by_its_size(tmp_path):
+    path = _export_with_view(tmp_path, KERNEL, ENDLESS)
+    rc, err, _ = _analyze(path)
+    assert rc == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert str(path) in lines[0] and f"table {KERNEL} reads as more than" in lines[0]
+    assert "TRACEVIZ_MAX_SQLITE_RATIO=N" in lines[0]
+
+
+def test_nsys_view_that_never_returns_a_row_ends_at_the_time_limit(tmp_path):
+    path = _export_with_view(tmp_path, "StringIds", STUCK)
+    rc, err, seconds = _analyze(path, {"TRACEVIZ_MAX_SQLITE_SECONDS": "1"})
+    assert rc == 2, err
+    assert err.strip().count("\n") == 0, err
+    assert str(path) in err and "reading table StringIds took past 1 s" in err
+    assert "TRACEVIZ_MAX_SQLITE_SECONDS=N" in err
+    assert seconds < 30  # start-up and the 1 s, on a busy machine
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit: Python 3.11")
+def test_nsys_value_larger_than_the_file_is_refused(tmp_path):
+    path = _export_with_view(tmp_path, "StringIds",
+                             "SELECT 1 AS id, zeroblob(50000000) AS value")
+    rc, err, _ = _analyze(path)
+    assert rc == 2 and "table StringIds reads as a value of more than" in err, err
+    assert "TRACEVIZ_MAX_SQLITE_RATIO=N" in err
+
+
+def test_nsys_limits_can_be_raised_for_a_view_that_ends(tmp_path):
+    """A view of 70,000 kernels reads more values (18 each) than the file has bytes:
+    refused, then read once the limit is lifted."""
+    kernels = {"start": "n * 1000", "end": "n * 1000 + 500", "deviceId": "0",
+               "streamId": "7", "globalPid": "0", "correlationId": "n"}
+    path = _export_with_view(tmp_path, KERNEL, ENDLESS.replace(
+        "FROM r)", "FROM r WHERE n < 70000)"), {"demangledName": "1", **kernels})
+    assert _analyze(path)[0] == 2
+    rc, err, _ = _analyze(path, {"TRACEVIZ_MAX_SQLITE_RATIO": "0"})
+    assert rc == 0, err
+    rc, err, _ = _analyze(path, {"TRACEVIZ_MAX_SQLITE_RATIO": "lots"})
+    assert rc == 2 and "TRACEVIZ_MAX_SQLITE_RATIO='lots': not a number" in err
+
+
+def _reading(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has ``path`` open (it is reading the export)."""
+    try:
+        return any(os.readlink(f) == str(path) for f in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc (Linux)")
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGINT, 130, "interrupted"),
+                                             (signal.SIGTERM, 143, "terminated")])
+def test_signal_ends_a_read_stuck_in_sqlite(tmp_path, sig, code, word):
+    """Stuck inside one SQLite call, a signal still ends the run at once."""
+    path = _export_with_view(tmp_path, KERNEL, STUCK).resolve()
+    # SIGINT as a terminal leaves it: a test runner's worker may ignore it
+    proc = subprocess.Popen([*TRACEVIZ, "analyze", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        while not _reading(proc.pid, path) and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(1.0)  # into the kernel table's read, where it stays
+        assert proc.poll() is None, proc.communicate()
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    assert err.strip() == f"traceviz: {word}", err
+    assert took < 2.0, took
