@@ -5,6 +5,7 @@ in ``traceviz/files/limits.py``, ``docs/failures.md``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -128,3 +129,75 @@ def test_signal_ends_a_read_stuck_in_sqlite(tmp_path, sig, code, word):
     assert proc.returncode == code, err
     assert err.strip() == f"traceviz: {word}", err
     assert took < 2.0, took
+
+
+# --- XSpace ---------------------------------------------------------------------------
+
+def _xspace(name: str, kernels: int) -> bytes:
+    """A real XSpace: one GPU stream whose ``kernels`` events all name one metadata entry
+    (``name``), and the host thread that launched them, one launch call each."""
+    from traceviz.parsers.xspace_proto import xspace_class
+
+    space = xspace_class()()
+    host = space.planes.add(id=1, name="/host:CPU")
+    host.stat_metadata[1].id, host.stat_metadata[1].name = 1, "correlation_id"
+    host.event_metadata[1].id, host.event_metadata[1].name = 1, "cuLaunchKernel"
+    launches = host.lines.add(id=7, name="python", timestamp_ns=1000)
+    gpu = space.planes.add(id=2, name="/device:GPU:0")
+    gpu.stat_metadata[1].id, gpu.stat_metadata[1].name = 1, "correlation_id"
+    gpu.event_metadata[1].id, gpu.event_metadata[1].name = 1, name
+    stream = gpu.lines.add(id=7, name="Stream #7(Compute)", timestamp_ns=1000)
+    for i in range(kernels):
+        call = launches.events.add(metadata_id=1, offset_ps=i * 20_000, duration_ps=4_000)
+        call.stats.add(metadata_id=1, uint64_value=i + 1)
+        kernel = stream.events.add(metadata_id=1, offset_ps=i * 20_000 + 6_000,
+                                   duration_ps=10_000)
+        kernel.stats.add(metadata_id=1, uint64_value=i + 1)
+    return space.SerializeToString()
+
+
+def test_small_xspace_reads_under_a_small_address_space(tmp_path):
+    """A read reserves the file's size, not the limit: with the limit of a 128 GB machine
+    (an eighth: 16 GB) a 284-byte XSpace is read under ``ulimit -v`` 4.5 GB."""
+    import resource
+
+    path = tmp_path / "small.xplane.pb"
+    path.write_bytes(_xspace("volta_sgemm_128x64_nn", 6))
+    assert path.stat().st_size < 400
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (int(4.5 * (1 << 30)),) * 2)
+
+    done = subprocess.run([*TRACEVIZ, "analyze", str(path), "--json"], capture_output=True,
+                          text=True, timeout=120, preexec_fn=limit,
+                          env={**os.environ, "TRACEVIZ_MAX_XSPACE_MB": "16384"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["busy_ns"] == 6 * 10  # six kernels of 10 ns
+
+
+_PEAK = ("import sys, traceviz\n"
+         "trace = traceviz.load(sys.argv[1])\n"
+         "assert len(trace.events) > 0\n"
+         "print(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])")
+
+
+def _peak_kb(path: Path) -> int:
+    """Peak resident memory (kB) of a fresh process that reads ``path``."""
+    done = subprocess.run([sys.executable, "-c", _PEAK, str(path)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.split()[-1])
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc (Linux)")
+def test_xspace_name_shared_by_many_events_is_held_once(tmp_path):
+    """400 kernels name one 1 MB metadata entry: the read holds that name a few times
+    over, never once per event (a copy per event took 100 times the file)."""
+    shared_name = tmp_path / "shared.xplane.pb"
+    shared_name.write_bytes(_xspace("k" * (1 << 20), 400))
+    short = tmp_path / "short.xplane.pb"
+    short.write_bytes(_xspace("k", 400))
+    size_kb = shared_name.stat().st_size >> 10
+    grown = _peak_kb(shared_name) - _peak_kb(short)
+    assert grown < 10 * size_kb, (grown, size_kb)
+    print(f"read of a {size_kb:,} kB file grew the peak by {grown:,} kB")
