@@ -201,3 +201,43 @@ def test_xspace_name_shared_by_many_events_is_held_once(tmp_path):
     grown = _peak_kb(shared_name) - _peak_kb(short)
     assert grown < 10 * size_kb, (grown, size_kb)
     print(f"read of a {size_kb:,} kB file grew the peak by {grown:,} kB")
+
+
+# --- traceviz Parquet -----------------------------------------------------------------
+
+def _parquet_of_one_row(tmp_path: Path, rows: int) -> Path:
+    """A traceviz Parquet holding one real kernel row ``rows`` times: identical rows
+    compress to almost nothing (40 M of them: 2.7 MB)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import traceviz
+
+    src = tmp_path / "one.json"
+    src.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "pid": 0, "tid": 7,
+         "args": {"device": 0, "stream": 7}}]}))
+    one = traceviz.load(src).save(tmp_path / "one.parquet")
+    table = pq.read_table(one)
+    block = table.take(pa.array([0] * (1 << 20)))
+    path = tmp_path / "many.parquet"
+    with pq.ParquetWriter(path, table.schema, compression="zstd") as writer:
+        for start in range(0, rows, len(block)):
+            writer.write_table(block.slice(0, min(len(block), rows - start)))
+    return path
+
+
+def test_parquet_of_too_many_rows_for_its_size_is_refused_from_its_footer(tmp_path):
+    path = _parquet_of_one_row(tmp_path, 3_000_000)  # about 290 MB once read
+    assert path.stat().st_size < (1 << 20)
+    rc, err, _ = _analyze(path)
+    assert rc == 2, err
+    assert err.strip().count("\n") == 0, err
+    assert f"{path}: 3,000,000 rows in 0." in err and "more than the limit of 256 MB" in err
+    assert "TRACEVIZ_MAX_PARQUET_RATIO=N" in err
+    # raised, it reads
+    load = "import sys, traceviz; print(len(traceviz.load(sys.argv[1]).events))"
+    done = subprocess.run([sys.executable, "-c", load, str(path)], capture_output=True,
+                          text=True, timeout=300,
+                          env={**os.environ, "TRACEVIZ_MAX_PARQUET_RATIO": "0"})
+    assert done.returncode == 0 and done.stdout.split() == ["3000000"], done.stderr
