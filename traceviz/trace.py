@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from traceviz.algos.categorical import per_distinct
 from traceviz.errors import TraceVizError
 from traceviz.files.fileio import atomic_output, check_readable
+from traceviz.files.limits import check_parquet_size
 from traceviz.files.runfolder import check_trace_meta
 from traceviz.table import schema
 from traceviz.table.launch_apis import launch_kind
@@ -302,6 +303,7 @@ class Trace:
         path = Path(path)
         check_readable(path)
         try:
+            check_parquet_size(path)  # from the footer: 2.7 MB of rows can hold 4 GB
             if rows is not None and not _has_device_rows(path):
                 rows = None
             table = pq.read_table(path, filters=rows)

@@ -88,3 +88,19 @@ def groups(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
     uniq, first = np.unique(values[order], return_index=True)
     bounds = np.append(first, len(order))
     return [(int(v), order[bounds[i]:bounds[i + 1]]) for i, v in enumerate(uniq.tolist())]
+
+
+def text_categorical(values: np.ndarray | list, keep_objects: bool = False) -> pd.Categorical:
+    """Texts as a Categorical, categories sorted: factorized as Python objects, so a text
+    that many rows share is one string (pandas 3 makes ``pd.Categorical`` of an object
+    array, and a frame's object column, an Arrow string per row: 100 rows sharing a 50 MB
+    name were 5 GB). The categories take pandas' text dtype (a copy of each distinct text
+    only), or stay the objects themselves with ``keep_objects`` (then ``np.asarray(...,
+    object)`` of the result copies no text either)."""
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+    order = np.argsort(uniques, kind="stable")
+    rank = np.empty(len(order) + 1, dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    rank[-1] = -1  # code -1 (a missing value) stays missing
+    categories = pd.Index(uniques[order], dtype=object if keep_objects else None)
+    return pd.Categorical.from_codes(rank[codes], categories=categories, validate=False)

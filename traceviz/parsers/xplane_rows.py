@@ -9,13 +9,14 @@ docstring of ``xplane.py`` says which event becomes which row and why.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from traceviz.algos.categorical import each, per_distinct
+from traceviz.algos.categorical import as_list, each, per_distinct, text_categorical
 from traceviz.algos.intervals import innermost_enclosing
 from traceviz.parsers.normalize import BASE_COLUMNS
 from traceviz.parsers.numbers import INT32, checked_ints
@@ -39,6 +40,10 @@ class Rows:
     stats: dict[str, dict] = field(default_factory=dict)
     bad: np.ndarray | None = None  # rows with a number out of range, dropped
     threads: dict[str, str] = field(default_factory=dict)  # "pid:tid" -> host line's name
+    names: dict[str, int] = field(default_factory=dict)  # event name -> its code in "name"
+
+    def name_code(self, name: str) -> int:
+        return self.names.setdefault(name, len(self.names))
 
     def stat(self, name: str, default, dtype=object) -> np.ndarray:
         """One stat per row, ``default`` where absent; a value of the wrong type (text in
@@ -89,7 +94,8 @@ def to_base(rows: Rows) -> pd.DataFrame:
     keep &= ~np.asarray(rows.bad, dtype=bool)
 
     base = pd.DataFrame({
-        "kind": kind, "name": name, "ts_ns": ev["ts_ns"], "dur_ns": ev["dur_ns"],
+        "kind": kind, "name": text_categorical(name, keep_objects=True), "ts_ns": ev["ts_ns"],
+        "dur_ns": ev["dur_ns"],
         "pid": ev["pid"], "tid": ev["tid"], "device": ev["device"], "stream": ev["stream"],
         "correlation": np.where(launch | is_dev, corr, -1), "step": step,
         "bytes": np.where(memory, mem_size, work.nbytes),
@@ -97,16 +103,17 @@ def to_base(rows: Rows) -> pd.DataFrame:
     base["device"] = np.where(memory, mem_device, base["device"])
     base["mem_total"] = np.where(memory, mem_total, -1)
     # a kernel's op from its own stats: TF's op type, else (JAX, XLA) its HLO instruction
-    op_label = pd.Series(rows.stat("tf_op", ""), dtype=object)
-    op_label = op_label.where(op_label != "", pd.Series(rows.stat("annotation", "")))
-    hint = per_distinct(op_label, _label_type, fill="")
+    tf_op = rows.stat("tf_op", "")
+    op_label = np.where(tf_op != "", tf_op, rows.stat("annotation", ""))
+    hint = per_distinct(text_categorical(op_label, keep_objects=True), _label_type, fill="")
     hint = np.where(hint == "", hlo_name, hint)
-    base["op_hint"] = np.where(is_dev, hint, "")
-    details = rows.stat("kernel_details", "")
+    base["op_hint"] = text_categorical(np.where(is_dev, hint, ""))
+    recorded = rows.stat("kernel_details", "")
     cost = _xla_cost(rows)
-    details = np.where(cost == "", details, np.where(details == "", cost,
-                                                     details + " " + cost))
-    base["details"] = np.where(is_dev & (kind == "kernel"), details, "")
+    both = (cost != "") & (recorded != "")
+    details = np.where(cost == "", recorded, cost)
+    details[both] = _per_pair(recorded[both], cost[both], lambda d, c: f"{d} {c}")
+    base["details"] = text_categorical(np.where(is_dev & (kind == "kernel"), details, ""))
     return base[keep].reset_index(drop=True)
 
 
@@ -121,11 +128,12 @@ def _memory_events(rows: Rows, name: np.ndarray, is_host: np.ndarray, ev: pd.Dat
     """Per row: whether it is an allocator event, its device (a ``GPU_N_bfc`` allocator
     is GPU N of its host, any other allocator the host's memory, -1), signed size and the
     allocator's total after it (``bytes_allocated``)."""
-    # per distinct name and allocator, not per row
-    sign = pd.Series(name, dtype=object).map(_MEMORY).fillna(0).to_numpy(np.int64)
+    sign = np.zeros(len(name), dtype=np.int64)
+    for event, signed in _MEMORY.items():  # compared by object: no text made per row
+        sign[name == event] = signed
     size = rows.stat("allocation_bytes", -1, np.int64)
     memory = is_host & (sign != 0) & (size >= 0)
-    allocator = pd.Series(rows.stat("allocator_name", ""), dtype="category")
+    allocator = text_categorical(rows.stat("allocator_name", ""), keep_objects=True)
     gpu = per_distinct(allocator, each(_gpu_of_allocator), fill=-1).astype(np.int64)
     host = ev["pid"].to_numpy(np.int64)
     device = np.where(gpu >= 0, gpu + HOST_DEVICE_STRIDE * np.maximum(host, 0), -1)
@@ -162,7 +170,8 @@ def _timed_rows(rows: Rows) -> pd.DataFrame:
     rows.bad = bad | bad_dur | bad_dev | bad_stream
     return pd.DataFrame({
         "where": pd.Categorical(c["kind"]),
-        "name": pd.Categorical(c["name"]),
+        "name": pd.Categorical.from_codes(np.asarray(c["name"], dtype=np.int64), validate=False,
+                                          categories=pd.Index(list(rows.names), dtype=object)),
         "ts_ns": ts,
         "dur_ns": np.maximum(dur, 0),
         "pid": np.array(c["pid"], dtype=np.int64),
@@ -182,8 +191,8 @@ class _DeviceWork(NamedTuple):
 
 def _device_work(rows: Rows, names: pd.Categorical, is_dev: np.ndarray) -> _DeviceWork:
     """Kernels, copies and sets: by their details stat, else by their name."""
-    memcpy = pd.Series(rows.stat("memcpy_details", ""), dtype="category")
-    memset = pd.Series(rows.stat("memset_details", ""), dtype="category")
+    memcpy = pd.Series(text_categorical(rows.stat("memcpy_details", ""), keep_objects=True))
+    memset = pd.Series(text_categorical(rows.stat("memset_details", ""), keep_objects=True))
     named_memcpy = per_distinct(names, lambda u: u.str.startswith("Memcpy"))
     named_memset = per_distinct(names, lambda u: u.str.startswith("Memset"))
     is_memcpy = is_dev & ((memcpy != "").to_numpy() | named_memcpy)
@@ -206,24 +215,26 @@ def _launch_calls(names: pd.Categorical, name: np.ndarray, kind: np.ndarray,
     other_api = is_host & (corr >= 0) & other_api.astype(bool)
     launch = is_host & (corr >= 0) & ~other_api
     dev_kind = pd.Series(kind[is_dev], index=corr[is_dev]).groupby(level=0).first()
-    dev_copy = pd.Series(work.memcpy_details.astype(str).to_numpy()[is_dev],
-                         index=corr[is_dev]).groupby(level=0).first()
+    copies = work.memcpy_details.array  # codes: one text per distinct details
+    dev_copy = pd.Series(copies.codes[is_dev], index=corr[is_dev]).groupby(level=0).first()
     launched = dev_kind.reindex(corr[launch]).to_numpy()
     host_name = name[launch]
     launched = np.where(pd.isna(launched),
                         np.where(work.named_memcpy[launch], "memcpy",
                                  np.where(work.named_memset[launch], "memset", "kernel")),
                         launched)
-    copy_info = dev_copy.reindex(corr[launch]).fillna("").to_numpy().astype(str)
+    code = dev_copy.reindex(corr[launch]).fillna(-1).to_numpy(np.int64)
+    copy_info = np.append(copies.categories.to_numpy(object), "")[code]
     api = np.where(launched == "kernel", "cuLaunchKernel",
                    np.where(launched == "memset", "cuMemsetD8Async",
                             _memcpy_api(host_name, copy_info)))
     # ROCm's tracer names host events after the API it saw (hipModuleLaunchKernel...):
     # a recorded API name stays as it is; XLA's command buffers are graph launches
     # ("cuGraphLaunch (CudaGraph:9)": one call, every kernel of the graph)
-    graph = per_distinct(host_name, lambda u: np.array([_graph_api(str(v)) for v in u],
+    host_names = text_categorical(host_name, keep_objects=True)
+    graph = per_distinct(host_names, lambda u: np.array([_graph_api(str(v)) for v in u],
                                                        dtype=object), fill="")
-    recorded = per_distinct(host_name, each(lambda v: launch_kind(v) is not None), fill=False)
+    recorded = per_distinct(host_names, each(lambda v: launch_kind(v) is not None), fill=False)
     name[launch] = np.where(graph != "", graph,
                             np.where(recorded.astype(bool), host_name, api))
     return launch, other_api
@@ -246,7 +257,7 @@ def _host_ops(rows: Rows, ev: pd.DataFrame, names: pd.Categorical, name: np.ndar
     op_type = per_distinct(names, _op_event_type)
     is_op = candidates & pd.notna(op_type)
     name[is_op] = op_type[is_op]
-    hlo = pd.Series(rows.stat("hlo_op", ""), dtype="category")
+    hlo = pd.Series(text_categorical(rows.stat("hlo_op", ""), keep_objects=True))
     hlo_name = per_distinct(hlo, lambda u: u.str.replace(_HLO_SUFFIX, "", regex=True), fill="")
     is_hlo = candidates & ~is_op & (hlo != "").to_numpy()
     name[is_hlo] = hlo_name[is_hlo]
@@ -284,7 +295,8 @@ def _steps(rows: Rows, name: np.ndarray, where: np.ndarray, is_dev: np.ndarray,
     group = rows.stat("group_id", -1, np.int64)
     step_name = rows.stat("step_name", "")
     label = np.where(step_name[is_step] != "", step_name[is_step], name[is_step])
-    numeric = pd.to_numeric(pd.Series(label, dtype=object), errors="coerce").to_numpy()
+    numeric = per_distinct(text_categorical(label, keep_objects=True), lambda u: pd.to_numeric(
+        u.to_series(), errors="coerce").to_numpy(np.float64), fill=np.nan)
     step[is_step] = np.where(np.isnan(numeric), group[is_step],
                              np.nan_to_num(numeric).astype(np.int64))
     by_group = pd.Series(step[is_step], index=group[is_step]).groupby(level=0).first()
@@ -308,8 +320,11 @@ def _size(details: pd.Index) -> np.ndarray:
 def _op_event_type(names: pd.Index) -> np.ndarray:
     """``node/name:Type`` -> ``Type``; NaN for other events and for tf.function calls
     (``__inference_f_12:__inference_f_12`` runs its ops elsewhere: not an op itself)."""
-    op_type = names.to_series().str.extract(_OP_EVENT, expand=False)[1]
-    return op_type.where(~op_type.str.startswith("__", na=False)).to_numpy(dtype=object)
+    # Python's re over the distinct names: pandas' extract copied each name twice, and
+    # one name may be as large as the file
+    found = [_OP_EVENT.search(v) for v in as_list(names)]
+    return np.array([m.group(2) if m and not m.group(2).startswith("__") else np.nan
+                     for m in found], dtype=object)
 
 
 _KINDS = re.compile(r"kind_src:(\w+) kind_dst:(\w+)")
@@ -321,10 +336,7 @@ def _copy_names(recorded: np.ndarray, details: np.ndarray) -> np.ndarray:
     ``Memcpy HtoD (Pageable -> Device)`` (``table/copies.py``); without the kinds (TF
     before 2.5 recorded none) ``Memcpy HtoD``; a name that says no direction is kept,
     with the kinds where recorded. Per distinct pair."""
-    pairs = pd.DataFrame({"n": recorded, "d": details})
-    keys = pairs.drop_duplicates().copy()
-    keys["name"] = [_copy_name(str(n), str(d)) for n, d in keys.itertuples(index=False)]
-    return pairs.merge(keys, on=["n", "d"], how="left")["name"].to_numpy(dtype=object)
+    return _per_pair(recorded, details, _copy_name)
 
 
 def _copy_name(recorded: str, details: str) -> str:
@@ -339,9 +351,22 @@ def _copy_name(recorded: str, details: str) -> str:
 
 def _memcpy_api(host_name: np.ndarray, details: np.ndarray) -> np.ndarray:
     """``MemcpyH2D`` + ``async:1`` -> ``cuMemcpyHtoDAsync`` (per distinct pair)."""
-    pairs = pd.DataFrame({"n": host_name, "d": details})
-    keys = pairs.drop_duplicates().copy()
-    keys["api"] = [f"cuMemcpy{next((v for k, v in _COPY_KIND.items() if k in n), '')}"
-                   f"{'Async' if 'async:1' in d else ''}"
-                   for n, d in keys.itertuples(index=False)]
-    return pairs.merge(keys, on=["n", "d"], how="left")["api"].to_numpy(dtype=object)
+    return _per_pair(host_name, details, lambda n, d: (
+        f"cuMemcpy{next((v for k, v in _COPY_KIND.items() if k in n), '')}"
+        f"{'Async' if 'async:1' in d else ''}"))
+
+
+def _per_pair(a: np.ndarray, b: np.ndarray, fn: Callable[[str, str], str]) -> np.ndarray:
+    """``fn(a, b)`` once per distinct pair of texts, one result per row: the pairs found
+    by codes, so a text that many rows share is never copied per row (a frame of texts
+    makes an Arrow string of every row: pandas 3)."""
+    a_code, a_text = pd.factorize(np.asarray(a, dtype=object))
+    b_code, b_text = pd.factorize(np.asarray(b, dtype=object))
+    a_text = np.append("", a_text.astype(object))  # code -1, a missing value: ""
+    b_text = np.append("", b_text.astype(object))
+    pairs, at = np.unique((a_code.astype(np.int64) + 1) * len(b_text) + b_code + 1,
+                          return_inverse=True)
+    first, second = np.divmod(pairs, len(b_text))
+    out = np.array([fn(str(a_text[i]), str(b_text[j]))
+                    for i, j in zip(first.tolist(), second.tolist(), strict=True)], dtype=object)
+    return out[at.reshape(-1)]

@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from traceviz.errors import TraceVizError
+from traceviz.parsers.nsys.guard import ReadGuard
 from traceviz.parsers.numbers import checked_ints
 
 
@@ -73,9 +74,12 @@ class SqliteTables(ExportTables):
         uri = f"file:{path.resolve()}?mode=ro&immutable=1"
         try:
             self._db = sqlite3.connect(uri, uri=True)
-            # as bytes: a name that is not UTF-8 would fail the whole list
-            rows = self._db.execute("SELECT CAST(name AS BLOB) FROM sqlite_master WHERE "
-                                    "type IN ('table', 'view')").fetchall()
+            # every statement below runs under the guard: bounded, and ended by a signal
+            self._guard = ReadGuard(self._db, path)
+            with self._guard.query("sqlite_master"):
+                # as bytes: a name that is not UTF-8 would fail the whole list
+                rows = self._db.execute("SELECT CAST(name AS BLOB) FROM sqlite_master WHERE "
+                                        "type IN ('table', 'view')").fetchall()
         except sqlite3.DatabaseError as e:
             raise TraceVizError(f"{path}: not a readable SQLite database ({e})") from None
         except UnicodeDecodeError:  # SQLite's own message quotes the schema's bad bytes
@@ -87,14 +91,16 @@ class SqliteTables(ExportTables):
 
     def columns(self, table: str) -> list[str]:
         try:
-            return [r[1] for r in self._db.execute(f'PRAGMA table_info("{table}")')]
+            with self._guard.query(table):
+                return [r[1] for r in self._db.execute(f'PRAGMA table_info("{table}")')]
         except sqlite3.DatabaseError as e:  # a view over a dropped table, a damaged page
             raise TraceVizError(f"{self.path}: cannot read table {table} ({e})") from None
 
     def _any_value(self, table: str, column: str) -> bool:
         try:
-            return self._db.execute(f'SELECT 1 FROM "{table}" WHERE "{column}" IS NOT NULL '
-                                    "LIMIT 1").fetchone() is not None
+            with self._guard.query(table):
+                return self._db.execute(f'SELECT 1 FROM "{table}" WHERE "{column}" IS NOT '
+                                        "NULL LIMIT 1").fetchone() is not None
         except sqlite3.DatabaseError as e:
             raise TraceVizError(f"{self.path}: cannot read table {table} ({e})") from None
 
@@ -104,13 +110,13 @@ class SqliteTables(ExportTables):
         and each chunk's repeated texts share one string object."""
         cols = ", ".join(f'"{c}"' for c in columns)
         try:
-            parts = self._chunks(f'SELECT {cols} FROM "{table}"', columns)
+            parts = self._chunks(table, f'SELECT {cols} FROM "{table}"', columns)
         except sqlite3.OperationalError:
             # text that is not UTF-8 (a damaged or hand-edited export) reads with U+FFFD;
             # decoding every text in Python costs a second per million, so only here
             self._db.text_factory = lambda b: b.decode("utf-8", "replace")
             try:
-                parts = self._chunks(f'SELECT {cols} FROM "{table}"', columns)
+                parts = self._chunks(table, f'SELECT {cols} FROM "{table}"', columns)
             except sqlite3.DatabaseError as e:
                 raise TraceVizError(f"{self.path}: cannot read table {table} ({e})") from None
             finally:
@@ -121,11 +127,13 @@ class SqliteTables(ExportTables):
             return pd.DataFrame(columns=columns)
         return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
 
-    def _chunks(self, query: str, columns: list[str]) -> list[pd.DataFrame]:
-        cursor = self._db.execute(query)
+    def _chunks(self, table: str, query: str, columns: list[str]) -> list[pd.DataFrame]:
         parts = []
-        while rows := cursor.fetchmany(CHUNK_ROWS):
-            parts.append(_chunk(rows, columns))
+        with self._guard.query(table):
+            cursor = self._db.execute(query)
+            while rows := cursor.fetchmany(CHUNK_ROWS):
+                self._guard.rows(table, len(rows) * len(columns))
+                parts.append(_chunk(rows, columns))
         return parts
 
     def close(self) -> None:
