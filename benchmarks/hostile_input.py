@@ -13,7 +13,14 @@ status and its error line. The cases:
   N of ``--sizes`` (time should grow in proportion to N);
 - the same after the event, where it counts toward that element's size (refused past
   ``TRACEVIZ_MAX_ELEMENT_MB``, and read in linear time when the limit is raised);
-- an ``.xplane.pb.gz`` of a few MB inflating to 2 GiB (refused before it is inflated).
+- an ``.xplane.pb.gz`` of a few MB inflating to 2 GiB (refused before it is inflated);
+- bounded reading (``BOUNDED_CASES``, their own block below): an nsys SQLite export whose
+  kernel table is a recursive view yielding rows for ever (``sqlite_endless``), or none
+  ever (``sqlite_stuck``: by the default time limit, by a 5 s one, and Ctrl-C after 5 s);
+  a 300-byte XSpace under ``ulimit -v`` 4.5 GB with the XSpace limit of a 128 GB machine
+  (``xspace_small``); an XSpace whose one ``--xspace-name-mb`` name is shared by 100
+  kernels (``xspace_shared``); a 2.7 MB traceviz Parquet of 40 M identical rows
+  (``parquet_rows``).
 
 Names and ranges (``--cases names,ranges``), Kineto traces: three short kernel names (the
 floor every case pays); one kernel name of 40 KB, 250 KB or 1 MB, an identifier inside a
@@ -29,6 +36,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -101,7 +111,9 @@ def main() -> None:
     ap.add_argument("--bomb-gb", type=float, default=1.0)
     ap.add_argument("--xplane-gb", type=float, default=2.0)
     ap.add_argument("--keep", type=Path, help="write the inputs here and keep them")
-    ap.add_argument("--cases", default="bomb,before,after,xplane,names,ranges",
+    ap.add_argument("--xspace-name-mb", type=float, default=50.0)
+    ap.add_argument("--cases", default="bomb,before,after,xplane,names,ranges,"
+                    + ",".join(BOUNDED_CASES),
                     help="which cases, comma-separated (default: all)")
     args = ap.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="hostile-"))
@@ -126,6 +138,7 @@ def main() -> None:
             report("  the same, TRACEVIZ_MAX_ELEMENT_MB=1024", after,
                    {"TRACEVIZ_MAX_ELEMENT_MB": "1024"})
             after.unlink()
+        bounded_reads(folder, cases, args.xspace_name_mb)
         if "xplane" not in cases:
             return
         xbomb = folder / "bomb.xplane.pb.gz"
@@ -141,7 +154,7 @@ def main() -> None:
             folder.rmdir()
 
 
-# --- names and ranges (issue 61, item 4): Kineto traces written event by event ---
+# --- names and ranges: Kineto traces written event by event ---
 
 def _kineto_write(path: Path, events) -> None:
     """A Kineto trace of ``events`` (dicts), written one event at a time."""
@@ -272,6 +285,141 @@ def _varint(n: int) -> bytes:
         out.append(b | (0x80 if n else 0))
         if not n:
             return bytes(out)
+
+
+# --- bounded reading: nsys views, XSpace memory, Parquet rows -------------------------
+
+BOUNDED_CASES = ("sqlite_endless", "sqlite_stuck", "xspace_small", "xspace_shared",
+                 "parquet_rows")
+_KERNEL_COLUMNS = ("start", "end", "deviceId", "streamId", "correlationId", "globalPid",
+                   "demangledName", "shortName")
+_RECURSIVE = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT {} FROM r"
+_PEAK_CODE = ("import sys\nfrom traceviz.cli import main\ntry:\n"
+              "    rc = main(sys.argv[1:])\nfinally:\n"
+              "    status = open('/proc/self/status').read().split('VmHWM:')[1]\n"
+              "    print('PEAK', int(status.split()[0]), file=sys.stderr)\nsys.exit(rc)")
+
+
+def bounded_reads(folder: Path, cases: set[str], xspace_name_mb: float) -> None:
+    """The bounded-reading cases named in ``cases``, each reported as ``report`` does
+    (a run past its ``timeout`` is killed and said to be)."""
+    if "sqlite_endless" in cases:
+        path = _nsys_view(folder / "endless.sqlite", "")
+        _report_bounded("nsys kernel table: a view of endless rows", path, timeout=600)
+    if "sqlite_stuck" in cases:
+        path = _nsys_view(folder / "stuck.sqlite", " WHERE n < 0")
+        _report_bounded("nsys kernel table: a view that returns no row", path, timeout=600)
+        _report_bounded("  the same, TRACEVIZ_MAX_SQLITE_SECONDS=5", path, timeout=600,
+                        env={"TRACEVIZ_MAX_SQLITE_SECONDS": "5"})
+        _report_bounded("  the same, Ctrl-C (SIGINT) after 5 s", path, timeout=600,
+                        interrupt_after=5.0)
+    if "xspace_small" in cases:
+        path = folder / "small.xplane.pb"
+        path.write_bytes(_xspace("volta_sgemm_128x64_nn", 5))
+        _report_bounded("small XSpace, ulimit -v 4.5 GB, 16 GB XSpace limit", path,
+                        env={"TRACEVIZ_MAX_XSPACE_MB": "16384"}, address_space=4.5 * (1 << 30))
+    if "xspace_shared" in cases:
+        path = folder / "shared.xplane.pb"
+        path.write_bytes(_xspace("k" * int(xspace_name_mb * MB), 100))
+        _report_bounded(f"XSpace: one {xspace_name_mb:g} MB name, 100 kernels", path,
+                        timeout=3600)
+        path.unlink()
+    if "parquet_rows" in cases:
+        path = _identical_rows(folder / "rows.parquet", 40_000_000)
+        # not read with the limit lifted: that took all 23 GB of the machine it was
+        # tried on, and the system killed it after 158 s
+        _report_bounded("traceviz Parquet of 40 M identical rows", path, timeout=600)
+
+
+def _report_bounded(label: str, path: Path, env: dict[str, str] | None = None,
+                    timeout: float = 600, address_space: float | None = None,
+                    interrupt_after: float | None = None) -> None:
+    def limit() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if address_space is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (int(address_space),) * 2)
+
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", _PEAK_CODE, "analyze", str(path), "--json"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, **(env or {})}, preexec_fn=limit)
+    said = ""
+    try:
+        if interrupt_after is not None:
+            time.sleep(interrupt_after)
+            proc.send_signal(signal.SIGINT)
+            started = time.perf_counter()  # from the signal to the exit
+            said = "(from the signal) "
+        _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr = proc.communicate()
+        said = f"(killed after {timeout:g} s) "
+    wall = time.perf_counter() - started
+    lines = stderr.decode(errors="replace").strip().splitlines()
+    peaks = [int(x.split()[1]) for x in lines if x.startswith("PEAK ")]
+    err = [x for x in lines if not x.startswith("PEAK ")]
+    size = path.stat().st_size
+    shown = f"{size / MB:7.1f} MB" if size >= MB // 10 else f"{size:7,} B "
+    print(f"{label:<52} {shown} file {wall:8.2f} s {said}peak "
+          f"{(peaks[-1] if peaks else 0) >> 10:6,} MB  rc {proc.returncode}  "
+          f"{(err[-1] if err else '')[:110]}", flush=True)
+
+
+def _nsys_view(path: Path, where: str) -> Path:
+    """A minimal nsys export: StringIds, and the kernel table a recursive view."""
+    path.unlink(missing_ok=True)
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute("INSERT INTO StringIds VALUES (1, 'volta_sgemm_128x64_nn')")
+    columns = ", ".join(f"{'1' if c.endswith('Name') else 'n'} AS {c}" for c in _KERNEL_COLUMNS)
+    db.execute("CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS "
+               + _RECURSIVE.format(columns) + where)
+    db.commit()
+    db.close()
+    return path
+
+
+def _xspace(name: str, kernels: int) -> bytes:
+    """An XSpace of ``kernels`` kernels on one GPU stream, all named by one metadata
+    entry (``name``), each launched by one host call."""
+    from traceviz.parsers.xspace_proto import xspace_class
+
+    space = xspace_class()()
+    planes = []
+    for plane_id, plane_name, event, line_name in (
+            (1, "/host:CPU", "cuLaunchKernel", "python"),
+            (2, "/device:GPU:0", name, "Stream #7(Compute)")):
+        plane = space.planes.add(id=plane_id, name=plane_name)
+        plane.stat_metadata[1].id, plane.stat_metadata[1].name = 1, "correlation_id"
+        plane.event_metadata[1].id, plane.event_metadata[1].name = 1, event
+        planes.append(plane.lines.add(id=7, name=line_name, timestamp_ns=1000))
+    for i in range(kernels):
+        for line, offset, duration in ((planes[0], 0, 4_000), (planes[1], 6_000, 10_000)):
+            event = line.events.add(metadata_id=1, offset_ps=i * 20_000 + offset,
+                                    duration_ps=duration)
+            event.stats.add(metadata_id=1, uint64_value=i + 1)
+    return space.SerializeToString()
+
+
+def _identical_rows(path: Path, rows: int) -> Path:
+    """A traceviz Parquet of one kernel row ``rows`` times, written in blocks."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import traceviz
+
+    src = path.with_suffix(".json")
+    src.write_text(json.dumps({"traceEvents": [json.loads(EVENT)]}))
+    one = traceviz.load(src).save(path.with_suffix(".one.parquet"), force=True)
+    table = pq.read_table(one)
+    block = table.take(pa.array([0] * (1 << 20)))
+    with pq.ParquetWriter(path, table.schema, compression="zstd") as writer:
+        for start in range(0, rows, len(block)):
+            writer.write_table(block.slice(0, min(len(block), rows - start)))
+    src.unlink()
+    one.unlink()
+    return path
 
 
 if __name__ == "__main__":
