@@ -26,8 +26,9 @@ TINY = SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite"
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 DROPPED = ("3 events dropped: a time beyond 64-bit nanoseconds, or a device or stream "
            "number beyond 32 bits")
-BIG_MESSAGE = ('1 event with "In msg nelems", "Out msg nelems" or "Group size" beyond '
-               "64-bit figures (the collective's message size left unknown)")
+BAD_MESSAGE = ('1 event with a collective\'s "In msg nelems", "Out msg nelems" or "Group '
+               "size\" that is no count or is past 64-bit figures (its message size left "
+               "unknown)")
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, list[str]]:
@@ -121,21 +122,34 @@ def _nccl(tmp_path: Path, *kernels: dict) -> Path:
     {"In msg nelems": 1024, "Out msg nelems": 1024, "Group size": 2 ** 63},
     {"In msg nelems": 2 ** 64, "Out msg nelems": 1024, "Group size": 8},
     {"In msg nelems": 1024, "Out msg nelems": 2 ** 62, "Group size": 8},  # 2^64 bytes
-], ids=["group 2^63", "nelems 2^64", "bytes past 2^63"])
-def test_nccl_message_past_64_bits_is_dropped_with_a_note(tmp_path, capsys, args):
+    {"In msg nelems": -1024, "Out msg nelems": 1024, "Group size": 8},
+    {"In msg nelems": 1024.5, "Out msg nelems": 1024, "Group size": 8},
+    {"In msg nelems": 1024, "Out msg nelems": 1024, "Group size": "8"},
+    {"In msg nelems": 1024, "Out msg nelems": [1024], "Group size": True},
+], ids=["group 2^63", "nelems 2^64", "bytes past 2^63", "negative", "a fraction", "text",
+        "a list"])
+def test_nccl_message_that_is_no_count_is_dropped_with_a_note(tmp_path, capsys, args):
     """The collective stays (counted, timed); its message is unknown (not sized), and the
-    one note names the fields."""
+    one note names the fields (an oversized one once ended in an OverflowError)."""
     path = _nccl(tmp_path, args, {"In msg nelems": 256, "Out msg nelems": 256,
                                   "Group size": 4})
     d = _analyze(capsys, path)
-    assert d["notes"] == [BIG_MESSAGE]
+    assert d["notes"] == [BAD_MESSAGE]
     kind, = d["communication"]["kinds"]
     assert (kind["kind"], kind["count"], kind["total_ns"]) == ("all_reduce", 2, 200_000)
     # the other kernel's message alone: 256 floats, 4 ranks
     assert (kind["sized"], kind["bytes"], kind["group"]) == (1, 256 * 4, 4)
     code, out, err = _run(capsys, "analyze", str(path), "--width", "200")
     assert code == 0 and err == []
-    assert [x for x in out.splitlines() if "msg nelems" in x] == [f"note: {BIG_MESSAGE}"]
+    assert [x for x in out.splitlines() if "msg nelems" in x] == [f"note: {BAD_MESSAGE}"]
+
+
+def test_nccl_message_of_nulls_is_no_message(tmp_path, capsys):
+    """null counts are no values (nothing to note): the collective is not sized."""
+    d = _analyze(capsys, _nccl(tmp_path, {"In msg nelems": None, "Out msg nelems": None,
+                                          "Group size": None}))
+    kind, = d["communication"]["kinds"]
+    assert d["notes"] == [] and (kind["count"], kind["sized"]) == (1, 0)
 
 
 def test_nccl_sizes_summed_past_int64_are_not_wrapped(tmp_path, capsys):

@@ -23,7 +23,7 @@ from traceviz.errors import TraceVizError
 from traceviz.files.fileio import is_gzip, open_input, read_whole
 from traceviz.parsers.cut_step import without_cut_step
 from traceviz.parsers.jsonstream import ArrayChunks, Piece, Range, decode_in_order, file_ranges
-from traceviz.parsers.kineto_args import BIG_MESSAGE
+from traceviz.parsers.kineto_args import BAD_MESSAGE
 from traceviz.parsers.kineto_events import BIG_STEP, DOCUMENT, EVENTS, NEGATIVE, event_columns
 from traceviz.parsers.normalize import finish
 from traceviz.parsers.numbers import dropped_note
@@ -113,7 +113,7 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
         for c, values in cats.items():
             base[c] = values
     meta = _meta(doc if isinstance(doc, dict) else {}, path)
-    altered = {NEGATIVE, BIG_STEP, BIG_MESSAGE}
+    altered = {NEGATIVE, BIG_STEP, BAD_MESSAGE}
     notes = dropped_note({r: n for r, n in dropped.items() if r not in altered})
     notes += [f"{n:,} event{'s' * (n != 1)} with {r}" for r, n in dropped.items()
               if r in altered and n]

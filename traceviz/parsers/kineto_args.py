@@ -96,13 +96,19 @@ _COMM = ("in_nelems", "out_nelems", "msg_dtype", "group_size", "pg_name", "coll_
 _COMM_OPS = ("record_param_comms",)
 
 
-# a collective's element counts and group size are kept while its size in bytes (up to 16
-# an element, ComplexDouble's) stays within int64; a larger one is no real message (2^59
-# elements are 576 PB at one byte each): its message is dropped and counted, never wrapped
+# a collective's element counts and group size are kept when they are counts (whole
+# numbers of 0 or more, as Kineto writes them) and its size in bytes (up to 16 an element,
+# ComplexDouble's) stays within int64: 2^59 elements are 576 PB at one byte each. Any
+# other value is no real message: dropped and counted, never wrapped or guessed
 MAX_NELEMS = (2 ** 63 - 1) // 16
-BIG_MESSAGE = ('"In msg nelems", "Out msg nelems" or "Group size" beyond 64-bit figures '
-               "(the collective's message size left unknown)")
-_TOO_BIG = "\0too big"  # comm_text's answer for such a message (no real text holds NUL)
+BAD_MESSAGE = ('a collective\'s "In msg nelems", "Out msg nelems" or "Group size" that is '
+               "no count or is past 64-bit figures (its message size left unknown)")
+_BAD = "\0bad"  # comm_text's answer for such a message (no real text holds NUL)
+
+
+def _is_count(v: Any, bound: int) -> bool:
+    """Absent (no field, null), or a whole number of 0 to ``bound`` (not true or 8.0)."""
+    return v is None or v == "" or type(v) is int and 0 <= v <= bound
 
 
 @functools.lru_cache(maxsize=1 << 12)
@@ -110,7 +116,7 @@ def comm_text(in_n: bytes, out_n: bytes, dtype: bytes, group: bytes, pg: bytes,
               coll: bytes = b"") -> str:
     """``msg:IN,OUT dtype:D group:N pg:NAME coll:NAME``: a collective's message as
     recorded (nothing where Kineto recorded none); ``analyses/summary/comm.py`` reads it
-    back. ``_TOO_BIG`` where a count is past ``MAX_NELEMS`` or the group past int64."""
+    back. ``_BAD`` where a count is not one or past ``MAX_NELEMS``, or the group past int64."""
     if not in_n and not out_n:
         return ""
     try:
@@ -119,20 +125,23 @@ def comm_text(in_n: bytes, out_n: bytes, dtype: bytes, group: bytes, pg: bytes,
         i, o, d, g, p, c = map(one, (in_n, out_n, dtype, group, pg, coll))
     except msgspec.DecodeError:
         return ""
-    if any(type(v) is int and v > bound
-           for v, bound in ((i, MAX_NELEMS), (o, MAX_NELEMS), (g, 2 ** 63 - 1))):
-        return _TOO_BIG
+    if not (_is_count(i, MAX_NELEMS) and _is_count(o, MAX_NELEMS)
+            and _is_count(g, 2 ** 63 - 1)):
+        return _BAD
+    i, o, g = ("" if v is None else v for v in (i, o, g))
+    if i == "" and o == "":  # both null: none recorded
+        return ""
     return f"msg:{i},{o} dtype:{d} group:{g} pg:{p}" + (f" coll:{c}" if c else "")
 
 
 def _checked_messages(combos: list[tuple], inverse: np.ndarray, counts: Counter
                       ) -> list[str]:
-    """``comm_text`` of each distinct message; the rows of one too big to hold are
-    counted under ``BIG_MESSAGE`` and keep no message."""
+    """``comm_text`` of each distinct message; the rows of one that is no count or too
+    big to hold are counted under ``BAD_MESSAGE`` and keep no message."""
     text = [comm_text(*c[:6]) for c in combos]
-    big = np.array([t == _TOO_BIG for t in text], dtype=bool)
+    big = np.array([t == _BAD for t in text], dtype=bool)
     if big.any():
-        counts[BIG_MESSAGE] += int(big[inverse].sum())
+        counts[BAD_MESSAGE] += int(big[inverse].sum())
         text = ["" if b else t for t, b in zip(text, big.tolist(), strict=True)]
     return text
 
