@@ -96,7 +96,7 @@ class ReadGuard:
         (a handler that is a Python function, in the main thread)."""
         if threading.current_thread() is not threading.main_thread():
             return {}
-        held = {}
+        held: dict[int, Any] = {}
         for signum in _SIGNALS:
             handler = signal.getsignal(signum)
             if callable(handler):
