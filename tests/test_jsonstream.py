@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from tests.conftest import KINETO, shared
 from traceviz.errors import TraceVizError
 from traceviz.parsers import kineto
-from traceviz.parsers.kineto import reader, times
 from traceviz.parsers.jsonstream import ArrayChunks, decode_in_order, file_ranges
+from traceviz.parsers.kineto import reader, times
 
 
 def _decode_json(piece) -> tuple[str, object]:
