@@ -906,7 +906,21 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_kineto_native",
-    .m_doc = "A compiled reader of Kineto event arrays into column buffers.",
+    .m_doc =
+        "A compiled reader of Kineto event arrays into column buffers (stable API).\n\n"
+        "read_events(data, document=False) -> dict | None\n"
+        "  data: bytes-like; the inside of the event array (document=False) or a whole\n"
+        "  document whose \"traceEvents\" key holds it (document=True). None: not read\n"
+        "  here (invalid JSON, a field of the wrong type, ...): the Python reader's.\n"
+        "  The dict: \"n\" (events); \"ph\", \"cat\", \"name\": (offsets int32[n+1], utf-8\n"
+        "  data, validity bitmap); \"ts\", \"dur\" and the raw args: (offsets, data) of\n"
+        "  their raw JSON text, empty where absent; the number fields (INT_FIELDS):\n"
+        "  (values int64[n], tags uint8[n]: 0 absent/null, 1 int64, 2 other, in \"odd\");\n"
+        "  \"odd\": int64 (row, field, start, end) per other value, its text\n"
+        "  data[start:end]; \"meta\" (document=True): {key: (start, end)}.\n"
+        "  Buffers: read-only NativeBuffer objects (buffer protocol), wrapped without\n"
+        "  copying. The GIL is released while reading; calls may run in several threads.\n"
+        "  See the header of kineto_native.c for the details.",
     .m_size = -1,
     .m_methods = methods,
 };
