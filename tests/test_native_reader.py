@@ -75,14 +75,9 @@ def _both(path: Path, monkeypatch, **kw) -> object:
 
 KINETO_TRACES = shared_traces("kineto") + [FOREIGN / "kineto" / name
                                            for name in FOREIGN_FILES["kineto"]]
-# the largest ones take over 10 s each, both readers, on 2 shared cores
-BIG = 4 << 20
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(p, id=str(p.relative_to(SHARED_TRACES)),
-                 marks=[pytest.mark.slow] if p.exists() and p.stat().st_size > BIG else [])
-    for p in KINETO_TRACES])
+@pytest.mark.parametrize("path", KINETO_TRACES, ids=lambda p: str(p.relative_to(SHARED_TRACES)))
 def test_every_kineto_trace_reads_the_same(path, monkeypatch):
     _both(path, monkeypatch)
 
