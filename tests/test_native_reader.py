@@ -349,3 +349,21 @@ def test_env_says_which_reader(monkeypatch, capsys):
     assert main(["env"]) == 2
     assert "traceviz: error: TRACEVIZ_READER=native: the compiled Kineto reader is not built" \
         in capsys.readouterr().err
+
+
+def test_reads_in_threads_at_once_give_the_same_columns():
+    """The reader releases the GIL and keeps no state between calls: pieces read in
+    several threads at once give what they give one at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pieces = [b",".join(_kernel(name=f'"k{i}"', ts=str(1000 + j)) for j in range(2000 + i))
+              for i in range(8)]
+
+    def names(piece: bytes) -> list:
+        out = native.native_columns(piece)
+        assert out is not None
+        return out[2].name.to_pylist()
+
+    alone = [names(p) for p in pieces]
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(names, pieces)) == alone
