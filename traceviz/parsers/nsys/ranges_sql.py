@@ -122,14 +122,16 @@ def ranges_of(tables: SqliteTables, strings: pd.Series) -> pd.DataFrame | None:
         return None
     if rows is None:
         return None
-    start, end, gtid, key = rows
+    start, end = rows[0], rows[1]
     keep = end >= start  # a range ending before it starts is no row (the reader's rule)
     if not keep.all():
-        start, end, gtid, key = (a[keep] for a in (start, end, gtid, key))
+        rows = [a[keep] for a in rows]
+        start, end = rows[0], rows[1]
     del keep
     if not len(start) or start.min() < 0 or int(end.max()) - int(start.min()) >= MAX_SPAN_NS:
         return None  # rows the reader drops, with a note
-    return _named(tables, strings, inline, col, start, end, gtid, key)
+    del start, end
+    return _named(tables, strings, inline, col, rows)
 
 
 def _text_key(col: dict[str, str], strings: bool) -> str:
@@ -143,7 +145,7 @@ def _text_key(col: dict[str, str], strings: bool) -> str:
 
 
 def _columns(tables: SqliteTables, n: int, t_max: int, col: dict[str, str]
-             ) -> tuple[np.ndarray, ...] | None:
+             ) -> list[np.ndarray] | None:
     """(start, end, globalTid, key) of every range row, in the table's order, the key
     ``(text key * DOMAINS + domain) * 2 + start/end style``, a block of rows at a time:
     each column one decimal text (a row's values concatenated into one text cost SQLite
@@ -173,15 +175,17 @@ def _columns(tables: SqliteTables, n: int, t_max: int, col: dict[str, str]
                     return None
                 column[at:at + rows] = values
             at += rows
-    return tuple(out) if at == n else None
+    return out if at == n else None
 
 
 def _named(tables: SqliteTables, strings: pd.Series, inline: dict[int, str],
-           col: dict[str, str], start: np.ndarray, end: np.ndarray, gtid: np.ndarray,
-           key: np.ndarray) -> pd.DataFrame | None:
-    """The rows named as the reader names them, once per distinct (thread, key), and
-    sorted as the section reads them (by thread, then start, the longest first), one
-    column at a time: no second copy of the rows at once."""
+           col: dict[str, str], rows: list[np.ndarray]) -> pd.DataFrame | None:
+    """The rows (``_columns``, a list this empties: each column freed once read) named
+    as the reader names them, once per distinct (thread, key), and sorted as the section
+    reads them (by thread, then start, the longest first), one column at a time: no
+    second copy of the rows at once."""
+    start, end, gtid, key = rows
+    rows.clear()
     origin = int(start.min())
     start -= origin
     end -= origin
@@ -224,6 +228,7 @@ def _named(tables: SqliteTables, strings: pd.Series, inline: dict[int, str],
         # 24 bits each (globalTid's fields)
         "pid": t_pid.astype(np.int32)[t_code], "tid": t_tid.astype(np.int32)[t_code],
         "is_step": np.zeros(len(start), dtype=bool)}, copy=False)
+    del pair, t_code, start, end
     out.attrs["origin_ns"] = origin
     return out
 
