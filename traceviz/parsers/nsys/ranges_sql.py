@@ -12,9 +12,10 @@ object per value (fetching tuples took twice as long). Names are then made once 
 distinct (text, domain, process, style), by the reader's own rules (``read_ranges``,
 ``domains``, demangling), so the figures are those of the rows the reader would make.
 
-Only an export of NVTX ranges alone is read so (no CUDA rows, no step or op ranges:
-those feed the other sections), and only when every value is what the reader takes
-as is; any other export is read whole, row by row, as before. ``ranges_apart()``
+Only an export of NVTX ranges alone is read so (no CUDA rows, no step or op ranges, no
+range named after a collective or an input call: those feed the other sections), and
+only when every value is what the reader takes as is; any other export is read whole,
+row by row, as before. ``ranges_apart()``
 asks for it: ``analyze`` without outputs that draw the rows (``--export``,
 ``--perfetto``, ``--plot``, ``--critical-path``)."""
 
@@ -33,8 +34,10 @@ from traceviz.parsers.nsys.checks import KERNEL, RUNTIME
 from traceviz.parsers.nsys.nvtx import PAYLOAD_COLUMNS, domains
 from traceviz.parsers.nsys.tables import SqliteTables, text_values
 from traceviz.parsers.nvtx_text import read_ranges
+from traceviz.table.classify import collective_kind
 from traceviz.table.meta import TraceMeta
 from traceviz.table.names import demangled_categories
+from traceviz.table.pipeline import input_framework
 from traceviz.trace import Trace
 
 NVTX = "NVTX_EVENTS"
@@ -210,6 +213,10 @@ def _named(tables: SqliteTables, strings: pd.Series, inline: dict[int, str],
     name[qualified] = d_names[d_code[qualified]] + ":" + name[qualified]
     cats, remap = np.unique(name.astype(str), return_inverse=True)
     cats = demangled_categories(pd.Index(cats))  # as the events table names them
+    if any(collective_kind(c) is not None or input_framework(c) is not None for c in cats):
+        # on a trace of ranges alone, ranges named after a collective are its
+        # communication and after an input call its input pipeline: other sections' rows
+        return None
     # threads in (pid, tid) order
     t_pid, t_tid = (threads >> 24) & 0xFFFFFF, threads & 0xFFFFFF
     t_rank = np.empty(len(threads), dtype=np.int32)
