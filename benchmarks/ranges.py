@@ -162,7 +162,7 @@ def _against_nsys(args: argparse.Namespace, path: Path) -> None:
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        cwd=ROOT)
     ours, peer = [], []
-    reps = max(1, args.reps // 2)
+    reps = args.reps
     for _ in range(reps):
         ours.append(timed(ours_cmd))
         peer.append(timed(peer_cmd))

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.algos.intervals import sorted_parents
-from traceviz.algos.optree import parents_and_enclosing, thread_key
+from traceviz.algos.optree import parents_and_enclosing
 from traceviz.table.schema import is_in
 from traceviz.table.steps import step_family
 
@@ -81,15 +81,18 @@ def _nested(ranges: pd.DataFrame) -> pd.DataFrame:
     else:
         out = ranges.take(np.lexsort((-end, start, tid, pid))).reset_index(drop=True)
     out.insert(4, "dur_ns", out["end_ns"].to_numpy() - out["start_ns"].to_numpy())
-    parent = sorted_parents(thread_key(out["pid"].to_numpy(), out["tid"].to_numpy()),
-                            out["start_ns"].to_numpy(), out["end_ns"].to_numpy())
+    pid, tid = out["pid"].to_numpy(), out["tid"].to_numpy()
+    new_thread = np.r_[True, (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]
+    parent = sorted_parents(new_thread, out["start_ns"].to_numpy(), out["end_ns"].to_numpy())
+    del new_thread
     # the latest-starting range holding a range's start may end before it does (ranges
     # that overlap without nesting: start/end ranges): climb to one that holds it whole
     end = out["end_ns"].to_numpy()
-    parent = _climb(parent, parent.copy(), end, end)
     # int32: a million ranges' positions and levels, the half of int64's memory
-    out["parent"] = parent.astype(np.int32)
-    out["depth"] = _depths(parent).astype(np.int32)
+    parent = parent.astype(np.int32)
+    parent = _climb(parent, parent.copy(), end, end)
+    out["parent"] = parent
+    out["depth"] = _depths(parent)
     return out
 
 
@@ -135,7 +138,7 @@ def _climb(parent: np.ndarray, at: np.ndarray, end: np.ndarray, need_end: np.nda
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
-    depth = np.zeros(len(parent), dtype=np.int64)
+    depth = np.zeros(len(parent), dtype=np.int32)
     up = parent.copy()
     while (live := up >= 0).any():
         depth[live] += 1

@@ -59,7 +59,7 @@ _APART: ContextVar[bool] = ContextVar("nvtx_ranges_apart", default=False)
 @contextmanager
 def ranges_apart(on: bool = True) -> Iterator[None]:
     """Within it, an nsys SQLite export of NVTX ranges alone is read as ``ranges_of``
-    reads it: the ranges in ``Trace.ranges``, not in the events table."""
+    reads it: the ranges in ``Trace.nvtx_ranges``, not in the events table."""
     token = _APART.set(on)
     try:
         yield
@@ -221,7 +221,9 @@ def _named(tables: SqliteTables, strings: pd.Series, inline: dict[int, str],
     t_pid, t_tid = (threads >> 24) & 0xFFFFFF, threads & 0xFFFFFF
     t_rank = np.empty(len(threads), dtype=np.int32)
     t_rank[np.lexsort((t_tid, t_pid))] = np.arange(len(threads), dtype=np.int32)
-    order = np.lexsort((-end, start, t_rank[t_code]))
+    np.invert(end, out=end)  # ~end = -end - 1, in place: the longest first, no copy
+    order = np.lexsort((end, start, t_rank[t_code]))
+    np.invert(end, out=end)
     pair = pair[order]
     t_code = t_code[order]
     start, end = start[order], end[order]
@@ -241,9 +243,11 @@ def _named(tables: SqliteTables, strings: pd.Series, inline: dict[int, str],
 
 
 def _codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``pd.factorize`` with int32 codes (a few distinct values per million rows)."""
-    codes, uniques = pd.factorize(values)
-    return codes.astype(np.int32), np.asarray(uniques)
+    """Each value's place among the distinct values (sorted), as int32. Not
+    ``pd.factorize``: its hash table is sized for every row being distinct (32 MB for a
+    million int64, the largest transient of the read); here a sorted copy and the codes."""
+    uniques = np.unique(values)
+    return np.searchsorted(uniques, values).astype(np.int32), uniques
 
 
 def _text(key: int, strings: pd.Series, inline: dict[int, str]) -> str:
