@@ -6,7 +6,10 @@ stats``, on real exports and on a generated one."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -242,3 +245,22 @@ def test_a_million_style_export_keeps_its_names_per_thread(tmp_path):
                                            "NVTX_EVENTS GROUP BY 1, 3"):
             want[(text, tid)] = count
     assert got == dict(want)
+
+
+@pytest.mark.parametrize("where", ["WHERE n < 0", ""], ids=["no row ever", "rows for ever"])
+def test_a_view_that_never_ends_stops_at_the_time_limit(tmp_path, where):
+    """The queries run under the export's guard: a view of NVTX_EVENTS that never ends
+    stops at the time limit, in one line."""
+    path = make_export(tmp_path / "v.sqlite")
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE NVTX_EVENTS")
+        db.execute("CREATE VIEW NVTX_EVENTS AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL "
+                   "SELECT n + 1 FROM r) SELECT n AS start, n + 5 AS end, 59 AS eventType, "
+                   "'r' AS text, NULL AS textId, 1 AS globalTid, NULL AS domainId, "
+                   f"NULL AS category FROM r {where}")
+    done = subprocess.run([sys.executable, "-m", "traceviz", "analyze", str(path), "--json"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TRACEVIZ_MAX_SQLITE_SECONDS": "1"})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    assert "reading table NVTX_EVENTS took past 1 s" in done.stderr
