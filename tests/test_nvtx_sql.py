@@ -219,6 +219,8 @@ def test_other_exports_are_read_row_by_row(tmp_path, rows, kernels):
 
 
 def test_sorted_parents_is_innermost_enclosing():
+    none = np.zeros(0, dtype=np.int64)
+    assert sorted_parents(np.zeros(0, dtype=bool), none, none).tolist() == []
     rng = np.random.default_rng(7)
     for _ in range(200):
         n = int(rng.integers(1, 200))

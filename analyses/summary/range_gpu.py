@@ -82,7 +82,8 @@ def _nested(ranges: pd.DataFrame) -> pd.DataFrame:
         out = ranges.take(np.lexsort((-end, start, tid, pid))).reset_index(drop=True)
     out.insert(4, "dur_ns", out["end_ns"].to_numpy() - out["start_ns"].to_numpy())
     pid, tid = out["pid"].to_numpy(), out["tid"].to_numpy()
-    new_thread = np.r_[True, (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]
+    new_thread = np.ones(len(pid), dtype=bool)
+    new_thread[1:] = (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
     parent = sorted_parents(new_thread, out["start_ns"].to_numpy(), out["end_ns"].to_numpy())
     del new_thread
     # the latest-starting range holding a range's start may end before it does (ranges
