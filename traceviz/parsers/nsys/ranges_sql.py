@@ -103,7 +103,9 @@ def ranges_of(tables: SqliteTables, strings: pd.Series) -> pd.DataFrame | None:
             extra = [c for c in ("category", *PAYLOAD_COLUMNS) if c in held]
             # a category or payload that is no number is a note of the reader's; a domain
             # id past DOMAINS would not fit the row's key
-            if not n or (d_min or 0) < 0 or (d_max or 0) >= DOMAINS or extra and db.execute(
+            # (SQLite orders numbers before texts: a text id is the largest)
+            if not n or not isinstance(d_max, int | None) or (d_min or 0) < 0 \
+                    or (d_max or 0) >= DOMAINS or extra and db.execute(
                     f"SELECT 1 FROM {NVTX} WHERE " + " OR ".join(
                         f"typeof(\"{c}\") NOT IN ('integer', 'real', 'null')" for c in extra)
                     + " LIMIT 1").fetchone():
@@ -206,8 +208,10 @@ def _named(tables: SqliteTables, strings: pd.Series, inline: dict[int, str],
     _, kind, name, _ = read_ranges(pd.Series(texts, dtype=object))
     if (kind != "annotation").any():  # steps and ops are other sections' rows
         return None
-    d_code, d_names = domains(_made(tables, strings, inline, col),
-                              p_thread & np.int64(~0xFFFFFF), p_key // 2 % DOMAINS)
+    made = _made(tables, strings, inline, col)
+    if made is None:
+        return None
+    d_code, d_names = domains(made, p_thread & np.int64(~0xFFFFFF), p_key // 2 % DOMAINS)
     name = name.astype(object)
     qualified = d_code >= 0
     name[qualified] = d_names[d_code[qualified]] + ":" + name[qualified]
@@ -260,14 +264,18 @@ def _text(key: int, strings: pd.Series, inline: dict[int, str]) -> str:
 
 
 def _made(tables: SqliteTables, strings: pd.Series, inline: dict[int, str],
-          col: dict[str, str]) -> pd.DataFrame:
-    """The domain-create events: process ``p``, domain id ``d``, ``name``, in order."""
+          col: dict[str, str]) -> pd.DataFrame | None:
+    """The domain-create events: process ``p``, domain id ``d``, ``name``, in order;
+    None where an id is no integer (the reader reads it and says what)."""
     db, guard = tables.connection()
     with guard.query(NVTX):
         rows = db.execute(
-            f"SELECT coalesce(globalTid, 0) & {~0xFFFFFF}, coalesce({col['domainId']}, 0), "
+            f"SELECT globalTid, coalesce({col['domainId']}, 0), "
             f"{_text_key(col, 'StringIds' in tables.names)} FROM {NVTX} "
             f"WHERE eventType = {DOMAIN_CREATE}").fetchall()
+    if not all(isinstance(g, int | None) and isinstance(d, int) for g, d, _ in rows):
+        return None
+    rows = [((g or 0) & ~0xFFFFFF, d, k) for g, d, k in rows]
     names = [_text(int(k), strings, inline) for _, _, k in rows]
     return pd.DataFrame({"p": np.array([r[0] for r in rows], dtype=np.int64),
                          "d": np.array([r[1] for r in rows], dtype=np.int64),
