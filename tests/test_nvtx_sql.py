@@ -202,8 +202,9 @@ def _with(rows: list[tuple], *extra: tuple) -> list[tuple]:
     (ROWS, True),
     (_with(ROWS, (1_100, 1_200.5, 59, "half", None, gtid(100, 100), None)), False),
     (_with(ROWS, ("soon", 1_200, 59, "text", None, gtid(100, 100), None)), False),
+    (_with(ROWS, (0, None, 75, "Odd", None, gtid(100, 100), "x")), False),
 ], ids=["a step range", "an op range", "a collective", "an input call", "kernels",
-        "a time that is no integer", "a time written as text"])
+        "a time that is no integer", "a time written as text", "a domain id as text"])
 def test_other_exports_are_read_row_by_row(tmp_path, rows, kernels):
     """Step and op ranges, ranges the communication or input pipeline sections read, CUDA
     rows, values the reader checks: the export is read whole, and its figures are the
