@@ -62,6 +62,9 @@ class Trace:
 
     events: pd.DataFrame
     meta: TraceMeta = field(default_factory=lambda: TraceMeta())
+    # an nsys export's NVTX ranges read apart from ``events`` (``parsers/nsys/ranges_sql``:
+    # one compact row per range, for the Ranges section); None: they are rows of ``events``
+    nvtx_ranges: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.events = schema.coerce(self.events)

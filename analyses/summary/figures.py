@@ -206,8 +206,9 @@ def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = Fal
                      "was not recorded (e.g. a CUPTI counter session).")
     # launches without kernel records are not a ranges-only trace: the device ran work
     # the profiler did not record (the kernel_activity section says so)
-    ranges_only = not len(work) and not trace.kernel_activity_missing and bool(
+    ranges_only = not len(work) and not trace.kernel_activity_missing and (bool(
         is_in(trace.events["kind"], "annotation", "step").any())
+        or trace.nvtx_ranges is not None)
     if ranges_only:
         # nothing runs that an efficiency or a replay could read: skip them
         with_efficiency = False

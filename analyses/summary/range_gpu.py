@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from traceviz.algos.intervals import sorted_parents
 from traceviz.algos.optree import parents_and_enclosing
 from traceviz.table.schema import is_in
 from traceviz.table.steps import step_family
@@ -38,7 +39,10 @@ def range_rows(trace: Trace) -> pd.DataFrame:
     A range is a host annotation (NVTX range, record_function, TraceMe) or step mark; in
     an nsys export also an ``op`` row, which there is an emit_nvtx range (its name already
     folded to the op's). Device-side annotations (Kineto's ``gpu_user_annotation``) echo
-    a host range and are left out."""
+    a host range and are left out. An nsys export's ranges read apart from the events
+    table (``Trace.nvtx_ranges``) are those rows already."""
+    if trace.nvtx_ranges is not None:
+        return _nested(trace.nvtx_ranges)
     ev = trace.events
     kinds = ("annotation", "step", "op") if trace.meta.get("source_format") in NVTX_SOURCES \
         else ("annotation", "step")
@@ -58,27 +62,53 @@ def range_rows(trace: Trace) -> pd.DataFrame:
     name = r["name"].astype("category").cat.remove_unused_categories()
     if trace.meta.get("source_format") not in NVTX_SOURCES:
         name = _steps_folded(name, (r["kind"] == "step").to_numpy())
-    out = pd.DataFrame({
+    return _nested(pd.DataFrame({
         "name": name.cat.rename_categories(name.cat.categories.astype(str)).to_numpy(),
         "style": pd.Categorical.from_codes(style, categories=[DEFAULT_STYLE, "StartEnd"]),
-        "start_ns": start, "end_ns": start + dur, "dur_ns": dur,
+        "start_ns": start, "end_ns": start + dur,
         "pid": r["pid"].to_numpy(np.int64), "tid": r["tid"].to_numpy(np.int64),
         "is_step": (r["kind"] == "step").to_numpy(),
-    })
-    order = np.lexsort((-out["end_ns"].to_numpy(), out["start_ns"].to_numpy(),
-                        out["tid"].to_numpy(), out["pid"].to_numpy()))
-    out = out.take(order).reset_index(drop=True)
-    parent, _ = parents_and_enclosing(out["pid"].to_numpy(), out["tid"].to_numpy(),
-                                      out["start_ns"].to_numpy(), out["dur_ns"].to_numpy(),
-                                      np.zeros(0, np.int64), np.zeros(0, np.int64),
-                                      np.zeros(0, np.int64))
+    }))
+
+
+def _nested(ranges: pd.DataFrame) -> pd.DataFrame:
+    """``ranges`` (name, style, start_ns, end_ns, pid, tid, is_step) sorted by thread then
+    start (the longest first), with ``dur_ns``, ``parent`` and ``depth``."""
+    pid, tid = ranges["pid"].to_numpy(), ranges["tid"].to_numpy()
+    start, end = ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()
+    if _in_order(pid, tid, start, end):  # read sorted (Trace.nvtx_ranges): no copy
+        out = ranges.copy(deep=False)
+    else:
+        out = ranges.take(np.lexsort((-end, start, tid, pid))).reset_index(drop=True)
+    out.insert(4, "dur_ns", out["end_ns"].to_numpy() - out["start_ns"].to_numpy())
+    pid, tid = out["pid"].to_numpy(), out["tid"].to_numpy()
+    new_thread = np.ones(len(pid), dtype=bool)
+    new_thread[1:] = (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
+    parent = sorted_parents(new_thread, out["start_ns"].to_numpy(), out["end_ns"].to_numpy())
+    del new_thread
     # the latest-starting range holding a range's start may end before it does (ranges
     # that overlap without nesting: start/end ranges): climb to one that holds it whole
     end = out["end_ns"].to_numpy()
+    # int32: a million ranges' positions and levels, the half of int64's memory
+    parent = parent.astype(np.int32)
     parent = _climb(parent, parent.copy(), end, end)
     out["parent"] = parent
     out["depth"] = _depths(parent)
     return out
+
+
+def _in_order(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray
+              ) -> bool:
+    """Rows sorted by (pid, tid, start, end descending) already."""
+    if len(pid) < 2:
+        return True
+    same_p = pid[1:] == pid[:-1]
+    if (pid[1:] < pid[:-1]).any() or (same_p & (tid[1:] < tid[:-1])).any():
+        return False
+    same_t = same_p & (tid[1:] == tid[:-1])
+    if (same_t & (start[1:] < start[:-1])).any():
+        return False
+    return not (same_t & (start[1:] == start[:-1]) & (end[1:] > end[:-1])).any()
 
 
 def _steps_folded(name: pd.Series, is_step: np.ndarray) -> pd.Series:
@@ -109,7 +139,7 @@ def _climb(parent: np.ndarray, at: np.ndarray, end: np.ndarray, need_end: np.nda
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
-    depth = np.zeros(len(parent), dtype=np.int64)
+    depth = np.zeros(len(parent), dtype=np.int32)
     up = parent.copy()
     while (live := up >= 0).any():
         depth[live] += 1

@@ -54,42 +54,54 @@ def range_table(ranges: pd.DataFrame, proj: pd.DataFrame | None = None) -> pd.Da
     # each time, in the same place
     cats = [*names.categories.astype(str), TOP, STEP_PARENT]
     up = np.maximum(parent, 0)
-    p_code = np.where(parent < 0, len(cats) - 2,
-                      np.where(ranges["is_step"].to_numpy()[up], len(cats) - 1, codes[up]))
+    p_code = codes.astype(np.int32)[up]
+    p_code[ranges["is_step"].to_numpy()[up]] = len(cats) - 1
+    p_code[parent < 0] = len(cats) - 2
+    del up
     style = pd.Categorical(ranges["style"])
-    group = codes.astype(np.int64) * len(style.categories) + style.codes
+    # int32 keys, arithmetic in place, each array let go once read: a million ranges'
+    # transients stay three or four arrays
+    wide = np.int64 if len(cats) ** 2 * len(style.categories) >= 2 ** 31 else np.int32
+    group = codes.astype(wide) * len(style.categories) + style.codes
+    # the parent more than half of the instances have ("" where none has: the instances
+    # sit in different places)
+    pairs, counts = np.unique(group * len(cats) + p_code, return_counts=True)
+    del p_code
     dur = ranges["dur_ns"].to_numpy(np.int64)
     # numpy over groups sorted by (group, duration): the median is the middle row, min
     # and max the ends (pandas' groupby costs several times more on a few thousand rows)
     order = np.lexsort((dur, group))
-    g, x = group[order], dur[order]
+    g = group[order]
+    del group
     first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     n = np.diff(np.r_[first, len(g)])
+    gc = g[first]
+    del g
+    x = dur[order]
     total = np.add.reduceat(x, first)
     mean = total / n
     lo, hi = first + (n - 1) // 2, first + n // 2
-    dev = x - np.repeat(mean, n)
-    var = np.add.reduceat(dev * dev, first) / np.maximum(n - 1, 1)
-
-    def summed(values: np.ndarray) -> np.ndarray:
-        return np.add.reduceat(values[order], first)
-
-    extra = {col: np.zeros(len(ranges), dtype=np.int64) if proj is None or proj.empty else
-             proj[col].reindex(np.arange(len(ranges)), fill_value=0).to_numpy(np.int64)
-             for col in ("gpu_ops", "proj_ns", "kernels", "kernel_ns")}
-    gc = g[first]
+    figures = {"med_ns": (x[lo] + x[hi]) / 2, "min_ns": x[first], "max_ns": x[first + n - 1],
+               "depth": np.minimum.reduceat(ranges["depth"].to_numpy()[order], first)}
+    # no device work (the ranges of an export alone): zeros per name, not per range
+    for col in ("gpu_ops", "proj_ns", "kernels", "kernel_ns"):
+        figures[col] = np.zeros(len(first), dtype=np.int64) if proj is None or proj.empty \
+            else np.add.reduceat(proj[col].reindex(np.arange(len(ranges)), fill_value=0)
+                                 .to_numpy(np.int64)[order], first)
+    del order
+    dev = x.astype(np.float64)
+    del x
+    for a, b, m in zip(first.tolist(), (first + n).tolist(), mean.tolist(), strict=True):
+        dev[a:b] -= m  # per name: no array of every range's mean
+    dev *= dev
+    var = np.add.reduceat(dev, first) / np.maximum(n - 1, 1)
+    del dev
     out = pd.DataFrame({
         "name": names.categories.astype(str).to_numpy(object)[gc // len(style.categories)],
         "style": style.categories.astype(str).to_numpy(object)[gc % len(style.categories)],
         "instances": n, "total_ns": total, "avg_ns": mean,
-        "med_ns": (x[lo] + x[hi]) / 2, "min_ns": x[first], "max_ns": x[first + n - 1],
-        "std_ns": np.where(n > 1, np.sqrt(var), 0.0),
-        "depth": np.minimum.reduceat(ranges["depth"].to_numpy()[order], first),
-        **{col: summed(v) for col, v in extra.items()},
+        "std_ns": np.where(n > 1, np.sqrt(var), 0.0), **figures,
     })
-    # the parent more than half of the instances have ("" where none has: the instances
-    # sit in different places)
-    pairs, counts = np.unique(group * len(cats) + p_code, return_counts=True)
     p_group, p_par = np.divmod(pairs, len(cats))
     best = np.lexsort((-counts, p_group))
     best = best[np.r_[True, p_group[best][1:] != p_group[best][:-1]]]  # one per group

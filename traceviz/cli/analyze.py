@@ -102,6 +102,13 @@ class AnalyzeCommand(Command):
                 from traceviz.parsers.nvtx_text import raw_range_names
 
                 stack.enter_context(raw_range_names())
+            if not (args.export or args.perfetto or args.plot
+                    or args.critical_path is not None):
+                from traceviz.parsers.nsys.ranges_sql import ranges_apart
+
+                # only figures are asked for: an export of NVTX ranges alone is read
+                # into the Ranges section's few columns, not into rows
+                stack.enter_context(ranges_apart())
             # every row: the host split reads every runtime call and op
             trace = load_with_progress(args.trace, stack)
         peak = None

@@ -39,8 +39,10 @@ from traceviz.parsers.nsys.nvtx import (
     range_texts,
 )
 from traceviz.parsers.nsys.osrt import cpu_samples, off_cpu, os_calls
+from traceviz.parsers.nsys.ranges_sql import ranges_of, ranges_trace, wanted
 from traceviz.parsers.nsys.tables import (
     ExportTables,
+    SqliteTables,
     lookup_strings,
     open_tables,
     text_values,
@@ -91,6 +93,11 @@ def parse(path: Path, fmt: str) -> Trace:
                                 "CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS)")
         strings = _strings(tables)
         check_names(tables, strings, path)
+        apart = ranges_of(tables, strings) \
+            if wanted() and isinstance(tables, SqliteTables) else None
+        if apart is not None:  # NVTX ranges alone: the Ranges section reads them apart
+            return ranges_trace(apart, _meta(tables, path, fmt),
+                                export_notes(_Rows(), tables.odd_names))
         b = _Rows()
         runtime = _runtime(tables, strings, b)
         # the threads that made CUDA calls: what they did outside CUDA is kept

@@ -136,6 +136,11 @@ class SqliteTables(ExportTables):
                 parts.append(_chunk(rows, columns))
         return parts
 
+    def connection(self) -> tuple[sqlite3.Connection, ReadGuard]:
+        """The connection and its guard, for a reader's own queries (each statement inside
+        ``guard.query``)."""
+        return self._db, self._guard
+
     def close(self) -> None:
         self._db.close()
 
