@@ -53,7 +53,11 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; ``only``: the command being run, the one whose arguments
+    are added (the others keep their name and help, for a usage error's list): some
+    commands' arguments import modules of their own (``capture``'s, the runners), which
+    another command need not pay for."""
     parser = _Parser(
         prog="traceviz",
         description="Profile LSTM variants (PyTorch, TensorFlow, JAX, MXNet) and read any "
@@ -65,15 +69,18 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         cmd = command()
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
-        cmd.add_arguments(p)
+        if only is None or cmd.name == only:
+            cmd.add_arguments(p)
         p.set_defaults(_command=cmd)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    names = {c.name for c in COMMANDS}
+    parser = build_parser(args_in[0] if args_in and args_in[0] in names else None)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_in)
     except UsageError as e:
         _error(e.cli_text())
         return e.exit_code

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from traceviz.cli.base import Command, stderr, stdout
-from traceviz.runners import MXNET_ENV
 
 
 class EnvCommand(Command):
@@ -14,6 +13,9 @@ class EnvCommand(Command):
     help = "create the separate environment a framework needs (mxnet: MXNet 1.9.1, numpy<1.24)"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        # here, not at the top: another command's parser imports no runner
+        from traceviz.runners import MXNET_ENV
+
         p.add_argument("framework", choices=("mxnet",))
         p.add_argument("--path", type=Path, default=MXNET_ENV,
                        help=f"where to create it (default ./{MXNET_ENV}, where capture "
@@ -23,6 +25,7 @@ class EnvCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.capture.envs import make_mxnet_env
+        from traceviz.runners import MXNET_ENV
 
         with stderr().status("...") as status:
             interp = make_mxnet_env(args.path, args.python,
