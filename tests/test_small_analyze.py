@@ -82,6 +82,7 @@ def test_unique_text_is_numpys(values):
 # commands' arguments), the ranks' analyses, Parquet (no table read or written), the
 # plotting and report libraries, the frameworks
 NOT_IMPORTED = ("traceviz.capture", "traceviz.runners.presets", "traceviz.analyses.compare.ranks",
+                "traceviz.cli.capture", "traceviz.cli.whatif", "traceviz.cli.report",
                 "pyarrow.parquet", "pyarrow.dataset", "matplotlib", "bokeh", "scipy",
                 "duckdb", "polars", "torch", "tensorflow", "jax", "ray")
 
@@ -99,3 +100,13 @@ def test_a_small_analyze_imports_nothing_it_does_not_use(trace):
                          text=True, check=True, cwd=Path(__file__).parent.parent).stdout
     assert out.strip().splitlines()[-1] == "[]"
 
+
+
+def test_every_command_is_listed_under_its_own_name():
+    """The CLI imports a command's module when it runs (``COMMAND_MODULES``): each entry
+    names the class whose ``name`` it is listed under."""
+    from traceviz.cli import COMMAND_MODULES, command_class
+
+    assert len({name for name, _, _ in COMMAND_MODULES}) == len(COMMAND_MODULES) == 13
+    for name, _, _ in COMMAND_MODULES:
+        assert command_class(name).name == name
