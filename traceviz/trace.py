@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from traceviz.algos.categorical import per_distinct
 from traceviz.errors import TraceVizError
@@ -41,6 +40,7 @@ def _has_device_rows(path: Path) -> bool:
     """A current-schema traceviz table with device rows (a filter on its columns is then
     safe to apply; anything else is read whole and judged by the full read)."""
     import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
     f = pq.ParquetFile(path)
     if not set(schema.COLUMNS) <= set(f.schema_arrow.names) \
@@ -294,6 +294,8 @@ class Trace:
         md = dict(table.schema.metadata or {})
         md[META_KEY] = json.dumps(self.meta, default=str).encode()
         table = table.replace_schema_metadata(md)
+        import pyarrow.parquet as pq  # here: an analyze of a raw trace writes no Parquet
+
         with atomic_output(path, force=force) as tmp:
             pq.write_table(table, tmp, compression="zstd")
         return path
@@ -303,6 +305,8 @@ class Trace:
         """Read a traceviz Parquet file. ``rows`` (a ``pyarrow.compute`` expression): on a
         trace with device rows, read only the rows it keeps, for an analysis that reads no
         others; a CPU trace is read whole."""
+        import pyarrow.parquet as pq  # here: reading a raw trace needs none of it
+
         path = Path(path)
         check_readable(path)
         try:

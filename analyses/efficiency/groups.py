@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from traceviz.algos.unique import unique, unique_first, unique_text_inverse
 from traceviz.opcost.peaks import Peak
 
 GROUP_COLUMNS = ["op", "dims", "types", "precision", "unit", "peak_key", "calls", "kernels",
@@ -77,7 +78,7 @@ class _Groups:
         if not len(values):
             return np.zeros(self.n, dtype=np.int64)
         base = int(values.max()) + 2
-        pairs = np.unique(self.gid.astype(np.int64) * base + (values + 1))
+        pairs = unique(self.gid.astype(np.int64) * base + (values + 1))
         return np.bincount(pairs // base, minlength=self.n).astype(np.int64)
 
     def first_valid(self, valid: np.ndarray) -> np.ndarray:
@@ -85,7 +86,7 @@ class _Groups:
         first row (all null: ``first`` gives that null)."""
         out = self.first.copy()
         rows = np.flatnonzero(valid)
-        found, at = np.unique(self.gid[rows], return_index=True)
+        found, at = unique_first(self.gid[rows])
         out[found] = rows[at]
         return out
 
@@ -103,7 +104,7 @@ def _group(*keys: np.ndarray) -> tuple[np.ndarray, _Groups]:
         combined = pd.factorize(combined * (len(uniques) + 1) + codes + 1)[0]
     rows = np.flatnonzero(valid)
     gid = pd.factorize(combined[rows])[0]
-    _, first = np.unique(gid, return_index=True)
+    _, first = unique_first(gid)
     return rows, _Groups(gid, first)
 
 
@@ -231,7 +232,7 @@ def _majority(values: pd.Series, rows: np.ndarray, grp: _Groups) -> np.ndarray:
     valid = values.notna().to_numpy()[rows]
     if not valid.any():
         return out
-    text, code = np.unique(values.to_numpy(object)[rows][valid], return_inverse=True)
+    text, code = unique_text_inverse(values.to_numpy(object)[rows][valid])
     gid = grp.gid[valid]
     pair, count = np.unique(gid.astype(np.int64) * len(text) + code, return_counts=True)
     g, c = pair // len(text), pair % len(text)

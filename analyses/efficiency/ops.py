@@ -20,6 +20,7 @@ import pandas as pd
 from traceviz.algos.categorical import each, per_distinct
 from traceviz.algos.intervals import innermost_enclosing
 from traceviz.algos.optree import op_parents, thread_key
+from traceviz.algos.unique import unique_first
 from traceviz.analyses.efficiency.conv import with_related_shapes
 from traceviz.analyses.efficiency.groups import (
     KernelColumns,
@@ -158,7 +159,7 @@ def op_of_kernels(trace: Trace, work: pd.DataFrame) -> np.ndarray:
         thread_key(pid[calls], tid[calls]), ts[calls])
     call_op = np.where(around >= 0, ops[np.maximum(around, 0)], -1)
     # a launch id on several calls (a table written elsewhere): the first call's op
-    ids, first = np.unique(ev["launch_id"].to_numpy()[calls], return_index=True)
+    ids, first = unique_first(ev["launch_id"].to_numpy()[calls])
     want = work["launch_id"].to_numpy()
     pos = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
     hit = ids[pos] == want

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from traceviz.algos.unique import unique_first
+
 
 def per_distinct(values: pd.Series | pd.Categorical | pd.Index | np.ndarray,
                  fn: Callable[[pd.Index], Any], fill: Any = None) -> np.ndarray:
@@ -85,7 +87,7 @@ def groups(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
     """(value, positions) per distinct integer value, values ascending, positions in row
     order: a group's columns are then taken as arrays, not as a copy of a whole frame."""
     order = np.argsort(values, kind="stable")
-    uniq, first = np.unique(values[order], return_index=True)
+    uniq, first = unique_first(values[order])
     bounds = np.append(first, len(order))
     return [(int(v), order[bounds[i]:bounds[i + 1]]) for i, v in enumerate(uniq.tolist())]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from traceviz.algos.unique import unique, unique_inverse
+
 
 def union_blocks(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of half-open intervals [start, end) as sorted, disjoint blocks."""
@@ -141,12 +143,12 @@ def innermost_enclosing(
     result = np.full(len(q_time), -1, dtype=np.int64)
     if n == 0 or len(q_time) == 0:
         return result
-    g_labels, g_codes = np.unique(np.concatenate([group, q_group]), return_inverse=True)
+    g_labels, g_codes = unique_inverse(np.concatenate([group, q_group]))
     gi, gq = g_codes[:n], g_codes[n:]
     lo = min(int(start.min()), int(q_time.min()))
     width = max(int(end.max()), int(q_time.max())) - lo + 2
     if width * len(g_labels) >= 2 ** 62:  # the packed axis would overflow int64: use ranks
-        times, ranks = np.unique(np.concatenate([start, end, q_time]), return_inverse=True)
+        times, ranks = unique_inverse(np.concatenate([start, end, q_time]))
         start, end, q_time = ranks[:n], ranks[n:2 * n], ranks[2 * n:]
         lo, width = 0, len(times) + 2
     # one time axis for all groups: group k lives in [k*width, (k+1)*width)
@@ -171,7 +173,7 @@ def innermost_enclosing(
     # the sparse table holds log2(n) copies of the ends: as int32 ranks among the ends and
     # query times (order kept, so every comparison below is unchanged), it takes half the
     # memory, the largest transient of an import
-    both, ranked = np.unique(np.concatenate([ke, key_q]), return_inverse=True)
+    both, ranked = unique_inverse(np.concatenate([ke, key_q]))
     del both
     ke = ranked[:n].astype(np.int32)
     key_q = ranked[n:].astype(np.int32)
@@ -236,7 +238,7 @@ def intersect_blocks(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray
     b_start, b_end = np.asarray(b_start, np.int64), np.asarray(b_end, np.int64)
     if not len(a_start) or not len(b_start):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    t = np.unique(np.concatenate([a_start, a_end, b_start, b_end]))
+    t = unique(np.concatenate([a_start, a_end, b_start, b_end]))
     lo, hi = t[:-1], t[1:]
 
     def covers(s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -259,7 +261,7 @@ def covering(block_start: np.ndarray, block_end: np.ndarray, t: np.ndarray) -> n
 def elementary(*edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The pieces between consecutive distinct times of ``edges``: inside each, every
     set of intervals whose ends are among them is either wholly present or absent."""
-    t = np.unique(np.concatenate([np.asarray(e, dtype=np.int64) for e in edges]))
+    t = unique(np.concatenate([np.asarray(e, dtype=np.int64) for e in edges]))
     return t[:-1], t[1:]
 
 

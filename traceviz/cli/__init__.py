@@ -8,6 +8,7 @@ for any caller; here they become one line on stderr, with options spelled as fla
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
@@ -15,28 +16,30 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from traceviz import __version__
-from traceviz.cli.advise import AdviseCommand
-from traceviz.cli.amp import AmpCommand
-from traceviz.cli.analyze import AnalyzeCommand
 from traceviz.cli.base import Command
-from traceviz.cli.capture import CaptureCommand
-from traceviz.cli.compare import CompareCommand
-from traceviz.cli.env import EnvCommand
-from traceviz.cli.import_trace import ImportCommand
-from traceviz.cli.ladder import LadderCommand
-from traceviz.cli.models import ModelsCommand
-from traceviz.cli.report import ReportCommand
-from traceviz.cli.sweep import SweepCommand
-from traceviz.cli.sweep_plot import SweepPlotCommand
-from traceviz.cli.whatif import WhatIfCommand
 from traceviz.errors import Terminated, TraceVizError, UsageError
 from traceviz.render.escape import visible
 
-COMMANDS: tuple[type[Command], ...] = (
-    ImportCommand, AnalyzeCommand, CaptureCommand, ModelsCommand, EnvCommand,
-    CompareCommand, AmpCommand, SweepCommand, SweepPlotCommand, ReportCommand,
-    WhatIfCommand, AdviseCommand, LadderCommand,
+# every command: its name, and its module and class under traceviz.cli, in the order of
+# the help. A command's module is imported when it runs or the list is shown in full:
+# one command's run does not import the other twelve
+COMMAND_MODULES: tuple[tuple[str, str, str], ...] = (
+    ("import", "import_trace", "ImportCommand"), ("analyze", "analyze", "AnalyzeCommand"),
+    ("capture", "capture", "CaptureCommand"), ("models", "models", "ModelsCommand"),
+    ("env", "env", "EnvCommand"), ("compare", "compare", "CompareCommand"),
+    ("amp", "amp", "AmpCommand"), ("sweep", "sweep", "SweepCommand"),
+    ("sweep-plot", "sweep_plot", "SweepPlotCommand"), ("report", "report", "ReportCommand"),
+    ("whatif", "whatif", "WhatIfCommand"), ("advise", "advise", "AdviseCommand"),
+    ("ladder", "ladder", "LadderCommand"),
 )
+
+
+def command_class(name: str) -> type[Command]:
+    """The ``Command`` of the command named ``name``."""
+    _, module, cls = next(c for c in COMMAND_MODULES if c[0] == name)
+    found: type[Command] = getattr(importlib.import_module(f"traceviz.cli.{module}"), cls)
+    return found
+
 
 INTERNAL_ERROR = 3
 
@@ -53,7 +56,11 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; ``only``: the command being run, the only one whose module
+    is imported and whose arguments are added (the others keep their name, for a usage
+    error's list): some commands' arguments import modules of their own (``capture``'s,
+    the runners), which another command need not pay for."""
     parser = _Parser(
         prog="traceviz",
         description="Profile LSTM variants (PyTorch, TensorFlow, JAX, MXNet) and read any "
@@ -62,8 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"traceviz {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in COMMANDS:
-        cmd = command()
+    for name, _, _ in COMMAND_MODULES:
+        if only is not None and name != only:
+            sub.add_parser(name)  # named, for a usage error's list; never run
+            continue
+        cmd = command_class(name)()
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.add_arguments(p)
         p.set_defaults(_command=cmd)
@@ -71,9 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    names = {c[0] for c in COMMAND_MODULES}
+    parser = build_parser(args_in[0] if args_in and args_in[0] in names else None)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_in)
     except UsageError as e:
         _error(e.cli_text())
         return e.exit_code

@@ -13,7 +13,6 @@ from rich.markup import escape
 from traceviz.cli.base import Command, progress_bar, stderr, stdout
 from traceviz.cli.capture_script import self_command
 from traceviz.errors import Terminated, UsageError
-from traceviz.runners import DEVICES, VARIANTS, default_device
 
 if TYPE_CHECKING:
     from traceviz.capture.run import CaptureRequest
@@ -27,7 +26,9 @@ class CaptureCommand(Command):
             "under a profiler; save raw trace, trace.parquet, bench.json")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        # here, not at the top: another command's parser imports no runner
         from traceviz.capture.run import COMPILE_MODES, PROFILERS
+        from traceviz.runners import DEVICES, VARIANTS
         from traceviz.runners.presets import PRESETS
 
         keras = [v.name for v in VARIANTS.values() if v.exec_modes]
@@ -118,6 +119,7 @@ class CaptureCommand(Command):
             variant_options,
         )
         from traceviz.files.runclaim import claimed_run_dir
+        from traceviz.runners import VARIANTS, default_device
         from traceviz.runners.presets import make_workload
 
         for flag in ("warmup", "steps", "profile_steps", "max_warmup"):

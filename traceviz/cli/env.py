@@ -8,7 +8,6 @@ import argparse
 from pathlib import Path
 
 from traceviz.cli.base import Command, stderr, stdout
-from traceviz.runners import MXNET_ENV
 
 
 class EnvCommand(Command):
@@ -17,6 +16,9 @@ class EnvCommand(Command):
             "environment a framework needs (mxnet: MXNet 1.9.1, numpy<1.24)")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        # here, not at the top: another command's parser imports no runner
+        from traceviz.runners import MXNET_ENV
+
         p.add_argument("framework", choices=("mxnet",), nargs="?",
                        help="the framework whose environment to create (none: only the note)")
         p.add_argument("--path", type=Path, default=MXNET_ENV,
@@ -34,6 +36,7 @@ class EnvCommand(Command):
         stderr().print(Text.assemble(("note: ", "yellow"), reader_note()), soft_wrap=True)
         if args.framework is None:
             return 0
+        from traceviz.runners import MXNET_ENV
 
         with stderr().status("...") as status:
             interp = make_mxnet_env(args.path, args.python,

@@ -11,7 +11,6 @@ from rich.markup import escape
 
 from traceviz.cli.base import Command, json_text, progress_bar, stderr, stdout, width_arg
 from traceviz.errors import UsageError
-from traceviz.runners import DEVICES, default_device
 
 if TYPE_CHECKING:
     from traceviz.ladder.rungs import Ladder
@@ -28,6 +27,9 @@ class LadderCommand(Command):
             "whatif's")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        # here, not at the top: another command's parser imports no runner
+        from traceviz.runners import DEVICES
+
         p.add_argument("--from", dest="source", type=Path, metavar="DIR",
                        help="re-render a ladder folder written before (no capture)")
         p.add_argument("--device", choices=DEVICES,
@@ -64,6 +66,7 @@ class LadderCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.ladder.rungs import BASELINE, MODES, RUNGS
+        from traceviz.runners import default_device
 
         names = {r.variant for r in RUNGS}
         asked = names if not args.rungs else \

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from traceviz.cli.base import Command, json_text, stdout, width_arg
-from traceviz.runners import DEVICES, FRAMEWORKS, default_device, variants
 
 
 class ModelsCommand(Command):
@@ -13,6 +12,9 @@ class ModelsCommand(Command):
     help = "list the LSTM variants, their framework, and whether they can run here"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        # here, not at the top: another command's parser imports no runner
+        from traceviz.runners import DEVICES, FRAMEWORKS
+
         p.add_argument("--json", action="store_true", help="print as JSON")
         p.add_argument("--names", action="store_true",
                        help="print only the names, one per line (for scripts)")
@@ -24,6 +26,8 @@ class ModelsCommand(Command):
                        help="terminal width for the table (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
+        from traceviz.runners import FRAMEWORKS, default_device, variants
+
         chosen = variants(args.framework, args.device)
         if args.names:
             for v in chosen:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from traceviz.cli.base import Command, progress_bar, stderr, stdout
 from traceviz.errors import UsageError
-from traceviz.runners import DEVICES, default_device
 
 AMPS = ("fp16", "bf16")
 
@@ -18,6 +17,8 @@ class SweepCommand(Command):
     help = "capture every point of a grid (models x batch x hidden x seq x amp) into sweep.parquet"
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        # here, not at the top: another command's parser imports no runner
+        from traceviz.runners import DEVICES
         from traceviz.runners.presets import PRESETS
 
         p.add_argument("--models", required=True,
@@ -57,6 +58,7 @@ class SweepCommand(Command):
         )
 
         from traceviz.capture.sweep import SWEEP_FILE, SweepSpec, point_id, run_sweep
+        from traceviz.runners import default_device
 
         amps = [None if a.strip() in ("none", "fp32", "") else a.strip()
                 for a in args.amp.split(",")]

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.algos.categorical import as_list
-from traceviz.algos.patterns import in_line, in_word
+from traceviz.algos.patterns import Gated, in_line, in_word
 from traceviz.table.names import bounded
 from traceviz.table.schema import CATEGORIES
 
@@ -76,6 +76,10 @@ _CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
          r"transpose|reshape|bitcast)$"),
     )
 )
+
+# each pattern behind its literal gate (algos/patterns.py): most names hold none of a
+# category's literals, and the patterns were most of reading a small trace's names
+_CATEGORY_GATES = tuple((cat, Gated(rx)) for cat, rx in _CATEGORY_PATTERNS)
 
 # Names whose text would mislead the patterns: fbgemm's embedding kernels are no gemms,
 # an AMD code object's ".kd" suffix and XLA's ".12" instruction numbers are no part of
@@ -201,11 +205,12 @@ def category_codes(names: pd.Index) -> np.ndarray:
 @functools.lru_cache(maxsize=1 << 16)
 def _category_of(name: str) -> str:
     text = _text(name)
+    lower = text.lower()
     xla = xla_category(text)
-    for cat, rx in _CATEGORY_PATTERNS:
+    for cat, gate in _CATEGORY_GATES:
         if xla is not None and cat not in _BEFORE_XLA:
             return xla
-        if rx.search(text):
+        if gate.search(text, lower):
             return cat
     return xla or "other"
 
@@ -247,9 +252,12 @@ def cast_kernel_flags(names: pd.Index) -> np.ndarray:
     return np.array([_is_cast_kernel(str(n)) for n in as_list(names)], dtype=bool)
 
 
+_CAST_GATE = Gated(CAST_KERNEL)
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _is_cast_kernel(name: str) -> bool:
-    return bool(CAST_KERNEL.search(_text(name)))
+    return bool(_CAST_GATE.search(_text(name)))
 
 
 def cast_op_flags(names: pd.Index) -> tuple[np.ndarray, np.ndarray]:

@@ -3,24 +3,22 @@ many ranks (``compare`` and ``amp``: ``render/runs.py``)."""
 
 from __future__ import annotations
 
-import statistics
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from traceviz.analyses.compare.ranks import (
-    RankFigures,
-    RanksSummary,
-    rank_time,
-    slowest_ranks,
-    widest_steps,
-)
 from traceviz.analyses.summary.figures import Summary
 from traceviz.render.terminal.fit import NAME_MIN, Col, fitted_table, left_note
 from traceviz.render.terminal.page import Page
 from traceviz.render.terminal.sections import renders
 from traceviz.units import fmt_ns, fmt_pct
+
+if TYPE_CHECKING:
+    # the ranks' analyses are imported by the rank renders only: an analyze of one trace
+    # does not pay for them
+    from traceviz.analyses.compare.ranks import RankFigures, RanksSummary
 
 
 def render_summary(summary: Summary, top: int = 15, wide: bool = False,
@@ -55,6 +53,8 @@ def ranks_render(s: RanksSummary, top: int = 10, width: int = 120) -> Group:
     """``analyze`` of a rank folder or dataset: per rank, stragglers, top kernels, for
     ``width`` columns. Over ``LIST_ROWS`` ranks (steps): the ``top`` slowest ranks (the
     ``top`` steps of widest spread); ``--json`` keeps every one."""
+    from traceviz.analyses.compare.ranks import slowest_ranks, widest_steps
+
     listed = s.ranks if len(s.ranks) <= LIST_ROWS else slowest_ranks(s.ranks, top)
     what = "median step" if any(r.step_ns is not None for r in s.ranks) else "span"
     title = f"Ranks ({len(s.ranks):,})" if listed is s.ranks else (
@@ -132,6 +132,10 @@ def _rank_row(r: RankFigures) -> list[str]:
 
 def _rank_spread(s: RanksSummary, what: str) -> str:
     """One line for the ranks a long table leaves out: fastest, median and slowest."""
+    import statistics
+
+    from traceviz.analyses.compare.ranks import rank_time, slowest_ranks
+
     slow = slowest_ranks(s.ranks, 1)[0]
     fast = min(s.ranks, key=lambda r: (rank_time(r), r.rank))
     median = statistics.median(rank_time(r) for r in s.ranks)
