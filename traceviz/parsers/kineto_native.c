@@ -35,7 +35,9 @@
  *        deviceProperties, schemaVersion, distributedInfo, baseTimeNanoseconds and
  *        traceName (the last one of a repeated key, as msgspec keeps).
  *   As msgspec: the last of a repeated field wins ("args" as a whole), unknown fields are
- *   skipped (but checked), "args": null reads as no args.
+ *   skipped (but checked), "args": null reads as no args. A repeated number field (or
+ *   "args") whose earlier value is not a plain integer is not mine: msgspec checks every
+ *   occurrence, and such a value is checked on the Python side.
  *
  * The GIL is released while parsing; every state lives in the call's own context, so
  * calls may run at once in several threads.
@@ -528,6 +530,9 @@ static int read_str(const char **pp, const char *end, Slot *sl) {
 /* an int | float | str | bool | None field */
 static int read_num(const char **pp, const char *end, Slot *sl) {
     const char *p = *pp;
+    /* a repeated field whose earlier value was set aside for the Python side's check
+       (msgspec checks every occurrence, then keeps the last): not mine */
+    if (sl->kind == 5) return 0;
     if (p >= end) return 0;
     char ch = *p;
     sl->s = p;
@@ -566,6 +571,10 @@ static int read_raw(const char **pp, const char *end, Slot *sl, int depth) {
 
 static int read_args(const char **pp, const char *end, Ctx *c) {
     const char *p = *pp;
+    /* a repeated "args" would drop an earlier value set aside for the Python side's
+       check (msgspec checks every occurrence): not mine */
+    for (int i = I_CORRELATION; i < N_INT; i++)
+        if (c->num[i].kind == 5) return 0;
     for (int i = 0; i < N_INT; i++)
         if (i >= I_CORRELATION) c->num[i].kind = 0;
     for (int i = R_GRID; i < N_RAW; i++) c->raw[i].kind = 0;
