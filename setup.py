@@ -6,12 +6,18 @@ found, none listed by hand (a subpackage added later ships without editing this 
 ``[tool.setuptools.packages.find]`` table cannot name packages under another prefix than
 their folder's, hence these few lines. A build starts without the previous build's
 ``build/lib``. Everything else is in ``pyproject.toml``.
+
+The Kineto reader's C extension (``traceviz/parsers/kineto_native.c``) is optional: a
+machine without a C compiler (or Python headers) installs the pure-Python package, which
+reads the same traces with the Python reader (``traceviz env`` says which one is used).
 """
 
 import shutil
+import sys
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
 
 MAPPED = {"traceviz.runners": "runners", "traceviz.analyses": "analyses"}
 
@@ -23,4 +29,32 @@ for name, folder in MAPPED.items():
 # the source lived on in wheels built from the folder (pip install ., pip wheel .)
 shutil.rmtree(Path(__file__).resolve().parent / "build" / "lib", ignore_errors=True)
 
-setup(packages=packages)
+
+
+class OptionalBuildExt(build_ext):
+    """Builds the C extension when it can, else warns and leaves it out: the package
+    works without it (the Python reader is its fallback)."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as e:  # no compiler at all (DistutilsPlatformError, ...)
+            self._skipped(e)
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as e:  # the compiler failed (CompileError, LinkError, ...)
+            self._skipped(e)
+
+    def _skipped(self, e: Exception) -> None:
+        print(f"warning: traceviz's compiled Kineto reader was not built ({e}); the "
+              "Python reader will be used", file=sys.stderr)
+
+
+NATIVE = Extension("traceviz.parsers._kineto_native",
+                   sources=["traceviz/parsers/kineto_native.c"],
+                   extra_compile_args=["-O2"] if sys.platform != "win32" else [],
+                   optional=True)
+
+setup(packages=packages, ext_modules=[NATIVE], cmdclass={"build_ext": OptionalBuildExt})
