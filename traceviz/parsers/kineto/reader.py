@@ -1,9 +1,11 @@
 """torch.profiler (Kineto) Chrome-trace JSON -> ``Trace``.
 
-Decoding is typed (msgspec): only the fields we use are materialised, unknown fields
-are skipped in C, and ``ts``/``dur`` are kept as their raw text so microsecond floats
-with nanosecond fractions become exact int64 ns (a float64 cannot hold a 16-digit
-epoch in µs to the ns). Columns are then built with C-level ``map`` and Arrow compute.
+The event array is cut into pieces; each is read into raw columns by the compiled reader
+(``native.py``) or, where it is not built, not wanted (``TRACEVIZ_READER=python``) or
+declines a piece, by the Python one (``events.py``, msgspec); ``columns.py`` builds the
+base columns from either. ``ts``/``dur`` are kept as their raw text so microsecond floats
+with nanosecond fractions become exact int64 ns (a float64 cannot hold a 16-digit epoch in
+µs to the ns).
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from traceviz.errors import TraceVizError
 from traceviz.files.fileio import is_gzip, open_input, read_whole
 from traceviz.parsers.cut_step import without_cut_step
 from traceviz.parsers.jsonstream import ArrayChunks, Piece, Range, decode_in_order, file_ranges
-from traceviz.parsers.kineto_args import BAD_MESSAGE
-from traceviz.parsers.kineto_events import BIG_STEP, DOCUMENT, EVENTS, NEGATIVE, event_columns
+from traceviz.parsers.kineto import native
+from traceviz.parsers.kineto.args import BAD_MESSAGE
+from traceviz.parsers.kineto.columns import BIG_STEP, NEGATIVE, event_columns
+from traceviz.parsers.kineto.events import DOCUMENT, EVENTS, python_columns
 from traceviz.parsers.normalize import finish
 from traceviz.parsers.numbers import dropped_note
 from traceviz.table.meta import TraceMeta
@@ -38,6 +42,11 @@ def decode_piece(piece: Piece | Range, details: bool = True) -> tuple[str, objec
     """Decode one piece of the event array into base columns and drop counts (runs in a
     worker); ``details=False`` leaves the details column empty."""
     data = piece.read()
+    if native.reader() == "native":
+        read = native.native_columns(data)
+        if read is not None:  # None: the Python reader decodes it (see native.py)
+            ph, cat, rows, _ = read
+            return "ok", event_columns(ph, cat, rows.take, details=details)
     if not data.isascii():  # JSON is UTF-8; msgspec skips unused fields unchecked
         try:
             data.decode("utf-8")
@@ -45,7 +54,7 @@ def decode_piece(piece: Piece | Range, details: bool = True) -> tuple[str, objec
             return "invalid", (f"not valid UTF-8 text (byte 0x{data[e.start]:02x} in "
                                f"{data[max(0, e.start - 20):e.start + 20]!r})")
     try:
-        return "ok", event_columns(EVENTS.decode(b"[" + data + b"]"), details=details)
+        return "ok", python_columns(EVENTS.decode(b"[" + data + b"]"), details=details)
     except msgspec.ValidationError as e:
         return "invalid", f"unexpected event layout ({e})"
     except msgspec.DecodeError as e:
@@ -87,6 +96,7 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
     ``chunk_bytes`` is the piece decoded at once (default: 2 MB in this process, 16 MB
     in a worker: a whole piece's decoded events are held at once).
     """
+    native.reader()  # a TRACEVIZ_READER that cannot be met fails here, in one line
     workers = _workers(path) if workers is None else workers
     if chunk_bytes is None:
         # in this process, 2 MB pieces: a piece's decoded events (Python objects, several
@@ -136,13 +146,20 @@ def _whole_document(path: Path, limit: int, progress: Callable[[int], None] | No
     # the streaming path checks UTF-8 and takes the first "traceEvents" key it meets
     if data is None or not data.isascii() or data.count(_TRACE_EVENTS) != 1:
         return None
+    read = native.native_columns(data, document=True) if native.reader() == "native" else None
+    if read is not None:  # None: the Python reader decodes it (see native.py)
+        ph, cat, rows, meta = read
+        frame, dropped = event_columns(ph, cat, rows.take, details=details)
+        if progress:
+            progress(len(data))
+        return ([frame] if len(frame) else []), dropped, meta
     try:
         doc = DOCUMENT.decode(data)
     except (msgspec.DecodeError, RecursionError):
         return None
     if doc.traceEvents is msgspec.UNSET:
         return None
-    frame, dropped = event_columns(doc.traceEvents, details=details)
+    frame, dropped = python_columns(doc.traceEvents, details=details)
     if progress:
         progress(len(data))
     meta = {k: v for k, v in msgspec.structs.asdict(doc).items()

@@ -1,53 +1,48 @@
 """Kineto op and kernel args -> the ``details`` and ``dtype_change`` columns: launch
-configurations, recorded shapes and dtypes, decoded once per distinct value."""
+configurations, recorded shapes and dtypes, decoded once per distinct value. The args are
+read from either reader's raw columns (``raw.Args``: a binary column of raw JSON text per
+field, asked for at the rows that use it)."""
 
 from __future__ import annotations
 
 import functools
 from collections import Counter
-from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from traceviz.opcost import CONCRETE_OPS
+from traceviz.parsers.kineto.raw import Args
 from traceviz.table.classify import SCALAR_TYPES, precision_change
 
-_NO_RAW = msgspec.Raw(b"")  # one shared default: an absent field allocates nothing
 # joins a row's raw fields into one key: JSON text holds no NUL byte
 _NUL = b"\0"
-_Args = Any  # kineto_events._Args (a msgspec struct with raw JSON fields)
 
 
-def _gather(seq: list, idx: np.ndarray) -> list:
-    if len(idx) == 1:
-        return [seq[int(idx[0])]]
-    return list(itemgetter(*idx)(seq))
+def _distinct(columns: list[pa.Array]) -> tuple[np.ndarray, list[tuple]]:
+    """Rows of raw JSON fields (binary arrays) -> (code per row, the distinct combinations
+    in order of first appearance): rows are keyed by their fields joined with NUL (JSON
+    text holds none), in Arrow; Python work is once per distinct combination."""
+    columns = [c.cast(pa.large_binary()) for c in columns]
+    keys = pc.binary_join_element_wise(*columns, pa.scalar(_NUL, pa.large_binary()))
+    enc = keys.dictionary_encode()
+    inverse = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    return inverse, [tuple(k.split(_NUL)) for k in enc.dictionary.to_pylist()]
 
 
-def _distinct(columns: list[list]) -> tuple[np.ndarray, list[tuple]]:
-    """Rows of raw JSON fields -> (code per row, the distinct combinations in order of
-    first appearance): rows are keyed by their fields joined with NUL (JSON text holds
-    none), in C; Python work is once per distinct combination."""
-    keys = list(map(_NUL.join, zip(*columns, strict=True)))
-    position = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    inverse = np.fromiter(map(position.__getitem__, keys), dtype=np.int64, count=len(keys))
-    return inverse, [tuple(k.split(_NUL)) for k in position]
-
-
-def _kernel_details(is_kernel: np.ndarray, args: list[_Args], counts: Counter
-                    ) -> pd.Categorical:
+def _kernel_details(is_kernel: np.ndarray, args: Args, counts: Counter) -> pd.Categorical:
     """``regs:R shm:S grid:X,Y,Z block:X,Y,Z`` for kernels whose args give a launch
     configuration, then the collective's message where one is recorded; decoded once per
     distinct configuration."""
     rows = np.flatnonzero(is_kernel)
-    codes = np.full(len(args), -1, dtype=np.int64)
+    codes = np.full(len(is_kernel), -1, dtype=np.int64)
     text = [""]
     if len(rows):
-        ka = _gather(args, rows)
-        inverse, combos = _distinct([list(map(attrgetter(f), ka))
+        inverse, combos = _distinct([args.column(f, rows)
                                      for f in ("regs", "shm", "grid", "block", *_COMM)])
         comm = _checked_messages([c[4:] for c in combos], inverse, counts)
         text = [" ".join(filter(None, (_details_text(*c[:4]), m)))
@@ -58,7 +53,7 @@ def _kernel_details(is_kernel: np.ndarray, args: list[_Args], counts: Counter
 
 
 def _details(names: pd.Categorical, is_kernel: np.ndarray, is_op: np.ndarray,
-             args: list[_Args], counts: Counter) -> pd.Categorical:
+             args: Args, counts: Counter) -> pd.Categorical:
     """Kernels: their launch configuration; ops: their recorded input dims and types
     (record_shapes), and for the ops whose formula reads scalar arguments
     (``opcost.CONCRETE_OPS``) their Concrete Inputs: the efficiency figures' FLOPs and
@@ -70,18 +65,17 @@ def _details(names: pd.Categorical, is_kernel: np.ndarray, is_op: np.ndarray,
     return _comm_op_details(names, rows, args, _op_details(names, rows, args, details), counts)
 
 
-def _op_details(names: pd.Categorical, rows: np.ndarray, args: list[_Args],
+def _op_details(names: pd.Categorical, rows: np.ndarray, args: Args,
                 details: pd.Categorical) -> pd.Categorical:
-    ra = _gather(args, rows)
-    dims = list(map(attrgetter("input_dims"), ra))
-    if not any(dims):
+    dims = args.column("input_dims", rows)
+    if not pc.any(pc.greater(pc.binary_length(dims), 0)).as_py():
         return details
     categories = names.categories.tolist()
     keeps = np.isin(np.asarray(categories, dtype=object), CONCRETE_OPS)
     wanted = keeps[names.codes[rows]] & (names.codes[rows] >= 0)
-    concrete = [c if w else _NO_RAW for c, w in zip(map(attrgetter("concrete"), ra),
-                                                     wanted.tolist(), strict=True)]
-    inverse, combos = _distinct([dims, list(map(attrgetter("input_type"), ra)), concrete])
+    concrete = args.column("concrete", rows)
+    concrete = pc.if_else(pa.array(wanted), concrete, pa.scalar(b"", concrete.type))
+    inverse, combos = _distinct([dims, args.column("input_type", rows), concrete])
     text = [(f"dims:{d.decode()} types:{t.decode()}"
              + (f" concrete:{c.decode()}" if c else "")) if d else "" for d, t, c in combos]
     codes = details.codes.astype(np.int64)
@@ -146,7 +140,7 @@ def _checked_messages(combos: list[tuple], inverse: np.ndarray, counts: Counter
     return text
 
 
-def _comm_op_details(names: pd.Categorical, rows: np.ndarray, args: list[_Args],
+def _comm_op_details(names: pd.Categorical, rows: np.ndarray, args: Args,
                      details: pd.Categorical, counts: Counter) -> pd.Categorical:
     """record_param_comms ops: their message text (the host's record of a collective:
     the only one a CPU backend such as Gloo leaves)."""
@@ -154,8 +148,7 @@ def _comm_op_details(names: pd.Categorical, rows: np.ndarray, args: list[_Args],
     rows = rows[np.isin(names.codes[rows], wanted)]
     if not len(rows):
         return details
-    ra = _gather(args, rows)
-    inverse, combos = _distinct([list(map(attrgetter(f), ra)) for f in _COMM])
+    inverse, combos = _distinct([args.column(f, rows) for f in _COMM])
     text = _checked_messages(combos, inverse, counts)
     codes = details.codes.astype(np.int64)
     old = details.categories.tolist()
@@ -190,20 +183,20 @@ def _details_text(regs: bytes, shm: bytes, grid: bytes, block: bytes) -> str:
 _DTYPE_OPS = ("aten::_to_copy", "aten::to", "aten::copy_")
 
 
-def _dtype_change(names: pd.Categorical, args: list[_Args]) -> np.ndarray:
+def _dtype_change(names: pd.Categorical, args: Args) -> np.ndarray:
     """Per row: 1 when an ATen copy/conversion changes the floating-point precision,
     0 when its recorded dtypes show it does not, -1 when unknown (no record_shapes)."""
-    out = np.full(len(args), -1, dtype=np.int8)
+    out = np.full(len(names), -1, dtype=np.int8)
     wanted = np.flatnonzero(np.isin(np.asarray(names.categories, dtype=object), _DTYPE_OPS))
     rows = np.flatnonzero(np.isin(names.codes, wanted))
     if not len(rows):
         return out
-    ra = _gather(args, rows)
-    categories = names.categories.tolist()
-    row_names = [str(categories[c]).encode() for c in names.codes[rows].tolist()]
-    inverse, combos = _distinct([row_names, list(map(attrgetter("input_type"), ra)),
-                                 list(map(attrgetter("concrete"), ra)),
-                                 list(map(attrgetter("input_dims"), ra))])
+    categories = pa.array([str(c).encode() for c in names.categories.tolist()],
+                          type=pa.large_binary())
+    row_names = categories.take(names.codes[rows])
+    inverse, combos = _distinct([row_names, args.column("input_type", rows),
+                                 args.column("concrete", rows),
+                                 args.column("input_dims", rows)])
     per_key = np.array([dtype_change_of(n.decode(), t, c, d) for n, t, c, d in combos],
                        dtype=np.int8)
     out[rows] = per_key[inverse]
