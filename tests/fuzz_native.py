@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="the mutations' seed (default: "
                    "the time; the run prints it)")
     p.add_argument("--replay", type=Path, nargs="+", default=[], metavar="FILE",
-                   help="check these saved inputs only (a name holding 'document': a "
-                   "whole document)")
+                   help="saved inputs to check first (a name holding 'document': a whole "
+                   "document); --seconds 0 checks only them")
     args = p.parse_args(argv)
     cc = compiler()
     if cc is None:
@@ -132,9 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         saved.write_bytes(data)
         report = _sanitizer_lines(r.stderr)
         sys.stderr.write(r.stderr[-8000:])
-        print(f"fuzz_native: FAILED (exit {r.returncode}, seed {seed}): "
+        print(f"\nfuzz_native: FAILED (exit {r.returncode}, seed {seed}): "
               f"{report[0] if report else 'the child crashed'}\n"
-              f"fuzz_native: the input ({len(data):,} bytes) is saved as {saved}")
+              f"fuzz_native: the input ({len(data):,} bytes) is saved as {saved}",
+              file=sys.stderr)
         return 1
 
 

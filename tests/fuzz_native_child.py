@@ -6,8 +6,8 @@ inputs (``tests/fuzz_mutate.py``).
 
 Before each input is read it is written to ``CURRENT`` (and its mode, piece or document,
 to ``CURRENT.mode``), so that the parent can save it when a sanitizer ends the process.
-A mismatch is saved in ``OUT`` and counted; the run goes on (exit 1 at its end). With
-``REPLAY`` files, only those are checked (a file named ``*document*`` as a document).
+A mismatch is saved in ``OUT`` and counted; the run goes on (exit 1 at its end). The
+``REPLAY`` files are checked first (a file named ``*document*`` as a document).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class Oracle:
             tags = np.frombuffer(out[key][1], dtype=np.uint8)
             want = [self.value(e, key, None) for e in events]
             got = [None if t == 0 else int(v) if t == 1 else odd_at.get((i, f), "<no odd>")
-                   for i, (v, t) in enumerate(zip(values.tolist(), tags.tolist()))]
+                   for i, (v, t) in enumerate(zip(values.tolist(), tags.tolist(), strict=True))]
             if [(type(g), g) for g in got] != [(type(w), w) for w in want]:
                 return _first(key, got, want)
         if document:
@@ -126,7 +126,7 @@ class Oracle:
 
 
 def _first(key: str, got: list, want: list) -> str:
-    i = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w or type(g) is not
+    i = next((i for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w or type(g) is not
               type(w)), min(len(got), len(want)))
     g = got[i] if i < len(got) else "<none>"
     w = want[i] if i < len(want) else "<none>"
@@ -243,10 +243,9 @@ def main(argv: list[str]) -> int:
         glue = None
     if glue is not None:  # the reader the import uses is the sanitized build
         assert getattr(glue, "_native", native) is native, "the sanitized build is not used"
-    if replay:
-        for f in replay:
-            run.check(Path(f).read_bytes(), document="document" in Path(f).name)
-    else:
+    for f in replay:  # saved findings first
+        run.check(Path(f).read_bytes(), document="document" in Path(f).name)
+    if float(seconds) > 0:
         feed(run, float(seconds), int(seed))
     c = run.counts
     print(f"fuzz_native: {c['inputs']:,} inputs ({c['documents']:,} whole documents) in "
