@@ -512,7 +512,8 @@ static int commit(Ctx *c) {
             size_t len = (size_t)(sl->e - sl->s);
             if (!buf_grow(d, len)) return 0;
             if (sl->kind == 3) d->len += unescape(sl->s, sl->e, d->p + d->len);
-            else { memcpy(d->p + d->len, sl->s, len); d->len += len; }
+            /* len 0 (""): d->p may still be NULL, and memcpy(NULL, ., 0) is UB */
+            else if (len) { memcpy(d->p + d->len, sl->s, len); d->len += len; }
             if (!set_bit(&c->str_valid[i], row)) return 0;
         }
         int32_t off = (int32_t)d->len;
