@@ -31,6 +31,7 @@ from traceviz.parsers.kineto.columns import BIG_STEP, NEGATIVE, event_columns
 from traceviz.parsers.kineto.events import DOCUMENT, EVENTS, python_columns
 from traceviz.parsers.normalize import finish
 from traceviz.parsers.numbers import dropped_note
+from traceviz.system.pools import usable_cores
 from traceviz.table.meta import TraceMeta
 from traceviz.trace import Trace
 
@@ -63,21 +64,22 @@ def decode_piece(piece: Piece | Range, details: bool = True) -> tuple[str, objec
         return "invalid", "JSON nested too deeply"
 
 
-def _workers(path: Path) -> int:
-    """Decode worker processes worth starting for this file (``TRACEVIZ_IMPORT_WORKERS``
-    overrides). Each costs ~0.5 s to start and ~250 MB of memory (its interpreter and the
-    pieces in flight), so files below ``WORKER_MB_EACH`` per worker are decoded in the
-    importing process itself."""
+def _workers(path: Path, threads: bool) -> int:
+    """Decoders worth running for this file (``TRACEVIZ_IMPORT_WORKERS`` overrides), at
+    most one per usable core. Threads (the compiled reader releases the GIL) cost nothing
+    to start: one per ``THREAD_MB_EACH`` of JSON. A worker process costs ~0.5 s to start
+    and ~250 MB of memory (its interpreter and the pieces in flight), so files below
+    ``WORKER_MB_EACH`` per worker are decoded in the importing process itself."""
     forced = os.environ.get("TRACEVIZ_IMPORT_WORKERS", "")
     if forced.isdigit() and int(forced) >= 1:
         return int(forced)
     size = path.stat().st_size
     if is_gzip(path):
         size *= 8  # Kineto JSON compresses about 8-20x
-    by_size = size // (WORKER_MB_EACH << 20)
+    by_size = size // ((THREAD_MB_EACH if threads else WORKER_MB_EACH) << 20)
     if by_size < 2:
         return 1
-    return int(min(by_size, os.cpu_count() or 1, 8))
+    return int(min(by_size, usable_cores(), MAX_THREADS if threads else 8))
 
 
 # JSON megabytes per decode worker: below this a worker's fixed memory (its interpreter,
@@ -85,6 +87,13 @@ def _workers(path: Path) -> int:
 # --sizes; 2 workers import 214 MB in 5.4 s instead of 7.0 s but peak at 3.5x the JSON
 # instead of 2.7x)
 WORKER_MB_EACH = 256
+# JSON megabytes per decode thread (the compiled reader): a thread's cost is its pieces in
+# flight, THREAD_CHUNK each; below two threads' worth the file is read in one pass
+# (the whole-document path, no cutting); at most MAX_THREADS (the columns are built
+# partly under the GIL: benchmarks/cores.py)
+THREAD_MB_EACH = 32
+THREAD_CHUNK = 8 << 20
+MAX_THREADS = 8
 
 
 def parse(path: Path, progress: Callable[[int], None] | None = None,
@@ -96,19 +105,23 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
     ``chunk_bytes`` is the piece decoded at once (default: 2 MB in this process, 16 MB
     in a worker: a whole piece's decoded events are held at once).
     """
-    native.reader()  # a TRACEVIZ_READER that cannot be met fails here, in one line
-    workers = _workers(path) if workers is None else workers
+    # a TRACEVIZ_READER that cannot be met fails here, in one line; the compiled reader
+    # releases the GIL, so threads decode in parallel (no process to start, no copy)
+    threads = native.reader() == "native"
+    workers = _workers(path, threads) if workers is None else workers
     if chunk_bytes is None:
         # in this process, 2 MB pieces: a piece's decoded events (Python objects, several
         # times its bytes) are the import's peak memory, and small pieces decode faster
         # too (measured: 1.58 s and 356 MB peak for 171 MB at 2 MB, 2.46 s and 397 MB at
         # 11 MB; 0.087 s against 0.102 s at 4 MB for 9 MB); workers take bigger ones
-        chunk_bytes = CHUNK_BYTES if workers > 1 else IN_PROCESS_CHUNK
+        chunk_bytes = IN_PROCESS_CHUNK if workers <= 1 else \
+            THREAD_CHUNK if threads else CHUNK_BYTES
     whole = _whole_document(path, chunk_bytes, progress, details) if workers <= 1 else None
     if whole is not None:
         frames, dropped, doc = whole
     else:
-        frames, dropped, doc = _streamed(path, progress, workers, chunk_bytes, details)
+        frames, dropped, doc = _streamed(path, progress, workers, chunk_bytes, details,
+                                         threads)
     if not frames:
         why = dropped_note(dropped)  # every event dropped: say why, not only that
         raise TraceVizError(f"{path}: the trace holds no profiler events"
@@ -168,9 +181,10 @@ def _whole_document(path: Path, limit: int, progress: Callable[[int], None] | No
 
 
 def _streamed(path: Path, progress: Callable[[int], None] | None, workers: int,
-              chunk_bytes: int, details: bool) -> tuple[list[pd.DataFrame], Counter, object]:
-    """The event array decoded piece by piece (in ``workers`` processes when more than
-    one), and the rest of the document."""
+              chunk_bytes: int, details: bool, threads: bool = False
+              ) -> tuple[list[pd.DataFrame], Counter, object]:
+    """The event array decoded piece by piece (by ``workers`` processes, or ``threads``,
+    when more than one), and the rest of the document."""
     # a plain file is cut by offsets and each worker reads its own range; gzip streams
     ranges = None if is_gzip(path) else file_ranges(str(path), b"traceEvents", chunk_bytes,
                                                      name=str(path))
@@ -189,7 +203,7 @@ def _streamed(path: Path, progress: Callable[[int], None] | None, workers: int,
         dropped: Counter = Counter()
         decode = decode_piece if details else partial(decode_piece, details=False)
         for piece, decoded in decode_in_order(pieces, decode, workers=workers,
-                                              name=str(path)):
+                                              name=str(path), threads=threads):
             frame, counts = cast(tuple[pd.DataFrame, Counter], decoded)
             if progress:
                 progress(piece.size)
