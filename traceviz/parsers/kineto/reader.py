@@ -64,15 +64,18 @@ def decode_piece(piece: Piece | Range, details: bool = True) -> tuple[str, objec
         return "invalid", "JSON nested too deeply"
 
 
-def _workers(path: Path, threads: bool) -> int:
+def _workers(path: Path, threads: bool | None = None) -> int:
     """Decoders worth running for this file (``TRACEVIZ_IMPORT_WORKERS`` overrides), at
-    most one per usable core. Threads (the compiled reader releases the GIL) cost nothing
+    most one per usable core; ``threads``: for the compiled reader (default: whether it
+    is the one in use). Threads (the compiled reader releases the GIL) cost nothing
     to start: one per ``THREAD_MB_EACH`` of JSON. A worker process costs ~0.5 s to start
     and ~250 MB of memory (its interpreter and the pieces in flight), so files below
     ``WORKER_MB_EACH`` per worker are decoded in the importing process itself."""
     forced = os.environ.get("TRACEVIZ_IMPORT_WORKERS", "")
     if forced.isdigit() and int(forced) >= 1:
         return int(forced)
+    if threads is None:
+        threads = native.reader() == "native"
     size = path.stat().st_size
     if is_gzip(path):
         size *= 8  # Kineto JSON compresses about 8-20x
