@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from tests.conftest import KINETO, shared
 from traceviz.errors import TraceVizError
-from traceviz.parsers import kineto, kineto_events
+from traceviz.parsers import kineto
 from traceviz.parsers.jsonstream import ArrayChunks, decode_in_order, file_ranges
+from traceviz.parsers.kineto import reader, times
 
 
 def _decode_json(piece) -> tuple[str, object]:
@@ -95,13 +96,13 @@ def test_raw_us_to_ns_exact():
     raws = [b"1712195495505543.2", b"41.768", b"7", b"-3.5", b"0.0004", b"0.0005", b"1e3", b"",
             b"null", b"123456789012345678901", b"1e30", b"9000000000000000", b"-1e300"]
     import msgspec
-    values, missing, bad = kineto_events.raw_us_to_ns([msgspec.Raw(r) for r in raws])
+    values, missing, bad = times.raw_us_to_ns([msgspec.Raw(r) for r in raws])
     assert list(values[:7]) == [1712195495505543200, 41768, 7000, -3500, 0, 1, 1_000_000]
     assert list(missing) == [False] * 7 + [True, True] + [False] * 4
     # numbers int64 ns cannot hold are flagged, never wrapped
     assert list(bad) == [False] * 9 + [True] * 4
     # the fast path (plain integers) flags them too
-    values, missing, bad = kineto_events.raw_us_to_ns([msgspec.Raw(r) for r in
+    values, missing, bad = times.raw_us_to_ns([msgspec.Raw(r) for r in
                                                 (b"7", b"9223372036854775807", b"12")])
     assert list(bad) == [False, True, False] and list(values[[0, 2]]) == [7000, 12000]
 
@@ -113,8 +114,8 @@ _SLOW = b"0.0004"
 def _both_paths(raws: list[bytes]):
     import msgspec
 
-    fast = kineto_events.raw_us_to_ns([msgspec.Raw(r) for r in raws])
-    slow = kineto_events.raw_us_to_ns([msgspec.Raw(r) for r in raws + [_SLOW]])
+    fast = times.raw_us_to_ns([msgspec.Raw(r) for r in raws])
+    slow = times.raw_us_to_ns([msgspec.Raw(r) for r in raws + [_SLOW]])
     return fast, tuple(a[:-1] for a in slow)
 
 
@@ -160,9 +161,9 @@ def _parse_both_ways(path, monkeypatch) -> tuple[object, object, bool]:
         return t.events, t.meta
 
     whole = run()
-    used = kineto._whole_document(path, 4 << 20, None, True) is not None
+    used = reader._whole_document(path, 4 << 20, None, True) is not None
     with monkeypatch.context() as m:
-        m.setattr(kineto, "_whole_document", lambda *a, **k: None)
+        m.setattr(reader, "_whole_document", lambda *a, **k: None)
         streamed = run()
     return whole, streamed, used
 

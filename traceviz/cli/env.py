@@ -1,4 +1,6 @@
-"""``traceviz env``: the separate environment a framework needs (MXNet 1.9.1)."""
+"""``traceviz env``: the separate environment a framework needs (MXNet 1.9.1); and, always,
+a note on this installation: which Kineto reader it uses (the compiled one, or the Python
+one and why)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ from traceviz.runners import MXNET_ENV
 
 class EnvCommand(Command):
     name = "env"
-    help = "create the separate environment a framework needs (mxnet: MXNet 1.9.1, numpy<1.24)"
+    help = ("say which Kineto reader this installation uses; create the separate "
+            "environment a framework needs (mxnet: MXNet 1.9.1, numpy<1.24)")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        p.add_argument("framework", choices=("mxnet",))
+        p.add_argument("framework", choices=("mxnet",), nargs="?",
+                       help="the framework whose environment to create (none: only the note)")
         p.add_argument("--path", type=Path, default=MXNET_ENV,
                        help=f"where to create it (default ./{MXNET_ENV}, where capture "
                             "looks for it)")
@@ -22,7 +26,14 @@ class EnvCommand(Command):
                        help="base interpreter for the venv (default: traceviz's own base)")
 
     def run(self, args: argparse.Namespace) -> int:
+        from rich.text import Text
+
         from traceviz.capture.envs import make_mxnet_env
+        from traceviz.parsers.kineto.native import reader_note
+
+        stderr().print(Text.assemble(("note: ", "yellow"), reader_note()), soft_wrap=True)
+        if args.framework is None:
+            return 0
 
         with stderr().status("...") as status:
             interp = make_mxnet_env(args.path, args.python,

@@ -379,14 +379,20 @@ static int skip_value(const char **pp, const char *end, int depth) {
 }
 
 /* an object key at *pp (at its quote) -> decoded into key (up to cap bytes; a longer
-   one is no field name: *klen = cap + 1) */
+   one is no field name: *klen = cap + 1). An escaped key is decoded first: "n\u0061me"
+   is "name" (field names are ASCII: 6 bytes of text a byte at most) */
 static int read_key(const char **pp, const char *end, char *key, size_t cap, size_t *klen) {
     const char *s, *e;
     int esc;
+    char tmp[256];
     if (*pp >= end || **pp != '"' || !scan_string(pp, end, &s, &e, &esc)) return 0;
-    if ((size_t)(e - s) > cap) { *klen = cap + 1; return 1; }
-    if (esc) *klen = unescape(s, e, key);
-    else { memcpy(key, s, (size_t)(e - s)); *klen = (size_t)(e - s); }
+    size_t raw = (size_t)(e - s);
+    if (raw > (esc ? sizeof tmp : cap)) { *klen = cap + 1; return 1; }
+    if (!esc) { memcpy(key, s, raw); *klen = raw; return 1; }
+    size_t n = unescape(s, e, tmp);
+    if (n > cap) { *klen = cap + 1; return 1; }
+    memcpy(key, tmp, n);
+    *klen = n;
     return 1;
 }
 

@@ -49,11 +49,8 @@ def reader() -> str:
 
 def reader_note() -> str:
     """One line for ``traceviz env``: the Kineto reader used, and why not the compiled one
-    where it is not."""
-    try:
-        used = reader()
-    except TraceVizError as e:
-        return str(e)
+    where it is not (a ``TRACEVIZ_READER`` that cannot be met raises, as ``reader``)."""
+    used = reader()
     if used == "native":
         return "Kineto reader: compiled (traceviz.parsers._kineto_native)"
     if _native is not None:

@@ -1,0 +1,343 @@
+"""The compiled Kineto reader against the Python one, its oracle: the same base rows, meta
+and notes on every real Kineto trace and every corpus case that imports, the same one-line
+error on every case that does not, and on the inputs where the two could part: escapes,
+surrogate pairs, repeated keys, absent against null, numbers at the int64 bounds, times
+with exponents, deep nesting, a cut buffer. ``TRACEVIZ_READER`` picks the reader."""
+
+from __future__ import annotations
+
+import gzip
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+
+from tests.conftest import SHARED_TRACES, missing, shared_traces
+from tests.corpus.generate import MI250, cases
+from tests.test_fuzz import FUZZ, kineto_files
+from traceviz.errors import TraceVizError
+from traceviz.parsers import kineto
+from traceviz.parsers.kineto import native
+from traceviz.parsers.kineto.columns import NO_NAME, NO_TIME, NOT_A_DURATION, OUT_OF_RANGE
+
+try:
+    from traceviz.parsers import _kineto_native
+except ImportError as e:  # the package without its compiled reader (no C compiler)
+    _kineto_native = None  # type: ignore[assignment]
+    WHY = str(e)
+
+
+@pytest.fixture(autouse=True)
+def _built():
+    if _kineto_native is None:
+        missing(f"the compiled Kineto reader is not built ({WHY}); "
+                "pip install --no-deps -e . with a C compiler")
+
+
+def _parse(path: Path, reader: str, monkeypatch, **kw) -> object:
+    monkeypatch.setenv("TRACEVIZ_READER", reader)
+    try:
+        t = kineto.parse(path, **kw)
+    except TraceVizError as e:
+        return str(e)
+    return t.events, t.meta
+
+
+def _assert_same(a: object, b: object) -> None:
+    assert type(a) is type(b), (a, b)
+    if isinstance(a, str):
+        assert a == b
+        return
+    assert isinstance(a, tuple) and isinstance(b, tuple)
+    pd.testing.assert_frame_equal(a[0], b[0], check_exact=True)
+    assert a[1] == b[1]
+
+
+def _both(path: Path, monkeypatch, **kw) -> object:
+    py = _parse(path, "python", monkeypatch, **kw)
+    nat = _parse(path, "native", monkeypatch, **kw)
+    _assert_same(py, nat)
+    return nat
+
+
+KINETO_TRACES = [p for p in shared_traces("kineto")
+                 + sorted((SHARED_TRACES / "foreign" / "kineto").rglob("*.json*"))
+                 if p.name.endswith((".json", ".json.gz"))]
+# the largest ones take over 10 s each, both readers, on 2 shared cores
+BIG = 4 << 20
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, id=str(p.relative_to(SHARED_TRACES)),
+                 marks=[pytest.mark.slow] if p.stat().st_size > BIG else [])
+    for p in KINETO_TRACES] or [SHARED_TRACES / "kineto"])
+def test_every_kineto_trace_reads_the_same(path, monkeypatch):
+    _both(path, monkeypatch)
+
+
+def test_the_parquet_is_the_same_file_for_file(monkeypatch, tmp_path):
+    """The written tables hold the same values (Parquet, read back)."""
+    path = SHARED_TRACES / "kineto" / "a100_nccl.json.gz"
+    tables = []
+    for reader in ("python", "native"):
+        monkeypatch.setenv("TRACEVIZ_READER", reader)
+        out = tmp_path / f"{reader}.parquet"
+        kineto.parse(path).save(out)
+        tables.append(pq.read_table(out))
+    assert tables[0].num_rows > 1000
+    assert tables[0].equals(tables[1])
+
+
+def _corpus_inputs() -> list:
+    """The corpus cases that analyze one Kineto JSON file."""
+    out = []
+    for case in cases():
+        if case.argv[:1] != ["analyze"] or len(case.argv) < 2 or "ranks" in case.id:
+            continue
+        name = case.argv[1].removeprefix("{d}/")
+        if name.endswith((".json", ".json.gz")) and "/" not in name:
+            out.append(pytest.param(case, name, id=case.id))
+    return out
+
+
+@pytest.mark.shared(MI250)
+@pytest.mark.parametrize(("case", "name"), _corpus_inputs())
+def test_every_corpus_case_reads_the_same(case, name, monkeypatch, tmp_path):
+    case.setup(tmp_path)
+    if not (tmp_path / name).exists():
+        pytest.skip("no file to read (the command's own error)")
+    _both(tmp_path / name, monkeypatch)
+
+
+@pytest.mark.shared(MI250)
+@FUZZ
+@given(kineto_files())
+def test_fuzzed_traces_read_the_same(data):
+    with tempfile.TemporaryDirectory() as d, pytest.MonkeyPatch.context() as mp:
+        path = Path(d) / "t.json"
+        path.write_bytes(data)
+        _both(path, mp)
+        _both(path, mp, chunk_bytes=4096)  # streamed in pieces, not decoded whole
+
+
+# --- targeted pieces: decode_piece, the same bytes either reader gets ------------------
+
+class _Piece:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.size = data, len(data)
+
+    def read(self) -> bytes:
+        return self.data
+
+
+def _decode(data: bytes, monkeypatch) -> tuple[str, object]:
+    """decode_piece by both readers: the same answer, returned."""
+    out = []
+    for reader in ("python", "native"):
+        monkeypatch.setenv("TRACEVIZ_READER", reader)
+        out.append(kineto.decode_piece(_Piece(data)))
+    (s1, v1), (s2, v2) = out
+    assert s1 == s2, (out, data)
+    if s1 == "ok":
+        (f1, c1), (f2, c2) = v1, v2
+        pd.testing.assert_frame_equal(f1, f2, check_exact=True)
+        assert c1 == c2
+    else:
+        assert v1 == v2
+    return out[1]
+
+
+def _kernel(**fields: str) -> bytes:
+    base = {"ph": '"X"', "cat": '"kernel"', "name": '"k"', "pid": "0", "tid": "7",
+            "ts": "1000.5", "dur": "2", "args": '{"device": 0, "stream": 7}'}
+    base.update(fields)
+    return ("{" + ", ".join(f'"{k}": {v}' for k, v in base.items() if v is not None)
+            + "}").encode()
+
+
+def _accepted(data: bytes, monkeypatch) -> tuple[pd.DataFrame, Counter]:
+    """Read natively (not declined) and the same as the Python reader's."""
+    assert native.native_columns(data) is not None, data
+    status, value = _decode(data, monkeypatch)
+    assert status == "ok", value
+    return value
+
+
+def _declined(data: bytes, monkeypatch) -> tuple[str, object]:
+    """Declined by the compiled reader: the Python reader's answer, by construction."""
+    assert native.native_columns(data) is None, data
+    return _decode(data, monkeypatch)
+
+
+def test_escapes_and_surrogate_pairs_decode_to_the_same_text(monkeypatch):
+    name = r'"a\"b\\c\/d\b\f\n\r\t \u00e9\u4E2D \ud83d\ude00 caf\u00c3"'
+    frame, _ = _accepted(_kernel(name=name) + b"," + _kernel(name='"é中😀"'), monkeypatch)
+    assert frame["name"].tolist() == ['a"b\\c/d\b\f\n\r\t é中 😀 cafÃ', "é中😀"]
+    # a key spelled with escapes is the same key
+    frame, _ = _accepted(_kernel(**{"n\\u0061me": '"esc"', "name": None}), monkeypatch)
+    assert frame["name"].tolist() == ["esc"]
+
+
+@pytest.mark.parametrize("text", [r'"\ud83d"', r'"\ude00"', r'"\ud83dx"', r'"\ud83d\u0041"',
+                                  r'"\q"', r'"\u12"', r'"\u12G4"', '"a\x01"'])
+def test_a_lone_surrogate_or_a_bad_escape_is_the_python_readers_error(text, monkeypatch):
+    for field in ("name", "zz"):
+        status, message = _declined(_kernel(**{field: text}), monkeypatch)
+        assert status == "syntax" and "JSON is malformed" in str(message) \
+            or "truncated" in str(message)
+
+
+def test_repeated_keys_the_last_wins(monkeypatch):
+    data = _kernel(name='"first"', ts="5", dur="1") \
+        .replace(b"{", b'{"name": "zero", "ts": 1, "args": {"device": 3, "grid": [9]}, ', 1)
+    frame, _ = _accepted(data, monkeypatch)
+    assert frame["name"].tolist() == ["first"]
+    assert frame["ts_ns"].tolist() == [5000]
+    assert frame["device"].tolist() == [0]  # the last "args" as a whole
+    assert frame["details"].tolist() == [""]
+
+
+def test_absent_and_null_read_apart(monkeypatch):
+    rows = [_kernel(dur=None), _kernel(dur="null"), _kernel(name="null"),
+            _kernel(args="null"), _kernel(pid="null", args=None), _kernel(ts=None),
+            _kernel(ts="null"), _kernel(dur='"20"')]
+    frame, counts = _accepted(b",".join(rows), monkeypatch)
+    assert counts[NO_NAME] == 1 and counts[NO_TIME] == 2 and counts[NOT_A_DURATION] == 2
+    assert frame["dur_ns"].tolist() == [0, 2000, 2000]  # absent: an instant
+    assert frame["device"].tolist() == [0, 0, -1]  # no args: the pid (here null: -1)
+
+
+@pytest.mark.parametrize("values", [
+    ["9223372036854775807", "-9223372036854775808", "5"],
+    ["9223372036854775808", "5"],  # past int64: out of range, dropped
+    ["-9223372036854775809", "18446744073709551616", "1"],
+    ["1.5", "2"],  # pyarrow reads 1.5 as 1 beside integers: the Python reader's value
+    ["1.5", '"0x0"'],  # beside text: unknown (-1)
+    ["1e3", "true", "false", '"12"', '" 7 "', '"+3"', '"\\u0031"', "-0", "0.0"],
+    ["1e-400", "2"], ["1e300", "3"], ["99999999999999999999999", "4"],
+])
+def test_numbers_read_as_the_python_reader_reads_them(values, monkeypatch):
+    for field in ("correlation", "pid"):
+        rows = [_kernel(args=f'{{"device": 0, "stream": 7, "correlation": {v}}}')
+                if field == "correlation" else _kernel(pid=v) for v in values]
+        _accepted(b",".join(rows), monkeypatch)
+
+
+def test_a_number_msgspec_refuses_is_its_error(monkeypatch):
+    data = _kernel(pid="1e400")
+    assert _kineto_native.read_events(data) is not None  # read, then refused in decoding
+    assert native.native_columns(data) is None
+    status, message = _decode(data, monkeypatch)
+    assert status == "invalid" and "Number out of range" in str(message)
+
+
+@pytest.mark.parametrize("ts", ["1.5e3", "1E+2", "-0", "0.5E-3", "1e400", "123456789.123456",
+                                "1e30", '"5"', "[1]", "{}", "true"])
+def test_times_with_exponents_and_odd_spellings(ts, monkeypatch):
+    frame, counts = _accepted(_kernel(ts=ts) + b"," + _kernel(ts="7"), monkeypatch)
+    assert frame["ts_ns"].iloc[-1] == 7000
+
+
+def test_time_values_are_exact(monkeypatch):
+    frame, counts = _accepted(b",".join([_kernel(ts="1.5e3"), _kernel(ts="1700000000123456.789"),
+                                         _kernel(ts="1e30")]), monkeypatch)
+    assert frame["ts_ns"].tolist() == [1_500_000, 1_700_000_000_123_456_789]
+    assert counts[OUT_OF_RANGE] == 1
+
+
+def test_deep_nesting_is_the_python_readers_to_judge(monkeypatch):
+    shallow = _kernel(zz="[" * 20 + "]" * 20)
+    _accepted(shallow, monkeypatch)
+    for depth in (60, 5000):
+        deep = _kernel(zz="[" * depth + "]" * depth)
+        status, value = _declined(deep, monkeypatch)
+        assert status == ("ok" if depth == 60 else "invalid"), value
+
+
+def test_a_cut_buffer_is_never_read_past(monkeypatch):
+    data = b",".join([_kernel(name=r'"\u00e9\ud83d\ude00"'), _kernel()])
+    for end in range(len(data)):
+        cut = data[:end]
+        # a copy of just the cut bytes: reading past them would read freed or foreign memory
+        assert _kineto_native.read_events(bytes(cut)) is None or cut.endswith(b"}") \
+            or not cut
+        _decode(cut, monkeypatch)
+
+
+def test_whitespace_empty_pieces_and_wrong_types(monkeypatch):
+    _accepted(b" \n\t\r " + _kernel().replace(b", ", b" ,\n ") + b" \n", monkeypatch)
+    assert _decode(b"  ", monkeypatch)[0] == "ok"
+    for bad in (b"1", b"[]", b'"x"', _kernel(name="5"), _kernel(args="[1]"),
+                _kernel(args='{"device": [0]}'), _kernel(ph="{}"), _kernel() + b",",
+                _kernel() + b"]", b"\xef\xbb\xbf" + _kernel(),
+                _kernel(name='"QQ"').replace(b"QQ", b"\xff")):
+        _declined(bad, monkeypatch)
+
+
+def test_the_whole_document_path(monkeypatch, tmp_path):
+    """A small file is read whole: its metadata keys (the last of a repeated one, as
+    msgspec keeps) and its events, the same by both readers."""
+    events = b",".join([_kernel(), _kernel(name='"k2"')])
+    doc = (b'{"schemaVersion": 1, "traceName": "a", "traceEvents": [' + events
+           + b'], "traceName": "b", "deviceProperties": [{"id": 0, "name": "G"}], "x": [1]}')
+    assert _kineto_native.read_events(doc, document=True)["meta"]["traceName"] is not None
+    path = tmp_path / "t.json"
+    path.write_bytes(doc)
+    events_, meta = _both(path, monkeypatch)
+    assert meta["kineto_traceName"] == "b" and meta["devices"] == {"0": "G"}
+    assert len(events_) == 2
+    # a second traceEvents key spelled with an escape: declined, the Python reader's
+    path.write_bytes(doc.replace(b'"x"', b'"trace\\u0045vents"'))
+    assert _kineto_native.read_events(path.read_bytes(), document=True) is None
+    _both(path, monkeypatch)
+    path.write_bytes(gzip.compress(doc))
+    _both(tmp_path / "t.json", monkeypatch)
+
+
+def test_the_reader_is_chosen_by_the_variable(monkeypatch):
+    monkeypatch.setenv("TRACEVIZ_READER", "python")
+    assert native.reader() == "python" and "Python" in native.reader_note()
+    monkeypatch.setenv("TRACEVIZ_READER", "native")
+    assert native.reader() == "native" and "compiled" in native.reader_note()
+    monkeypatch.delenv("TRACEVIZ_READER")
+    assert native.reader() == "native"
+    monkeypatch.setenv("TRACEVIZ_READER", "fast")
+    with pytest.raises(TraceVizError, match="TRACEVIZ_READER=fast: expected one of"):
+        native.reader()
+    monkeypatch.setattr(native, "_native", None)
+    monkeypatch.setattr(native, "_MISSING", "No module named 'x'")
+    monkeypatch.setenv("TRACEVIZ_READER", "native")
+    with pytest.raises(TraceVizError, match="not built"):
+        kineto.parse(Path("nowhere.json"))
+    monkeypatch.delenv("TRACEVIZ_READER")
+    assert native.reader() == "python" and "not built" in native.reader_note()
+
+
+def test_buffers_are_wrapped_without_copying():
+    out = _kineto_native.read_events(_kernel() + b"," + _kernel(pid="-3"))
+    values = np.frombuffer(out["pid"][0], dtype=np.int64)
+    assert values.tolist() == [0, -3] and not values.flags.writeable
+    assert values.base is out["pid"][0] or values.base.obj is out["pid"][0]
+
+
+def test_env_says_which_reader(monkeypatch, capsys):
+    from traceviz.cli import main
+
+    monkeypatch.delenv("TRACEVIZ_READER", raising=False)
+    assert main(["env"]) == 0
+    assert capsys.readouterr().err.strip() == \
+        "note: Kineto reader: compiled (traceviz.parsers._kineto_native)"
+    monkeypatch.setattr(native, "_native", None)
+    monkeypatch.setattr(native, "_MISSING", "No module named '_kineto_native'")
+    assert main(["env"]) == 0
+    err = capsys.readouterr().err
+    assert "Kineto reader: Python; the compiled one is not built (no C compiler" in err
+    monkeypatch.setenv("TRACEVIZ_READER", "native")
+    assert main(["env"]) == 2
+    assert "traceviz: error: TRACEVIZ_READER=native: the compiled Kineto reader is not built" \
+        in capsys.readouterr().err
