@@ -43,3 +43,17 @@ def test_native_reader_under_sanitizers(tmp_path):
     inputs, read = (int(g.replace(",", "")) for g in m.groups())
     # the saved findings, then the mutated inputs: the compiled reader read some of them
     assert inputs > len(SAVED) and read >= len(SAVED), r.stdout
+
+
+@pytest.mark.parametrize("saved", SAVED, ids=[p.stem for p in SAVED])
+def test_saved_findings_read_alike(saved, monkeypatch):
+    """Each saved finding, without the sanitizers: ``decode_piece`` gives the Python
+    reader's answer (the same columns, or the same error) with the compiled reader."""
+    from tests.fuzz_native_child import end_to_end
+    from traceviz.parsers.kineto import native
+
+    if native.reader() != "native":
+        missing("the compiled Kineto reader is not built here (pip install -e . with a C "
+                "compiler)")
+    monkeypatch.setenv("TRACEVIZ_READER", "native")  # end_to_end sets it for each reader
+    assert end_to_end(saved.read_bytes()) is None
