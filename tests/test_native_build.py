@@ -157,7 +157,8 @@ def test_install(route, compiler, venv, dists, bare_wheel, oracle, tmp_path):
         assert reader == "python" and origin is None
         so = list((src or venv).rglob("_kineto_native*.so"))
         assert not so, so
-    env = _in_venv(venv, tmp_path, "env").stdout
+    r = _in_venv(venv, tmp_path, "env")
+    env = r.stdout + r.stderr  # a note: on stderr
     notes = [line for line in env.splitlines() if "Kineto reader" in line]
     assert len(notes) == 1, env
     if compiler:
