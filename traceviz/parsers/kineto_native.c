@@ -88,17 +88,25 @@ enum {
 };
 enum { M_DEVPROPS, M_SCHEMA, M_DIST, M_BASETIME, M_TRACENAME, N_META };
 
-static const char *STR_NAMES[N_STR] = {"ph", "cat", "name"};
-static const char *RAW_NAMES[N_RAW] = {
-    "ts", "dur", "grid", "block", "registers per thread", "shared memory", "Input type",
-    "Concrete Inputs", "Input Dims", "In msg nelems", "Out msg nelems", "dtype",
-    "Group size", "Process Group Name", "Collective name"};
-static const char *INT_NAMES[N_INT] = {
-    "pid", "tid", "correlation", "device", "stream", "bytes", "Bytes", "Total Allocated",
-    "Device Id"};
-static const char *META_NAMES[N_META] = {
-    "deviceProperties", "schemaVersion", "distributedInfo", "baseTimeNanoseconds",
-    "traceName"};
+/* field names with their lengths (a key is matched by length, then bytes) */
+typedef struct {
+    const char *s;
+    size_t n;
+} Name;
+#define NAME(text) {text, sizeof(text) - 1}
+
+static const Name STR_NAMES[N_STR] = {NAME("ph"), NAME("cat"), NAME("name")};
+static const Name RAW_NAMES[N_RAW] = {
+    NAME("ts"), NAME("dur"), NAME("grid"), NAME("block"), NAME("registers per thread"),
+    NAME("shared memory"), NAME("Input type"), NAME("Concrete Inputs"), NAME("Input Dims"),
+    NAME("In msg nelems"), NAME("Out msg nelems"), NAME("dtype"), NAME("Group size"),
+    NAME("Process Group Name"), NAME("Collective name")};
+static const Name INT_NAMES[N_INT] = {
+    NAME("pid"), NAME("tid"), NAME("correlation"), NAME("device"), NAME("stream"),
+    NAME("bytes"), NAME("Bytes"), NAME("Total Allocated"), NAME("Device Id")};
+static const Name META_NAMES[N_META] = {
+    NAME("deviceProperties"), NAME("schemaVersion"), NAME("distributedInfo"),
+    NAME("baseTimeNanoseconds"), NAME("traceName")};
 
 /* one field's value in the event being read: where its text is and what it is */
 typedef struct {
@@ -112,7 +120,7 @@ typedef struct {
     Buf raw_off[N_RAW], raw_data[N_RAW];
     Buf int_val[N_INT], int_tag[N_INT];
     Buf odd;
-    size_t n;
+    size_t n, cap_rows;
     const char *base;
     Slot str[N_STR], raw[N_RAW], num[N_INT];
     const char *meta_s[N_META], *meta_e[N_META];
@@ -136,6 +144,21 @@ static inline const char *ws(const char *p, const char *end) {
     while (p < end && WS(*p)) p++;
     return p;
 }
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* bytes a string holds as they are: printable ASCII but the quote and the backslash */
+static const unsigned char PLAIN[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
 
 static inline int hexval(unsigned char ch) {
     if (ch >= '0' && ch <= '9') return ch - '0';
@@ -183,6 +206,25 @@ static int scan_string(const char **pp, const char *end, const char **s, const c
     *s = p;
     *esc = 0;
     while (p < end) {
+        /* plain bytes one at a time, and from each 16-byte boundary on 8 at a time while
+           none is a quote, a backslash, a control or non-ASCII byte (names run to
+           hundreds of bytes); a false alarm only sends the bytes to the loop below */
+        while (p < end && PLAIN[(unsigned char)*p]) {
+            p++;
+            if (((uintptr_t)p & 15) == 0) {
+                while (end - p >= 8) {
+                    uint64_t x, q, b;
+                    memcpy(&x, p, 8);
+                    q = x ^ (ONES * '"');
+                    b = x ^ (ONES * '\\');
+                    if ((((q - ONES) & ~q) | ((b - ONES) & ~b) | ((x - ONES * 0x20) & ~x) | x)
+                        & HIGHS)
+                        break;
+                    p += 8;
+                }
+            }
+        }
+        if (p >= end) break;
         unsigned char ch = (unsigned char)*p;
         if (ch == '"') {
             *e = p;
@@ -378,27 +420,29 @@ static int skip_value(const char **pp, const char *end, int depth) {
     return 1;
 }
 
-/* an object key at *pp (at its quote) -> decoded into key (up to cap bytes; a longer
-   one is no field name: *klen = cap + 1). An escaped key is decoded first: "n\u0061me"
-   is "name" (field names are ASCII: 6 bytes of text a byte at most) */
-static int read_key(const char **pp, const char *end, char *key, size_t cap, size_t *klen) {
+/* an object key at *pp (at its quote): *key and *klen its text, in place, or decoded into
+   tmp (256 bytes) when it holds escapes ("n\u0061me" is "name"); a key too long for tmp
+   is no field name: *klen = SIZE_MAX */
+static int read_key(const char **pp, const char *end, char *tmp, const char **key,
+                    size_t *klen) {
     const char *s, *e;
     int esc;
-    char tmp[256];
     if (*pp >= end || **pp != '"' || !scan_string(pp, end, &s, &e, &esc)) return 0;
     size_t raw = (size_t)(e - s);
-    if (raw > (esc ? sizeof tmp : cap)) { *klen = cap + 1; return 1; }
-    if (!esc) { memcpy(key, s, raw); *klen = raw; return 1; }
-    size_t n = unescape(s, e, tmp);
-    if (n > cap) { *klen = cap + 1; return 1; }
-    memcpy(key, tmp, n);
-    *klen = n;
+    if (!esc) { *key = s; *klen = raw; return 1; }
+    if (raw > 256) { *key = s; *klen = SIZE_MAX; return 1; }
+    *key = tmp;
+    *klen = unescape(s, e, tmp);
     return 1;
 }
 
-static int find(const char *key, size_t klen, const char **names, int n) {
-    for (int i = 0; i < n; i++)
-        if (strlen(names[i]) == klen && memcmp(names[i], key, klen) == 0) return i;
+static int find(const char *key, size_t klen, const Name *names, int n) {
+    for (int i = 0; i < n; i++) {
+        if (names[i].n != klen) continue;
+        size_t j = 0;
+        while (j < klen && names[i].s[j] == key[j]) j++;
+        if (j == klen) return i;
+    }
     return -1;
 }
 
@@ -468,19 +512,18 @@ static int read_args(const char **pp, const char *end, Ctx *c) {
     if (p >= end || *p != '{') return 0;
     p = ws(p + 1, end);
     if (p < end && *p == '}') { *pp = p + 1; return 1; }
-    char key[32];
+    char tmp[256];
+    const char *key;
     for (;;) {
         size_t klen;
-        if (!read_key(&p, end, key, sizeof key, &klen)) return 0;
+        if (!read_key(&p, end, tmp, &key, &klen)) return 0;
         p = ws(p, end);
         if (p >= end || *p != ':') return 0;
         p = ws(p + 1, end);
         int i;
-        if (klen <= sizeof key && (i = find(key, klen, INT_NAMES + I_CORRELATION,
-                                             N_INT - I_CORRELATION)) >= 0) {
+        if ((i = find(key, klen, INT_NAMES + I_CORRELATION, N_INT - I_CORRELATION)) >= 0) {
             if (!read_num(&p, end, &c->num[I_CORRELATION + i])) return 0;
-        } else if (klen <= sizeof key && (i = find(key, klen, RAW_NAMES + R_GRID,
-                                                    N_RAW - R_GRID)) >= 0) {
+        } else if ((i = find(key, klen, RAW_NAMES + R_GRID, N_RAW - R_GRID)) >= 0) {
             if (!read_raw(&p, end, &c->raw[R_GRID + i], 2)) return 0;
         } else if (!skip_value(&p, end, 2)) {
             return 0;
@@ -495,48 +538,57 @@ static int read_args(const char **pp, const char *end, Ctx *c) {
     return 1;
 }
 
-static int set_bit(Buf *b, size_t row) {
-    size_t byte = row >> 3;
-    if (byte >= b->len) {
-        char z = 0;
-        if (!buf_put(b, &z, 1)) return 0;
+/* room for `rows` rows in every fixed-width column (offsets, values, tags, validity),
+   grown together by doubling: a row's writes then check nothing */
+static int ensure_rows(Ctx *c, size_t rows) {
+    if (rows <= c->cap_rows) return 1;
+    size_t cap = c->cap_rows ? c->cap_rows : 64;
+    while (cap < rows) {
+        if (cap > SIZE_MAX / 64) return 0;
+        cap *= 2;
     }
-    b->p[byte] |= (char)(1u << (row & 7));
+    for (int i = 0; i < N_STR; i++)
+        if (!buf_grow(&c->str_off[i], 4 * (cap + 1) - c->str_off[i].len)
+            || !buf_grow(&c->str_valid[i], cap / 8 + 1 - c->str_valid[i].len))
+            return 0;
+    for (int i = 0; i < N_RAW; i++)
+        if (!buf_grow(&c->raw_off[i], 4 * (cap + 1) - c->raw_off[i].len)) return 0;
+    for (int i = 0; i < N_INT; i++)
+        if (!buf_grow(&c->int_val[i], 8 * cap - c->int_val[i].len)
+            || !buf_grow(&c->int_tag[i], cap - c->int_tag[i].len))
+            return 0;
+    c->cap_rows = cap;
     return 1;
 }
 
 static int commit(Ctx *c) {
     size_t row = c->n;
+    if (!ensure_rows(c, row + 1)) return 0;
     for (int i = 0; i < N_STR; i++) {
         Slot *sl = &c->str[i];
         Buf *d = &c->str_data[i];
-        if (row % 8 == 0) {
-            char z = 0;
-            if (!buf_put(&c->str_valid[i], &z, 1)) return 0;
-        }
+        unsigned char *valid = (unsigned char *)c->str_valid[i].p;
+        if (row % 8 == 0) valid[row >> 3] = 0;
         if (sl->kind >= 2) {
             size_t len = (size_t)(sl->e - sl->s);
-            if (!buf_grow(d, len)) return 0;
+            if (d->cap - d->len < len && !buf_grow(d, len)) return 0;
             if (sl->kind == 3) d->len += unescape(sl->s, sl->e, d->p + d->len);
             /* len 0 (""): d->p may still be NULL, and memcpy(NULL, ., 0) is UB */
             else if (len) { memcpy(d->p + d->len, sl->s, len); d->len += len; }
-            if (!set_bit(&c->str_valid[i], row)) return 0;
+            valid[row >> 3] |= (unsigned char)(1u << (row & 7));
         }
-        int32_t off = (int32_t)d->len;
-        if (!buf_put(&c->str_off[i], &off, sizeof off)) return 0;
+        ((int32_t *)c->str_off[i].p)[row + 1] = (int32_t)d->len;
     }
     for (int i = 0; i < N_RAW; i++) {
         Slot *sl = &c->raw[i];
         if (sl->kind && !buf_put(&c->raw_data[i], sl->s, (size_t)(sl->e - sl->s))) return 0;
-        int32_t off = (int32_t)c->raw_data[i].len;
-        if (!buf_put(&c->raw_off[i], &off, sizeof off)) return 0;
+        ((int32_t *)c->raw_off[i].p)[row + 1] = (int32_t)c->raw_data[i].len;
     }
     for (int i = 0; i < N_INT; i++) {
         Slot *sl = &c->num[i];
-        int64_t v = sl->kind == 4 ? sl->v : 0;
         uint8_t tag = sl->kind == 4 ? 1 : sl->kind == 5 ? 2 : 0;
-        if (!buf_put(&c->int_val[i], &v, sizeof v) || !buf_put(&c->int_tag[i], &tag, 1))
-            return 0;
+        ((int64_t *)c->int_val[i].p)[row] = tag == 1 ? sl->v : 0;
+        ((uint8_t *)c->int_tag[i].p)[row] = tag;
         if (tag == 2) {
             int64_t q[4] = {(int64_t)row, i, sl->s - c->base, sl->e - c->base};
             if (!buf_put(&c->odd, q, sizeof q)) return 0;
@@ -544,6 +596,19 @@ static int commit(Ctx *c) {
     }
     c->n++;
     return 1;
+}
+
+/* the fixed-width columns' lengths, from the row count */
+static void close_rows(Ctx *c) {
+    for (int i = 0; i < N_STR; i++) {
+        c->str_off[i].len = 4 * (c->n + 1);
+        c->str_valid[i].len = (c->n + 7) / 8;
+    }
+    for (int i = 0; i < N_RAW; i++) c->raw_off[i].len = 4 * (c->n + 1);
+    for (int i = 0; i < N_INT; i++) {
+        c->int_val[i].len = 8 * c->n;
+        c->int_tag[i].len = c->n;
+    }
 }
 
 /* one event object at *pp */
@@ -555,16 +620,16 @@ static int read_event(const char **pp, const char *end, Ctx *c) {
     if (p >= end || *p != '{') return 0;
     p = ws(p + 1, end);
     if (p < end && *p == '}') { p++; goto done; }
-    char key[8];
+    char tmp[256];
+    const char *key;
     for (;;) {
         size_t klen;
-        if (!read_key(&p, end, key, sizeof key, &klen)) return 0;
+        if (!read_key(&p, end, tmp, &key, &klen)) return 0;
         p = ws(p, end);
         if (p >= end || *p != ':') return 0;
         p = ws(p + 1, end);
         int ok, i;
-        if (klen > sizeof key) ok = skip_value(&p, end, 1);
-        else if ((i = find(key, klen, STR_NAMES, N_STR)) >= 0) ok = read_str(&p, end, &c->str[i]);
+        if ((i = find(key, klen, STR_NAMES, N_STR)) >= 0) ok = read_str(&p, end, &c->str[i]);
         else if ((i = find(key, klen, INT_NAMES, 2)) >= 0) ok = read_num(&p, end, &c->num[i]);
         else if ((i = find(key, klen, RAW_NAMES, 2)) >= 0) ok = read_raw(&p, end, &c->raw[i], 1);
         else if (klen == 4 && memcmp(key, "args", 4) == 0) ok = read_args(&p, end, c);
@@ -608,10 +673,11 @@ static int read_document(const char *p, const char *end, Ctx *c) {
     if (p >= end || *p != '{') return 0;
     p = ws(p + 1, end);
     if (p < end && *p == '}') return 0;  /* no traceEvents */
-    char key[24];
+    char tmp[256];
+    const char *key;
     for (;;) {
         size_t klen;
-        if (!read_key(&p, end, key, sizeof key, &klen)) return 0;
+        if (!read_key(&p, end, tmp, &key, &klen)) return 0;
         p = ws(p, end);
         if (p >= end || *p != ':') return 0;
         p = ws(p + 1, end);
@@ -621,7 +687,7 @@ static int read_document(const char *p, const char *end, Ctx *c) {
             if (p >= end || *p != '[') return 0;
             p++;
             if (!read_array_items(&p, end, c, ']')) return 0;
-        } else if (klen <= sizeof key && (i = find(key, klen, META_NAMES, N_META)) >= 0) {
+        } else if ((i = find(key, klen, META_NAMES, N_META)) >= 0) {
             c->meta_s[i] = p;
             if (!skip_value(&p, end, 0)) return 0;
             c->meta_e[i] = p;
@@ -699,16 +765,16 @@ static PyObject *result(Ctx *c, int document) {
     /* the validity bitmap covers every row (a last byte for a row count that is a
        multiple of 8 is never needed but harmless) */
     for (int i = 0; i < N_STR; i++)
-        if (!put(d, STR_NAMES[i], Py_BuildValue("(NNN)", take(&c->str_off[i]),
+        if (!put(d, STR_NAMES[i].s, Py_BuildValue("(NNN)", take(&c->str_off[i]),
                                                 take(&c->str_data[i]),
                                                 take(&c->str_valid[i]))))
             goto fail;
     for (int i = 0; i < N_RAW; i++)
-        if (!put(d, RAW_NAMES[i], Py_BuildValue("(NN)", take(&c->raw_off[i]),
+        if (!put(d, RAW_NAMES[i].s, Py_BuildValue("(NN)", take(&c->raw_off[i]),
                                                 take(&c->raw_data[i]))))
             goto fail;
     for (int i = 0; i < N_INT; i++)
-        if (!put(d, INT_NAMES[i], Py_BuildValue("(NN)", take(&c->int_val[i]),
+        if (!put(d, INT_NAMES[i].s, Py_BuildValue("(NN)", take(&c->int_val[i]),
                                                 take(&c->int_tag[i]))))
             goto fail;
     if (!put(d, "odd", take(&c->odd))) goto fail;
@@ -716,7 +782,7 @@ static PyObject *result(Ctx *c, int document) {
         PyObject *m = PyDict_New();
         if (!put(d, "meta", m)) goto fail;
         for (int i = 0; i < N_META; i++)
-            if (c->meta_s[i] && !put(m, META_NAMES[i], Py_BuildValue(
+            if (c->meta_s[i] && !put(m, META_NAMES[i].s, Py_BuildValue(
                     "(nn)", (Py_ssize_t)(c->meta_s[i] - c->base),
                     (Py_ssize_t)(c->meta_e[i] - c->base))))
                 goto fail;
@@ -745,15 +811,21 @@ static PyObject *read_events(PyObject *module, PyObject *args, PyObject *kwargs)
     c->base = p;
     int ok;
     Py_BEGIN_ALLOW_THREADS
-    for (int i = 0; i < N_STR; i++) {
-        int32_t zero = 0;
-        if (!buf_put(&c->str_off[i], &zero, sizeof zero)) c->nomem = 1;
+    /* room for the rows a Kineto event's size suggests (about 200 bytes; a page of the
+       room never written is never resident), grown by doubling past it */
+    size_t rows = (size_t)view.len / 128 + 64;
+    if (!ensure_rows(c, rows)) c->nomem = 1;
+    for (int i = 0; i < N_STR && !c->nomem; i++) {
+        ((int32_t *)c->str_off[i].p)[0] = 0;
+        if (!buf_grow(&c->str_data[i], i == S_NAME ? (size_t)view.len / 4 : 16 * rows))
+            c->nomem = 1;
     }
-    for (int i = 0; i < N_RAW; i++) {
-        int32_t zero = 0;
-        if (!buf_put(&c->raw_off[i], &zero, sizeof zero)) c->nomem = 1;
+    for (int i = 0; i < N_RAW && !c->nomem; i++) {
+        ((int32_t *)c->raw_off[i].p)[0] = 0;
+        if (i <= R_DUR && !buf_grow(&c->raw_data[i], 20 * rows)) c->nomem = 1;
     }
     ok = !c->nomem && (document ? read_document(p, end, c) : read_array_items(&p, end, c, 0));
+    close_rows(c);
     Py_END_ALLOW_THREADS
     PyObject *out;
     if (c->nomem) out = PyErr_NoMemory();
@@ -789,9 +861,9 @@ PyMODINIT_FUNC PyInit__kineto_native(void) {
         Py_DECREF(m);
         return NULL;
     }
-    PyObject *fields = Py_BuildValue("(sssssssss)", INT_NAMES[0], INT_NAMES[1],
-                                     INT_NAMES[2], INT_NAMES[3], INT_NAMES[4], INT_NAMES[5],
-                                     INT_NAMES[6], INT_NAMES[7], INT_NAMES[8]);
+    PyObject *fields = Py_BuildValue(
+        "(sssssssss)", INT_NAMES[0].s, INT_NAMES[1].s, INT_NAMES[2].s, INT_NAMES[3].s,
+        INT_NAMES[4].s, INT_NAMES[5].s, INT_NAMES[6].s, INT_NAMES[7].s, INT_NAMES[8].s);
     if (!fields || PyModule_AddObject(m, "INT_FIELDS", fields) < 0) {
         Py_XDECREF(fields);
         Py_DECREF(m);

@@ -27,8 +27,9 @@ def _distinct(columns: list[pa.Array]) -> tuple[np.ndarray, list[tuple]]:
     """Rows of raw JSON fields (binary arrays) -> (code per row, the distinct combinations
     in order of first appearance): rows are keyed by their fields joined with NUL (JSON
     text holds none), in Arrow; Python work is once per distinct combination."""
-    columns = [c.cast(pa.large_binary()) for c in columns]
-    keys = pc.binary_join_element_wise(*columns, pa.scalar(_NUL, pa.large_binary()))
+    kind = columns[0].type  # one reader's columns share their type
+    columns = [c if c.type == kind else c.cast(kind) for c in columns]
+    keys = pc.binary_join_element_wise(*columns, pa.scalar(_NUL, kind))
     enc = keys.dictionary_encode()
     inverse = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     return inverse, [tuple(k.split(_NUL)) for k in enc.dictionary.to_pylist()]
@@ -191,10 +192,11 @@ def _dtype_change(names: pd.Categorical, args: Args) -> np.ndarray:
     rows = np.flatnonzero(np.isin(names.codes, wanted))
     if not len(rows):
         return out
+    types = args.column("input_type", rows)
     categories = pa.array([str(c).encode() for c in names.categories.tolist()],
-                          type=pa.large_binary())
+                          type=types.type)
     row_names = categories.take(names.codes[rows])
-    inverse, combos = _distinct([row_names, args.column("input_type", rows),
+    inverse, combos = _distinct([row_names, types,
                                  args.column("concrete", rows),
                                  args.column("input_dims", rows)])
     per_key = np.array([dtype_change_of(n.decode(), t, c, d) for n, t, c, d in combos],

@@ -64,9 +64,9 @@ def _strings(parts: tuple, n: int) -> pa.Array:
     return pa.StringArray.from_buffers(n, off, data, valid)
 
 
-def _binary(parts: tuple, n: int) -> pa.Array:
+def _binary(parts: tuple, n: int, kind: pa.DataType | None = None) -> pa.Array:
     off, data = (pa.py_buffer(b) for b in parts)
-    return pa.BinaryArray.from_buffers(pa.binary(), n, [None, off, data])
+    return pa.Array.from_buffers(kind or pa.binary(), n, [None, off, data])
 
 
 def native_columns(data: bytes, document: bool = False
@@ -94,6 +94,7 @@ def native_columns(data: bytes, document: bool = False
                                     np.frombuffer(out[k][1], dtype=np.uint8), objs.get(k))
             for k in _native.INT_FIELDS}
     args = NativeArgs({attr: _binary(out[key], n) for key, attr in RAW_ARGS.items()})
-    rows = Rows(_strings(out["name"], n), _binary(out["ts"], n), _binary(out["dur"], n),
-                ints, args)
+    # ts and dur as text: valid UTF-8 by the reader's checks, so no cast checks it again
+    rows = Rows(_strings(out["name"], n), _binary(out["ts"], n, pa.string()),
+                _binary(out["dur"], n, pa.string()), ints, args)
     return _strings(out["ph"], n), _strings(out["cat"], n), rows, meta

@@ -90,12 +90,10 @@ def _workers(path: Path, threads: bool | None = None) -> int:
 # --sizes; 2 workers import 214 MB in 5.4 s instead of 7.0 s but peak at 3.5x the JSON
 # instead of 2.7x)
 WORKER_MB_EACH = 256
-# JSON megabytes per decode thread (the compiled reader): a thread's cost is its pieces in
-# flight, THREAD_CHUNK each; below two threads' worth the file is read in one pass
-# (the whole-document path, no cutting); at most MAX_THREADS (the columns are built
-# partly under the GIL: benchmarks/cores.py)
+# JSON megabytes per decode thread (the compiled reader): two pieces (CHUNK_BYTES) each,
+# so that the threads stay busy to the end; a thread's cost is its pieces in flight; at
+# most MAX_THREADS (the columns are built partly under the GIL: benchmarks/cores.py)
 THREAD_MB_EACH = 32
-THREAD_CHUNK = 8 << 20
 MAX_THREADS = 8
 
 
@@ -116,9 +114,12 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
         # in this process, 2 MB pieces: a piece's decoded events (Python objects, several
         # times its bytes) are the import's peak memory, and small pieces decode faster
         # too (measured: 1.58 s and 356 MB peak for 171 MB at 2 MB, 2.46 s and 397 MB at
-        # 11 MB; 0.087 s against 0.102 s at 4 MB for 9 MB); workers take bigger ones
-        chunk_bytes = IN_PROCESS_CHUNK if workers <= 1 else \
-            THREAD_CHUNK if threads else CHUNK_BYTES
+        # 11 MB; 0.087 s against 0.102 s at 4 MB for 9 MB); workers take bigger ones, and
+        # so does the compiled reader, whose columns hold a piece in about twice its bytes:
+        # a piece's fixed cost is then paid less often (measured on 214 MB: 3.7 s of CPU
+        # and 1.91x the JSON at peak at 16 MB, 4.7 s and 1.87x at 2 MB); its threads too
+        # (the same pieces as one thread: the same table)
+        chunk_bytes = CHUNK_BYTES if workers > 1 or threads else IN_PROCESS_CHUNK
     whole = _whole_document(path, chunk_bytes, progress, details) if workers <= 1 else None
     if whole is not None:
         frames, dropped, doc = whole

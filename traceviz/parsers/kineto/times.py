@@ -28,9 +28,11 @@ def raw_array(raws: list, absent_null: bool = False) -> pa.Array:
 
 
 def _text(raws: pa.Array, absent_null: bool) -> pa.Array:
-    """Raw values (binary, empty where absent) as text, absent ones null if asked."""
-    text = raws.cast(pa.large_string() if pa.types.is_large_binary(raws.type)
-                     else pa.string())
+    """Raw values (binary, or text already: the compiled reader's, checked UTF-8; empty
+    where absent) as text, absent ones null if asked."""
+    text = raws if pa.types.is_string(raws.type) or pa.types.is_large_string(raws.type) \
+        else raws.cast(pa.large_string() if pa.types.is_large_binary(raws.type)
+                       else pa.string())
     if absent_null:
         absent = pc.equal(pc.binary_length(raws), 0)
         if pc.any(absent).as_py():
