@@ -10,9 +10,11 @@ Parquet) with ``TRACEVIZ_IMPORT_WORKERS=N``: with the compiled reader the pieces
 decoded by N threads; ``--python-reader`` adds the Python reader (``TRACEVIZ_READER=python``,
 N worker processes) at the same counts. The file is ``ingest.py``'s build. Runs alternate,
 their order rotated each round (a busy machine slows every configuration alike); each
-figure is a median of ``--reps`` runs, with the CPU time of the whole process tree and its
-peak RSS, and its ratio to HTA's ``parse_trace_dataframe`` (its own interpreter, see
-``ingest.py``) measured in the same rounds.
+figure is a median of ``--reps`` runs, with its CPU time (the importing process and its
+threads: the Python reader's worker processes, children of a fork server, are not
+counted) and the peak RSS of its process tree, and its ratio to HTA's
+``parse_trace_dataframe`` (its own interpreter, see ``ingest.py``) measured in the same
+rounds.
 """
 
 from __future__ import annotations
