@@ -9,8 +9,10 @@ process on the same file (``benchmarks/ingest.py``'s 214 MB build), what that st
 with traceviz's reader and with the JSON readers of maintained libraries that write
 columns natively, and what the whole import would then take:
 
-* ``traceviz``: msgspec decode + ``event_columns`` over the in-process pieces (the step a
-  native reader would replace);
+* ``traceviz, compiled reader``: its own C reader (``parsers/kineto_native.c``) + the
+  column-building path over the pieces it reads in process (16 MB), the import's default;
+* ``traceviz, Python reader``: msgspec decode + the same column-building path over the
+  pieces it reads in process (2 MB), its fallback (``TRACEVIZ_READER=python``);
 * ``pyarrow.json`` (2 threads, each piece one JSON row): it refuses a field whose JSON type
   changes between events (Kineto writes ``"pid": "Spans"`` beside numeric pids), so it is
   timed with ``pid`` and ``tid`` left out; its figure is a lower bound;
@@ -46,7 +48,8 @@ from benchmarks.ingest import CHILD_HTA, CHILD_TRACEVIZ, DATA, HWM, build, child
 
 # each child prints: seconds of the measured step, peak RSS, events read
 OURS = f"""
-import sys, time
+import os, sys, time
+os.environ["TRACEVIZ_READER"] = "python"
 from traceviz.parsers import kineto as K
 from traceviz.parsers.jsonstream import file_ranges
 ranges, _ = file_ranges(sys.argv[1], b"traceEvents", K.IN_PROCESS_CHUNK)
@@ -57,6 +60,7 @@ for r in ranges:
     n += len(value[0])
 print(time.perf_counter() - t, {HWM}, n)
 """
+OURS_NATIVE = OURS.replace('"python"', '"native"').replace("IN_PROCESS_CHUNK", "CHUNK_BYTES")
 PYARROW = f"""
 import io, sys, time
 from concurrent.futures import ThreadPoolExecutor
@@ -147,7 +151,10 @@ def main() -> int:
     scratch = str(DATA / "readers_array.json")
     out = str(DATA / "readers.parquet")
     py, simd = sys.executable, args.simdjson_python
-    readers = {"traceviz (msgspec + event_columns)": (OURS, py, "traceviz.parsers"),
+    # the first is the import's own reader: "import with it" swaps its step for another's
+    readers = {"traceviz, compiled reader + columns": (OURS_NATIVE, py,
+                                                       "traceviz.parsers._kineto_native"),
+               "traceviz, Python reader (msgspec) + columns": (OURS, py, "traceviz.parsers"),
                "pyarrow.json, 2 threads (no pid/tid)": (PYARROW, py, "pyarrow.json"),
                "polars.read_json": (POLARS, py, "polars"),
                "duckdb read_json, 2 threads": (DUCKDB, py, "duckdb"),

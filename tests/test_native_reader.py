@@ -19,6 +19,7 @@ from hypothesis import given
 
 from tests.conftest import SHARED_TRACES, missing, shared_traces
 from tests.corpus.generate import MI250, cases
+from tests.diagnosis_paths import FOREIGN, FOREIGN_FILES
 from tests.test_fuzz import FUZZ, kineto_files
 from traceviz.errors import TraceVizError
 from traceviz.parsers import kineto
@@ -65,17 +66,16 @@ def _both(path: Path, monkeypatch, **kw) -> object:
     return nat
 
 
-KINETO_TRACES = [p for p in shared_traces("kineto")
-                 + sorted((SHARED_TRACES / "foreign" / "kineto").rglob("*.json*"))
-                 if p.name.endswith((".json", ".json.gz"))]
+KINETO_TRACES = shared_traces("kineto") + [FOREIGN / "kineto" / name
+                                           for name in FOREIGN_FILES["kineto"]]
 # the largest ones take over 10 s each, both readers, on 2 shared cores
 BIG = 4 << 20
 
 
 @pytest.mark.parametrize("path", [
     pytest.param(p, id=str(p.relative_to(SHARED_TRACES)),
-                 marks=[pytest.mark.slow] if p.stat().st_size > BIG else [])
-    for p in KINETO_TRACES] or [SHARED_TRACES / "kineto"])
+                 marks=[pytest.mark.slow] if p.exists() and p.stat().st_size > BIG else [])
+    for p in KINETO_TRACES])
 def test_every_kineto_trace_reads_the_same(path, monkeypatch):
     _both(path, monkeypatch)
 

@@ -11,6 +11,7 @@ until a value is asked for, so it pays for no field it would not have read.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 
@@ -123,7 +124,7 @@ class Rows:
     name: pa.Array
     ts: pa.Array
     dur: pa.Array
-    ints: dict[str, Ints]  # by INT_FIELDS
+    ints: Mapping[str, Ints]  # by INT_FIELDS
     args: Args
 
     def __len__(self) -> int:
