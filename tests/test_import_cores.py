@@ -25,13 +25,14 @@ def _same_table(a, b) -> None:
 
 
 @pytest.mark.parametrize("trace", [PLAIN, GZIPPED])
-def test_threads_give_the_table_of_one_worker(trace, monkeypatch):
-    """3 threads over 256 KB pieces: the table one worker reads from the same pieces, and
-    the pieces were decoded by the threads (several of them)."""
+def test_threads_give_the_table_of_one_worker(trace, monkeypatch, tmp_path):
+    """3 threads over 256 KB pieces: the table (and the Parquet, byte for byte) one worker
+    reads, as one document where it fits, and the pieces were decoded by the threads
+    (several of them)."""
     if native.reader() != "native":
         missing("the compiled Kineto reader is not built here (pip install -e . with a C "
                 "compiler)")
-    one = reader.parse(shared(trace), workers=1, chunk_bytes=256 << 10)
+    one = reader.parse(shared(trace), workers=1)
     seen: list[str] = []
     decode = reader.decode_piece
 
@@ -42,6 +43,9 @@ def test_threads_give_the_table_of_one_worker(trace, monkeypatch):
     monkeypatch.setattr(reader, "decode_piece", recording)
     three = reader.parse(trace, workers=3, chunk_bytes=256 << 10)
     _same_table(one, three)
+    saved = [t.save(tmp_path / f"{n}.parquet").read_bytes() for n, t in (("1", one),
+                                                                          ("3", three))]
+    assert saved[0] == saved[1]
     assert len(seen) >= 10 and all(n.startswith("traceviz-decode") for n in seen), seen[:5]
     assert len(set(seen)) > 1
 

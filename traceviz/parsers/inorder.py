@@ -59,7 +59,7 @@ def decode_in_order(
         for piece in pieces:
             yield from settle(piece, *decode(piece))
     elif threads:
-        yield from _threaded(pieces, decode, workers, max(in_flight, workers + 1), settle)
+        yield from _threaded(pieces, decode, workers, workers + 1, settle)
     else:
         from concurrent.futures.process import BrokenProcessPool
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import msgspec
+import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
@@ -64,6 +65,20 @@ def decode_piece(piece: Piece | Range, details: bool = True) -> tuple[str, objec
         return "invalid", "JSON nested too deeply"
 
 
+def first_seen_order(values: pd.Categorical) -> pd.Categorical:
+    """``values`` with its categories in the order of their first row (unused ones left
+    out): the same categories whatever pieces the values were joined from."""
+    codes = np.asarray(values.codes)
+    used, first = np.unique(codes[codes >= 0], return_index=True)
+    if len(used) == len(values.categories) and (np.diff(first) > 0).all():
+        return values  # already so
+    order = used[np.argsort(first)]
+    remap = np.full(len(values.categories) + 1, -1, dtype=codes.dtype)
+    remap[order] = np.arange(len(order), dtype=codes.dtype)
+    return pd.Categorical.from_codes(remap[codes], categories=values.categories[order],
+                                     validate=False)
+
+
 def _workers(path: Path, threads: bool | None = None) -> int:
     """Decoders worth running for this file (``TRACEVIZ_IMPORT_WORKERS`` overrides), at
     most one per usable core; ``threads``: for the compiled reader (default: whether it
@@ -94,6 +109,7 @@ WORKER_MB_EACH = 256
 # so that the threads stay busy to the end; a thread's cost is its pieces in flight; at
 # most MAX_THREADS (the columns are built partly under the GIL: benchmarks/cores.py)
 THREAD_MB_EACH = 32
+THREAD_CHUNK = 8 << 20
 MAX_THREADS = 8
 
 
@@ -117,9 +133,11 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
         # 11 MB; 0.087 s against 0.102 s at 4 MB for 9 MB); workers take bigger ones, and
         # so does the compiled reader, whose columns hold a piece in about twice its bytes:
         # a piece's fixed cost is then paid less often (measured on 214 MB: 3.7 s of CPU
-        # and 1.91x the JSON at peak at 16 MB, 4.7 s and 1.87x at 2 MB); its threads too
-        # (the same pieces as one thread: the same table)
-        chunk_bytes = CHUNK_BYTES if workers > 1 or threads else IN_PROCESS_CHUNK
+        # and 1.91x the JSON at peak at 16 MB, 4.7 s and 1.87x at 2 MB); its threads take
+        # 8 MB pieces, as each holds a piece's columns at once (measured on 214 MB with 2
+        # threads: a peak of 2.2x the JSON at 16 MB, 1.9x at 8 MB, in the same time)
+        chunk_bytes = THREAD_CHUNK if threads and workers > 1 else \
+            CHUNK_BYTES if workers > 1 or threads else IN_PROCESS_CHUNK
     whole = _whole_document(path, chunk_bytes, progress, details) if workers <= 1 else None
     if whole is not None:
         frames, dropped, doc = whole
@@ -139,6 +157,9 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
         frames.clear()  # the pieces: not alive beside their concatenation through finish
         for c, values in cats.items():
             base[c] = values
+    # the details' categories in the order their rows come: a piece lists them in an order
+    # of its own, so their union depended on where the pieces were cut (1 thread or 2)
+    base["details"] = first_seen_order(base["details"].array)
     meta = _meta(doc if isinstance(doc, dict) else {}, path)
     altered = {NEGATIVE, BIG_STEP, BAD_MESSAGE}
     notes = dropped_note({r: n for r, n in dropped.items() if r not in altered})
