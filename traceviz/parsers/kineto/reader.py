@@ -157,9 +157,11 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
         frames.clear()  # the pieces: not alive beside their concatenation through finish
         for c, values in cats.items():
             base[c] = values
-    # the details' categories in the order their rows come: a piece lists them in an order
-    # of its own, so their union depended on where the pieces were cut (1 thread or 2)
-    base["details"] = first_seen_order(base["details"].array)
+    # the categories in the order their rows come: a piece lists them in an order of its
+    # own (and keeps those of rows it dropped), so their union depended on where the
+    # pieces were cut (1 thread or 2, one document or pieces)
+    for c in ("name", "details"):
+        base[c] = first_seen_order(base[c].array)
     meta = _meta(doc if isinstance(doc, dict) else {}, path)
     altered = {NEGATIVE, BIG_STEP, BAD_MESSAGE}
     notes = dropped_note({r: n for r, n in dropped.items() if r not in altered})
