@@ -296,7 +296,7 @@ static size_t unescape(const char *s, const char *e, char *out) {
         if (*p != '\\') { *q++ = *p++; continue; }
         char x = p[1];
         if (x == 'u') {
-            unsigned u, lo;
+            unsigned u = 0, lo = 0xDC00;
             hex4(p + 2, e, &u);
             p += 6;
             if (u >= 0xD800 && u <= 0xDBFF) {
@@ -436,6 +436,67 @@ static int read_key(const char **pp, const char *end, char *tmp, const char **ke
     return 1;
 }
 
+/* the fields of an event and of its args, by key: a switch on the length, then a compare
+   of constant length (inlined); 0-99: a number field (INT_NAMES), 100 + i: RAW_NAMES[i],
+   200 + i: STR_NAMES[i], 300: args, -1: another key */
+#define IS(lit) (memcmp(k, lit, sizeof(lit) - 1) == 0)
+
+static int event_field(const char *k, size_t n) {
+    switch (n) {
+        case 2:
+            if (IS("ph")) return 200 + S_PH;
+            if (IS("ts")) return 100 + R_TS;
+            break;
+        case 3:
+            if (IS("cat")) return 200 + S_CAT;
+            if (IS("pid")) return I_PID;
+            if (IS("tid")) return I_TID;
+            if (IS("dur")) return 100 + R_DUR;
+            break;
+        case 4:
+            if (IS("name")) return 200 + S_NAME;
+            if (IS("args")) return 300;
+            break;
+    }
+    return -1;
+}
+
+static int args_field(const char *k, size_t n) {
+    switch (n) {
+        case 4: if (IS("grid")) return 100 + R_GRID; break;
+        case 5:
+            if (IS("block")) return 100 + R_BLOCK;
+            if (IS("bytes")) return I_BYTES;
+            if (IS("dtype")) return 100 + R_DTYPE;
+            if (IS("Bytes")) return I_MEM_BYTES;
+            break;
+        case 6:
+            if (IS("device")) return I_DEVICE;
+            if (IS("stream")) return I_STREAM;
+            break;
+        case 9: if (IS("Device Id")) return I_MEM_DEVICE; break;
+        case 10:
+            if (IS("Input type")) return 100 + R_INPUT_TYPE;
+            if (IS("Input Dims")) return 100 + R_INPUT_DIMS;
+            if (IS("Group size")) return 100 + R_GROUP;
+            break;
+        case 11: if (IS("correlation")) return I_CORRELATION; break;
+        case 13:
+            if (IS("shared memory")) return 100 + R_SHM;
+            if (IS("In msg nelems")) return 100 + R_IN_NELEMS;
+            break;
+        case 14: if (IS("Out msg nelems")) return 100 + R_OUT_NELEMS; break;
+        case 15:
+            if (IS("Concrete Inputs")) return 100 + R_CONCRETE;
+            if (IS("Collective name")) return 100 + R_COLL;
+            if (IS("Total Allocated")) return I_MEM_TOTAL;
+            break;
+        case 18: if (IS("Process Group Name")) return 100 + R_PG; break;
+        case 20: if (IS("registers per thread")) return 100 + R_REGS; break;
+    }
+    return -1;
+}
+
 static int find(const char *key, size_t klen, const Name *names, int n) {
     for (int i = 0; i < n; i++) {
         if (names[i].n != klen) continue;
@@ -520,11 +581,11 @@ static int read_args(const char **pp, const char *end, Ctx *c) {
         p = ws(p, end);
         if (p >= end || *p != ':') return 0;
         p = ws(p + 1, end);
-        int i;
-        if ((i = find(key, klen, INT_NAMES + I_CORRELATION, N_INT - I_CORRELATION)) >= 0) {
-            if (!read_num(&p, end, &c->num[I_CORRELATION + i])) return 0;
-        } else if ((i = find(key, klen, RAW_NAMES + R_GRID, N_RAW - R_GRID)) >= 0) {
-            if (!read_raw(&p, end, &c->raw[R_GRID + i], 2)) return 0;
+        int f = args_field(key, klen);
+        if (f >= 100) {
+            if (!read_raw(&p, end, &c->raw[f - 100], 2)) return 0;
+        } else if (f >= 0) {
+            if (!read_num(&p, end, &c->num[f])) return 0;
         } else if (!skip_value(&p, end, 2)) {
             return 0;
         }
@@ -628,11 +689,11 @@ static int read_event(const char **pp, const char *end, Ctx *c) {
         p = ws(p, end);
         if (p >= end || *p != ':') return 0;
         p = ws(p + 1, end);
-        int ok, i;
-        if ((i = find(key, klen, STR_NAMES, N_STR)) >= 0) ok = read_str(&p, end, &c->str[i]);
-        else if ((i = find(key, klen, INT_NAMES, 2)) >= 0) ok = read_num(&p, end, &c->num[i]);
-        else if ((i = find(key, klen, RAW_NAMES, 2)) >= 0) ok = read_raw(&p, end, &c->raw[i], 1);
-        else if (klen == 4 && memcmp(key, "args", 4) == 0) ok = read_args(&p, end, c);
+        int ok, f = event_field(key, klen);
+        if (f == 300) ok = read_args(&p, end, c);
+        else if (f >= 200) ok = read_str(&p, end, &c->str[f - 200]);
+        else if (f >= 100) ok = read_raw(&p, end, &c->raw[f - 100], 1);
+        else if (f >= 0) ok = read_num(&p, end, &c->num[f]);
         else ok = skip_value(&p, end, 1);
         if (!ok) return 0;
         p = ws(p, end);
@@ -846,7 +907,21 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_kineto_native",
-    .m_doc = "A compiled reader of Kineto event arrays into column buffers.",
+    .m_doc =
+        "A compiled reader of Kineto event arrays into column buffers (stable API).\n\n"
+        "read_events(data, document=False) -> dict | None\n"
+        "  data: bytes-like; the inside of the event array (document=False) or a whole\n"
+        "  document whose \"traceEvents\" key holds it (document=True). None: not read\n"
+        "  here (invalid JSON, a field of the wrong type, ...): the Python reader's.\n"
+        "  The dict: \"n\" (events); \"ph\", \"cat\", \"name\": (offsets int32[n+1], utf-8\n"
+        "  data, validity bitmap); \"ts\", \"dur\" and the raw args: (offsets, data) of\n"
+        "  their raw JSON text, empty where absent; the number fields (INT_FIELDS):\n"
+        "  (values int64[n], tags uint8[n]: 0 absent/null, 1 int64, 2 other, in \"odd\");\n"
+        "  \"odd\": int64 (row, field, start, end) per other value, its text\n"
+        "  data[start:end]; \"meta\" (document=True): {key: (start, end)}.\n"
+        "  Buffers: read-only NativeBuffer objects (buffer protocol), wrapped without\n"
+        "  copying. The GIL is released while reading; calls may run in several threads.\n"
+        "  See the header of kineto_native.c for the details.",
     .m_size = -1,
     .m_methods = methods,
 };
