@@ -1,9 +1,10 @@
 """Faults during a real import: signals, a killed process, a full disk, two writers.
 
 Each run is the real ``traceviz`` entry point in a subprocess, importing a Kineto trace
-of about 160 MB with two decode worker processes (``TRACEVIZ_IMPORT_WORKERS``). Whatever happens, no
-partial output appears under the output's name, no worker outlives its parent, and the
-next run works.
+of about 160 MB with two decode worker processes (``TRACEVIZ_IMPORT_WORKERS``; the Python
+reader, ``TRACEVIZ_READER=python``: the compiled one decodes on threads, tested once here
+too). Whatever happens, no partial output appears under the output's name, no worker
+outlives its parent, and the next run works.
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ def big_trace(tmp_path_factory) -> Path:
     return path
 
 
-def _start(args: list[str], tag: str, **kw) -> subprocess.Popen:
+def _start(args: list[str], tag: str, reader: str = "python", **kw) -> subprocess.Popen:
     # two decode workers even at this size, so that their clean-up is what is tested
-    env = {**os.environ, "TRACEVIZ_FAULT_TAG": tag, "TRACEVIZ_IMPORT_WORKERS": "2"}
+    env = {**os.environ, "TRACEVIZ_FAULT_TAG": tag, "TRACEVIZ_IMPORT_WORKERS": "2",
+           "TRACEVIZ_READER": reader}
     # SIGINT as a terminal leaves it: a test runner's worker may ignore it, and a child
     # inherits an ignored SIGINT (Python then installs no KeyboardInterrupt handler)
     kw.setdefault("preexec_fn", lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -132,6 +134,42 @@ def test_signal_during_decode(big_trace, tmp_path, sig, code, word):
     assert _wait_gone(tag) == []
 
 
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs /proc (Linux)")
+def test_ctrl_c_during_a_threaded_decode(big_trace, tmp_path):
+    """The compiled reader's decode threads: Ctrl-C while they read ends the import with
+    one line and exit 130, no output, nothing left."""
+    from traceviz.parsers.kineto import native
+
+    if native.reader() != "native":
+        pytest.skip("the compiled Kineto reader is not built here")
+    out = tmp_path / "out.parquet"
+    for _ in range(3):
+        proc = _start(["import", str(big_trace), "-o", str(out)], uuid.uuid4().hex, "native")
+        _wait_reading(proc.pid, 40 << 20)  # the threads are reading the pieces
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        if proc.returncode != 0:  # else it finished before the signal landed: again
+            break
+        out.unlink()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "traceviz: interrupted" and "Traceback" not in err
+    assert not out.exists() and _leftovers(tmp_path) == []
+
+
+def _wait_reading(pid: int, nbytes: int, seconds: float = 30.0) -> None:
+    """Until process ``pid`` has read ``nbytes`` (``rchar`` in /proc: the decode is on)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            io = Path(f"/proc/{pid}/io").read_text()
+        except OSError:
+            return
+        if int(next(li for li in io.splitlines() if li.startswith("rchar:")).split()[1]) \
+                >= nbytes:
+            return
+        time.sleep(0.01)
+
+
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc (Linux)")
 def test_sigkill_leaves_no_process_and_no_output(big_trace, tmp_path):
     out = tmp_path / "out.parquet"
@@ -146,7 +184,8 @@ def test_sigkill_leaves_no_process_and_no_output(big_trace, tmp_path):
     # and the next run works, beside whatever the killed one left
     done = subprocess.run([*TRACEVIZ, "import", str(big_trace), "-o", str(out)],
                           capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TRACEVIZ_IMPORT_WORKERS": "2"})
+                          env={**os.environ, "TRACEVIZ_IMPORT_WORKERS": "2",
+                               "TRACEVIZ_READER": "python"})
     assert done.returncode == 0, done.stderr
     assert len(Trace.load(out).events) > 0
 

@@ -82,6 +82,7 @@ print("start", flush=True)
 import duckdb
 import traceviz
 os.environ["TRACEVIZ_IMPORT_WORKERS"] = "2"  # decode workers even at this size
+os.environ["TRACEVIZ_READER"] = "python"  # processes (the compiled reader uses threads)
 trace = traceviz.load(sys.argv[1])
 summary = traceviz.ranks(sys.argv[2])
 print(len(trace.events), len(summary.ranks), flush=True)

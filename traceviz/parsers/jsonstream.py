@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
 from traceviz.errors import TraceVizError
 from traceviz.files.limits import element_limit
-from traceviz.system.pools import kill_pool, main_not_rerun, process_pool
+from traceviz.parsers.inorder import decode_in_order  # noqa: F401 (imported from here too)
 
 _SEP = re.compile(rb"\}\s*,\s*\{")
 _CLOSE = re.compile(rb"\}\s*\]")
@@ -267,75 +267,6 @@ def tail_ok(tail: bytes, bare_array: bool) -> bool:
         return False
     except RecursionError:  # too deep to check here: decoding the metadata says so
         return True
-
-
-def decode_in_order(
-    pieces: Iterator[Piece | Range],
-    decode: Callable[[Piece | Range], tuple[str, object]],
-    workers: int = 1,
-    in_flight: int = 4,
-    name: str = "input",
-) -> Iterator[tuple[Piece | Range, object]]:
-    """Yield ``(piece, decode(piece))`` in file order, decoding on ``workers`` processes.
-
-    ``decode`` (a module-level function, so it can run in a worker) returns
-    ``("ok", value)``, ``("syntax", message)`` for a JSON syntax error (a cut inside a
-    nested value: the piece is joined with the next one and decoded again) or
-    ``("invalid", message)`` for input that cannot be read (fatal; the message says why).
-    """
-    from collections import deque
-
-    carry: Piece | Range | None = None
-    last_error = ""
-
-    def settle(piece, status: str, value: object) -> Iterator[tuple]:
-        nonlocal carry, last_error
-        if status == "invalid":
-            raise TraceVizError(f"{name}: {value}")
-        if carry is not None:
-            if status == "ok":  # the earlier piece can never be completed
-                raise TraceVizError(f"{name}: malformed JSON ({last_error})")
-            piece = carry.join(piece)
-            status, value = decode(piece)
-            if status == "invalid":
-                raise TraceVizError(f"{name}: {value}")
-        if status == "ok":
-            carry = None
-            yield piece, value
-        else:
-            carry, last_error = piece, str(value)
-
-    if workers <= 1:
-        for piece in pieces:
-            yield from settle(piece, *decode(piece))
-    else:
-        from concurrent.futures.process import BrokenProcessPool
-
-        pool = process_pool(workers, [decode.__module__])
-        try:
-            queue: deque = deque()
-            for piece in pieces:
-                with main_not_rerun():  # a submit may start a worker
-                    queue.append((piece, pool.submit(decode, piece)))
-                if len(queue) >= in_flight:
-                    done, fut = queue.popleft()
-                    yield from settle(done, *fut.result())
-            while queue:
-                done, fut = queue.popleft()
-                yield from settle(done, *fut.result())
-        except BrokenProcessPool:
-            kill_pool(pool)
-            raise TraceVizError(f"{name}: a decode worker process died (killed by the system: "
-                                "out of memory? TRACEVIZ_IMPORT_WORKERS=1 decodes in this "
-                                "process)") from None
-        except BaseException:
-            # an error, Ctrl-C, SIGTERM or an abandoned generator: stop the decoding now
-            # rather than waiting for the pieces in flight
-            kill_pool(pool)
-            raise
-        pool.shutdown()
-    if carry is not None:
-        raise TraceVizError(f"{name}: malformed JSON ({last_error})")
 
 
 def file_ranges(path: str, key: bytes, chunk_bytes: int, name: str = "input",

@@ -643,7 +643,8 @@ static int commit(Ctx *c) {
             size_t len = (size_t)(sl->e - sl->s);
             if (d->cap - d->len < len && !buf_grow(d, len)) return 0;
             if (sl->kind == 3) d->len += unescape(sl->s, sl->e, d->p + d->len);
-            else { memcpy(d->p + d->len, sl->s, len); d->len += len; }
+            /* len 0 (""): d->p may still be NULL, and memcpy(NULL, ., 0) is UB */
+            else if (len) { memcpy(d->p + d->len, sl->s, len); d->len += len; }
             valid[row >> 3] |= (unsigned char)(1u << (row & 7));
         }
         ((int32_t *)c->str_off[i].p)[row + 1] = (int32_t)d->len;

@@ -19,6 +19,24 @@ from collections.abc import Iterable, Iterator
 _BASE_PRELOAD = ("traceviz.system.pool_preload",)
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (``taskset``, a container's
+    cpuset), bounded by a cgroup v2 CPU quota where one is set (``cpu.max``: a container
+    given 2 CPUs on a 64-core host sees 64 in ``os.cpu_count()``)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        n = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            n = min(n, max(1, int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, n)
+
+
 def process_pool(workers: int, preload: Iterable[str] = (), fork_if_safe: bool = False):
     """A ``ProcessPoolExecutor`` of ``workers`` processes from the fork server; they ignore
     Ctrl-C (the parent handles it) and die with the CLI. ``preload`` applies when this call

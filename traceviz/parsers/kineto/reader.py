@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import msgspec
+import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
@@ -31,6 +32,7 @@ from traceviz.parsers.kineto.columns import BIG_STEP, NEGATIVE, event_columns
 from traceviz.parsers.kineto.events import DOCUMENT, EVENTS, python_columns
 from traceviz.parsers.normalize import finish
 from traceviz.parsers.numbers import dropped_note
+from traceviz.system.pools import usable_cores
 from traceviz.table.meta import TraceMeta
 from traceviz.trace import Trace
 
@@ -63,21 +65,39 @@ def decode_piece(piece: Piece | Range, details: bool = True) -> tuple[str, objec
         return "invalid", "JSON nested too deeply"
 
 
-def _workers(path: Path) -> int:
-    """Decode worker processes worth starting for this file (``TRACEVIZ_IMPORT_WORKERS``
-    overrides). Each costs ~0.5 s to start and ~250 MB of memory (its interpreter and the
-    pieces in flight), so files below ``WORKER_MB_EACH`` per worker are decoded in the
-    importing process itself."""
+def first_seen_order(values: pd.Categorical) -> pd.Categorical:
+    """``values`` with its categories in the order of their first row (unused ones left
+    out): the same categories whatever pieces the values were joined from."""
+    codes = np.asarray(values.codes)
+    used, first = np.unique(codes[codes >= 0], return_index=True)
+    if len(used) == len(values.categories) and (np.diff(first) > 0).all():
+        return values  # already so
+    order = used[np.argsort(first)]
+    remap = np.full(len(values.categories) + 1, -1, dtype=codes.dtype)
+    remap[order] = np.arange(len(order), dtype=codes.dtype)
+    return pd.Categorical.from_codes(remap[codes], categories=values.categories[order],
+                                     validate=False)
+
+
+def _workers(path: Path, threads: bool | None = None) -> int:
+    """Decoders worth running for this file (``TRACEVIZ_IMPORT_WORKERS`` overrides), at
+    most one per usable core; ``threads``: for the compiled reader (default: whether it
+    is the one in use). Threads (the compiled reader releases the GIL) cost nothing
+    to start: one per ``THREAD_MB_EACH`` of JSON. A worker process costs ~0.5 s to start
+    and ~250 MB of memory (its interpreter and the pieces in flight), so files below
+    ``WORKER_MB_EACH`` per worker are decoded in the importing process itself."""
     forced = os.environ.get("TRACEVIZ_IMPORT_WORKERS", "")
     if forced.isdigit() and int(forced) >= 1:
         return int(forced)
+    if threads is None:
+        threads = native.reader() == "native"
     size = path.stat().st_size
     if is_gzip(path):
         size *= 8  # Kineto JSON compresses about 8-20x
-    by_size = size // (WORKER_MB_EACH << 20)
+    by_size = size // ((THREAD_MB_EACH if threads else WORKER_MB_EACH) << 20)
     if by_size < 2:
         return 1
-    return int(min(by_size, os.cpu_count() or 1, 8))
+    return int(min(by_size, usable_cores(), MAX_THREADS if threads else 8))
 
 
 # JSON megabytes per decode worker: below this a worker's fixed memory (its interpreter,
@@ -85,6 +105,12 @@ def _workers(path: Path) -> int:
 # --sizes; 2 workers import 214 MB in 5.4 s instead of 7.0 s but peak at 3.5x the JSON
 # instead of 2.7x)
 WORKER_MB_EACH = 256
+# JSON megabytes per decode thread (the compiled reader): two pieces (CHUNK_BYTES) each,
+# so that the threads stay busy to the end; a thread's cost is its pieces in flight; at
+# most MAX_THREADS (the columns are built partly under the GIL: benchmarks/cores.py)
+THREAD_MB_EACH = 32
+THREAD_CHUNK = 8 << 20
+MAX_THREADS = 8
 
 
 def parse(path: Path, progress: Callable[[int], None] | None = None,
@@ -96,8 +122,10 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
     ``chunk_bytes`` is the piece decoded at once (default: 2 MB in this process, 16 MB
     in a worker: a whole piece's decoded events are held at once).
     """
-    native.reader()  # a TRACEVIZ_READER that cannot be met fails here, in one line
-    workers = _workers(path) if workers is None else workers
+    # a TRACEVIZ_READER that cannot be met fails here, in one line; the compiled reader
+    # releases the GIL, so threads decode in parallel (no process to start, no copy)
+    threads = native.reader() == "native"
+    workers = _workers(path, threads) if workers is None else workers
     if chunk_bytes is None:
         # in this process, 2 MB pieces: a piece's decoded events (Python objects, several
         # times its bytes) are the import's peak memory, and small pieces decode faster
@@ -105,14 +133,17 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
         # 11 MB; 0.087 s against 0.102 s at 4 MB for 9 MB); workers take bigger ones, and
         # so does the compiled reader, whose columns hold a piece in about twice its bytes:
         # a piece's fixed cost is then paid less often (measured on 214 MB: 3.7 s of CPU
-        # and 1.91x the JSON at peak at 16 MB, 4.7 s and 1.87x at 2 MB)
-        chunk_bytes = CHUNK_BYTES if workers > 1 or native.reader() == "native" \
-            else IN_PROCESS_CHUNK
+        # and 1.91x the JSON at peak at 16 MB, 4.7 s and 1.87x at 2 MB); its threads take
+        # 8 MB pieces, as each holds a piece's columns at once (measured on 214 MB with 2
+        # threads: a peak of 2.2x the JSON at 16 MB, 1.9x at 8 MB, in the same time)
+        chunk_bytes = THREAD_CHUNK if threads and workers > 1 else \
+            CHUNK_BYTES if workers > 1 or threads else IN_PROCESS_CHUNK
     whole = _whole_document(path, chunk_bytes, progress, details) if workers <= 1 else None
     if whole is not None:
         frames, dropped, doc = whole
     else:
-        frames, dropped, doc = _streamed(path, progress, workers, chunk_bytes, details)
+        frames, dropped, doc = _streamed(path, progress, workers, chunk_bytes, details,
+                                         threads)
     if not frames:
         why = dropped_note(dropped)  # every event dropped: say why, not only that
         raise TraceVizError(f"{path}: the trace holds no profiler events"
@@ -126,6 +157,11 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
         frames.clear()  # the pieces: not alive beside their concatenation through finish
         for c, values in cats.items():
             base[c] = values
+    # the categories in the order their rows come: a piece lists them in an order of its
+    # own (and keeps those of rows it dropped), so their union depended on where the
+    # pieces were cut (1 thread or 2, one document or pieces)
+    for c in ("name", "details"):
+        base[c] = first_seen_order(base[c].array)
     meta = _meta(doc if isinstance(doc, dict) else {}, path)
     altered = {NEGATIVE, BIG_STEP, BAD_MESSAGE}
     notes = dropped_note({r: n for r, n in dropped.items() if r not in altered})
@@ -172,9 +208,10 @@ def _whole_document(path: Path, limit: int, progress: Callable[[int], None] | No
 
 
 def _streamed(path: Path, progress: Callable[[int], None] | None, workers: int,
-              chunk_bytes: int, details: bool) -> tuple[list[pd.DataFrame], Counter, object]:
-    """The event array decoded piece by piece (in ``workers`` processes when more than
-    one), and the rest of the document."""
+              chunk_bytes: int, details: bool, threads: bool = False
+              ) -> tuple[list[pd.DataFrame], Counter, object]:
+    """The event array decoded piece by piece (by ``workers`` processes, or ``threads``,
+    when more than one), and the rest of the document."""
     # a plain file is cut by offsets and each worker reads its own range; gzip streams
     ranges = None if is_gzip(path) else file_ranges(str(path), b"traceEvents", chunk_bytes,
                                                      name=str(path))
@@ -193,7 +230,7 @@ def _streamed(path: Path, progress: Callable[[int], None] | None, workers: int,
         dropped: Counter = Counter()
         decode = decode_piece if details else partial(decode_piece, details=False)
         for piece, decoded in decode_in_order(pieces, decode, workers=workers,
-                                              name=str(path)):
+                                              name=str(path), threads=threads):
             frame, counts = cast(tuple[pd.DataFrame, Counter], decoded)
             if progress:
                 progress(piece.size)
