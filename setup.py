@@ -54,6 +54,10 @@ class OptionalBuildExt(build_ext):
 
 # compiled with Python's own flags (-O3 on Linux)
 NATIVE = Extension("traceviz.parsers._kineto_native",
-                   sources=["traceviz/parsers/kineto_native.c"], optional=True)
+                   sources=["traceviz/parsers/kineto_native.c"],
+                   # its parts, included by the one source file: a change rebuilds it
+                   depends=[f"traceviz/parsers/kineto_native/{h}.h"
+                            for h in ("columns", "scan", "event")],
+                   optional=True)
 
 setup(packages=packages, ext_modules=[NATIVE], cmdclass={"build_ext": OptionalBuildExt})

@@ -94,6 +94,9 @@ def test_the_sdist_carries_the_source_and_the_wheel_the_extension(dists, bare_wh
         names = t.getnames()
     top = names[0].split("/")[0]
     assert f"{top}/{SOURCE}" in names and f"{top}/traceviz/parsers/_kineto_native.pyi" in names
+    # the parts the source includes
+    assert {f"{top}/traceviz/parsers/kineto_native/{h}.h" for h in ("columns", "scan", "event")} \
+        <= set(names), names
     built = zipfile.ZipFile(dists["wheel"]).namelist()
     binaries = [n for n in built if n.startswith("traceviz/parsers/_kineto_native.")
                 and n.endswith(".so")]
