@@ -4,8 +4,8 @@
                               [--no-import] [--before DIR]
 
 * whole-process ``traceviz analyze`` of a 1.8 MB gzipped Kineto trace
-  (``a100_diff_control``) against ``python -c 'import pandas'``: goal <= 1.5x;
-* the same for a small Nsight Systems export (``h100_2gpu_window.sqlite``): <= 1.5x;
+  (``a100_diff_control``) against ``python -c 'import pandas'``: goal <= 2x;
+* the same for a small Nsight Systems export (``h100_2gpu_window.sqlite``): <= 2x;
 * ``traceviz import`` of a ~200 MB Kineto JSON to Parquet (``benchmarks/ingest.py``'s
   child, its file built the same way) against HolisticTraceAnalysis'
   ``parse_trace_dataframe`` (its own venv, see ``ingest.py``): >= 8x, peak RSS of the
@@ -47,6 +47,8 @@ KINETO = SHARED / "kineto" / "a100_diff_control.json.gz"
 NSYS = SHARED / "nsys" / "h100_2gpu_window.sqlite"
 PY = sys.executable
 PANDAS = [PY, "-c", "import pandas"]
+# a small analyze, whole process, against a Python that imports pandas (the speed issue's goal)
+ANALYZE_GOAL = 2.0
 # the floor of an analyze of a Kineto trace: interpreter, pandas, the file inflated and
 # decoded by msgspec into typed structs of the fields an analysis reads (what any reading
 # of it in Python pays)
@@ -205,8 +207,9 @@ def analyze_goal(label: str, trace: Path, floor: str, reps: int,
               f"{med(cpu['fields']) / med(cpu['pandas']):.2f}x)") if floor_fields else "-"
     return [f"| `analyze` {label} | {med(t['analyze']):.2f} s | `import pandas` "
             f"{med(t['pandas']):.2f} s | **{ratio:.2f}x** (CPU "
-            f"{med(cpu['analyze']) / med(cpu['pandas']):.2f}x{was_cpu}) | {was} | <= 1.5x | "
-            f"{'met' if ratio <= 1.5 else 'not met'} | "
+            f"{med(cpu['analyze']) / med(cpu['pandas']):.2f}x{was_cpu}) | {was} "
+            f"| <= {ANALYZE_GOAL:g}x | "
+            f"{'met' if ratio <= ANALYZE_GOAL else 'not met'} | "
             f"{med(t['floor']) / med(t['pandas']):.2f}x (CPU "
             f"{med(cpu['floor']) / med(cpu['pandas']):.2f}x) | {fields} |"]
 
