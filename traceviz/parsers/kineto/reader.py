@@ -24,6 +24,7 @@ from pandas.api.types import union_categoricals
 
 from traceviz.errors import TraceVizError
 from traceviz.files.fileio import is_gzip, open_input, read_whole
+from traceviz.files.limits import element_limit
 from traceviz.parsers.cut_step import without_cut_step
 from traceviz.parsers.jsonstream import ArrayChunks, Piece, Range, decode_in_order, file_ranges
 from traceviz.parsers.kineto import native
@@ -138,6 +139,9 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
         # threads: a peak of 2.2x the JSON at 16 MB, 1.9x at 8 MB, in the same time)
         chunk_bytes = THREAD_CHUNK if threads and workers > 1 else \
             CHUNK_BYTES if workers > 1 or threads else IN_PROCESS_CHUNK
+    # pieces no larger than TRACEVIZ_MAX_ELEMENT_MB: the cutters find an element past
+    # the limit as one bigger than a piece (a whole document below it holds none)
+    chunk_bytes = min(chunk_bytes, max(element_limit(), 1 << 16))
     whole = _whole_document(path, chunk_bytes, progress, details) if workers <= 1 else None
     if whole is not None:
         frames, dropped, doc = whole
