@@ -1,5 +1,6 @@
-"""Every command's ``--json`` on every trace and run folder the project can read, written to
-one file per (input, command): run it before and after a change that must change no figure
+"""Every command's ``--json`` (with ``--terminal``, its printed output too) on every trace
+and run folder the project can read, written to one file per (input, command): run it before
+and after a change that must change no figure
 (a refactor), then ``diff -r BEFORE AFTER``.
 
     python tools/json_snapshot.py /tmp/before          # on the old tree
@@ -42,10 +43,11 @@ def inputs() -> list[Path]:
     return found
 
 
-def commands(path: Path) -> list[list[str]]:
+def commands(path: Path, terminal: bool = False) -> list[list[str]]:
     path = Path(os.path.relpath(path, ROOT))  # the same text in every tree's output
-    return [["analyze", str(path), "--json"], ["advise", str(path), "--json"],
-            ["whatif", str(path), "--json"]]
+    out = [["analyze", str(path), "--json"], ["advise", str(path), "--json"],
+           ["whatif", str(path), "--json"]]
+    return out + [argv[:-1] for argv in out] if terminal else out
 
 
 PAIRS = [("sample_traces/gpu/fused_torch/train", "sample_traces/gpu/graph_torch/train"),
@@ -53,14 +55,14 @@ PAIRS = [("sample_traces/gpu/fused_torch/train", "sample_traces/gpu/graph_torch/
          ("sample_traces/cpu/cudnn_torch", "sample_traces/cpu/fine_torch")]
 
 
-def extra_commands() -> list[list[str]]:
+def extra_commands(terminal: bool = False) -> list[list[str]]:
     out = [["models", "--json"], ["ladder", "--from", "../shared/gpu-h200", "--json"]]
     for a, b in PAIRS:
         out.append(["compare", a, b, "--json"])
     out.append(["amp", PAIRS[1][0], PAIRS[1][1], "--json"])
     out.append(["amp", "sample_traces/gpu/fine_torch/train",
                 "sample_traces/gpu/fine_torch-fp16/train", "--json"])
-    return out
+    return out + [argv[:-1] for argv in out] if terminal else out
 
 
 def run_in_process(argvs: list[list[str]]) -> list[dict]:
@@ -91,6 +93,9 @@ def main() -> int:
     ap.add_argument("--only", metavar="TEXT", action="append",
                     help="only the commands whose text (command, input, options) holds TEXT "
                          "(repeatable: any of them)")
+    ap.add_argument("--terminal", action="store_true",
+                    help="also every command without --json: what it prints (120 columns "
+                         "into a file)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -99,7 +104,8 @@ def main() -> int:
                 f"rc={res['rc']}\n--- stdout\n{res['stdout']}\n--- stderr\n{res['stderr']}")
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    batches = [commands(p) for p in inputs()] + [[c] for c in extra_commands()]
+    batches = ([commands(p, args.terminal) for p in inputs()]
+               + [[c] for c in extra_commands(args.terminal)])
     if args.only:  # the commands (of any input) whose text holds one of them
         batches = [[c for c in b if any(t in " ".join(c) for t in args.only)]
                    for b in batches]
