@@ -77,21 +77,3 @@ def timed_step(timings: Timings | None, span_ns: int, busy_ns: int, steps: int,
     steady = timings.profiled_step_s
     return TimedStep(profiled, device, timings.median_s * 1e9, timings.profiler_overhead,
                      steady * 1e9 if steady is not None else None, timings.overhead_text)
-
-
-def profiled_note(t: TimedStep | None) -> str:
-    """One line saying which time the figures are in."""
-    if t is None or not t.known:
-        return ("figures are profiled: the trace carries no timed (unprofiled) step to "
-                "hold them against")
-    steady = (f" (steady, the profiler's start-up step left out: {_ms(t.steady_ns)})"
-              if t.steady_ns is not None else "")
-    return (f"profiled step {_ms(t.profiled_ns)}{steady} vs timed step {_ms(t.timed_ns)} "
-            f"(no profiler): profiler overhead {t.overhead_text}; trace figures are "
-            "profiled time")
-
-
-def _ms(ns: float | None) -> str:
-    from traceviz.units import fmt_ns
-
-    return fmt_ns(ns) if ns is not None else "–"

@@ -161,7 +161,7 @@ def test_html_report_explores_offline(tmp_path):
     step per run with as many kernel bars as the step has kernels (the longest 3,000 where
     it has more, with a note), names the kernel in the hover, and is not blank."""
     from traceviz.analyses.timeline import step_rows
-    from traceviz.render.report_html import STEP_BUDGET, check_json
+    from traceviz.render.report.html_page import STEP_BUDGET, check_json
 
     runs = [RUNS["gpu"], S / "gpu" / "fine_torch" / "train", RUNS["gpu-bf16"]]
     html = tmp_path / "report.html"

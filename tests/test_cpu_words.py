@@ -145,7 +145,7 @@ def test_markdown_report_of_gpu_runs_keeps_device_columns(tmp_path):
 
 
 def test_html_tables_drop_dash_columns_and_empty_tables():
-    from traceviz.render.report import shown_table
+    from traceviz.render.report.report_section import shown_table
 
     df = pd.DataFrame({"run": ["a", "b"], "x": ["1 ms", "–"], "y": ["–", "–"]})
     assert list(shown_table(df).columns) == ["run", "x"]
@@ -155,9 +155,8 @@ def test_html_tables_drop_dash_columns_and_empty_tables():
 def test_html_html_tables_count_from_one_in_terminal_units():
     """The kernels and ranges tables: a "#" column from 1 (no index from 0), times as
     fmt_ns writes them (sorted by the number), no GPU columns for a CPU run's ranges."""
-    from traceviz.render.html_tables import kernels_table
-    from traceviz.render.report_html import _bokeh
-    from traceviz.render.report_ranges import ranges_parts
+    from traceviz.render.report.kernel_tables import bokeh_module, kernels_table
+    from traceviz.render.report.range_tracks import ranges_parts
 
     s = summarize(_load(CPU))
     table = kernels_table(0, s).children[1]
@@ -170,7 +169,7 @@ def test_html_html_tables_count_from_one_in_terminal_units():
     titles = [c.title for c in ranges.columns]
     assert titles[0] == "#" and "GPU projected" not in titles and "kernel time" not in titles
     assert ranges.source.data["total_text"][0] == "8.582 ms"
-    assert isinstance(ranges, _bokeh("bokeh.models").DataTable)
+    assert isinstance(ranges, bokeh_module("bokeh.models").DataTable)
     g = ranges_parts(0, "gpu", summarize(_load(GPU)))
     if g:  # a GPU run's ranges that launched device work keep their device columns
         assert "GPU projected" in [c.title for c in g[0].columns]
@@ -195,7 +194,7 @@ def test_cpu_timeline_draws_the_host_threads_ops():
                       "needs headless Chromium (.ci/run installs Debian's chromium)")
 def test_html_report_of_a_cpu_run_draws_its_timeline(tmp_path):
     from tests.test_charts_report import _chromium
-    from traceviz.render.report_html import check_json
+    from traceviz.render.report.html_page import check_json
 
     html = tmp_path / "report.html"
     assert main(["report", str(CPU), "-o", str(html)]) == 0
@@ -230,11 +229,11 @@ def test_roofline_labels_do_not_overlap():
 
 def test_pie_is_a_modest_size():
     from traceviz.render.charts import kernel_pie
-    from traceviz.render.report import _png, _png_width
+    from traceviz.render.report.report_section import figure_png, png_width
 
     fig = kernel_pie(summarize(_load(CPU)), "cpu")
     assert tuple(fig.get_size_inches()) == (7.5, 3.6)
-    png = _png(fig)
-    assert 600 <= _png_width(png) <= 900  # at 110 dpi, cropped to what it draws
+    png = figure_png(fig)
+    assert 600 <= png_width(png) <= 900  # at 110 dpi, cropped to what it draws
     buf = io.BytesIO(png)
     assert buf.read(8) == b"\x89PNG\r\n\x1a\n"

@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import KINETO, ROOT, SHARED_TRACES, shared
 from tests.handmade import row, trace
+from traceviz.analyses.shown.perfetto_tracks import perfetto_tracks
 from traceviz.analyses.summary.figures import summarize
 from traceviz.cli import main
 from traceviz.parsers import load
@@ -35,7 +36,7 @@ def _tracks(events: list[dict]) -> dict[tuple, list[dict]]:
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.name if p.suffix else p.parent.name)
 def test_every_row_arrives_and_the_tracks_hold(path):
     t = load(path)
-    doc = json.loads(perfetto_json(t))
+    doc = json.loads(perfetto_json(t, perfetto_tracks(t)))
     events = doc["traceEvents"]
     base = doc["otherData"]["device_pid_base"]
     mine = base + TRACEVIZ
@@ -103,7 +104,7 @@ def test_overlapping_rows_of_a_stream_get_lanes():
     after both: the second moves to a lane of its own, nothing is dropped."""
     t = trace(row("kernel", "a", 0, 100), row("kernel", "b", 50, 100),
               row("kernel", "c", 200, 10))
-    doc = json.loads(perfetto_json(t))
+    doc = json.loads(perfetto_json(t, perfetto_tracks(t)))
     base = doc["otherData"]["device_pid_base"]
     x = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["pid"] == base]
     lanes = {e["name"]: e["tid"] for e in x}

@@ -138,6 +138,11 @@ class RankFigures:
                                       repr=False)
 
     @property
+    def compared_ns(self) -> float:
+        """What ranks are compared by (``rank_time``)."""
+        return rank_time(self)
+
+    @property
     def comm_overlap_fraction(self) -> float | None:
         return self.comm_overlap_ns / self.comm_ns if self.comm_ns else None
 
@@ -219,6 +224,24 @@ class RanksSummary:
     #                            min_rank_ns, max_rank_ns, share
     notes: list[str] = field(default_factory=list)
     arrivals: Arrivals | None = None  # collectives matched across ranks (arrival.py)
+
+    def slowest(self, n: int) -> list[RankFigures]:
+        """The ``n`` slowest ranks (``slowest_ranks``), for a renderer to list."""
+        return slowest_ranks(self.ranks, n)
+
+    def fastest(self) -> RankFigures:
+        """The fastest rank (``rank_time``), the lowest rank of equal times."""
+        return min(self.ranks, key=lambda r: (rank_time(r), r.rank))
+
+    def median_time(self) -> float:
+        """The median over the ranks of what they are compared by (``rank_time``)."""
+        import statistics
+
+        return statistics.median(rank_time(r) for r in self.ranks)
+
+    def widest_steps(self, n: int) -> pd.DataFrame:
+        """The ``n`` steps of widest spread (``widest_steps``), in step order."""
+        return widest_steps(self.stragglers, n)
 
     def to_dict(self, top: int = 20) -> dict[str, Any]:
         return {

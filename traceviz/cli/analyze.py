@@ -150,10 +150,11 @@ class AnalyzeCommand(Command):
                         table.to_parquet(tmp, index=False)
                     written.append(f"wrote {args.export / name}.parquet ({len(table):,} rows)")
             if args.perfetto:
+                from traceviz.analyses.shown.perfetto_tracks import perfetto_tracks
                 from traceviz.render.perfetto import perfetto_json
 
                 with atomic_output(args.perfetto, force=args.force) as tmp:
-                    tmp.write_text(perfetto_json(trace, path))
+                    tmp.write_text(perfetto_json(trace, perfetto_tracks(trace, path)))
                 written.append(f"wrote {args.perfetto} (open it in https://ui.perfetto.dev)")
             if args.plot:
                 from traceviz.cli.base import run_label

@@ -31,6 +31,7 @@ class ReportCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.analyses.compare.runs import run_figures
+        from traceviz.analyses.shown.report_data import report_data
         from traceviz.capture.sweep import SWEEP_FILE, load_sweep
         from traceviz.render.report import build_report, to_markdown
 
@@ -61,24 +62,25 @@ class ReportCommand(Command):
         lead = []
         for name, p in jobs:  # a job's sections first; its slowest rank is one of the runs
             from traceviz.cli.advise import advise_job
-            from traceviz.render.job_report import job_sections
+            from traceviz.render.report.job_sections import job_sections
 
             job, trace = advise_job(p)
             lead += job_sections(name, job)
             runs.append((f"{name}: rank {job.slowest} (the slowest)", trace))
         figs = [run_figures(t, label) for label, t in runs]
-        sections = lead + build_report(figs, sweeps)
+        sections = lead + build_report(report_data(figs, sweeps))
         if suffix == ".md":
             files_dir = args.output.stem + "_files"
             text, files = to_markdown(sections, args.title, files_dir)
             targets = {args.output.parent / rel: png for rel, png in files.items()}
             refuse_existing(list(targets), args.force)  # the charts beside the report too
         else:  # one file to explore: Bokeh, every script inlined
-            from traceviz.render.report_html import html_report
+            from traceviz.analyses.shown.html_runs import html_runs
+            from traceviz.render.report.html_page import html_report
 
             files, files_dir = {}, ""
-            text = html_report([(label, t, f) for (label, t), f in zip(runs, figs, strict=True)],
-                               sections[len(lead):], args.title, lead)
+            shown = html_runs([(label, t, f) for (label, t), f in zip(runs, figs, strict=True)])
+            text = html_report(shown, sections[len(lead):], args.title, lead)
         # the report and its charts written under temporary names, renamed at the end: an
         # interrupted or failed write (a full disk) leaves neither
         with atomic_output(args.output, force=args.force) as tmp:

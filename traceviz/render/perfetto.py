@@ -3,14 +3,15 @@ with what traceviz found as tracks of their own.
 
 Tracks: the host's threads as recorded (runtime calls, framework ops, ranges, step marks);
 per device a process with a thread per stream, and more lanes of a stream where its rows
-overlap (``analyses/timeline.lanes``: a viewer drops events that overlap on one track);
+overlap (a viewer drops events that overlap on one track);
 a ``traceviz`` process with the step windows and, per device, its idle intervals by cause
 (host wait, queued). Every device row carries its category, op, launch delay and cast
 flag as arguments (a cast's category reads ``cast``); a flow arrow runs from each launch
 call to each row it launched; the queue depth is a counter per device. Times are
 microseconds from the trace's first event (``otherData.origin_ns`` gives the clock).
 The events are written by pandas' JSON writer from columns (a row's arguments are its
-one small dict).
+one small dict). What traceviz found is assembled before (``analyses/shown/perfetto_tracks``:
+the lanes, windows, idle intervals, queue depth and critical path); this module draws it.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.critical_path.path import CriticalPath
-from traceviz.analyses.timeline import idle_intervals, lanes, queue_depth
+from traceviz.analyses.shown.perfetto_tracks import PerfettoTracks
 from traceviz.table.schema import DEVICE_KINDS
 from traceviz.trace import Trace
 
@@ -50,13 +50,14 @@ def _records(df: pd.DataFrame) -> str:
     return df.to_json(orient="records", force_ascii=False, double_precision=15)[1:-1]
 
 
-def perfetto_json(trace: Trace, path: CriticalPath | None = None) -> str:
-    """The Chrome trace-event JSON text of ``trace``; ``path``: its critical path, whose
-    device rows then carry ``critical_path: true``."""
+def perfetto_json(trace: Trace, tracks: PerfettoTracks) -> str:
+    """The Chrome trace-event JSON text of ``trace`` with its ``tracks``; where they hold
+    a critical path, its device rows carry ``critical_path: true``."""
     ev = trace.events
     base = pid_base(trace)
-    parts = [_metadata(trace, base), _host_events(ev), *_device_events(trace, path, base),
-             _windows(trace, base), _idle(trace, base), _counters(trace, base)]
+    parts = [_metadata(trace, base), _host_events(ev), *_device_events(trace, tracks, base),
+             _windows(tracks.windows, base), _idle(tracks.idle, base),
+             _counters(tracks.queue, base)]
     body = ",".join(p for p in parts if p)
     other = {"traceviz": "traceviz", "origin_ns": int(trace.meta.get("origin_ns", 0)),
              "device_pid_base": base,
@@ -109,7 +110,7 @@ def _host_events(ev: pd.DataFrame) -> str:
     return _records(df)
 
 
-def _device_events(trace: Trace, path: CriticalPath | None, base: int) -> list[str]:
+def _device_events(trace: Trace, tracks: PerfettoTracks, base: int) -> list[str]:
     ev = trace.events
     is_dev = ev["kind"].isin(DEVICE_KINDS).to_numpy()
     dev = ev[is_dev]
@@ -119,11 +120,12 @@ def _device_events(trace: Trace, path: CriticalPath | None, base: int) -> list[s
     end = start + dev["dur_ns"].to_numpy(np.int64)
     device = dev["device"].to_numpy(np.int64)
     stream = dev["stream"].to_numpy(np.int64)
-    lane = lanes(device * (1 << 32) + stream, start, end)
+    lane = tracks.lanes
     pid = base + device
     tid = stream * LANE + lane
     category = dev["category"].astype(str).to_numpy()
-    on_path = np.isin(dev.index.to_numpy(), path.rows) if path is not None else None
+    on_path = np.isin(dev.index.to_numpy(), tracks.path) if tracks.path is not None \
+        else None
     args = pd.DataFrame({
         "category": category,
         "op": dev["op"].astype(object).where(dev["op"].notna(), None).to_numpy(),
@@ -171,14 +173,9 @@ def _flows(ev: pd.DataFrame, dev: pd.DataFrame, pid: np.ndarray, tid: np.ndarray
     return _records(src) + "," + _records(dst)
 
 
-def _windows(trace: Trace, base: int) -> str:
-    from traceviz.analyses.work import analysis_windows
-
-    windows = analysis_windows(trace)
-    if not windows:
+def _windows(w: pd.DataFrame, base: int) -> str:
+    if w.empty:
         return ""
-    w = pd.concat(windows.values()).groupby("step", sort=False).agg(
-        start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
     df = pd.DataFrame({"name": [f"step {s}" if s >= 0 else "whole trace" for s in w["step"]],
                        "cat": "traceviz", "ph": "X", "ts": _us(w["start_ns"]),
                        "dur": _us(w["end_ns"] - w["start_ns"]), "pid": base + TRACEVIZ,
@@ -186,8 +183,7 @@ def _windows(trace: Trace, base: int) -> str:
     return _records(df)
 
 
-def _idle(trace: Trace, base: int) -> str:
-    iv = idle_intervals(trace)
+def _idle(iv: pd.DataFrame, base: int) -> str:
     if iv.empty:
         return ""
     devices = sorted(int(d) for d in iv["device"].unique())
@@ -205,8 +201,7 @@ def _idle(trace: Trace, base: int) -> str:
     return _records(names) + "," + _records(df)
 
 
-def _counters(trace: Trace, base: int) -> str:
-    q = queue_depth(trace)
+def _counters(q: pd.DataFrame, base: int) -> str:
     if q.empty:
         return ""
     df = pd.DataFrame({"name": "queue depth", "ph": "C", "ts": _us(q["ts_ns"]),

@@ -13,7 +13,7 @@ from traceviz.analyses.advice.base import Finding
 from traceviz.analyses.advice.bound import Bound
 from traceviz.analyses.advice.job import JobAdvice
 from traceviz.analyses.advice.runkind import RunKind
-from traceviz.analyses.timed import TimedStep, profiled_note
+from traceviz.analyses.timed import TimedStep
 from traceviz.analyses.whatif.engine import WhatIf
 from traceviz.analyses.whatif.ranks import RanksWhatIf
 from traceviz.render.escape import visible
@@ -242,3 +242,19 @@ def ranks_whatif_render(w: RanksWhatIf, brief: bool = False, width: int = 120
         for s in w.scenarios:
             parts += [Text(f"{s}: {n}", style="dim") for n in w.notes.get(s, [])]
     return Group(*parts)
+
+
+def profiled_note(t: TimedStep | None) -> str:
+    """One line saying which time the figures are in."""
+    if t is None or not t.known:
+        return ("figures are profiled: the trace carries no timed (unprofiled) step to "
+                "hold them against")
+    steady = (f" (steady, the profiler's start-up step left out: {_ms(t.steady_ns)})"
+              if t.steady_ns is not None else "")
+    return (f"profiled step {_ms(t.profiled_ns)}{steady} vs timed step {_ms(t.timed_ns)} "
+            f"(no profiler): profiler overhead {t.overhead_text}; trace figures are "
+            "profiled time")
+
+
+def _ms(ns: float | None) -> str:
+    return fmt_ns(ns) if ns is not None else "–"

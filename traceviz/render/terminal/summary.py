@@ -53,9 +53,7 @@ def ranks_render(s: RanksSummary, top: int = 10, width: int = 120) -> Group:
     """``analyze`` of a rank folder or dataset: per rank, stragglers, top kernels, for
     ``width`` columns. Over ``LIST_ROWS`` ranks (steps): the ``top`` slowest ranks (the
     ``top`` steps of widest spread); ``--json`` keeps every one."""
-    from traceviz.analyses.compare.ranks import slowest_ranks, widest_steps
-
-    listed = s.ranks if len(s.ranks) <= LIST_ROWS else slowest_ranks(s.ranks, top)
+    listed = s.ranks if len(s.ranks) <= LIST_ROWS else s.slowest(top)
     what = "median step" if any(r.step_ns is not None for r in s.ranks) else "span"
     title = f"Ranks ({len(s.ranks):,})" if listed is s.ranks else (
         f"Ranks ({len(s.ranks):,}): the {len(listed)} slowest by {what}")
@@ -71,7 +69,7 @@ def ranks_render(s: RanksSummary, top: int = 10, width: int = 120) -> Group:
         parts.append(Text(_rank_spread(s, what), style="dim"))
     if len(s.stragglers):
         steps = (s.stragglers if len(s.stragglers) <= LIST_ROWS
-                 else widest_steps(s.stragglers, top))
+                 else s.widest_steps(top))
         rows = [[str(r.step), str(r.ranks), str(r.slowest_rank), fmt_ns(r.max_ns),
                  fmt_ns(r.median_ns), "–" if pd.isna(r.spread) else f"{r.spread:.3f}"]
                 for r in steps.itertuples(index=False)]
@@ -132,14 +130,9 @@ def _rank_row(r: RankFigures) -> list[str]:
 
 def _rank_spread(s: RanksSummary, what: str) -> str:
     """One line for the ranks a long table leaves out: fastest, median and slowest."""
-    import statistics
-
-    from traceviz.analyses.compare.ranks import rank_time, slowest_ranks
-
-    slow = slowest_ranks(s.ranks, 1)[0]
-    fast = min(s.ranks, key=lambda r: (rank_time(r), r.rank))
-    median = statistics.median(rank_time(r) for r in s.ranks)
-    return (f"{what} over all {len(s.ranks):,} ranks: fastest {fmt_ns(rank_time(fast))} "
-            f"(rank {fast.rank}), median {fmt_ns(median)}, slowest {fmt_ns(rank_time(slow))} "
+    slow, fast = s.slowest(1)[0], s.fastest()
+    return (f"{what} over all {len(s.ranks):,} ranks: fastest {fmt_ns(fast.compared_ns)} "
+            f"(rank {fast.rank}), median {fmt_ns(s.median_time())}, slowest "
+            f"{fmt_ns(slow.compared_ns)} "
             f"(rank {slow.rank}); --json lists every rank")
 

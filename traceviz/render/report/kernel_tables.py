@@ -17,7 +17,9 @@ PALETTE = {"gemm": "#1f77b4", "attention": "#9467bd", "rnn": "#17becf",
            "other": "#7f7f7f", "launch": "#555555", "host wait": "#ff9896"}
 
 
-def _bokeh(module: str) -> Any:
+def bokeh_module(module: str) -> Any:
+    """A Bokeh module as ``Any``: its models are made at run time, and its type stubs do
+    not list them (mypy would reject ``bokeh.models.Div``)."""
     import importlib
 
     return importlib.import_module(module)
@@ -26,7 +28,7 @@ def _bokeh(module: str) -> Any:
 def time_column(field: str, title: str, width: int) -> Any:
     """A column of ns figures, sorted by the number and shown as ``fmt_ns`` writes it
     (the source holds ``<field>_text`` beside ``field``)."""
-    models = _bokeh("bokeh.models")
+    models = bokeh_module("bokeh.models")
     return models.TableColumn(field=field, title=title, width=width,
                               formatter=models.HTMLTemplateFormatter(
                                   template=f"<%- {field}_text %>"))
@@ -39,8 +41,8 @@ def times(values: Any) -> dict[str, list]:
 
 def kernels_table(i: int, s: Any) -> Any:
     """The kernels, sortable by any column; a filter box narrows them by name."""
-    column = _bokeh("bokeh.layouts").column
-    models = _bokeh("bokeh.models")
+    column = bokeh_module("bokeh.layouts").column
+    models = bokeh_module("bokeh.models")
 
     from traceviz.table.names import distinct_names
 
@@ -81,8 +83,8 @@ src.change.emit();
 
 
 def categories(i: int, s: Any) -> Any:
-    models = _bokeh("bokeh.models")
-    figure = _bokeh("bokeh.plotting").figure
+    models = bokeh_module("bokeh.models")
+    figure = bokeh_module("bokeh.plotting").figure
 
     c = s.categories[s.categories["total_ns"] > 0].sort_values("total_ns")
     src = models.ColumnDataSource({"category": c["category"].astype(str).tolist(),
@@ -103,7 +105,7 @@ def categories(i: int, s: Any) -> Any:
 def efficiency(s: Any) -> Any:
     """The op groups' rates: GFLOP/s and GB/s with two decimals on a CPU trace (whose
     figures read 0.00 TFLOP/s and 0 GB/s otherwise), no peak columns without a peak."""
-    Div = _bokeh("bokeh.models").Div
+    Div = bokeh_module("bokeh.models").Div
 
     from traceviz.render.terminal.efficiency import shapes_text as shapes
 

@@ -9,16 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from traceviz.render.report.kernel_tables import bokeh_module, time_column, times
 from traceviz.units import fmt_ns
 
 RANGE_BUDGET = 5_000  # ranges drawn per run
 RANGE_COLOR = "#6a3d9a"
-
-
-def _bokeh(module: str) -> Any:
-    import importlib
-
-    return importlib.import_module(module)
 
 
 def ranges_parts(i: int, label: str, summary: Any) -> list[Any]:
@@ -32,9 +27,7 @@ def ranges_parts(i: int, label: str, summary: Any) -> list[Any]:
 def _table(i: int, t: Any, device: bool) -> Any:
     """Sortable; times as the terminal writes them, rows numbered from 1; the device
     columns (GPU projected, kernel time) only where a range launched device work."""
-    from traceviz.render.html_tables import time_column, times
-
-    models = _bokeh("bokeh.models")
+    models = bokeh_module("bokeh.models")
     NumberFormatter = models.NumberFormatter
     TableColumn = models.TableColumn
     figures = {k: times(t[c]) for k, c in (("total", "total_ns"), ("mean", "avg_ns"),
@@ -66,8 +59,8 @@ def _table(i: int, t: Any, device: bool) -> Any:
 
 
 def _track(i: int, label: str, rows: Any) -> Any:
-    models = _bokeh("bokeh.models")
-    figure = _bokeh("bokeh.plotting").figure
+    models = bokeh_module("bokeh.models")
+    figure = bokeh_module("bokeh.plotting").figure
     shown = rows
     if len(rows) > RANGE_BUDGET:
         shown = rows.iloc[np.sort(np.argsort(-rows["dur_ns"].to_numpy(),
@@ -95,6 +88,6 @@ def _track(i: int, label: str, rows: Any) -> Any:
                                  tooltips=[("range", "@name"), ("duration", "@dur")]))
     note = "" if len(shown) == len(rows) else \
         f"{len(shown):,} longest of {len(rows):,} ranges drawn"
-    column = _bokeh("bokeh.layouts").column
+    column = bokeh_module("bokeh.layouts").column
     return column(p, models.Div(text=f"<p><i>{html.escape(note)}</i></p>" if note else ""),
                   sizing_mode="stretch_width")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from traceviz.analyses.advice.job import JOB, JobAdvice
-from traceviz.render.report import Section
+from traceviz.render.report.report_section import Section
 from traceviz.units import fmt_ns, fmt_pct
 
 

@@ -6,8 +6,8 @@ categories, efficiency and memory figures, a timeline of one step (device rows p
 stream coloured by category, the host's launch calls above them, host-wait gaps marked;
 zoom, pan, hover), its findings (``advise``) and scenarios (``whatif``); then the kernel
 differences between consecutive runs, and the sections the Markdown report holds (runs
-side by side, MPE, AMP breakdowns, sweeps). A step holding more than ``STEP_BUDGET``
-device rows shows its longest ones and says how many it leaves out.
+side by side, MPE, AMP breakdowns, sweeps); the step's timeline is ``step_timeline.py``'s.
+What it shows is assembled before (``analyses/shown/html_runs.py``); this module draws it.
 """
 
 from __future__ import annotations
@@ -17,41 +17,34 @@ import json
 from typing import Any
 
 from traceviz.analyses.compare.runs import RunFigures
-from traceviz.render.html_tables import NAME_CHARS, PALETTE, categories, efficiency, kernels_table
-from traceviz.render.report import Section, section_html
-from traceviz.trace import Trace
+from traceviz.analyses.shown.html_runs import STEP_BUDGET, HtmlRun, HtmlRuns
+from traceviz.render.report.kernel_tables import bokeh_module, categories, efficiency, kernels_table
+from traceviz.render.report.report_section import Section, section_html
+from traceviz.render.report.step_timeline import step_timeline
+from traceviz.render.terminal.advice import profiled_note
 from traceviz.units import fmt_ns, fmt_pct, fmt_rate
 
-STEP_BUDGET = 3_000       # device rows drawn per step (and as many launch calls)
-PATH_TRACK = "critical path (device rows)"
+__all__ = ["STEP_BUDGET", "check_json", "html_report"]
 
 
-def _bokeh(module: str) -> Any:
-    """A Bokeh module as ``Any``: its models are made at run time, and its type stubs do
-    not list them (mypy would reject ``bokeh.models.Div``)."""
-    import importlib
-
-    return importlib.import_module(module)
-
-
-def html_report(runs: list[tuple[str, Trace, RunFigures]], sections: list[Section],
-                title: str, lead: list[Section] | None = None) -> str:
+def html_report(runs: HtmlRuns, sections: list[Section], title: str,
+                lead: list[Section] | None = None) -> str:
     """The whole page. ``sections``: ``build_report``'s (runs side by side, MPE, AMP,
     sweeps), shown after the runs; ``lead``: before them (a job's ranks)."""
-    file_html = _bokeh("bokeh.embed").file_html
-    column = _bokeh("bokeh.layouts").column
-    CustomJS = _bokeh("bokeh.models").CustomJS
-    Div = _bokeh("bokeh.models").Div
-    INLINE = _bokeh("bokeh.resources").INLINE
+    file_html = bokeh_module("bokeh.embed").file_html
+    column = bokeh_module("bokeh.layouts").column
+    CustomJS = bokeh_module("bokeh.models").CustomJS
+    Div = bokeh_module("bokeh.models").Div
+    INLINE = bokeh_module("bokeh.resources").INLINE
 
     parts: list[Any] = [Div(text=f"<h1>{html.escape(title)}</h1>"), *(
         Div(text=section_html(s), sizing_mode="stretch_width") for s in lead or ())]
     checks = []
-    for i, (label, trace, fig) in enumerate(runs):
-        run_parts, check = _run(i, label, trace, fig)
+    for i, run in enumerate(runs.runs):
+        run_parts, check = _run(i, run)
         parts += run_parts
         checks.append(check)
-    if len(runs) > 1:
+    if len(runs.runs) > 1:
         parts.append(_differences(runs))
     for s in sections:
         parts.append(Div(text=section_html(s), sizing_mode="stretch_width"))
@@ -70,7 +63,7 @@ el.id = "traceviz-check"; el.style.display = "none";
 el.textContent = JSON.stringify(out);
 document.body.appendChild(el);
 """)
-    Document = _bokeh("bokeh.document").Document
+    Document = bokeh_module("bokeh.document").Document
 
     doc = Document()
     doc.add_root(page)
@@ -78,11 +71,12 @@ document.body.appendChild(el);
     return file_html(doc, resources=INLINE, title=title)
 
 
-def _run(i: int, label: str, trace: Trace, fig: RunFigures) -> tuple[list[Any], dict]:
-    Div = _bokeh("bokeh.models").Div
+def _run(i: int, run: HtmlRun) -> tuple[list[Any], dict]:
+    Div = bokeh_module("bokeh.models").Div
 
-    s = fig.summary
-    head = (f"<h2>{html.escape(label)}</h2><p>{html.escape(_run_line(fig))}</p>")
+    label, s = run.label, run.figures.summary
+    head = (f"<h2>{html.escape(label)}</h2>"
+            f"<p>{html.escape(_run_line(run.figures))}</p>")
     parts: list[Any] = [Div(text=head, sizing_mode="stretch_width"), kernels_table(i, s),
                         categories(i, s)]
     if s.efficiency is not None and len(s.efficiency.groups):
@@ -92,13 +86,13 @@ def _run(i: int, label: str, trace: Trace, fig: RunFigures) -> tuple[list[Any], 
 
         if (mem := memory_render(s.memory)) is not None:
             parts.append(Div(text=f"<p>{html.escape(_plain(mem))}</p>"))
-    timeline, check = _timeline(i, label, trace, _streams_line(s))
+    timeline, check = step_timeline(i, run, _streams_line(s))
     if timeline is not None:
         parts.append(timeline)
-    from traceviz.render.report_ranges import ranges_parts
+    from traceviz.render.report.range_tracks import ranges_parts
 
     parts += ranges_parts(i, label, s)
-    parts.append(Div(text=_advice_html(trace), sizing_mode="stretch_width"))
+    parts.append(Div(text=_advice_html(run), sizing_mode="stretch_width"))
     return parts, check
 
 
@@ -113,8 +107,6 @@ def _run_line(f: RunFigures) -> str:
     per = f.per_step
     bits.append(f"busy {fmt_ns(f.busy_ns / per)} of {fmt_ns(f.span_ns / per)} per profiled "
                 "step")
-    from traceviz.analyses.timed import profiled_note
-
     bits.append(profiled_note(f.summary.timed))
     if f.launch_bound_fraction is not None:
         bits.append(f"launch-bound {fmt_pct(f.launch_bound_fraction)}")
@@ -152,106 +144,13 @@ def _streams_line(s: Any) -> str:
         for o in s.stream_overlap if o.streams >= 2)
 
 
-def _timeline(i: int, label: str, trace: Trace, streams: str = "") -> tuple[Any, dict]:
-    """One step (the one of median length) of the run: device rows per stream lane,
-    launch calls on a host row, host-wait gaps on a row of their own; a CPU trace: its
-    CPU ops per host thread. Times in µs from the step's start, in ms from 10 ms."""
-    ColumnDataSource = _bokeh("bokeh.models").ColumnDataSource
-    Div = _bokeh("bokeh.models").Div
-    HoverTool = _bokeh("bokeh.models").HoverTool
-    figure = _bokeh("bokeh.plotting").figure
-
-    from traceviz.analyses.timeline import step_rows
-
-    tl = step_rows(trace, STEP_BUDGET)
-    check = {"run": label, "source": f"timeline-{i}-rows", "kernels_in_step": tl.rows_in_step,
-             "tooltip": "@name"}
-    if tl.rows.empty:
-        return Div(text="<p>(no CPU ops in the step: no timeline)</p>" if tl.cpu else
-                   "<p>(no device rows: no timeline)</p>"), check
-    r = tl.rows
-    on_path = _on_critical_path(trace, r["row"].to_numpy())
-    path_track = "critical path (CPU ops)" if tl.cpu else PATH_TRACK
-    tracks = (["host: launch calls"] if len(tl.launches) else []) \
-        + list(dict.fromkeys(r["track"])) + list(dict.fromkeys(tl.waits["track"])) \
-        + ([path_track] if on_path.any() else [])
-    scale, unit = (1e6, "ms") if tl.end_ns - tl.start_ns >= 10_000_000 else (1e3, "µs")
-    src = ColumnDataSource(name=f"timeline-{i}-rows", data={
-        "name": [str(n)[:NAME_CHARS] for n in r["name"]], "y": r["track"].tolist(),
-        "x0": (r["start_ns"] / scale).tolist(), "x1": (r["end_ns"] / scale).tolist(),
-        "dur": [fmt_ns(d) for d in r["end_ns"] - r["start_ns"]],
-        "category": r["category"].tolist(), "op": r["op"].tolist(),
-        "config": r["details"].tolist(), "shapes": r["shapes"].tolist(),
-        "delay": r["delay"].tolist(),
-        "color": [PALETTE.get(c, "#7f7f7f") for c in r["category"]],
-        "path": ["yes" if x else "no" for x in on_path]})
-    p = figure(y_range=tracks[::-1], height=80 + 26 * len(tracks), sizing_mode="stretch_width",
-               title=f"{label}: step {tl.step} ({fmt_ns(tl.end_ns - tl.start_ns)})"
-                     + (", the host threads' CPU ops" if tl.cpu else "")
-                     + f", {unit} from its start; drag to pan, wheel to zoom",
-               tools="xpan,xwheel_zoom,box_zoom,reset,save", active_scroll="xwheel_zoom",
-               name=f"timeline-{i}")
-    p.hbar(y="y", left="x0", right="x1", height=0.8, color="color", source=src)
-    p.xaxis.formatter = _bokeh("bokeh.models").NumeralTickFormatter(format="0.[0]")
-    p.xaxis.axis_label = f"{unit} from the step's start"
-    p.add_tools(HoverTool(renderers=p.renderers[-1:], tooltips=[
-        ("name", "@name"), ("duration", "@dur"), ("category", "@category"),
-        ("input shapes", "@shapes"), ("on the critical path", "@path")] if tl.cpu else [
-        ("name", "@name"), ("duration", "@dur"), ("category", "@category"), ("op", "@op"),
-        ("op's input shapes", "@shapes"), ("launch configuration", "@config"),
-        ("launch delay", "@delay"),
-        ("on the critical path", "@path")]))
-    if on_path.any():  # the same rows again, on a track of their own: no second copy
-        value = _bokeh("bokeh.core.properties").value
-        BooleanFilter = _bokeh("bokeh.models").BooleanFilter
-        CDSView = _bokeh("bokeh.models").CDSView
-
-        p.hbar(y=value(path_track), left="x0", right="x1", height=0.8, color="#000000",
-               source=src, view=CDSView(filter=BooleanFilter([bool(x) for x in on_path])))
-    if len(tl.launches):
-        ls = ColumnDataSource({"name": tl.launches["name"].tolist(),
-                               "y": ["host: launch calls"] * len(tl.launches),
-                               "x0": (tl.launches["start_ns"] / scale).tolist(),
-                               "x1": (tl.launches["end_ns"] / scale).tolist()})
-        p.hbar(y="y", left="x0", right="x1", height=0.8, color=PALETTE["launch"], source=ls)
-    if len(tl.waits):
-        ws = ColumnDataSource({"y": tl.waits["track"].tolist(),
-                               "x0": (tl.waits["start_ns"] / scale).tolist(),
-                               "x1": (tl.waits["end_ns"] / scale).tolist()})
-        p.hbar(y="y", left="x0", right="x1", height=0.8, color=PALETTE["host wait"], source=ws)
-    note = f" {tl.note}" if tl.note else ""
-    note += f" {streams}" if streams else ""
-    column = _bokeh("bokeh.layouts").column
-
-    return column(p, Div(text=f"<p><i>{html.escape(note.strip())}</i></p>" if note else ""),
-                  sizing_mode="stretch_width"), check
-
-
-def _on_critical_path(trace: Trace, rows: Any) -> Any:
-    """bool per row: on the step's critical path (outlined in the timeline)."""
-    import numpy as np
-
-    from traceviz.analyses.critical_path.path import critical_path
-    from traceviz.errors import TraceVizError
-
-    try:
-        return np.isin(rows, critical_path(trace).rows)
-    except TraceVizError:
-        return np.zeros(len(rows), bool)
-
-
-def _advice_html(trace: Trace) -> str:
-    from traceviz.analyses.advice.engine import advise_full
-    from traceviz.analyses.whatif.engine import whatif
-    from traceviz.errors import TraceVizError
-
+def _advice_html(run: HtmlRun) -> str:
+    """The run's findings (``advise``) and scenarios (``whatif``)."""
     out = ["<h3>Findings (advise)</h3>"]
-    try:
-        advice = advise_full(trace)
-        findings, steps = advice.findings, advice.steps
-        w = whatif(trace)
-    except TraceVizError as e:
-        return f"<p>(no replay: {html.escape(e.message)})</p>"
+    advice, w = run.advice, run.whatif
+    if advice is None or w is None:
+        return f"<p>(no replay: {html.escape(run.replay_error)})</p>"
+    findings, steps = advice.findings, advice.steps
     out.append(f"<p><b>What bounds the step: {html.escape(advice.bound.title)}</b> "
                f"({html.escape(advice.bound.why)})</p>")
     per = max(steps, 1)
@@ -280,16 +179,15 @@ def _advice_html(trace: Trace) -> str:
     return "".join(out) + "</table>"
 
 
-def _differences(runs: list[tuple[str, Trace, RunFigures]]) -> Any:
-    Div = _bokeh("bokeh.models").Div
+def _differences(runs: HtmlRuns) -> Any:
+    Div = bokeh_module("bokeh.models").Div
 
-    from traceviz.analyses.compare.runs import kernel_diff
     from traceviz.render.terminal.runs import _calls
     from traceviz.table.names import distinct_names
 
     out = []
-    for (la, ta, _), (lb, tb, _) in zip(runs, runs[1:], strict=False):
-        d = kernel_diff(ta, tb).head(15)
+    for diff in runs.differences:
+        la, lb, d = diff.a, diff.b, diff.table
         shown = distinct_names(list(d["name"].astype(str)), 80)
         rows = "".join(
             f"<tr><td title='{html.escape(str(r.name))}'>{html.escape(name)}</td>"
