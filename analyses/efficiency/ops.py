@@ -390,5 +390,5 @@ def _compute(i: Inputs, s: Summary) -> Efficiency | None:
         if i.with_efficiency else None
 
 
-SECTION = Section("efficiency", lambda s, top: {"efficiency": s.efficiency.to_dict(top=top)}
+SECTION = Section(lambda s, top: {"efficiency": s.efficiency.to_dict(top=top)}
                   if s.efficiency else {}, _compute)

@@ -37,6 +37,5 @@ def kernel_activity(i: Inputs, s: Summary) -> KernelActivity:
                           missing_activity(t))
 
 
-SECTION = Section("kernel_activity",
-                  lambda s, top: {"kernel_activity": s.kernel_activity.to_dict()},
+SECTION = Section(lambda s, top: {"kernel_activity": s.kernel_activity.to_dict()},
                   kernel_activity)

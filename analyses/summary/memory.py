@@ -142,5 +142,5 @@ def _compute(i: Inputs, s: Summary) -> Memory | None:
     return memory(i.trace, i.ws, i.we) if i.with_efficiency else None
 
 
-SECTION = Section("memory", lambda s, top: {"memory": s.memory.to_dict()} if s.memory else {},
+SECTION = Section(lambda s, top: {"memory": s.memory.to_dict()} if s.memory else {},
                   _compute)

@@ -74,5 +74,5 @@ def stretched_windows(i: Inputs, s: Summary) -> list[Stretch]:
     return out
 
 
-SECTION = Section("step_windows", lambda s, top: {
+SECTION = Section(lambda s, top: {
     "step_windows": [x.to_dict() for x in s.step_windows]}, stretched_windows)
