@@ -85,12 +85,13 @@ def register(key: str, new: Section, before: str | None = "notes",
     ``before`` (default: the notes, which close the JSON; None: at the end), printed at
     ``printed``. Its key and its JSON keys must be new: two sections writing one key would
     overwrite each other silently; a key ``Summary`` already answers would hide it."""
-    from traceviz.analyses.summary.figures import Summary
-
     taken = {s.key for s in SECTIONS} | set(json_keys())
     if clash := ({key} | set(new.keys or (key,))) & taken:
         raise ValueError(f"section {key!r}: {', '.join(sorted(clash))} already registered")
-    if hasattr(Summary, key) or key in Summary.__dataclass_fields__:
+    # Summary (figures.py, which imports this module) is a Sections: its own fields and
+    # properties would hide the section
+    if any(key in vars(c) or key in getattr(c, "__dataclass_fields__", {})
+           for c in Sections.__subclasses__()):
         raise ValueError(f"section {key!r}: a Summary attribute already")
     at = len(SECTIONS) if before is None else SECTIONS.index(section(before))
     new.__set_name__(Sections, key)  # what a row's name does
