@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.rawref import Reference, ns
+from traceviz import Trace
 from traceviz.analyses.summary.figures import summarize
 from traceviz.parsers.detect import load as load_any
-from traceviz.trace import Trace
 
 GPU = Path(__file__).parent.parent / "sample_traces" / "gpu"
 RAW = sorted(GPU.glob("*/train/trace.pt.trace.json.gz"))
