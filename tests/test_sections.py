@@ -4,6 +4,8 @@ and a lazy section is computed when first read, once, and not by what does not r
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from rich.text import Text
 
@@ -127,7 +129,13 @@ def test_a_section_writing_an_undeclared_key_fails(trace):
 
 
 def test_a_registered_section_prints_at_its_place(capsys, memcpy_section):
+    """The section registered in one place (the fixture) is in analyze's --json at its
+    row's place and on the terminal at its row's printed place."""
     raw = sum(1 for e in raw_events(shared(TRACE)) if e.get("cat") == "gpu_memcpy")
+    assert main(["analyze", str(TRACE), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    keys = list(doc)
+    assert doc["memcpy_rows"] == raw and keys[keys.index("memcpy_rows") + 1] == "casts"
     assert main(["analyze", str(TRACE), "--width", "120"]) == 0
     lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
     mine = lines.index(f"memcpy rows: {raw:,}")
