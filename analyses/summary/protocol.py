@@ -94,6 +94,8 @@ class Section(Generic[T]):
         instance's ``__dict__`` (where Python finds them before it asks here again). A part
         of the totals is no attribute here: the ``Summary`` field of that name is."""
         if self.compute is None:
+            # not even on the class: a dataclass takes what getattr(Summary, "timings")
+            # answers as that field's default
             raise AttributeError(f"section {self.key!r} is part of the totals")
         if summary is None:
             return self
