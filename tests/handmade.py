@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from traceviz.notebook_api import TraceAnalysis
 from traceviz.parsers.normalize import finish
 from traceviz.trace import Trace
 
@@ -21,8 +22,9 @@ def row(kind: str, name: str, ts: int, dur: int, corr: int = -1, step: int = -1,
     }
 
 
-def trace(*rows: dict) -> Trace:
-    return finish(pd.DataFrame(list(rows)), {"source_format": "handmade"})
+def trace(*rows: dict) -> TraceAnalysis:
+    """A finished trace of ``rows``, with the notebook API (``t.kernels()``...)."""
+    return TraceAnalysis.of(finish(pd.DataFrame(list(rows)), {"source_format": "handmade"}))
 
 
 def step_trace(kernels: list[tuple[str, int]], amp: str | None = None) -> Trace:

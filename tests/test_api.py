@@ -197,12 +197,17 @@ def test_repr_is_one_line():
 
 
 def test_public_names():
-    assert set(traceviz.__all__) == {"Trace", "TraceVizError", "__version__", "load", "ranks",
-                                     "profile", "step"}
+    from traceviz.trace import Trace
+
+    assert set(traceviz.__all__) == {"Trace", "TraceAnalysis", "TraceVizError", "__version__",
+                                     "load", "ranks", "profile", "step"}
     for name in traceviz.__all__:
         assert getattr(traceviz, name) is not None
+    # traceviz.Trace is the notebook's (the table with the notebook API); the table alone,
+    # traceviz.trace.Trace, has none of its methods
+    assert traceviz.Trace is traceviz.TraceAnalysis and issubclass(traceviz.Trace, Trace)
     for name in ("kernels", "launches", "casts", "ops", "phases", "summary"):
-        assert getattr(traceviz.Trace, name).__doc__
+        assert getattr(traceviz.Trace, name).__doc__ and not hasattr(Trace, name)
     assert isinstance(traceviz.load(CPU_RUN).launches(), pd.DataFrame)
 
 

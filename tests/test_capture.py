@@ -12,10 +12,10 @@ from tests.conftest import needs
 needs("torch")
 
 import traceviz  # noqa: E402
+from traceviz import Trace  # noqa: E402
 from traceviz.analyses import summarize  # noqa: E402
 from traceviz.cli import main  # noqa: E402
 from traceviz.runners import VARIANTS, benchdefs, variants  # noqa: E402
-from traceviz.trace import Trace  # noqa: E402
 
 TINY = ["--preset", "ptb_lm", "--batch", "4", "--seq", "5", "--hidden", "16", "--layers", "2",
         "--vocab", "50", "--embed", "8", "--warmup", "1", "--steps", "3",

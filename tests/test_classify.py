@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import SHARED_TRACES, shared
-from traceviz.parsers import load
+from traceviz import load
 from traceviz.table.classify import cast_kernel_flags, category_codes, precision_change
 from traceviz.table.schema import CATEGORIES
 

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.rawref import Reference, ns
+from traceviz import Trace, load
 from traceviz.analyses.summary.figures import summarize
-from traceviz.parsers.detect import load as load_any
-from traceviz.trace import Trace
 
 GPU = Path(__file__).parent.parent / "sample_traces" / "gpu"
 RAW = sorted(GPU.glob("*/train/trace.pt.trace.json.gz"))
@@ -36,7 +35,7 @@ def test_committed_parquet_is_the_raw_trace(raw):
     assert {n: int(v) for n, v in got.items() if v} == {n: v for n, v in per_name.items() if v}
     assert summarize(committed).trace_busy_ns == ref.busy_ns()
     # and parsing the raw trace again today gives the same table
-    again = load_any(raw)
+    again = load(raw)
     assert len(again.kernels()) == len(k)
     assert int(again.events["dur_ns"].sum()) == int(committed.events["dur_ns"].sum())
 

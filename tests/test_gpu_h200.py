@@ -17,9 +17,9 @@ import pytest
 
 from tests.conftest import H200, ROOT, shared
 from tests.rawref import ns
+from traceviz import load
 from traceviz.analyses import summarize
 from traceviz.opcost.peaks import find
-from traceviz.parsers import load
 
 SCAN_JAX = H200 / "scan_jax" / "vm.xplane.pb.gz"
 COMPILE_FULL = H200 / "compile_full_torch" / "trace.pt.trace.json.gz"

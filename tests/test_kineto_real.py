@@ -12,9 +12,9 @@ import pytest
 
 from tests.conftest import KINETO, shared, shared_traces
 from tests.rawref import Reference, ns
+from traceviz import load
 from traceviz.analyses import summarize
 from traceviz.analyses.summary.launch import launch_table
-from traceviz.parsers import load
 
 ALL = [p.name for p in shared_traces("kineto")]
 CHECKED = [

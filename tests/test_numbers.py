@@ -25,12 +25,12 @@ import pytest
 from tests.conftest import KINETO, SHARED_TRACES, shared, shared_traces
 from tests.handmade import row, trace
 from tests.rawref import Reference, ns, split_by_sweep
+from traceviz import load
 from traceviz.analyses import summarize
 from traceviz.analyses.summary.launch import launch_table
 from traceviz.analyses.summary.tables import export_tables
 from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.cli import main
-from traceviz.parsers import load
 from traceviz.table.launch_apis import is_graph_launch, launch_kind
 
 NSYS = SHARED_TRACES / "nsys"

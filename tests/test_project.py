@@ -117,6 +117,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("traceviz.__main__", "cli"), ("traceviz.parsers", "parsers"), ("traceviz.table", "table"),
     ("traceviz.algos", "algos"), ("traceviz.opcost", "opcost"), ("traceviz.files", "files"),
     ("traceviz.system", "system"), ("traceviz.trace", "trace"), ("traceviz.capture", "capture"),
+    ("traceviz.notebook_api", "notebook"),
     ("traceviz.ladder", "ladder"), ("traceviz.rankset", "rankset"), ("traceviz", "face"),
 )
 BELOW_TRACE = {"definitions", "algos", "table", "opcost"}
@@ -128,9 +129,11 @@ ALLOWED: dict[str, set[str]] = {
     "opcost": {"definitions"},
     "files": {"definitions"},
     "system": {"definitions", "install_hint"},
-    # the notebook API (Trace.summary(), .kernels()) calls the analyses, lazily, and its
+    # the table and its load/save: nothing above it
+    "trace": BELOW_TRACE | {"files"},
+    # the notebook API (t.summary(), .kernels()) calls the analyses, lazily, and its
     # display (_repr_html_, print) the notebook renderer, lazily: only that (test below)
-    "trace": BELOW_TRACE | {"files", "analyses", "render"},
+    "notebook": BELOW_TRACE | {"trace", "analyses", "render"},
     "parsers": BELOW_TRACE | {"trace", "files", "system", "install_hint"},
     # pure functions over a Trace: no parser, renderer, CLI, runner or file I/O
     "analyses": BELOW_TRACE,
@@ -139,7 +142,7 @@ ALLOWED: dict[str, set[str]] = {
     # results in, text and figures out (the ladder's rungs name the ladder table's rows)
     "render": BELOW_TRACE | {"trace", "analyses", "ladder"},
     "capture": BELOW_TRACE | {"trace", "files", "system", "install_hint", "parsers",
-                              "analyses", "runners"},
+                              "analyses", "runners", "notebook"},
     "rankset": BELOW_TRACE | {"trace", "files", "system", "install_hint", "parsers",
                               "analyses"},
     "ladder": BELOW_TRACE | {"trace", "files", "system", "install_hint", "parsers",
@@ -170,12 +173,14 @@ def test_every_import_goes_the_way_the_layers_allow():
 
 
 def test_the_trace_imports_of_render_only_its_display():
-    """A Trace's display is its renderer's (``render/notebook.py`` and
-    ``notebook_results.py``, escaped by ``render/escape.py``); no other renderer is the
-    Trace's to call."""
-    render = {d for d in _graph()["traceviz.trace"] if part_of(d) == "render"}
+    """The notebook API's display is its renderer's (``render/notebook.py`` and
+    ``notebook_results.py``, escaped by ``render/escape.py``); no other renderer is its
+    to call, and the table-only ``Trace`` imports no analysis and no renderer."""
+    graph = _graph()
+    render = {d for d in graph["traceviz.notebook_api"] if part_of(d) == "render"}
     assert render == {"traceviz.render.notebook", "traceviz.render.notebook_results",
                       "traceviz.render.escape"}
+    assert not {part_of(d) for d in graph["traceviz.trace"]} & {"analyses", "render"}
 
 
 def test_a_wrong_direction_is_caught():

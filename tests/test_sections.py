@@ -4,6 +4,8 @@ and a lazy section is computed when first read, once, and not by what does not r
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from rich.text import Text
 
@@ -15,7 +17,7 @@ from traceviz.analyses.summary.figures import Summary, summarize
 from traceviz.analyses.summary.protocol import Inputs, Section
 from traceviz.cli import main
 from traceviz.render.terminal import sections as renders
-from traceviz.render.terminal.page import Page
+from traceviz.render.terminal.page import Page, section_render
 
 TRACE = KINETO / "a100_diff_control.json.gz"
 
@@ -51,13 +53,17 @@ def test_the_registry_holds_every_json_key_in_order(trace):
 
 def test_each_render_names_a_section_and_no_lazy_key_is_a_summary_attribute():
     keys = [s.key for s in registry.sections()]
-    assert all(k in keys for k, _ in renders.renders())
-    assert [k for k, _ in renders.renders()][-1] == "notes"
-    # a key Summary already answers would never reach __getattr__: the section would
-    # never be computed
+    assert all(s.key in keys for s, _ in renders.renders())
+    # the terminal's order, from the rows' printed places: not the JSON's
+    assert [s.key for s, _ in renders.renders()] == [
+        "totals", "step_windows", "kernel_tables", "phases", "input_pipeline", "modules",
+        "stream_overlap", "communication", "host_wait_split", "launches", "casts", "ranges",
+        "efficiency", "memory", "timings", "notes"]
+    # a lazy section is the Summary attribute of its key, nothing else answers it
     fields = set(Summary.__dataclass_fields__) | {
         n for n in dir(Summary) if not n.startswith("_") and n not in LAZY}
     assert not fields & set(LAZY)
+    assert all(getattr(Summary, k) is registry.section(k) for k in LAZY)
 
 
 def test_a_lazy_section_is_computed_when_read_once(trace):
@@ -76,21 +82,23 @@ def _memcpy_rows(i: Inputs, s: Summary) -> int:
     return int((i.trace.events["kind"] == "memcpy").sum())
 
 
-def _memcpy_render(s: Summary, page: Page) -> None:
-    page.add(Text(f"memcpy rows: {s.memcpy_rows:,}"))
-
-
 @pytest.fixture
 def memcpy_section():
-    """A small real section (the trace's memcpy rows) registered before the casts, on
-    the terminal too; taken out after the test."""
+    """A small real section (the trace's memcpy rows) registered in one place: its row
+    (before the casts in --json, printed between the launches and the casts) and its
+    terminal render beside it; taken out after the test."""
     _memcpy_rows.calls = 0  # type: ignore[attr-defined]
-    registry.register(Section("memcpy_rows", lambda s, top: {"memcpy_rows": s.memcpy_rows},
-                              _memcpy_rows), before="casts")
-    renders.register_render("memcpy_rows", _memcpy_render, before="casts")
+    memcpy = registry.register("memcpy_rows", Section(
+        lambda s, top: {"memcpy_rows": s.memcpy_rows}, _memcpy_rows),
+        before="casts", printed=105)
+
+    @section_render(memcpy)
+    def _render(s: Summary, page: Page) -> None:
+        page.add(Text(f"memcpy rows: {s.memcpy_rows:,}"))
+
     yield
     registry.unregister("memcpy_rows")
-    renders.unregister_render("memcpy_rows")
+    renders.unregister_render(memcpy)
 
 
 def test_a_registered_section_is_in_the_json_at_its_place(trace, memcpy_section):
@@ -108,11 +116,11 @@ def test_a_registered_section_is_in_the_json_at_its_place(trace, memcpy_section)
     s.to_dict()
     assert _memcpy_rows.calls == 1  # computed once, kept
     with pytest.raises(ValueError, match="already registered"):
-        registry.register(Section("copies2", lambda s, top: {"copies": 0}, keys=("copies",)))
+        registry.register("copies2", Section(lambda s, top: {"copies": 0}, keys=("copies",)))
 
 
 def test_a_section_writing_an_undeclared_key_fails(trace):
-    registry.register(Section("stray", lambda s, top: {"copies": 0}))
+    registry.register("stray", Section(lambda s, top: {"copies": 0}))
     try:
         with pytest.raises(ValueError, match="'stray' gave copies"):
             summarize(trace).to_dict()
@@ -121,7 +129,13 @@ def test_a_section_writing_an_undeclared_key_fails(trace):
 
 
 def test_a_registered_section_prints_at_its_place(capsys, memcpy_section):
+    """The section registered in one place (the fixture) is in analyze's --json at its
+    row's place and on the terminal at its row's printed place."""
     raw = sum(1 for e in raw_events(shared(TRACE)) if e.get("cat") == "gpu_memcpy")
+    assert main(["analyze", str(TRACE), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    keys = list(doc)
+    assert doc["memcpy_rows"] == raw and keys[keys.index("memcpy_rows") + 1] == "casts"
     assert main(["analyze", str(TRACE), "--width", "120"]) == 0
     lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
     mine = lines.index(f"memcpy rows: {raw:,}")

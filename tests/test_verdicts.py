@@ -15,7 +15,7 @@ import statistics
 import pytest
 from conftest import H200, ROOT, SHARED_TRACES, shared
 
-from traceviz.parsers import load
+from traceviz import load
 from traceviz.units import fmt_ns
 
 FOREIGN = SHARED_TRACES / "foreign" / "kineto"

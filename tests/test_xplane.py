@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import SHARED_TRACES, needs, shared
+from traceviz import Trace, load
 from traceviz.cli import main
-from traceviz.parsers import detect_format, load
+from traceviz.parsers import detect_format
 from traceviz.parsers.xspace_proto import xspace_class
-from traceviz.trace import Trace
 
 BERT = SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
 

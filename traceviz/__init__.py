@@ -19,20 +19,23 @@ from traceviz.errors import TraceVizError
 if TYPE_CHECKING:
     from traceviz.analyses.compare.ranks import RanksSummary
     from traceviz.capture.in_process import Profile
-    from traceviz.trace import Trace
+    from traceviz.notebook_api import TraceAnalysis
 
 __version__ = "0.1.0"
-__all__ = ["Trace", "TraceVizError", "__version__", "load", "profile", "ranks", "step"]
+__all__ = ["Trace", "TraceAnalysis", "TraceVizError", "__version__", "load", "profile",
+           "ranks", "step"]
 
 
-def load(path: str | Path) -> Trace:
+def load(path: str | Path) -> TraceAnalysis:
     """Read anything ``traceviz analyze`` reads: a traceviz ``.parquet``, a raw trace
     (torch.profiler/Kineto JSON, ``.xplane.pb``, nsys ``.sqlite``/``.nsys-rep``, MXNet
     JSON; gzipped or not), a capture's run folder, or a TensorBoard log directory.
+    Returns the trace with the notebook API (``t.kernels()``, ``t.summary()``...).
     Raises ``TraceVizError`` with one line when it cannot."""
+    from traceviz.notebook_api import TraceAnalysis
     from traceviz.parsers import load as load_any
 
-    return load_any(Path(path))
+    return TraceAnalysis.of(load_any(Path(path)))
 
 
 def ranks(path: str | Path, memory_limit: str | None = None) -> RanksSummary:
@@ -88,9 +91,10 @@ def profile(steps: int = 3, warmup: int = 3, out: str | Path | None = None,
 
 def __getattr__(name: str):
     # Trace pulls in pandas and pyarrow: imported on first use, so that the command
-    # line starts (and handles Ctrl-C) before any heavy import
-    if name == "Trace":
-        from traceviz.trace import Trace
+    # line starts (and handles Ctrl-C) before any heavy import. traceviz.Trace is the one
+    # a notebook holds: the table with the notebook API (traceviz.trace.Trace: the table)
+    if name in ("Trace", "TraceAnalysis"):
+        from traceviz.notebook_api import TraceAnalysis
 
-        return Trace
+        return TraceAnalysis
     raise AttributeError(f"module 'traceviz' has no attribute {name!r}")

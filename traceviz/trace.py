@@ -1,11 +1,16 @@
-"""``Trace``: the normalized events table plus metadata, stored as one Parquet file."""
+"""``Trace``: the normalized events table plus metadata, stored as one Parquet file.
+
+The table and its load/save only, imported by every layer above it (parsers, analyses,
+renderers); it imports none of them. The notebook API over it (``t.kernels()``,
+``t.summary()``, the display) is ``traceviz/notebook_api.py``'s ``TraceAnalysis``, what
+``traceviz.load`` returns."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -19,16 +24,6 @@ from traceviz.files.runfolder import check_trace_meta
 from traceviz.table import schema
 from traceviz.table.launch_apis import launch_kind
 from traceviz.table.meta import TraceMeta
-
-if TYPE_CHECKING:
-    from traceviz.render.notebook import BoundView, SummaryView
-    from traceviz.render.notebook_results import (
-        AdviceView,
-        CriticalPathView,
-        EfficiencyView,
-        MemoryView,
-        WhatifView,
-    )
 
 META_KEY = b"traceviz"
 
@@ -50,7 +45,7 @@ def _has_device_rows(path: Path) -> bool:
     return bool(pc.any(pc.is_in(kinds, pa.array(schema.DEVICE_KINDS))).as_py())
 
 
-@dataclass
+@dataclass(repr=False)
 class Trace:
     """One events table (see ``traceviz.table.schema``) and its metadata.
 
@@ -79,7 +74,8 @@ class Trace:
 
     @property
     def kernel_events(self) -> pd.DataFrame:
-        """The kernel rows of ``events`` as they are (``kernels()`` is the query table)."""
+        """The kernel rows of ``events`` as they are (the notebook's ``kernels()`` is the
+        query table)."""
         return self.events.take(np.flatnonzero(schema.is_in(self.events["kind"], "kernel")))
 
     @property
@@ -118,170 +114,10 @@ class Trace:
         self.__dict__["_kinds_of"] = (self.events, value)
         return value
 
-    # -- the notebook API: query tables (docs/api.md) --------------------------
-    def kernels(self) -> pd.DataFrame:
-        """One row per kernel (on a CPU trace: per leaf op doing the work), with its
-        category, launch call, delay, cast flag and ``phase``."""
-        from traceviz.analyses.summary.tables import kernel_rows
-
-        return kernel_rows(self)
-
-    def launches(self) -> pd.DataFrame:
-        """One row per launch call (kernel, graph, copy, set) with the work it launched."""
-        from traceviz.analyses.summary.launch import launch_table
-
-        return launch_table(self)
-
-    def casts(self) -> pd.DataFrame:
-        """The rows of ``kernels()`` that convert between floating-point formats."""
-        from traceviz.analyses.summary.tables import cast_table
-
-        return cast_table(self)
-
-    def ops(self) -> pd.DataFrame:
-        """Framework ops with ``depth``, ``is_leaf``, ``self_ns`` and ``parent``: sum
-        ``self_ns`` (not ``dur_ns``) to count nested ops once."""
-        from traceviz.analyses.summary.tables import op_table
-
-        return op_table(self)
-
-    def phases(self) -> pd.DataFrame:
-        """Per marked phase (data, forward, backward, optimizer): wall time, device busy,
-        kernels, casts."""
-        from traceviz.analyses.summary.tables import phases_of
-
-        return phases_of(self)
-
-    def summary(self, top: int = 20) -> SummaryView:
-        """The figures of ``traceviz analyze --json`` (``top``: kernels listed): a dict,
-        shown as tables in a notebook, each table a DataFrame with unit-named columns
-        (``kernels_df()``, ``categories_df()``, ``phases_df()``, ``totals_df()``,
-        ``host_wait_df()``)."""
-        from traceviz.analyses.summary.figures import summarize
-        from traceviz.render.notebook import SummaryView
-
-        return SummaryView(summarize(self, with_efficiency=True).to_dict(top=top))
-
-    def efficiency(self, peak: str | None = None) -> EfficiencyView:
-        """``analyze --json``'s ``efficiency``: FLOPs, bytes, TFLOP/s, GB/s, % of peak and
-        bound per op group and kernel, the run's totals and MFU (``peak``: as --peak); a
-        dict, its tables as DataFrames by ``kernels_df()`` and ``groups_df()``."""
-        from traceviz.render.notebook_results import EfficiencyView
-
-        return EfficiencyView(self._section("efficiency", peak))
-
-    def memory(self) -> MemoryView:
-        """``analyze --json``'s ``memory``: peak allocated, allocated and freed bytes per
-        device and phase, and the timed batches' peak (bench.json); a dict, its tables in
-        MiB by ``devices_df()`` and ``phases_df()``."""
-        from traceviz.render.notebook_results import MemoryView
-
-        return MemoryView(self._section("memory", None))
-
-    def bound(self) -> BoundView:
-        """What bounds the step (``analyze --json``'s ``bound``, ``advise``'s first line):
-        a dict of ``by``, the host's ``cause``, ``why`` and the figures it was judged on
-        (``figures_df()``: as a DataFrame in ms and % of the span)."""
-        from traceviz.render.notebook import BoundView
-
-        return BoundView(self._section("bound", None))
-
-    def host_wait(self) -> pd.DataFrame:
-        """The time the device waited for the host, by what the host was doing: one row
-        per cause (``cause``, ``ns``, ``share`` of the host wait, ``names``: what took it
-        most, ``ranges``: the user ranges it ran in; ``time_ms`` and ``share_pct``: the
-        same in ms and %), largest first; empty on a CPU trace or where no launch is in
-        the trace."""
-        from traceviz.analyses.summary.figures import summarize
-
-        w = summarize(self).host_wait_split
-        columns = ["cause", "ns", "share", "names", "ranges", "time_ms", "share_pct"]
-        if w is None:
-            return pd.DataFrame(columns=columns)
-        total = sum(w.causes.values()) or 1
-        rows = [(c, ns, ns / total,
-                 list(w.names.loc[w.names["cause"] == c, "name"].head(3)),
-                 list(w.ranges.loc[w.ranges["cause"] == c, "range"].head(3)),
-                 ns / 1e6, ns * 100 / total)
-                for c, ns in w.causes.items() if ns]
-        return pd.DataFrame(rows, columns=columns).sort_values(
-            "ns", ascending=False, ignore_index=True)
-
-    def _section(self, name: str, peak: str | None) -> dict[str, Any]:
-        """One section of ``summary()``, every row, computed alone."""
-        from traceviz.analyses.summary.figures import integer_ns, summarize
-        from traceviz.opcost.peaks import parse_peak
-
-        s = summarize(self, with_efficiency=True, peak=parse_peak(peak) if peak else None)
-        # its part of --json with every row listed; {} where the section gives none
-        return integer_ns(s.section_json(name, top=1 << 30))[name]
-
-    def whatif(self, *scenarios: str) -> WhatifView:
-        """``traceviz whatif --json``: the replay and each scenario (default: all, e.g.
-        ``t.whatif("cuda_graphs", "gemm_speedup=4")``); a dict, the scenarios as a
-        DataFrame by ``scenarios_df()``."""
-        from traceviz.analyses.whatif.engine import whatif
-        from traceviz.analyses.whatif.scenarios import DEFAULT_SCENARIOS
-        from traceviz.render.notebook_results import WhatifView
-
-        return WhatifView(whatif(self, tuple(scenarios) or DEFAULT_SCENARIOS).to_dict())
-
-    def critical_path(self, annotation: str | None = None,
-                      top: int = 20) -> CriticalPathView:
-        """``analyze --critical-path --json``'s ``critical_path``: per step the path's length
-        and parts, the kernels and host calls on it (``annotation``: per host range of
-        that name instead of per step); a dict, its tables by ``steps_df()``,
-        ``parts_df()``, ``kernels_df()``, ``host_calls_df()``."""
-        from traceviz.analyses.critical_path.path import critical_path
-        from traceviz.render.notebook_results import CriticalPathView
-
-        return CriticalPathView(critical_path(self, annotation).to_dict(top=top))
-
-    def advise(self) -> AdviceView:
-        """``traceviz advise --json``'s findings: rule, title, evidence, action, saving; a
-        list of dicts, one row each in ``findings_df()``."""
-        from traceviz.analyses.advice.engine import advise
-        from traceviz.render.notebook_results import AdviceView
-
-        findings, steps = advise(self)
-        return AdviceView(f.to_dict(steps) for f in findings)
-
-    # -- the notebook display (traceviz/render/notebook.py) ----------------------------
     def __repr__(self) -> str:
-        from traceviz.render.escape import visible
-
-        m = self.meta
-        kind = "CPU" if self.is_cpu else "GPU"
-        what = visible(str(m.get("model") or m.get("source_file") or "?"))
-        return (f"<Trace {what} · {visible(str(m.get('source_format', '?')))} · {kind} · "
-                f"{len(self.events):,} events>")
-
-    def overview(self) -> dict[str, Any]:
-        """What the display shows: source file, profiler, devices, rows per kind (most
-        first), the time the rows cover (first start to last end, ns), step marks."""
-        ev = self.events
-        kinds = ev["kind"].value_counts()
-        start, end = (int(ev["ts_ns"].min()), int((ev["ts_ns"] + ev["dur_ns"]).max())) \
-            if len(ev) else (0, None)
-        return {"source_file": self.meta.get("source_file"),
-                "profiler": self.meta.get("profiler"),
-                "devices": dict(self.meta.get("devices") or {}),
-                "kinds": {str(k): int(n) for k, n in kinds.items() if n},
-                "recorded_ns": None if end is None else end - start,
-                "step_marks": int(kinds.get("step", 0))}
-
-    def __str__(self) -> str:
-        from traceviz.render.notebook import trace_text
-
-        return trace_text(repr(self), self.overview())
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(str(self))
-
-    def _repr_html_(self) -> str:
-        from traceviz.render.notebook import trace_html
-
-        return trace_html(repr(self), self.overview())
+        # one line: a dataclass's would print the whole table
+        return (f"<Trace {self.meta.get('source_format', '?')} · {len(self.events):,} "
+                "events>")
 
     # -- storage -----------------------------------------------------------------------
     def save(self, path: str | Path, force: bool = False) -> Path:

@@ -44,7 +44,7 @@ from traceviz.opcost.peaks import Peak, find
 from traceviz.table.classify import TF32_KERNEL
 from traceviz.table.schema import is_in
 
-if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
+if TYPE_CHECKING:  # the Summary type only: figures.py imports the registry
     from traceviz.analyses.summary.figures import Summary
     from traceviz.trace import Trace
 
@@ -390,5 +390,8 @@ def _compute(i: Inputs, s: Summary) -> Efficiency | None:
         if i.with_efficiency else None
 
 
-SECTION = Section("efficiency", lambda s, top: {"efficiency": s.efficiency.to_dict(top=top)}
-                  if s.efficiency else {}, _compute)
+def _json(s: Summary, top: int) -> dict[str, Any]:
+    return {"efficiency": s.efficiency.to_dict(top=top)} if s.efficiency else {}
+
+
+SECTION = Section(_json, _compute)

@@ -37,6 +37,8 @@ def kernel_activity(i: Inputs, s: Summary) -> KernelActivity:
                           missing_activity(t))
 
 
-SECTION = Section("kernel_activity",
-                  lambda s, top: {"kernel_activity": s.kernel_activity.to_dict()},
-                  kernel_activity)
+def _json(s: Summary, top: int) -> dict[str, Any]:
+    return {"kernel_activity": s.kernel_activity.to_dict()}
+
+
+SECTION = Section(_json, kernel_activity)

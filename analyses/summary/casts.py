@@ -66,4 +66,4 @@ def _compute(i: Inputs, s: Summary) -> CastSummary:
     return cast_summary(i.trace, i.work, s.trace_busy_ns)
 
 
-SECTION = Section("casts", _json, _compute)
+SECTION = Section(_json, _compute)

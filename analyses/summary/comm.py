@@ -251,4 +251,4 @@ def _json(s: Summary, top: int) -> dict[str, Any]:
     return {"communication": None if c is None else c.to_dict()}
 
 
-SECTION = Section("communication", _json, _compute)
+SECTION = Section(_json, _compute)

@@ -5,7 +5,7 @@ assembled from the sections in order."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -14,7 +14,7 @@ from traceviz.analyses.summary.host import per_device_op_ns
 from traceviz.analyses.summary.idle import Idle, host_wait_total, idle_breakdown, launch_bound
 from traceviz.analyses.summary.kernels import category_table, kernel_table
 from traceviz.analyses.summary.protocol import Inputs
-from traceviz.analyses.summary.registry import section, sections
+from traceviz.analyses.summary.registry import Sections, section, sections
 from traceviz.analyses.timed import TimedStep, timed_step
 from traceviz.analyses.timings import Timings
 from traceviz.analyses.timings import run_timings as run_timings_of
@@ -27,24 +27,16 @@ from traceviz.analyses.work import (
 from traceviz.table.meta import TraceMeta
 from traceviz.table.schema import is_in
 
-if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
-    from traceviz.analyses.efficiency.ops import Efficiency
-    from traceviz.analyses.summary.activity import KernelActivity
-    from traceviz.analyses.summary.casts import CastSummary
-    from traceviz.analyses.summary.comm import Communication
-    from traceviz.analyses.summary.host import HostSplit
-    from traceviz.analyses.summary.launch import Launches
-    from traceviz.analyses.summary.memory import Memory
-    from traceviz.analyses.summary.ranges import RangeFigures
-    from traceviz.analyses.summary.streams import StreamOverlap
-    from traceviz.analyses.summary.verdict import Bound
-    from traceviz.analyses.summary.waits import HostWait
-    from traceviz.analyses.summary.windows import Stretch
+if TYPE_CHECKING:
     from traceviz.trace import Trace
 
 
 @dataclass
-class Summary:
+class Summary(Sections):
+    """The figures of ``analyze``: the totals as fields, computed at once by ``summarize``;
+    every other figure a section (``registry.py``), read as ``summary.<key>`` (typed by its
+    ``compute``), computed when first read."""
+
     meta: TraceMeta
     cpu_trace: bool
     scope: str                       # "steps" or "trace": what the windows are
@@ -72,44 +64,6 @@ class Summary:
     ranges_only: bool = False
     # what the lazy sections are computed from, when first read
     inputs: Inputs | None = field(default=None, repr=False, compare=False)
-
-    if TYPE_CHECKING:
-        # The lazy sections' figures, as ``__getattr__`` computes them, for the type
-        # checker (a new section may add its line; without one it reads as Any).
-        launches: ClassVar[Launches]
-        kernel_activity: ClassVar[KernelActivity]
-        step_windows: ClassVar[list[Stretch]]   # windows that end after their step mark
-        casts: ClassVar[CastSummary]
-        phases: ClassVar[pd.DataFrame]     # per phase (phases.phase_table); empty: none
-        modules: ClassVar[pd.DataFrame]    # per nn.Module (modules.module_table)
-        host: ClassVar[HostSplit | None]   # launching threads' time by cause (GPU traces)
-        # the windows' time by cause, the host wait by what the host did (GPU traces)
-        host_wait_split: ClassVar[HostWait | None]
-        bound: ClassVar[Bound]             # what bounds the step (summary/verdict.py)
-        stream_overlap: ClassVar[list[StreamOverlap]]
-        efficiency: ClassVar[Efficiency | None]  # None unless made with_efficiency
-        memory: ClassVar[Memory | None]
-        communication: ClassVar[Communication | None]  # None: no collective
-        ranges: ClassVar[RangeFigures]     # per range name (ranges.range_table), kernels
-
-    def __getattr__(self, name: str) -> Any:
-        """A lazy section's figures (``summary.casts``): computed when first read, then
-        kept in the instance's ``__dict__``, where Python finds them before it asks here
-        again; a command that shows a few sections does not pay for the others."""
-        try:
-            s = section(name) if not name.startswith("_") else None
-        except KeyError:
-            s = None
-        if s is None or s.compute is None:
-            raise AttributeError(f"'Summary' object has no attribute {name!r}")
-        value = s.compute(self._inputs(), self)
-        self.__dict__[name] = value
-        return value
-
-    def _inputs(self) -> Inputs:
-        if self.inputs is None:
-            raise ValueError("a Summary made without its trace has no lazy sections")
-        return self.inputs
 
     def section_json(self, key: str, top: int = 20) -> dict[str, Any]:
         """One section's part of ``--json`` (its keys, before ``integer_ns``)."""

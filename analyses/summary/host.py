@@ -187,4 +187,4 @@ def _compute(i: Inputs, s: Summary) -> HostSplit | None:
     return None if s.cpu_trace else host_split(i.trace, i.ws, i.we, s.steps)
 
 
-SECTION = Section("host", _json, _compute)
+SECTION = Section(_json, _compute)

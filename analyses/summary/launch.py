@@ -206,4 +206,4 @@ def _compute(i: Inputs, s: Summary) -> Launches:
     return launch_figures(i.trace, launch_table(i.trace), i.ws, i.we)
 
 
-SECTION = Section("launches", _json, _compute, keys=("launches", "copies", "graphs"))
+SECTION = Section(_json, _compute, keys=("launches", "copies", "graphs"))

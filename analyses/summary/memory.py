@@ -21,7 +21,7 @@ from traceviz.analyses.summary.phases import NO_PHASE, assign_phases, phase_rang
 from traceviz.analyses.summary.protocol import Inputs, Section
 from traceviz.table.schema import is_in
 
-if TYPE_CHECKING:  # types only: trace.py's notebook API imports analyses
+if TYPE_CHECKING:  # the Summary type only: figures.py imports the registry
     from traceviz.analyses.summary.figures import Summary
     from traceviz.trace import Trace
 
@@ -142,5 +142,8 @@ def _compute(i: Inputs, s: Summary) -> Memory | None:
     return memory(i.trace, i.ws, i.we) if i.with_efficiency else None
 
 
-SECTION = Section("memory", lambda s, top: {"memory": s.memory.to_dict()} if s.memory else {},
-                  _compute)
+def _json(s: Summary, top: int) -> dict[str, Any]:
+    return {"memory": s.memory.to_dict()} if s.memory else {}
+
+
+SECTION = Section(_json, _compute)

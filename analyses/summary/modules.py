@@ -82,4 +82,4 @@ def _compute(i: Inputs, s: Summary) -> pd.DataFrame:
     return module_table(i.trace, i.work, i.ws, i.we)
 
 
-SECTION = Section("modules", _json, _compute)
+SECTION = Section(_json, _compute)

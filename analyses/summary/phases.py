@@ -141,4 +141,4 @@ def _compute(i: Inputs, s: Summary) -> pd.DataFrame:
     return phase_table(i.trace, i.work, i.ws, i.we)
 
 
-SECTION = Section("phases", _json, _compute)
+SECTION = Section(_json, _compute)

@@ -116,4 +116,4 @@ def _json(s: Summary, top: int) -> dict[str, Any]:
     return {"input_pipeline": None if p is None else p.to_dict()}
 
 
-SECTION = Section("input_pipeline", _json, _compute)
+SECTION = Section(_json, _compute)

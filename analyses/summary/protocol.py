@@ -1,19 +1,22 @@
-"""What a section of ``traceviz analyze`` is: a name, how its figures are computed from
-the summary's inputs, and its part of ``--json``.
+"""What a section of ``traceviz analyze`` is: how its figures are computed from the
+summary's inputs, and its part of ``--json``.
 
-A ``Summary`` (``figures.py``) holds the totals; every other figure belongs to a section,
-registered in ``registry.py`` in the order of ``--json``. A section with ``compute`` is
-lazy: ``summary.<key>`` computes it when first read and keeps it, so a command that shows
-a few sections does not pay for the others; ``Summary.to_dict`` reads every one. The
-terminal's side (how a section prints) registers by the same key in
-``traceviz/render/terminal/sections.py``: an analysis never imports a renderer.
+A ``Summary`` (``figures.py``) holds the totals; every other figure belongs to a section.
+``registry.py`` lists the sections, one row each: the row's name is the section's key, its
+place is the section's place in ``--json``, and the row says where the terminal prints it.
+A section with ``compute`` is lazy: ``summary.<key>`` computes it when first read and
+keeps it (the ``Section`` is the attribute, typed by what ``compute`` returns), so a
+command that shows a few sections does not pay for the others; ``Summary.to_dict`` reads
+every one. The terminal's side (how a section prints) is a function registered by the
+``Section`` object beside it in ``traceviz/render/terminal/``: an analysis never imports a
+renderer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import pandas as pd
 
@@ -41,25 +44,66 @@ class Inputs:
 # its part of --json: (the summary, the kernels to list) -> {key: value, ...} in order;
 # {} where the section has nothing to say (efficiency without with_efficiency)
 ToJson = Callable[["Summary", int], dict[str, Any]]
-# its figures: (the inputs, the summary's totals) -> anything its json and render read
-Compute = Callable[[Inputs, "Summary"], Any]
+T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Section:
-    """One registered part of ``analyze``'s summary.
+class Section(Generic[T]):
+    """One part of ``analyze``'s summary, named by its row in ``registry.py``.
 
-    ``key`` names it: the ``Summary`` attribute its figures are read as (where it has
-    ``compute``), its terminal render's key. ``json`` gives its part of ``--json``;
-    ``keys`` lists the top-level keys that part can hold, in order (default: ``key``
-    alone; ``launches`` gives three). ``compute`` is None for a part of the totals the
-    ``Summary`` holds as its own fields (computed at once by ``summarize``)."""
+    ``json`` gives its part of ``--json``; ``keys`` lists the top-level keys that part can
+    hold, in order (default: the section's key alone; ``launches`` gives three).
+    ``compute`` (the inputs, the summary's totals) -> its figures, of type ``T``; None for
+    a part of the totals the ``Summary`` holds as its own fields (computed at once by
+    ``summarize``). Its row sets ``key`` (the row's name: ``summary.<key>`` reads the
+    figures) and ``printed`` (its place on the terminal, a lower number first; None:
+    ``--json`` only).
+    """
 
     key: str
-    json: ToJson
-    compute: Compute | None = None
-    keys: tuple[str, ...] = ()
+    printed: int | None = None
+
+    def __init__(self, json: ToJson, compute: Callable[[Inputs, Summary], T] | None = None,
+                 keys: tuple[str, ...] = ()) -> None:
+        self.json = json
+        self.compute = compute
+        self.keys = keys
+
+    def row(self, printed: int | None = None) -> Section[T]:
+        """Its row in the registry: where the terminal prints it (``printed``)."""
+        self.printed = printed
+        return self
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        """The row's name is the key (a section has one row)."""
+        if getattr(self, "key", name) != name:
+            raise ValueError(f"section {self.key!r} registered again as {name!r}")
+        self.key = name
 
     @property
     def json_keys(self) -> tuple[str, ...]:
         return self.keys or (self.key,)
+
+    @overload
+    def __get__(self, summary: None, owner: type) -> Section[T]: ...
+
+    @overload
+    def __get__(self, summary: Summary, owner: type) -> T: ...
+
+    def __get__(self, summary: Summary | None, owner: type) -> Section[T] | T:
+        """``summary.<key>``: its figures, computed when first read, then kept in the
+        instance's ``__dict__`` (where Python finds them before it asks here again). A part
+        of the totals is no attribute here: the ``Summary`` field of that name is."""
+        if self.compute is None:
+            # not even on the class: a dataclass takes what getattr(Summary, "timings")
+            # answers as that field's default
+            raise AttributeError(f"section {self.key!r} is part of the totals")
+        if summary is None:
+            return self
+        if summary.inputs is None:
+            raise ValueError("a Summary made without its trace has no lazy sections")
+        value = self.compute(summary.inputs, summary)
+        summary.__dict__[self.key] = value
+        return value
+
+    def __repr__(self) -> str:
+        return f"<Section {getattr(self, 'key', '?')}>"

@@ -196,5 +196,5 @@ def _json(s: Summary, top: int) -> dict[str, Any]:
             "range_timeline": r.timeline}
 
 
-SECTION = Section("ranges", _json, _compute,
+SECTION = Section(_json, _compute,
                   keys=("ranges", "range_kernels", "range_timeline"))

@@ -161,4 +161,4 @@ def _compute(i: Inputs, s: Summary) -> list[StreamOverlap]:
     return [] if s.cpu_trace else stream_overlap(i.work, i.windows)
 
 
-SECTION = Section("stream_overlap", _json, _compute)
+SECTION = Section(_json, _compute)

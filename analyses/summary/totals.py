@@ -12,6 +12,7 @@ from traceviz.analyses.summary.protocol import Section
 
 if TYPE_CHECKING:  # the Summary type only: figures.py imports the registry
     from traceviz.analyses.summary.figures import Summary
+    from traceviz.analyses.timings import Timings
 
 
 def _totals(s: Summary, top: int) -> dict[str, Any]:
@@ -83,14 +84,15 @@ def _timed_step(s: Summary, top: int) -> dict[str, Any]:
         "kernels_per_step": s.kernel_count / max(s.steps, 1)} if s.timed else None}
 
 
-TOTALS = Section("totals", _totals, keys=(
+# the totals' parts: no compute (figures the Summary holds as its own fields)
+TOTALS: Section[None] = Section(_totals, keys=(
     "source", "trace_type", "scope", "steps", "span_ns", "busy_ns", "idle_ns",
     "host_wait_ns", "queued_idle_ns", "trace_busy_ns", "idle_fraction",
     "launch_bound_fraction", "framework_overhead_fraction", "queued_idle_fraction",
     "copy_fraction", "devices", "streams", "kernels"))
-KERNEL_TABLES = Section("kernel_tables", _kernel_tables,
-                        keys=("categories", "top_kernels", "other_kernels"))
-TIMINGS = Section("timings", lambda s, top: {
+KERNEL_TABLES: Section[None] = Section(_kernel_tables,
+                                       keys=("categories", "top_kernels", "other_kernels"))
+TIMINGS: Section[Timings | None] = Section(lambda s, top: {
     "timings": s.timings.to_dict() if s.timings else None})
-TIMED_STEP = Section("timed_step", _timed_step)
-NOTES = Section("notes", lambda s, top: {"notes": s.notes})
+TIMED_STEP: Section[None] = Section(_timed_step)
+NOTES: Section[list[str]] = Section(lambda s, top: {"notes": s.notes})

@@ -247,4 +247,4 @@ def _json(s: Summary, top: int) -> dict[str, Any]:
     return {"bound": s.bound.to_dict()}
 
 
-SECTION = Section("bound", _json, _compute)
+SECTION = Section(_json, _compute)

@@ -242,4 +242,4 @@ def _json(s: Summary, top: int) -> dict[str, Any]:
     return {"host_wait_split": None if w is None else w.to_dict()}
 
 
-SECTION = Section("host_wait_split", _json, _compute)
+SECTION = Section(_json, _compute)

@@ -74,5 +74,8 @@ def stretched_windows(i: Inputs, s: Summary) -> list[Stretch]:
     return out
 
 
-SECTION = Section("step_windows", lambda s, top: {
-    "step_windows": [x.to_dict() for x in s.step_windows]}, stretched_windows)
+def _json(s: Summary, top: int) -> dict[str, Any]:
+    return {"step_windows": [x.to_dict() for x in s.step_windows]}
+
+
+SECTION = Section(_json, stretched_windows)

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.replay.graph import ReplayGraph, per_device
+from traceviz.analyses.summary.launch import launch_table
 from traceviz.analyses.whatif.inputs import input_gaps
 from traceviz.analyses.whatif.stalls import startup_nodes
 from traceviz.units import fmt_ns
@@ -23,7 +24,7 @@ def _host_step(g: ReplayGraph) -> np.ndarray:
 
 def cuda_graphs(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
     """The scenario's graph and the assumptions it states."""
-    graph_calls = g.trace.launches()
+    graph_calls = launch_table(g.trace)
     graph_calls = graph_calls[(graph_calls["population"] == "graph")
                               & (graph_calls["device_count"] > 0)]
     if len(graph_calls):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from traceviz.runners import marks
 
 if TYPE_CHECKING:
-    from traceviz.trace import Trace
+    from traceviz.notebook_api import TraceAnalysis
 
 
 class Profile:
@@ -53,7 +53,7 @@ class Profile:
 
         self._session = TorchSession(self.run_dir, warmup, steps, modules=modules,
                                      slice_s=slice_s)
-        self.trace: Trace | None = None
+        self.trace: TraceAnalysis | None = None
         self.bench: dict[str, Any] = {}
         self.notes: list[str] = []
 
@@ -68,6 +68,7 @@ class Profile:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
         from traceviz.capture.script import save_trace
+        from traceviz.notebook_api import TraceAnalysis
         from traceviz.runners.protocol import run_result, step_bench
         from traceviz.runners.script import versions
 
@@ -102,8 +103,9 @@ class Profile:
                 {"framework": "torch", "profiler": "torch", "batch_size": self.batch_size},
                 indent=2))
         if s.trace_path is not None:
-            self.trace, _ = save_trace(s.trace_path, self.run_dir, {
+            trace, _ = save_trace(s.trace_path, self.run_dir, {
                 "model": "traceviz.profile", "variant": "traceviz.profile",
                 "bench": self.bench, "runner": meta, "profiler": "torch.profiler",
                 **({"workload": workload} if workload else {})})
+            self.trace = TraceAnalysis.of(trace)  # p.trace.summary() in a notebook
 

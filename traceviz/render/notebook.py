@@ -1,8 +1,9 @@
-"""The notebook display: a ``Trace``, ``Trace.summary()`` and ``Trace.bound()`` as HTML
-(Jupyter's ``_repr_html_``) and as a few lines of text (``print``, IPython).
+"""The notebook display: a trace, its ``summary()`` and ``bound()`` (the notebook API,
+``traceviz/notebook_api.py``) as HTML (Jupyter's ``_repr_html_``) and as a few lines of
+text (``print``, IPython).
 
-``SummaryView`` and ``BoundView`` are the dicts ``Trace.summary()`` and ``Trace.bound()``
-return: the same keys and integer-nanosecond values as ``analyze --json``, plus the
+``SummaryView`` and ``BoundView`` are the dicts ``TraceAnalysis.summary()`` and
+``.bound()`` return: the same keys and integer-nanosecond values as ``analyze --json``, plus the
 display and the unit-named tables of ``frames.py`` (``summary.kernels_df()``...). Every
 name a trace controls goes through ``escape.html_text`` (HTML) or ``escape.visible``
 (text): a kernel named ``<script>`` shows as text. Nothing here runs an analysis.

@@ -1,7 +1,7 @@
-"""The notebook display of the other results ``Trace`` returns: ``efficiency()``,
-``memory()``, ``whatif()`` (dicts) and ``advise()`` (a list), each still the
-``--json`` value it was, with HTML, a few lines of text and its tables as DataFrames in
-named units (``frames.py``). Names a trace controls are escaped as in ``notebook.py``.
+"""The notebook display of the other results the notebook API (``TraceAnalysis``)
+returns: ``efficiency()``, ``memory()``, ``whatif()`` (dicts) and ``advise()`` (a list),
+each still the ``--json`` value it was, with HTML, a few lines of text and its tables as
+DataFrames in named units (``frames.py``). Names a trace controls are escaped as in ``notebook.py``.
 """
 
 from __future__ import annotations

@@ -5,12 +5,14 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
+from traceviz.analyses.summary import casts as section
 from traceviz.analyses.summary.figures import Summary
 from traceviz.render.terminal.fit import Col, fitted_table
-from traceviz.render.terminal.page import Page
+from traceviz.render.terminal.page import Page, section_render
 from traceviz.units import fmt_ns, fmt_pct
 
 
+@section_render(section.SECTION)
 def cast_section(s: Summary, page: Page) -> None:
     """Cast work and cast ops; an FP32 run (no cast at all) gets no empty section."""
     if s.casts.count or s.casts.cast_ops:

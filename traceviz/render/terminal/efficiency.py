@@ -7,11 +7,13 @@ import json
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from traceviz.analyses.efficiency import ops
 from traceviz.analyses.efficiency.ops import Efficiency
+from traceviz.analyses.summary import memory
 from traceviz.analyses.summary.figures import Summary
 from traceviz.analyses.summary.memory import Memory
 from traceviz.render.terminal.fit import Col, fitted_table, left_note
-from traceviz.render.terminal.page import Page
+from traceviz.render.terminal.page import Page, section_render
 from traceviz.units import flop_rate, fmt_bytes, fmt_ns, fmt_pct
 
 
@@ -26,12 +28,14 @@ def _group_cols(cpu: bool) -> list[Col]:
                    Col("bound", "left", drop=8)]
 
 
+@section_render(ops.SECTION)
 def efficiency_section(s: Summary, page: Page) -> None:
     """The Efficiency section (a summary made without it, as ranks make theirs: none)."""
     if s.efficiency is not None:
         page.add(efficiency_render(s.efficiency, top=page.top, width=page.width))
 
 
+@section_render(memory.SECTION)
 def memory_section(s: Summary, page: Page) -> None:
     """The memory lines, where there is anything to say."""
     if s.memory is not None and (mem := memory_render(s.memory)):

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from traceviz.analyses.summary import comm, waits
+from traceviz.analyses.summary import streams as overlap
 from traceviz.analyses.summary.figures import Summary
 from traceviz.render.terminal.fit import Col, fitted_table
-from traceviz.render.terminal.page import Page
+from traceviz.render.terminal.page import Page, section_render
 from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
 
+@section_render(overlap.SECTION)
 def streams(s: Summary, page: Page) -> None:
     """The Streams table, where a device ran work on two or more streams (GPU traces)."""
     if not s.cpu_trace and any(o.streams >= 2 for o in s.stream_overlap):
@@ -120,6 +123,7 @@ def _count(x: float) -> str:
     return f"{x:,.0f}" if x == int(x) or x >= 10 else f"{x:.1f}"
 
 
+@section_render(comm.SECTION)
 def communication(s: Summary, page: Page) -> None:
     """The Communication table: collectives by kind, their messages and bandwidth, and
     the time no computation hides."""
@@ -187,6 +191,7 @@ def wait_line(s: Summary) -> str:
     return text + ": " + ", ".join(f"{_label(s, c)} {fmt_ns(ns)}" for ns, c in causes)
 
 
+@section_render(waits.SECTION)
 def host_wait(s: Summary, page: Page) -> None:
     """The Host wait table: the device idle with nothing pending, by what the host did."""
     w = s.host_wait_split if not s.cpu_trace else None

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from traceviz.analyses.summary import launch
 from traceviz.analyses.summary.figures import Summary
 from traceviz.render.terminal.fit import Col, fitted_table
-from traceviz.render.terminal.page import Page
+from traceviz.render.terminal.page import Page, section_render
 from traceviz.units import fmt_ns, fmt_pct
 
 
+@section_render(launch.SECTION)
 def launch_overhead(s: Summary, page: Page) -> None:
     """Launch-bound and queued idle, queue depth, launch calls and delays (GPU traces)."""
     if not s.cpu_trace:

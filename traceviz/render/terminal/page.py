@@ -1,6 +1,7 @@
-"""What ``analyze`` prints, assembled section by section: each registered render
-(``sections.py``) adds its renderables to one ``Page``, and the tables it fitted name the
-columns a narrow terminal left out."""
+"""What ``analyze`` prints, assembled section by section: each section's render, registered
+by ``@section_render(SECTION)`` beside it, adds its renderables to one ``Page``
+(``sections.py`` runs them in the registry's print order), and the tables it fitted name
+the columns a narrow terminal left out."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from rich.console import RenderableType
 
 from traceviz.analyses.summary.figures import Summary
+from traceviz.analyses.summary.protocol import Section
 
 
 @dataclass
@@ -37,3 +39,17 @@ class Page:
 # a section's terminal render: reads the summary (a lazy section only where it shows
 # it), adds to the page; prints nothing where the section has nothing to show
 Render = Callable[[Summary, Page], None]
+
+# every section's terminal render, by its Section (one render per section)
+RENDERS: dict[Section, Render] = {}
+
+
+def section_render(section: Section) -> Callable[[Render], Render]:
+    """Register the decorated function as ``section``'s terminal render; it prints at the
+    place the section's row gives (``printed`` in ``analyses/summary/registry.py``)."""
+    def register(render: Render) -> Render:
+        if section in RENDERS:
+            raise ValueError(f"{section!r} has a render already")
+        RENDERS[section] = render
+        return render
+    return register

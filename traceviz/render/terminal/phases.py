@@ -8,18 +8,21 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from traceviz.analyses.summary import modules, phases, pipeline
 from traceviz.analyses.summary.figures import Summary
 from traceviz.render.terminal.fit import Col, fitted_table
-from traceviz.render.terminal.page import Page
+from traceviz.render.terminal.page import Page, section_render
 from traceviz.units import fmt_ns, fmt_pct
 
 
+@section_render(phases.SECTION)
 def phases_table(s: Summary, page: Page) -> None:
     """Per marked phase (none marked: nothing)."""
     if len(s.phases):
         page.add_fitted("phases", _phases(s.phases, s.steps, s.cpu_trace, page.width))
 
 
+@section_render(modules.SECTION)
 def modules_table(s: Summary, page: Page) -> None:
     """Per nn.Module (no ``--modules`` ranges: nothing)."""
     if len(s.modules):
@@ -72,6 +75,7 @@ def _share(part: int | None, whole: int) -> float | None:
 
 
 
+@section_render(pipeline.SECTION)
 def input_pipeline(s: Summary, page: Page) -> None:
     """The input calls' time and the device idle in them (no input call: nothing)."""
     p = s.input_pipeline

@@ -7,15 +7,17 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
+from traceviz.analyses.summary import ranges as section
 from traceviz.analyses.summary.figures import Summary
 from traceviz.render.terminal.fit import Col, fitted_table
-from traceviz.render.terminal.page import Page
+from traceviz.render.terminal.page import Page, section_render
 from traceviz.units import fmt_ns, fmt_pct, plural
 
 MARKS = "ABCDEFGH"  # one letter per drawn name (analyses' TIMELINE_NAMES)
 OTHER, EMPTY = "+", "·"
 
 
+@section_render(section.SECTION)
 def ranges_section(s: Summary, page: Page) -> None:
     """The Ranges tables (no ranges in the trace: nothing)."""
     r = s.ranges

@@ -7,14 +7,17 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from traceviz.analyses.summary import windows
 from traceviz.analyses.summary.figures import Summary
+from traceviz.analyses.summary.totals import KERNEL_TABLES, NOTES, TIMINGS, TOTALS
 from traceviz.analyses.timings import Timings
 from traceviz.render.terminal.fit import Col, fitted_table, left_note
 from traceviz.render.terminal.host import host_rows, step_line, wait_line
-from traceviz.render.terminal.page import Page
+from traceviz.render.terminal.page import Page, section_render
 from traceviz.units import fmt_ns, fmt_pct, plural
 
 
+@section_render(TOTALS)
 def header(s: Summary, page: Page) -> None:
     """Source, devices, scope, span, step, busy and idle split, kernels, host, launches
     (a trace of user ranges alone: its source and what it holds)."""
@@ -24,6 +27,7 @@ def header(s: Summary, page: Page) -> None:
 GAPS_WORTH_A_LINE = 0.01  # of the span: time between step marks worth a word
 
 
+@section_render(windows.SECTION)
 def step_windows(s: Summary, page: Page) -> None:
     """One line where step windows end after their step marks: the last step's work that
     ran past its mark, the steps that run to the next one's start."""
@@ -46,6 +50,7 @@ def step_windows(s: Summary, page: Page) -> None:
                       "step before", style="yellow"))
 
 
+@section_render(KERNEL_TABLES)
 def kernel_tables(s: Summary, page: Page) -> None:
     """The top kernels (leaf ops on a CPU) by total time, then the categories (none where
     the kernels were not recorded: the header says so; none in a trace of user ranges
@@ -56,12 +61,14 @@ def kernel_tables(s: Summary, page: Page) -> None:
     page.add_fitted("categories", _categories(s, page.width))
 
 
+@section_render(TIMINGS)
 def timings(s: Summary, page: Page) -> None:
     if s.timings:
         page.add(Text.assemble(("bench", "bold"), " (no profiler): ",
                                timings_line(s.timings)))
 
 
+@section_render(NOTES)
 def notes(s: Summary, page: Page) -> None:
     """What a narrow terminal left out of the tables above, then the summary's notes."""
     if note := left_note(page.width, page.left):
