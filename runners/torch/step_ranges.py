@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from typing import Any
 
 
 def op_ranges(device, push_pop) -> contextlib.AbstractContextManager:
@@ -45,7 +46,8 @@ def op_ranges(device, push_pop) -> contextlib.AbstractContextManager:
     return OpRanges()
 
 
-def recorded(nvtx) -> Callable[[str], contextlib.AbstractContextManager]:
+def recorded(nvtx: tuple[Callable, Callable] | None
+             ) -> Callable[[str], contextlib.AbstractContextManager]:
     """record_function and the same NVTX range (Nsight Systems sees them too)."""
     import torch
 
@@ -62,7 +64,8 @@ def recorded(nvtx) -> Callable[[str], contextlib.AbstractContextManager]:
     return ranged
 
 
-def active_step(nvtx, device, profiler: str) -> Callable[[int], contextlib.AbstractContextManager]:
+def active_step(nvtx: tuple[Callable, Callable] | None, device: Any, profiler: str
+                ) -> Callable[[int], contextlib.AbstractContextManager]:
     """NVTX "step N" around each active step (torch.profiler marks ProfilerStep#N
     itself); under nsys, op ranges inside it, as torch.profiler records ops."""
     @contextlib.contextmanager
