@@ -72,30 +72,24 @@ def lstm_stack(layers: list, xs, dtype=None):
 MODELS = ("scan_jax",)
 
 
-def setup(run: RunConfig) -> Capture:
-    """The JAX run of ``run``: parameters, the jit-compiled step and jax.profiler."""
-    if run.model not in MODELS:
-        raise RunnerError(f"{run.model}: not a JAX variant ({', '.join(MODELS)})")
+def _device(run: RunConfig):
+    """The JAX device ``--device`` names."""
+    import jax
+
+    if run.device != "cuda":
+        return jax.devices("cpu")[0]
     try:
-        import jax
-        import jax.numpy as jnp
-        import numpy as np
-    except ImportError as e:
-        from traceviz.system.install_hint import pip_install
+        return jax.devices("gpu")[0]
+    except RuntimeError:
+        raise RunnerError(f"--device cuda: this jaxlib {jax.__version__} sees no GPU "
+                          "(pip install 'jax[cuda12]', or --device cpu)") from None
 
-        raise RunnerError(f"JAX is not importable here ({e}); {pip_install('jax')}") \
-            from None
 
-    w, cfg = run.workload, run.cfg
-    if run.device == "cuda":
-        try:
-            device = jax.devices("gpu")[0]
-        except RuntimeError:
-            raise RunnerError(f"--device cuda: this jaxlib {jax.__version__} sees no GPU "
-                              "(pip install 'jax[cuda12]', or --device cpu)") from None
-    else:
-        device = jax.devices("cpu")[0]
-    # JAX's own compile time: its tracing, lowering and backend compile events
+def _compile_events() -> dict[str, float]:
+    """JAX's own compile time from now on: its tracing, lowering and backend compile
+    events, seconds by event name (filled as they come)."""
+    import jax
+
     compile_events: dict[str, float] = {}
 
     def on_event(event: str, duration_secs: float, **kwargs: str | int) -> None:
@@ -103,15 +97,14 @@ def setup(run: RunConfig) -> Capture:
             compile_events[event] = compile_events.get(event, 0.0) + duration_secs
 
     jax.monitoring.register_event_duration_secs_listener(on_event)
-    if w.workers > 0:
-        raise RunnerError("scan_jax has no worker processes for data; --workers 0 feeds "
-                          "shuffled batches from the main process")
-    dtype = {"fp16": jnp.float16, "bf16": jnp.bfloat16, None: None}[run.amp]
-    train = run.train
-    batch = w.batch
-    n = samples_needed(w, cfg)
-    xs, ys = synthetic_data(w, n, run.seed)
-    rng = np.random.default_rng(run.seed)
+    return compile_events
+
+
+def _loss_fn(w: Workload, dtype):
+    """The workload's loss of ``params`` on a batch ``x``, ``y`` (computed in ``dtype``,
+    the loss in float32)."""
+    import jax
+    import jax.numpy as jnp
 
     def loss_fn(params, x, y):
         h = params["embed"][x] if w.vocab else x
@@ -129,6 +122,13 @@ def setup(run: RunConfig) -> Capture:
             return -jnp.mean(jnp.take_along_axis(logp, y[..., None], axis=-1))
         pred = (out[:, -1] if w.head == "last_mse" else out).astype(jnp.float32)
         return jnp.mean((pred - y) ** 2)
+    return loss_fn
+
+
+def _update(w: Workload, loss_fn):
+    """One training step of ``state`` (parameters, optimizer state): SGD, or Adam."""
+    import jax
+    import jax.numpy as jnp
 
     lr = w.lr
     adam = w.optimizer == "adam"
@@ -147,6 +147,43 @@ def setup(run: RunConfig) -> Capture:
         else:
             params = jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
         return (params, opt), loss
+    return update
+
+
+def _compile_bench(compile_events: dict[str, float]) -> dict:
+    return {"framework_compile_s": sum(compile_events.values()) or None,
+            "framework_compile_note": "jax.monitoring: " + ", ".join(sorted(compile_events))
+            if compile_events else "jax.monitoring reported no compile event"}
+
+
+def setup(run: RunConfig) -> Capture:
+    """The JAX run of ``run``: parameters, the jit-compiled step and jax.profiler."""
+    if run.model not in MODELS:
+        raise RunnerError(f"{run.model}: not a JAX variant ({', '.join(MODELS)})")
+    try:
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+    except ImportError as e:
+        from traceviz.system.install_hint import pip_install
+
+        raise RunnerError(f"JAX is not importable here ({e}); {pip_install('jax')}") \
+            from None
+
+    w, cfg = run.workload, run.cfg
+    device = _device(run)
+    compile_events = _compile_events()
+    if w.workers > 0:
+        raise RunnerError("scan_jax has no worker processes for data; --workers 0 feeds "
+                          "shuffled batches from the main process")
+    dtype = {"fp16": jnp.float16, "bf16": jnp.bfloat16, None: None}[run.amp]
+    train = run.train
+    batch = w.batch
+    n = samples_needed(w, cfg)
+    xs, ys = synthetic_data(w, n, run.seed)
+    rng = np.random.default_rng(run.seed)
+    loss_fn = _loss_fn(w, dtype)
+    adam = w.optimizer == "adam"
 
     with jax.default_device(device):
         params = jax.tree_util.tree_map(jnp.asarray, init_params(w, run.seed))
@@ -155,7 +192,7 @@ def setup(run: RunConfig) -> Capture:
 
         state = (params, {"t": jnp.zeros((), jnp.float32), "m": zeros(), "v": zeros()}
                  if adam else {})
-        step_jit = jax.jit(update, donate_argnums=0) if train else jax.jit(loss_fn)
+        step_jit = jax.jit(_update(w, loss_fn), donate_argnums=0) if train else jax.jit(loss_fn)
         order = rng.permutation(n)
         cursor = 0
 
@@ -194,10 +231,7 @@ def setup(run: RunConfig) -> Capture:
         min_warmup=1,  # the first call compiles
         memory=_memory_probe(device),
         usage=usage_probe((None, device.id) if device.platform == "gpu" else None),
-        bench=lambda: {"framework_compile_s": sum(compile_events.values()) or None,
-                       "framework_compile_note": "jax.monitoring: "
-                       + ", ".join(sorted(compile_events)) if compile_events
-                       else "jax.monitoring reported no compile event"},
+        bench=lambda: _compile_bench(compile_events),
         meta={"compute_dtype": str(np.dtype(dtype)) if dtype is not None else "float32",
               "logdir": str(logdir)})
 

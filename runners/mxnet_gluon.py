@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 # protocol.py, benchdefs.py, usage.py (stdlib) and synthetic.py (numpy):
@@ -39,30 +40,21 @@ for _var in ("MXNET_EXEC_BULK_EXEC_TRAIN", "MXNET_EXEC_BULK_EXEC_INFERENCE"):
 MODELS = ("gluon_mxnet",)
 
 
-def setup(run: RunConfig) -> Capture:
-    """The MXNet run of ``run``: the Gluon model, its imperative step and mx.profiler."""
-    if run.model not in MODELS:
-        raise RunnerError(f"{run.model}: not an MXNet variant ({', '.join(MODELS)})")
-    try:
-        import mxnet as mx
-    except ImportError as e:
-        raise RunnerError(f"this interpreter ({sys.executable}) cannot import mxnet ({e}); "
-                          "create one with `traceviz env mxnet`") from None
-    from mxnet import autograd, gluon, nd
+def _context(run: RunConfig):
+    """The MXNet context ``--device`` names."""
+    import mxnet as mx
 
-    w, cfg = run.workload, run.cfg
-    if run.amp:
-        raise RunnerError("gluon_mxnet runs in fp32 only (MXNet's AMP is not wired in)")
-    if run.device == "cuda":
-        if mx.context.num_gpus() == 0:
-            raise RunnerError("--device cuda: this MXNet build sees no GPU (the PyPI "
-                              "mxnet wheel is CPU-only)")
-        ctx = mx.gpu(0)
-    else:
-        ctx = mx.cpu()
-    mx.random.seed(run.seed)
-    train = run.train
-    batch = w.batch
+    if run.device != "cuda":
+        return mx.cpu()
+    if mx.context.num_gpus() == 0:
+        raise RunnerError("--device cuda: this MXNet build sees no GPU (the PyPI "
+                          "mxnet wheel is CPU-only)")
+    return mx.gpu(0)
+
+
+def _net(w):
+    """Embedding (with a vocabulary) -> LSTM (time-major) -> the workload's head."""
+    from mxnet import gluon
 
     class Net(gluon.HybridBlock):
         def __init__(self) -> None:
@@ -86,18 +78,16 @@ def setup(run: RunConfig) -> Capture:
             if w.head == "last_mse":
                 return F.squeeze(F.slice_axis(out, axis=0, begin=-1, end=None), axis=0)
             return out
+    return Net()
 
-    net = Net()
-    net.initialize(mx.init.Xavier(), ctx=ctx)
-    # imperative, not hybridized: a hybridized block's profile shows only anonymous
-    # "ImperativeBulk" segments (seen with and without static_alloc), no operator names
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss() if w.head in ("lm", "classify") \
-        else gluon.loss.L2Loss()
-    trainer = gluon.Trainer(net.collect_params(), w.optimizer,
-                            {"learning_rate": w.lr}) if train else None
 
-    # data: one fixed batch, or a DataLoader with `workers` processes over a dataset
-    xs, ys = synthetic_data(w, samples_needed(w, cfg), run.seed)
+def _batches(run: RunConfig, ctx) -> Iterator:
+    """The batches, time-major on ``ctx``: one fixed batch, or a DataLoader with
+    ``workers`` processes over a dataset."""
+    from mxnet import gluon, nd
+
+    w = run.workload
+    xs, ys = synthetic_data(w, samples_needed(w, run.cfg), run.seed)
     xs, ys = xs.astype("float32"), ys.astype("float32")  # Gluon's embedding takes floats
 
     def time_major(x, y):
@@ -111,14 +101,63 @@ def setup(run: RunConfig) -> Capture:
             fixed = time_major(nd.array(xs), nd.array(ys))
             while True:
                 yield fixed
-        data = gluon.data.DataLoader(gluon.data.ArrayDataset(xs, ys), batch_size=batch,
+        data = gluon.data.DataLoader(gluon.data.ArrayDataset(xs, ys), batch_size=w.batch,
                                      shuffle=True, last_batch="discard",
                                      num_workers=w.workers)
         while True:
             for xb, yb in data:
                 yield time_major(xb, yb)
+    return batches()
 
-    feed = batches()
+
+def _profiler(trace_path: Path) -> tuple[Callable, Callable]:
+    """mx.profiler writing ``trace_path``: each active step a task "step N" of its
+    own domain, and the stop that dumps the trace."""
+    import mxnet as mx
+
+    mx.profiler.set_config(profile_all=True, aggregate_stats=False, filename=str(trace_path))
+    domain = mx.profiler.Domain("traceviz")
+
+    @contextlib.contextmanager
+    def task(i: int):
+        t = domain.new_task(f"step {i}")
+        t.start()
+        yield
+        t.stop()
+
+    def stop() -> None:
+        mx.profiler.set_state("stop")
+        mx.profiler.dump()
+    return task, stop
+
+
+def setup(run: RunConfig) -> Capture:
+    """The MXNet run of ``run``: the Gluon model, its imperative step and mx.profiler."""
+    if run.model not in MODELS:
+        raise RunnerError(f"{run.model}: not an MXNet variant ({', '.join(MODELS)})")
+    try:
+        import mxnet as mx
+    except ImportError as e:
+        raise RunnerError(f"this interpreter ({sys.executable}) cannot import mxnet ({e}); "
+                          "create one with `traceviz env mxnet`") from None
+    from mxnet import autograd, gluon, nd
+
+    w = run.workload
+    if run.amp:
+        raise RunnerError("gluon_mxnet runs in fp32 only (MXNet's AMP is not wired in)")
+    ctx = _context(run)
+    mx.random.seed(run.seed)
+    train = run.train
+    batch = w.batch
+    net = _net(w)
+    net.initialize(mx.init.Xavier(), ctx=ctx)
+    # imperative, not hybridized: a hybridized block's profile shows only anonymous
+    # "ImperativeBulk" segments (seen with and without static_alloc), no operator names
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss() if w.head in ("lm", "classify") \
+        else gluon.loss.L2Loss()
+    trainer = gluon.Trainer(net.collect_params(), w.optimizer,
+                            {"learning_rate": w.lr}) if train else None
+    feed = _batches(run, ctx)
 
     def step() -> object:
         x, y = next(feed)
@@ -134,20 +173,7 @@ def setup(run: RunConfig) -> Capture:
 
     # profiled phase: 2 unmarked steps, then the active steps as profiler tasks "step N"
     trace_path = run.out / "trace.mxnet.json"
-    mx.profiler.set_config(profile_all=True, aggregate_stats=False, filename=str(trace_path))
-    domain = mx.profiler.Domain("traceviz")
-
-    @contextlib.contextmanager
-    def task(i: int):
-        t = domain.new_task(f"step {i}")
-        t.start()
-        yield
-        t.stop()
-
-    def stop() -> None:
-        mx.profiler.set_state("stop")
-        mx.profiler.dump()
-
+    task, stop = _profiler(trace_path)
     return Capture(
         framework="mxnet", version=mx.__version__, profiler="mx.profiler",
         device_name=cpu_name() if ctx.device_type == "cpu" else f"gpu {ctx.device_id}",

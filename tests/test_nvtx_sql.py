@@ -20,8 +20,8 @@ import pytest
 from tests.test_nvtx_ranges import _export, _ranges, nsys_stats, own_nvtxsum
 from traceviz import load
 from traceviz.algos.intervals import innermost_enclosing, sorted_parents
-from traceviz.analyses.summary.range_gpu import range_rows
 from traceviz.analyses.summary.ranges import range_figures
+from traceviz.analyses.summary.ranges.instances import range_rows
 from traceviz.cli import main
 from traceviz.parsers.nsys.ranges_sql import ranges_apart
 

@@ -3,6 +3,7 @@ the layers and the layout (docs/layout.md)."""
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import layers
 from tests.conftest import KINETO, ROOT
 
 
@@ -44,44 +46,13 @@ def test_launch_api_names_live_in_one_module():
 
 
 def _modules() -> dict[str, Path]:
-    """Every module of the installed package, by its import name (``analyses/`` and
-    ``runners/`` are mapped into ``traceviz``)."""
-    roots = {"traceviz": ROOT / "traceviz", "traceviz.runners": ROOT / "runners",
-             "traceviz.analyses": ROOT / "analyses"}
-    mods = {}
-    for pkg, root in roots.items():
-        for f in root.rglob("*.py"):
-            parts = list(f.relative_to(root).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            mods[".".join([pkg, *parts])] = f
-    return mods
+    return layers.modules()
 
 
-def _imports(path: Path, mods: dict[str, Path]) -> set[str]:
-    """The package's modules ``path`` imports, at the top or inside a function (a lazy
-    import is a dependency too); ``if TYPE_CHECKING:`` blocks aside."""
-    import ast
-
-    tree = ast.parse(path.read_text())
-    typing_only = {id(x) for n in ast.walk(tree) if isinstance(n, ast.If)
-                   and "TYPE_CHECKING" in ast.unparse(n.test) for x in ast.walk(n)}
-
-    def module_of(name: str) -> str | None:
-        while name and name not in mods:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    out = set()
-    for n in ast.walk(tree):
-        if id(n) in typing_only:
-            continue
-        if isinstance(n, ast.ImportFrom) and n.level == 0 and (n.module or "").startswith(
-                "traceviz"):
-            out |= {module_of(f"{n.module}.{a.name}") for a in n.names}
-        elif isinstance(n, ast.Import):
-            out |= {module_of(a.name) for a in n.names if a.name.startswith("traceviz")}
-    return out - {None}
+def _imports(path: Path, mods: dict[str, Path], name: str) -> set[str]:
+    """The package's modules module ``name`` imports (``tests/layers.py``): absolute,
+    relative, lazy, by ``importlib``, in the ``else:`` of ``if TYPE_CHECKING:``."""
+    return layers.project_imports(path.read_text(), name, mods, path)
 
 
 def test_no_import_circle():
@@ -89,8 +60,7 @@ def test_no_import_circle():
     each part stays readable and testable on its own."""
     import graphlib
 
-    mods = _modules()
-    graph = {m: _imports(f, mods) - {m} for m, f in mods.items()}
+    graph = _graph()
     # a package imports its own modules (``parsers/__init__`` re-exports ``load``); the
     # edge from a module to its package is the one Python adds, not a design dependency
     for m in graph:
@@ -163,9 +133,14 @@ def wrong_directions(graph: dict[str, set[str]]) -> list[str]:
                   if part_of(m) != part_of(d) and part_of(d) not in ALLOWED[part_of(m)])
 
 
-def _graph() -> dict[str, set[str]]:
+@functools.cache
+def _read_graph() -> dict[str, frozenset[str]]:
     mods = _modules()
-    return {m: _imports(f, mods) - {m} for m, f in mods.items()}
+    return {m: frozenset(_imports(f, mods, m) - {m}) for m, f in mods.items()}
+
+
+def _graph() -> dict[str, set[str]]:
+    return {m: set(d) for m, d in _read_graph().items()}
 
 
 def test_every_import_goes_the_way_the_layers_allow():
@@ -206,21 +181,25 @@ def test_every_module_has_a_part():
     assert all(part_of(m) for m in _modules())
 
 
-def test_the_layout_has_no_flat_family():
-    """At most 12 flat modules in analyses/ and runners/, 16 in traceviz/; no prefix shared
-    by three flat modules (a family is a package); no subpackage named like a public
-    function of ``traceviz`` (it would shadow it)."""
-    import re
+def _folders() -> dict[str, list[str]]:
+    """Each folder of the package: its flat modules and subpackages, by name."""
+    return {str(d.relative_to(ROOT)): [f.stem for f in d.glob("*.py")]
+            + [p.name for p in d.iterdir() if (p / "__init__.py").exists()]
+            for top in ("analyses", "runners", "traceviz")
+            for d in [ROOT / top, *(x for x in (ROOT / top).rglob("*") if x.is_dir())]}
 
+
+def test_the_layout_has_no_flat_family():
+    """At most 12 flat modules in analyses/ and runners/, 16 in traceviz/; no three modules
+    or subpackages of a folder named by one word, the family's head counted (a family is a
+    package); no subpackage named like a public function of ``traceviz`` (it would
+    shadow it)."""
     limits = {"analyses": 12, "runners": 12, "traceviz": 16}
     for folder, limit in limits.items():
         flat = sorted(f.stem for f in (ROOT / folder).glob("*.py"))
         assert len(flat) <= limit, (folder, flat)
-        for root in [ROOT / folder, *(d for d in (ROOT / folder).rglob("*") if d.is_dir())]:
-            stems = [f.stem for f in root.glob("*.py") if not f.stem.startswith("__")]
-            prefixes = [m.group(1) for s in stems if (m := re.match(r"([a-z]+)_", s))]
-            families = {p for p in prefixes if prefixes.count(p) >= 3}
-            assert not families, (str(root.relative_to(ROOT)), families)
+    found = {d: fam for d, names in _folders().items() if (fam := layers.families(names))}
+    assert not found
     import traceviz
 
     shadowed = {d.name for d in (ROOT / "traceviz").iterdir()
@@ -232,6 +211,78 @@ def test_no_module_over_400_lines():
     long = {str(f.relative_to(ROOT)): n for f in _modules().values()
             if (n := len(f.read_text().splitlines())) > 400}
     assert not long
+
+
+def test_no_function_over_80_lines():
+    """A function or method, its docstring included, fits on a screen and a half."""
+    long = {m: h for m, f in _modules().items() if (h := layers.long_functions(f.read_text()))}
+    assert not long
+
+
+def wrong_libraries(sources: dict[str, str]) -> list[str]:
+    return layers.wrong_libraries(sources, part_of)
+
+
+def file_io(sources: dict[str, str]) -> list[str]:
+    return layers.file_io_in(sources, part_of)
+
+
+@functools.cache
+def _sources() -> dict[str, str]:
+    return {m: f.read_text() for m, f in _modules().items()}
+
+
+def test_each_part_imports_only_its_libraries():
+    assert not wrong_libraries(_sources())
+
+
+def test_analyses_and_render_read_and_write_no_file():
+    """Files are read and written by parsers, files, capture, rankset, ladder, runners
+    and the CLI; an analysis or a renderer gets tables and results."""
+    assert not file_io(_sources())
+
+
+def test_every_import_names_its_module():
+    """``importlib.import_module`` with a computed name hides a dependency from the rules
+    above: only in a helper ``layers.IMPORT_HELPERS`` names with its reason."""
+    assert not {m: p for m, src in _sources().items() if (p := layers.dynamic_problems(src))}
+
+
+def _injected(module: str, source: str) -> list[str]:
+    """The wrong directions the real graph gets once ``module`` also holds ``source``."""
+    graph, mods = _graph(), _modules()
+    real = set(wrong_directions(graph))
+    graph[module] = graph[module] | layers.project_imports(source, module, mods, mods[module])
+    return [w.split(" (")[0] for w in wrong_directions(graph) if w not in real]
+
+
+def test_the_blind_spots_are_caught():
+    """What the rules once missed, each injected into a real module: a relative import, the
+    ``else:`` of ``if TYPE_CHECKING:``, ``importlib``, a computed module name, file I/O with
+    no traceviz import, a terminal library in an analysis, a family's head, a long
+    function."""
+    work, fileio = "traceviz.analyses.work", "traceviz.files.fileio"
+    assert _injected(work, "from ..files.fileio import atomic_output\n") == [f"{work} -> {fileio}"]
+    assert _injected("traceviz.analyses.summary.waits", "from ...files import fileio\n") == [
+        f"traceviz.analyses.summary.waits -> {fileio}"]
+    assert _injected(work, "if TYPE_CHECKING:\n    import traceviz.files.fileio\n") == []
+    assert _injected(work, "if TYPE_CHECKING:\n    pass\nelse:\n    import traceviz.files."
+                           "fileio\n") == [f"{work} -> {fileio}"]
+    assert _injected(work, "import importlib\nimportlib.import_module('traceviz.render.charts')"
+                     ) == [f"{work} -> traceviz.render.charts"]
+    assert _injected(work, "__import__('traceviz.cli.analyze')\n") == [
+        f"{work} -> traceviz.cli.analyze"]
+    assert layers.dynamic_problems("import importlib\ndef f(m):\n"
+                                   "    return importlib.import_module(m)\n")
+    read = "import pandas as pd\ndef f(p):\n    return pd.read_parquet(p)\n"
+    assert file_io({work: read}) == [f"{work} line 3: pd.read_parquet"]
+    assert file_io({work: "def f(out, t):\n    t.to_csv(out)\n    (out / 'x').rename('y')\n"})
+    assert file_io({"traceviz.render.charts": "def f(fig):\n    fig.savefig('a.png')\n"})
+    assert wrong_libraries({work: "def f():\n    from rich.table import Table\n"}) == [
+        f"{work} imports rich (analyses may not)"]
+    assert layers.families(["report", "report_html", "report_ranges"]) == {"report"}
+    assert layers.long_functions("def f():\n" + "    x = 1\n" * 80) == ["f (81)"]
+    assert not layers.long_functions("def f():\n" + "    x = 1\n" * 79)
 
 
 def test_tests_read_only_the_shared_traces_they_know():

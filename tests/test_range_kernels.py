@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
 
-from traceviz.analyses.summary.range_gpu import _depths, projection
-from traceviz.analyses.summary.range_kernels import kernels_per_range, preorder
+from traceviz.analyses.summary.ranges.instances import _depths, projection
+from traceviz.analyses.summary.ranges.per_kernel import kernels_per_range, preorder
 
 
 def _ranges(spans: list[tuple[str, int, int]], parent: list[int]) -> pd.DataFrame:

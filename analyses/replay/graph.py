@@ -33,17 +33,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from traceviz.algos.categorical import each, per_distinct
 from traceviz.analyses.replay.waits import (  # noqa: F401
     collective_floor,
     event_waits,
     inferred_waits,
     late_first_rows,
+    launch_waits,
     thread_waits,
 )
 from traceviz.analyses.work import missing_activity, work_rows
 from traceviz.errors import InputError
-from traceviz.table.launch_apis import is_sync_call
 from traceviz.table.schema import DEVICE_KINDS
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
@@ -132,8 +131,9 @@ def _grouped_cummax(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return pd.Series(values).groupby(ids, sort=False).cummax().to_numpy(np.int64)
 
 
-def build(trace: Trace) -> ReplayGraph:
-    """The replay graph of a trace (GPU: runtime calls and device rows; CPU: work ops)."""
+def _replayed_rows(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The host's rows (runtime calls; a CPU trace's work ops) by thread and time, and the
+    device's by stream and time."""
     ev = trace.events
     if activity := missing_activity(trace):  # the device's side is not in the trace
         raise InputError(f"nothing to replay: {activity}")
@@ -146,7 +146,41 @@ def build(trace: Trace) -> ReplayGraph:
     if host.empty and dev.empty:
         raise InputError("nothing to replay: the trace has no runtime calls, device rows "
                          "or framework ops")
-    host = host.sort_values(["pid", "tid", "ts_ns"], kind="stable")
+    return (host.sort_values(["pid", "tid", "ts_ns"], kind="stable"),
+            dev.sort_values(["device", "stream", "ts_ns"], kind="stable"))
+
+
+def _launch_latency(d_ts: np.ndarray, d_device: np.ndarray, d_launch: np.ndarray,
+                    async_launch: np.ndarray, stream_idle: np.ndarray, delay: np.ndarray
+                    ) -> tuple[dict[int, int], dict[int, int], np.ndarray]:
+    """The launch latency per device: rows launched onto an idle stream, one per launch
+    call; the same without a device's late first row (what the critical path counts as
+    launch latency), and those rows."""
+    first_of_launch = (d_launch >= 0) & ~pd.Series(d_launch).duplicated().to_numpy()
+    idle_at_launch = first_of_launch & async_launch & stream_idle
+    latency = _typical_by(d_device[idle_at_launch], delay[idle_at_launch])
+    late_first = late_first_rows(d_ts, d_device, async_launch, delay > WAIT_SLACK_NS)
+    seen = idle_at_launch & ~late_first
+    return latency, _typical_by(d_device[seen], delay[seen]), late_first
+
+
+def _wait_latency(d_dep: np.ndarray, event_dep: np.ndarray, d_device: np.ndarray,
+                  d_ts: np.ndarray, d_end: np.ndarray, lat: np.ndarray
+                  ) -> tuple[np.ndarray, dict[int, int]]:
+    """Each wait's latency, and their median per device."""
+    found = d_dep >= 0
+    # each wait keeps its recorded latency (an inferred one up to WAIT_WINDOW_NS): the
+    # edge is learnt from this one recording, there is no population to average
+    d_dep_lat = np.where(found, d_ts - d_end[np.maximum(d_dep, 0)], 0)
+    # a recorded event wait's row may have started late for its launch, not the event:
+    # the edge itself costs at most the device's launch latency
+    d_dep_lat = np.where(event_dep >= 0, np.minimum(d_dep_lat, np.maximum(lat, 0)), d_dep_lat)
+    return d_dep_lat, _median_by(d_device[found], d_dep_lat[found])
+
+
+def build(trace: Trace) -> ReplayGraph:
+    """The replay graph of a trace (GPU: runtime calls and device rows; CPU: work ops)."""
+    host, dev = _replayed_rows(trace)
     h_ts = host["ts_ns"].to_numpy(np.int64)
     h_dur = host["dur_ns"].to_numpy(np.int64)
     h_chain = host.groupby(["pid", "tid"], sort=False).ngroup().to_numpy(np.int64)
@@ -154,8 +188,6 @@ def build(trace: Trace) -> ReplayGraph:
     prev_end = np.roll(h_ts + h_dur, 1)
     h_gap = np.where(h_first, 0, h_ts - prev_end)
     h_launch = host["launch_id"].to_numpy(np.int64) >= 0
-
-    dev = dev.sort_values(["device", "stream", "ts_ns"], kind="stable")
     d_ts = dev["ts_ns"].to_numpy(np.int64)
     d_dur = dev["dur_ns"].to_numpy(np.int64)
     d_device = dev["device"].to_numpy(np.int64)
@@ -165,31 +197,10 @@ def build(trace: Trace) -> ReplayGraph:
     pos = pos[~pos.index.duplicated()]
     d_launch = (pd.Series(dev["launch_id"].to_numpy(np.int64)).map(pos)
                 .fillna(-1).to_numpy(np.int64))
-
-    h_await = np.full(len(host), -1, np.int64)
-    h_tail = np.zeros(len(host), np.int64)
     d_end = d_ts + d_dur
-    # rows that ended before their launch call returned: a synchronous copy (the call
-    # waited for it), or a short kernel / a graph's kernels (the call was still busy):
-    # they follow the call's start as recorded; only a copy makes its call wait
     launched = d_launch >= 0
-    copy = (dev["kind"] != "kernel").to_numpy()
-    sync_launch = np.zeros(len(dev), bool)
-    sync_launch[launched] = (h_ts[d_launch[launched]] + h_dur[d_launch[launched]]
-                             >= d_end[launched]) & (d_dur[launched] > 0)
-    # a graph launch's kernels start while the call still enqueues them: from the call's
-    # start, by the delay of the graph's first kernel, then in stream order with the
-    # graph's own gap between kernels
-    graph = launched & pd.Series(d_launch).duplicated(keep=False).to_numpy()
-    sync_launch |= graph
-    copies = np.flatnonzero(sync_launch & copy & ~graph)
-    if len(copies):  # per call, the copy that ended last
-        last = pd.Series(d_end[copies], index=copies).groupby(d_launch[copies]).idxmax()
-        h_await[last.index.to_numpy(np.int64)] = last.to_numpy(np.int64)
-    has = h_await >= 0
-    h_tail[has] = h_ts[has] + h_dur[has] - d_end[h_await[has]]
-
-    _awaited_by_sync_calls(host, h_ts, h_dur, h_await, h_tail, dev, d_end, d_launch)
+    sync_launch, graph, h_await, h_tail = launch_waits(host, h_ts, h_dur, dev, d_launch,
+                                                       d_end)
     h_after = thread_waits(host["pid"].to_numpy(np.int64), h_chain, h_ts, h_dur, h_gap,
                            WAIT_SLACK_NS)
     h_after_lat = np.where(h_after >= 0, h_ts - (h_ts + h_dur)[np.maximum(h_after, 0)], 0)
@@ -203,15 +214,8 @@ def build(trace: Trace) -> ReplayGraph:
     call_start = _of_launch(h_ts, d_launch)
     call_end = np.where(launched, call_start + _of_launch(h_dur, d_launch), NEVER)
     delay = d_ts - call_end
-    # the launch latency: rows launched onto an idle stream, one per launch call
-    first_of_launch = launched & ~pd.Series(d_launch).duplicated().to_numpy()
-    idle_at_launch = first_of_launch & ~sync_launch & (prev_dev_end <= call_end)
-    latency = _typical_by(d_device[idle_at_launch], delay[idle_at_launch])
-    # without a device's late first row: what the critical path counts as launch latency
-    late_first = late_first_rows(d_ts, d_device, launched & ~sync_launch,
-                                 delay > WAIT_SLACK_NS)
-    seen = idle_at_launch & ~late_first
-    latency_seen = _typical_by(d_device[seen], delay[seen])
+    latency, latency_seen, late_first = _launch_latency(
+        d_ts, d_device, d_launch, launched & ~sync_launch, prev_dev_end <= call_end, delay)
     lat = per_device(latency, d_device)
     d_offset = np.where(sync_launch, d_ts - call_start, lat)
     if graph.any():  # the delay of the graph's first kernel, for all of them
@@ -234,15 +238,8 @@ def build(trace: Trace) -> ReplayGraph:
     # dependency itself: it replaces an inferred one
     event_dep = event_waits(host, h_chain, d_launch, d_stream, d_ts, d_end)
     d_dep = np.where(event_dep >= 0, event_dep, d_dep)
-    found = d_dep >= 0
-    # each wait keeps its recorded latency (an inferred one up to WAIT_WINDOW_NS): the
-    # edge is learnt from this one recording, there is no population to average
-    d_dep_lat = np.where(found, d_ts - d_end[np.maximum(d_dep, 0)], 0)
-    # a recorded event wait's row may have started late for its launch, not the event:
-    # the edge itself costs at most the device's launch latency
-    d_dep_lat = np.where(event_dep >= 0, np.minimum(d_dep_lat, np.maximum(lat, 0)), d_dep_lat)
-    wait_lat = _median_by(d_device[found], d_dep_lat[found])
-    lost = late & ~found
+    d_dep_lat, wait_lat = _wait_latency(d_dep, event_dep, d_device, d_ts, d_end, lat)
+    lost = late & (d_dep < 0)
     d_offset = np.where(lost, delay, d_offset)
     return ReplayGraph(
         trace=trace,
@@ -308,30 +305,6 @@ def _typical_by(keys: np.ndarray, values: np.ndarray) -> dict[int, int]:
     near = (s - med).abs() <= WAIT_SLACK_NS
     mean = s[near].groupby(keys[near.to_numpy()]).mean()
     return {int(k): int(round(v)) for k, v in mean.items()}
-
-
-def _awaited_by_sync_calls(host: pd.DataFrame, h_ts: np.ndarray, h_dur: np.ndarray,
-                           h_await: np.ndarray, h_tail: np.ndarray, dev: pd.DataFrame,
-                           d_end: np.ndarray, d_launch: np.ndarray) -> None:
-    """A synchronize call waited for the row of its process that ended last during it
-    (none ended: the device was done before the call; it keeps its recorded time)."""
-    if dev.empty or host.empty:
-        return
-    sync = per_distinct(host["name"], each(is_sync_call)).astype(bool)
-    if not sync.any():
-        return
-    h_pid = host["pid"].to_numpy(np.int64)
-    d_pid = np.where(d_launch >= 0, h_pid[np.maximum(d_launch, 0)], -1)
-    for pid in np.unique(h_pid[sync]):  # per process, few
-        calls = np.flatnonzero(sync & (h_pid == pid))
-        rows = np.flatnonzero((d_pid == pid) | (d_pid < 0))
-        order = rows[np.argsort(d_end[rows], kind="stable")]
-        ends = d_end[order]
-        call_end = h_ts[calls] + h_dur[calls]
-        k = np.searchsorted(ends, call_end, side="right") - 1
-        ok = (k >= 0) & (ends[np.maximum(k, 0)] > h_ts[calls])
-        h_await[calls[ok]] = order[k[ok]]
-        h_tail[calls[ok]] = call_end[ok] - ends[k[ok]]
 
 
 def solve(g: ReplayGraph) -> Solution:

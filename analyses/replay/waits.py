@@ -1,13 +1,14 @@
-"""Which device row waits on a row of another stream, for the replay (``replay.py``):
-recorded event waits, and waits inferred from a late start."""
+"""Who waits for whom, for the replay (``graph.py``): a device row on a row of another
+stream (recorded event waits, and waits inferred from a late start), a host call on the
+device rows it launched or synchronized with, a thread on another's call."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from traceviz.algos.categorical import per_distinct
-from traceviz.table.launch_apis import event_role
+from traceviz.algos.categorical import each, per_distinct
+from traceviz.table.launch_apis import event_role, is_sync_call
 
 # a late row (replay.WAIT_SLACK_NS) waited on another stream when it started within
 # WAIT_WINDOW_NS of a row of another stream ending
@@ -132,3 +133,59 @@ def collective_floor(dev: pd.DataFrame, d_ts: np.ndarray, never: np.int64
     longer); None where the trace has no collective."""
     comm = ((dev["kind"] == "kernel") & (dev["category"] == "communication")).to_numpy()
     return np.where(comm, d_ts, never) if comm.any() else None
+
+
+def launch_waits(host: pd.DataFrame, h_ts: np.ndarray, h_dur: np.ndarray,
+                 dev: pd.DataFrame, d_launch: np.ndarray, d_end: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Device rows that follow their launch call's start (``sync_launch``), those of a
+    graph launch, and each host call's awaited row (-1: none) with its own tail after it.
+
+    Rows that ended before their launch call returned: a synchronous copy (the call
+    waited for it), or a short kernel / a graph's kernels (the call was still busy): they
+    follow the call's start as recorded; only a copy makes its call wait. A graph
+    launch's kernels start while the call still enqueues them: from the call's start, by
+    the delay of the graph's first kernel, then in stream order with the graph's own gap
+    between kernels. A synchronize call waits for a row too."""
+    h_await = np.full(len(host), -1, np.int64)
+    h_tail = np.zeros(len(host), np.int64)
+    launched = d_launch >= 0
+    d_dur = dev["dur_ns"].to_numpy(np.int64)
+    copy = (dev["kind"] != "kernel").to_numpy()
+    sync_launch = np.zeros(len(dev), bool)
+    sync_launch[launched] = (h_ts[d_launch[launched]] + h_dur[d_launch[launched]]
+                             >= d_end[launched]) & (d_dur[launched] > 0)
+    graph = launched & pd.Series(d_launch).duplicated(keep=False).to_numpy()
+    sync_launch |= graph
+    copies = np.flatnonzero(sync_launch & copy & ~graph)
+    if len(copies):  # per call, the copy that ended last
+        last = pd.Series(d_end[copies], index=copies).groupby(d_launch[copies]).idxmax()
+        h_await[last.index.to_numpy(np.int64)] = last.to_numpy(np.int64)
+    has = h_await >= 0
+    h_tail[has] = h_ts[has] + h_dur[has] - d_end[h_await[has]]
+    _awaited_by_sync_calls(host, h_ts, h_dur, h_await, h_tail, dev, d_end, d_launch)
+    return sync_launch, graph, h_await, h_tail
+
+
+def _awaited_by_sync_calls(host: pd.DataFrame, h_ts: np.ndarray, h_dur: np.ndarray,
+                           h_await: np.ndarray, h_tail: np.ndarray, dev: pd.DataFrame,
+                           d_end: np.ndarray, d_launch: np.ndarray) -> None:
+    """A synchronize call waited for the row of its process that ended last during it
+    (none ended: the device was done before the call; it keeps its recorded time)."""
+    if dev.empty or host.empty:
+        return
+    sync = per_distinct(host["name"], each(is_sync_call)).astype(bool)
+    if not sync.any():
+        return
+    h_pid = host["pid"].to_numpy(np.int64)
+    d_pid = np.where(d_launch >= 0, h_pid[np.maximum(d_launch, 0)], -1)
+    for pid in np.unique(h_pid[sync]):  # per process, few
+        calls = np.flatnonzero(sync & (h_pid == pid))
+        rows = np.flatnonzero((d_pid == pid) | (d_pid < 0))
+        order = rows[np.argsort(d_end[rows], kind="stable")]
+        ends = d_end[order]
+        call_end = h_ts[calls] + h_dur[calls]
+        k = np.searchsorted(ends, call_end, side="right") - 1
+        ok = (k >= 0) & (ends[np.maximum(k, 0)] > h_ts[calls])
+        h_await[calls[ok]] = order[k[ok]]
+        h_tail[calls[ok]] = call_end[ok] - ends[k[ok]]

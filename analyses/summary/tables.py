@@ -101,8 +101,8 @@ def range_tables(trace: Trace) -> dict[str, pd.DataFrame]:
     """``ranges``: the Ranges section's table (per name and style); ``range_instances``:
     every range with its thread, nesting (``parent`` a row of this table, -1) and the
     device work launched inside it (``proj_start_ns``/``proj_ns`` -1 where none)."""
-    from traceviz.analyses.summary.range_gpu import device_work, projection, range_rows
-    from traceviz.analyses.summary.ranges import range_table
+    from traceviz.analyses.summary.ranges.instances import device_work, projection, range_rows
+    from traceviz.analyses.summary.ranges.per_name import range_table
 
     rows = range_rows(trace)
     proj = projection(rows, device_work(trace, rows))

@@ -184,16 +184,21 @@ def host_wait(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame]
             pieces.append((device, np.searchsorted(ws, s, side="right") - 1, e - s, cause,
                            name, rng))
         step_frames.append(frame)
-        # start-up before the first window: the recorded time it held
-        pre_s, pre_e = np.array([first_host]), np.array([int(ws[0])])
-        before_span += max(int(ws[0]) - first_host, 0)
-        for s, e in ((startup.calls_start, startup.calls_end),
-                     (startup.tune_start, startup.tune_end)):
-            cut = np.minimum(e, pre_e[0]) - np.maximum(s, pre_s[0])
-            before += int(cut[cut > 0].sum())
+        held, span = _startup_before(startup, first_host, int(ws[0]))
+        before, before_span = before + held, before_span + span
     if not step_frames:
         return None
     return _assemble(step_frames, pieces, shown, startup, before, before_span, sampled)
+
+
+def _startup_before(startup: Startup, first_host: int, first_window: int) -> tuple[int, int]:
+    """Start-up before the first window: the recorded time it held, and that span."""
+    held = 0
+    for s, e in ((startup.calls_start, startup.calls_end),
+                 (startup.tune_start, startup.tune_end)):
+        cut = np.minimum(e, first_window) - np.maximum(s, first_host)
+        held += int(cut[cut > 0].sum())
+    return held, max(first_window - first_host, 0)
 
 
 def _assemble(step_frames: list[pd.DataFrame], pieces: list[tuple], shown: pd.Index,

@@ -22,20 +22,21 @@ def _host_step(g: ReplayGraph) -> np.ndarray:
     return g.trace.events["step"].to_numpy(np.int64)[g.h_rows]
 
 
-def cuda_graphs(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
-    """The scenario's graph and the assumptions it states."""
+def _launch_cost(g: ReplayGraph) -> tuple[int, str]:
+    """A graph launch's host time per kernel it holds, and where that figure comes from."""
     graph_calls = launch_table(g.trace)
     graph_calls = graph_calls[(graph_calls["population"] == "graph")
                               & (graph_calls["device_count"] > 0)]
     if len(graph_calls):
         per_kernel = int((graph_calls["host_ns"] / graph_calls["device_count"]).median())
-        cost_source = f"learnt from this trace's {len(graph_calls)} graph launches"
-    else:
-        per_kernel = GRAPH_LAUNCH_PER_KERNEL_NS
-        cost_source = "measured on an H100 (sample_traces/gpu/graph_torch), as this trace " \
-                      "has no graph launch"
-    # segments: per thread and step, the launch calls between synchronizing calls
-    step = _host_step(g)
+        return per_kernel, f"learnt from this trace's {len(graph_calls)} graph launches"
+    return GRAPH_LAUNCH_PER_KERNEL_NS, ("measured on an H100 (sample_traces/gpu/graph_torch), "
+                                        "as this trace has no graph launch")
+
+
+def _segments(g: ReplayGraph, step: np.ndarray) -> tuple[np.ndarray, pd.Series]:
+    """Each host call's segment (-1: none): per thread and step, the launch calls between
+    synchronizing calls; and the number of device rows of each launch call."""
     # a graph ends at a synchronizing call, and where the host waits for its next batch
     # (a data loader cannot be captured: the step asks for its input outside any graph)
     into_input = input_gaps(g)[0]
@@ -50,7 +51,14 @@ def cuda_graphs(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
     graph_call = np.zeros(len(seg), bool)
     multi = pd.Series(g.d_launch[g.d_launch >= 0]).value_counts()
     graph_call[multi.index[multi > 1].to_numpy(np.int64)] = True
-    seg = np.where(graph_call, -1, seg)
+    return np.where(graph_call, -1, seg), multi
+
+
+def cuda_graphs(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
+    """The scenario's graph and the assumptions it states."""
+    per_kernel, cost_source = _launch_cost(g)
+    step = _host_step(g)
+    seg, multi = _segments(g, step)
     launch = g.h_launch & (seg >= 0)
     if not launch.any():
         return g, []

@@ -51,6 +51,83 @@ def _data(w: Workload, cfg: dict, tf) -> Iterator[tuple]:
     yield from data
 
 
+def _exec_mode(run: RunConfig, tf) -> tuple[str, list]:
+    """The variant's execution (``--exec``, where it may choose) and the GPUs TensorFlow
+    sees (none visible for ``--device cpu``)."""
+    from traceviz.runners.tensorflow import models as tf_models
+
+    variant = run.model
+    exec_mode = run.cfg.get("exec") or tf_models.DEFAULT_EXEC[variant]
+    if exec_mode != tf_models.DEFAULT_EXEC[variant] and variant not in tf_models.EXEC_CHOICE:
+        raise RunnerError(f"--exec {exec_mode}: {variant} is defined by how it runs "
+                          f"({tf_models.DEFAULT_EXEC[variant]}); --exec applies to "
+                          + ", ".join(tf_models.EXEC_CHOICE))
+    gpus = tf.config.list_physical_devices("GPU")
+    if run.device == "cuda" and not gpus:
+        raise RunnerError(f"--device cuda: TensorFlow {tf.__version__} sees no GPU "
+                          "(use --device cpu)")
+    if run.device == "cpu" and gpus:
+        tf.config.set_visible_devices([], "GPU")
+    return exec_mode, gpus
+
+
+def _loss(w: Workload, layers: tuple, tf):
+    """The loss of a batch through ``layers`` (embedding or None, the LSTM stack, head or
+    None), in float32."""
+    from traceviz.runners.tensorflow import models as tf_models
+
+    embed, stack, head = layers
+
+    def forward(inp, training: bool):
+        h = embed(inp) if embed is not None else inp
+        h = tf_models.run_stack(stack, h)
+        if head is not None:  # lm: logits per step; classify: from the last step
+            return head(h) if w.head == "lm" else head(h[:, -1])
+        return h[:, -1] if w.head == "last_mse" else h
+
+    def loss_of(inp, tgt, training: bool):
+        pred = tf.cast(forward(inp, training), tf.float32)
+        if w.head in ("lm", "classify"):
+            return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(tgt, pred))
+        return tf.reduce_mean(tf.square(pred - tgt))
+    return loss_of
+
+
+def _optimizer(run: RunConfig, params: list):
+    """Adam or SGD (with loss scaling under fp16), built over ``params``."""
+    import keras
+
+    w = run.workload
+    opt = keras.optimizers.Adam(w.lr) if w.optimizer == "adam" else keras.optimizers.SGD(w.lr)
+    if run.amp == "fp16":
+        opt = keras.optimizers.LossScaleOptimizer(opt)
+    opt.build(params)
+    return opt
+
+
+def _step_fn(loss_of, opt, params: list, eager: bool, tf):
+    """The step's computation, its phases (forward, backward, optimizer) named."""
+    def phase(name: str) -> contextlib.AbstractContextManager:
+        # a runtime range exists only in eager execution; under tf.function the ops of a
+        # phase are those of its name scope
+        return tf.profiler.experimental.Trace(name) if eager else tf.name_scope(name)
+
+    def step_fn(inp, tgt):
+        if opt is None:
+            with phase("forward"):
+                return loss_of(inp, tgt, False)
+        with tf.GradientTape() as tape:
+            with phase("forward"):
+                loss = loss_of(inp, tgt, True)
+            scaled = opt.scale_loss(loss)
+        with phase("backward"):
+            grads = tape.gradient(scaled, params)
+        with phase("optimizer"):
+            opt.apply(grads, params)
+        return loss
+    return step_fn
+
+
 def setup(run: RunConfig) -> Capture:
     """The TensorFlow run of ``run``: Keras model, step under tf.function (or eager) and
     the TensorFlow profiler."""
@@ -66,21 +143,10 @@ def setup(run: RunConfig) -> Capture:
     from traceviz.runners.tensorflow import models as tf_models
 
     w, cfg, variant = run.workload, run.cfg, run.model
-    exec_mode = cfg.get("exec") or tf_models.DEFAULT_EXEC[variant]
-    if exec_mode != tf_models.DEFAULT_EXEC[variant] and variant not in tf_models.EXEC_CHOICE:
-        raise RunnerError(f"--exec {exec_mode}: {variant} is defined by how it runs "
-                          f"({tf_models.DEFAULT_EXEC[variant]}); --exec applies to "
-                          + ", ".join(tf_models.EXEC_CHOICE))
-    gpus = tf.config.list_physical_devices("GPU")
-    if run.device == "cuda" and not gpus:
-        raise RunnerError(f"--device cuda: TensorFlow {tf.__version__} sees no GPU "
-                          "(use --device cpu)")
-    if run.device == "cpu" and gpus:
-        tf.config.set_visible_devices([], "GPU")
+    exec_mode, gpus = _exec_mode(run, tf)
     policy = {"fp16": "mixed_float16", "bf16": "mixed_bfloat16", None: "float32"}[run.amp]
     keras.mixed_precision.set_dtype_policy(policy)
     keras.utils.set_random_seed(run.seed)
-    train = run.train
 
     # --- model: embedding? -> LSTM variant -> head ---------------------------------
     stack = tf_models.lstm_layers(variant, w.hidden, w.layers)
@@ -88,53 +154,13 @@ def setup(run: RunConfig) -> Capture:
     head = keras.layers.Dense(w.outputs) if w.outputs else None
     batches = _data(w, cfg, tf)
     x, target = next(batches)
-
-    def forward(inp, training: bool):
-        h = embed(inp) if embed is not None else inp
-        h = tf_models.run_stack(stack, h)
-        if head is not None:  # lm: logits per step; classify: from the last step
-            return head(h) if w.head == "lm" else head(h[:, -1])
-        return h[:, -1] if w.head == "last_mse" else h
-
-    def loss_of(inp, tgt, training: bool):
-        pred = tf.cast(forward(inp, training), tf.float32)
-        if w.head in ("lm", "classify"):
-            return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(tgt, pred))
-        return tf.reduce_mean(tf.square(pred - tgt))
-
+    loss_of = _loss(w, (embed, stack, head), tf)
     loss_of(x, target, False)  # builds every layer
     tf_models.load_weights(stack, reference_weights(w.input, w.hidden, w.layers, run.seed))
     params = [v for layer in ([embed] if embed else []) + stack + ([head] if head else [])
               for v in layer.trainable_variables]
-    opt = None
-    if train:
-        opt = keras.optimizers.Adam(w.lr) if w.optimizer == "adam" \
-            else keras.optimizers.SGD(w.lr)
-        if run.amp == "fp16":
-            opt = keras.optimizers.LossScaleOptimizer(opt)
-        opt.build(params)
-
-    eager = exec_mode == "eager"
-
-    def phase(name: str) -> contextlib.AbstractContextManager:
-        # a runtime range exists only in eager execution; under tf.function the ops of a
-        # phase are those of its name scope
-        return tf.profiler.experimental.Trace(name) if eager else tf.name_scope(name)
-
-    def step_fn(inp, tgt):
-        if not train:
-            with phase("forward"):
-                return loss_of(inp, tgt, False)
-        with tf.GradientTape() as tape:
-            with phase("forward"):
-                loss = loss_of(inp, tgt, True)
-            scaled = opt.scale_loss(loss)
-        with phase("backward"):
-            grads = tape.gradient(scaled, params)
-        with phase("optimizer"):
-            opt.apply(grads, params)
-        return loss
-
+    opt = _optimizer(run, params) if run.train else None
+    step_fn = _step_fn(loss_of, opt, params, exec_mode == "eager", tf)
     compiled = tf_models.step_wrapper(exec_mode)(step_fn)
     loader = w.loader
     device = "/GPU:0" if run.device == "cuda" else "/CPU:0"

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from traceviz.runners.protocol import Phases
+from traceviz.runners.protocol import Phases, RunnerError
 
 WARMUP_CALLS = 3  # eager calls on a side stream before the capture
 
@@ -112,3 +112,16 @@ def replay_phases(phases: Phases, replay_s: list[float]) -> tuple[Phases, dict]:
         "first_call_s": first_call_seconds(phases.warmup_times, wall["median"]),
     }
     return by_events, extra
+
+
+def graphed_forward(loss_of: Callable, variant: str) -> tuple[Callable, Any]:
+    """The whole forward step (embedding, LSTM, head, loss) in one CUDA graph: the forward
+    that replays it, and the graph."""
+    graphed = ForwardGraph(loss_of, timed=True)
+
+    def forward(inp, target):
+        try:
+            return graphed(inp, target)
+        except GraphCaptureError as e:
+            raise RunnerError(f"{variant} cannot be captured in a CUDA graph: {e}") from None
+    return forward, graphed

@@ -62,41 +62,6 @@ def _batches(w: Workload, cfg: dict, gen) -> Iterator[tuple]:
             yield time_major(xb, yb)
 
 
-def op_ranges(device, push_pop) -> contextlib.AbstractContextManager:
-    """NVTX ranges named after each ATen op with its input shapes, for Nsight Systems
-    captures (the efficiency figures' FLOPs).
-
-    On CUDA this is torch's own ``emit_nvtx(record_shapes=True)`` (what nsys'
-    ``--pytorch=autograd-shapes-nvtx`` turns on); a CPU build of torch has no NVTX, so a
-    dispatch mode pushes one range per op in the same form (``aten::mm, sizes = [[2, 3],
-    [3, 4]]``), so the op, cast and efficiency columns work on a CPU nsys capture too.
-    """
-    import torch
-
-    if device.type == "cuda":
-        return torch.autograd.profiler.emit_nvtx(record_shapes=True)
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    push, pop = push_pop
-
-    def sizes(args: tuple) -> str:
-        # emit_nvtx's form: a tensor's shape, [] for any other argument
-        return str([list(a.shape) if isinstance(a, torch.Tensor) else [] for a in args])
-
-    class OpRanges(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = func._schema.name
-            if name.startswith("profiler::"):  # record_function's own bookkeeping ops
-                return func(*args, **(kwargs or {}))
-            push(f"{name}, sizes = {sizes(args)}")
-            try:
-                return func(*args, **(kwargs or {}))
-            finally:
-                pop()
-
-    return OpRanges()
-
-
 def _onednn_lstm_works(dtype) -> bool:
     import torch
 
@@ -111,7 +76,8 @@ def _onednn_lstm_works(dtype) -> bool:
 def _modules(variant: str, w: Workload, device, options: dict | None = None):
     """Embedding (if the workload has a vocabulary) -> LSTM variant -> head, on device;
     every variant starts from nn.LSTM's initial weights for the same seed, and so do the
-    embedding and head (equivalent variants then train alike: the same loss curve)."""
+    embedding and head (equivalent variants then train alike: the same loss curve). A
+    variant's note about the CPU is said here."""
     import torch
     from torch import nn
 
@@ -126,7 +92,11 @@ def _modules(variant: str, w: Workload, device, options: dict | None = None):
         parts["embed"] = nn.Embedding(w.vocab, w.embed, sparse=w.sparse_embedding)
     if w.outputs is not None:  # lm: to the vocabulary; classify: to the classes
         parts["head"] = nn.Linear(w.hidden, w.outputs)
-    return nn.ModuleDict(parts).to(device)
+    modules = nn.ModuleDict(parts).to(device)
+    note = getattr(lstm, "cpu_note", None)
+    if note and torch.device(device).type == "cpu":
+        emit("note", message=f"{variant} {note}")
+    return modules
 
 
 def _loss(modules, w: Workload) -> Callable:
@@ -222,52 +192,31 @@ def _gpu_id(device) -> tuple[str | None, int] | None:
     return bus, index
 
 
-def setup(run: RunConfig) -> Capture:
-    """The PyTorch run of ``run``: model, data, step and torch.profiler (or nsys) hooks."""
+def _refuse(run: RunConfig, device) -> bool:
+    """Raise for a run this machine or variant cannot do; whether it replays a graph."""
     import torch
 
-    from traceviz.runners import nvtx_ranges
-
-    w, cfg, variant = run.workload, run.cfg, run.model
-    device = torch.device(run.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RunnerError("--device cuda: no CUDA device is visible to torch "
                           f"{torch.__version__} (use --device cpu)")
-    if variant == "graph_torch" and device.type != "cuda":
+    if run.model == "graph_torch" and device.type != "cuda":
         raise RunnerError("graph_torch replays CUDA graphs and needs --device cuda; "
                           "this run is on the CPU")
-    graph_replay = bool(cfg.get("graph_replay"))
+    graph_replay = bool(run.cfg.get("graph_replay"))
     if graph_replay:
         from traceviz.runners.torch.refusals import graph_replay_refusal
 
-        refused = graph_replay_refusal(variant, device.type, w.mode, cfg.get("options"))
+        refused = graph_replay_refusal(run.model, device.type, run.workload.mode,
+                                       run.cfg.get("options"))
         if refused:
             raise RunnerError(f"--graph-replay: {refused}")
-    amp = run.amp
-    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, None: None}[amp]
-    torch.manual_seed(run.seed)
-    train = run.train
-    modules = _modules(variant, w, device, cfg.get("options"))
-    note = getattr(modules["lstm"], "cpu_note", None)
-    if note and device.type == "cpu":
-        emit("note", message=f"{variant} {note}")
-    loss_of = forward = _loss(modules, w)
-    graphed = None
-    if graph_replay:  # the whole forward step (embedding, LSTM, head, loss) in one graph
-        from traceviz.runners.torch.graphs import ForwardGraph, GraphCaptureError, replay_phases
+    return graph_replay
 
-        graphed = ForwardGraph(loss_of, timed=True)
 
-        def forward(inp, target):
-            try:
-                return graphed(inp, target)
-            except GraphCaptureError as e:
-                raise RunnerError(f"{variant} cannot be captured in a CUDA graph: {e}") \
-                    from None
-    batches = _batches(w, cfg, torch.Generator().manual_seed(run.seed))
-    x, target = (t.to(device) for t in next(batches))
-    optimizers = _optimizers(modules, w) if train else []
-    scaler = torch.amp.GradScaler(device.type, enabled=train and amp == "fp16")
+def _onednn_rnn(variant: str, device, amp: str | None, amp_dtype) -> bool:
+    """Whether oneDNN runs the CPU's LSTM; turned off where it cannot build ``amp``'s."""
+    import torch
+
     onednn_rnn = device.type == "cpu" and torch.backends.mkldnn.is_available()
     if (variant == "cudnn_torch" and onednn_rnn and amp_dtype is not None
             and not _onednn_lstm_works(amp_dtype)):
@@ -276,31 +225,72 @@ def setup(run: RunConfig) -> Capture:
         onednn_rnn = False
         emit("note", message=f"oneDNN cannot build a {amp} LSTM on this CPU; nn.LSTM runs "
                              "on ATen's native kernels (oneDNN disabled for this run)")
+    return onednn_rnn
+
+
+def _nvtx(cfg: dict, device) -> tuple[Any, str]:
+    """The NVTX push and pop (None without ``nvtx``, or where none can be emitted) and the
+    profiler; nsys needs NVTX."""
+    from traceviz.runners import nvtx_ranges
+
     nvtx = nvtx_ranges.provider(device.type == "cuda") if cfg.get("nvtx", True) else None
     profiler = cfg.get("profiler", "torch")
     if profiler == "nsys" and nvtx is None:
         raise RunnerError("--profiler nsys needs NVTX ranges and none can be emitted here: "
                           "pip install nvtx")
+    return nvtx, profiler
 
-    @contextlib.contextmanager
-    def ranged(name: str) -> Iterator[None]:
-        """record_function and the same NVTX range (Nsight Systems sees them too)."""
-        if nvtx:
-            nvtx[0](name)
-        try:
-            with torch.profiler.record_function(name):
-                yield
-        finally:
-            if nvtx:
-                nvtx[1]()
+
+def _autocast(device, amp_dtype, cache_enabled: bool) -> Callable[[], Any]:
+    """A new autocast context for each step, or a null one without mixed precision."""
+    import torch
 
     def autocast():
         if amp_dtype is None:
             return contextlib.nullcontext()
-        # graph replay needs the autocast cache off (make_graphed_callables' rule)
-        return torch.autocast(device.type, dtype=amp_dtype,
-                              cache_enabled=variant != "graph_torch" and not graph_replay)
+        return torch.autocast(device.type, dtype=amp_dtype, cache_enabled=cache_enabled)
+    return autocast
 
+
+def _retime(graphed) -> Callable:
+    """The phases' times: the wall clock's, or a graph replay's own."""
+    def retime(phases):
+        if graphed is None:
+            return phases, {"timing": "wall"}
+        from traceviz.runners.torch.graphs import replay_phases
+
+        return replay_phases(phases, graphed.times_s())
+    return retime
+
+
+def setup(run: RunConfig) -> Capture:
+    """The PyTorch run of ``run``: model, data, step and torch.profiler (or nsys) hooks."""
+    import torch
+
+    from traceviz.runners.torch.step_ranges import active_step, recorded
+
+    w, cfg, variant = run.workload, run.cfg, run.model
+    device = torch.device(run.device)
+    graph_replay = _refuse(run, device)
+    amp = run.amp
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, None: None}[amp]
+    torch.manual_seed(run.seed)
+    train = run.train
+    modules = _modules(variant, w, device, cfg.get("options"))
+    forward, graphed = _loss(modules, w), None
+    if graph_replay:  # the whole forward step (embedding, LSTM, head, loss) in one graph
+        from traceviz.runners.torch.graphs import graphed_forward
+
+        forward, graphed = graphed_forward(forward, variant)
+    batches = _batches(w, cfg, torch.Generator().manual_seed(run.seed))
+    x, target = (t.to(device) for t in next(batches))
+    optimizers = _optimizers(modules, w) if train else []
+    scaler = torch.amp.GradScaler(device.type, enabled=train and amp == "fp16")
+    onednn_rnn = _onednn_rnn(variant, device, amp, amp_dtype)
+    nvtx, profiler = _nvtx(cfg, device)
+    ranged = recorded(nvtx)
+    # graph replay needs the autocast cache off (make_graphed_callables' rule)
+    autocast = _autocast(device, amp_dtype, variant != "graph_torch" and not graph_replay)
     loader = w.loader
 
     def step() -> Any:
@@ -327,39 +317,20 @@ def setup(run: RunConfig) -> Capture:
         # graph's buffer, which the next replay overwrites
         return loss.detach().clone() if graphed is not None else loss.detach()
 
-    @contextlib.contextmanager
-    def active_step(i: int) -> Iterator[None]:
-        # NVTX "step N" around each active step (torch.profiler marks ProfilerStep#N
-        # itself); under nsys, op ranges inside it, as torch.profiler records ops
-        if nvtx is not None:
-            nvtx[0](f"step {i}")
-        try:
-            with op_ranges(device, nvtx) if profiler == "nsys" else contextlib.nullcontext():
-                yield
-        finally:
-            if nvtx is not None:
-                nvtx[1]()
-
     if device.type == "cuda":
         torch.cuda.synchronize()  # model set-up's device work, before the first timed step
     start, stop, after_step, trace_path = _profiler_hooks(cfg, device, run.out)
     mode = compile_mode(variant, modules["lstm"], device.type)
-
-    def retime(phases):
-        if graphed is None:
-            return phases, {"timing": "wall"}
-        return replay_phases(phases, graphed.times_s())
-
     return Capture(
         framework="torch", version=torch.__version__, profiler=profiler,
         device_name=torch.cuda.get_device_name(device) if device.type == "cuda"
         else cpu_name(),
         step=announce_compile(step, mode) if mode else step, start=start, stop=stop,
-        around_step=active_step, trace=lambda: trace_path, after_step=after_step,
-        profile_unmarked=True,
+        around_step=active_step(nvtx, device, profiler), trace=lambda: trace_path,
+        after_step=after_step, profile_unmarked=True,
         memory=_memory_probe(device), usage=usage_probe(_gpu_id(device)),
         rank=getattr(modules["lstm"], "rank", None),  # factorized: its FLOPs
-        bench=lambda: compile_time(variant), retime=retime,
+        bench=lambda: compile_time(variant), retime=_retime(graphed),
         meta={"cpu_threads": torch.get_num_threads(), "nvtx": nvtx is not None,
               "onednn_rnn": onednn_rnn})
 

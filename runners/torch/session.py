@@ -223,7 +223,7 @@ class TorchSession:
             self.emit("progress", phase="warmup", done=k, total=self.warmup)
 
     def _nsys_mark(self, k: int) -> None:
-        """NVTX ``step N`` around each active step, op ranges inside (runners/torch/run.py)."""
+        """NVTX ``step N`` around each active step, op ranges inside (``step_ranges.py``)."""
         first, last = self.warmup + 1, self.warmup + self.active
         self._close_op_ranges()
         if self._nvtx is None:
@@ -231,7 +231,7 @@ class TorchSession:
         if first <= k <= last:
             import torch
 
-            from traceviz.runners.torch.run import op_ranges
+            from traceviz.runners.torch.step_ranges import op_ranges
 
             self._nvtx[0](f"step {k}")
             stack = contextlib.ExitStack()

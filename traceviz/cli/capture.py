@@ -20,95 +20,112 @@ if TYPE_CHECKING:
 SIZES = ("batch", "seq", "hidden", "layers", "embed", "vocab")
 
 
+def _what_arguments(p: argparse.ArgumentParser) -> None:
+    """What runs: a script, or a variant on a workload, device and precision."""
+    # here, not at the top: another command's parser imports no runner
+    from traceviz.capture.run import COMPILE_MODES
+    from traceviz.runners import DEVICES, VARIANTS
+    from traceviz.runners.presets import PRESETS
+
+    keras = [v.name for v in VARIANTS.values() if v.exec_modes]
+    p.add_argument("script_cmd", nargs="*", metavar="-- python SCRIPT ARGS",
+                   help="profile your own script instead of a variant: `traceviz "
+                        "capture [OPTIONS] -- python train.py ARGS` (or `-- -m MODULE "
+                        "ARGS`); steps come from optimizer.step() or traceviz.step()")
+    p.add_argument("--model", metavar="NAME",
+                   help=f"variant ({', '.join(VARIANTS)}); see `traceviz models`")
+    p.add_argument("--preset", choices=list(PRESETS),
+                   help="workload (default ptb_lm; scaled down on a CPU unless sizes "
+                        "are given)")
+    p.add_argument("--mode", choices=("forward", "train"),
+                   help="forward, or train (loss, backward, optimizer step); "
+                        "default: the preset's")
+    p.add_argument("--amp", choices=("fp16", "bf16"),
+                   help="mixed precision: torch.autocast, a Keras mixed_float16/"
+                        "mixed_bfloat16 policy, or JAX compute in that dtype (bf16 suits "
+                        "CPUs)")
+    p.add_argument("--exec", dest="exec_mode", choices=("function", "eager"),
+                   help=f"Keras variants ({', '.join(keras)}): run the step "
+                        "under tf.function (default) or eagerly")
+    p.add_argument("--rank", type=int,
+                   help="factorized_torch: the rank r of W ~ W2 W1 (default hidden/4)")
+    p.add_argument("--compile-mode", choices=COMPILE_MODES,
+                   help="compile_full_torch: torch.compile's mode (default "
+                        "reduce-overhead on a GPU, default on a CPU)")
+    p.add_argument("--graph-replay", action="store_true",
+                   help="PyTorch variants, forward, on a GPU: capture the forward pass "
+                        "once in a CUDA graph and replay it every batch, timed by CUDA "
+                        "events (what the model costs without Python's dispatch)")
+    p.add_argument("--device", choices=DEVICES,
+                   help="default: cuda when torch sees a GPU, else cpu")
+    for name in SIZES:
+        p.add_argument(f"--{name}", type=int, help=f"override the preset's {name}")
+    p.add_argument("--sparse-embedding", action="store_true",
+                   help="sparse embedding gradients (presets with an embedding)")
+
+
+def _how_arguments(p: argparse.ArgumentParser) -> None:
+    """How it runs: data, warm-up, timed and profiled steps, the profiler."""
+    from traceviz.capture.run import PROFILERS
+
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="feed batches through a real DataLoader with N worker processes "
+                        "(0: in the main process) over a synthetic dataset; default: one "
+                        "fixed batch")
+    p.add_argument("--warmup", type=int, default=3,
+                   help="warm-up batches at least (default 3); warm-up goes on until the "
+                        "last 3 batch times agree within 1.5x, up to --max-warmup. A "
+                        "script: its unprofiled first steps (default 3, at least 1)")
+    p.add_argument("--max-warmup", type=int,
+                   help="warm-up batches at most (default 15)")
+    p.add_argument("--steps", type=int,
+                   help="timed batches without the profiler (default 10; a script's "
+                        "timed steps are those it runs after the profiled ones)")
+    p.add_argument("--profile-steps", type=int, default=3,
+                   help="profiled batches (default 3, after 1 wait + 1 warm-up step; a "
+                        "script: after 1 profiler warm-up step)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--python", metavar="PATH",
+                   help="interpreter for gluon_mxnet (default: $TRACEVIZ_MXNET_PYTHON, "
+                        "then ./.venv-mxnet from `traceviz env mxnet`)")
+    p.add_argument("--profiler", choices=(*PROFILERS, "tf"),
+                   help="torch: torch.profiler (default); nsys: run under Nsight Systems "
+                        "with NVTX step/phase/op ranges, keep report.nsys-rep and "
+                        "report.sqlite; tf: the TensorFlow profiler (a script's default "
+                        "when it imports TensorFlow/Keras and not torch)")
+
+
+def _script_arguments(p: argparse.ArgumentParser) -> None:
+    """A script's own options, and where the run folder goes."""
+    p.add_argument("--ranks", type=int, metavar="N",
+                   help="script: run it as N processes of one torch.distributed job "
+                        "(torchrun on this machine: Gloo on CPUs, NCCL on GPUs, as the "
+                        "script chooses), one trace per rank into the run folder")
+    p.add_argument("--modules", action="store_true",
+                   help="script: each nn.Module call as a range (time per layer)")
+    p.add_argument("--batch-size", type=int, metavar="N",
+                   help="script: the samples (sequences) each step processes, recorded "
+                        "in the run folder for per-sample figures (sequences/s)")
+    p.add_argument("--slice", type=float, metavar="SECONDS",
+                   help="script that marks no step: cut the recording into slices of "
+                        "this length, taken as steps (default 1)")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="run folder (default runs/<model>-<preset>-<timestamp>/)")
+    p.add_argument("--force", action="store_true",
+                   help="reuse a --out run folder traceviz made (it holds .traceviz-run); "
+                        "a folder of your own is never replaced")
+    p.add_argument("--top", type=int, default=10, help="kernels in the summary (default 10)")
+
+
 class CaptureCommand(Command):
     name = "capture"
     help = ("run an LSTM variant, or your own script (capture -- python train.py ARGS), "
             "under a profiler; save raw trace, trace.parquet, bench.json")
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
-        # here, not at the top: another command's parser imports no runner
-        from traceviz.capture.run import COMPILE_MODES, PROFILERS
-        from traceviz.runners import DEVICES, VARIANTS
-        from traceviz.runners.presets import PRESETS
-
-        keras = [v.name for v in VARIANTS.values() if v.exec_modes]
-        p.add_argument("script_cmd", nargs="*", metavar="-- python SCRIPT ARGS",
-                       help="profile your own script instead of a variant: `traceviz "
-                            "capture [OPTIONS] -- python train.py ARGS` (or `-- -m MODULE "
-                            "ARGS`); steps come from optimizer.step() or traceviz.step()")
-        p.add_argument("--model", metavar="NAME",
-                       help=f"variant ({', '.join(VARIANTS)}); see `traceviz models`")
-        p.add_argument("--preset", choices=list(PRESETS),
-                       help="workload (default ptb_lm; scaled down on a CPU unless sizes "
-                            "are given)")
-        p.add_argument("--mode", choices=("forward", "train"),
-                       help="forward, or train (loss, backward, optimizer step); "
-                            "default: the preset's")
-        p.add_argument("--amp", choices=("fp16", "bf16"),
-                       help="mixed precision: torch.autocast, a Keras mixed_float16/"
-                            "mixed_bfloat16 policy, or JAX compute in that dtype (bf16 suits "
-                            "CPUs)")
-        p.add_argument("--exec", dest="exec_mode", choices=("function", "eager"),
-                       help=f"Keras variants ({', '.join(keras)}): run the step "
-                            "under tf.function (default) or eagerly")
-        p.add_argument("--rank", type=int,
-                       help="factorized_torch: the rank r of W ~ W2 W1 (default hidden/4)")
-        p.add_argument("--compile-mode", choices=COMPILE_MODES,
-                       help="compile_full_torch: torch.compile's mode (default "
-                            "reduce-overhead on a GPU, default on a CPU)")
-        p.add_argument("--graph-replay", action="store_true",
-                       help="PyTorch variants, forward, on a GPU: capture the forward pass "
-                            "once in a CUDA graph and replay it every batch, timed by CUDA "
-                            "events (what the model costs without Python's dispatch)")
-        p.add_argument("--device", choices=DEVICES,
-                       help="default: cuda when torch sees a GPU, else cpu")
-        for name in SIZES:
-            p.add_argument(f"--{name}", type=int, help=f"override the preset's {name}")
-        p.add_argument("--sparse-embedding", action="store_true",
-                       help="sparse embedding gradients (presets with an embedding)")
-        p.add_argument("--workers", type=int, metavar="N",
-                       help="feed batches through a real DataLoader with N worker processes "
-                            "(0: in the main process) over a synthetic dataset; default: one "
-                            "fixed batch")
-        p.add_argument("--warmup", type=int, default=3,
-                       help="warm-up batches at least (default 3); warm-up goes on until the "
-                            "last 3 batch times agree within 1.5x, up to --max-warmup. A "
-                            "script: its unprofiled first steps (default 3, at least 1)")
-        p.add_argument("--max-warmup", type=int,
-                       help="warm-up batches at most (default 15)")
-        p.add_argument("--steps", type=int,
-                       help="timed batches without the profiler (default 10; a script's "
-                            "timed steps are those it runs after the profiled ones)")
-        p.add_argument("--profile-steps", type=int, default=3,
-                       help="profiled batches (default 3, after 1 wait + 1 warm-up step; a "
-                            "script: after 1 profiler warm-up step)")
-        p.add_argument("--seed", type=int)
-        p.add_argument("--python", metavar="PATH",
-                       help="interpreter for gluon_mxnet (default: $TRACEVIZ_MXNET_PYTHON, "
-                            "then ./.venv-mxnet from `traceviz env mxnet`)")
-        p.add_argument("--profiler", choices=(*PROFILERS, "tf"),
-                       help="torch: torch.profiler (default); nsys: run under Nsight Systems "
-                            "with NVTX step/phase/op ranges, keep report.nsys-rep and "
-                            "report.sqlite; tf: the TensorFlow profiler (a script's default "
-                            "when it imports TensorFlow/Keras and not torch)")
-        p.add_argument("--ranks", type=int, metavar="N",
-                       help="script: run it as N processes of one torch.distributed job "
-                            "(torchrun on this machine: Gloo on CPUs, NCCL on GPUs, as the "
-                            "script chooses), one trace per rank into the run folder")
-        p.add_argument("--modules", action="store_true",
-                       help="script: each nn.Module call as a range (time per layer)")
-        p.add_argument("--batch-size", type=int, metavar="N",
-                       help="script: the samples (sequences) each step processes, recorded "
-                            "in the run folder for per-sample figures (sequences/s)")
-        p.add_argument("--slice", type=float, metavar="SECONDS",
-                       help="script that marks no step: cut the recording into slices of "
-                            "this length, taken as steps (default 1)")
-        p.add_argument("--out", type=Path, metavar="DIR",
-                       help="run folder (default runs/<model>-<preset>-<timestamp>/)")
-        p.add_argument("--force", action="store_true",
-                       help="reuse a --out run folder traceviz made (it holds .traceviz-run); "
-                            "a folder of your own is never replaced")
-        p.add_argument("--top", type=int, default=10, help="kernels in the summary (default 10)")
+        _what_arguments(p)
+        _how_arguments(p)
+        _script_arguments(p)
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.capture.run import (

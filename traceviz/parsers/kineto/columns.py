@@ -118,21 +118,17 @@ NOT_A_DURATION = "a duration that is not a number (text, null, true...)"
 NO_NAME = "no name (null)"
 
 
-def event_columns(ph: pa.Array, cat: pa.Array, rows_of: Callable[[np.ndarray], Rows],
-                  details: bool = True) -> tuple[pd.DataFrame, Counter]:
-    """Base columns (see ``traceviz.parsers.normalize``) for the kept events of one piece,
-    and counts of what was dropped or altered and why. ``ph``/``cat``: every event's;
-    ``rows_of``: the raw columns of the events at these positions. ``details=False``: the
-    details column is left empty (figures that never read it, such as a rank folder's,
-    skip its cost)."""
-    counts: Counter = Counter()
+def _kept(ph: pa.Array, cat: pa.Array, rows_of: Callable[[np.ndarray], Rows],
+          counts: Counter) -> tuple[Rows, np.ndarray, np.ndarray, pd.Categorical] | None:
+    """The events kept, their kind codes, which are memory events, and their names; None
+    where none is kept. Events without a name are dropped and counted."""
     if not len(ph):
-        return pd.DataFrame(), counts
+        return None
     # kind code from the distinct ph and cat values (a few of each); -1: not kept
     code = _kind_codes(ph, cat)
     idx = np.flatnonzero(code >= 0)
     if len(idx) == 0:
-        return pd.DataFrame(), counts
+        return None
     kept = rows_of(idx)
     code = code[idx]
     memory = code == _K["memory"]
@@ -144,15 +140,60 @@ def event_columns(ph: pa.Array, cat: pa.Array, rows_of: Callable[[np.ndarray], R
             code = code[~other]
             memory = memory[~other]
         if not len(kept):
-            return pd.DataFrame(), counts
+            return None
     names = _categorical(kept.name)
     if (no_name := names.codes < 0).any():  # "name": null: dropped, and said
         counts[NO_NAME] += int(no_name.sum())
         if no_name.all():
-            return pd.DataFrame(), counts
+            return None
         kept = kept.take(np.flatnonzero(~no_name))
         code, memory = code[~no_name], memory[~no_name]
         names = _categorical(kept.name)
+    return kept, code, memory, names
+
+
+def _steps(names: pd.Categorical, kind: np.ndarray, counts: Counter) -> np.ndarray:
+    """The step number of each ProfilerStep#N row (-1 elsewhere), their kind made
+    ``step`` in place."""
+    number, too_long = step_numbers(names.categories, PROFILER_STEP)
+    step = np.append(number, -1)[names.codes]
+    counts[BIG_STEP] += int(too_long[names.codes[names.codes >= 0]].sum())
+    # PyTorch <= 1.9 records ProfilerStep#N as an operator, later ones as a user annotation
+    is_step = (step >= 0) & ((kind == _K["annotation"]) | (kind == _K["op"]))
+    kind[is_step] = _K["step"]
+    return np.where(is_step, step, -1)
+
+
+def _memory_rows(ints, memory: np.ndarray, nbytes: np.ndarray, device: np.ndarray,
+                 bad: np.ndarray, on_device: np.ndarray) -> np.ndarray:
+    """The memory events' columns, set in place (their size in ``bytes``, their device,
+    no device timeline); returns the allocator's total after each (-1 elsewhere)."""
+    mem_total = np.full(len(memory), -1, dtype=np.int64)
+    if memory.any():
+        rows = np.flatnonzero(memory)
+        mbad = np.zeros(len(rows), dtype=bool)
+        size, size_bad = ints["mem_bytes"].take(rows).checked(default=0, bounds=MEMORY_BOUNDS)
+        nbytes[rows] = size
+        mbad |= size_bad
+        mem_total[rows] = _ints(ints["mem_total"].take(rows), mbad, bounds=MEMORY_BOUNDS)
+        device[rows] = _ints(ints["mem_device"].take(rows), mbad)
+        bad[rows] |= mbad
+        on_device[rows] = False
+    return mem_total
+
+
+def event_columns(ph: pa.Array, cat: pa.Array, rows_of: Callable[[np.ndarray], Rows],
+                  details: bool = True) -> tuple[pd.DataFrame, Counter]:
+    """Base columns (see ``traceviz.parsers.normalize``) for the kept events of one piece,
+    and counts of what was dropped or altered and why. ``ph``/``cat``: every event's;
+    ``rows_of``: the raw columns of the events at these positions. ``details=False``: the
+    details column is left empty (figures that never read it, such as a rank folder's,
+    skip its cost)."""
+    counts: Counter = Counter()
+    found = _kept(ph, cat, rows_of, counts)
+    if found is None:
+        return pd.DataFrame(), counts
+    kept, code, memory, names = found
     gpu_annotation = code == _GPU_ANNOTATION
     kind = np.where(gpu_annotation, _K["annotation"], code).astype(np.int8)
     n = len(kept)
@@ -167,13 +208,7 @@ def event_columns(ph: pa.Array, cat: pa.Array, rows_of: Callable[[np.ndarray], R
     on_device = np.isin(kind, _DEVICE_CODES) | gpu_annotation
     bad |= on_device & ((device < INT32[0]) | (device > INT32[1])
                         | (stream < INT32[0]) | (stream > INT32[1]))
-    number, too_long = step_numbers(names.categories, PROFILER_STEP)
-    step = np.append(number, -1)[names.codes]
-    counts[BIG_STEP] += int(too_long[names.codes[names.codes >= 0]].sum())
-    # PyTorch <= 1.9 records ProfilerStep#N as an operator, later ones as a user annotation
-    is_step = (step >= 0) & ((kind == _K["annotation"]) | (kind == _K["op"]))
-    kind[is_step] = _K["step"]
-    step = np.where(is_step, step, -1)
+    step = _steps(names, kind, counts)
 
     ts, no_ts, ts_bad = raw_us_to_ns(kept.ts)
     dur, no_dur, dur_bad = raw_us_to_ns(kept.dur)
@@ -183,17 +218,7 @@ def event_columns(ph: pa.Array, cat: pa.Array, rows_of: Callable[[np.ndarray], R
         & ~memory
     dur[memory] = 0  # an instant
     nbytes = _ints(ints["bytes"], bad)
-    mem_total = np.full(n, -1, dtype=np.int64)
-    if memory.any():
-        rows = np.flatnonzero(memory)
-        mbad = np.zeros(len(rows), dtype=bool)
-        size, size_bad = ints["mem_bytes"].take(rows).checked(default=0, bounds=MEMORY_BOUNDS)
-        nbytes[rows] = size
-        mbad |= size_bad
-        mem_total[rows] = _ints(ints["mem_total"].take(rows), mbad, bounds=MEMORY_BOUNDS)
-        device[rows] = _ints(ints["mem_device"].take(rows), mbad)
-        bad[rows] |= mbad
-        on_device[rows] = False
+    mem_total = _memory_rows(ints, memory, nbytes, device, bad, on_device)
     counts[NEGATIVE] += int((dur < 0).sum())
     frame = pd.DataFrame({
         "kind": pd.Categorical.from_codes(kind, dtype=KIND_DTYPE, validate=False),

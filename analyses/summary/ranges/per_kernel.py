@@ -2,7 +2,7 @@
 made without a row per (kernel, range holding it) for the whole trace at once.
 
 A kernel belongs to every range up the chain from the innermost one holding its launch
-(``range_gpu.device_work``). In the ranges' preorder (a range, then the ranges nested in
+(``instances.device_work``). In the ranges' preorder (a range, then the ranges nested in
 it, depth first) a range's nested ranges follow it, so the kernels it holds, sorted by
 their innermost range's place in that order, are one slice: two searches per range. The
 (range, kernel) pairs are then made for a batch of range names at a time, at most about
@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.summary.range_gpu import by_depth
+from traceviz.analyses.summary.ranges.instances import by_depth
 
 PAIRS_AT_ONCE = 1 << 20  # (range, kernel) pairs made at once, at least
 COLUMNS = ["range", "style", "pid", "tid", "kernel", "ranges", "kernels", "total_ns",
@@ -93,7 +93,7 @@ def kernels_per_range(ranges: pd.DataFrame, work: pd.DataFrame,
     (instances holding one), ``kernels``, ``total_ns``, ``avg_ns``, ``med_ns``,
     ``min_ns``, ``max_ns``, ``std_ns`` (sample; 0 for one kernel), sorted by range name
     then total time (descending); a kernel counts in every range around its launch.
-    ``work``: ``range_gpu.device_work``; ``at_once``: pairs made at once (default: the
+    ``work``: ``instances.device_work``; ``at_once``: pairs made at once (default: the
     larger of ``PAIRS_AT_ONCE`` and kernels + ranges)."""
     kernels = work[work["kernel"].to_numpy(bool)]
     if kernels.empty:

@@ -20,8 +20,8 @@ import pandas as pd
 from traceviz.algos.intervals import covered_until, union_blocks
 from traceviz.analyses.stats import plain_row
 from traceviz.analyses.summary.protocol import Inputs, Section
-from traceviz.analyses.summary.range_gpu import device_work, projection, range_rows
-from traceviz.analyses.summary.range_kernels import kernels_per_range
+from traceviz.analyses.summary.ranges.instances import device_work, projection, range_rows
+from traceviz.analyses.summary.ranges.per_kernel import kernels_per_range
 
 if TYPE_CHECKING:  # types only
     from traceviz.analyses.summary.figures import Summary
