@@ -21,7 +21,7 @@ PROJECT = "traceviz"
 # this is named here with its reason, and its callers' literal names are read as imports
 # (a computed name anywhere else fails ``dynamic_problems``)
 IMPORT_HELPERS: dict[str, str] = {
-    "_bokeh": "Bokeh's modules typed as Any (its stubs do not list the models); every "
+    "bokeh_module": "Bokeh's modules typed as Any (its stubs do not list the models); every "
               "caller passes a literal bokeh.* name",
 }
 # Modules imported by their file's name from the folder they sit in (``sys.path`` holds
@@ -298,6 +298,7 @@ LIBRARIES: dict[str, set[str]] = {
     "files": {"pyarrow", "isal"},
     "system": {"ray"},
     "trace": {"numpy", "pandas", "pyarrow"},
+    "notebook": {"numpy", "pandas"},
     "parsers": {"numpy", "pandas", "pyarrow", "msgspec", "google"},  # google: protobuf
     "analyses": {"numpy", "pandas"},
     # each runner's framework, its profiler's NVTX and the GPU's counters

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traceviz.cli.base import (
     Command,
@@ -23,6 +23,12 @@ from traceviz.cli.base import (
 )
 from traceviz.errors import UsageError
 from traceviz.files.fileio import atomic_output, staged_files
+
+if TYPE_CHECKING:
+    from traceviz.analyses.critical_path.path import CriticalPath
+    from traceviz.analyses.summary.figures import Summary
+    from traceviz.opcost.peaks import Peak
+    from traceviz.trace import Trace
 
 # = analyses.tables.export_tables
 EXPORTS = ("kernels", "launches", "casts", "ops", "phases", "efficiency", "memory", "ranges",
@@ -137,7 +143,14 @@ class AnalyzeCommand(Command):
                 from traceviz.render.terminal.critical_path import critical_path_render
 
                 console.print(critical_path_render(path, top=args.top, width=console.width))
-        written = []
+        said(self.write_outputs(args, trace, summary, path, peak))
+        return 0
+
+    @staticmethod
+    def write_outputs(args: argparse.Namespace, trace: Trace, summary: Summary,
+                      path: CriticalPath | None, peak: Peak | None) -> list[str]:
+        """``--export``, ``--perfetto`` and ``--plot``: what was written, one line each."""
+        written: list[str] = []
         with ExitStack() as outputs:  # a failed --plot also takes back the --export folder
             if args.export:
                 from traceviz.analyses.summary.tables import export_tables
@@ -165,8 +178,7 @@ class AnalyzeCommand(Command):
                     write_charts(args.plot, charts.figures, args.force)
                 written += [f"{stem} chart not written: {why}"
                             for stem, why in charts.not_drawn.items()]
-        said(written)
-        return 0
+        return written
 
     def run_ranks(self, args: argparse.Namespace) -> int:
         """A folder of rank traces, or the dataset ``traceviz import DIR`` made of one."""
