@@ -51,12 +51,19 @@ def variants_table(*frameworks: str) -> str:
 
 def scenarios_table() -> str:
     """Every what-if scenario, in the registry's order: its name (with ``=X`` where it
-    takes a factor), what changes in the replay, whether ``whatif`` replays it by default."""
+    takes a factor), what changes in the replay, what it needs of the trace, why it does
+    not apply to a CPU trace, whether ``whatif`` replays it by default."""
     from traceviz.analyses.whatif.scenarios import DEFAULT_SCENARIOS, SCENARIOS
 
     default = {d.partition("=")[0] for d in DEFAULT_SCENARIOS}
-    return _table(("scenario", "what changes in the replay", "by default"), (
-        (f"`{s.name}{'=X' if s.takes_factor else ''}`", s.help,
+
+    def needs(s: Any) -> str:
+        return ", ".join(n for n, on in (("launch calls", s.rewrites_launches),
+                                         ("step marks", s.needs_steps)) if on)
+
+    return _table(("scenario", "what changes in the replay", "needs", "not on a CPU trace",
+                   "by default"), (
+        (f"`{s.name}{'=X' if s.takes_factor else ''}`", s.help, needs(s), s.cpu_reason or "",
          "yes" if s.name in default else "") for s in SCENARIOS.values()))
 
 
