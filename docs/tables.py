@@ -1,7 +1,7 @@
 """The documentation's tables of the registries, made from the registries when the site is
-built (``hooks.py``): a page holds a marker, ``<!-- generated: scenarios -->``, and the
-built page holds the table in its place, so a variant, scenario, rule, section or exported
-table added to the code is in the docs without an edit there.
+built (``hooks.py``): a page holds a marker on a line of its own, ``<!-- generated:
+scenarios -->``, and the built page holds the table in its place, so a variant, scenario,
+rule, section or exported table added to the code is in the docs without an edit there.
 
 Each table reads only the registry's own fields: names, the rows' help text and the first
 paragraph of a docstring. Importing the registries imports no deep-learning framework
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-MARKER = re.compile(r"<!-- generated: (\w+)((?: [\w-]+)*) -->")
+MARKER = re.compile(r"^<!-- generated: (\w+)((?: [\w-]+)*) -->$", re.MULTILINE)
 
 
 def first_paragraph(doc: str | None) -> str:

@@ -306,6 +306,8 @@ def test_a_marker_becomes_its_table_and_an_unknown_one_fails():
     assert "| `gluon_mxnet` |" in out and out.startswith("Before.") and out.endswith("After.\n")
     with pytest.raises(KeyError):
         TABLES.expand("<!-- generated: nothing -->")
+    inline = "A page writes `<!-- generated: NAME -->` on a line of its own.\n"
+    assert TABLES.expand(inline) == inline  # a marker named in a sentence stays text
 
 
 def test_the_json_keys_table_names_every_key():
