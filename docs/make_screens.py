@@ -61,7 +61,9 @@ def main(argv: list[str]) -> int:
         return 0 if same else 1
     IMG.mkdir(parents=True, exist_ok=True)
     (IMG / "analyze.txt").write_text(text)
-    svg = console.export_svg(title=COMMAND, clear=True)
+    # a fixed id: rich names its CSS classes by a hash of the whole output otherwise, so one
+    # changed line rewrote every line of the file
+    svg = console.export_svg(title=COMMAND, clear=True, unique_id="analyze")
     (IMG / "analyze.svg").write_text(svg)
     print(f"wrote {IMG / 'analyze.svg'} and {IMG / 'analyze.txt'}")
     return 0

@@ -214,7 +214,8 @@ def test_public_names():
 def test_export_names_are_the_tables():
     from traceviz.analyses.summary.tables import export_tables
     from traceviz.cli.analyze import EXPORTS
+    from traceviz.table.exports import EXPORTS as TABLES
 
-    assert tuple(export_tables(traceviz.load(CPU_RUN))) == EXPORTS
+    assert tuple(export_tables(traceviz.load(CPU_RUN))) == EXPORTS == tuple(TABLES)
 
 

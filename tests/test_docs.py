@@ -223,3 +223,98 @@ def test_each_example_on_committed_traces_runs(page, command, tmp_path, monkeypa
     assert main(argv) == 0, command
     out = capsys.readouterr().out
     assert out.strip(), command
+
+
+# -- the tables made from the registries ---------------------------------------------------
+
+def _docs_tables():
+    """``docs/tables.py``, loaded as the site's hook loads it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("traceviz_docs_tables", DOCS / "tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TABLES = _docs_tables()
+REGISTRIES = TABLES.registry_names()
+# where each table is shown
+TABLE_PAGES = {"variants": "models", "scenarios": "whatif", "rules": "advise",
+               "sections": "analyze", "exports": "formats"}
+
+
+def test_every_registry_has_its_table():
+    assert set(TABLE_PAGES) == set(REGISTRIES) == set(TABLES.BUILDERS)
+    # the counts this page was written with, at least: a registry read empty would pass
+    # the tests below
+    assert {k: len(v) >= n for (k, v), n in zip(REGISTRIES.items(), (25, 12, 22, 20, 9),
+                                                strict=True)} == dict.fromkeys(REGISTRIES, True)
+
+
+@pytest.mark.parametrize("kind", sorted(TABLE_PAGES))
+def test_each_generated_table_lists_every_entry(site, kind):
+    """The built page holds a table row for every entry of the registry, read from the
+    registry now, and the marker is gone."""
+    html = (site / TABLE_PAGES[kind] / "index.html").read_text()
+    missing = [n for n in REGISTRIES[kind] if f"<td><code>{n}</code></td>" not in html]
+    assert missing == [], f"{kind} table on {TABLE_PAGES[kind]}.md lacks {missing}"
+    assert "generated:" not in html
+
+
+def _first_columns(text: str) -> list[tuple[str, set[str]]]:
+    """Each Markdown table of a page: its first header, the `code` names of its first
+    column (``[]`` left out: ``devices[]`` is the key ``devices``)."""
+    tables: list[tuple[str, set[str]]] = []
+    previous = ""
+    for line in text.splitlines():
+        if line.startswith("|"):
+            first = line.split("|")[1].strip()
+            if not previous.startswith("|"):
+                tables.append((first, set()))
+            elif not first.startswith("---"):
+                tables[-1][1].update(n.removesuffix("[]")
+                                     for n in re.findall(r"`([^`]+)`", first))
+        previous = line
+    return tables
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in DOCS.glob("*.md")) + ["CONTRIBUTING.md"])
+def test_no_page_holds_a_hand_written_copy(page):
+    """A Markdown table whose first column names more than half of a registry's entries is
+    a copy of the registry by hand, which drifts: the page holds the marker instead."""
+    from traceviz.runners import FRAMEWORKS, variants
+
+    text = (ROOT / page if page == "CONTRIBUTING.md" else DOCS / page).read_text()
+    # a framework's variants are a table of their own
+    groups = [*REGISTRIES.items(),
+              *(("variants", [v.name for v in variants(fw)]) for fw in FRAMEWORKS)]
+    for header, names in _first_columns(text):
+        # the `--json` keys and what each means (the test below); the ladder's rungs,
+        # variants beside the study's figures
+        if header in ("key", "rung"):
+            continue
+        for kind, entries in groups:
+            assert len(names & set(entries)) * 2 <= len(entries), \
+                f"{page}: a hand-written {kind} table; write <!-- generated: {kind} -->"
+
+
+def test_a_marker_becomes_its_table_and_an_unknown_one_fails():
+    page = "Before.\n\n<!-- generated: variants mxnet -->\n\nAfter.\n"
+    out = TABLES.expand(page)
+    assert "generated" not in out
+    assert "| `gluon_mxnet` |" in out and out.startswith("Before.") and out.endswith("After.\n")
+    with pytest.raises(KeyError):
+        TABLES.expand("<!-- generated: nothing -->")
+    inline = "A page writes `<!-- generated: NAME -->` on a line of its own.\n"
+    assert TABLES.expand(inline) == inline  # a marker named in a sentence stays text
+
+
+def test_the_json_keys_table_names_every_key():
+    """Formats' table of `analyze --json` keys says what each key means, which no
+    registry holds: it is written by hand, and names every key the sections write."""
+    from traceviz.analyses.summary.registry import json_keys
+
+    text = (DOCS / "formats.md").read_text()
+    tables = dict(_first_columns(text.split("## `analyze --json` keys")[1].split("\n## ")[0]))
+    assert set(json_keys()) - tables["key"] == set()

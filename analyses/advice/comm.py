@@ -30,7 +30,7 @@ NAMES = {"data": "data parallel", "tensor": "tensor parallel", "pipeline": "pipe
 
 
 def communication(ctx: Context) -> Finding | None:
-    """Collectives no computation overlaps take >= ``bound.COMM_SHARE`` of the span: the
+    """Collectives no computation overlaps take >= 25% of the span (``COMM_SHARE``): the
     verdict ``communication``, or a finding beside the verdict that outweighs it."""
     b = ctx.bound
     f = b.figures

@@ -33,7 +33,7 @@ def _gbs(nbytes: int, ns: int) -> str:
 
 
 def serialized_copies(ctx: Context) -> Finding | None:
-    """Host <-> device copies that no kernel overlaps take >= ``SERIALIZED_SHARE`` of the
+    """Host <-> device copies that no kernel overlaps take >= 5% (``SERIALIZED_SHARE``) of the
     span: each could run beside the compute of the step before (prefetched to the
     device), off the step's path."""
     s = ctx.summary

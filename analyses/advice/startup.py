@@ -26,7 +26,7 @@ VERDICT_WORDS = {"host": "host-bound", "device": "device-bound", "input": "input
 
 
 def startup(ctx: Context) -> Finding | None:
-    """Start-up is the verdict, or takes ``STARTUP_FINDING`` of the recorded time, or
+    """Start-up is the verdict, or takes 10% (``STARTUP_FINDING``) of the recorded time, or
     leaves cold step windows out of the verdict."""
     s = ctx.summary
     w = s.host_wait_split if not s.cpu_trace else None

@@ -17,19 +17,11 @@ from traceviz.analyses.summary.casts import cast_rows
 from traceviz.analyses.summary.launch import launch_table
 from traceviz.analyses.summary.phases import NO_PHASE, assign_phases, phase_ranges, phase_table
 from traceviz.analyses.work import analysis_windows, wall_windows, work_rows
+from traceviz.table.exports import KERNEL_COLUMNS, OP_COLUMNS
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
 
-KERNEL_COLUMNS = [
-    "name", "category", "kind", "ts_ns", "dur_ns", "device", "stream", "step", "correlation",
-    "launch_id", "launch_api", "launch_ts_ns", "launch_dur_ns", "launch_delay_ns", "op",
-    "is_cast", "details", "phase",
-]
-OP_COLUMNS = [
-    "name", "category", "ts_ns", "dur_ns", "self_ns", "depth", "is_leaf", "is_work", "parent",
-    "pid", "tid", "step", "is_cast",
-]
 
 
 Work = tuple[pd.DataFrame, np.ndarray, np.ndarray]  # work rows, wall-window starts, ends
@@ -75,7 +67,8 @@ def phases_of(trace: Trace, w: Work | None = None) -> pd.DataFrame:
 
 
 def export_tables(trace: Trace, peak: Any = None) -> dict[str, pd.DataFrame]:
-    """The tables by name (the CLI's ``analyze.EXPORTS``), ready to write as Parquet
+    """The tables by name, in the order of ``table.exports.EXPORTS`` (the files ``analyze
+    --export`` writes; a test holds the two together), ready to write as Parquet
     (``peak``: a ``peaks.Peak`` for the efficiency table's % of peak)."""
     from traceviz.analyses.efficiency.ops import efficiency
     from traceviz.analyses.summary.memory import memory
@@ -84,7 +77,6 @@ def export_tables(trace: Trace, peak: Any = None) -> dict[str, pd.DataFrame]:
     kernels = kernel_rows(trace, w)
     eff = efficiency(trace, peak).groups
     return {
-
         "kernels": kernels,
         "launches": launch_table(trace),
         "casts": cast_rows(kernels).reset_index(drop=True),

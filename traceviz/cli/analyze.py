@@ -23,6 +23,7 @@ from traceviz.cli.base import (
 )
 from traceviz.errors import UsageError
 from traceviz.files.fileio import atomic_output, staged_files
+from traceviz.table.exports import EXPORTS as TABLES
 
 if TYPE_CHECKING:
     from traceviz.analyses.critical_path.path import CriticalPath
@@ -30,9 +31,8 @@ if TYPE_CHECKING:
     from traceviz.opcost.peaks import Peak
     from traceviz.trace import Trace
 
-# = analyses.tables.export_tables
-EXPORTS = ("kernels", "launches", "casts", "ops", "phases", "efficiency", "memory", "ranges",
-           "range_instances")
+# the files --export writes: analyses/summary/tables.py's export_tables builds them
+EXPORTS = tuple(TABLES)
 
 
 class AnalyzeCommand(Command):
