@@ -17,6 +17,7 @@ import numpy as np
 from traceviz.analyses.replay.graph import ReplayGraph
 from traceviz.analyses.whatif.attention import fuse_attention
 from traceviz.analyses.whatif.copies import overlap_copies
+from traceviz.analyses.whatif.given import Given
 from traceviz.analyses.whatif.graphs import cuda_graphs
 from traceviz.analyses.whatif.inputs import overlap_input
 from traceviz.analyses.whatif.ladder import batch_input_gemms, drop_stream_sync, merge_gemms
@@ -29,9 +30,10 @@ from traceviz.analyses.whatif.transforms import (
 )
 from traceviz.errors import UsageError
 
-# (graph, factor: 0 where the scenario takes none) -> (changed graph, the assumptions it
-# states; none: it found nothing to change)
-Transform = Callable[[ReplayGraph, float], tuple[ReplayGraph, list[str]]]
+# (graph, factor: 0 where the scenario takes none[, what the command resolved: a row
+# with takes_given]) -> (changed graph, the assumptions it states; none: it found nothing
+# to change)
+Transform = Callable[..., tuple[ReplayGraph, list[str]]]
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,12 @@ class ScenarioSpec:
     cpu_reason: str | None = None  # why it does not apply on a CPU trace (None: it does)
     rewrites_launches: bool = False  # it needs the trace's launch calls
     needs_steps: str | None = None  # why it needs the trace's step marks (None: it does not)
+    takes_given: bool = False  # it reads the command's windows or peak (``given.Given``)
+
+    def apply(self, g: ReplayGraph, x: float, given: Given | None
+              ) -> tuple[ReplayGraph, list[str]]:
+        """The transform on ``g``: with ``given`` where its row takes it."""
+        return self.transform(g, x, given) if self.takes_given else self.transform(g, x)
 
 
 SCENARIOS: dict[str, ScenarioSpec] = {s.name: s for s in (
@@ -81,7 +89,7 @@ SCENARIOS: dict[str, ScenarioSpec] = {s.name: s for s in (
     ScenarioSpec("fuse_attention", fuse_attention,
                  "no softmax over [..., S, S] scores between batched matmuls with recorded "
                  "shapes, on a device whose peaks are known",
-                 cpu_reason="a CPU trace has no attention kernels to fuse"),
+                 cpu_reason="a CPU trace has no attention kernels to fuse", takes_given=True),
     ScenarioSpec("overlap_input", overlap_input,
                  "no input call (DataLoader __next__, IteratorGetNext, a data phase) with "
                  "host time inside it between calls"),
@@ -92,7 +100,7 @@ SCENARIOS: dict[str, ScenarioSpec] = {s.name: s for s in (
     ScenarioSpec("overlap_copies", overlap_copies,
                  "no host-to-device copy that no kernel overlaps inside the windows, or no "
                  "compute beside which it could run",
-                 cpu_reason="a CPU trace has no host-to-device copies"),
+                 cpu_reason="a CPU trace has no host-to-device copies", takes_given=True),
 )}
 # the scenarios that rewrite launch calls (a trace without recorded launches has none)
 LAUNCH_SCENARIOS = tuple(n for n, s in SCENARIOS.items() if s.rewrites_launches)

@@ -11,9 +11,11 @@ from typing import Any
 
 from traceviz.cli.base import (
     Command,
+    add_peak,
     json_text,
     load_with_progress,
     memory_limit_arg,
+    peak_of,
     progress_bar,
     stderr,
     stdout,
@@ -31,6 +33,7 @@ class AdviseCommand(Command):
                             "folder of rank traces or a rank dataset (the job's advice)")
         p.add_argument("--json", action="store_true", help="print the findings as JSON")
         p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
+        add_peak(p)
         p.add_argument("--memory-limit", metavar="SIZE", type=memory_limit_arg,
                        help="DuckDB's memory limit for a rank dataset (e.g. 2GB; default a "
                             "quarter of this machine's memory)")
@@ -40,11 +43,12 @@ class AdviseCommand(Command):
         from traceviz.analyses.advice.runkind import run_kind
         from traceviz.files.folders import is_dataset, is_rank_folder
 
+        peak = peak_of(args)  # a wrong --peak before reading the trace
         if is_dataset(args.trace) or is_rank_folder(args.trace):
             return self.run_ranks(args)
         with ExitStack() as stack:
             trace = load_with_progress(args.trace, stack)
-        advice = advise_full(trace)
+        advice = advise_full(trace, peak)
         run = run_kind(trace)
         if args.json:
             out = advice.to_dict()
