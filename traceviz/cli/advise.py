@@ -65,7 +65,7 @@ class AdviseCommand(Command):
 
     def run_ranks(self, args: argparse.Namespace) -> int:
         """The job's advice: its slowest rank's verdict and findings, and its arrivals."""
-        job, _ = advise_job(args.trace, args.memory_limit)
+        job, _ = advise_job(args.trace, args.memory_limit, peak_of(args))
         if args.json:
             print(json_text(job.to_dict(), default=int))
             return 0
@@ -76,9 +76,11 @@ class AdviseCommand(Command):
         return 0
 
 
-def advise_job(path: Path, memory_limit: str | None = None) -> tuple[Any, Any]:
+def advise_job(path: Path, memory_limit: str | None = None, peak: Any = None
+               ) -> tuple[Any, Any]:
     """A rank folder's or dataset's ``JobAdvice`` and its slowest rank's trace, with a
-    progress bar over the ranks (each read twice: figures, then verdict)."""
+    progress bar over the ranks (each read twice: figures, then verdict; ``peak``: the
+    ``--peak`` its findings are rated by)."""
     from rich.progress import MofNCompleteColumn, TimeElapsedColumn
 
     from traceviz.rankset.advise import advise_ranks
@@ -87,4 +89,4 @@ def advise_job(path: Path, memory_limit: str | None = None) -> tuple[Any, Any]:
                       description="ranks") as bar:
         task = bar.add_task("ranks", total=None)
         return advise_ranks(path, memory_limit, lambda done, total:
-                            bar.update(task, completed=done, total=total))
+                            bar.update(task, completed=done, total=total), peak=peak)
