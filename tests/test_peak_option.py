@@ -1,13 +1,15 @@
-"""``advise --peak`` prices by the peak it is given: on a real H100 trace with unfused
-attention, the attention finding's fused kernel time (and so its saving) and the
-memory-bound finding's ridge follow the peak, and nothing else changes. The expected fused
-time is the model of ``analyses/efficiency/attention.py`` applied to the shapes read here
-from the raw trace's own records."""
+"""``--peak`` wherever a command rates or prices by the device's peaks. ``advise``: on a
+real H100 trace with unfused attention, the attention finding's fused kernel time (and so
+its saving) and the memory-bound finding's ridge follow the peak, and nothing else
+changes; the expected fused time is the model of ``analyses/efficiency/attention.py``
+applied to the shapes read here from the raw trace's own records. ``compare``: each run's
+MFU is its model TFLOP/s over the peak given."""
 
 from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 from tests.conftest import SHARED_TRACES, shared
 from traceviz.cli import main
@@ -71,3 +73,21 @@ def test_a_wrong_peak_is_refused_before_the_trace_is_read(capsys, tmp_path) -> N
     does not even exist."""
     assert main(["advise", str(tmp_path / "none.json"), "--peak", "bf16"]) == 2
     assert "'bf16' is no device of the peak table" in capsys.readouterr().err
+
+
+RUNS = Path(__file__).resolve().parent.parent / "sample_traces" / "gpu"
+
+
+def test_compare_peak_holds_each_runs_mfu_against_it(capsys) -> None:
+    runs = [str(RUNS / "fused_torch" / "train"), str(RUNS / "graph_torch" / "train")]
+    assert main(["compare", *runs, "--json"]) == 0
+    base = json.loads(capsys.readouterr().out)
+    assert main(["compare", *runs, "--json", "--peak", "fp32=10"]) == 0
+    given = json.loads(capsys.readouterr().out)
+    assert len(base["runs"]) == len(given["runs"]) == 2
+    for a, b in zip(base["runs"], given["runs"], strict=True):
+        assert a["model_tflops"] > 0 and b["mfu"] == a["model_tflops"] / 10
+        assert {k: v for k, v in a.items() if k != "mfu"} == \
+            {k: v for k, v in b.items() if k != "mfu"}
+    assert {k: v for k, v in base.items() if k != "runs"} == \
+        {k: v for k, v in given.items() if k != "runs"}
