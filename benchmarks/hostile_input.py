@@ -383,7 +383,7 @@ def _nsys_view(path: Path, where: str) -> Path:
 def _xspace(name: str, kernels: int) -> bytes:
     """An XSpace of ``kernels`` kernels on one GPU stream, all named by one metadata
     entry (``name``), each launched by one host call."""
-    from traceviz.parsers.xspace_proto import xspace_class
+    from traceviz.parsers.xspace.messages import xspace_class
 
     space = xspace_class()()
     planes = []

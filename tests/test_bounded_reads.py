@@ -136,7 +136,7 @@ def test_signal_ends_a_read_stuck_in_sqlite(tmp_path, sig, code, word):
 def _xspace(name: str, kernels: int) -> bytes:
     """A real XSpace: one GPU stream whose ``kernels`` events all name one metadata entry
     (``name``), and the host thread that launched them, one launch call each."""
-    from traceviz.parsers.xspace_proto import xspace_class
+    from traceviz.parsers.xspace.messages import xspace_class
 
     space = xspace_class()()
     host = space.planes.add(id=1, name="/host:CPU")

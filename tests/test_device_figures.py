@@ -18,7 +18,7 @@ CHESS = SHARED_TRACES / "foreign" / "xplane" / "chess_tf_20210616-112936.xplane.
 
 
 def _space(path: Path):
-    from traceviz.parsers.xspace_proto import xspace_class
+    from traceviz.parsers.xspace.messages import xspace_class
 
     space = xspace_class()()
     raw = path.read_bytes()

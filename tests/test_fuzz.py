@@ -224,7 +224,7 @@ BERT = SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
 @functools.cache
 def _small_space() -> bytes:
     """The shared BERT profile cut to its first events per line (fast to fuzz)."""
-    from traceviz.parsers.xspace_proto import xspace_class
+    from traceviz.parsers.xspace.messages import xspace_class
 
     space = xspace_class()()
     space.ParseFromString(gzip.decompress(
@@ -237,7 +237,7 @@ def _small_space() -> bytes:
 
 @st.composite
 def xspace_files(draw) -> bytes:
-    from traceviz.parsers.xspace_proto import xspace_class
+    from traceviz.parsers.xspace.messages import xspace_class
 
     space = xspace_class()()
     space.ParseFromString(_small_space())

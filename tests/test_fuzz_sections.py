@@ -217,7 +217,7 @@ def _xspace_seed() -> tuple[bytes, int]:
     other kernel on each GPU's compute stream made a collective (NCCL's all-reduce on one
     GPU, XLA's on the other); and how many they are."""
     from tests.test_fuzz import _small_space
-    from traceviz.parsers.xspace_proto import xspace_class
+    from traceviz.parsers.xspace.messages import xspace_class
 
     space = xspace_class()()
     space.ParseFromString(_small_space())
@@ -236,7 +236,7 @@ def _xspace_seed() -> tuple[bytes, int]:
 
 @st.composite
 def xspace_sections(draw) -> tuple[bytes, bool]:
-    from traceviz.parsers.xspace_proto import xspace_class
+    from traceviz.parsers.xspace.messages import xspace_class
 
     space = xspace_class()()
     space.ParseFromString(_xspace_seed()[0])

@@ -1,7 +1,7 @@
 """Graphed, compiled and XLA runs read as they ran: the real H200 captures of
 ``../shared/gpu-h200/`` (run folders; their trace files are read directly). Every expected
 figure is computed here from the raw file: the XSpace protobuf through the project's own
-message copy (``xspace_proto``: the schema only, no traceviz reading), Kineto JSON through
+message copy (``xspace.messages``: the schema only, no traceviz reading), Kineto JSON through
 plain ``json``."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ COMPILE_FULL = H200 / "compile_full_torch" / "trace.pt.trace.json.gz"
 
 
 def _raw_space(path: Path):
-    from traceviz.parsers.xspace_proto import xspace_class
+    from traceviz.parsers.xspace.messages import xspace_class
 
     space = xspace_class()()
     with gzip.open(path) as f:

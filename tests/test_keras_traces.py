@@ -142,7 +142,7 @@ def test_compare_without_steps_says_per_second_and_the_windows(capsys):
 
 def _plane_stats(path: Path, plane_name: str) -> dict:
     """A plane's own stats, read from the protobuf as it lies."""
-    from traceviz.parsers.xspace_proto import xspace_class
+    from traceviz.parsers.xspace.messages import xspace_class
 
     space = xspace_class()()
     space.ParseFromString(path.read_bytes())
@@ -183,7 +183,7 @@ def test_flop_rates_without_any_flop_figure_are_unknown_not_zero(capsys):
     from traceviz.cli import main
 
     path = shared(KERAS / "resnet_s5.xplane.pb")
-    from traceviz.parsers.xspace_proto import xspace_class
+    from traceviz.parsers.xspace.messages import xspace_class
 
     space = xspace_class()()
     space.ParseFromString(path.read_bytes())
@@ -273,7 +273,7 @@ def test_a_tensorflow_executor_thread_is_not_python(capsys):
     from collections import Counter
 
     from traceviz.cli import main
-    from traceviz.parsers.xspace_proto import xspace_class
+    from traceviz.parsers.xspace.messages import xspace_class
 
     path = shared(KERAS / "resnet_s5.xplane.pb")
     space = xspace_class()()
@@ -364,7 +364,7 @@ def _keras_logs(root: Path, runs: tuple[str, ...]) -> Path:
 
 def _compute_kernels(path: Path) -> int:
     """Kernels on the GPU plane's stream lines (copies aside), from the protobuf."""
-    from traceviz.parsers.xspace_proto import xspace_class
+    from traceviz.parsers.xspace.messages import xspace_class
 
     space = xspace_class()()
     space.ParseFromString(path.read_bytes())

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import SHARED_TRACES, shared
 from traceviz.cli import main
-from traceviz.parsers.xspace_proto import xspace_class
+from traceviz.parsers.xspace.messages import xspace_class
 
 TINY = SHARED_TRACES / "nsys" / "rtx3080_tiny.sqlite"
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"

@@ -18,7 +18,7 @@ from tests.conftest import SHARED_TRACES, needs, shared
 from traceviz import Trace, load
 from traceviz.cli import main
 from traceviz.parsers import detect_format
-from traceviz.parsers.xspace_proto import xspace_class
+from traceviz.parsers.xspace.messages import xspace_class
 
 BERT = SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz"
 
@@ -312,7 +312,7 @@ def test_logdir_picks_newest_run_or_the_named_one(tmp_path, capsys):
         d = tmp_path / "logs" / "plugins" / "profile" / run
         d.mkdir(parents=True)
         (d / "host.xplane.pb").write_bytes(data)
-    from traceviz.parsers.xplane import resolve
+    from traceviz.parsers.xspace.planes import resolve
 
     assert resolve(tmp_path / "logs")[0].parent.name == "2026_02_01_00_00_00"
     assert resolve(tmp_path / "logs", "2026_01_01_00_00_00")[0].parent.name \
@@ -355,7 +355,7 @@ def test_bad_xplane_inputs(tmp_path, capsys):
     no_runs.mkdir(parents=True)
     (no_runs / "x").mkdir()
     from traceviz.errors import TraceVizError
-    from traceviz.parsers.xplane import resolve
+    from traceviz.parsers.xspace.planes import resolve
 
     with pytest.raises(TraceVizError, match="no .xplane.pb"):
         resolve(tmp_path / "logs")

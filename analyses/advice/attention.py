@@ -23,7 +23,7 @@ def attention(ctx: Context) -> Finding | None:
     kernel time."""
     if ctx.summary.cpu_trace:
         return None
-    a = find_attention(ctx.trace)
+    a = find_attention(ctx.trace, peak=ctx.device_peak)
     if not a.groups or a.share < ATTENTION_SHARE:
         return None
     top = max(a.groups, key=lambda g: g.kernel_ns)

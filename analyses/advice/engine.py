@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from traceviz.analyses.advice.base import Finding, in_timed, no_loss
 from traceviz.analyses.advice.bound import BOUND_RULES, Bound
 from traceviz.analyses.advice.rules import RULES, SHARED_SCENARIOS
@@ -15,7 +17,9 @@ from traceviz.analyses.advice.runkind import RunKind, run_kind
 from traceviz.analyses.summary.figures import Summary, summarize
 from traceviz.analyses.timed import TimedStep
 from traceviz.analyses.whatif.engine import Scenario, WhatIf, whatif
+from traceviz.analyses.work import analysis_windows
 from traceviz.errors import TraceVizError
+from traceviz.opcost.peaks import Peak
 from traceviz.table.frameworks import trace_framework
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
@@ -24,19 +28,40 @@ if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analys
 
 @dataclass
 class Context:
-    """What rules share: the trace, its summary and the whatif scenarios the rules declare
-    (``rules.SHARED_SCENARIOS``), each computed once, when a rule first asks."""
+    """What rules share: the trace, the device's peak the command was given (``--peak``;
+    None: the trace's device's), the trace's analysis windows, its summary and the whatif
+    scenarios the rules declare (``rules.SHARED_SCENARIOS``), each computed once, when a
+    rule first asks, and handed to what computes the others."""
 
     trace: Trace
+    peak: Peak | None = None
+
+    @cached_property
+    def windows(self) -> dict[int, pd.DataFrame]:
+        """The trace's analysis windows (``work.analysis_windows``), per device."""
+        return analysis_windows(self.trace)
 
     @cached_property
     def summary(self) -> Summary:
-        return summarize(self.trace, with_efficiency=True)
+        return summarize(self.trace, with_efficiency=True, peak=self.peak,
+                         windows=self.windows)
+
+    @cached_property
+    def device_peak(self) -> Peak | None:
+        """The one peak the rules and their scenarios price by: ``peak``, else the one
+        the summary's efficiency found for the trace's device."""
+        if self.peak is not None or self.trace.is_cpu or self.trace.kernel_activity_missing:
+            return self.peak
+        e = self.summary.efficiency
+        return None if e is None else e.peak
+
+    def _replay(self, scenarios: tuple[str, ...]) -> WhatIf:
+        return whatif(self.trace, scenarios, self.device_peak, self.windows)
 
     @cached_property
     def _whatif(self) -> WhatIf | None:
         try:
-            return whatif(self.trace, SHARED_SCENARIOS)
+            return self._replay(SHARED_SCENARIOS)
         except TraceVizError:  # nothing to replay: advice without a saving
             return None
 
@@ -64,7 +89,7 @@ class Context:
             return w.scenario(name)
         if name not in self._alone:
             try:
-                self._alone[name] = whatif(self.trace, (name,)).scenario(name)
+                self._alone[name] = self._replay((name,)).scenario(name)
             except TraceVizError:
                 self._alone[name] = None
         return self._alone[name]
@@ -114,16 +139,17 @@ class Context:
         return self.summary.bound
 
 
-def advise(trace: Trace) -> tuple[list[Finding], int]:
+def advise(trace: Trace, peak: Peak | None = None) -> tuple[list[Finding], int]:
     """Every rule's finding on ``trace``, biggest estimated saving first, and the number
-    of steps the savings are over."""
-    found, steps, _ = advise_timed(trace)
+    of steps the savings are over (``peak``: the device's peaks, overriding its row)."""
+    found, steps, _ = advise_timed(trace, peak)
     return found, steps
 
 
-def advise_timed(trace: Trace) -> tuple[list[Finding], int, TimedStep | None]:
+def advise_timed(trace: Trace, peak: Peak | None = None
+                 ) -> tuple[list[Finding], int, TimedStep | None]:
     """``advise``, and the run's profiled and timed step the savings were carried by."""
-    ctx = Context(trace)
+    ctx = Context(trace, peak)
     found, steps = _advise(ctx)
     return found, steps, ctx.timed
 
@@ -145,9 +171,10 @@ class Advice:
                 "findings": [f.to_dict(self.steps) for f in self.findings]}
 
 
-def advise_full(trace: Trace) -> Advice:
-    """``advise`` with the verdict on what bounds the step."""
-    ctx = Context(trace)
+def advise_full(trace: Trace, peak: Peak | None = None) -> Advice:
+    """``advise`` with the verdict on what bounds the step (``peak``: the device's peaks,
+    overriding its row: ``--peak``)."""
+    ctx = Context(trace, peak)
     found, steps = _advise(ctx)
     return Advice(ctx.bound, found, steps, ctx.timed)
 

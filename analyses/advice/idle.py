@@ -11,7 +11,7 @@ import numpy as np
 from traceviz.algos.intervals import union_blocks
 from traceviz.analyses.advice.base import Finding
 from traceviz.analyses.advice.host_causes import label
-from traceviz.analyses.work import analysis_windows, work_rows
+from traceviz.analyses.work import work_rows
 from traceviz.units import fmt_ns, fmt_pct, plural
 
 if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
@@ -24,7 +24,7 @@ LONG_GAPS_SHARE = 0.10
 def long_gaps(ctx: Context) -> Finding | None:
     """Idle stretches of >= 1 ms inside the windows, together >= 10% of the span."""
     work = work_rows(ctx.trace)
-    windows = analysis_windows(ctx.trace, work)
+    windows = ctx.windows
     total, count, longest = 0, 0, 0
     for device, w in windows.items():
         rows = work[work["device"] == device]

@@ -13,6 +13,7 @@ from traceviz.analyses.summary.figures import Summary, summarize
 from traceviz.analyses.summary.kernels import category_busy_ns
 from traceviz.analyses.timings import Timings
 from traceviz.analyses.work import analysis_windows, step_count, wall_windows, work_rows
+from traceviz.opcost.peaks import Peak
 from traceviz.table.classify import tensor_core_flags
 from traceviz.table.meta import TraceMeta
 from traceviz.table.schema import CATEGORIES
@@ -137,11 +138,13 @@ def peak_memory(bench: dict) -> tuple[int | None, str]:
     return None, ""
 
 
-def run_figures(trace: Trace, label: str, summary: Summary | None = None) -> RunFigures:
+def run_figures(trace: Trace, label: str, summary: Summary | None = None,
+                peak: Peak | None = None) -> RunFigures:
     """One run's figures; ``summary``: the trace's ``summarize`` result (with efficiency)
-    if already made."""
+    if already made; ``peak``: the device's peaks its MFU is held against (``--peak``;
+    None: the trace's device's)."""
     s = summary if summary is not None and summary.efficiency is not None \
-        else summarize(trace, with_efficiency=True)
+        else summarize(trace, with_efficiency=True, peak=peak)
     eff = s.efficiency
     model = (eff.model if eff else None) or {}
     work = work_rows(trace)

@@ -101,8 +101,11 @@ def _shape_info(name: str, details: str) -> tuple[str, int, list, list, str] | N
     return None
 
 
-def attention(trace: Trace, work: pd.DataFrame | None = None) -> Attention:
-    """Unfused attention by sequence length, and the fused attention kernels."""
+def attention(trace: Trace, work: pd.DataFrame | None = None, peak: peaks.Peak | None = None
+              ) -> Attention:
+    """Unfused attention by sequence length, and the fused attention kernels. ``peak``:
+    the device's peak the command resolved (``--peak``, or its efficiency's); None: the
+    trace's device's row of the peak table, else the peak the trace states."""
     work = work_rows(trace) if work is None else work
     empty = np.zeros(0, np.int64)
     cat = work["category"].astype(object).to_numpy() if len(work) else np.zeros(0, object)
@@ -132,8 +135,9 @@ def attention(trace: Trace, work: pd.DataFrame | None = None) -> Attention:
     keep = (role != "") & np.isin(seq, list(seqs))
     if not keep.any():
         return base
-    device = _device_name(trace, work)
-    peak = peaks.find(device) or stated_peak(trace, device)
+    if peak is None:
+        device = _device_name(trace, work)
+        peak = peaks.find(device) or stated_peak(trace, device)
     groups, scale = [], {}
     for s in sorted(seqs):
         mine = keep & (seq == s)

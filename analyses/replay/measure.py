@@ -103,11 +103,13 @@ class Windows:
     busy_ns: int = 0     # union of work inside the windows, summed over devices
 
 
-def window_time(trace: Trace, work_index: np.ndarray | None = None) -> Windows:
+def window_time(trace: Trace, work_index: np.ndarray | None = None,
+                windows: dict[int, pd.DataFrame] | None = None) -> Windows:
     """``work_index``: the rows doing the work, where moving ops would change which
-    ops a CPU trace's op tree calls work."""
+    ops a CPU trace's op tree calls work; ``windows``: the trace's analysis windows where
+    the caller has them (computed here when not given)."""
     work = None if work_index is None else trace.events.loc[work_index]
-    windows = analysis_windows(trace, work)
+    windows = analysis_windows(trace, work) if windows is None else windows
     if not windows:
         return Windows(0, pd.Series(dtype=np.int64))
     w = pd.concat(windows.values())

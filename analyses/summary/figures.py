@@ -140,14 +140,14 @@ def _sum_known(values: list[int | None]) -> int | None:
 
 
 def summarize(trace: Trace, by_config: bool = False, with_efficiency: bool = False,
-              peak: Any = None) -> Summary:
+              peak: Any = None, windows: dict | None = None) -> Summary:
     """The figures of ``traceviz analyze`` for ``trace``: the totals at once, each section
     (launches, casts, phases, modules, host, streams, efficiency, memory) when first read;
     ``by_config`` splits the kernel table by launch configuration; ``with_efficiency``
     adds the efficiency and memory sections (``peak``: a ``peaks.Peak`` overriding the
-    device's row)."""
+    device's row; ``windows``: the trace's analysis windows where the caller has them)."""
     work = work_rows(trace)
-    windows = analysis_windows(trace, work)
+    windows = analysis_windows(trace, work) if windows is None else windows
     devices = idle_breakdown(trace, work, windows)
     steps = max((int((w["step"] >= 0).sum()) for w in windows.values()), default=0)
     kernels_only = work if trace.is_cpu else work[work["kind"] == "kernel"]

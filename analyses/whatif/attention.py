@@ -10,11 +10,12 @@ import pandas as pd
 
 from traceviz.analyses.efficiency.attention import FUSED_PEAK_SHARE, attention
 from traceviz.analyses.replay.graph import ReplayGraph
+from traceviz.analyses.whatif.given import Given
 from traceviz.units import fmt_bytes, fmt_ns
 
 
-def fuse_attention(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
-    a = attention(g.trace)
+def fuse_attention(g: ReplayGraph, _: float, given: Given) -> tuple[ReplayGraph, list[str]]:
+    a = attention(g.trace, peak=given.peak)
     if not a.scale:
         return g, []
     rows = g.d_rows

@@ -18,14 +18,15 @@ import pandas as pd
 
 from traceviz.analyses.replay.graph import ReplayGraph
 from traceviz.analyses.summary.copies import exposed_copies
-from traceviz.analyses.work import analysis_windows, work_rows
+from traceviz.analyses.whatif.given import Given
+from traceviz.analyses.work import work_rows
 from traceviz.units import fmt_ns, plural
 
 
-def overlap_copies(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
+def overlap_copies(g: ReplayGraph, _: float, given: Given) -> tuple[ReplayGraph, list[str]]:
     trace = g.trace
     work = work_rows(trace)
-    c = exposed_copies(trace, work, analysis_windows(trace, work)).rows
+    c = exposed_copies(trace, work, given.windows).rows
     c = c[c["direction"] == "HtoD"]
     pos = pd.Index(g.d_rows).get_indexer(c["row"].to_numpy())
     c = c[pos >= 0].assign(pos=pos[pos >= 0])

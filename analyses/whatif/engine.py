@@ -21,10 +21,13 @@ from traceviz.analyses.replay.graph import ReplayGraph, Solution, build, solve
 from traceviz.analyses.replay.measure import Windows, replayed_trace, window_time
 from traceviz.analyses.replay.waits import wait_calls
 from traceviz.analyses.timed import TimedStep
+from traceviz.analyses.whatif.given import Given
 from traceviz.analyses.whatif.notes import cross_stream_caveat, path_check
 from traceviz.analyses.whatif.scenarios import DEFAULT_SCENARIOS, SCENARIOS, parse_scenarios
 from traceviz.analyses.whatif.timed import scenario_in_timed, timed_model
+from traceviz.analyses.work import analysis_windows
 from traceviz.errors import InputError
+from traceviz.opcost.peaks import Peak
 from traceviz.table.schema import is_in
 from traceviz.units import fmt_ns
 
@@ -140,12 +143,9 @@ def _cannot(trace: Trace, g: ReplayGraph, measured: Windows, name: str, several:
     return None
 
 
-def busiest_stream_work(g: ReplayGraph) -> int:
-    """Per device, the work left on its busiest stream inside the trace's windows (rows a
-    scenario removed left out), summed over devices: no replay can be shorter."""
-    from traceviz.analyses.work import analysis_windows
-
-    windows = analysis_windows(g.trace)
+def busiest_stream_work(g: ReplayGraph, windows: dict[int, pd.DataFrame]) -> int:
+    """Per device, the work left on its busiest stream inside the trace's ``windows``
+    (rows a scenario removed left out), summed over devices: no replay can be shorter."""
     keep = ~g.d_removed
     total = 0
     for device, w in windows.items():
@@ -177,16 +177,21 @@ def refuse_ranges_only(trace: Trace) -> None:
                          "and ranges cannot be replayed; `traceviz analyze` summarizes them")
 
 
-def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> WhatIf:
-    """Replay the trace as recorded and under each scenario."""
+def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS,
+           peak: Peak | None = None, windows: dict[int, pd.DataFrame] | None = None
+           ) -> WhatIf:
+    """Replay the trace as recorded and under each scenario. ``peak``: the device's peak
+    the command resolved (``--peak``; None: the trace's device's); ``windows``: the trace's
+    analysis windows where the caller has them (computed here, once, when not given)."""
     parsed = [(text, parse_scenarios(text)) for text in scenarios]
     refuse_ranges_only(trace)
     g = build(trace)
-    measured = window_time(trace)
+    given = Given(analysis_windows(trace) if windows is None else windows, peak)
+    measured = window_time(trace, windows=given.windows)
     sol = solve(g)
     identity = _replayed(g, sol)
     points, path = path_of(g, sol)
-    model_t, tg = timed_model(trace, g, measured, _replayed)
+    model_t, tg = timed_model(trace, g, measured, _replayed, given.windows)
     out = []
     for text, parts in parsed:
         names = tuple(name for name, _ in parts)
@@ -197,7 +202,7 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
             continue
         changed, assumptions, idle = g, [], []
         for name, x in parts:  # in the order given, each on the last one's graph
-            changed, notes = SCENARIOS[name].transform(changed, x)
+            changed, notes = SCENARIOS[name].apply(changed, x, given)
             assumptions += notes
             if not notes:
                 idle.append(name)
@@ -212,7 +217,7 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
             assumptions.append(COLLECTIVES_KEPT)
         replayed = _replayed(changed)
         predicted = replayed.span_ns
-        floor = busiest_stream_work(changed)
+        floor = busiest_stream_work(changed, given.windows)
         if predicted < floor:  # no replay may run a stream's work faster than back to back
             assumptions.append(
                 f"the replay came out shorter than the work left on the busiest stream of "
@@ -225,7 +230,8 @@ def whatif(trace: Trace, scenarios: tuple[str, ...] = DEFAULT_SCENARIOS) -> What
         if removed is not None:
             assumptions.append(path_check(saving, removed, len(measured.per_step)))
         t_step, t_saving = scenario_in_timed(tg, changed, model_t, _replayed)
-        caveat = cross_stream_caveat(trace, g, changed, max(len(measured.per_step), 1))
+        caveat = cross_stream_caveat(trace, g, changed, max(len(measured.per_step), 1),
+                                     given.windows)
         out.append(Scenario(text, True, predicted, saving, tuple(assumptions), path_ns=removed,
                             timed_step_ns=t_step, timed_saving_step_ns=t_saving,
                             parts=names, caveat=caveat))

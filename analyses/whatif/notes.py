@@ -33,11 +33,12 @@ def path_check(saving: int, removed: int, steps: int) -> str:
 
 
 def cross_stream_caveat(trace: Trace, base: ReplayGraph, changed: ReplayGraph,
-                        steps: int) -> str:
+                        steps: int, windows: dict | None = None) -> str:
     """What a scenario does to work on several streams, in one line ("" where it leaves
     it alone): fewer streams on a device serialize work that overlapped, and waits across
     streams that go let work start before what it waited for. ``--brief`` shows it: a
-    saving or a loss from that alone is no optimization of the work itself."""
+    saving or a loss from that alone is no optimization of the work itself. ``windows``:
+    the trace's analysis windows (computed here when not given)."""
     from traceviz.analyses.summary.streams import stream_overlap
     from traceviz.analyses.work import analysis_windows, work_rows
     from traceviz.units import fmt_ns, plural
@@ -50,7 +51,8 @@ def cross_stream_caveat(trace: Trace, base: ReplayGraph, changed: ReplayGraph,
     before, after = streams(base), streams(changed)
     if after < before:
         work = work_rows(trace)
-        multi = sum(o.multi_ns for o in stream_overlap(work, analysis_windows(trace, work)))
+        windows = analysis_windows(trace, work) if windows is None else windows
+        multi = sum(o.multi_ns for o in stream_overlap(work, windows))
         said.append(f"serializes {plural(before, 'stream')} onto {after}: "
                     f"{fmt_ns(multi / max(steps, 1))} per step that ran on 2+ streams at "
                     "once now runs one after another")

@@ -26,7 +26,10 @@ import pandas as pd
 from traceviz.analyses.replay.graph import NEVER, ReplayGraph, build, solve
 from traceviz.analyses.summary.comm import comm_rows
 from traceviz.analyses.whatif.engine import _replayed
+from traceviz.analyses.whatif.given import Given
 from traceviz.analyses.whatif.scenarios import SCENARIOS, parse_scenarios
+from traceviz.analyses.work import analysis_windows
+from traceviz.opcost.peaks import Peak
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses
     from traceviz.trace import Trace
@@ -102,8 +105,10 @@ def _joint(graphs: dict[int, ReplayGraph], pos: dict[int, np.ndarray],
     return out, MAX_ROUNDS, floor
 
 
-def whatif_ranks(traces: dict[int, Trace], scenarios: tuple[str, ...]) -> RanksWhatIf:
-    """Replay every rank as recorded and under each scenario, collectives joined."""
+def whatif_ranks(traces: dict[int, Trace], scenarios: tuple[str, ...],
+                 peak: Peak | None = None) -> RanksWhatIf:
+    """Replay every rank as recorded and under each scenario, collectives joined
+    (``peak``: the device's peak the command resolved, for a scenario that prices by it)."""
     parsed = [(s, parse_scenarios(s)) for s in scenarios]
     graphs = {r: build(t) for r, t in traces.items()}
     origin = {r: int(t.meta.get("origin_ns", 0)) for r, t in traces.items()}
@@ -123,11 +128,15 @@ def whatif_ranks(traces: dict[int, Trace], scenarios: tuple[str, ...]) -> RanksW
     base, rounds, result.starts["as recorded"] = _joint(graphs, pos, index, transfer, origin)
     result.per_rank["replayed_ns"] = [_replayed(base[r]).span_ns for r in sorted(traces)]
     result.rounds["as recorded"] = rounds
+    given: dict[int, Given] = {}  # a rank's windows, once, where a scenario reads them
     for text, parts in parsed:
         changed, notes = {}, []
         for r, g in graphs.items():
             for name, x in parts:
-                g, said = SCENARIOS[name].transform(g, x)
+                spec = SCENARIOS[name]
+                if spec.takes_given and r not in given:
+                    given[r] = Given(analysis_windows(traces[r]), peak)
+                g, said = spec.apply(g, x, given.get(r))
                 if r == min(graphs):
                     notes += said
             changed[r] = g

@@ -17,6 +17,7 @@ import numpy as np
 from traceviz.analyses.replay.graph import ReplayGraph
 from traceviz.analyses.whatif.attention import fuse_attention
 from traceviz.analyses.whatif.copies import overlap_copies
+from traceviz.analyses.whatif.given import Given
 from traceviz.analyses.whatif.graphs import cuda_graphs
 from traceviz.analyses.whatif.inputs import overlap_input
 from traceviz.analyses.whatif.ladder import batch_input_gemms, drop_stream_sync, merge_gemms
@@ -29,9 +30,10 @@ from traceviz.analyses.whatif.transforms import (
 )
 from traceviz.errors import UsageError
 
-# (graph, factor: 0 where the scenario takes none) -> (changed graph, the assumptions it
-# states; none: it found nothing to change)
-Transform = Callable[[ReplayGraph, float], tuple[ReplayGraph, list[str]]]
+# (graph, factor: 0 where the scenario takes none[, what the command resolved: a row
+# with takes_given]) -> (changed graph, the assumptions it states; none: it found nothing
+# to change)
+Transform = Callable[..., tuple[ReplayGraph, list[str]]]
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,12 @@ class ScenarioSpec:
     rewrites_launches: bool = False  # it needs the trace's launch calls
     needs_steps: str | None = None  # why it needs the trace's step marks (None: it does not)
     help: str = ""  # what changes in the replay (the docs' table of scenarios, docs/whatif.md)
+    takes_given: bool = False  # it reads the command's windows or peak (``given.Given``)
+
+    def apply(self, g: ReplayGraph, x: float, given: Given | None
+              ) -> tuple[ReplayGraph, list[str]]:
+        """The transform on ``g``: with ``given`` where its row takes it."""
+        return self.transform(g, x, given) if self.takes_given else self.transform(g, x)
 
 
 SCENARIOS: dict[str, ScenarioSpec] = {s.name: s for s in (
@@ -112,7 +120,7 @@ SCENARIOS: dict[str, ScenarioSpec] = {s.name: s for s in (
     ScenarioSpec("fuse_attention", fuse_attention,
                  "no softmax over [..., S, S] scores between batched matmuls with recorded "
                  "shapes, on a device whose peaks are known",
-                 cpu_reason="a CPU trace has no attention kernels to fuse",
+                 cpu_reason="a CPU trace has no attention kernels to fuse", takes_given=True,
                  help=("each unfused attention (softmax over `[..., S, S]` scores between two "
                        "batched matmuls, found from recorded shapes) becomes one fused kernel:"
                        " the kernels on the S×S tensor (softmax, mask, scale, dropout) go with"
@@ -144,7 +152,7 @@ SCENARIOS: dict[str, ScenarioSpec] = {s.name: s for s in (
     ScenarioSpec("overlap_copies", overlap_copies,
                  "no host-to-device copy that no kernel overlaps inside the windows, or no "
                  "compute beside which it could run",
-                 cpu_reason="a CPU trace has no host-to-device copies",
+                 cpu_reason="a CPU trace has no host-to-device copies", takes_given=True,
                  help=("host-to-device copies that no kernel of their device overlapped "
                        "(inside the windows) run one step ahead, beside the kernels of the "
                        "step before (a batch prefetched to the device on a copy engine): each "

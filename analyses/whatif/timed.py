@@ -108,14 +108,14 @@ def in_timed(tg: TimedGraph | None, scenario: Windows | None, t: TimedStep | Non
     return step, t.timed_ns - step
 
 
-def timed_model(trace: Any, g: ReplayGraph, measured: Windows, replay: Callable
-                ) -> tuple[TimedStep | None, TimedGraph | None]:
-    """The run's profiled and timed step (from its bench timings) and the graph scaled
-    to the timed step."""
+def timed_model(trace: Any, g: ReplayGraph, measured: Windows, replay: Callable,
+                windows: dict | None = None) -> tuple[TimedStep | None, TimedGraph | None]:
+    """The run's profiled and timed step (from its bench timings; ``windows``: the
+    trace's analysis windows) and the graph scaled to the timed step."""
     from traceviz.analyses.timed import timed_step
     from traceviz.analyses.timings import run_timings
 
-    t = timed_step(run_timings(trace), measured.span_ns, measured.busy_ns,
+    t = timed_step(run_timings(trace, windows), measured.span_ns, measured.busy_ns,
                    len(measured.per_step), measured.devices)
     return t, timed_graph(g, t, len(measured.per_step), replay)
 

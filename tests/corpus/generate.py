@@ -474,7 +474,7 @@ def _tables(sqlite_bytes: bytes) -> list[str]:
 
 def xplane_cases() -> list[Case]:
     sys.path.insert(0, str(ROOT))
-    from traceviz.parsers.xspace_proto import xspace_class
+    from traceviz.parsers.xspace.messages import xspace_class
 
     raw_gz = BERT.read_bytes()
     raw = gzip.decompress(raw_gz)

@@ -11,9 +11,11 @@ from typing import Any
 
 from traceviz.cli.base import (
     Command,
+    add_peak,
     json_text,
     load_with_progress,
     memory_limit_arg,
+    peak_of,
     progress_bar,
     stderr,
     stdout,
@@ -31,6 +33,7 @@ class AdviseCommand(Command):
                             "folder of rank traces or a rank dataset (the job's advice)")
         p.add_argument("--json", action="store_true", help="print the findings as JSON")
         p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
+        add_peak(p)
         p.add_argument("--memory-limit", metavar="SIZE", type=memory_limit_arg,
                        help="DuckDB's memory limit for a rank dataset (e.g. 2GB; default a "
                             "quarter of this machine's memory)")
@@ -40,11 +43,12 @@ class AdviseCommand(Command):
         from traceviz.analyses.advice.runkind import run_kind
         from traceviz.files.folders import is_dataset, is_rank_folder
 
+        peak = peak_of(args)  # a wrong --peak before reading the trace
         if is_dataset(args.trace) or is_rank_folder(args.trace):
             return self.run_ranks(args)
         with ExitStack() as stack:
             trace = load_with_progress(args.trace, stack)
-        advice = advise_full(trace)
+        advice = advise_full(trace, peak)
         run = run_kind(trace)
         if args.json:
             out = advice.to_dict()
@@ -61,7 +65,7 @@ class AdviseCommand(Command):
 
     def run_ranks(self, args: argparse.Namespace) -> int:
         """The job's advice: its slowest rank's verdict and findings, and its arrivals."""
-        job, _ = advise_job(args.trace, args.memory_limit)
+        job, _ = advise_job(args.trace, args.memory_limit, peak_of(args))
         if args.json:
             print(json_text(job.to_dict(), default=int))
             return 0
@@ -72,9 +76,11 @@ class AdviseCommand(Command):
         return 0
 
 
-def advise_job(path: Path, memory_limit: str | None = None) -> tuple[Any, Any]:
+def advise_job(path: Path, memory_limit: str | None = None, peak: Any = None
+               ) -> tuple[Any, Any]:
     """A rank folder's or dataset's ``JobAdvice`` and its slowest rank's trace, with a
-    progress bar over the ranks (each read twice: figures, then verdict)."""
+    progress bar over the ranks (each read twice: figures, then verdict; ``peak``: the
+    ``--peak`` its findings are rated by)."""
     from rich.progress import MofNCompleteColumn, TimeElapsedColumn
 
     from traceviz.rankset.advise import advise_ranks
@@ -83,4 +89,4 @@ def advise_job(path: Path, memory_limit: str | None = None) -> tuple[Any, Any]:
                       description="ranks") as bar:
         task = bar.add_task("ranks", total=None)
         return advise_ranks(path, memory_limit, lambda done, total:
-                            bar.update(task, completed=done, total=total))
+                            bar.update(task, completed=done, total=total), peak=peak)

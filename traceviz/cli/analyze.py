@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from traceviz.cli.base import (
     Command,
+    add_peak,
     chart_paths,
     json_text,
     load_with_progress,
     memory_limit_arg,
+    peak_of,
     progress_bar,
     refuse_existing,
     said,
@@ -63,11 +65,7 @@ class AnalyzeCommand(Command):
                        help="replace existing files in --plot/--export folders")
         p.add_argument("--width", type=width_arg,
                        help="terminal width for the tables (at least 40 columns)")
-        p.add_argument("--peak", metavar="SPEC",
-                       help="the device's peaks for %% of peak: a device of the table "
-                            "('h100 pcie'), KEY=VALUE,... (TFLOP/s: fp64, fp32, tf32, fp16, "
-                            "bf16, fp8, fp64_matrix, fp32_matrix; bw in GB/s) or a JSON file "
-                            "of those keys (default: matched from the trace's device name)")
+        add_peak(p)
         p.add_argument("--perfetto", type=Path, metavar="OUT.json",
                        help="write the trace for ui.perfetto.dev / chrome://tracing, with "
                             "step windows, idle intervals by cause, categories, casts, "
@@ -117,11 +115,7 @@ class AnalyzeCommand(Command):
                 stack.enter_context(ranges_apart())
             # every row: the host split reads every runtime call and op
             trace = load_with_progress(args.trace, stack)
-        peak = None
-        if args.peak:
-            from traceviz.opcost.peaks import parse_peak
-
-            peak = parse_peak(args.peak)
+        peak = peak_of(args)
         summary = summarize(trace, by_config=args.by == "config", with_efficiency=True,
                             peak=peak)
         path = None

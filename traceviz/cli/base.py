@@ -68,6 +68,26 @@ def width_arg(text: str) -> int:
     return value
 
 
+PEAK_HELP = ("the device's peaks for %% of peak: a device of the table "
+             "('h100 pcie'), KEY=VALUE,... (TFLOP/s: fp64, fp32, tf32, fp16, "
+             "bf16, fp8, fp64_matrix, fp32_matrix; bw in GB/s) or a JSON file "
+             "of those keys (default: matched from the trace's device name)")
+
+
+def add_peak(p: argparse.ArgumentParser) -> None:
+    """``--peak``, alike in every command that rates work against the device's peaks."""
+    p.add_argument("--peak", metavar="SPEC", help=PEAK_HELP)
+
+
+def peak_of(args: argparse.Namespace) -> Any:
+    """The ``peaks.Peak`` that ``--peak`` gives (None: not given, the trace's device's)."""
+    if not args.peak:
+        return None
+    from traceviz.opcost.peaks import parse_peak
+
+    return parse_peak(args.peak)
+
+
 def memory_limit_arg(text: str) -> str:
     """``--memory-limit``: a size DuckDB understands (``2GB``, ``512MiB``)."""
     from traceviz.rankset.dataset import parse_memory_limit

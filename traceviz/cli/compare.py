@@ -9,9 +9,11 @@ from typing import Any
 
 from traceviz.cli.base import (
     Command,
+    add_peak,
     chart_paths,
     json_text,
     load_runs,
+    peak_of,
     refuse_existing,
     stdout,
     width_arg,
@@ -39,6 +41,7 @@ class CompareCommand(Command):
                             "one JSON object")
         p.add_argument("--width", type=width_arg,
                        help="terminal width for the tables (at least 40 columns)")
+        add_peak(p)
 
     def run(self, args: argparse.Namespace) -> int:
         from rich.text import Text
@@ -60,8 +63,9 @@ class CompareCommand(Command):
             raise UsageError("compare needs at least two runs")
         if args.plot:
             refuse_existing(chart_paths(args.plot, ["categories"]), args.force)
+        peak = peak_of(args)
         runs = load_runs(args.runs, args.label)
-        figs = [run_figures(t, label) for label, t in runs]
+        figs = [run_figures(t, label, peak=peak) for label, t in runs]
         differ = workload_differences(figs)
         conflicts = ordering_conflicts(figs)
         diffs = [(la, lb, kernel_diff(ta, tb))

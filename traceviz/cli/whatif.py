@@ -8,7 +8,16 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from traceviz.cli.base import Command, LazyHelp, json_text, load_with_progress, stdout, width_arg
+from traceviz.cli.base import (
+    Command,
+    LazyHelp,
+    add_peak,
+    json_text,
+    load_with_progress,
+    peak_of,
+    stdout,
+    width_arg,
+)
 
 
 def _scenario_help() -> str:
@@ -35,6 +44,7 @@ class WhatIfCommand(Command):
         p.add_argument("--brief", action="store_true",
                        help="one screen: the scenarios' figures without their assumptions")
         p.add_argument("--width", type=width_arg, help="terminal width (at least 40 columns)")
+        add_peak(p)
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.analyses.whatif.engine import whatif
@@ -43,13 +53,14 @@ class WhatIfCommand(Command):
         scenarios = tuple(args.scenario or DEFAULT_SCENARIOS)
         for s in scenarios:  # usage errors before reading the trace
             parse_scenarios(s)
+        peak = peak_of(args)
         if _job(args.trace):
             return _ranks(args, scenarios)
         with ExitStack() as stack:
             trace = load_with_progress(args.trace, stack)
         from traceviz.render.terminal.advice import whatif_render
 
-        return _show(args, whatif(trace, scenarios), whatif_render)
+        return _show(args, whatif(trace, scenarios, peak), whatif_render)
 
 
 def _job(path: Path) -> bool:
@@ -66,7 +77,8 @@ def _ranks(args: argparse.Namespace, scenarios: tuple[str, ...]) -> int:
     from traceviz.rankset.advise import job_traces
     from traceviz.render.terminal.advice import ranks_whatif_render
 
-    return _show(args, whatif_ranks(job_traces(args.trace), scenarios), ranks_whatif_render)
+    return _show(args, whatif_ranks(job_traces(args.trace), scenarios, peak_of(args)),
+                 ranks_whatif_render)
 
 
 def _show(args: argparse.Namespace, result: Any, render: Callable[..., Any]) -> int:

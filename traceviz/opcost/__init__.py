@@ -34,7 +34,7 @@ from traceviz.opcost.shapes import (
     parse_details,
 )
 
-# an XSpace op's own figures (parsers/xplane_rows.py writes them into details)
+# an XSpace op's own figures (parsers/xspace/event_rows.py writes them into details)
 XLA_COST = re.compile(r"xla_flops:(-?\d+) xla_bytes:(-?\d+)")
 
 __all__ = ["CONCRETE_OPS", "DTYPE_BYTES", "DTYPE_PRECISION", "MODELLED_MATRIX_OPS", "Cost",

@@ -15,6 +15,7 @@ from traceviz.rankset.slowest_path import rank_trace
 if TYPE_CHECKING:
     from traceviz.analyses.advice.job import JobAdvice, RankVerdict
     from traceviz.analyses.compare.ranks import RanksSummary
+    from traceviz.opcost.peaks import Peak
     from traceviz.trace import Trace
 
 Tick = Callable[[int, int], None]
@@ -41,9 +42,10 @@ def verdict_of(source: str, rank: int, file: str, step_ns: float | None,
 
 
 def advise_ranks(source: Path, memory_limit: str | None = None,
-                 on_rank: Tick | None = None, workers: int | None = None
-                 ) -> tuple[JobAdvice, Trace]:
-    """The job's advice and the slowest rank's trace (``report`` draws it)."""
+                 on_rank: Tick | None = None, workers: int | None = None,
+                 peak: Peak | None = None) -> tuple[JobAdvice, Trace]:
+    """The job's advice and the slowest rank's trace (``report`` draws it); ``peak``: the
+    device's peaks the slowest rank's findings are rated by (``--peak``)."""
     from traceviz.analyses.advice.engine import advise_full
     from traceviz.analyses.advice.job import job_advice
     from traceviz.analyses.advice.runkind import run_kind
@@ -61,7 +63,7 @@ def advise_ranks(source: Path, memory_limit: str | None = None,
             on_rank(total + i, 2 * total)
     pace = slowest_ranks(summary.ranks, 1)[0]
     trace = rank_trace(source, pace.rank, pace.file)
-    return job_advice(summary, verdicts, pace.rank, pace.file, advise_full(trace),
+    return job_advice(summary, verdicts, pace.rank, pace.file, advise_full(trace, peak),
                       run_kind(trace)), trace
 
 

@@ -47,7 +47,7 @@ from traceviz.files.folders import describe_folder, log_dirs_below
 from traceviz.files.limits import xspace_limit
 from traceviz.parsers.normalize import finish
 from traceviz.parsers.numbers import dropped_note
-from traceviz.parsers.xplane_rows import HOST_DEVICE_STRIDE, Rows, to_base
+from traceviz.parsers.xspace.event_rows import HOST_DEVICE_STRIDE, Rows, to_base
 from traceviz.table.meta import TraceMeta
 from traceviz.trace import Trace
 
@@ -101,7 +101,7 @@ def read_space(path: Path):
     """The parsed XSpace message of one file (gzip or not)."""
     from google.protobuf.message import DecodeError
 
-    from traceviz.parsers.xspace_proto import xspace_class
+    from traceviz.parsers.xspace.messages import xspace_class
 
     # the bytes and the parsed message are held at once: refuse what would not fit
     # before reading it, not after (a 17 MB .gz can inflate to 5 GB)

@@ -1,9 +1,9 @@
 """XSpace events -> base rows: what each event is, in named steps.
 
-``xplane.py`` reads the planes into ``Rows`` (column lists plus the wanted stats); here
+``planes.py`` reads the planes into ``Rows`` (column lists plus the wanted stats); here
 they become the base table ``normalize.finish`` takes: device work (kernels, copies,
 sets), the host calls that launched it, host framework ops and steps. The module
-docstring of ``xplane.py`` says which event becomes which row and why.
+docstring of ``planes.py`` says which event becomes which row and why.
 """
 
 from __future__ import annotations
