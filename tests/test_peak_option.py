@@ -91,3 +91,23 @@ def test_compare_peak_holds_each_runs_mfu_against_it(capsys) -> None:
             {k: v for k, v in b.items() if k != "mfu"}
     assert {k: v for k, v in base.items() if k != "runs"} == \
         {k: v for k, v in given.items() if k != "runs"}
+
+
+def test_report_peak_holds_each_runs_mfu_against_it(tmp_path, capsys) -> None:
+    """``report --peak``: the MFU cell of every run is its model TFLOP/s over the peak
+    given, as ``compare --peak`` computes it; nothing else of the Markdown changes."""
+    from traceviz.units import fmt_pct
+
+    runs = [str(RUNS / "fused_torch" / "train"), str(RUNS / "graph_torch" / "train")]
+    assert main(["compare", *runs, "--json"]) == 0
+    tflops = [r["model_tflops"] for r in json.loads(capsys.readouterr().out)["runs"]]
+    for folder, extra in (("a", []), ("b", ["--peak", "fp32=10"])):
+        (tmp_path / folder).mkdir()
+        assert main(["report", *runs, "-o", str(tmp_path / folder / "r.md"), *extra]) == 0
+    capsys.readouterr()
+    base, given = ((tmp_path / n / "r.md").read_text().splitlines() for n in ("a", "b"))
+    changed = [(a, b) for a, b in zip(base, given, strict=True) if a != b]
+    assert len(changed) == 2  # the two runs' rows of the benchmark table
+    for (a, b), t in zip(changed, tflops, strict=True):
+        assert a.split(" | ")[:-1] == b.split(" | ")[:-1]  # only the last cell, the MFU
+        assert b.split(" | ")[-1] == f"{fmt_pct(t / 10)} of fp32 |"

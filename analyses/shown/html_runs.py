@@ -18,6 +18,7 @@ from traceviz.analyses.whatif.engine import WhatIf, whatif
 from traceviz.errors import TraceVizError
 
 if TYPE_CHECKING:
+    from traceviz.opcost.peaks import Peak
     from traceviz.trace import Trace
 
 STEP_BUDGET = 3_000       # device rows drawn per step (and as many launch calls)
@@ -52,20 +53,22 @@ class HtmlRuns:
     differences: list[KernelDifferences]   # consecutive runs, none for one run
 
 
-def html_runs(runs: list[tuple[str, Trace, RunFigures]]) -> HtmlRuns:
+def html_runs(runs: list[tuple[str, Trace, RunFigures]], peak: Peak | None = None
+              ) -> HtmlRuns:
     """Each run's timeline, critical path, findings and scenarios; the differences of
-    consecutive runs."""
-    shown = [_run(label, trace, fig) for label, trace, fig in runs]
+    consecutive runs. ``peak``: the device's peaks the findings and scenarios rate against
+    (``--peak``; None: each trace's device's)."""
+    shown = [_run(label, trace, fig, peak) for label, trace, fig in runs]
     diffs = [KernelDifferences(la, lb, kernel_diff(ta, tb).head(DIFF_ROWS))
              for (la, ta, _), (lb, tb, _) in zip(runs, runs[1:], strict=False)]
     return HtmlRuns(shown, diffs)
 
 
-def _run(label: str, trace: Trace, fig: RunFigures) -> HtmlRun:
+def _run(label: str, trace: Trace, fig: RunFigures, peak: Peak | None) -> HtmlRun:
     timeline = step_rows(trace, STEP_BUDGET)
     on_path = _on_critical_path(trace, timeline.rows)
     try:
-        advice, scenarios, error = advise_full(trace), whatif(trace), ""
+        advice, scenarios, error = advise_full(trace, peak), whatif(trace, peak=peak), ""
     except TraceVizError as e:
         advice, scenarios, error = None, None, e.message
     return HtmlRun(label, fig, timeline, on_path, advice, scenarios, error)

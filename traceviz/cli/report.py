@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from traceviz.cli.base import Command, check_labels, load_runs, refuse_existing, stderr
+from traceviz.cli.base import (
+    Command,
+    add_peak,
+    check_labels,
+    load_runs,
+    peak_of,
+    refuse_existing,
+    stderr,
+)
 from traceviz.errors import UsageError
 from traceviz.files.fileio import atomic_output, staged_folder
 
@@ -28,6 +36,7 @@ class ReportCommand(Command):
                             "order (default: its folder's name)")
         p.add_argument("--title", default="traceviz report")
         p.add_argument("--force", action="store_true", help="replace an existing report")
+        add_peak(p)
 
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.analyses.compare.runs import run_figures
@@ -39,6 +48,7 @@ class ReportCommand(Command):
         if suffix not in SUFFIXES:
             raise UsageError(f"{args.output}: the report must end in .md or .html")
         refuse_existing([args.output], args.force)
+        peak = peak_of(args)  # a bad --peak is refused before any trace is read
         from traceviz.files.folders import is_dataset, is_rank_folder
 
         labels = check_labels(args.label, len(args.inputs))
@@ -64,10 +74,10 @@ class ReportCommand(Command):
             from traceviz.cli.advise import advise_job
             from traceviz.render.report.job_sections import job_sections
 
-            job, trace = advise_job(p)
+            job, trace = advise_job(p, peak=peak)
             lead += job_sections(name, job)
             runs.append((f"{name}: rank {job.slowest} (the slowest)", trace))
-        figs = [run_figures(t, label) for label, t in runs]
+        figs = [run_figures(t, label, peak=peak) for label, t in runs]
         sections = lead + build_report(report_data(figs, sweeps))
         if suffix == ".md":
             files_dir = args.output.stem + "_files"
@@ -79,7 +89,8 @@ class ReportCommand(Command):
             from traceviz.render.report.html_page import html_report
 
             files, files_dir = {}, ""
-            shown = html_runs([(label, t, f) for (label, t), f in zip(runs, figs, strict=True)])
+            shown = html_runs([(label, t, f) for (label, t), f in zip(runs, figs, strict=True)],
+                              peak)
             text = html_report(shown, sections[len(lead):], args.title, lead)
         # the report and its charts written under temporary names, renamed at the end: an
         # interrupted or failed write (a full disk) leaves neither
