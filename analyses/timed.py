@@ -11,7 +11,7 @@ to timed time:
   differ in the host's part; ``s = (T - B) / (P - B)`` estimates how much of the profiled
   host-side time is left without the profiler (``host_scale``; 0 where the timed step is
   not longer than the device work). A what-if scenario is carried to timed time by
-  replaying it with its host work scaled (``whatif/timed.py``, which starts from ``s``
+  replaying it with its host work scaled (``whatif/timed_graph.py``, which starts from ``s``
   and calibrates the factor on the replay), so it never falls below the device work it
   keeps.
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from traceviz.algos.categorical import groups
 from traceviz.algos.intervals import union_blocks
-from traceviz.analyses.summary.idle import _pending, _Rows
+from traceviz.analyses.summary.idle_breakdown import _pending, _Rows
 from traceviz.analyses.work import analysis_windows, work_rows
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses

@@ -101,7 +101,7 @@ for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "StringId
 CHILD_SPLIT = FIELDS + """
 import sys, time
 from pathlib import Path
-import traceviz.parsers.kineto.reader as K
+import traceviz.parsers.kineto.kineto_reader as K
 acc = {"decode": 0.0, "columns": 0.0, "normalize": 0.0}
 def timed(key, fn):
     def run(*a, **k):

@@ -151,7 +151,7 @@ def memory_by_size(sizes: list[int]) -> int:
     print(f"interpreter with traceviz's parser imported: {base_rss / 1e6:.0f} MB")
     print(f"{'JSON':>8} {'workers':>7} {'time':>7} {'peak RSS':>9} {'x JSON':>7}  "
           f"{'above interpreter':>17}")
-    from traceviz.parsers.kineto.reader import _workers
+    from traceviz.parsers.kineto.kineto_reader import _workers
 
     for size_mb in sizes:
         src = build(size_mb)

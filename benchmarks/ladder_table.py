@@ -15,7 +15,7 @@ from pathlib import Path
 
 from traceviz.files.runfolder import read_record
 from traceviz.ladder.read import read_ladder, repeat_dirs, rung_dir
-from traceviz.render.terminal.ladder import ladder_cols, ladder_footnotes, ladder_rows
+from traceviz.render.terminal.ladder_view import ladder_cols, ladder_footnotes, ladder_rows
 
 
 def _machine(root: Path) -> str:

@@ -3,10 +3,10 @@ noisy, when warm-up has settled, the first-call time, and a workload (``Workload
 run's shapes, loss, optimizer and mode) and its FLOPs, and the profiler's overhead (the
 one definition bench.json and the analyses share).
 
-The runners write these figures into bench.json (``protocol.py``); the analyses recompute
+The runners write these figures into bench.json (``capture_protocol.py``); the analyses recompute
 them for a bench.json of an older run (``analyses/timings.py``) and hold the run's work
-against the device (``analyses/efficiency/run.py``). Standard library only, like
-``protocol.py``: the MXNet runner loads both by path. The parent side builds the
+against the device (``analyses/efficiency/workload.py``). Standard library only, like
+``capture_protocol.py``: the MXNet runner loads both by path. The parent side builds the
 ``Workload`` (``presets.make_workload``, which re-exports it), writes it into the runner's
 config as ``to_dict()``, and every runner rebuilds it with ``from_dict``.
 """

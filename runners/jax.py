@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 
 from traceviz.runners.benchdefs import Workload
-from traceviz.runners.protocol import (
+from traceviz.runners.capture_protocol import (
     Capture,
     RunConfig,
     RunnerError,

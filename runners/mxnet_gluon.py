@@ -17,10 +17,10 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-# protocol.py, benchdefs.py, usage.py (stdlib) and synthetic.py (numpy):
+# capture_protocol.py, benchdefs.py, usage.py (stdlib) and synthetic.py (numpy):
 # nothing else from traceviz
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from protocol import (  # noqa: E402
+from capture_protocol import (  # noqa: E402
     Capture,
     RunConfig,
     RunnerError,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from traceviz.runners import watch_parent
-from traceviz.runners.protocol import run_result, step_bench
+from traceviz.runners.capture_protocol import run_result, step_bench
 
 EVENTS_FD = "TRACEVIZ_EVENTS_FD"
 
@@ -41,10 +41,10 @@ def _events() -> Any:
 
 def _session(cfg: dict, out: Path, emit: Any) -> Any:
     if cfg["framework"] == "tensorflow":
-        from traceviz.runners.tensorflow.session import TfSession
+        from traceviz.runners.tensorflow.tf_session import TfSession
 
         return TfSession(out, cfg["warmup"], cfg["profile_steps"], on_event=emit)
-    from traceviz.runners.torch.session import TorchSession
+    from traceviz.runners.torch.torch_session import TorchSession
 
     return TorchSession(out, cfg["warmup"], cfg["profile_steps"], cfg["profiler"],
                         modules=cfg.get("modules", False), slice_s=cfg.get("slice_s"),

@@ -17,7 +17,7 @@ def samples_needed(w: Workload, cfg: dict) -> int:
     """One fixed batch, or (``workers >= 0``) enough samples for every batch of the run."""
     if not w.loader:
         return w.batch
-    # the most warm-up batches the run may take (protocol.max_warmup: the same default)
+    # the most warm-up batches the run may take (capture_protocol.max_warmup: the same default)
     most = max(cfg["warmup"], int(cfg.get("max_warmup", cfg["warmup"] + 10)))
     return w.batch * (most + cfg["steps"] + cfg["profile_steps"] + 3)
 

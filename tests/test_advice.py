@@ -258,7 +258,7 @@ def test_whole_trace_totals_say_so_beside_per_step_savings():
 def test_actions_speak_the_traces_framework():
     """A TensorFlow profile is told of XLA and Keras, never of torch; a PyTorch one of
     torch.compile."""
-    from traceviz.analyses.advice.engine import advise
+    from traceviz.analyses.advice.advising import advise
     from traceviz.parsers import load
 
     tf, _ = advise(load(shared(SHARED_TRACES / "xplane" / "tf24_bert_amp_gpu.xplane.pb.gz")))

@@ -19,8 +19,8 @@ from tests.diagnosis_paths import FOREIGN_FILES
 from tests.handmade import row, trace
 from traceviz import load
 from traceviz.analyses import advice as A
-from traceviz.analyses.advice.engine import advise_full
-from traceviz.analyses.efficiency.attention import attention
+from traceviz.analyses.advice.advising import advise_full
+from traceviz.analyses.efficiency.attention_fusion import attention
 from traceviz.analyses.summary.figures import summarize
 from traceviz.analyses.whatif.engine import whatif
 from traceviz.opcost import peaks

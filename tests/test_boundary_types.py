@@ -1,6 +1,6 @@
 """Types across the process boundary: the ``Workload`` a runner rebuilds from its config,
 the keys ``Trace.meta`` may hold (``TraceMeta``), and the runner skeleton of
-``runners/protocol.py`` (the real captures per framework run it in test_capture,
+``runners/capture_protocol.py`` (the real captures per framework run it in test_capture,
 test_tensorflow..., test_mxnet)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 
 from tests.conftest import ROOT, SHARED_TRACES
-from traceviz.runners import protocol
+from traceviz.runners import capture_protocol
 from traceviz.runners.benchdefs import Workload
 from traceviz.runners.presets import PRESETS, make_workload
 from traceviz.table.meta import TraceMeta
@@ -50,12 +50,12 @@ def test_workload_helpers():
 
 
 def test_the_runner_side_loads_without_traceviz():
-    """The MXNet runner's interpreter has no traceviz: protocol.py finds benchdefs.py (the
+    """The MXNet runner's interpreter has no traceviz: capture_protocol.py finds benchdefs.py (the
     figures and the Workload) beside it; standard library only."""
     code = ("import sys\n"
             "sys.modules['traceviz'] = None  # any import of it fails\n"
             f"sys.path.insert(0, {str(ROOT / 'runners')!r})\n"
-            "import protocol\n"
+            "import capture_protocol as protocol\n"
             "w = protocol.Workload.from_dict({'preset': 'p', 'batch': 2, 'seq': 3, "
             "'hidden': 4, 'layers': 1, 'input': 4, 'vocab': 0, 'embed': 0, 'head': 'none', "
             "'classes': 0, 'loss': 'mse', 'optimizer': 'sgd', 'lr': 0.1, 'mode': 'forward'})\n"
@@ -66,7 +66,7 @@ def test_the_runner_side_loads_without_traceviz():
 
 
 def test_skeleton_runs_the_phases_and_writes_the_records(tmp_path, capsys):
-    """``protocol.capture`` with a set-up of plain Python: the phases in order, inside
+    """``capture_protocol.capture`` with a set-up of plain Python: the phases in order, inside
     ``within``; bench.json from the phases, the framework's figures and ``retime``'s;
     meta.json with the shared keys and the framework's own."""
     calls: list[str] = []
@@ -80,9 +80,9 @@ def test_skeleton_runs_the_phases_and_writes_the_records(tmp_path, capsys):
         yield
         calls.append("exit")
 
-    def setup(run: protocol.RunConfig) -> protocol.Capture:
+    def setup(run: capture_protocol.RunConfig) -> capture_protocol.Capture:
         assert run.workload == PRESETS["deepbench"] and not run.train and run.out == tmp_path
-        return protocol.Capture(
+        return capture_protocol.Capture(
             framework="toy", version="1.0", device_name="cpu here", profiler="none",
             step=lambda: calls.append("step") or 0.5, start=lambda: calls.append("start"),
             stop=lambda: calls.append("stop"),
@@ -90,7 +90,7 @@ def test_skeleton_runs_the_phases_and_writes_the_records(tmp_path, capsys):
             within=within, bench=lambda: {"framework_compile_s": None},
             retime=lambda p: (p, {"timing": "wall"}), meta={"extra": True})
 
-    done = protocol.capture(setup, cfg, tmp_path)
+    done = capture_protocol.capture(setup, cfg, tmp_path)
     # 1 warm-up, 3 timed, 2 unmarked + 2 profiled steps, the profiler around the last 2
     assert calls == ["enter", *["step"] * 6, "start", "step", "step", "stop", "exit"]
     bench = json.loads((tmp_path / "bench.json").read_text())
@@ -105,12 +105,12 @@ def test_skeleton_runs_the_phases_and_writes_the_records(tmp_path, capsys):
 
 def test_skeleton_reports_a_runner_error_in_one_line(tmp_path, capsys):
     def setup(run):
-        raise protocol.RunnerError("no such device")
+        raise capture_protocol.RunnerError("no such device")
 
     (tmp_path / "cfg.json").write_text(json.dumps({"model": "toy", "device": "cpu",
                                                    "seed": 0,
                                                    "workload": PRESETS["imdb"].to_dict()}))
-    code = protocol.serve_capture(setup, "toy", "toy runner",
+    code = capture_protocol.serve_capture(setup, "toy", "toy runner",
                                   ["--config", str(tmp_path / "cfg.json"), "--out",
                                    str(tmp_path)])
     assert code == 1

@@ -23,11 +23,11 @@ from rich.console import Console  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.handmade import step_trace  # noqa: E402
 from traceviz.analyses import summarize  # noqa: E402
-from traceviz.analyses.compare.amp import amp_breakdown  # noqa: E402
+from traceviz.analyses.compare.amp_breakdown import amp_breakdown  # noqa: E402
 from traceviz.analyses.compare.runs import run_figures  # noqa: E402
 from traceviz.cli import main  # noqa: E402
 from traceviz.render import charts  # noqa: E402
-from traceviz.render.terminal.runs import amp_rows  # noqa: E402
+from traceviz.render.terminal.runs_view import amp_rows  # noqa: E402
 from traceviz.render.terminal.summary import print_summary  # noqa: E402
 from traceviz.trace import Trace  # noqa: E402
 

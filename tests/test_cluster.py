@@ -244,7 +244,7 @@ def test_node_killed_mid_sweep_then_resume(cluster, tmp_path):
 def test_run_folder_shipped_back_when_the_worker_does_not_see_it(tmp_path):
     """A worker that does not see --out (its marker holds another token) captures into a
     temporary folder and returns it in the row; the driver puts it in place."""
-    from traceviz.capture.sweep import MARKER, SweepSpec, capture_point, unpack_point
+    from traceviz.capture.grid import MARKER, SweepSpec, capture_point, unpack_point
 
     out = tmp_path / "sweep"
     out.mkdir()

@@ -122,8 +122,8 @@ def test_whatif_keeps_each_collective_end_where_the_trace_put_it():
     """DLRM rank 0: CUDA graphs shorten the host's launches, but each NCCL kernel still
     ends no earlier than recorded (the other ranks arrive as they did)."""
     from traceviz.analyses.replay.graph import build, solve
+    from traceviz.analyses.whatif.cuda_graphs import cuda_graphs
     from traceviz.analyses.whatif.engine import COLLECTIVES_KEPT, whatif
-    from traceviz.analyses.whatif.graphs import cuda_graphs
 
     trace = load(shared(DLRM))
     origin = int(trace.meta.get("origin_ns", 0))
@@ -253,7 +253,7 @@ def test_whatif_on_the_rank_folder_joins_the_collectives():
     """Every DLRM rank replayed together: as recorded, each collective starts on every
     rank when the last rank's kernel started (from the raw kernels, within 20 µs), and the
     job's step is the slowest rank's; CUDA graphs on every rank move the collectives."""
-    from traceviz.analyses.whatif.ranks import whatif_ranks
+    from traceviz.analyses.whatif.all_ranks import whatif_ranks
     from traceviz.rankset.folder import rank_traces
 
     raw = {int(re.search(r"worker(\d)", p.name)[1]): _rank_collectives_raw(p)

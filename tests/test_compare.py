@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import KINETO, shared, shared_parquet
 from tests.handmade import step_trace
-from traceviz.analyses.compare.amp import amp_breakdown
+from traceviz.analyses.compare.amp_breakdown import amp_breakdown
 from traceviz.analyses.compare.runs import (
     kernel_diff,
     mean_percentage_error,

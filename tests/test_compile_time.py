@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import needs
-from traceviz.capture import run as capture
+from traceviz.capture import parent as capture
 from traceviz.runners.torch.compile_time import from_metrics, from_phases, text_rows
 
 # compile_times(repr="str", aggregate=True) without the tabulate package (torch 2.13)

@@ -25,11 +25,11 @@ from traceviz import load
 from traceviz.analyses import advice as A
 from traceviz.analyses.advice.actions import framework_free, remedy
 from traceviz.analyses.advice.rules import RULES
-from traceviz.analyses.summary.copies import exposed_copies
+from traceviz.analyses.summary.exposed_copies import exposed_copies
 from traceviz.analyses.whatif import whatif
 from traceviz.analyses.work import analysis_windows, work_rows
-from traceviz.parsers.nsys.reader import memcpy_names
-from traceviz.table.copies import copy_direction
+from traceviz.parsers.nsys.nsys_reader import memcpy_names
+from traceviz.table.copy_names import copy_direction
 
 RULE = {r.name: r.rule for r in RULES}
 FOREIGN = SHARED_TRACES / "foreign"

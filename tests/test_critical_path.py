@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import KINETO, ROOT, shared
 from tests.handmade import row, trace
-from traceviz.analyses.critical_path.host import BETWEEN_OPS
+from traceviz.analyses.critical_path.hostops import BETWEEN_OPS
 from traceviz.analyses.critical_path.path import PARTS, ancestors, critical_path
 
 GPU = ROOT / "sample_traces" / "gpu"
@@ -200,7 +200,7 @@ def _rank(collective_at: int) -> object:
 def test_a_collective_on_the_path_names_the_rank_it_waited_for():
     """Rank 0 reaches the all-reduce at 52.5 us; rank 1 at 190 us, rank 2 at 100 us: on
     rank 0's path the all-reduce waited for rank 1, 137.5 us."""
-    from traceviz.analyses.critical_path.ranks import collective_starts, waits_of
+    from traceviz.analyses.critical_path.cross_rank import collective_starts, waits_of
 
     t0 = _rank(52_500)
     cp = critical_path(t0)

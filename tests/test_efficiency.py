@@ -342,7 +342,7 @@ def test_memory_events_against_kineto_totals(tmp_path):
     assert {"forward", "backward"} <= set(phases)
     assert sum(r["allocated"] for r in m["phases"]) == host["allocated"]
     # the running total from the stored sizes is Kineto's own at every event
-    from traceviz.analyses.summary.memory import memory
+    from traceviz.analyses.summary.footprint import memory
 
     series = memory(t).series
     assert series["total"].tolist() == totals
@@ -398,7 +398,7 @@ def test_xspace_allocator_events_against_the_protobuf():
             dev = int(alloc.split("_")[1]) if alloc.startswith("GPU_") else -1
             raw.setdefault(dev, []).append((line.timestamp_ns * 1000 + e.offset_ps,
                                             int(s["bytes_allocated"])))
-    from traceviz.analyses.summary.memory import memory
+    from traceviz.analyses.summary.footprint import memory
 
     t = traceviz.load(path)
     series = memory(t).series

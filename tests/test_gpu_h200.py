@@ -215,7 +215,7 @@ def test_xla_efficiency_notes_speak_jax(scan_trace):
 
 
 def _advice(trace):
-    from traceviz.analyses.advice.engine import advise
+    from traceviz.analyses.advice.advising import advise
 
     return {f.rule: f for f in advise(trace)[0]}
 

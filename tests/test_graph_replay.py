@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from tests.conftest import needs
-from traceviz.capture.run import (
+from traceviz.capture.parent import (
     CaptureRequest,
     check_graph_replay,
     run_capture,
@@ -109,7 +109,7 @@ def test_runner_refuses_graph_replay_on_a_cpu(tmp_path):
 def test_replay_phases_splits_the_event_times():
     needs("torch")
     from traceviz.runners.benchdefs import first_call_seconds
-    from traceviz.runners.protocol import Phases
+    from traceviz.runners.capture_protocol import Phases
     from traceviz.runners.torch.graphs import GraphCaptureError, replay_phases
 
     wall = Phases(times=[0.020, 0.022, 0.021], elapsed=0.063, prof_times=[0.030, 0.034],

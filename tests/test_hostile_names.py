@@ -16,7 +16,7 @@ import pytest
 from traceviz.algos.patterns import in_line, in_word
 from traceviz.analyses.advice.runkind import BACKWARD_OP, OPTIMIZER_KERNEL
 from traceviz.analyses.compare.amp_precision import _types
-from traceviz.analyses.efficiency.run import _precision_of_names
+from traceviz.analyses.efficiency.workload import _precision_of_names
 from traceviz.opcost.peaks import find, link_peak
 from traceviz.table.classify import (
     cast_kernel_flags,
@@ -24,6 +24,7 @@ from traceviz.table.classify import (
     collective_kind,
     tensor_core_flags,
 )
+from traceviz.table.input_calls import input_framework
 from traceviz.table.names import (
     LONGEST_NAME,
     bounded,
@@ -32,7 +33,6 @@ from traceviz.table.names import (
     distinct_names,
     short_name,
 )
-from traceviz.table.pipeline import input_framework
 from traceviz.table.schema import CATEGORIES
 
 MB = 1 << 20

@@ -13,7 +13,7 @@ from tests.conftest import KINETO, SHARED_TRACES, missing, shared
 from traceviz.errors import TraceVizError
 from traceviz.parsers.inorder import decode_in_order
 from traceviz.parsers.jsonstream import Piece
-from traceviz.parsers.kineto import native, reader
+from traceviz.parsers.kineto import kineto_reader, native
 
 PLAIN = SHARED_TRACES / "foreign" / "kineto" / "deepseek_v3_train.json"
 GZIPPED = KINETO / "v100_diff_test.json.gz"
@@ -32,16 +32,16 @@ def test_threads_give_the_table_of_one_worker(trace, monkeypatch, tmp_path):
     if native.reader() != "native":
         missing("the compiled Kineto reader is not built here (pip install -e . with a C "
                 "compiler)")
-    one = reader.parse(shared(trace), workers=1)
+    one = kineto_reader.parse(shared(trace), workers=1)
     seen: list[str] = []
-    decode = reader.decode_piece
+    decode = kineto_reader.decode_piece
 
     def recording(piece, details=True):
         seen.append(threading.current_thread().name)
         return decode(piece, details)
 
-    monkeypatch.setattr(reader, "decode_piece", recording)
-    three = reader.parse(trace, workers=3, chunk_bytes=256 << 10)
+    monkeypatch.setattr(kineto_reader, "decode_piece", recording)
+    three = kineto_reader.parse(trace, workers=3, chunk_bytes=256 << 10)
     _same_table(one, three)
     saved = [t.save(tmp_path / f"{n}.parquet").read_bytes() for n, t in (("1", one),
                                                                           ("3", three))]
@@ -54,16 +54,16 @@ def test_the_python_reader_decodes_in_processes(monkeypatch):
     """TRACEVIZ_READER=python: the pieces go to worker processes, as before; same table."""
     monkeypatch.setenv("TRACEVIZ_READER", "python")
     calls = []
-    real = reader.decode_in_order
+    real = kineto_reader.decode_in_order
 
     def spy(*args, **kwargs):
         calls.append(kwargs)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(reader, "decode_in_order", spy)
-    two = reader.parse(shared(PLAIN), workers=2, chunk_bytes=512 << 10)
+    monkeypatch.setattr(kineto_reader, "decode_in_order", spy)
+    two = kineto_reader.parse(shared(PLAIN), workers=2, chunk_bytes=512 << 10)
     assert calls == [{"workers": 2, "name": str(PLAIN), "threads": False}]
-    _same_table(reader.parse(PLAIN, workers=1, chunk_bytes=512 << 10), two)
+    _same_table(kineto_reader.parse(PLAIN, workers=1, chunk_bytes=512 << 10), two)
 
 
 @pytest.mark.parametrize(("mb", "gzipped", "cores", "threads", "forced", "want"), [
@@ -82,9 +82,9 @@ def test_decoders_by_cores_and_size(tmp_path, monkeypatch, mb, gzipped, cores, t
     with open(path, "wb") as f:  # a sparse file of that size: only its size is read
         f.write(b"\x1f\x8b" if gzipped else b"{")
         f.truncate(mb << 20)
-    monkeypatch.setattr(reader, "usable_cores", lambda: cores)
+    monkeypatch.setattr(kineto_reader, "usable_cores", lambda: cores)
     monkeypatch.setenv("TRACEVIZ_IMPORT_WORKERS", forced)
-    assert reader._workers(path, threads) == want
+    assert kineto_reader._workers(path, threads) == want
 
 
 def _decode_json(piece):

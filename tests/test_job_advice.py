@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.conftest import SHARED_TRACES, shared
 from traceviz import load
-from traceviz.analyses.advice.engine import Context
+from traceviz.analyses.advice.advising import Context
 from traceviz.cli import main
 
 KINETO = SHARED_TRACES / "foreign" / "kineto"

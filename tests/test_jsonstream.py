@@ -16,7 +16,7 @@ from tests.conftest import KINETO, shared
 from traceviz.errors import TraceVizError
 from traceviz.parsers import kineto
 from traceviz.parsers.jsonstream import ArrayChunks, decode_in_order, file_ranges
-from traceviz.parsers.kineto import reader, times
+from traceviz.parsers.kineto import kineto_reader, times
 
 
 def _decode_json(piece) -> tuple[str, object]:
@@ -161,9 +161,9 @@ def _parse_both_ways(path, monkeypatch) -> tuple[object, object, bool]:
         return t.events, t.meta
 
     whole = run()
-    used = reader._whole_document(path, 4 << 20, None, True) is not None
+    used = kineto_reader._whole_document(path, 4 << 20, None, True) is not None
     with monkeypatch.context() as m:
-        m.setattr(reader, "_whole_document", lambda *a, **k: None)
+        m.setattr(kineto_reader, "_whole_document", lambda *a, **k: None)
         streamed = run()
     return whole, streamed, used
 

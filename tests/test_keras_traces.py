@@ -316,7 +316,7 @@ OTHER_THEMES = ("bound", "host")
 def test_remedies_speak_the_traces_framework_alone(path, framework):
     """A TensorFlow trace's actions name no JAX API, a JAX trace's no TensorFlow one (the
     repeated kernel sequence of the ResNet window offered jax.jit)."""
-    from traceviz.analyses.advice.engine import Context, advise_full
+    from traceviz.analyses.advice.advising import Context, advise_full
     from traceviz.analyses.advice.rules import RULES
 
     t = load(path)
@@ -341,7 +341,7 @@ def test_what_fuses_a_sequence_is_said_in_the_traces_framework(path, own, other)
     """The fusion remedy of a repeated sequence: jax.jit on a JAX trace, tf.function's
     XLA on a TensorFlow one, never the other's."""
     from traceviz.analyses.advice.actions import fusion_action
-    from traceviz.analyses.advice.engine import Context
+    from traceviz.analyses.advice.advising import Context
     from traceviz.analyses.work import work_rows
 
     t = load(path)

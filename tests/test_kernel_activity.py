@@ -8,7 +8,7 @@ import json
 import pytest
 from conftest import KINETO, SHARED_TRACES, shared
 
-from traceviz.analyses.advice.engine import advise
+from traceviz.analyses.advice.advising import advise
 from traceviz.analyses.summary.figures import summarize
 from traceviz.errors import InputError
 from traceviz.parsers import load

@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import H200, ROOT, needs, shared
 from traceviz.cli import main
 from traceviz.runners.benchdefs import profiler_overhead
-from traceviz.runners.protocol import Phases, bench_figures, step_bench
+from traceviz.runners.capture_protocol import Phases, bench_figures, step_bench
 
 
 def _json(capsys, *argv: str) -> dict:

@@ -1,7 +1,7 @@
 """``--peak`` wherever a command rates or prices by the device's peaks. ``advise``: on a
 real H100 trace with unfused attention, the attention finding's fused kernel time (and so
 its saving) and the memory-bound finding's ridge follow the peak, and nothing else
-changes; the expected fused time is the model of ``analyses/efficiency/attention.py``
+changes; the expected fused time is the model of ``analyses/efficiency/attention_fusion.py``
 applied to the shapes read here from the raw trace's own records. ``compare``: each run's
 MFU is its model TFLOP/s over the peak given."""
 

@@ -164,17 +164,17 @@ def test_a_wrong_direction_is_caught():
     graph = _graph()
     graph["traceviz.analyses.work"] = graph["traceviz.analyses.work"] | {
         "traceviz.render.charts"}
-    graph["traceviz.runners.torch.run"] = graph["traceviz.runners.torch.run"] | {
-        "traceviz.capture.run"}
+    graph["traceviz.runners.torch.torch_runner"] = graph["traceviz.runners.torch.torch_runner"] | {
+        "traceviz.capture.parent"}
     graph["traceviz.parsers.kineto"] = graph["traceviz.parsers.kineto"] | {
         "traceviz.analyses.work"}
     graph["traceviz.analyses.timings"] = graph["traceviz.analyses.timings"] | {
-        "traceviz.runners.protocol"}
+        "traceviz.runners.capture_protocol"}
     assert [w.split(" (")[0] for w in wrong_directions(graph)] == [
-        "traceviz.analyses.timings -> traceviz.runners.protocol",
+        "traceviz.analyses.timings -> traceviz.runners.capture_protocol",
         "traceviz.analyses.work -> traceviz.render.charts",
         "traceviz.parsers.kineto -> traceviz.analyses.work",
-        "traceviz.runners.torch.run -> traceviz.capture.run"]
+        "traceviz.runners.torch.torch_runner -> traceviz.capture.parent"]
 
 
 def test_every_module_has_a_part():

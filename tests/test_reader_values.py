@@ -166,7 +166,7 @@ def test_nccl_sizes_summed_past_int64_are_not_wrapped(tmp_path, capsys):
 
 def test_message_text_past_int64_reads_as_unknown():
     """A details text not made by the parser (a Parquet table's) may hold any digits."""
-    from traceviz.analyses.summary.comm import message
+    from traceviz.analyses.summary.collectives import message
 
     assert message(f"msg:{2 ** 64},0 dtype:Float group:{2 ** 63} pg:0") == \
         (-1, "Float", -1, "0", "")

@@ -13,9 +13,9 @@ import pytest
 from tests.conftest import ROOT, SHARED_TRACES, shared
 from tests.handmade import row, trace
 from traceviz import load
-from traceviz.analyses.advice import engine as advice_engine
-from traceviz.analyses.advice.base import Finding, RuleSpec
-from traceviz.analyses.advice.engine import Context, advise
+from traceviz.analyses.advice import advising as advice_engine
+from traceviz.analyses.advice.advising import Context, advise
+from traceviz.analyses.advice.finding import Finding, RuleSpec
 from traceviz.analyses.advice.rules import RULES, SHARED_SCENARIOS, THEMES
 from traceviz.analyses.whatif.engine import whatif
 from traceviz.analyses.whatif.scenarios import (

@@ -37,7 +37,9 @@ def test_registry_matches_the_torch_model_map():
 
 
 def test_registry_matches_the_tensorflow_maps():
-    from traceviz.runners.tensorflow import models as tf_models  # numpy only; TF is imported inside
+    from traceviz.runners.tensorflow import (
+        keras_lstms as tf_models,  # numpy only; TF is imported inside
+    )
 
     _agree(set(tf_models.VARIANTS), {v.name for v in variants("tensorflow")})
     assert set(tf_models.EXEC_CHOICE) == {v.name for v in VARIANTS.values() if v.exec_modes}

@@ -148,10 +148,10 @@ def test_report_on_every_shared_trace(path, tmp_path, monkeypatch, remembered):
         if not shutil.which("nsys"):
             missing("nsys is not on PATH: a .qdrep is read through `nsys export`")
         from tests.diagnosis_formats import exported
-        from traceviz.parsers.nsys import reader
+        from traceviz.parsers.nsys import nsys_reader
 
         done = exported(path)  # nsys' export, once: the raw reader's and traceviz's
-        monkeypatch.setattr(reader, "export_sqlite",
+        monkeypatch.setattr(nsys_reader, "export_sqlite",
                             lambda report, out: Path(shutil.copyfile(done, out)))
     page, md = _reports(path, tmp_path)
     texts, table = _bokeh(page)

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import SHARED_TRACES, shared
 from traceviz import load
-from traceviz.analyses.advice.engine import Context
+from traceviz.analyses.advice.advising import Context
 from traceviz.analyses.advice.runkind import run_kind
 
 FOREIGN = SHARED_TRACES / "foreign"

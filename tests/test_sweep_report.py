@@ -102,7 +102,7 @@ def test_a_cpu_sweep_reads_in_gflops(sweep_dir):
     from rich.console import Console
 
     from traceviz.render.charts import sweep_plots
-    from traceviz.render.terminal.runs import sweep_on_cpu, sweep_render
+    from traceviz.render.terminal.runs_view import sweep_on_cpu, sweep_render
 
     df = pd.read_parquet(sweep_dir / "sweep.parquet")
     assert sweep_on_cpu(df)
@@ -124,7 +124,7 @@ def test_an_older_sweep_gets_flops_and_the_noisy_verdict():
     """The committed H100 batch sweep predates both columns: workload FLOPs from its
     preset and sizes (deepbench forward: 2 x seq x batch x 4H x (I + H)), NOISY from its
     min and max (bench.json's max/min > 1.5 rule)."""
-    from traceviz.capture.sweep import load_sweep
+    from traceviz.capture.grid import load_sweep
 
     df = load_sweep(ROOT / "sample_traces" / "gpu" / "sweep-batch" / "sweep.parquet")
     ok = df[df["status"] == "ok"]
@@ -143,7 +143,7 @@ def test_equivalent_variants_draw_the_same_loss_curve(tmp_path):
     """Training on the same data from the same seed, nn.LSTM and fused_torch compute the
     same function: the same loss at every batch, the same curve drawn; the factorized
     LSTM (rank hidden/4) is another model and draws its own."""
-    from traceviz.capture.sweep import load_sweep
+    from traceviz.capture.grid import load_sweep
     from traceviz.render.charts import sweep_plots
 
     out = tmp_path / "train"

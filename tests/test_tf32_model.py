@@ -21,7 +21,7 @@ FP32, TF32, BW = 66.9, 494.7, 4800.0
 
 
 def _rules(folder) -> dict:
-    from traceviz.analyses.advice.engine import advise
+    from traceviz.analyses.advice.advising import advise
 
     return {f.rule: f for f in advise(load(folder))[0]}
 

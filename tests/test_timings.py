@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import ROOT
 from traceviz.analyses.timings import timings
-from traceviz.runners import benchdefs, protocol
+from traceviz.runners import benchdefs, capture_protocol
 from traceviz.runners.presets import cpu_has_native, make_workload
 
 GPU = ROOT / "sample_traces" / "gpu"
@@ -43,12 +43,12 @@ def test_warm_up_goes_on_until_times_settle():
         calls.append(1)
         time.sleep(slow[len(calls) - 1] if len(calls) <= len(slow) else 0.1)
 
-    times, ok = protocol.warm_up(step, least=2, most=12)
+    times, ok = capture_protocol.warm_up(step, least=2, most=12)
     assert ok and len(times) == 7 and len(calls) == 7  # 4 varying, then 3 that agree
-    times, ok = protocol.warm_up(lambda: time.sleep(0.1), least=3, most=12)
+    times, ok = capture_protocol.warm_up(lambda: time.sleep(0.1), least=3, most=12)
     assert ok and len(times) == 3
     calls.clear()
-    times, ok = protocol.warm_up(step, least=2, most=3)  # bounded: not settled
+    times, ok = capture_protocol.warm_up(step, least=2, most=3)  # bounded: not settled
     assert not ok and len(times) == 3
 
 
@@ -94,7 +94,7 @@ def test_emulated_half_precision_is_capped_harder():
 
 def test_warm_up_progress_counts_on(capsys):
     """Extra settling batches count on (4/4, 5/5), not back to "warmup 1/3" each time."""
-    from traceviz.runners.protocol import warm_up
+    from traceviz.runners.capture_protocol import warm_up
 
     sleeps = iter([0.001, 0.03, 0.001, 0.03, 0.001, 0.03, 0.01, 0.01, 0.01, 0.01, 0.01])
     times, ok = warm_up(lambda: time.sleep(next(sleeps)), 3, 11)

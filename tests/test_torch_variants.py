@@ -113,7 +113,7 @@ def test_factorized_at_full_rank_is_nn_lstm():
 
 @pytest.mark.parametrize("rank", [None, 3])
 def test_factorized_parameter_count(rank):
-    from traceviz.runners.torch.ladder import factorized_parameters
+    from traceviz.runners.torch.rung_lstms import factorized_parameters
 
     inp, hid, layers = 10, 16, 3
     model = build("factorized_torch", inp, hid, layers, {"rank": rank})

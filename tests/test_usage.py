@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from traceviz.runners import protocol
+from traceviz.runners import capture_protocol
 from traceviz.runners.usage import counter_delta, rapl_domains, usage_probe
 
 
@@ -74,19 +74,19 @@ def test_a_gpu_probe_without_a_readable_gpu_says_why(tmp_path):
 
 
 def _phases(warm, times, usage=None):
-    return protocol.Phases(times, sum(times), [times[0]], warm, True, None, [], usage)
+    return capture_protocol.Phases(times, sum(times), [times[0]], warm, True, None, [], usage)
 
 
 def test_first_call_is_the_warmup_above_the_median():
     warm, times = [2.0, 0.5, 0.12, 0.1], [0.1, 0.11, 0.09]
-    bench = protocol.bench_figures(_phases(warm, times), batch=4, losses=[3.0, 2.5, 2.0])
+    bench = capture_protocol.bench_figures(_phases(warm, times), batch=4, losses=[3.0, 2.5, 2.0])
     assert bench["first_call_s"] == pytest.approx((2.0 - 0.1) + (0.5 - 0.1) + (0.12 - 0.1))
     assert bench["loss_per_batch"] == [3.0, 2.5, 2.0] and bench["loss_first_batch"] == 4
 
 
 def test_energy_per_batch_and_sequence():
     usage = {"energy_j": 6.0, "energy_source": "rapl", "notes": []}
-    bench = protocol.bench_figures(_phases([0.1], [0.1, 0.1, 0.1], usage), batch=4)
+    bench = capture_protocol.bench_figures(_phases([0.1], [0.1, 0.1, 0.1], usage), batch=4)
     u = bench["utilization"]
     assert u["energy_per_batch_j"] == 2.0 and u["energy_per_sequence_j"] == 0.5
     assert "loss_per_batch" not in bench
@@ -145,7 +145,7 @@ def test_nvml_figures_over_the_phase(monkeypatch, tmp_path):
     # 40 once, then 60 for every later sample
     n = u["gpu_samples"]
     assert u["gpu_util_percent"] == pytest.approx((40 + 60 * (n - 1)) / n)
-    bench = protocol.bench_figures(_phases([0.1], [0.1] * 5, u), batch=8)
+    bench = capture_protocol.bench_figures(_phases([0.1], [0.1] * 5, u), batch=8)
     assert bench["utilization"]["energy_per_batch_j"] == pytest.approx(1.5)
     assert bench["utilization"]["energy_per_sequence_j"] == pytest.approx(1.5 / 8)
 

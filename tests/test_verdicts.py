@@ -181,7 +181,7 @@ def _bench_median_ns(folder) -> float:
 def test_no_host_bound_finding_where_the_timed_step_has_no_host_time(h200, run):
     """The profiled steps wait for the host, the timed ones (no profiler) hardly: the
     timed calibration leaves the host no time, and no host-bound finding is made."""
-    from traceviz.analyses.advice.engine import Context, _advise
+    from traceviz.analyses.advice.advising import Context, _advise
 
     folder = shared(H200 / run)
     t = load(folder)
@@ -204,7 +204,7 @@ def test_compile_full_timed_step_is_mostly_device_work(h200):
     busy = sum(_length(dev, s["ts"] * 1000, (s["ts"] + s["dur"]) * 1000) for s in steps)
     timed = _bench_median_ns(folder)
     assert busy / len(steps) > 0.8 * timed
-    from traceviz.analyses.advice.engine import advise
+    from traceviz.analyses.advice.advising import advise
 
     findings, _ = advise(load(folder))
     assert findings[0].rule != "host_bound"

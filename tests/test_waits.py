@@ -15,9 +15,9 @@ import pytest
 
 from tests.conftest import SHARED_TRACES, missing, shared, shared_traces
 from traceviz import load
-from traceviz.analyses.advice.engine import advise_full
+from traceviz.analyses.advice.advising import advise_full
 from traceviz.analyses.summary.figures import summarize
-from traceviz.analyses.summary.startup import startup_calls
+from traceviz.analyses.summary.startup_calls import startup_calls
 from traceviz.analyses.summary.waits import BUDGET, CAUSES
 from traceviz.analyses.whatif.engine import busiest_stream_work, whatif
 

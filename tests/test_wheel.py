@@ -85,7 +85,8 @@ def test_sdist_ships_no_partial_test_suite(dists):
     top = names[0].split("/")[0]
     assert not [n for n in names if n.startswith(f"{top}/tests")]
     assert f"{top}/traceviz/opcost/matrix.py" in names
-    assert f"{top}/runners/torch/run.py" in names and f"{top}/analyses/summary/idle.py" in names
+    assert f"{top}/runners/torch/torch_runner.py" in names
+    assert f"{top}/analyses/summary/idle_breakdown.py" in names
 
 
 def test_types_check_on_the_installed_package(unpacked):

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from traceviz import load
-from traceviz.analyses.advice.engine import advise_full
+from traceviz.analyses.advice.advising import advise_full
 from traceviz.analyses.whatif.engine import whatif
 from traceviz.analyses.work import analysis_windows
 from traceviz.trace import Trace

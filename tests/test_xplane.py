@@ -267,7 +267,7 @@ def test_xla_thunks_are_ops(tmp_path_factory, model):
 def test_every_variant_computes_what_cudnn_tf_computes():
     tf = needs("tensorflow")
     from traceviz.runners.reference import reference_weights
-    from traceviz.runners.tensorflow import models as tf_models
+    from traceviz.runners.tensorflow import keras_lstms as tf_models
 
     batch, seq, width, hidden, layers = 3, 5, 4, 6, 2
     x = np.random.default_rng(1).normal(size=(batch, seq, width)).astype(np.float32)

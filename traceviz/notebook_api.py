@@ -196,7 +196,7 @@ class TraceAnalysis(Trace):
 
         :returns: a list of dicts (rule, title, evidence, action, saving), one row each in
             ``findings_df()``."""
-        from traceviz.analyses.advice.engine import advise
+        from traceviz.analyses.advice.advising import advise
         from traceviz.render.notebook_results import AdviceView
 
         findings, steps = advise(self)

@@ -1,15 +1,15 @@
 """Advice: the rules, one module per theme, registered in ``rules.py`` (``RULES``), run by
-``engine.py`` (``advise``) on one ``Context``.
+``advising.py`` (``advise``) on one ``Context``.
 
 The face keeps the import path of ``traceviz.analyses.advice`` (once one module): every
 rule, its thresholds, the registry, ``advise`` and what the rules share.
 """
 
+from traceviz.analyses.advice.advising import Advice, Context, advise, advise_full, advise_timed
 from traceviz.analyses.advice.attention import ATTENTION_SHARE, attention
-from traceviz.analyses.advice.base import Finding, Rule, RuleSpec, in_timed, no_loss
 from traceviz.analyses.advice.bound import Bound, device_bound, step_bound
 from traceviz.analyses.advice.comm import communication
-from traceviz.analyses.advice.engine import Advice, Context, advise, advise_full, advise_timed
+from traceviz.analyses.advice.finding import Finding, Rule, RuleSpec, in_timed, no_loss
 from traceviz.analyses.advice.host import FRAMEWORK_BOUND, HOST_BOUND, host_bound, syncs_in_steps
 from traceviz.analyses.advice.idle import (
     LONG_GAP_NS,

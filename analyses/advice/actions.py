@@ -13,8 +13,8 @@ import pandas as pd
 
 from traceviz.algos.intervals import union_blocks
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 
 AMD_DEVICE = re.compile(r"\bAMD\b|Instinct|Radeon|\bMI\d{3}", re.IGNORECASE)
@@ -100,7 +100,7 @@ def fusion_action(ctx: Context, work: pd.DataFrame, first: str) -> str:
         return ("an optimizer's update, one kernel per parameter: a foreach or fused "
                 "optimizer (torch.optim.SGD/Adam(..., foreach=True) or fused=True) runs it "
                 "as a few kernels")
-    from traceviz.analyses.advice.runs import holds_lstm, run_uses
+    from traceviz.analyses.advice.run_uses import holds_lstm, run_uses
 
     names = pd.Series(ev["name"].cat.categories.astype(str))
     lstm = holds_lstm(ctx)

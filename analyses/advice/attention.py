@@ -1,5 +1,5 @@
 """Advice on attention (theme ``attention``): an unfused attention that writes its S×S
-scores to memory and reads them back (``analyses/efficiency/attention.py``). ``rules.py``
+scores to memory and reads them back (``analyses/efficiency/attention_fusion.py``). ``rules.py``
 registers it; ``whatif``'s ``fuse_attention`` prices it."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from traceviz.analyses.advice.actions import remedy
-from traceviz.analyses.advice.base import Finding
-from traceviz.analyses.efficiency.attention import attention as find_attention
+from traceviz.analyses.advice.finding import Finding
+from traceviz.analyses.efficiency.attention_fusion import attention as find_attention
 from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 # share of kernel time in unfused attention worth a finding
 ATTENTION_SHARE = 0.10

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from traceviz.analyses.advice.base import Finding
-from traceviz.analyses.advice.runs import run_uses
+from traceviz.analyses.advice.finding import Finding
+from traceviz.analyses.advice.run_uses import run_uses
 from traceviz.analyses.summary.verdict import (  # noqa: F401 (the advice API's names)
     COMM_SHARE,
     HOST_SHARE,
@@ -18,8 +18,8 @@ from traceviz.analyses.summary.verdict import (  # noqa: F401 (the advice API's 
 )
 from traceviz.units import fmt_ns, fmt_pct
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 BOUND_RULES = {"input": ("input_pipeline",), "host": ("host_bound",),
                "unknown": ("no_kernel_activity",), "communication": ("communication",),

@@ -14,12 +14,12 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.advice.actions import remedy
-from traceviz.analyses.advice.base import Finding
 from traceviz.analyses.advice.bound import COMM_SHARE
+from traceviz.analyses.advice.finding import Finding
 from traceviz.units import fmt_ns, fmt_pct
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 COLD = 3.0             # a first collective this many times its kind's later median
 COLD_MIN_NS = 1_000_000

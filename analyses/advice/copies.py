@@ -1,5 +1,5 @@
 """Advice on copies the step waits for (theme ``copies``): host <-> device copies that no
-kernel overlaps on their device, inside the windows (``analyses/summary/copies.py``
+kernel overlaps on their device, inside the windows (``analyses/summary/exposed_copies.py``
 measures them). Nothing computes while they run, so the step is that much longer than its
 work: an input batch copied at the start of each step instead of beside the step before.
 ``rules.py`` registers the rule."""
@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from traceviz.analyses.advice.actions import remedy
-from traceviz.analyses.advice.base import Finding
-from traceviz.analyses.summary.copies import ExposedCopies, exposed_copies
+from traceviz.analyses.advice.finding import Finding
+from traceviz.analyses.summary.exposed_copies import ExposedCopies, exposed_copies
 from traceviz.units import fmt_ns, fmt_pct, plural
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 SERIALIZED_SHARE = 0.05  # copy time no kernel overlaps / span: a twentieth of the step
 _WORDS = {"HtoD": "host to device", "DtoH": "device to host"}

@@ -11,7 +11,7 @@ import pandas as pd
 
 from traceviz.algos.categorical import each, per_distinct
 from traceviz.analyses.advice.actions import remedy
-from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.advice.finding import Finding
 from traceviz.analyses.advice.host_causes import (
     CauseText,
     allocation,
@@ -21,13 +21,13 @@ from traceviz.analyses.advice.host_causes import (
     syncs,
     untraced,
 )
-from traceviz.analyses.advice.runs import RunUses, holds_lstm, run_uses
+from traceviz.analyses.advice.run_uses import RunUses, holds_lstm, run_uses
 from traceviz.analyses.summary.budget import Budget
 from traceviz.table.launch_apis import is_sync_call
 from traceviz.units import fmt_ns, fmt_pct, plural
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 HOST_BOUND = 0.25          # launch-bound share of the span (GPU)
 FRAMEWORK_BOUND = 0.30     # framework overhead share (CPU)

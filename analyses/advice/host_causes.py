@@ -12,8 +12,8 @@ from traceviz.analyses.advice.actions import remedy
 from traceviz.analyses.summary.budget import Budget, largest_parts
 from traceviz.units import fmt_ns
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 # the fine causes of summary/waits.py, as a reader says them
 LABELS = {"startup": "start-up", "input": "input calls", "launch": "launch calls",

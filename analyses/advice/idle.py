@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from traceviz.algos.intervals import union_blocks
-from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.advice.finding import Finding
 from traceviz.analyses.advice.host_causes import label
 from traceviz.analyses.work import work_rows
 from traceviz.units import fmt_ns, fmt_pct, plural
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 LONG_GAP_NS = 1_000_000
 LONG_GAPS_SHARE = 0.10

@@ -8,11 +8,11 @@ import re
 from typing import TYPE_CHECKING
 
 from traceviz.analyses.advice.actions import capture_option, remedy
-from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.advice.finding import Finding
 from traceviz.units import fmt_ns, fmt_pct, plural
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 # the device idle inside input calls, as a share of the span, worth a finding: one step
 # in twenty lost to loading is worth a num_workers change

@@ -3,7 +3,7 @@ the pace (the slowest by median step, by span without steps: ``compare.ranks``),
 findings, and the job's own communication finding from the ranks' arrivals at their
 collectives (``compare.arrival``): the rank that launches last, what the others wait for
 it, the ranks that wait longest. Each finding says which rank it comes from.
-``traceviz.rankset.advise`` reads the ranks and calls this.
+``traceviz.rankset.rank_advice`` reads the ranks and calls this.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.advice.base import Finding
-from traceviz.analyses.advice.engine import Advice, Context
+from traceviz.analyses.advice.advising import Advice, Context
+from traceviz.analyses.advice.finding import Finding
 from traceviz.analyses.advice.runkind import RunKind
 from traceviz.analyses.compare.ranks import RanksSummary, rank_time
 from traceviz.units import fmt_ns, fmt_pct

@@ -13,16 +13,16 @@ import pandas as pd
 
 from traceviz.algos.categorical import each, per_distinct
 from traceviz.analyses.advice.actions import cores, fusion_action, remedy
-from traceviz.analyses.advice.base import Finding
-from traceviz.analyses.advice.runs import holds_lstm
+from traceviz.analyses.advice.finding import Finding
+from traceviz.analyses.advice.run_uses import holds_lstm
 from traceviz.analyses.work import missing_activity, work_rows
 from traceviz.table.classify import MATRIX_OPS
 from traceviz.table.launch_apis import is_graph_launch, launch_kind
 from traceviz.table.names import distinct_names
 from traceviz.units import fmt_ns, fmt_pct, plural
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 SEQUENCE_MIN_PER_STEP = 8  # a pattern repeated per timestep
 SEQUENCE_LENGTHS = range(3, 9)

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from traceviz.algos.categorical import each, per_distinct
 from traceviz.analyses.advice.actions import remedy
-from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.advice.finding import Finding
 from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 PAGEABLE = re.compile(r"pageable", re.IGNORECASE)
 PAGEABLE_SHARE = 0.01      # pageable copy time / span, for a finding worth acting on
@@ -62,7 +62,7 @@ def pageable_memcpy(ctx: Context) -> Finding | None:
 def memory_headroom(ctx: Context) -> Finding | None:
     """The timed batches' peak allocated memory is under half of the device's memory:
     the batch could grow (about device memory / peak, if memory grows with the batch)."""
-    from traceviz.analyses.summary.memory import bench_memory
+    from traceviz.analyses.summary.footprint import bench_memory
 
     # the device's memory, not an allocator's pool (XLA's is 75% of it)
     mem = bench_memory(ctx.trace.meta) or {}

@@ -11,14 +11,14 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.advice.actions import capture_option, cores, remedy
-from traceviz.analyses.advice.base import Finding
-from traceviz.analyses.advice.runs import fp32_run
+from traceviz.analyses.advice.finding import Finding
+from traceviz.analyses.advice.run_uses import fp32_run
 from traceviz.analyses.work import work_rows
 from traceviz.opcost.peaks import tf32_speedup
 from traceviz.units import fmt_ns, fmt_pct
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 CAST_OF_MATRIX = 0.10      # cast time / matrix time
 TF32_SHARE = 0.10        # FP32 GEMM time on FP32 kernels / kernel time, with TF32 available
@@ -145,7 +145,7 @@ def tf32_off_kernels(ctx: Context) -> Finding | None:
     """FP32 GEMM kernels on the FMA units (by name: cuBLAS ``ffma``/``sgemm``, CUTLASS
     ``simt_sgemm``) >= 10% of kernel time on a device with TF32 tensor cores, where no op
     group shows it (compiled code records no shapes: ``tf32_off`` cannot see them)."""
-    from traceviz.analyses.efficiency.run import fma_gemms
+    from traceviz.analyses.efficiency.workload import fma_gemms
 
     e = ctx.summary.efficiency
     if e is None or e.peak is None or "tf32" not in e.peak.figures or not e.time_ns:

@@ -4,7 +4,7 @@ runs them (findings are then sorted by saving with a stable sort: the order brea
 A rule is one function in its theme's module (``THEMES``: a module of ``analyses/advice/``
 each) that returns a ``Finding`` or None, plus its row here, which names the what-if
 scenarios it prices with. ``SHARED_SCENARIOS``, the scenarios replayed once for all rules
-(``engine.Context``), is what the rows declare, in the order of the scenario registry.
+(``advising.Context``), is what the rows declare, in the order of the scenario registry.
 
 Thresholds are stated in each rule (and in docs/advise.md); a rule that cannot judge
 (no steps, no launches, nothing recorded) stays silent.
@@ -13,10 +13,10 @@ Thresholds are stated in each rule (and in docs/advise.md); a rule that cannot j
 from __future__ import annotations
 
 from traceviz.analyses.advice.attention import attention
-from traceviz.analyses.advice.base import RuleSpec
 from traceviz.analyses.advice.bound import device_bound
 from traceviz.analyses.advice.comm import communication
 from traceviz.analyses.advice.copies import serialized_copies
+from traceviz.analyses.advice.finding import RuleSpec
 from traceviz.analyses.advice.host import host_bound, syncs_in_steps
 from traceviz.analyses.advice.idle import long_gaps
 from traceviz.analyses.advice.inputs import input_pipeline
@@ -57,7 +57,7 @@ THEMES: dict[str, str] = {
 }
 
 RULES: tuple[RuleSpec, ...] = (
-    # first: where it fires, no computation rule can judge (engine._advise)
+    # first: where it fires, no computation rule can judge (advising._advise)
     RuleSpec(no_kernel_activity, "kernels"),
     RuleSpec(device_bound, "bound"),
     RuleSpec(communication, "comm"),

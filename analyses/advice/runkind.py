@@ -50,7 +50,7 @@ import pandas as pd
 
 from traceviz.algos.categorical import each, per_distinct
 from traceviz.algos.patterns import in_line, in_word
-from traceviz.analyses.summary.comm import comm_rows
+from traceviz.analyses.summary.collectives import comm_rows
 from traceviz.table.classify import collective_kind
 from traceviz.table.schema import is_in
 from traceviz.units import plural

@@ -1,6 +1,6 @@
 """Advice on start-up (theme ``startup``): a trace that records a program starting (its
 context made, its kernels' modules loaded, its algorithms autotuned, its first batch read)
-reads as a host slow to launch unless start-up is told apart; ``summary/startup.py`` finds
+reads as a host slow to launch unless start-up is told apart; ``summary/startup_calls.py`` finds
 it, ``summary/waits.py`` measures it per window, ``bound.py`` leaves it out of the steady
 verdict. The finding says what start-up held, and how to profile the steps instead."""
 
@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from traceviz.analyses.advice.actions import remedy
-from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.advice.finding import Finding
 from traceviz.analyses.summary.budget import budget, cold_windows
 from traceviz.units import fmt_ns, fmt_pct, plural
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 # start-up worth a finding beside another verdict: a tenth of what was recorded
 STARTUP_FINDING = 0.10

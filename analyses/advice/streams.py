@@ -7,19 +7,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.advice.finding import Finding
 from traceviz.analyses.work import work_rows
 from traceviz.table.launch_apis import event_role
 from traceviz.table.schema import is_in
 from traceviz.units import fmt_ns, fmt_pct
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 
 def streams_never_overlap(ctx: Context) -> Finding | None:
     """A device ran kernels on two or more streams, and (almost) never two of them at once
-    (``analyses/summary/streams.py``): the streams cost event records and waits and bought
+    (``analyses/summary/stream_overlap.py``): the streams cost event records and waits and bought
     no concurrency. A stream of copies alone (TF's input and output copy streams) is no
     compute stream that failed to overlap: it is not counted."""
     s = ctx.summary

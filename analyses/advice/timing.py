@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from traceviz.analyses.advice.actions import built_in, script_run
-from traceviz.analyses.advice.base import Finding
+from traceviz.analyses.advice.finding import Finding
 from traceviz.units import fmt_ns, fmt_pct
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 PROFILED_OFF_HIGH = 2.5     # profiled / timed median step
 PROFILED_OFF_LOW = 0.4

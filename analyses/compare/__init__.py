@@ -1,5 +1,5 @@
 """Several traces side by side: runs (``runs.py``), FP32 against mixed precision
-(``amp.py``, ``amp_precision.py``), the ranks of one job (``ranks.py``).
+(``amp_breakdown.py``, ``amp_precision.py``), the ranks of one job (``ranks.py``).
 
 The package keeps the import path of its head, once one module.
 """

@@ -28,8 +28,13 @@ from traceviz.algos.categorical import categorical_of, groups
 from traceviz.algos.intervals import union_blocks
 from traceviz.analyses.compare.arrival import COLUMNS, Arrivals, arrivals, rank_collectives
 from traceviz.analyses.stats import plain_row
-from traceviz.analyses.summary.comm import comm_rows
-from traceviz.analyses.summary.idle import Idle, host_wait_total, idle_breakdown, launch_bound
+from traceviz.analyses.summary.collectives import comm_rows
+from traceviz.analyses.summary.idle_breakdown import (
+    Idle,
+    host_wait_total,
+    idle_breakdown,
+    launch_bound,
+)
 from traceviz.analyses.work import analysis_windows, work_rows
 from traceviz.table.schema import is_in
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from traceviz.algos.categorical import per_distinct
 from traceviz.analyses.summary.figures import Summary, summarize
-from traceviz.analyses.summary.kernels import category_busy_ns
+from traceviz.analyses.summary.kernel_time import category_busy_ns
 from traceviz.analyses.timings import Timings
 from traceviz.analyses.work import analysis_windows, step_count, wall_windows, work_rows
 from traceviz.opcost.peaks import Peak

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.critical_path.host import IN_OPS, between_ops_names, host_ranges, op_share
+from traceviz.analyses.critical_path.hostops import IN_OPS, between_ops_names, host_ranges, op_share
 from traceviz.analyses.critical_path.overlap import busy_within, ended_before
 from traceviz.analyses.replay.graph import (
     NEVER,

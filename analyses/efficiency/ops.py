@@ -28,7 +28,7 @@ from traceviz.analyses.efficiency.groups import (
     op_groups,
     uncovered_groups,
 )
-from traceviz.analyses.efficiency.run import (
+from traceviz.analyses.efficiency.workload import (
     apply_workload_flops,
     fma_note,
     model_figures,

@@ -1,5 +1,5 @@
 """The trace's dependency graph, solved (``graph.py``), measured over the trace's
-windows (``measure.py``), with the waits across streams (``waits.py``).
+windows (``measure.py``), with the waits across streams (``stream_waits.py``).
 
 The package keeps the import path of its head, once one module.
 """

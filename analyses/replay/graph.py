@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.replay.waits import (  # noqa: F401
+from traceviz.analyses.replay.stream_waits import (  # noqa: F401
     collective_floor,
     event_waits,
     inferred_waits,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.advice.engine import Advice, advise_full
+from traceviz.analyses.advice.advising import Advice, advise_full
 from traceviz.analyses.compare.runs import RunFigures, kernel_diff
 from traceviz.analyses.critical_path.path import critical_path
 from traceviz.analyses.timeline import StepRows, step_rows

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from traceviz.analyses.compare.amp import AmpBreakdown, amp_breakdown, amp_pairs
+from traceviz.analyses.compare.amp_breakdown import AmpBreakdown, amp_breakdown, amp_pairs
 from traceviz.analyses.compare.mpe import MpeBothWays, mpe_readings
 from traceviz.analyses.compare.runs import (
     RunFigures,

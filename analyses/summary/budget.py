@@ -20,7 +20,7 @@ import pandas as pd
 from traceviz.analyses.summary.waits import BUDGET, CAUSES
 
 if TYPE_CHECKING:  # types only
-    from traceviz.analyses.summary.comm import Communication
+    from traceviz.analyses.summary.collectives import Communication
     from traceviz.analyses.summary.waits import HostWait
 
 COLD_STEP = 0.10   # a step a tenth of which is start-up does not show the steady pace

@@ -10,9 +10,14 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from traceviz.analyses.stats import Distribution
-from traceviz.analyses.summary.host import per_device_op_ns
-from traceviz.analyses.summary.idle import Idle, host_wait_total, idle_breakdown, launch_bound
-from traceviz.analyses.summary.kernels import category_table, kernel_table
+from traceviz.analyses.summary.host_split import per_device_op_ns
+from traceviz.analyses.summary.idle_breakdown import (
+    Idle,
+    host_wait_total,
+    idle_breakdown,
+    launch_bound,
+)
+from traceviz.analyses.summary.kernel_time import category_table, kernel_table
 from traceviz.analyses.summary.protocol import Inputs
 from traceviz.analyses.summary.registry import Sections, section, sections
 from traceviz.analyses.timed import TimedStep, timed_step

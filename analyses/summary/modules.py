@@ -1,5 +1,5 @@
 """Time per ``nn.Module``: the ``module: NAME`` ranges ``--modules`` records (forward
-hooks, ``runners/torch/session.py``), like the phases table but one row per module.
+hooks, ``runners/torch/torch_session.py``), like the phases table but one row per module.
 
 A module's figures are inclusive (its children's work is its own too) and cover its
 forward calls: autograd runs the backward pass outside them. Device work belongs to the
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # types only
     from traceviz.analyses.summary.figures import Summary
     from traceviz.trace import Trace
 
-MODULE_PREFIX = "module: "  # runners/torch/session.py writes it
+MODULE_PREFIX = "module: "  # runners/torch/torch_session.py writes it
 COLUMNS = ("module", "depth", "calls", "wall_ns", "kernels", "kernel_ns", "share")
 MODULE_FIGURES = ("calls", "wall_ns", "kernels", "kernel_ns")  # per step in --json
 

@@ -1,5 +1,5 @@
 """The input pipeline: per step, how long the host waited for its next batch (the calls
-``traceviz/table/pipeline.py`` lists: a DataLoader's ``__next__``, tf.data's
+``traceviz/table/input_calls.py`` lists: a DataLoader's ``__next__``, tf.data's
 ``IteratorGetNext``, the runners' ``data`` phase) and how much of that wait the device
 spent idle.
 
@@ -20,7 +20,7 @@ import pandas as pd
 
 from traceviz.algos.intervals import intersect_blocks, union_blocks
 from traceviz.analyses.summary.protocol import Inputs, Section
-from traceviz.table.pipeline import input_frameworks, input_range_mask
+from traceviz.table.input_calls import input_frameworks, input_range_mask
 
 if TYPE_CHECKING:  # types only: figures.py imports the registry, which imports this
     from traceviz.analyses.summary.figures import Summary

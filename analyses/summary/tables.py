@@ -71,7 +71,7 @@ def export_tables(trace: Trace, peak: Any = None) -> dict[str, pd.DataFrame]:
     --export`` writes; a test holds the two together), ready to write as Parquet
     (``peak``: a ``peaks.Peak`` for the efficiency table's % of peak)."""
     from traceviz.analyses.efficiency.ops import efficiency
-    from traceviz.analyses.summary.memory import memory
+    from traceviz.analyses.summary.footprint import memory
 
     w = _work(trace)
     kernels = kernel_rows(trace, w)

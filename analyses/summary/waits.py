@@ -4,10 +4,10 @@ host was doing.
 Within a device's windows every moment goes to the first of these that holds it
 (``BUDGET``, the ``*_ns`` columns of ``steps``):
 
-- ``startup_ns``: start-up (``startup.py``): autotuning whatever the device does, a
+- ``startup_ns``: start-up (``startup_calls.py``): autotuning whatever the device does, a
   start-up call while the device waits for the host (nothing runs, nothing is pending);
 - ``busy_ns``: the device runs work;
-- ``input_ns``: the device idles inside an input call (``table/pipeline.py``);
+- ``input_ns``: the device idles inside an input call (``table/input_calls.py``);
 - ``queued_ns``: the device idles while launched work waits (a stream, an event, a
   collective);
 - ``host_ns``: the device waits for the host, for any other reason.
@@ -51,10 +51,10 @@ from traceviz.analyses.summary.host_threads import (  # noqa: F401 (waits' names
     thread_rows,
     waiting_threads,
 )
-from traceviz.analyses.summary.idle import _pending, _Rows
+from traceviz.analyses.summary.idle_breakdown import _pending, _Rows
 from traceviz.analyses.summary.pipeline import input_blocks
 from traceviz.analyses.summary.protocol import Inputs, Section
-from traceviz.analyses.summary.startup import Startup, find_startup
+from traceviz.analyses.summary.startup_calls import Startup, find_startup
 
 if TYPE_CHECKING:  # types only: figures.py imports the registry, which imports this
     from traceviz.analyses.summary.figures import Summary

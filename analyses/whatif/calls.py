@@ -1,5 +1,5 @@
 """Launch calls as the framework issued them, for the ladder's what-if scenarios
-(``whatif/ladder.py``): the framework op each launch belongs to, the blocks of launches
+(``whatif/lstm_rungs.py``): the framework op each launch belongs to, the blocks of launches
 that repeat back to back, and host time taken out of a replay graph.
 
 A launch's *token* says what it launched: its kernel's name and launch configuration,

@@ -19,12 +19,12 @@ from traceviz.analyses.critical_path.path import path_of
 from traceviz.analyses.critical_path.removed import removed_from_path
 from traceviz.analyses.replay.graph import ReplayGraph, Solution, build, solve
 from traceviz.analyses.replay.measure import Windows, replayed_trace, window_time
-from traceviz.analyses.replay.waits import wait_calls
+from traceviz.analyses.replay.stream_waits import wait_calls
 from traceviz.analyses.timed import TimedStep
 from traceviz.analyses.whatif.given import Given
 from traceviz.analyses.whatif.notes import cross_stream_caveat, path_check
 from traceviz.analyses.whatif.scenarios import DEFAULT_SCENARIOS, SCENARIOS, parse_scenarios
-from traceviz.analyses.whatif.timed import scenario_in_timed, timed_model
+from traceviz.analyses.whatif.timed_graph import scenario_in_timed, timed_model
 from traceviz.analyses.work import analysis_windows
 from traceviz.errors import InputError
 from traceviz.opcost.peaks import Peak

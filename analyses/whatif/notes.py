@@ -39,7 +39,7 @@ def cross_stream_caveat(trace: Trace, base: ReplayGraph, changed: ReplayGraph,
     streams that go let work start before what it waited for. ``--brief`` shows it: a
     saving or a loss from that alone is no optimization of the work itself. ``windows``:
     the trace's analysis windows (computed here when not given)."""
-    from traceviz.analyses.summary.streams import stream_overlap
+    from traceviz.analyses.summary.stream_overlap import stream_overlap
     from traceviz.analyses.work import analysis_windows, work_rows
     from traceviz.units import fmt_ns, plural
 

@@ -1,8 +1,8 @@
 """The what-if scenarios: one row per scenario (``ScenarioSpec``) in ``SCENARIOS``, the
 scenarios ``whatif`` replays by default, and the parser of ``--scenario`` texts.
 
-A scenario is a graph transform (its own module: ``transforms.py``, ``graphs.py``,
-``ladder.py``) plus its row here; ``engine.py`` replays it, the row says what it needs from
+A scenario is a graph transform (its own module: ``transforms.py``, ``cuda_graphs.py``,
+``lstm_rungs.py``) plus its row here; ``engine.py`` replays it, the row says what it needs from
 the trace and what ``whatif`` says where it cannot apply or finds nothing to change.
 """
 
@@ -15,12 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from traceviz.analyses.replay.graph import ReplayGraph
-from traceviz.analyses.whatif.attention import fuse_attention
-from traceviz.analyses.whatif.copies import overlap_copies
+from traceviz.analyses.whatif.cuda_graphs import cuda_graphs
+from traceviz.analyses.whatif.fuse_attention import fuse_attention
 from traceviz.analyses.whatif.given import Given
-from traceviz.analyses.whatif.graphs import cuda_graphs
-from traceviz.analyses.whatif.inputs import overlap_input
-from traceviz.analyses.whatif.ladder import batch_input_gemms, drop_stream_sync, merge_gemms
+from traceviz.analyses.whatif.lstm_rungs import batch_input_gemms, drop_stream_sync, merge_gemms
+from traceviz.analyses.whatif.overlap_copies import overlap_copies
+from traceviz.analyses.whatif.overlap_input import overlap_input
 from traceviz.analyses.whatif.stalls import drop_host_stalls
 from traceviz.analyses.whatif.transforms import (
     fuse_pointwise,

@@ -73,10 +73,10 @@ def drop_host_stalls(g: ReplayGraph, _: float) -> tuple[ReplayGraph, list[str]]:
 
 
 def startup_nodes(g: ReplayGraph) -> np.ndarray:
-    """Per host node: a start-up call (``summary/startup.py``: a context made, a module
+    """Per host node: a start-up call (``summary/startup_calls.py``: a context made, a module
     loaded on first use, a first allocation). A scenario that removes launch calls keeps
     their time: a graph or a fused kernel pays its start-up once too."""
-    from traceviz.analyses.summary.startup import startup_calls
+    from traceviz.analyses.summary.startup_calls import startup_calls
 
     rows = startup_calls(g.trace)["row"].to_numpy(np.int64)
     return np.isin(g.h_rows, rows)

@@ -1,7 +1,7 @@
-"""``python -m traceviz.runners.tensorflow``: the TensorFlow capture process (``run.py``)."""
+"""``python -m traceviz.runners.tensorflow``: the TensorFlow capture process (``tf_runner.py``)."""
 
 import sys
 
-from traceviz.runners.tensorflow.run import main
+from traceviz.runners.tensorflow.tf_runner import main
 
 sys.exit(main())

@@ -1,5 +1,5 @@
 """The PyTorch runner, ``python -m traceviz.runners.torch``: the capture process
-(``run.py``), its models, variants, CUDA graphs, sessions and ladder rungs.
+(``torch_runner.py``), its models, variants, CUDA graphs, sessions and ladder rungs.
 
 Importing this package imports no framework (the capture imports torch when it runs).
 """

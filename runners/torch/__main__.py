@@ -1,7 +1,7 @@
-"""``python -m traceviz.runners.torch``: the PyTorch capture process (``run.py``)."""
+"""``python -m traceviz.runners.torch``: the PyTorch capture process (``torch_runner.py``)."""
 
 import sys
 
-from traceviz.runners.torch.run import main
+from traceviz.runners.torch.torch_runner import main
 
 sys.exit(main())

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from traceviz.runners.protocol import emit
+from traceviz.runners.capture_protocol import emit
 
 FORWARD_KEY = "compile_inner"     # a key ending so: a frame's compile
 BACKWARD_KEY = "_backward_impl"   # a key ending so: a lazily compiled backward

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from traceviz.runners.protocol import Phases, RunnerError
+from traceviz.runners.capture_protocol import Phases, RunnerError
 
 WARMUP_CALLS = 3  # eager calls on a side stream before the capture
 

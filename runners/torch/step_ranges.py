@@ -1,7 +1,7 @@
 """The ranges a PyTorch step is recorded in: ``record_function`` with the same NVTX range
 (Nsight Systems sees them too), the NVTX ``step N`` around each profiled step, and under
 nsys an NVTX range per ATen op with its input shapes. Imported only inside a runner
-process (the variants' loop in ``run.py``, a user's script in ``session.py``).
+process (the variants' loop in ``torch_runner.py``, a user's script in ``torch_session.py``).
 """
 
 from __future__ import annotations

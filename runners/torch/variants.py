@@ -11,14 +11,7 @@ from typing import Any
 
 from torch import nn
 
-from traceviz.runners.torch.ladder import (
-    CompileFullLSTM,
-    FactorizedLSTM,
-    StreamsLSTM,
-    TransposedLSTM,
-    WavefrontLSTM,
-)
-from traceviz.runners.torch.models import (
+from traceviz.runners.torch.lstms import (
     CellLSTM,
     CompileLSTM,
     CudnnLSTM,
@@ -28,6 +21,13 @@ from traceviz.runners.torch.models import (
     JitLSTM,
     Naive8LSTM,
     StaticLSTM,
+)
+from traceviz.runners.torch.rung_lstms import (
+    CompileFullLSTM,
+    FactorizedLSTM,
+    StreamsLSTM,
+    TransposedLSTM,
+    WavefrontLSTM,
 )
 
 MODELS: dict[str, type[nn.Module]] = {

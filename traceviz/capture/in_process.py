@@ -8,7 +8,7 @@
             p.step()          # or traceviz.step(), or let optimizer.step() mark steps
     p.trace.summary()         # the Trace; p.run_dir holds what `traceviz capture` writes
 
-The schedule is the script capture's (``runners/torch/session.py``): ``warmup``
+The schedule is the script capture's (``runners/torch/torch_session.py``): ``warmup``
 unprofiled steps, one profiler warm-up step, ``steps`` recorded, the rest unprofiled.
 """
 
@@ -49,7 +49,7 @@ class Profile:
         else:
             self.run_dir = Path(out)
             prepare_run_dir(self.run_dir, force)
-        from traceviz.runners.torch.session import TorchSession
+        from traceviz.runners.torch.torch_session import TorchSession
 
         self._session = TorchSession(self.run_dir, warmup, steps, modules=modules,
                                      slice_s=slice_s)
@@ -67,9 +67,9 @@ class Profile:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
-        from traceviz.capture.script import save_trace
+        from traceviz.capture.user_script import save_trace
         from traceviz.notebook_api import TraceAnalysis
-        from traceviz.runners.protocol import run_result, step_bench
+        from traceviz.runners.capture_protocol import run_result, step_bench
         from traceviz.runners.script import versions
 
         s = self._session

@@ -2,7 +2,7 @@
 
 The runner reports the script's exit status, its error, how many steps it marked, and
 where the code's end cut the profiler's schedule (``meta.json``'s ``schedule_cut``, set by
-the session: ``runners/torch/session.py``). From these the parent words one line: with a
+the session: ``runners/torch/torch_session.py``). From these the parent words one line: with a
 recorded step, a note beside the run; without one, the error that leaves no run folder
 (``NothingRecorded``: exit 130 when interrupted, else 2).
 """

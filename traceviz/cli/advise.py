@@ -39,7 +39,7 @@ class AdviseCommand(Command):
                             "quarter of this machine's memory)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.analyses.advice.engine import advise_full
+        from traceviz.analyses.advice.advising import advise_full
         from traceviz.analyses.advice.runkind import run_kind
         from traceviz.files.folders import is_dataset, is_rank_folder
 
@@ -83,7 +83,7 @@ def advise_job(path: Path, memory_limit: str | None = None, peak: Any = None
     ``--peak`` its findings are rated by)."""
     from rich.progress import MofNCompleteColumn, TimeElapsedColumn
 
-    from traceviz.rankset.advise import advise_ranks
+    from traceviz.rankset.rank_advice import advise_ranks
 
     with progress_bar(stderr(), MofNCompleteColumn(), TimeElapsedColumn(),
                       description="ranks") as bar:

@@ -33,9 +33,9 @@ class AmpCommand(Command):
                        help="terminal width for the table (at least 40 columns)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.analyses.compare.amp import amp_breakdown, differs_only_in_amp
+        from traceviz.analyses.compare.amp_breakdown import amp_breakdown, differs_only_in_amp
         from traceviz.analyses.compare.runs import run_figures
-        from traceviz.render.terminal.runs import amp_render
+        from traceviz.render.terminal.runs_view import amp_render
 
         if args.plot:
             refuse_existing(chart_paths(args.plot, ["amp_waterfall"]), args.force)

@@ -15,7 +15,7 @@ from traceviz.cli.capture_script import self_command
 from traceviz.errors import Terminated, UsageError
 
 if TYPE_CHECKING:
-    from traceviz.capture.run import CaptureRequest
+    from traceviz.capture.parent import CaptureRequest
 
 SIZES = ("batch", "seq", "hidden", "layers", "embed", "vocab")
 
@@ -23,7 +23,7 @@ SIZES = ("batch", "seq", "hidden", "layers", "embed", "vocab")
 def _what_arguments(p: argparse.ArgumentParser) -> None:
     """What runs: a script, or a variant on a workload, device and precision."""
     # here, not at the top: another command's parser imports no runner
-    from traceviz.capture.run import COMPILE_MODES
+    from traceviz.capture.parent import COMPILE_MODES
     from traceviz.runners import DEVICES, VARIANTS
     from traceviz.runners.presets import PRESETS
 
@@ -66,7 +66,7 @@ def _what_arguments(p: argparse.ArgumentParser) -> None:
 
 def _how_arguments(p: argparse.ArgumentParser) -> None:
     """How it runs: data, warm-up, timed and profiled steps, the profiler."""
-    from traceviz.capture.run import PROFILERS
+    from traceviz.capture.parent import PROFILERS
 
     p.add_argument("--workers", type=int, metavar="N",
                    help="feed batches through a real DataLoader with N worker processes "
@@ -128,7 +128,7 @@ class CaptureCommand(Command):
         _script_arguments(p)
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.capture.run import (
+        from traceviz.capture.parent import (
             CaptureRequest,
             check_graph_replay,
             check_runnable,
@@ -193,7 +193,7 @@ class CaptureCommand(Command):
 
     def _capture(self, args: argparse.Namespace, req: CaptureRequest, run_dir: Path,
                  notes: list[str]) -> int:
-        from traceviz.capture.run import run_capture
+        from traceviz.capture.parent import run_capture
 
         device, workload = req.device, req.workload
         err = stderr()

@@ -22,7 +22,7 @@ from traceviz.cli.base import stderr, stdout
 from traceviz.errors import UsageError
 
 if TYPE_CHECKING:
-    from traceviz.capture.script import ScriptRequest
+    from traceviz.capture.user_script import ScriptRequest
 
 SCRIPT_ONLY = ("modules", "slice")
 VARIANT_ONLY = ("preset", "mode", "amp", "exec_mode", "device", "batch", "seq", "hidden",
@@ -47,7 +47,7 @@ def self_command() -> str:
 
 
 def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
-    from traceviz.capture.script import ScriptRequest
+    from traceviz.capture.user_script import ScriptRequest
     from traceviz.files.runclaim import claimed_run_dir
 
     given = [f"--{k.replace('_', '-')}" for k in VARIANT_ONLY
@@ -72,7 +72,7 @@ def run_script_capture(args: argparse.Namespace, command: list[str]) -> int:
 
 def _claimed(args: argparse.Namespace, command: list[str], req: ScriptRequest,
              run_dir: Path) -> int:
-    from traceviz.capture.script import run_script
+    from traceviz.capture.user_script import run_script
 
     err = stderr()
     from traceviz.units import plural
@@ -145,7 +145,7 @@ def _ranks_done(out: Console, ranks: int, result,  # noqa: ANN001
 
 
 def _profiler_name(profiler: str | None) -> str:
-    from traceviz.capture.script import PROFILER_NAMES
+    from traceviz.capture.user_script import PROFILER_NAMES
 
     return PROFILER_NAMES[str(profiler)]
 

@@ -46,8 +46,8 @@ class CompareCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from rich.text import Text
 
-        from traceviz.analyses.compare.amp import amp_breakdown, amp_pairs
-        from traceviz.analyses.compare.ranges import range_diff
+        from traceviz.analyses.compare.amp_breakdown import amp_breakdown, amp_pairs
+        from traceviz.analyses.compare.range_diff import range_diff
         from traceviz.analyses.compare.runs import (
             kernel_diff,
             mpe_table,
@@ -56,8 +56,13 @@ class CompareCommand(Command):
             workload_differences,
         )
         from traceviz.analyses.summary.figures import integer_ns
-        from traceviz.render.terminal.ranges import range_diff_table
-        from traceviz.render.terminal.runs import amp_render, diff_table, mpe_render, runs_table
+        from traceviz.render.terminal.ranges_view import range_diff_table
+        from traceviz.render.terminal.runs_view import (
+            amp_render,
+            diff_table,
+            mpe_render,
+            runs_table,
+        )
 
         if len(args.runs) < 2:
             raise UsageError("compare needs at least two runs")

@@ -102,7 +102,7 @@ class LadderCommand(Command):
     def _capture(self, args: argparse.Namespace, rungs: tuple, device: str,
                  modes: tuple[str, ...], repeat: int) -> int:
         from traceviz.files.runclaim import prepare_run_dir
-        from traceviz.ladder.run import plan, run_ladder
+        from traceviz.ladder.interleave import plan, run_ladder
         from traceviz.ladder.rungs import ladder_workload
         from traceviz.runners import VARIANTS
 
@@ -145,7 +145,7 @@ class LadderCommand(Command):
         if args.json:
             print(json_text(ladder.to_dict()))
             return
-        from traceviz.render.terminal.ladder import ladder_render
+        from traceviz.render.terminal.ladder_view import ladder_render
 
         w = ladder.workload
         shape = (f"{w.get('layers')} x {w.get('hidden')}, seq {w.get('seq')}, batch "

@@ -41,7 +41,7 @@ class ReportCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from traceviz.analyses.compare.runs import run_figures
         from traceviz.analyses.shown.report_data import report_data
-        from traceviz.capture.sweep import SWEEP_FILE, load_sweep
+        from traceviz.capture.grid import SWEEP_FILE, load_sweep
         from traceviz.render.report import build_report, to_markdown
 
         suffix = args.output.suffix.lower()

@@ -57,7 +57,7 @@ class SweepCommand(Command):
             TimeRemainingColumn,
         )
 
-        from traceviz.capture.sweep import SWEEP_FILE, SweepSpec, point_id, run_sweep
+        from traceviz.capture.grid import SWEEP_FILE, SweepSpec, point_id, run_sweep
         from traceviz.runners import default_device
 
         amps = [None if a.strip() in ("none", "fp32", "") else a.strip()
@@ -94,7 +94,7 @@ class SweepCommand(Command):
 
             point_map = None
             if args.ray is not None:
-                from traceviz.capture.sweep import capture_point
+                from traceviz.capture.grid import capture_point
                 from traceviz.system.cluster import point_resources, ray_map
 
                 point_map = ray_map(capture_point, args.ray or None, point_resources)
@@ -103,7 +103,7 @@ class SweepCommand(Command):
         for row in failed:
             err.print(f"[red]failed[/] {row['point']}: {row['error']}")
         ok = df[df["status"] == "ok"]
-        from traceviz.render.terminal.runs import sweep_render
+        from traceviz.render.terminal.runs_view import sweep_render
 
         console = stdout()
         console.print(sweep_render(df, str(out), console.width))

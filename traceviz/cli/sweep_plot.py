@@ -21,7 +21,7 @@ class SweepPlotCommand(Command):
         p.add_argument("--force", action="store_true", help="replace existing chart files")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.capture.sweep import SWEEP_FILE, load_sweep
+        from traceviz.capture.grid import SWEEP_FILE, load_sweep
         from traceviz.files.fileio import check_readable
         from traceviz.render.charts import sweep_plots
 

@@ -73,8 +73,8 @@ def _job(path: Path) -> bool:
 
 def _ranks(args: argparse.Namespace, scenarios: tuple[str, ...]) -> int:
     """Every rank replayed, its collectives joined with the other ranks'."""
-    from traceviz.analyses.whatif.ranks import whatif_ranks
-    from traceviz.rankset.advise import job_traces
+    from traceviz.analyses.whatif.all_ranks import whatif_ranks
+    from traceviz.rankset.rank_advice import job_traces
     from traceviz.render.terminal.advice import ranks_whatif_render
 
     return _show(args, whatif_ranks(job_traces(args.trace), scenarios, peak_of(args)),

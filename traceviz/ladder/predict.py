@@ -2,7 +2,7 @@
 
 A rung's change is stood for by a whatif scenario (``Rung.scenario``) replayed on the eager
 trace of the rung below it: the predicted timed step (the replay with the profiler's host
-cost taken out, analyses/whatif/timed.py) against the rung's measured eager median, and,
+cost taken out, analyses/whatif/timed_graph.py) against the rung's measured eager median, and,
 with the launches captured in a graph as well (``+cuda_graphs``), against its
 graph-replayed median. The error is predicted / measured - 1.
 """

@@ -1,7 +1,7 @@
 """A step the profiled code did not finish, left out of the events table.
 
 When a script ends (an exception, ``sys.exit``, Ctrl-C) during its profiled steps, the
-capture's session (``runners/torch/session.py``) saves what the profiler recorded and
+capture's session (``runners/torch/torch_session.py``) saves what the profiler recorded and
 renames the step it was in ``unfinished step N``. That step's rows are no step's work:
 counted, they would add a partial step to every total and per-step figure. So they are
 dropped here, on import, once for every analysis: every host row from the unfinished

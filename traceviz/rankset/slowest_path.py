@@ -1,6 +1,6 @@
 """The slowest rank's critical path in a rank folder or dataset: its trace read whole, every
 other rank's collective kernels, and the rank each collective on the path waited for
-(``analyses/critical_path/ranks.py``). Reading the ranks lives here, not in the analyses,
+(``analyses/critical_path/cross_rank.py``). Reading the ranks lives here, not in the analyses,
 which take traces.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from traceviz.analyses.critical_path.cross_rank import RanksPath, collective_starts, waits_of
 from traceviz.analyses.critical_path.path import critical_path
-from traceviz.analyses.critical_path.ranks import RanksPath, collective_starts, waits_of
 
 if TYPE_CHECKING:
     from traceviz.trace import Trace

@@ -14,18 +14,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from traceviz.analyses.compare.amp import AmpBreakdown  # noqa: E402
+from traceviz.analyses.compare.amp_breakdown import AmpBreakdown  # noqa: E402
 from traceviz.analyses.compare.runs import RunFigures  # noqa: E402
 from traceviz.analyses.summary.figures import Summary  # noqa: E402
 from traceviz.render.loss_curves import loss_curves  # noqa: E402
-from traceviz.render.terminal.runs import sweep_on_cpu  # noqa: E402
+from traceviz.render.terminal.runs_view import sweep_on_cpu  # noqa: E402
 from traceviz.table.names import distinct_names  # noqa: E402
 from traceviz.table.schema import CATEGORIES  # noqa: E402
 from traceviz.units import flop_rate, fmt_ns  # noqa: E402
 
 if TYPE_CHECKING:  # the section types only, for the chart functions' arguments
     from traceviz.analyses.efficiency.ops import Efficiency
-    from traceviz.analyses.summary.memory import Memory
+    from traceviz.analyses.summary.footprint import Memory
 
 # analyze --plot, by file stem
 SUMMARY_CHARTS = ("kernels_pie", "launch_overhead", "roofline", "memory")

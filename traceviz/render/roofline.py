@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from traceviz.analyses.efficiency.ops import Efficiency  # noqa: E402
-from traceviz.analyses.summary.memory import Memory  # noqa: E402
+from traceviz.analyses.summary.footprint import Memory  # noqa: E402
 from traceviz.table.names import distinct_names  # noqa: E402
 from traceviz.units import flop_rate  # noqa: E402
 

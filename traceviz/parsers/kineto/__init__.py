@@ -2,7 +2,7 @@
 document), ``native`` (the compiled reader) or ``events`` (the Python one, its fallback)
 into raw columns (``raw``), then ``columns`` (with ``args`` and ``times``) to base rows."""
 
-from traceviz.parsers.kineto.reader import (
+from traceviz.parsers.kineto.kineto_reader import (
     CHUNK_BYTES,
     IN_PROCESS_CHUNK,
     WORKER_MB_EACH,

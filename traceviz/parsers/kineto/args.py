@@ -110,7 +110,7 @@ def _is_count(v: Any, bound: int) -> bool:
 def comm_text(in_n: bytes, out_n: bytes, dtype: bytes, group: bytes, pg: bytes,
               coll: bytes = b"") -> str:
     """``msg:IN,OUT dtype:D group:N pg:NAME coll:NAME``: a collective's message as
-    recorded (nothing where Kineto recorded none); ``analyses/summary/comm.py`` reads it
+    recorded (nothing where Kineto recorded none); ``analyses/summary/collectives.py`` reads it
     back. ``_BAD`` where a count is not one or past ``MAX_NELEMS``, or the group past int64."""
     if not in_n and not out_n:
         return ""

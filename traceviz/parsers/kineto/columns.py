@@ -2,7 +2,7 @@
 (``raw.Rows``) -> the base rows ``normalize.finish`` takes, and counts of what had to be
 dropped or altered and why.
 
-``reader.py`` cuts the event array into pieces; the compiled reader (``native.py``) or the
+``kineto_reader.py`` cuts the event array into pieces; the compiled reader (``native.py``) or the
 Python one (``events.py``) reads each into raw columns; ``event_columns`` does the rest.
 """
 

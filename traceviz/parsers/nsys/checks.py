@@ -1,5 +1,5 @@
 """What an nsys export lacks or holds wrongly: the refusals (one line, exit 2) and the
-notes (what was dropped or left out, and why) of ``reader.parse``."""
+notes (what was dropped or left out, and why) of ``nsys_reader.parse``."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from traceviz.errors import TraceVizError
 from traceviz.parsers.numbers import dropped_note
 
 if TYPE_CHECKING:  # the reader imports this module
-    from traceviz.parsers.nsys.reader import _Rows
-    from traceviz.parsers.nsys.tables import ExportTables
+    from traceviz.parsers.nsys.nsys_reader import _Rows
+    from traceviz.parsers.nsys.table_access import ExportTables
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"

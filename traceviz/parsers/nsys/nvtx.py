@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceviz.parsers.nsys.tables import text_values
+from traceviz.parsers.nsys.table_access import text_values
 from traceviz.parsers.numbers import checked_ints
 
 PAYLOAD_COLUMNS = ("int64Value", "uint64Value", "int32Value", "uint32Value", "doubleValue",

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from traceviz.parsers.nsys.tables import lookup_strings
+from traceviz.parsers.nsys.table_access import lookup_strings
 from traceviz.table.host_calls import OFF_CPU
 
 if TYPE_CHECKING:  # the reader's row builder and the export's tables
-    from traceviz.parsers.nsys.reader import _Rows
-    from traceviz.parsers.nsys.tables import ExportTables
+    from traceviz.parsers.nsys.nsys_reader import _Rows
+    from traceviz.parsers.nsys.table_access import ExportTables
 
 OSRT = "OSRT_API"
 SCHED = "SCHED_EVENTS"

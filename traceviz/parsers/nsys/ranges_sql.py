@@ -32,12 +32,12 @@ import pandas as pd
 from traceviz.parsers.normalize import BASE_COLUMNS, finish
 from traceviz.parsers.nsys.checks import KERNEL, RUNTIME
 from traceviz.parsers.nsys.nvtx import PAYLOAD_COLUMNS, domains
-from traceviz.parsers.nsys.tables import SqliteTables, text_values
+from traceviz.parsers.nsys.table_access import SqliteTables, text_values
 from traceviz.parsers.nvtx_text import read_ranges
 from traceviz.table.classify import collective_kind
+from traceviz.table.input_calls import input_framework
 from traceviz.table.meta import TraceMeta
 from traceviz.table.names import demangled_categories
-from traceviz.table.pipeline import input_framework
 from traceviz.trace import Trace
 
 NVTX = "NVTX_EVENTS"

@@ -20,7 +20,7 @@ from traceviz.algos.categorical import as_list, each, per_distinct, text_categor
 from traceviz.algos.intervals import innermost_enclosing
 from traceviz.parsers.normalize import BASE_COLUMNS
 from traceviz.parsers.numbers import INT32, checked_ints
-from traceviz.table.copies import copy_name
+from traceviz.table.copy_names import copy_name
 from traceviz.table.launch_apis import launch_kind
 
 _OP_EVENT = re.compile(r"^([^:\s]+):([A-Za-z_][\w]*)$")   # "node/name:Type"
@@ -333,7 +333,7 @@ _ROW_DIRECTION = {"H2D": "HtoD", "D2H": "DtoH", "D2D": "DtoD", "P2P": "PtoP"}
 
 def _copy_names(recorded: np.ndarray, details: np.ndarray) -> np.ndarray:
     """``MemcpyH2D`` + ``kind_src:pageable kind_dst:device ...`` -> Kineto's name,
-    ``Memcpy HtoD (Pageable -> Device)`` (``table/copies.py``); without the kinds (TF
+    ``Memcpy HtoD (Pageable -> Device)`` (``table/copy_names.py``); without the kinds (TF
     before 2.5 recorded none) ``Memcpy HtoD``; a name that says no direction is kept,
     with the kinds where recorded. Per distinct pair."""
     return _per_pair(recorded, details, _copy_name)

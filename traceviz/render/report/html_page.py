@@ -182,7 +182,7 @@ def _advice_html(run: HtmlRun) -> str:
 def _differences(runs: HtmlRuns) -> Any:
     Div = bokeh_module("bokeh.models").Div
 
-    from traceviz.render.terminal.runs import _calls
+    from traceviz.render.terminal.runs_view import _calls
     from traceviz.table.names import distinct_names
 
     out = []

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from traceviz.analyses.compare.amp import AmpBreakdown
+from traceviz.analyses.compare.amp_breakdown import AmpBreakdown
 from traceviz.analyses.compare.runs import RunFigures
 from traceviz.analyses.shown.report_data import ReportData
 from traceviz.render.escape import file_name
 from traceviz.render.report.report_section import Section, figure_png
 from traceviz.render.report.sweep_sections import sweep_section
-from traceviz.render.terminal.runs import MPE_TITLE, amp_rows, amp_verdict, mpe_note
+from traceviz.render.terminal.runs_view import MPE_TITLE, amp_rows, amp_verdict, mpe_note
 from traceviz.units import flop_rate, fmt_bytes, fmt_ns, fmt_pct
 
 
@@ -241,7 +241,7 @@ def _timed_section(figs: list[RunFigures], conflicts: list[str]) -> Section:
 
 def _largest_wait(f: RunFigures) -> str:
     """The host wait's largest cause and its time per step ("–" where not split)."""
-    from traceviz.render.terminal.host import WAIT_LABELS
+    from traceviz.render.terminal.host_view import WAIT_LABELS
 
     w = f.summary.host_wait_split if not f.cpu_trace and f.summary.inputs is not None \
         else None

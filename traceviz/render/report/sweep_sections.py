@@ -10,7 +10,7 @@ import pandas as pd
 
 from traceviz.render.escape import file_name
 from traceviz.render.report.report_section import Section, figure_png
-from traceviz.render.terminal.runs import sweep_on_cpu
+from traceviz.render.terminal.runs_view import sweep_on_cpu
 from traceviz.units import flop_rate, fmt_bytes, fmt_ns, fmt_pct
 
 COLUMNS = ("point", "status", "time_per_batch_s", "time_min_s", "time_max_s", "time_cv",

@@ -9,13 +9,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from traceviz.analyses.advice.base import Finding
 from traceviz.analyses.advice.bound import Bound
+from traceviz.analyses.advice.finding import Finding
 from traceviz.analyses.advice.job import JobAdvice
 from traceviz.analyses.advice.runkind import RunKind
 from traceviz.analyses.timed import TimedStep
+from traceviz.analyses.whatif.all_ranks import RanksWhatIf
 from traceviz.analyses.whatif.engine import WhatIf
-from traceviz.analyses.whatif.ranks import RanksWhatIf
 from traceviz.render.escape import visible
 from traceviz.render.terminal.fit import Col, fitted_table, left_note
 from traceviz.units import fmt_ns, fmt_pct, plural

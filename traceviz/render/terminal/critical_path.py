@@ -6,8 +6,8 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from traceviz.analyses.critical_path.cross_rank import RanksPath
 from traceviz.analyses.critical_path.path import PARTS, CriticalPath
-from traceviz.analyses.critical_path.ranks import RanksPath
 from traceviz.render.terminal.fit import Col, fitted_table, left_note
 from traceviz.table.names import distinct_names
 from traceviz.units import fmt_ns, fmt_pct, plural

@@ -9,9 +9,9 @@ from rich.text import Text
 
 from traceviz.analyses.efficiency import ops
 from traceviz.analyses.efficiency.ops import Efficiency
-from traceviz.analyses.summary import memory
+from traceviz.analyses.summary import footprint
 from traceviz.analyses.summary.figures import Summary
-from traceviz.analyses.summary.memory import Memory
+from traceviz.analyses.summary.footprint import Memory
 from traceviz.render.terminal.fit import Col, fitted_table, left_note
 from traceviz.render.terminal.page import Page, section_render
 from traceviz.units import flop_rate, fmt_bytes, fmt_ns, fmt_pct
@@ -35,7 +35,7 @@ def efficiency_section(s: Summary, page: Page) -> None:
         page.add(efficiency_render(s.efficiency, top=page.top, width=page.width))
 
 
-@section_render(memory.SECTION)
+@section_render(footprint.SECTION)
 def memory_section(s: Summary, page: Page) -> None:
     """The memory lines, where there is anything to say."""
     if s.memory is not None and (mem := memory_render(s.memory)):

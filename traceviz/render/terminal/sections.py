@@ -2,7 +2,7 @@
 terminal prints them (each section's ``printed`` in ``analyses/summary/registry.py``: the
 header first, the notes last; not the order of ``--json``).
 
-A section's render lives beside its kind of output (``host.py``, ``efficiency.py``, ...),
+A section's render lives beside its kind of output (``host_view.py``, ``efficiency.py``, ...),
 registered there by ``@section_render(SECTION)`` (``page.py``); the modules are imported
 here so that every render is registered. A section without a render prints nothing on the
 terminal (``--json`` still has it).
@@ -13,13 +13,13 @@ from __future__ import annotations
 from traceviz.analyses.summary.protocol import Section
 from traceviz.analyses.summary.registry import sections
 from traceviz.render.terminal import (  # noqa: F401  (importing them registers their renders)
-    casts,
+    casts_view,
     efficiency,
-    host,
+    host_view,
     launches,
-    phases,
-    ranges,
-    totals,
+    phases_view,
+    ranges_view,
+    totals_view,
 )
 from traceviz.render.terminal.page import RENDERS, Render
 

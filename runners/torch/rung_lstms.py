@@ -1,11 +1,11 @@
-"""The rungs of the CUDA LSTM study's optimization ladder that ``models.py`` lacks, and
+"""The rungs of the CUDA LSTM study's optimization ladder that ``lstms.py`` lacks, and
 the factorized LSTM and the whole-model ``torch.compile``. Imported only inside a runner
 process (or a test).
 
 The ladder, after ``naive8_torch`` (8 GEMMs per step) and ``fine_torch`` (combined
 GEMMs): ``streams_torch`` (the input GEMMs on a side stream, the recurrent ones on the
 main stream, events between them), ``fused_torch`` (fused pointwise, in
-``models.py``), ``transposed_torch`` (weights stored pre-transposed),
+``lstms.py``), ``transposed_torch`` (weights stored pre-transposed),
 ``wavefront_torch`` (layer l at step t beside layer l+1 at step t-1, one stream per
 layer). On a CPU there are no streams: the same calls run in order, same results.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from traceviz.runners.torch.models import (
+from traceviz.runners.torch.lstms import (
     FineLayerW,
     FineLSTM,
     _Layered,

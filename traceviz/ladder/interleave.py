@@ -29,7 +29,7 @@ def run_ladder(workload: Workload, device: str, out: Path, rungs: tuple[Rung, ..
                on_start: OnRun | None = None) -> Ladder:
     """Capture every (repeat, rung, mode); a failing one is recorded and the ladder goes on.
     The folders: ``out/<rung>[-graph]/``, or ``out/repeat-K/<rung>[-graph]/``."""
-    from traceviz.capture.run import CaptureRequest, run_capture
+    from traceviz.capture.parent import CaptureRequest, run_capture
     from traceviz.files.runclaim import prepare_run_dir
     from traceviz.ladder.predict import predict
     from traceviz.runners import VARIANTS

@@ -19,8 +19,8 @@ from traceviz.table.classify import TENSOR_CORE_HALF, xla_category
 from traceviz.table.launch_apis import is_graph_launch
 from traceviz.units import fmt_ns
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 GRAPHED = 0.5   # share of kernels launched by graph launches for a run to be "graphed"
 COMPILED = 0.5  # share of kernel time in compiler-made kernels

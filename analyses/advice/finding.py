@@ -1,6 +1,6 @@
 """What every advice rule shares: the ``Finding`` it returns, the ``RuleSpec`` that registers
 it (``rules.py``), and what ``advise`` does to each finding's saving (``no_loss``,
-``in_timed``). The ``Context`` a rule reads is ``engine.py``'s."""
+``in_timed``). The ``Context`` a rule reads is ``advising.py``'s."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from traceviz.units import fmt_ns
 
-if TYPE_CHECKING:  # the rules take it; engine.py makes it from the rules' registry
-    from traceviz.analyses.advice.engine import Context
+if TYPE_CHECKING:  # the rules take it; advising.py makes it from the rules' registry
+    from traceviz.analyses.advice.advising import Context
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from traceviz.parsers.nsys.nvtx import (
 )
 from traceviz.parsers.nsys.osrt import cpu_samples, off_cpu, os_calls
 from traceviz.parsers.nsys.ranges_sql import ranges_of, ranges_trace, wanted
-from traceviz.parsers.nsys.tables import (
+from traceviz.parsers.nsys.table_access import (
     ExportTables,
     SqliteTables,
     lookup_strings,

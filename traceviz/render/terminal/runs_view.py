@@ -7,7 +7,7 @@ import pandas as pd
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from traceviz.analyses.compare.amp import AmpBreakdown
+from traceviz.analyses.compare.amp_breakdown import AmpBreakdown
 from traceviz.analyses.compare.mpe import MpeBothWays
 from traceviz.analyses.compare.runs import RunFigures
 from traceviz.analyses.timings import Timings

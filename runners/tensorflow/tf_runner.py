@@ -1,7 +1,7 @@
 """TensorFlow capture process: ``python -m traceviz.runners.tensorflow --config CFG --out DIR``.
 
-Runs one TF/Keras 3 LSTM variant (``runners/tensorflow/models.py``) on one workload: a benchmark
-phase without the profiler (warm-up, then timed batches, each ending with the loss
+Runs one TF/Keras 3 LSTM variant (``runners/tensorflow/keras_lstms.py``) on one workload: a
+benchmark phase without the profiler (warm-up, then timed batches, each ending with the loss
 copied to the host so the device work is done), then a profiled phase under the
 TensorFlow profiler: one unmarked step, one warm-up step, then the active steps, each
 inside ``tf.profiler.experimental.Trace("step", step_num=N, _r=1)`` and numbered as
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator
 
 from traceviz.runners.benchdefs import Workload
-from traceviz.runners.protocol import (
+from traceviz.runners.capture_protocol import (
     Capture,
     RunConfig,
     RunnerError,
@@ -54,7 +54,7 @@ def _data(w: Workload, cfg: dict, tf) -> Iterator[tuple]:
 def _exec_mode(run: RunConfig, tf) -> tuple[str, list]:
     """The variant's execution (``--exec``, where it may choose) and the GPUs TensorFlow
     sees (none visible for ``--device cpu``)."""
-    from traceviz.runners.tensorflow import models as tf_models
+    from traceviz.runners.tensorflow import keras_lstms as tf_models
 
     variant = run.model
     exec_mode = run.cfg.get("exec") or tf_models.DEFAULT_EXEC[variant]
@@ -74,7 +74,7 @@ def _exec_mode(run: RunConfig, tf) -> tuple[str, list]:
 def _loss(w: Workload, layers: tuple, tf):
     """The loss of a batch through ``layers`` (embedding or None, the LSTM stack, head or
     None), in float32."""
-    from traceviz.runners.tensorflow import models as tf_models
+    from traceviz.runners.tensorflow import keras_lstms as tf_models
 
     embed, stack, head = layers
 
@@ -140,7 +140,7 @@ def setup(run: RunConfig) -> Capture:
         raise RunnerError(f"TensorFlow is not importable here ({e}); "
                           f"{pip_install('tf')}") from None
     from traceviz.runners.reference import reference_weights
-    from traceviz.runners.tensorflow import models as tf_models
+    from traceviz.runners.tensorflow import keras_lstms as tf_models
 
     w, cfg, variant = run.workload, run.cfg, run.model
     exec_mode, gpus = _exec_mode(run, tf)

@@ -8,7 +8,7 @@ import pandas as pd
 
 from traceviz.analyses.replay.graph import ReplayGraph, per_device
 from traceviz.analyses.summary.launch import launch_table
-from traceviz.analyses.whatif.inputs import input_gaps
+from traceviz.analyses.whatif.overlap_input import input_gaps
 from traceviz.analyses.whatif.stalls import startup_nodes
 from traceviz.units import fmt_ns
 

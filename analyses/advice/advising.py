@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from traceviz.analyses.advice.base import Finding, in_timed, no_loss
 from traceviz.analyses.advice.bound import BOUND_RULES, Bound
+from traceviz.analyses.advice.finding import Finding, in_timed, no_loss
 from traceviz.analyses.advice.rules import RULES, SHARED_SCENARIOS
 from traceviz.analyses.advice.runkind import RunKind, run_kind
 from traceviz.analyses.summary.figures import Summary, summarize

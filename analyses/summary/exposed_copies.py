@@ -1,9 +1,9 @@
 """Copies the device runs with no kernel beside it: the host <-> device copies
-(``Memcpy HtoD``/``DtoH``, ``table/copies.py``) inside the analysis windows, and the part
+(``Memcpy HtoD``/``DtoH``, ``table/copy_names.py``) inside the analysis windows, and the part
 of each that no kernel of its device overlaps. Such a copy is on the step's path: nothing
 computes while it runs, so the step is that much longer than its compute. The advice rule
 ``serialized_copies`` (``advice/copies.py``) and the what-if scenario ``overlap_copies``
-(``whatif/copies.py``) read it.
+(``whatif/overlap_copies.py``) read it.
 
 A copy that kernels overlap is already hidden (a prefetching loader, a side stream); a
 device-to-device copy is the device's own work, not a transfer that could run beside it.
@@ -19,7 +19,7 @@ import pandas as pd
 
 from traceviz.algos.categorical import groups
 from traceviz.algos.intervals import covered_until, intersect_blocks, union_blocks
-from traceviz.table.copies import HOST_DEVICE, copy_direction
+from traceviz.table.copy_names import HOST_DEVICE, copy_direction
 from traceviz.table.schema import is_in
 
 if TYPE_CHECKING:  # the Trace type only: trace.py's notebook API imports analyses

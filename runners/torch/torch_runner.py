@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from traceviz.runners.benchdefs import Workload
-from traceviz.runners.protocol import (
+from traceviz.runners.capture_protocol import (
     Capture,
     RunConfig,
     RunnerError,
@@ -30,7 +30,7 @@ from traceviz.runners.protocol import (
 )
 from traceviz.runners.synthetic import samples_needed, synthetic_data
 from traceviz.runners.torch.compile_time import announce_compile, compile_mode, compile_time
-from traceviz.runners.torch.export import export_trace
+from traceviz.runners.torch.trace_file import export_trace
 from traceviz.runners.usage import usage_probe
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from traceviz.algos.categorical import each, per_distinct
 from traceviz.analyses.replay.graph import ReplayGraph
-from traceviz.analyses.replay.waits import event_roles
+from traceviz.analyses.replay.stream_waits import event_roles
 from traceviz.analyses.whatif.calls import (
     Launches,
     Merge,

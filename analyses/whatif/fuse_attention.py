@@ -1,5 +1,5 @@
 """The ``fuse_attention`` what-if scenario: every unfused attention (a softmax over
-[..., S, S] scores between two batched matmuls, ``analyses/efficiency/attention.py``)
+[..., S, S] scores between two batched matmuls, ``analyses/efficiency/attention_fusion.py``)
 runs as one fused kernel (FlashAttention, PyTorch's SDPA): the kernels on the S×S tensor
 go with their launch calls, and the two matmuls take the fused kernel's modelled time."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceviz.analyses.efficiency.attention import FUSED_PEAK_SHARE, attention
+from traceviz.analyses.efficiency.attention_fusion import FUSED_PEAK_SHARE, attention
 from traceviz.analyses.replay.graph import ReplayGraph
 from traceviz.analyses.whatif.given import Given
 from traceviz.units import fmt_bytes, fmt_ns

@@ -11,7 +11,7 @@ import numpy as np
 from traceviz.algos.intervals import covered_until, union_blocks
 from traceviz.algos.optree import thread_key
 from traceviz.analyses.replay.graph import ReplayGraph
-from traceviz.table.pipeline import input_range_mask
+from traceviz.table.input_calls import input_range_mask
 from traceviz.units import fmt_ns, plural
 
 

@@ -46,7 +46,7 @@ def advise_ranks(source: Path, memory_limit: str | None = None,
                  peak: Peak | None = None) -> tuple[JobAdvice, Trace]:
     """The job's advice and the slowest rank's trace (``report`` draws it); ``peak``: the
     device's peaks the slowest rank's findings are rated by (``--peak``)."""
-    from traceviz.analyses.advice.engine import advise_full
+    from traceviz.analyses.advice.advising import advise_full
     from traceviz.analyses.advice.job import job_advice
     from traceviz.analyses.advice.runkind import run_kind
     from traceviz.analyses.compare.ranks import slowest_ranks

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.efficiency.ops import _device_name, op_of_kernels
-from traceviz.analyses.efficiency.run import stated_peak
+from traceviz.analyses.efficiency.workload import stated_peak
 from traceviz.analyses.work import work_rows
 from traceviz.opcost import peaks
 from traceviz.opcost.shapes import DTYPE_BYTES, DTYPE_PRECISION, parse_details

@@ -12,7 +12,7 @@ from traceviz.analyses.summary.figures import Summary
 from traceviz.analyses.summary.totals import KERNEL_TABLES, NOTES, TIMINGS, TOTALS
 from traceviz.analyses.timings import Timings
 from traceviz.render.terminal.fit import Col, fitted_table, left_note
-from traceviz.render.terminal.host import host_rows, step_line, wait_line
+from traceviz.render.terminal.host_view import host_rows, step_line, wait_line
 from traceviz.render.terminal.page import Page, section_render
 from traceviz.units import fmt_ns, fmt_pct, plural
 

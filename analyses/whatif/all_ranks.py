@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.replay.graph import NEVER, ReplayGraph, build, solve
-from traceviz.analyses.summary.comm import comm_rows
+from traceviz.analyses.summary.collectives import comm_rows
 from traceviz.analyses.whatif.engine import _replayed
 from traceviz.analyses.whatif.given import Given
 from traceviz.analyses.whatif.scenarios import SCENARIOS, parse_scenarios

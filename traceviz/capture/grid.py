@@ -169,7 +169,7 @@ def capture_point(point: dict, spec: SweepSpec, out_dir: str, marker: str) -> di
     process, or a Ray worker on another node). A worker that sees the sweep folder (the
     marker file holds ``marker``) writes the run folder there; one that does not writes it
     to a temporary folder and ships it back in the row (``_archive``: tar.gz bytes)."""
-    from traceviz.capture.run import CaptureRequest, run_capture
+    from traceviz.capture.parent import CaptureRequest, run_capture
     from traceviz.files.runclaim import prepare_run_dir
     from traceviz.runners.presets import make_workload
 

@@ -97,7 +97,7 @@ def _timeline(threads: list[dict], width: int) -> Group:
 
 
 def range_diff_table(diff, label_a: str, label_b: str, top: int, width: int):
-    """``compare``'s table of two runs by range name (``analyses/compare/ranges.py``)."""
+    """``compare``'s table of two runs by range name (``analyses/compare/range_diff.py``)."""
     cols = [Col("range", "left", label=True), Col(f"calls\n{label_a}", drop=3),
             Col(f"calls\n{label_b}", drop=2), Col(f"mean\n{label_a}"), Col(f"mean\n{label_b}"),
             Col("mean\nchange"), Col(f"total\n{label_a}", drop=5),

@@ -1,5 +1,5 @@
 """The ``overlap_copies`` what-if scenario: host-to-device copies that no kernel overlaps
-(``analyses/summary/copies.py``) are made one step ahead, beside the compute of the step
+(``analyses/summary/exposed_copies.py``) are made one step ahead, beside the compute of the step
 before (tf.data's ``prefetch_to_device``, a PyTorch prefetcher on a side stream with pinned
 memory, ``flax.jax_utils.prefetch_to_device``), so the work that waited for them does not.
 
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from traceviz.analyses.replay.graph import ReplayGraph
-from traceviz.analyses.summary.copies import exposed_copies
+from traceviz.analyses.summary.exposed_copies import exposed_copies
 from traceviz.analyses.whatif.given import Given
 from traceviz.analyses.work import work_rows
 from traceviz.units import fmt_ns, plural

@@ -203,7 +203,7 @@ def _runner_command(req: ScriptRequest, cfg_path: Path, run_dir: Path) -> list[s
         cmd[1:3] = ["-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
                     "--nproc-per-node", str(req.ranks), "-m", "traceviz.runners.script"]
     if req.profiler == "nsys":
-        from traceviz.capture.run import NSYS_TRACE
+        from traceviz.capture.parent import NSYS_TRACE
         from traceviz.parsers.nsys.export import nsys_binary
 
         nsys = nsys_binary()
@@ -383,7 +383,7 @@ def save_trace(raw: Path, run_dir: Path, meta: TraceMeta) -> tuple[Trace, Path]:
 
 def _raw_trace(req: ScriptRequest, run_dir: Path) -> Path | None:
     if req.profiler == "nsys":
-        from traceviz.capture.run import nsys_sqlite
+        from traceviz.capture.parent import nsys_sqlite
 
         return nsys_sqlite(run_dir)
     if req.profiler == "tf":

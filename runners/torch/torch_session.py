@@ -1,6 +1,6 @@
 """Profiling a user's own PyTorch code: the steps come from the code, not from a runner.
 
-The built-in variants run their own loop (``runners/torch/run.py``); a user's script or
+The built-in variants run their own loop (``runners/torch/torch_runner.py``); a user's script or
 notebook runs its own, so the schedule follows its step marks (``runners/marks.py``):
 ``warmup`` steps unprofiled (at least one: torch.compile and cuDNN's autotuner make first
 steps slow), one profiler warm-up step, then ``active`` steps recorded as
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from traceviz.runners import marks
-from traceviz.runners.torch.export import export_trace, write_failure
+from traceviz.runners.torch.trace_file import export_trace, write_failure
 
 TRACE_NAME = "trace.pt.trace.json.gz"
 KINETO_NOISE = b"USDT:"  # Kineto's line at each profiler start and stop

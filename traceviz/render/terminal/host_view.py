@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from traceviz.analyses.summary import comm, waits
-from traceviz.analyses.summary import streams as overlap
+from traceviz.analyses.summary import collectives, waits
+from traceviz.analyses.summary import stream_overlap as overlap
 from traceviz.analyses.summary.figures import Summary
 from traceviz.render.terminal.fit import Col, fitted_table
 from traceviz.render.terminal.page import Page, section_render
@@ -123,7 +123,7 @@ def _count(x: float) -> str:
     return f"{x:,.0f}" if x == int(x) or x >= 10 else f"{x:.1f}"
 
 
-@section_render(comm.SECTION)
+@section_render(collectives.SECTION)
 def communication(s: Summary, page: Page) -> None:
     """The Communication table: collectives by kind, their messages and bandwidth, and
     the time no computation hides."""
