@@ -27,7 +27,7 @@ IMPORT_HELPERS: dict[str, str] = {
 # Modules imported by their file's name from the folder they sit in (``sys.path`` holds
 # it): the MXNet runner runs in an interpreter without traceviz and loads these so
 BY_PATH: dict[str, set[str]] = {
-    "traceviz.runners": {"protocol", "benchdefs", "synthetic", "usage"},
+    "traceviz.runners": {"capture_protocol", "benchdefs", "synthetic", "usage"},
 }
 
 
