@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from traceviz.analyses.compare.amp import amp_breakdown
+from traceviz.analyses.compare.amp_breakdown import amp_breakdown
 from traceviz.analyses.compare.runs import MATRIX_CATEGORIES, RunFigures, run_figures
 from traceviz.render.report import md_table
 from traceviz.trace import Trace

@@ -206,8 +206,9 @@ def test_no_replay_beats_the_busiest_stream():
     t = load(shared(GH200))
     w = whatif(t)
     from traceviz.analyses.replay.graph import build
+    from traceviz.analyses.work import analysis_windows
 
-    floor = busiest_stream_work(build(t))
+    floor = busiest_stream_work(build(t), analysis_windows(t))
     for s in w.scenarios:
         if s.applies and s.parts == ("host_speedup",):
             assert s.predicted_ns >= floor
