@@ -111,3 +111,24 @@ def test_report_peak_holds_each_runs_mfu_against_it(tmp_path, capsys) -> None:
     for (a, b), t in zip(changed, tflops, strict=True):
         assert a.split(" | ")[:-1] == b.split(" | ")[:-1]  # only the last cell, the MFU
         assert b.split(" | ")[-1] == f"{fmt_pct(t / 10)} of fp32 |"
+
+
+def test_notebook_advise_and_whatif_take_the_peak(capsys) -> None:
+    """``t.advise(peak=...)`` and ``t.whatif(..., peak=...)`` rate against the peaks
+    given, as ``advise --peak`` and ``whatif --peak`` do: the fused attention's modelled
+    time from the raw trace, and the same scenario figures as the command's."""
+    from traceviz import load
+
+    peak = f"bf16={BF16:g},bw={BW:g}"
+    t = load(shared(OWLV2))
+    found = {f["rule"]: f for f in t.advise(peak=peak)}
+    assert found["attention"]["figures"]["fused_ns"] == _expected_fused_ns(BF16, BW)
+    got = dict(t.whatif("fuse_attention", peak=peak))
+    assert main(["whatif", str(shared(OWLV2)), "--json", "--peak", peak,
+                 "--scenario", "fuse_attention"]) == 0
+    want = json.loads(capsys.readouterr().out)
+    keys = ("name", "predicted_ns", "saving_ns")
+    assert [{k: s[k] for k in keys} for s in got["scenarios"]] == \
+        [{k: s[k] for k in keys} for s in want["scenarios"]]
+    assert got["scenarios"][0]["saving_ns"] != dict(t.whatif("fuse_attention"))[
+        "scenarios"][0]["saving_ns"]

@@ -17,6 +17,7 @@ import pandas as pd
 from traceviz.trace import Trace
 
 if TYPE_CHECKING:
+    from traceviz.opcost.peaks import Peak
     from traceviz.render.notebook import BoundView, SummaryView
     from traceviz.render.notebook_results import (
         AdviceView,
@@ -159,23 +160,25 @@ class TraceAnalysis(Trace):
     def _section(self, name: str, peak: str | None) -> dict[str, Any]:
         """One section of ``summary()``, every row, computed alone."""
         from traceviz.analyses.summary.figures import integer_ns, summarize
-        from traceviz.opcost.peaks import parse_peak
 
-        s = summarize(self, with_efficiency=True, peak=parse_peak(peak) if peak else None)
+        s = summarize(self, with_efficiency=True, peak=_peak(peak))
         # its part of --json with every row listed; {} where the section gives none
         return integer_ns(s.section_json(name, top=1 << 30))[name]
 
-    def whatif(self, *scenarios: str) -> WhatifView:
+    def whatif(self, *scenarios: str, peak: str | None = None) -> WhatifView:
         """``traceviz whatif --json``: the replay and each scenario.
 
         :param scenarios: the scenarios to run (default: all), e.g.
             ``t.whatif("cuda_graphs", "gemm_speedup=4")``.
+        :param peak: as ``--peak``: the peaks the scenarios that price work at the
+            device's peak use (default: the device's row, or the peak the trace states).
         :returns: a dict, the scenarios as a DataFrame by ``scenarios_df()``."""
         from traceviz.analyses.whatif.engine import whatif
         from traceviz.analyses.whatif.scenarios import DEFAULT_SCENARIOS
         from traceviz.render.notebook_results import WhatifView
 
-        return WhatifView(whatif(self, tuple(scenarios) or DEFAULT_SCENARIOS).to_dict())
+        return WhatifView(whatif(self, tuple(scenarios) or DEFAULT_SCENARIOS,
+                                 peak=_peak(peak)).to_dict())
 
     def critical_path(self, annotation: str | None = None,
                       top: int = 20) -> CriticalPathView:
@@ -191,15 +194,17 @@ class TraceAnalysis(Trace):
 
         return CriticalPathView(critical_path(self, annotation).to_dict(top=top))
 
-    def advise(self) -> AdviceView:
+    def advise(self, peak: str | None = None) -> AdviceView:
         """``traceviz advise --json``'s findings.
 
+        :param peak: as ``--peak``: the peaks the findings that rate work against the
+            device's peak use (default: the device's row, or the peak the trace states).
         :returns: a list of dicts (rule, title, evidence, action, saving), one row each in
             ``findings_df()``."""
         from traceviz.analyses.advice.advising import advise
         from traceviz.render.notebook_results import AdviceView
 
-        findings, steps = advise(self)
+        findings, steps = advise(self, _peak(peak))
         return AdviceView(f.to_dict(steps) for f in findings)
 
     # -- the notebook display (traceviz/render/notebook.py) ----------------------------
@@ -240,3 +245,10 @@ class TraceAnalysis(Trace):
         from traceviz.render.notebook import trace_html
 
         return trace_html(repr(self), self.overview())
+
+
+def _peak(spec: str | None) -> Peak | None:
+    """``--peak``'s text as the peaks it names (None: the trace's device's)."""
+    from traceviz.opcost.peaks import parse_peak
+
+    return parse_peak(spec) if spec else None
