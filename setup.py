@@ -7,9 +7,11 @@ found, none listed by hand (a subpackage added later ships without editing this 
 their folder's, hence these few lines. A build starts without the previous build's
 ``build/lib``. Everything else is in ``pyproject.toml``.
 
-The Kineto reader's C extension (``traceviz/parsers/kineto_native.c``) is optional: a
-machine without a C compiler (or Python headers) installs the pure-Python package, which
-reads the same traces with the Python reader (``traceviz env`` says which one is used).
+The C extensions are optional: a machine without a C compiler (or Python headers)
+installs the pure-Python package, which gives the same results more slowly. The Kineto
+reader (``traceviz/parsers/kineto_native.c``) falls back to the Python reader (``traceviz
+env`` says which one is used), the interval walk (``traceviz/algos/intervals_native.c``)
+to its numpy version.
 """
 
 import shutil
@@ -32,8 +34,8 @@ shutil.rmtree(Path(__file__).resolve().parent / "build" / "lib", ignore_errors=T
 
 
 class OptionalBuildExt(build_ext):
-    """Builds the C extension when it can, else warns and leaves it out: the package
-    works without it (the Python reader is its fallback)."""
+    """Builds each C extension when it can, else warns and leaves it out: the package
+    works without them (each has a Python fallback)."""
 
     def run(self) -> None:
         try:
@@ -45,11 +47,12 @@ class OptionalBuildExt(build_ext):
         try:
             super().build_extension(ext)
         except Exception as e:  # the compiler failed (CompileError, LinkError, ...)
-            self._skipped(e)
+            self._skipped(e, ext.name)
 
-    def _skipped(self, e: Exception) -> None:
-        print(f"warning: traceviz's compiled Kineto reader was not built ({e}); the "
-              "Python reader will be used", file=sys.stderr)
+    def _skipped(self, e: Exception, name: str = "") -> None:
+        what = FALLBACKS.get(name, "traceviz's C extensions were not built; their Python "
+                                   "fallbacks will be used")
+        print(f"warning: {what} ({e})", file=sys.stderr)
 
 
 # compiled with Python's own flags (-O3 on Linux)
@@ -60,4 +63,16 @@ NATIVE = Extension("traceviz.parsers._kineto_native",
                             for h in ("columns", "scan", "event")],
                    optional=True)
 
-setup(packages=packages, ext_modules=[NATIVE], cmdclass={"build_ext": OptionalBuildExt})
+# the innermost interval around each query by one walk (the op tree of every import)
+WALK = Extension("traceviz.algos._intervals_native",
+                 sources=["traceviz/algos/intervals_native.c"], optional=True)
+
+FALLBACKS = {
+    NATIVE.name: "traceviz's compiled Kineto reader was not built; the Python reader will "
+                 "be used",
+    WALK.name: "traceviz's compiled interval walk was not built; its numpy version will be "
+               "used",
+}
+
+setup(packages=packages, ext_modules=[NATIVE, WALK],
+      cmdclass={"build_ext": OptionalBuildExt})

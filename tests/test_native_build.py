@@ -97,10 +97,13 @@ def test_the_sdist_carries_the_source_and_the_wheel_the_extension(dists, bare_wh
     # the parts the source includes
     assert {f"{top}/traceviz/parsers/kineto_native/{h}.h" for h in ("columns", "scan", "event")} \
         <= set(names), names
+    # the interval walk's source and stub too
+    assert {f"{top}/traceviz/algos/intervals_native.c",
+            f"{top}/traceviz/algos/_intervals_native.pyi"} <= set(names), names
     built = zipfile.ZipFile(dists["wheel"]).namelist()
-    binaries = [n for n in built if n.startswith("traceviz/parsers/_kineto_native.")
-                and n.endswith(".so")]
-    assert len(binaries) == 1, built
+    for module in ("traceviz/parsers/_kineto_native.", "traceviz/algos/_intervals_native."):
+        binaries = [n for n in built if n.startswith(module) and n.endswith(".so")]
+        assert len(binaries) == 1, (module, built)
     tag = dists["wheel"].name.removesuffix(".whl").split("-")[-3:]
     py = f"cp{sys.version_info.major}{sys.version_info.minor}"
     assert tag[0] == py and tag[1] in (py, "abi3") and tag[2] != "any", tag
@@ -136,8 +139,11 @@ def _in_venv(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 WHERE = ("import importlib.util, json\n"
          "from traceviz.parsers.kineto import native\n"
+         "from traceviz.algos import intervals\n"
          "spec = importlib.util.find_spec('traceviz.parsers._kineto_native')\n"
-         "print(json.dumps([native.reader(), spec.origin if spec else None]))\n")
+         "walk = importlib.util.find_spec('traceviz.algos._intervals_native')\n"
+         "print(json.dumps([native.reader(), spec.origin if spec else None,\n"
+         "                  walk.origin if walk else None, intervals._walk is not None]))\n")
 
 
 @pytest.mark.parametrize("compiler", [True, False], ids=["compiler", "no-compiler"])
@@ -151,14 +157,15 @@ def test_install(route, compiler, venv, dists, bare_wheel, oracle, tmp_path):
         assert NO_CC in log and "Python reader will be used" in log, log[-3000:]
     r = run([str(venv / "bin" / "python"), "-c", WHERE], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    reader, origin = json.loads(r.stdout)
+    reader, origin, walk, walk_used = json.loads(r.stdout)
     home = src if route == "editable" else venv
-    if compiler:
-        assert reader == "native" and origin is not None
-        assert Path(origin).is_relative_to(home), origin
-    else:
-        assert reader == "python" and origin is None
-        so = list((src or venv).rglob("_kineto_native*.so"))
+    if compiler:  # both extensions built and used
+        assert reader == "native" and origin is not None and walk_used
+        assert Path(origin).is_relative_to(home) and Path(walk).is_relative_to(home), origin
+    else:  # neither: the Python reader and the numpy interval search
+        assert reader == "python" and origin is None and walk is None and not walk_used
+        so = list((src or venv).rglob("_kineto_native*.so")) \
+            + list((src or venv).rglob("_intervals_native*.so"))
         assert not so, so
     r = _in_venv(venv, tmp_path, "env")
     env = r.stdout + r.stderr  # a note: on stderr

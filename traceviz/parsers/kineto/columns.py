@@ -238,7 +238,7 @@ def event_columns(ph: pa.Array, cat: pa.Array, rows_of: Callable[[np.ndarray], R
                                        validate=False),
         "dtype_change": _dtype_change(names, kept.args),
         "mem_total": mem_total,
-    })
+    }, copy=False)  # the arrays are this piece's own: no consolidating copy of each
     drop = no_ts | bad
     counts[NO_TIME] += int((no_ts & ~bad).sum())
     counts[OUT_OF_RANGE] += int(bad.sum())

@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any, cast
 
 import msgspec
-import numpy as np
 import pandas as pd
-from pandas.api.types import union_categoricals
 
 from traceviz.errors import TraceVizError
 from traceviz.files.fileio import is_gzip, open_input, read_whole
 from traceviz.files.limits import element_limit
 from traceviz.parsers.cut_step import without_cut_step
+from traceviz.parsers.joined import in_time_order
 from traceviz.parsers.jsonstream import ArrayChunks, Piece, Range, decode_in_order, file_ranges
 from traceviz.parsers.kineto import native
 from traceviz.parsers.kineto.args import BAD_MESSAGE
@@ -64,20 +63,6 @@ def decode_piece(piece: Piece | Range, details: bool = True) -> tuple[str, objec
         return "syntax", str(e)
     except RecursionError:
         return "invalid", "JSON nested too deeply"
-
-
-def first_seen_order(values: pd.Categorical) -> pd.Categorical:
-    """``values`` with its categories in the order of their first row (unused ones left
-    out): the same categories whatever pieces the values were joined from."""
-    codes = np.asarray(values.codes)
-    used, first = np.unique(codes[codes >= 0], return_index=True)
-    if len(used) == len(values.categories) and (np.diff(first) > 0).all():
-        return values  # already so
-    order = used[np.argsort(first)]
-    remap = np.full(len(values.categories) + 1, -1, dtype=codes.dtype)
-    remap[order] = np.arange(len(order), dtype=codes.dtype)
-    return pd.Categorical.from_codes(remap[codes], categories=values.categories[order],
-                                     validate=False)
 
 
 def _workers(path: Path, threads: bool | None = None) -> int:
@@ -152,20 +137,11 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
         why = dropped_note(dropped)  # every event dropped: say why, not only that
         raise TraceVizError(f"{path}: the trace holds no profiler events"
                             + (f" ({'; '.join(why)})" if why else ""))
-    if len(frames) == 1:  # a small file: one piece
-        base = frames[0].reset_index(drop=True)
-    else:
-        cats = {c: union_categoricals([f.pop(c).array for f in frames])
-                for c in ("name", "details")}
-        base = pd.concat(frames, ignore_index=True)
-        frames.clear()  # the pieces: not alive beside their concatenation through finish
-        for c, values in cats.items():
-            base[c] = values
-    # the categories in the order their rows come: a piece lists them in an order of its
-    # own (and keeps those of rows it dropped), so their union depended on where the
-    # pieces were cut (1 thread or 2, one document or pieces)
-    for c in ("name", "details"):
-        base[c] = first_seen_order(base[c].array)
+    # joined in time order (finish then sorts nothing), on the decoding threads; the
+    # text columns' categories in the order their rows come: a piece lists them in an
+    # order of its own (and keeps those of rows it dropped), so their union depended on
+    # where the pieces were cut (1 thread or 2, one document or pieces)
+    base = in_time_order(frames, ("name", "details"), threads=workers if threads else 1)
     meta = _meta(doc if isinstance(doc, dict) else {}, path)
     altered = {NEGATIVE, BIG_STEP, BAD_MESSAGE}
     notes = dropped_note({r: n for r, n in dropped.items() if r not in altered})
