@@ -69,6 +69,9 @@ def _joined(pieces: list[pd.Series], order: np.ndarray | None, first_seen: bool)
             values = first_seen_order(values)
         return pd.Categorical.from_codes(take(np.asarray(values.codes)),
                                          dtype=values.dtype, validate=False)
+    if not isinstance(pieces[0].dtype, np.dtype):  # another extension type: pandas joins it
+        joined = pd.concat(pieces, ignore_index=True).array
+        return joined if order is None else joined.take(order)
     return take(np.concatenate([p.to_numpy() for p in pieces]))
 
 
