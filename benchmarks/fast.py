@@ -102,7 +102,7 @@ CHILD_SPLIT = FIELDS + """
 import sys, time
 from pathlib import Path
 import traceviz.parsers.kineto.kineto_reader as K
-acc = {"decode": 0.0, "columns": 0.0, "normalize": 0.0}
+acc = {"decode": 0.0, "columns": 0.0, "join": 0.0, "normalize": 0.0}
 def timed(key, fn):
     def run(*a, **k):
         t = time.perf_counter(); r = fn(*a, **k); acc[key] += time.perf_counter() - t
@@ -115,9 +115,10 @@ K.EVENTS, K.event_columns = Timed, timed("columns", K.event_columns)
 K.python_columns = timed("columns", K.python_columns)
 K.native.native_columns = timed("decode", K.native.native_columns)
 K.finish = timed("normalize", K.finish)
+K.in_time_order = timed("join", K.in_time_order)
 t = time.perf_counter(); trace = K.parse(Path(sys.argv[1])); parse = time.perf_counter() - t
 t = time.perf_counter(); trace.save(sys.argv[2], force=True); acc["write"] = time.perf_counter() - t
-acc["other"] = parse - acc["decode"] - acc["columns"] - acc["normalize"]
+acc["other"] = parse - acc["decode"] - acc["columns"] - acc["join"] - acc["normalize"]
 print(" ".join(f"{k}={v:.2f}s" for k, v in acc.items()))
 print("floor", acc["decode"] + acc["write"])
 # the floor with the fields read: each piece decoded again and its fields read once (only
