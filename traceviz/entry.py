@@ -58,7 +58,20 @@ def entry() -> None:
         if mp_util is not None:  # release the decode pool's semaphores first, or the
             _bounded(mp_util._exit_function, EXIT_WAIT_S)  # resource tracker reports them
         _leave(code)  # leaked; bounded: its finalizers can wait for good (below)
+    if _only_this_thread():
+        # the interpreter's teardown frees every module and object one by one: ~0.1 s of
+        # a small analyze's 1.4. The exit callbacks still run (temporary folders, logging,
+        # multiprocessing's clean-up), then the process leaves with the streams flushed
+        atexit._run_exitfuncs()
+        _leave(code)
     sys.exit(code)
+
+
+def _only_this_thread() -> bool:
+    """No other thread is running: none that the interpreter's shutdown would wait for
+    (a pool's workers still ending, a user's own), so leaving skips nothing."""
+    threading = sys.modules.get("threading")
+    return threading is None or threading.active_count() == 1
 
 
 # multiprocessing's exit joins each queue's feeder thread; one left writing a piece into

@@ -108,5 +108,7 @@ def _threaded(pieces: Iterator, decode: Callable, workers: int, in_flight: int,
         while queue:
             done, fut = queue.popleft()
             yield from settle(done, *fut.result())
-    finally:
+    except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()  # every piece is decoded: the threads end at once, none left running
