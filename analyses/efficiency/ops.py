@@ -205,7 +205,10 @@ def _cost_columns(names: np.ndarray, details: np.ndarray) -> dict[str, Any]:
 
     def text(values: list) -> pd.Series:
         # a column of the distinct pairs, spread over the rows: the types pandas gives
-        return pd.Series(pd.Series(values).to_numpy(dtype=object)[pair])
+        # (inferred from the distinct values, which are the rows' values: every pair is
+        # some row's), taken per row without inferring them again per row
+        typed = pd.Series(pd.Series(values).to_numpy(dtype=object))
+        return pd.Series(typed.array.take(pair))
 
     return {"flops": np.array([figure(c.flops if c else None) for c in costs],
                               dtype=np.float64)[pair],

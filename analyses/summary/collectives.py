@@ -94,24 +94,28 @@ def comm_rows(trace: Trace) -> pd.DataFrame:
         ann &= per_distinct(ev["name"], each(lambda n: collective_kind(n) is not None),
                             fill=False).astype(bool)
         ops = is_in(ev["kind"], "op") & is_in(ev["category"], "communication")
-        names = ev["name"].astype(str).to_numpy()
-        records = ops & np.isin(names, HOST_RECORDS)
-        rows = ev[ann if ann.any() else records if records.any() else ops]
+        records = ops & per_distinct(ev["name"], lambda u: np.isin(
+            np.array([str(n) for n in as_list(u)], dtype=object), HOST_RECORDS), fill=False)
+        rows = np.flatnonzero(ann if ann.any() else records if records.any() else ops)
     else:
-        rows = ev[is_in(ev["kind"], "kernel") & is_in(ev["category"], "communication")]
-    msg = _messages(rows["details"]) if len(rows) else []
-    kind = per_distinct(rows["name"], each(lambda n: collective_kind(n) or "other"),
-                        fill="other")
+        rows = np.flatnonzero(is_in(ev["kind"], "kernel") & is_in(ev["category"],
+                                                                   "communication"))
+    # the rows' cells read from the columns (no copy of the table's rows); each distinct
+    # name and details text of these rows read once
+    names = _used(ev["name"], rows)
+    msg = _messages(_used(ev["details"], rows)) if len(rows) else []
+    kind = per_distinct(names, each(lambda n: collective_kind(n) or "other"), fill="other")
     coll = np.array([m[4] for m in msg], dtype=object)
     by_coll = np.array([collective_kind(c) or "other" if c else "other" for c in coll],
                        dtype=object)
     kind = np.where((kind == "other") & (by_coll != "other"), by_coll, kind) if len(rows) \
         else np.zeros(0, dtype=object)
     out = pd.DataFrame({
-        "row": rows.index.to_numpy(), "name": rows["name"].astype(str).to_numpy(),
-        "kind": kind.astype(object), "ts_ns": rows["ts_ns"].to_numpy(np.int64),
-        "dur_ns": rows["dur_ns"].to_numpy(np.int64),
-        "device": rows["device"].to_numpy(np.int64), "step": rows["step"].to_numpy(np.int64),
+        "row": ev.index.to_numpy()[rows], "name": _text(names),
+        "kind": kind.astype(object), "ts_ns": ev["ts_ns"].to_numpy(np.int64)[rows],
+        "dur_ns": ev["dur_ns"].to_numpy(np.int64)[rows],
+        "device": ev["device"].to_numpy(np.int64)[rows],
+        "step": ev["step"].to_numpy(np.int64)[rows],
         "bytes": np.array([m[0] for m in msg], dtype=np.int64),
         "dtype": np.array([m[1] for m in msg], dtype=object),
         "group": np.array([m[2] for m in msg], dtype=np.int64),
@@ -119,11 +123,31 @@ def comm_rows(trace: Trace) -> pd.DataFrame:
     return out.sort_values("ts_ns", kind="stable").reset_index(drop=True)
 
 
-def _messages(details: pd.Series) -> list[tuple[int, str, int, str, str]]:
+def _used(col: pd.Series, rows: np.ndarray) -> pd.Categorical:
+    """The column's values at ``rows``, as a Categorical of the values they hold (of a
+    categorical column: from its codes, without sorting them)."""
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        return categorical_of(col.iloc[rows]).remove_unused_categories()
+    cats = col.cat.categories
+    codes = col.array.codes[rows]
+    used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(cats)))
+    position = np.full(len(cats) + 1, -1, dtype=np.int64)  # the last: code -1
+    position[used] = np.arange(len(used))
+    return pd.Categorical.from_codes(position[codes], categories=cats.take(used),
+                                     validate=False)
+
+
+def _text(values: pd.Categorical) -> np.ndarray:
+    """``Series.astype(str).to_numpy()`` of the values, each distinct one made text once
+    (a missing one stays NaN, as pandas' text dtype keeps it)."""
+    text = np.array([str(v) for v in as_list(values.categories)] + [np.nan], dtype=object)
+    return text[values.codes]
+
+
+def _messages(details: pd.Categorical) -> list[tuple[int, str, int, str, str]]:
     """``message`` of each row, parsed once per distinct text."""
-    cat = categorical_of(details)
-    per = [message(str(d)) for d in as_list(cat.categories)] + [(-1, "", -1, "", "")]
-    return [per[c] for c in cat.codes.tolist()]
+    per = [message(str(d)) for d in as_list(details.categories)] + [(-1, "", -1, "", "")]
+    return [per[c] for c in details.codes.tolist()]
 
 
 @dataclass

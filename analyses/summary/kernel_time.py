@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from traceviz.table.schema import CATEGORIES
+from traceviz.table.schema import CATEGORIES, CATEGORY_DTYPE
 
 KERNEL_TABLE_COLUMNS = ["name", "details", "category", "count", "total_ns", "mean_ns",
                         "min_ns", "median_ns", "max_ns", "std_ns", "share"]
@@ -49,12 +50,18 @@ def kernel_table(work: pd.DataFrame, by_config: bool = False) -> pd.DataFrame:
 
 def category_table(work: pd.DataFrame) -> pd.DataFrame:
     """One row per category (all of them, zeros included): count, total_ns, share."""
-    cat = work["category"].astype(pd.CategoricalDtype(list(CATEGORIES)))
-    g = work.assign(category=cat).groupby("category", observed=False)
-    table = pd.DataFrame({"count": g.size(), "total_ns": g["dur_ns"].sum()})
+    # counted and summed per category code in numpy (a groupby of a frame cost ~5 ms)
+    codes = work["category"].astype(CATEGORY_DTYPE).array.codes
+    known = codes >= 0
+    dur = work["dur_ns"].to_numpy(np.int64)
+    totals = np.zeros(len(CATEGORIES), dtype=np.int64)
+    np.add.at(totals, codes[known], dur[known])
+    table = pd.DataFrame({"category": pd.array(list(CATEGORIES), dtype="str"),
+                          "count": np.bincount(codes[known], minlength=len(CATEGORIES)),
+                          "total_ns": totals})
     total = table["total_ns"].sum()
     table["share"] = table["total_ns"] / total if total else 0.0
-    return table.reset_index().astype({"category": str})
+    return table
 
 
 def category_busy_ns(work: pd.DataFrame, windows: dict[int, pd.DataFrame]) -> dict[str, int]:

@@ -204,7 +204,9 @@ def _startup_before(startup: Startup, first_host: int, first_window: int) -> tup
 def _assemble(step_frames: list[pd.DataFrame], pieces: list[tuple], shown: pd.Index,
               startup: Startup, before: int, before_span: int,
               sampled: list[pd.DataFrame]) -> HostWait:
-    """The pieces of host wait summed per window, per cause and name, per cause and range."""
+    """The pieces of host wait summed per window, per cause and name, per cause and range
+    (summed in numpy: a few windows and pieces, where pandas' groupby, unstack and merge
+    took ~20 ms)."""
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("device", "k", "ns", "cause", "name",
                                                           "range")}
     for device, k, ns, cause, name, rng in pieces:
@@ -214,27 +216,52 @@ def _assemble(step_frames: list[pd.DataFrame], pieces: list[tuple], shown: pd.In
         cols["ns"].append(np.asarray(ns, np.int64))
         for key, v in (("cause", cause), ("name", name), ("range", rng)):
             cols[key].append(np.broadcast_to(np.asarray(v, np.int64), (n,)))
-    p = pd.DataFrame({key: np.concatenate(v) for key, v in cols.items()})
+    p = {key: np.concatenate(v) for key, v in cols.items()}
     steps = pd.concat(step_frames, ignore_index=True)
-    per = p.groupby(["device", "k", "cause"])["ns"].sum().unstack("cause", fill_value=0)
-    per = per.reindex(columns=range(len(CAUSES)), fill_value=0)
-    per.columns = [f"wait_{c}_ns" for c in CAUSES]
-    steps = steps.merge(per, left_on=["device", "k"], right_index=True, how="left")
-    waits = [f"wait_{c}_ns" for c in CAUSES]
-    steps[waits] = steps[waits].fillna(0).astype(np.int64)
+    steps = pd.concat([steps, pd.DataFrame(_wait_columns(steps, p), index=steps.index)],
+                      axis=1)
     labels = np.append(np.asarray(shown, dtype=object), np.array([None], dtype=object))
+    return HostWait(steps.drop(columns="k"), _by(p, "name", labels, sampled),
+                    _by(p, "range", labels, []), startup, before, before_span)
 
-    def by(key: str) -> pd.DataFrame:
-        named = p[p[key] >= 0][["cause", key, "ns"]]
-        if key == "name" and sampled:  # untraced time by what the CPU samples caught
-            named = pd.concat([named, *sampled], ignore_index=True)
+
+def _wait_columns(steps: pd.DataFrame, p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per window (a row of ``steps``): the pieces' host wait per cause, the
+    ``wait_<cause>_ns`` columns (a piece outside every window counts nowhere)."""
+    out = np.zeros((len(steps), len(CAUSES)), dtype=np.int64)
+    device = steps["device"].to_numpy(np.int64)
+    # the windows' rows per (device, k): each device's windows are k = 0, 1, ... in turn
+    devices = np.unique(device)
+    first = np.searchsorted(device, devices) if (np.diff(device) >= 0).all() else \
+        np.array([np.flatnonzero(device == d)[0] for d in devices], dtype=np.int64)
+    count = np.array([int((device == d).sum()) for d in devices], dtype=np.int64)
+    j = np.minimum(np.searchsorted(devices, p["device"]), max(len(devices) - 1, 0))
+    hit = (devices[j] == p["device"]) & (p["k"] >= 0) & (p["k"] < count[j]) \
+        if len(devices) else np.zeros(len(p["k"]), dtype=bool)
+    row = first[j] + p["k"] if len(devices) else p["k"]
+    np.add.at(out, (row[hit], p["cause"][hit]), p["ns"][hit])
+    return {f"wait_{c}_ns": out[:, j] for j, c in enumerate(CAUSES)}
+
+
+def _by(p: dict[str, np.ndarray], key: str, labels: np.ndarray,
+        sampled: list[pd.DataFrame]) -> pd.DataFrame:
+    """The host wait per (cause, ``key``), by cause, most first: ``cause``, ``key``, ``ns``
+    (with the CPU samples' shares of untraced time, where a thread was sampled)."""
+    at = p[key] >= 0
+    if sampled:  # float shares: summed as pandas sums them, then rounded
+        named = pd.DataFrame({"cause": p["cause"][at], key: p[key][at], "ns": p["ns"][at]})
+        named = pd.concat([named, *sampled], ignore_index=True)
         t = named.groupby(["cause", key])["ns"].sum().round().astype(np.int64).reset_index()
-        t["cause"] = np.asarray(CAUSES, dtype=object)[t["cause"].to_numpy()]
-        t[key] = labels[t[key].to_numpy()]
-        return t.sort_values(["cause", "ns"], ascending=[True, False], ignore_index=True)
-
-    return HostWait(steps.drop(columns="k"), by("name"), by("range"), startup, before,
-                    before_span)
+        cause, which, ns = (t[c].to_numpy() for c in ("cause", key, "ns"))
+    else:  # whole nanoseconds: the sums are exact in any order
+        pair = p["cause"][at] * len(labels) + p[key][at]
+        uniq, inv = np.unique(pair, return_inverse=True)
+        ns = np.zeros(len(uniq), dtype=np.int64)
+        np.add.at(ns, inv, p["ns"][at])
+        cause, which = np.divmod(uniq, len(labels))
+    t = pd.DataFrame({"cause": np.asarray(CAUSES, dtype=object)[cause],
+                      key: labels[which], "ns": ns})
+    return t.sort_values(["cause", "ns"], ascending=[True, False], ignore_index=True)
 
 
 def _compute(i: Inputs, s: Summary) -> HostWait | None:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from traceviz.algos.intervals import sorted_parents
 from traceviz.algos.optree import parents_and_enclosing
+from traceviz.algos.unique import unique_first
 from traceviz.table.schema import is_in
 from traceviz.table.steps import step_family
 
@@ -163,29 +164,41 @@ def device_work(trace: Trace, ranges: pd.DataFrame) -> pd.DataFrame:
     ev = trace.events
     if ranges.empty:
         return empty
-    dev = ev[is_in(ev["kind"], "kernel", "memcpy", "memset")
-             & (ev["launch_id"] >= 0).to_numpy()]
-    calls = ev[is_in(ev["kind"], "runtime") & (ev["launch_id"] >= 0).to_numpy()]
-    if dev.empty or calls.empty:
+    # row numbers and the few columns read, not filtered copies of the whole table
+    lid = ev["launch_id"].to_numpy(np.int64)
+    dev = np.flatnonzero(is_in(ev["kind"], "kernel", "memcpy", "memset") & (lid >= 0))
+    calls = np.flatnonzero(is_in(ev["kind"], "runtime") & (lid >= 0))
+    if not len(dev) or not len(calls):
         return empty
-    calls = calls.drop_duplicates("launch_id").set_index("launch_id")
-    at = calls.index.get_indexer(dev["launch_id"].to_numpy())
-    dev, at = dev[at >= 0], at[at >= 0]
-    c_start = calls["ts_ns"].to_numpy(np.int64)[at]
-    c_end = c_start + calls["dur_ns"].to_numpy(np.int64)[at]
+    # each device row's launch call: the first call of its launch id
+    ids, first = unique_first(lid[calls])
+    pos = np.minimum(np.searchsorted(ids, lid[dev]), len(ids) - 1)
+    found = ids[pos] == lid[dev]
+    dev, call = dev[found], calls[first[pos[found]]]
+    c_start = ev["ts_ns"].to_numpy(np.int64)[call]
+    c_end = c_start + ev["dur_ns"].to_numpy(np.int64)[call]
     _, inner = parents_and_enclosing(
         ranges["pid"].to_numpy(), ranges["tid"].to_numpy(), ranges["start_ns"].to_numpy(),
-        ranges["dur_ns"].to_numpy(), calls["pid"].to_numpy(np.int64)[at],
-        calls["tid"].to_numpy(np.int64)[at], c_start)
+        ranges["dur_ns"].to_numpy(), ev["pid"].to_numpy(np.int64)[call],
+        ev["tid"].to_numpy(np.int64)[call], c_start)
     # a range ends at or after the call it holds (nsys: range end >= call end)
     cur = _climb(ranges["parent"].to_numpy(), inner, ranges["end_ns"].to_numpy(), c_end)
     held = np.flatnonzero(cur >= 0)
-    start = dev["ts_ns"].to_numpy(np.int64)[held]
+    rows = dev[held]
+    start = ev["ts_ns"].to_numpy(np.int64)[rows]
     return pd.DataFrame({
-        "range": cur[held], "launch": dev["launch_id"].to_numpy(np.int64)[held],
-        "kernel": (dev["kind"].astype(str).to_numpy(object) == "kernel")[held],
-        "name": dev["name"].astype(str).to_numpy(object)[held], "start_ns": start,
-        "end_ns": start + dev["dur_ns"].to_numpy(np.int64)[held], "order": held})
+        "range": cur[held], "launch": lid[rows], "kernel": is_in(ev["kind"], "kernel")[rows],
+        "name": _text_at(ev["name"], rows), "start_ns": start,
+        "end_ns": start + ev["dur_ns"].to_numpy(np.int64)[rows], "order": held})
+
+
+def _text_at(col: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """``col.astype(str).to_numpy(object)[rows]``, each category's text made once."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = col.array.codes[rows]
+        if not (codes < 0).any():  # a missing value: as astype(str) writes it, below
+            return col.cat.categories.astype(str).to_numpy(object)[codes]
+    return col.iloc[rows].astype(str).to_numpy(object)
 
 
 def by_depth(depth: np.ndarray) -> list[np.ndarray]:

@@ -111,17 +111,40 @@ def _width(table: Table) -> int:
     each while they are fitted, cost more than printing them). Rich's rule: per column the
     longest line of its header and cells plus its padding, at most its ``max_width`` plus
     the padding, and the box's edges and separators (``measured_width`` is rich's own)."""
+    widths = _column_widths(table)
+    if widths is None:  # markup, or anything but text: rich measures it
+        return measured_width(table)
+    return table._extra_width + sum(widths)  # noqa: SLF001 (rich's edges and separators)
+
+
+def _column_widths(table: Table) -> list[int] | None:
+    """Per column, the width rich gives it with room to spare (its padding included), by
+    ``_width``'s rule; None where rich must measure it."""
     _, right, _, left = table.padding
-    total = table._extra_width  # noqa: SLF001 (rich's edges and column separators)
+    out = []
     for col in table.columns:
         texts = [_plain(c) for c in (col.header, *col.cells)]
         if col.width is not None or table.collapse_padding or not table.pad_edge or \
-                None in texts:  # markup, or anything but text: rich measures it
-            return measured_width(table)
+                None in texts:
+            return None
         w = max(max((cell_len(line) for line in str(t).splitlines()), default=0)
                 for t in texts) + left + right
-        total += w if col.max_width is None else min(w, col.max_width + left + right)
-    return total
+        out.append(w if col.max_width is None else min(w, col.max_width + left + right))
+    return out
+
+
+def pinned(table: Table, width: int) -> Table:
+    """``table`` with each column's width fixed at the width rich gives it when printed
+    ``width`` columns wide, where it fits them (it then prints the same text): rich takes
+    a fixed width as it is, where it would measure every cell again (a fifth of printing
+    a summary)."""
+    widths = _column_widths(table)
+    if widths is None or table._extra_width + sum(widths) > width:  # noqa: SLF001
+        return table  # rich shares out the width itself
+    _, right, _, left = table.padding
+    for col, w in zip(table.columns, widths, strict=True):
+        col.width = w - left - right
+    return table
 
 
 def _plain(cell: object) -> str | None:

@@ -3,6 +3,8 @@ streams' overlap, as ``analyze`` prints them (header rows and the Streams table)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from rich.table import Table
 
 from traceviz.analyses.summary import collectives, waits
@@ -11,6 +13,9 @@ from traceviz.analyses.summary.figures import Summary
 from traceviz.render.terminal.fit import Col, fitted_table
 from traceviz.render.terminal.page import Page, section_render
 from traceviz.units import fmt_bytes, fmt_ns, fmt_pct
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @section_render(overlap.SECTION)
@@ -191,6 +196,12 @@ def wait_line(s: Summary) -> str:
     return text + ": " + ", ".join(f"{_label(s, c)} {fmt_ns(ns)}" for ns, c in causes)
 
 
+def _first_per_cause(table: pd.DataFrame) -> dict[str, Any]:
+    """A cause's first row of ``table`` (a named tuple), per cause."""
+    first = table.drop_duplicates("cause")
+    return dict(zip(first["cause"].tolist(), first.itertuples(index=False), strict=True))
+
+
 @section_render(waits.SECTION)
 def host_wait(s: Summary, page: Page) -> None:
     """The Host wait table: the device idle with nothing pending, by what the host did."""
@@ -199,20 +210,23 @@ def host_wait(s: Summary, page: Page) -> None:
         return
     per = max(s.steps, 1)
     unit = "per step" if s.steps else "in the trace"
-    total = sum(w.causes.values()) or 1
+    causes = w.causes
+    total = sum(causes.values()) or 1
+    # each cause's first row (the tables run by cause, most first), looked up, not a
+    # filtered frame per cause
+    names, ranges = (_first_per_cause(t) for t in (w.names, w.ranges))
     rows = []
-    for cause, ns in sorted(w.causes.items(), key=lambda kv: -kv[1]):
+    for cause, ns in sorted(causes.items(), key=lambda kv: -kv[1]):
         if not ns:
             continue
         # the one name that took it most, its figure in a column of its own (a name may
         # be shortened to fit; a figure never is)
-        names = w.names[w.names["cause"] == cause].head(1)
-        ranges = w.ranges[w.ranges["cause"] == cause].head(1)
-        top = next(names.itertuples(index=False), None)
+        top = names.get(cause)
+        rng = ranges.get(cause)
         rows.append([_label(s, cause), fmt_ns(ns / per), fmt_pct(ns / total),
                      "–" if top is None else str(top.name),
                      "–" if top is None else fmt_ns(top.ns / per),
-                     next((str(r.range) for r in ranges.itertuples(index=False)), "–")])
+                     "–" if rng is None else str(rng.range)])
     parts = {p.part: p.ns for p in w.startup.parts.itertuples(index=False)}
     caption = "; ".join(f"{k.replace('_', ' ')} {fmt_ns(v)}" for k, v in parts.items())
     page.add_fitted("host wait", fitted_table(

@@ -9,9 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rich.console import RenderableType
+from rich.table import Table
 
 from traceviz.analyses.summary.figures import Summary
 from traceviz.analyses.summary.protocol import Section
+from traceviz.render.terminal.fit import pinned
 
 
 @dataclass
@@ -31,9 +33,10 @@ class Page:
 
     def add_fitted(self, label: str, fitted: tuple[RenderableType, list[str]]) -> None:
         """A fitted table (``fit.fitted_table``'s table and left-out columns) under the
-        label the left-out line names it by."""
+        label the left-out line names it by, its columns' widths fixed for the page's
+        width (the page is printed that wide)."""
         part, self.left[label] = fitted
-        self.parts.append(part)
+        self.parts.append(pinned(part, self.width) if isinstance(part, Table) else part)
 
 
 # a section's terminal render: reads the summary (a lazy section only where it shows
