@@ -68,10 +68,13 @@ def entry() -> None:
 
 
 def _only_this_thread() -> bool:
-    """No other thread is running: none that the interpreter's shutdown would wait for
-    (a pool's workers still ending, a user's own), so leaving skips nothing."""
+    """No other thread is running (none that the interpreter's shutdown would wait for: a
+    pool's workers still ending, a user's own), and no profiler or tracer is watching
+    (``python -m cProfile`` writes its figures after the script returns), so leaving
+    skips nothing."""
     threading = sys.modules.get("threading")
-    return threading is None or threading.active_count() == 1
+    watched = sys.getprofile() is not None or sys.gettrace() is not None
+    return not watched and (threading is None or threading.active_count() == 1)
 
 
 # multiprocessing's exit joins each queue's feeder thread; one left writing a piece into
