@@ -8,7 +8,7 @@
 * the same for a small Nsight Systems export (``h100_2gpu_window.sqlite``): <= 2x;
 * ``traceviz import`` of a ~200 MB Kineto JSON to Parquet (``benchmarks/ingest.py``'s
   child, its file built the same way) against HolisticTraceAnalysis'
-  ``parse_trace_dataframe`` (its own venv, see ``ingest.py``): >= 8x, peak RSS of the
+  ``parse_trace_dataframe`` (its own venv, see ``ingest.py``): >= 8x and >= 177 MB/s, peak RSS of the
   process tree < 2x the JSON.
 
 Runs alternate (traceviz, peer, traceviz, peer, ...), so that a busy machine slows both
@@ -49,6 +49,9 @@ PY = sys.executable
 PANDAS = [PY, "-c", "import pandas"]
 # a small analyze, whole process, against a Python that imports pandas (the speed issue's goal)
 ANALYZE_GOAL = 2.0
+# the import's throughput goal: what a C++ reader (Perfetto's trace processor) publishes
+# for JSON traces
+IMPORT_MBS = 177
 # the floor of an analyze of a Kineto trace: interpreter, pandas, the file inflated and
 # decoded by msgspec into typed structs of the fields an analysis reads (what any reading
 # of it in Python pays)
@@ -260,14 +263,15 @@ def import_goal(size_mb: int, hta: Path | None, reps: int, before: str | None) -
         return [f"| import {size / 1e6:,.0f} MB JSON | {med(ours):.2f} s | (no HTA) | - | "
                 f"- | >= 8x | - | - | - |"]
     ratio = med(peer) / med(ours)
+    met = ratio >= 8 and size / 1e6 / med(ours) >= IMPORT_MBS and max(rss) < 2 * size
     before_ratio = f"{med(peer) / med(was):.1f}x ({med(was):.2f} s)" if was else "-"
     was_cpu = f"; before {med(cpu['peer']) / med(cpu['was']):.1f}x" if was else ""
     return [f"| import {size / 1e6:,.0f} MB JSON | {med(ours):.2f} s "
             f"({size / 1e6 / med(ours):.0f} MB/s), peak RSS {max(rss) / size:.2f}x the JSON | "
             f"HTA `parse_trace_dataframe` {med(peer):.2f} s | **{ratio:.1f}x** (CPU "
             f"{med(cpu['peer']) / med(cpu['ours']):.1f}x{was_cpu}) | "
-            f"{before_ratio} | >= 8x, RSS < 2x | "
-            f"{'met' if ratio >= 8 and max(rss) < 2 * size else 'not met'} | "
+            f"{before_ratio} | >= 8x, >= {IMPORT_MBS} MB/s, RSS < 2x | "
+            f"{'met' if met else 'not met'} | "
             f"{med(peer) / floor:.1f}x | {med(peer) / fields:.1f}x |"]
 
 
