@@ -8,8 +8,8 @@
 * the same for a small Nsight Systems export (``h100_2gpu_window.sqlite``): <= 2x;
 * ``traceviz import`` of a ~200 MB Kineto JSON to Parquet (``benchmarks/ingest.py``'s
   child, its file built the same way) against HolisticTraceAnalysis'
-  ``parse_trace_dataframe`` (its own venv, see ``ingest.py``): >= 8x and >= 177 MB/s, peak RSS of the
-  process tree < 2x the JSON.
+  ``parse_trace_dataframe`` (its own venv, see ``ingest.py``): >= 8x and >= 177 MB/s,
+  peak RSS of the process tree < 2x the JSON.
 
 Runs alternate (traceviz, peer, traceviz, peer, ...), so that a busy machine slows both
 sides alike; each figure is the median of ``--reps`` runs (the imports: 3 each) and each

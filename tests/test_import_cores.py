@@ -4,6 +4,7 @@ order, and the number of decoders chosen from the usable cores and the file's si
 
 from __future__ import annotations
 
+import gzip
 import threading
 
 import pandas as pd
@@ -67,11 +68,11 @@ def test_the_python_reader_decodes_in_processes(monkeypatch):
 
 
 @pytest.mark.parametrize(("mb", "gzipped", "cores", "threads", "forced", "want"), [
-    (40, False, 16, True, "", 1),      # under two threads' worth: one pass
-    (100, False, 16, True, "", 3),     # 32 MB of JSON per thread
+    (20, False, 16, True, "", 1),      # under two threads' worth: one pass
+    (100, False, 16, True, "", 6),     # 16 MB of JSON per thread
     (1000, False, 16, True, "", 8),    # at most MAX_THREADS
     (1000, False, 2, True, "", 2),     # at most the usable cores
-    (20, True, 16, True, "", 5),       # gzip: ~8x its size in JSON
+    (10, True, 16, True, "", 5),       # gzip recording no size: ~8x its size in JSON
     (600, False, 16, False, "", 2),    # processes: 256 MB each
     (400, False, 16, False, "", 1),
     (40, False, 16, True, "5", 5),     # TRACEVIZ_IMPORT_WORKERS decides
@@ -85,6 +86,19 @@ def test_decoders_by_cores_and_size(tmp_path, monkeypatch, mb, gzipped, cores, t
     monkeypatch.setattr(kineto_reader, "usable_cores", lambda: cores)
     monkeypatch.setenv("TRACEVIZ_IMPORT_WORKERS", forced)
     assert kineto_reader._workers(path, threads) == want
+
+
+@pytest.mark.shared(KINETO)
+def test_a_gzip_file_says_its_size(tmp_path, monkeypatch):
+    """A small trace's gzip records its JSON's size (35 MB for a 1.8 MB file): two
+    threads read it, where 8x its compressed size would have made one."""
+    path = shared(KINETO / "a100_diff_control.json.gz")
+    size = len(gzip.decompress(path.read_bytes()))
+    assert kineto_reader._json_size(path) == size > 30 << 20
+    monkeypatch.setattr(kineto_reader, "usable_cores", lambda: 2)
+    monkeypatch.setenv("TRACEVIZ_IMPORT_WORKERS", "")
+    assert kineto_reader._workers(path, True) == 2
+    assert kineto_reader._workers(path, False) == 1  # processes: not at this size
 
 
 def _decode_json(piece):

@@ -77,13 +77,24 @@ def _workers(path: Path, threads: bool | None = None) -> int:
         return int(forced)
     if threads is None:
         threads = native.reader() == "native"
-    size = path.stat().st_size
-    if is_gzip(path):
-        size *= 8  # Kineto JSON compresses about 8-20x
+    size = _json_size(path)
     by_size = size // ((THREAD_MB_EACH if threads else WORKER_MB_EACH) << 20)
     if by_size < 2:
         return 1
     return int(min(by_size, usable_cores(), MAX_THREADS if threads else 8))
+
+
+def _json_size(path: Path) -> int:
+    """The JSON's size in bytes: a gzip file's own record of it (its last 4 bytes, the
+    size modulo 4 GiB), at least 8x the compressed size (Kineto JSON compresses 8-20x;
+    a larger file wraps its record, and a file of several members records the last)."""
+    size = path.stat().st_size
+    if not is_gzip(path):
+        return size
+    with open(path, "rb") as f:
+        f.seek(max(size - 4, 0))
+        recorded = int.from_bytes(f.read(4), "little")
+    return max(recorded, size * 8)
 
 
 # JSON megabytes per decode worker: below this a worker's fixed memory (its interpreter,
@@ -91,10 +102,11 @@ def _workers(path: Path, threads: bool | None = None) -> int:
 # --sizes; 2 workers import 214 MB in 5.4 s instead of 7.0 s but peak at 3.5x the JSON
 # instead of 2.7x)
 WORKER_MB_EACH = 256
-# JSON megabytes per decode thread (the compiled reader): two pieces (CHUNK_BYTES) each,
+# JSON megabytes per decode thread (the compiled reader): two pieces (THREAD_CHUNK) each,
 # so that the threads stay busy to the end; a thread's cost is its pieces in flight; at
-# most MAX_THREADS (the columns are built partly under the GIL: benchmarks/cores.py)
-THREAD_MB_EACH = 32
+# most MAX_THREADS (the columns are built partly under the GIL: benchmarks/cores.py).
+# Two threads read the 35 MB of a small trace in 0.27 s where one took 0.35 s
+THREAD_MB_EACH = 16
 THREAD_CHUNK = 8 << 20
 MAX_THREADS = 8
 
