@@ -22,7 +22,7 @@ import pandas as pd
 
 from traceviz.errors import TraceVizError
 from traceviz.files.fileio import is_gzip, open_input, read_whole
-from traceviz.files.limits import element_limit
+from traceviz.files.limits import element_limit, inflate_limit
 from traceviz.parsers.cut_step import without_cut_step
 from traceviz.parsers.joined import in_time_order
 from traceviz.parsers.jsonstream import ArrayChunks, Piece, Range, decode_in_order, file_ranges
@@ -94,7 +94,8 @@ def _json_size(path: Path) -> int:
     with open(path, "rb") as f:
         f.seek(max(size - 4, 0))
         recorded = int.from_bytes(f.read(4), "little")
-    return max(recorded, size * 8)
+    # a record past what the file may inflate to is not believed (a hand-made file)
+    return int(max(min(recorded, inflate_limit(size)), size * 8))
 
 
 # JSON megabytes per decode worker: below this a worker's fixed memory (its interpreter,
