@@ -423,3 +423,32 @@ def test_disk_full_names_the_path_and_keeps_the_old_file(small_disk):
     assert len(lines) == 1 and str(out) in lines[0] and "No space left" in lines[0]
     assert out.read_bytes() == b"the user's earlier output"
     assert sorted(p.name for p in small_disk.iterdir()) == ["out.parquet"]
+
+
+_LOST_INTERRUPT = """
+import signal, sys, time, weakref
+from traceviz import entry as e
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.unraisablehook = e._redeliver_interrupt
+class Lock: pass
+lock = Lock()
+def clean_up(_):  # as importlib's module-lock clean-up when a Ctrl-C lands in it
+    raise KeyboardInterrupt
+ref = weakref.ref(lock, clean_up)
+try:
+    del lock
+    time.sleep(5)
+    print("ran on")
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def test_a_ctrl_c_landing_in_a_clean_up_callback_still_interrupts():
+    """A KeyboardInterrupt raised where the interpreter cannot raise it (a weakref
+    callback: importlib's module-lock clean-up, while decode threads import) is sent
+    again to the command, not printed as "Exception ignored" and lost."""
+    r = subprocess.run([sys.executable, "-c", _LOST_INTERRUPT], capture_output=True,
+                       text=True, timeout=60)
+    assert r.stdout.strip() == "interrupted", r.stdout + r.stderr
+    assert "Exception ignored" not in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -26,6 +26,7 @@ INTERRUPTED = (130, 143)
 
 def entry() -> None:
     signal.signal(signal.SIGTERM, _terminate)
+    sys.unraisablehook = _redeliver_interrupt
     # registered first, so run last of the exit callbacks: see ``_last_of_shutdown``
     atexit.register(_last_of_shutdown)
     try:
@@ -92,6 +93,21 @@ def _quiet_threads() -> None:
     import threading
 
     threading.excepthook = lambda args: None
+
+
+def _redeliver_interrupt(unraisable: object, _default: Callable = sys.unraisablehook) -> None:
+    """A Ctrl-C that lands in code the interpreter cannot raise from (the clean-up of a
+    module's import lock, run while decode threads import) was printed as "Exception
+    ignored ... KeyboardInterrupt" with a traceback, and lost: the command ran on. It is
+    sent again, so that the command's own flow is interrupted, in one line."""
+    if isinstance(getattr(unraisable, "exc_value", None), KeyboardInterrupt):
+        import threading
+
+        # from another thread, a moment later: sent from here, the handler would raise
+        # inside this hook, where it is lost again (ignored once the command has settled)
+        threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
+        return
+    _default(unraisable)
 
 
 def _settle(code: int) -> None:

@@ -186,6 +186,7 @@ def _walked(group: np.ndarray, start: np.ndarray, end: np.ndarray, q_group: np.n
         ex_id = excluding[np.argsort(ex_rank, kind="stable")]
         np.cumsum(np.bincount(ex_rank, minlength=n), out=ex_off[1:])
     out = np.full(len(q_time), -1, dtype=np.int64)
+    assert _walk is not None  # the caller's condition
     _walk.innermost(group[order], start[order], end[order], q_group[q_id], q_time[q_id],
                     q_id, ex_off, ex_id, out)
     found = out >= 0

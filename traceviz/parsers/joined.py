@@ -40,9 +40,9 @@ def in_time_order(frames: list[pd.DataFrame], first_seen: tuple[str, ...],
     their categories in the order of their first row in the pieces' own order (as
     ``first_seen_order`` of the joined pieces). ``frames`` is emptied."""
     ts = np.concatenate([f["ts_ns"].to_numpy(np.int64) for f in frames])
-    order: np.ndarray | None = np.argsort(ts, kind="stable")
-    if (order[1:] > order[:-1]).all():  # in time order already: nothing to gather
-        order = None
+    sort = np.argsort(ts, kind="stable")
+    # in time order already: nothing to gather
+    order = None if (sort[1:] > sort[:-1]).all() else sort
     columns = list(frames[0].columns)
     parts = {c: [f[c] for f in frames] for c in columns}
     frames.clear()  # each column's pieces live only until that column is joined
