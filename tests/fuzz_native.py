@@ -58,10 +58,11 @@ def compiler() -> str | None:
     return None
 
 
-def build(cc: str, out: Path) -> Path:
-    """The sanitized extension module, built from the source alone (no setuptools)."""
-    target = out / ("_kineto_native" + sysconfig.get_config_var("EXT_SUFFIX"))
-    cmd = [cc, *FLAGS, f"-I{sysconfig.get_paths()['include']}", str(SOURCE), "-o", str(target)]
+def build(cc: str, out: Path, source: Path = SOURCE, name: str = "_kineto_native") -> Path:
+    """The sanitized extension module ``name``, built from ``source`` alone (no
+    setuptools): the Kineto reader by default."""
+    target = out / (name + sysconfig.get_config_var("EXT_SUFFIX"))
+    cmd = [cc, *FLAGS, f"-I{sysconfig.get_paths()['include']}", str(source), "-o", str(target)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
         raise SystemExit(f"fuzz_native: the sanitized build failed:\n{' '.join(cmd)}\n"

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import KINETO, ROOT, missing, shared
-from tests.fuzz_native import FLAGS, SANITIZER_EXIT, _runtime, compiler, sanitizer_env
+from tests.fuzz_native import SANITIZER_EXIT, _runtime, build, compiler, sanitizer_env
 from traceviz.algos import intervals
 from traceviz.algos.intervals import innermost_enclosing, innermost_enclosing_numpy
 
@@ -172,14 +172,9 @@ def test_the_walk_under_sanitizers():
                 "the sanitizers")
     if not os.path.isabs(_runtime(cc, "libasan.so")):
         missing(f"{cc} has no AddressSanitizer runtime (libasan.so)")
-    import sysconfig
-
     with tempfile.TemporaryDirectory(prefix="walk-asan-") as d:
-        target = Path(d) / ("_intervals_native" + sysconfig.get_config_var("EXT_SUFFIX"))
-        source = ROOT / "traceviz" / "algos" / "intervals_native.c"
-        r = subprocess.run([cc, *FLAGS, f"-I{sysconfig.get_paths()['include']}", str(source),
-                            "-o", str(target)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
+        target = build(cc, Path(d), ROOT / "traceviz" / "algos" / "intervals_native.c",
+                       "_intervals_native")
         r = subprocess.run([sys.executable, "-c", CHILD, str(target), "7", "3000"], cwd=ROOT,
                            env=sanitizer_env(cc), capture_output=True, text=True, timeout=600)
     assert r.returncode != SANITIZER_EXIT, r.stderr[-6000:]
