@@ -14,7 +14,7 @@ from tests.conftest import KINETO, SHARED_TRACES, missing, shared
 from traceviz.errors import TraceVizError
 from traceviz.parsers.inorder import decode_in_order
 from traceviz.parsers.jsonstream import Piece
-from traceviz.parsers.kineto import kineto_reader, native
+from traceviz.parsers.kineto import kineto_reader, native, plan
 
 PLAIN = SHARED_TRACES / "foreign" / "kineto" / "deepseek_v3_train.json"
 GZIPPED = KINETO / "v100_diff_test.json.gz"
@@ -83,7 +83,7 @@ def test_decoders_by_cores_and_size(tmp_path, monkeypatch, mb, gzipped, cores, t
     with open(path, "wb") as f:  # a sparse file of that size: only its size is read
         f.write(b"\x1f\x8b" if gzipped else b"{")
         f.truncate(mb << 20)
-    monkeypatch.setattr(kineto_reader, "usable_cores", lambda: cores)
+    monkeypatch.setattr(plan, "usable_cores", lambda: cores)
     monkeypatch.setenv("TRACEVIZ_IMPORT_WORKERS", forced)
     assert kineto_reader._workers(path, threads) == want
 
@@ -94,8 +94,8 @@ def test_a_gzip_file_says_its_size(tmp_path, monkeypatch):
     threads read it, where 8x its compressed size would have made one."""
     path = shared(KINETO / "a100_diff_control.json.gz")
     size = len(gzip.decompress(path.read_bytes()))
-    assert kineto_reader._json_size(path) == size > 30 << 20
-    monkeypatch.setattr(kineto_reader, "usable_cores", lambda: 2)
+    assert plan.json_size(path) == size > 30 << 20
+    monkeypatch.setattr(plan, "usable_cores", lambda: 2)
     monkeypatch.setenv("TRACEVIZ_IMPORT_WORKERS", "")
     assert kineto_reader._workers(path, True) == 2
     assert kineto_reader._workers(path, False) == 1  # processes: not at this size

@@ -31,6 +31,9 @@ def entry() -> None:
     atexit.register(_last_of_shutdown)
     try:
         from traceviz.cli import main
+        from traceviz.system import collector
+
+        collector.allow()
 
         code = main()
         if code in INTERRUPTED:  # main caught the interruption and said so
@@ -75,7 +78,12 @@ def _only_this_thread() -> bool:
     skips nothing."""
     threading = sys.modules.get("threading")
     watched = sys.getprofile() is not None or sys.gettrace() is not None
-    return not watched and (threading is None or threading.active_count() == 1)
+    if watched or threading is None:
+        return not watched
+    # a daemon thread (a trace read ahead and not taken) is not waited for by the
+    # interpreter's shutdown either
+    main = threading.main_thread()
+    return all(t.daemon for t in threading.enumerate() if t is not main)
 
 
 # multiprocessing's exit joins each queue's feeder thread; one left writing a piece into

@@ -19,6 +19,7 @@ from traceviz import __version__
 from traceviz.cli.base import Command
 from traceviz.errors import Terminated, TraceVizError, UsageError
 from traceviz.render.escape import visible
+from traceviz.system import collector
 
 # every command: its name, and its module and class under traceviz.cli, in the order of
 # the help. A command's module is imported when it runs or the list is shown in full:
@@ -92,6 +93,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "_command", None) is None:
         parser.print_help()
         return 2
+    try:
+        return _run(args)
+    finally:
+        # a command that ended before reading its trace left the collector paused
+        collector.resume(freeze=False)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command, its errors turned into one line and an exit status."""
     try:
         return args._command.run(args)
     except TraceVizError as e:

@@ -17,6 +17,7 @@ from traceviz.cli.base import (
     memory_limit_arg,
     peak_of,
     progress_bar,
+    read_ahead,
     stderr,
     stdout,
     width_arg,
@@ -39,6 +40,7 @@ class AdviseCommand(Command):
                             "quarter of this machine's memory)")
 
     def run(self, args: argparse.Namespace) -> int:
+        read_ahead(args.trace)
         from traceviz.analyses.advice.advising import advise_full
         from traceviz.analyses.advice.runkind import run_kind
         from traceviz.files.folders import is_dataset, is_rank_folder

@@ -16,6 +16,7 @@ from traceviz.cli.base import (
     memory_limit_arg,
     peak_of,
     progress_bar,
+    read_ahead,
     refuse_existing,
     said,
     stderr,
@@ -83,10 +84,10 @@ class AnalyzeCommand(Command):
                             "quarter of this machine's memory)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from traceviz.analyses import summarize
-
         if args.top < 1:
             raise UsageError("must be at least 1", option="top")
+        read_ahead(args.trace)
+        from traceviz.analyses import summarize
         from traceviz.files.folders import is_dataset, is_rank_folder
 
         if is_dataset(args.trace) or is_rank_folder(args.trace):
@@ -108,7 +109,7 @@ class AnalyzeCommand(Command):
                 stack.enter_context(raw_range_names())
             if not (args.export or args.perfetto or args.plot
                     or args.critical_path is not None):
-                from traceviz.parsers.nsys.ranges_sql import ranges_apart
+                from traceviz.parsers.nsys.apart import ranges_apart
 
                 # only figures are asked for: an export of NVTX ranges alone is read
                 # into the Ranges section's few columns, not into rows

@@ -136,10 +136,25 @@ def progress_bar(console: Console, *columns: ProgressColumn,
                     transient=not keep, disable=not console.is_terminal)
 
 
+def read_ahead(path: Path) -> None:
+    """Start reading a small Kineto trace on a thread, before the command imports pandas
+    and its analyses (``parsers.kineto.prefetch``), with the garbage collector paused for
+    those imports (``system.collector``); ``load_with_progress`` takes what it read and
+    resumes the collector. Call it first thing in a command that reads ``path``."""
+    from traceviz.parsers.kineto import prefetch
+    from traceviz.system import collector
+
+    collector.pause()
+    prefetch.start(path)
+
+
 def load_with_progress(path: Path, stack: ExitStack, rows: Any = None) -> Trace:
     """Load any trace, with a progress bar on stderr for big raw files on a terminal
     (``rows``: see ``Trace.load``)."""
     from traceviz.parsers import load
+    from traceviz.system import collector
+
+    collector.resume()  # the imports are done (``read_ahead``)
 
     err = stderr()
     progress_cb: Callable[[int], None] | None = None

@@ -9,7 +9,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from traceviz.cli.base import Command, load_with_progress, progress_bar, refuse_existing, stderr
+from traceviz.cli.base import (
+    Command,
+    load_with_progress,
+    progress_bar,
+    read_ahead,
+    refuse_existing,
+    stderr,
+)
 from traceviz.errors import UsageError
 from traceviz.files.folders import default_stem
 
@@ -36,6 +43,7 @@ class ImportCommand(Command):
                             "must be on a path the workers see")
 
     def run(self, args: argparse.Namespace) -> int:
+        read_ahead(args.raw)
         from traceviz.files.folders import is_rank_folder
 
         if is_rank_folder(args.raw):

@@ -15,6 +15,7 @@ from traceviz.cli.base import (
     json_text,
     load_with_progress,
     peak_of,
+    read_ahead,
     stdout,
     width_arg,
 )
@@ -47,6 +48,7 @@ class WhatIfCommand(Command):
         add_peak(p)
 
     def run(self, args: argparse.Namespace) -> int:
+        read_ahead(args.trace)
         from traceviz.analyses.whatif.engine import whatif
         from traceviz.analyses.whatif.scenarios import DEFAULT_SCENARIOS, parse_scenarios
 

@@ -10,7 +10,6 @@ beyond int64, so (pid, tid) pairs are renumbered.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import msgspec
@@ -25,7 +24,6 @@ from traceviz.table.meta import TraceMeta
 from traceviz.table.steps import step_numbers
 from traceviz.trace import Trace
 
-SNIFF = re.compile(rb'"cat"\s*:\s*"(?:operator|MXNET_C_API)"')
 SKIPPED_CATS = {"MXNET_C_API", "Device Storage", "operator"}  # for b/e: operator twins
 
 
@@ -42,10 +40,6 @@ class _Event(msgspec.Struct, gc=False):
 
 class _Doc(msgspec.Struct, gc=False):
     traceEvents: list[_Event]  # noqa: N815 (the file's key)
-
-
-def looks_like_mxnet(head: bytes) -> bool:
-    return bool(SNIFF.search(head))
 
 
 def parse(path: Path) -> Trace:

@@ -69,12 +69,14 @@ def _binary(parts: tuple, n: int, kind: pa.DataType | None = None) -> pa.Array:
     return pa.Array.from_buffers(kind or pa.binary(), n, [None, off, data])
 
 
-def native_columns(data: bytes, document: bool = False
+def native_columns(data: bytes, document: bool = False, done: tuple | None = None
                    ) -> tuple[pa.Array, pa.Array, Rows, dict[str, Any]] | None:
     """ph, cat, the raw columns of every event, and (``document``) the document keys the
-    parser keeps, decoded; None where the Python reader must decode ``data``."""
+    parser keeps, decoded; None where the Python reader must decode ``data``. ``done``:
+    the compiled reader's answer for ``data``, where it was read already (``prefetch``),
+    as a 1-tuple."""
     assert _native is not None
-    out = _native.read_events(data, document=document)
+    out = _native.read_events(data, document=document) if done is None else done[0]
     if out is None:
         return None
     n = out["n"]

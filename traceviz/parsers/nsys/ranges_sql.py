@@ -22,14 +22,12 @@ asks for it: ``analyze`` without outputs that draw the rows (``--export``,
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 
 import numpy as np
 import pandas as pd
 
 from traceviz.parsers.normalize import BASE_COLUMNS, finish
+from traceviz.parsers.nsys.apart import ranges_apart, wanted  # noqa: F401 (also from here)
 from traceviz.parsers.nsys.checks import KERNEL, RUNTIME
 from traceviz.parsers.nsys.nvtx import PAYLOAD_COLUMNS, domains
 from traceviz.parsers.nsys.table_access import SqliteTables, text_values
@@ -52,24 +50,6 @@ BLOCK_ROWS = 1 << 17  # rows per decimal text: ~5 MB of text at a time
 MAX_SPAN_NS = 2 ** 62  # normalize's: rows ending further from the first start are dropped
 STYLES = ["PushPop", "StartEnd"]
 DOMAINS = 1 << 15  # domain ids below it fit a row's key beside its text and style
-
-_APART: ContextVar[bool] = ContextVar("nvtx_ranges_apart", default=False)
-
-
-@contextmanager
-def ranges_apart(on: bool = True) -> Iterator[None]:
-    """Within it, an nsys SQLite export of NVTX ranges alone is read as ``ranges_of``
-    reads it: the ranges in ``Trace.nvtx_ranges``, not in the events table."""
-    token = _APART.set(on)
-    try:
-        yield
-    finally:
-        _APART.reset(token)
-
-
-def wanted() -> bool:
-    return _APART.get()
-
 
 def ranges_of(tables: SqliteTables, strings: pd.Series) -> pd.DataFrame | None:
     """The export's NVTX ranges, one row each in the table's order, as ``range_rows``

@@ -1,0 +1,155 @@
+"""A small Kineto trace read ahead on a thread while a command imports: the parse takes
+the pieces and raw reads (and makes the table it makes without them), nothing is taken
+where the file or the plan changed or the reading failed, and the read-ahead itself
+imports no pandas."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tests.conftest import KINETO, SHARED_TRACES, missing, shared
+from traceviz.errors import TraceVizError
+from traceviz.parsers.kineto import kineto_reader, native, prefetch
+
+SMALL = KINETO / "a100_diff_control.json.gz"  # 35 MB of JSON: two threads, five pieces
+PLAIN = SHARED_TRACES / "foreign" / "kineto" / "deepseek_v3_train.json"
+# one decoder, but not read as one document (not ASCII): streamed by the parse itself
+NOT_ASCII = SHARED_TRACES / "foreign" / "kineto" / "h2_param_2080ti_resnet.json.gz"
+
+
+@pytest.fixture(autouse=True)
+def _compiled():
+    if native.reader() != "native":
+        missing("the compiled Kineto reader is not built here (pip install -e . with a C "
+                "compiler)")
+
+
+def _same(a, b) -> None:
+    pd.testing.assert_frame_equal(a.events, b.events)  # values, dtypes, category order
+    assert a.meta == b.meta
+
+
+def _taken(monkeypatch) -> list:
+    """What each parse took from the read-ahead (None: nothing)."""
+    seen: list = []
+    real = prefetch.take
+
+    def spy(*args):
+        got = real(*args)
+        seen.append(got)
+        return got
+
+    monkeypatch.setattr(prefetch, "take", spy)
+    return seen
+
+
+@pytest.mark.parametrize("trace, decoders", [(SMALL, 2), (PLAIN, 1), (PLAIN, 2),
+                                             (NOT_ASCII, 1)])
+def test_the_read_ahead_gives_the_table_read_without_it(trace, decoders, monkeypatch):
+    """Streamed gzip pieces (2 threads), one whole plain document, a plain file's ranges
+    (TRACEVIZ_IMPORT_WORKERS=2), and a file of one decoder that is not read whole (not
+    ASCII): taken, every piece's read used, the same table."""
+    trace = shared(trace)
+    monkeypatch.setenv("TRACEVIZ_IMPORT_WORKERS", str(decoders))
+    without = kineto_reader.parse(trace)
+    taken = _taken(monkeypatch)
+    prefetch.start(trace)
+    with_ahead = kineto_reader.parse(trace)
+    _same(without, with_ahead)
+    ahead = taken[0]
+    assert ahead is not None and ahead.done and ahead.decoders == decoders
+    if trace == NOT_ASCII:
+        assert ahead.whole is None and ahead.pieces == []
+    elif decoders == 1:
+        assert ahead.whole is not None and ahead.whole[0].count(b'"traceEvents"') == 1
+    else:
+        assert len(ahead.pieces) >= (5 if trace == SMALL else 1)
+        assert ahead.reads == {}  # each piece's read was taken by its decoder
+    assert prefetch.take(trace, decoders, ahead.piece) is None  # taken once
+
+
+def test_nothing_is_taken_from_a_changed_file_or_another_plan(monkeypatch, tmp_path):
+    """A file rewritten after the read-ahead began, and a parse with another piece size:
+    the parse reads the file itself (and its own table)."""
+    trace = tmp_path / "t.json.gz"
+    trace.write_bytes(shared(SMALL).read_bytes())
+    prefetch.start(trace)
+    os.utime(trace, ns=(1, 1))
+    taken = _taken(monkeypatch)
+    kineto_reader.parse(trace)
+    assert taken == [None]
+    prefetch.start(trace)
+    taken.clear()
+    other = kineto_reader.parse(trace, chunk_bytes=4 << 20)
+    assert taken == [None]
+    pd.testing.assert_frame_equal(other.events, kineto_reader.parse(trace).events)
+
+
+def test_a_failed_read_ahead_leaves_the_parse_its_own_error(monkeypatch, tmp_path):
+    """A truncated gzip: the read-ahead fails, takes nothing, and the parse says what is
+    wrong in the words it uses without one."""
+    trace = tmp_path / "cut.json.gz"
+    trace.write_bytes(shared(SMALL).read_bytes()[:400_000])
+    with pytest.raises(TraceVizError) as plain:
+        kineto_reader.parse(trace)
+    taken = _taken(monkeypatch)
+    prefetch.start(trace)
+    with pytest.raises(TraceVizError) as ahead:
+        kineto_reader.parse(trace)
+    assert taken == [None] and str(ahead.value) == str(plain.value)
+
+
+def test_only_small_kineto_files_with_the_compiled_reader_are_read_ahead(monkeypatch,
+                                                                         tmp_path):
+    """Not a .json/.json.gz file, a folder, TRACEVIZ_READER=python, or JSON above MAX_MB:
+    no thread is started."""
+    big = tmp_path / "big.json.gz"
+    with gzip.open(big, "wb", compresslevel=1) as f:  # its size record says > MAX_MB
+        f.write(b'{"traceEvents": [' + b" " * ((prefetch.MAX_MB << 20) + 10) + b"]}")
+    cases = [shared(KINETO / "a100_diff_control.json.gz").with_suffix(".parquet"),
+             tmp_path, big]
+    for path in cases:
+        prefetch.start(path)
+    monkeypatch.setenv("TRACEVIZ_READER", "python")
+    prefetch.start(shared(SMALL))
+    assert prefetch._ahead == {}
+
+
+def test_the_read_ahead_imports_no_pandas():
+    """Started before the command's imports, it must not make them: a process that
+    starts it and waits for it has imported neither pandas, numpy nor pyarrow."""
+    code = ("import sys; from pathlib import Path\n"
+            "from traceviz.parsers.kineto import prefetch\n"
+            f"p = Path({str(shared(SMALL))!r}); prefetch.start(p)\n"
+            "thread, ahead = prefetch._ahead[prefetch._key(p)]; thread.join()\n"
+            "print(ahead.done, len(ahead.pieces),"
+            " [m for m in ('pandas', 'numpy', 'pyarrow') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["True", "5", "[]"]
+
+
+def test_analyze_takes_what_it_read_ahead(monkeypatch):
+    """``traceviz analyze`` starts the read-ahead and its parse takes it: the output is
+    the one of a run without it (TRACEVIZ_READER=python reads nothing ahead)."""
+    from traceviz.cli import main
+
+    taken = _taken(monkeypatch)
+    outs = []
+    for reader in ("native", "python"):
+        monkeypatch.setenv("TRACEVIZ_READER", reader)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            assert main(["analyze", str(shared(SMALL)), "--json"]) == 0
+        outs.append(json.loads(buf.getvalue()))
+    assert len(taken) == 1 and taken[0] is not None and taken[0].done
+    assert outs[0] == outs[1]
