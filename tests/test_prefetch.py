@@ -110,8 +110,8 @@ def test_a_failed_read_ahead_leaves_the_parse_its_own_error(monkeypatch, tmp_pat
 
 def test_only_small_kineto_files_with_the_compiled_reader_are_read_ahead(monkeypatch,
                                                                          tmp_path):
-    """Not a .json/.json.gz file, a folder, TRACEVIZ_READER=python, or JSON above MAX_MB:
-    no thread is started."""
+    """Not a .json/.json.gz file, a folder, JSON above MAX_MB, a limit that is not a
+    number, or TRACEVIZ_READER=python: no thread is started, and no error raised."""
     big = tmp_path / "big.json.gz"
     with gzip.open(big, "wb", compresslevel=1) as f:  # its size record says > MAX_MB
         f.write(b'{"traceEvents": [' + b" " * ((prefetch.MAX_MB << 20) + 10) + b"]}")
@@ -119,6 +119,9 @@ def test_only_small_kineto_files_with_the_compiled_reader_are_read_ahead(monkeyp
              tmp_path, big]
     for path in cases:
         prefetch.start(path)
+    monkeypatch.setenv("TRACEVIZ_MAX_ELEMENT_MB", "lots")  # the parse says so, not this
+    prefetch.start(shared(SMALL))
+    monkeypatch.delenv("TRACEVIZ_MAX_ELEMENT_MB")
     monkeypatch.setenv("TRACEVIZ_READER", "python")
     prefetch.start(shared(SMALL))
     assert prefetch._ahead == {}

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from traceviz.errors import TraceVizError
 from traceviz.files.fileio import read_whole
 from traceviz.parsers.kineto.plan import PieceSource, json_size, piece_bytes, workers
 
@@ -80,8 +81,8 @@ def start(path: Path) -> None:
             return
         n = workers(path, threads=True)
         ahead = Prefetched(_stamp(path), n, piece_bytes(n, threads=True))
-    except (OSError, ValueError):  # unreadable, odd limits: the parse says why
-        return
+    except (OSError, ValueError, TraceVizError):  # unreadable, a bad limit: the parse
+        return  # says why, in its own words
     thread = threading.Thread(target=_read, args=(compiled, path, ahead),
                               name="traceviz-read-ahead", daemon=True)
     with _lock:
