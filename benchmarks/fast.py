@@ -127,7 +127,8 @@ print("floor", acc["decode"] + acc["write"])
 # the floor with the fields read: each piece decoded again and its fields read once (only
 # the reading timed; the structs are freed inside it, as the import frees them)
 from traceviz.parsers.jsonstream import file_ranges
-ranges, _ = file_ranges(sys.argv[1], b"traceEvents", K.IN_PROCESS_CHUNK)
+from traceviz.parsers.kineto.plan import IN_PROCESS_CHUNK
+ranges, _ = file_ranges(sys.argv[1], b"traceEvents", IN_PROCESS_CHUNK)
 read = 0.0
 for r in ranges:
     events = K.EVENTS.decode(b"[" + r.read() + b"]")
