@@ -7,15 +7,18 @@ with exponents, deep nesting, a cut buffer. ``TRACEVIZ_READER`` picks the reader
 from __future__ import annotations
 
 import gzip
+import re
 import tempfile
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.conftest import SHARED_TRACES, missing, shared_traces
 from tests.corpus.generate import MI250, cases
@@ -25,6 +28,7 @@ from traceviz.errors import TraceVizError
 from traceviz.parsers import kineto
 from traceviz.parsers.kineto import native
 from traceviz.parsers.kineto.columns import NO_NAME, NO_TIME, NOT_A_DURATION, OUT_OF_RANGE
+from traceviz.parsers.kineto.times import raw_us_to_ns
 
 try:
     from traceviz.parsers import _kineto_native
@@ -256,6 +260,38 @@ def test_time_values_are_exact(monkeypatch):
                                          _kernel(ts="1e30")]), monkeypatch)
     assert frame["ts_ns"].tolist() == [1_500_000, 1_700_000_000_123_456_789]
     assert counts[OUT_OF_RANGE] == 1
+
+
+_DIGITS = st.text("0123456789", min_size=1, max_size=18)
+_US = st.builds(lambda sign, whole, frac, exp: sign + (whole.lstrip("0") or "0") + frac + exp,
+                st.sampled_from(["", "-"]), _DIGITS,
+                st.sampled_from(["", "."]).flatmap(
+                    lambda dot: st.just("") if not dot else
+                    st.text("0123456789", min_size=1, max_size=5).map(lambda f: "." + f)),
+                st.sampled_from(["", "", "", "e3", "E-2"]))
+
+
+@given(st.lists(st.one_of(_US, st.just("")), min_size=1, max_size=12))
+def test_times_converted_by_the_compiled_reader_are_arrows(values):
+    """ts/dur as exact ns in C (``us_to_ns``): where every value of a column has the plain
+    spelling it takes, the same values and absences as Arrow's conversion of the raw text
+    (``raw_us_to_ns``), which no value of that spelling makes out of range; a column with
+    any other spelling (an exponent, 4+ decimals, 9e15 us or more) is left to Arrow."""
+    events = b",".join(b'{"ph":"X","name":"k"' + (f',"ts":{v}'.encode() if v else b"") + b"}"
+                       for v in values)
+    out = _kineto_native.read_events(events)
+    off = np.frombuffer(out["ts"][0], dtype=np.int32)
+    raw = pa.Array.from_buffers(pa.string(), len(values),
+                                [None, pa.py_buffer(out["ts"][0]), pa.py_buffer(out["ts"][1])])
+    ns, absent, bad = raw_us_to_ns(raw)
+    plain = [re.fullmatch(r"-?\d+(\.\d{1,3})?", v) and int(v.lstrip("-").split(".")[0]) < 9e15
+             for v in values if v]
+    if not all(plain):
+        assert out["ts_ns"] is None
+        return
+    assert not bad.any()
+    assert np.frombuffer(out["ts_ns"], dtype=np.int64).tolist() == ns.tolist()
+    assert (off[1:] == off[:-1]).tolist() == absent.tolist()
 
 
 def test_deep_nesting_is_the_python_readers_to_judge(monkeypatch):

@@ -31,6 +31,9 @@
  *     "odd": int64[4*k]: per odd value (row, field, start, end): the field's position in
  *        INT_FIELDS ("pid", "tid", then the args' in the order above) and the value's
  *        raw JSON text as data[start:end].
+ *     "ts_ns", "dur_ns": int64[n], the value as exact nanoseconds (0 where absent), where
+ *        every value present is spelled -?D+(.d{1,3})? with a whole part below 9e15;
+ *        None where one is not (the raw text then says what it is).
  *     "meta" (document=True only): {key: (start, end)} for the document keys
  *        deviceProperties, schemaVersion, distributedInfo, baseTimeNanoseconds and
  *        traceName (the last one of a repeated key, as msgspec keeps).
@@ -130,6 +133,12 @@ static PyObject *result(Ctx *c, int document) {
                                                 take(&c->int_tag[i]))))
             goto fail;
     if (!put(d, "odd", take(&c->odd))) goto fail;
+    for (int i = 0; i <= R_DUR; i++) {
+        char key[8];
+        snprintf(key, sizeof key, "%s_ns", RAW_NAMES[i].s);
+        PyObject *v = c->us_other[i] ? Py_NewRef(Py_None) : take(&c->us_ns[i]);
+        if (!put(d, key, v)) goto fail;
+    }
     if (document) {
         PyObject *m = PyDict_New();
         if (!put(d, "meta", m)) goto fail;
@@ -209,7 +218,9 @@ static struct PyModuleDef moduledef = {
         "  their raw JSON text, empty where absent; the number fields (INT_FIELDS):\n"
         "  (values int64[n], tags uint8[n]: 0 absent/null, 1 int64, 2 other, in \"odd\");\n"
         "  \"odd\": int64 (row, field, start, end) per other value, its text\n"
-        "  data[start:end]; \"meta\" (document=True): {key: (start, end)}.\n"
+        "  data[start:end]; \"ts_ns\", \"dur_ns\": int64 exact ns (0 absent), or None\n"
+        "  where a value is not -?D+(.d{1,3})? below 9e15; \"meta\"\n"
+        "  (document=True): {key: (start, end)}.\n"
         "  Buffers: read-only NativeBuffer objects (buffer protocol), wrapped without\n"
         "  copying. The GIL is released while reading; calls may run in several threads.\n"
         "  See the header of kineto_native.c for the details.",

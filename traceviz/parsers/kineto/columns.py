@@ -152,6 +152,17 @@ def _kept(ph: pa.Array, cat: pa.Array, rows_of: Callable[[np.ndarray], Rows],
     return kept, code, memory, names
 
 
+def _ns(rows: Rows, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``raw_us_to_ns`` of the ``ts`` or ``dur`` column, or the compiled reader's exact ns
+    where it gave them (the same values: its plain spellings are never out of range)."""
+    exact = rows.exact_ns.get(key) if rows.exact_ns else None
+    if exact is None:
+        return raw_us_to_ns(getattr(rows, key))
+    ns, absent = exact
+    # writable (the columns set some in place), and not the reader's buffer
+    return ns.copy(), absent, np.zeros(len(ns), dtype=bool)
+
+
 def _steps(names: pd.Categorical, kind: np.ndarray, counts: Counter) -> np.ndarray:
     """The step number of each ProfilerStep#N row (-1 elsewhere), their kind made
     ``step`` in place."""
@@ -210,8 +221,8 @@ def event_columns(ph: pa.Array, cat: pa.Array, rows_of: Callable[[np.ndarray], R
                         | (stream < INT32[0]) | (stream > INT32[1]))
     step = _steps(names, kind, counts)
 
-    ts, no_ts, ts_bad = raw_us_to_ns(kept.ts)
-    dur, no_dur, dur_bad = raw_us_to_ns(kept.dur)
+    ts, no_ts, ts_bad = _ns(kept, "ts")
+    dur, no_dur, dur_bad = _ns(kept, "dur")
     bad |= ts_bad | (dur_bad & ~memory)
     # an absent duration is an instant (0); a present one that is not a number is dropped
     wrong_dur = no_dur & (pc.binary_length(kept.dur).to_numpy(zero_copy_only=False) > 0) \

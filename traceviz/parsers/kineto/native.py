@@ -96,7 +96,13 @@ def native_columns(data: bytes, document: bool = False, done: tuple | None = Non
                                     np.frombuffer(out[k][1], dtype=np.uint8), objs.get(k))
             for k in _native.INT_FIELDS}
     args = NativeArgs({attr: _binary(out[key], n) for key, attr in RAW_ARGS.items()})
-    # ts and dur as text: valid UTF-8 by the reader's checks, so no cast checks it again
+    # ts and dur as text: valid UTF-8 by the reader's checks, so no cast checks it again;
+    # and as ns where the reader converted every value of the column
+    exact = {}
+    for key in ("ts", "dur"):
+        if out[f"{key}_ns"] is not None:
+            off = np.frombuffer(out[key][0], dtype=np.int32)
+            exact[key] = (np.frombuffer(out[f"{key}_ns"], dtype=np.int64), off[1:] == off[:-1])
     rows = Rows(_strings(out["name"], n), _binary(out["ts"], n, pa.string()),
-                _binary(out["dur"], n, pa.string()), ints, args)
+                _binary(out["dur"], n, pa.string()), ints, args, exact or None)
     return _strings(out["ph"], n), _strings(out["cat"], n), rows, meta

@@ -5,7 +5,9 @@ both hand ``columns.event_columns`` a ``Rows``: names as an Arrow string array, 
 ``dur`` as the binary array of their raw JSON text (empty: absent), the number fields
 (``int | float | str | bool | None`` in the format) as ``Ints`` and the raw args as
 ``Args``. Everything after (kind codes, checked integers, times in ns, details, drops and
-their notes) runs once, on these. The Python reader's columns stay lists of its structs
+their notes) runs once, on these. The compiled reader may also give ``ts``/``dur`` as
+exact ns already (``exact_ns``: the values and which were absent), where every value in
+the piece has the plain spelling it converts. The Python reader's columns stay lists of its structs
 until a value is asked for, so it pays for no field it would not have read.
 """
 
@@ -126,10 +128,15 @@ class Rows:
     dur: pa.Array
     ints: Mapping[str, Ints]  # by INT_FIELDS
     args: Args
+    # "ts"/"dur" -> (int64 ns, absent mask), where the reader converted them (see above)
+    exact_ns: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None
 
     def __len__(self) -> int:
         return len(self.name)
 
     def take(self, idx: np.ndarray) -> Rows:
+        exact = None if self.exact_ns is None else \
+            {k: (ns[idx], absent[idx]) for k, (ns, absent) in self.exact_ns.items()}
         return Rows(self.name.take(idx), self.ts.take(idx), self.dur.take(idx),
-                    {k: v.take(idx) for k, v in self.ints.items()}, self.args.take(idx))
+                    {k: v.take(idx) for k, v in self.ints.items()}, self.args.take(idx),
+                    exact)

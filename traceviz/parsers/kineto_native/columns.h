@@ -74,6 +74,8 @@ typedef struct {
     Buf str_off[N_STR], str_data[N_STR], str_valid[N_STR];
     Buf raw_off[N_RAW], raw_data[N_RAW];
     Buf int_val[N_INT], int_tag[N_INT];
+    Buf us_ns[R_DUR + 1];   /* ts and dur as exact ns (0 where absent), see us_to_ns */
+    int us_other[R_DUR + 1];  /* a value of another spelling met: that column is not given */
     Buf odd;
     size_t n, cap_rows;
     const char *base;
@@ -88,6 +90,7 @@ static void ctx_free(Ctx *c) {
     }
     for (int i = 0; i < N_RAW; i++) { free(c->raw_off[i].p); free(c->raw_data[i].p); }
     for (int i = 0; i < N_INT; i++) { free(c->int_val[i].p); free(c->int_tag[i].p); }
+    for (int i = 0; i <= R_DUR; i++) free(c->us_ns[i].p);
     free(c->odd.p);
 }
 
