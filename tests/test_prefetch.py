@@ -115,6 +115,7 @@ def test_only_small_kineto_files_with_the_compiled_reader_are_read_ahead(monkeyp
     big = tmp_path / "big.json.gz"
     with gzip.open(big, "wb", compresslevel=1) as f:  # its size record says > MAX_MB
         f.write(b'{"traceEvents": [' + b" " * ((prefetch.MAX_MB << 20) + 10) + b"]}")
+    before = dict(prefetch._ahead)
     cases = [shared(KINETO / "a100_diff_control.json.gz").with_suffix(".parquet"),
              tmp_path, big]
     for path in cases:
@@ -124,7 +125,7 @@ def test_only_small_kineto_files_with_the_compiled_reader_are_read_ahead(monkeyp
     monkeypatch.delenv("TRACEVIZ_MAX_ELEMENT_MB")
     monkeypatch.setenv("TRACEVIZ_READER", "python")
     prefetch.start(shared(SMALL))
-    assert prefetch._ahead == {}
+    assert prefetch._ahead == before
 
 
 def test_the_read_ahead_imports_no_pandas():
@@ -141,18 +142,44 @@ def test_the_read_ahead_imports_no_pandas():
     assert out == ["True", "5", "[]"]
 
 
-def test_analyze_takes_what_it_read_ahead(monkeypatch):
-    """``traceviz analyze`` starts the read-ahead and its parse takes it: the output is
-    the one of a run without it (TRACEVIZ_READER=python reads nothing ahead)."""
+# ``traceviz analyze`` as the console script runs it, noting what its parse took
+_TAKEN = """
+import sys
+from traceviz.parsers.kineto import prefetch
+real = prefetch.take
+def take(*args):
+    got = real(*args)
+    print("taken", got is not None and got.done, file=sys.stderr)
+    return got
+prefetch.take = take
+sys.argv = ["traceviz", *sys.argv[1:]]
+from traceviz.entry import entry
+entry()
+"""
+
+
+def test_analyze_takes_what_it_read_ahead():
+    """The ``traceviz`` process starts the read-ahead and its parse takes it; the output
+    is the one the Python reader gives (TRACEVIZ_READER=python: nothing read ahead)."""
+    outs = []
+    for reader in ("native", "python"):
+        r = subprocess.run([sys.executable, "-c", _TAKEN, "analyze", str(shared(SMALL)),
+                            "--json"], capture_output=True, text=True, check=True,
+                           env={**os.environ, "TRACEVIZ_READER": reader})
+        outs.append((json.loads(r.stdout), r.stderr.split()))
+    assert outs[0][1] == ["taken", "True"] and outs[1][1] == []
+    assert outs[0][0] == outs[1][0]
+
+
+def test_main_in_a_process_with_pandas_reads_nothing_ahead(monkeypatch):
+    """``main`` called where pandas is imported already (a test, a notebook): nothing to
+    read beside, and a read the command never took would stay held; the parse reads the
+    file itself."""
     from traceviz.cli import main
 
     taken = _taken(monkeypatch)
-    outs = []
-    for reader in ("native", "python"):
-        monkeypatch.setenv("TRACEVIZ_READER", reader)
-        buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
-            assert main(["analyze", str(shared(SMALL)), "--json"]) == 0
-        outs.append(json.loads(buf.getvalue()))
-    assert len(taken) == 1 and taken[0] is not None and taken[0].done
-    assert outs[0] == outs[1]
+    before = dict(prefetch._ahead)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["analyze", str(shared(SMALL)), "--json"]) == 0
+        assert main(["analyze", str(shared(SMALL)), "--top", "0"]) == 2
+    assert prefetch._ahead == before and taken == [None]

@@ -4,6 +4,7 @@ trace, and safe output files. Only the ``traceviz.cli`` package prints or writes
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -140,12 +141,17 @@ def read_ahead(path: Path) -> None:
     """Start reading a small Kineto trace on a thread, before the command imports pandas
     and its analyses (``parsers.kineto.prefetch``), with the garbage collector paused for
     those imports (``system.collector``); ``load_with_progress`` takes what it read and
-    resumes the collector. Call it first thing in a command that reads ``path``."""
+    resumes the collector. Call it first thing in a command that reads ``path``.
+
+    Where pandas is imported already (``main`` called in a test's or a notebook's process)
+    there are no imports to read beside, and nothing is read ahead: a read the command
+    never took (it failed before reading) would be held for the process's life."""
     from traceviz.parsers.kineto import prefetch
     from traceviz.system import collector
 
     collector.pause()
-    prefetch.start(path)
+    if "pandas" not in sys.modules:
+        prefetch.start(path)
 
 
 def load_with_progress(path: Path, stack: ExitStack, rows: Any = None) -> Trace:

@@ -122,13 +122,16 @@ def _whole_document(path: Path, limit: int, progress: Callable[[int], None] | No
     is unusual (not ASCII, not valid JSON, no or several ``traceEvents``, an event that is
     not an object...): the streaming path then decodes it, or says precisely why not.
     ``ahead``: the document and its raw read, where they were read ahead."""
+    done: tuple | None = None
     if ahead is not None and ahead.whole is not None:
         data, done = ahead.whole[0], ahead.whole[1:]
     else:
-        data, done = read_whole(path, limit), None
+        read_bytes = read_whole(path, limit)
         # the streaming path checks UTF-8 and takes the first "traceEvents" key it meets
-        if data is None or not data.isascii() or data.count(_TRACE_EVENTS) != 1:
+        if read_bytes is None or not read_bytes.isascii() \
+                or read_bytes.count(_TRACE_EVENTS) != 1:
             return None
+        data = read_bytes
     read = native.native_columns(data, document=True, done=done) \
         if native.reader() == "native" else None
     if read is not None:  # None: the Python reader decodes it (see native.py)

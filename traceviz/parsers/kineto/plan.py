@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 from traceviz.files.fileio import is_gzip, open_input
 from traceviz.files.limits import element_limit, inflate_limit
@@ -88,17 +87,17 @@ class PieceSource:
     def __init__(self, path: Path, piece: int):
         ranges = None if is_gzip(path) else file_ranges(str(path), b"traceEvents", piece,
                                                          name=str(path))
-        self._stream: BinaryIO | None = None
+        self._close: Callable[[], None] | None = None
         self.pieces: Iterator[Piece | Range]
         self.metadata: Callable[[], bytes]
         if ranges is not None:
             self.pieces, self.metadata = iter(ranges[0]), (lambda: ranges[1])
         else:
-            self._stream = open_input(path)  # type: ignore[assignment]
-            chunks = ArrayChunks(self._stream, b"traceEvents", chunk_bytes=piece,
-                                 name=str(path))
+            stream = open_input(path)
+            self._close = stream.close
+            chunks = ArrayChunks(stream, b"traceEvents", chunk_bytes=piece, name=str(path))
             self.pieces, self.metadata = iter(chunks), chunks.metadata_document
 
     def close(self) -> None:
-        if self._stream is not None:
-            self._stream.close()
+        if self._close is not None:
+            self._close()
