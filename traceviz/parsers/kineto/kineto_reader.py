@@ -20,7 +20,6 @@ import msgspec
 import pandas as pd
 
 from traceviz.errors import TraceVizError
-from traceviz.files.fileio import read_whole
 from traceviz.parsers.cut_step import without_cut_step
 from traceviz.parsers.joined import in_time_order
 from traceviz.parsers.jsonstream import Piece, Range, decode_in_order
@@ -111,7 +110,6 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
     return without_cut_step(finish(base, meta))
 
 
-_TRACE_EVENTS = b'"traceEvents"'
 
 
 def _whole_document(path: Path, limit: int, progress: Callable[[int], None] | None,
@@ -126,10 +124,8 @@ def _whole_document(path: Path, limit: int, progress: Callable[[int], None] | No
     if ahead is not None and ahead.whole is not None:
         data, done = ahead.whole[0], ahead.whole[1:]
     else:
-        read_bytes = read_whole(path, limit)
-        # the streaming path checks UTF-8 and takes the first "traceEvents" key it meets
-        if read_bytes is None or not read_bytes.isascii() \
-                or read_bytes.count(_TRACE_EVENTS) != 1:
+        read_bytes = plan.whole_document(path, limit)
+        if read_bytes is None:
             return None
         data = read_bytes
     read = native.native_columns(data, document=True, done=done) \

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from traceviz.files.fileio import is_gzip, open_input
+from traceviz.files.fileio import is_gzip, open_input, read_whole
 from traceviz.files.limits import element_limit, inflate_limit
 from traceviz.parsers.jsonstream import ArrayChunks, Piece, Range, file_ranges
 from traceviz.system.pools import usable_cores
@@ -78,6 +78,19 @@ def piece_bytes(workers: int, threads: bool, asked: int | None = None) -> int:
         asked = THREAD_CHUNK if threads and workers > 1 else \
             CHUNK_BYTES if workers > 1 or threads else IN_PROCESS_CHUNK
     return min(asked, max(element_limit(), 1 << 16))
+
+
+_TRACE_EVENTS = b'"traceEvents"'
+
+
+def whole_document(path: Path, limit: int) -> bytes | None:
+    """The file's JSON where it is read as one document: at most ``limit`` bytes, read
+    without error, ASCII and holding one ``traceEvents`` key (the streaming path checks
+    UTF-8 and takes the first such key it meets); None: it is read in pieces."""
+    data = read_whole(path, limit)
+    if data is None or not data.isascii() or data.count(_TRACE_EVENTS) != 1:
+        return None
+    return data
 
 
 class PieceSource:

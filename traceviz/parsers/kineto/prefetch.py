@@ -20,14 +20,18 @@ from types import ModuleType
 from typing import Any
 
 from traceviz.errors import TraceVizError
-from traceviz.files.fileio import read_whole
-from traceviz.parsers.kineto.plan import PieceSource, json_size, piece_bytes, workers
+from traceviz.parsers.kineto.plan import (
+    PieceSource,
+    json_size,
+    piece_bytes,
+    whole_document,
+    workers,
+)
 
 # the JSON megabytes read ahead at most: a small trace's, whose read is a large share of
 # a command's time (above this the read is pipelined and dominates the command anyway)
 MAX_MB = 64
 _SUFFIXES = (".json", ".json.gz")
-_TRACE_EVENTS = b'"traceEvents"'
 
 
 @dataclass
@@ -93,9 +97,8 @@ def start(path: Path) -> None:
 def _read(compiled: ModuleType, path: Path, ahead: Prefetched) -> None:
     try:
         if ahead.decoders <= 1:
-            data = read_whole(path, ahead.piece)
-            # the parse's own checks (``_whole_document``): anything else streams
-            if data is not None and data.isascii() and data.count(_TRACE_EVENTS) == 1:
+            data = whole_document(path, ahead.piece)
+            if data is not None:  # else the parse streams it (and reads it itself)
                 ahead.whole = data, compiled.read_events(data, document=True)
         else:
             source = PieceSource(path, ahead.piece)
