@@ -31,9 +31,10 @@ def entry() -> None:
     atexit.register(_last_of_shutdown)
     try:
         from traceviz.cli import main
-        from traceviz.system import collector
+        from traceviz.system import collector, forked
 
         collector.allow()
+        forked.allow()
 
         code = main()
         if code in INTERRUPTED:  # main caught the interruption and said so

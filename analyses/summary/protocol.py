@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 import pandas as pd
 
@@ -39,6 +39,9 @@ class Inputs:
     we: Any
     with_efficiency: bool
     peak: Any
+    # sections a command computes in another process (``traceviz/cli/apart.py``): an
+    # object whose ``take(key)`` gives (True, the figures) or (False, None): compute here
+    apart: Any = None
 
 
 # its part of --json: (the summary, the kernels to list) -> {key: value, ...} in order;
@@ -61,6 +64,7 @@ class Section(Generic[T]):
 
     key: str
     printed: int | None = None
+    apart: bool = False
 
     def __init__(self, json: ToJson, compute: Callable[[Inputs, Summary], T] | None = None,
                  keys: tuple[str, ...] = ()) -> None:
@@ -68,9 +72,13 @@ class Section(Generic[T]):
         self.compute = compute
         self.keys = keys
 
-    def row(self, printed: int | None = None) -> Section[T]:
-        """Its row in the registry: where the terminal prints it (``printed``)."""
+    def row(self, printed: int | None = None, apart: bool = False) -> Section[T]:
+        """Its row in the registry: where the terminal prints it (``printed``), and whether
+        a command may compute it in a forked process beside the others (``apart``, see
+        ``traceviz/cli/apart.py``: its figures read the inputs and the totals alone, and
+        pickle)."""
         self.printed = printed
+        self.apart = apart
         return self
 
     def __set_name__(self, owner: type, name: str) -> None:
@@ -101,6 +109,11 @@ class Section(Generic[T]):
             return self
         if summary.inputs is None:
             raise ValueError("a Summary made without its trace has no lazy sections")
+        if summary.inputs.apart is not None:  # computed in another process, or not there
+            got, figures = summary.inputs.apart.take(self.key)
+            if got:
+                summary.__dict__[self.key] = figures
+                return cast(T, figures)
         value = self.compute(summary.inputs, summary)
         summary.__dict__[self.key] = value
         return value

@@ -45,14 +45,15 @@ class Sections:
     phases = phases_.SECTION.row(printed=40)
     input_pipeline = pipeline_.SECTION.row(printed=50)
     modules = modules_.SECTION.row(printed=60)
-    ranges = ranges_.SECTION.row(printed=120)
+    # the two costliest sections of a small trace, computed apart (cli/apart.py)
+    ranges = ranges_.SECTION.row(printed=120, apart=True)
     timings = TIMINGS.row(printed=150)
     timed_step = TIMED_STEP.row()
     host = host_.SECTION.row()
     host_wait_split = waits_.SECTION.row(printed=90)
     stream_overlap = streams_.SECTION.row(printed=70)
     communication = comm_.SECTION.row(printed=80)
-    efficiency = efficiency_.SECTION.row(printed=130)
+    efficiency = efficiency_.SECTION.row(printed=130, apart=True)
     memory = memory_.SECTION.row(printed=140)
     notes = NOTES.row(printed=160)  # last: the columns left out, then the notes
 

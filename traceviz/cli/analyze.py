@@ -88,6 +88,7 @@ class AnalyzeCommand(Command):
             raise UsageError("must be at least 1", option="top")
         read_ahead(args.trace)
         from traceviz.analyses import summarize
+        from traceviz.cli.apart import compute_apart
         from traceviz.files.folders import is_dataset, is_rank_folder
 
         if is_dataset(args.trace) or is_rank_folder(args.trace):
@@ -119,6 +120,16 @@ class AnalyzeCommand(Command):
         peak = peak_of(args)
         summary = summarize(trace, by_config=args.by == "config", with_efficiency=True,
                             peak=peak)
+        # the costliest sections on a second core while this process does the others
+        apart = compute_apart(summary)
+        try:
+            return self._report(args, trace, summary, peak)
+        finally:
+            if apart is not None:  # a failure before they were read: not wanted
+                apart.stop()
+
+    def _report(self, args: argparse.Namespace, trace: Trace, summary: Summary,
+                peak: Peak | None) -> int:
         path = None
         if args.critical_path is not None:
             from traceviz.analyses.critical_path.path import critical_path

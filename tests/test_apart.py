@@ -1,0 +1,154 @@
+"""Sections computed in a forked child (``cli/apart.py``, ``system/forked.py``):
+the figures are the ones computed in the command's own process, a child that fails or is
+killed leaves them to that process, and only the ``traceviz`` process itself forks.
+
+The forking runs in a fresh interpreter: a test worker has threads of its own (forking
+it is not safe, and ``forked.may_fork`` says so)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import KINETO, SHARED_TRACES, shared
+from traceviz.analyses.summary.registry import sections
+from traceviz.system import forked
+from traceviz.system.pools import usable_cores
+
+SMALL = KINETO / "a100_diff_control.json.gz"
+NSYS = SHARED_TRACES / "nsys" / "h100_2gpu_window.sqlite"
+
+# summarize a trace twice: once with the apart sections from a child (what the child
+# did is printed on stderr), once all here; print both --json objects
+_BOTH = """
+import json, os, signal, sys
+from pathlib import Path
+from traceviz.analyses import summarize
+from traceviz.cli.apart import compute_apart
+from traceviz.parsers import load
+from traceviz.system import forked
+forked.allow()
+trace = load(Path(sys.argv[1]))
+first = summarize(trace, with_efficiency=True)
+apart = compute_apart(first)
+print(sorted(apart.keys) if apart else None, apart and apart.child.pid != os.getpid(),
+      file=sys.stderr)
+if sys.argv[2] == "kill":
+    os.kill(apart.child.pid, signal.SIGKILL)
+elif sys.argv[2] == "fail":  # the child's own computation fails: nothing comes back
+    apart.child.stop()
+    apart.child = forked.start(lambda: 1 / 0)
+a = first.to_dict()
+print(sorted(apart.keys), apart.child.value(), file=sys.stderr)  # all taken, read once
+b = summarize(load(Path(sys.argv[1])), with_efficiency=True).to_dict()
+print(json.dumps([a, b], default=str))
+"""
+
+
+def _both(trace, how: str = "") -> tuple[list, list[str]]:
+    r = subprocess.run([sys.executable, "-c", _BOTH, str(shared(trace)), how],
+                       capture_output=True, text=True, check=True)
+    return json.loads(r.stdout), r.stderr.splitlines()
+
+
+@pytest.fixture(autouse=True)
+def _two_cores():
+    if usable_cores() < 2 or not sys.platform.startswith("linux"):
+        pytest.skip("sections are computed apart on Linux with two cores or more")
+
+
+def test_the_apart_sections_are_the_registry_rows_that_say_so():
+    """Efficiency and ranges, the costliest sections on a small trace."""
+    assert [s.key for s in sections() if s.apart] == ["ranges", "efficiency"]
+
+
+@pytest.mark.parametrize("trace", [SMALL, NSYS])
+def test_sections_from_the_child_are_the_ones_computed_here(trace):
+    """A Kineto and an nsys trace: the child computed both sections, the parent took
+    them (none left, the child read once), and --json is the same, value for value."""
+    (a, b), err = _both(trace)
+    assert err[0] == "['efficiency', 'ranges'] True"
+    assert err[1] == "[] (False, None)"
+    assert a["efficiency"] and a["ranges"] and a == b
+
+
+@pytest.mark.parametrize("how", ["kill", "fail"])
+def test_a_child_killed_or_failing_leaves_the_sections_to_this_process(how):
+    """A child killed before it sent anything, or whose computation raised: the parent
+    computes the sections itself, and the figures are the same."""
+    (a, b), err = _both(SMALL, how)
+    assert err[0] == "['efficiency', 'ranges'] True"
+    assert a["efficiency"] and a == b
+
+
+def test_no_fork_outside_the_command_or_beside_another_thread():
+    """``main`` in a test's or a notebook's process (no ``allow``) never forks; nor does
+    the command's process while another thread runs."""
+    code = """
+import threading, time
+from traceviz.system import forked
+print(forked.start(lambda: 1))
+forked.allow()
+t = threading.Thread(target=time.sleep, args=(0.5,)); t.start()
+print(forked.start(lambda: 1))
+t.join()
+child = forked.start(lambda: {"x": 1})
+print(child.value(), child.value())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == ["None", "None", "(True, {'x': 1}) (False, None)"]
+    assert not forked._allowed  # this process (pytest) was never allowed
+
+
+def test_a_stopped_child_is_killed_and_reaped():
+    """``stop``: the child (blocked on a value nobody reads) is gone at once."""
+    code = """
+import os, time
+from traceviz.system import forked
+forked.allow()
+child = forked.start(lambda: time.sleep(60))
+child.stop()
+try:
+    os.waitpid(child.pid, os.WNOHANG); print("still there")
+except ChildProcessError:
+    print("reaped")
+print(child.value())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=30).stdout.splitlines()
+    assert out == ["reaped", "(False, None)"]
+
+
+# ``traceviz analyze`` as the console script runs it, saying whether it forked
+_CLI = """
+import sys
+from traceviz.system import forked
+real = forked.start
+def start(fn):
+    child = real(fn)
+    print("forked", child is not None, file=sys.stderr)
+    return child
+forked.start = start
+sys.argv = ["traceviz", *sys.argv[1:]]
+from traceviz.entry import entry
+entry()
+"""
+
+
+def test_analyze_forks_and_prints_what_main_prints(capsys):
+    """The ``traceviz`` process computes the sections apart; its --json and its terminal
+    text are what ``main`` prints in this process, which does not fork."""
+    from traceviz.cli import main
+
+    for extra in (["--json"], ["--width", "120"]):
+        r = subprocess.run([sys.executable, "-c", _CLI, "analyze", str(shared(SMALL)),
+                            *extra], capture_output=True, text=True, check=True,
+                           env={**os.environ, "COLUMNS": "120"})
+        assert r.stderr.split() == ["forked", "True"]
+        assert main(["analyze", str(shared(SMALL)), *extra]) == 0
+        assert capsys.readouterr().out == r.stdout
