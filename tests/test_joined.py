@@ -72,3 +72,22 @@ def test_moved_by_time_sorts_only_when_needed():
     got = moved_by_time(shuffled)
     assert got["ts_ns"].tolist() == [1, 1, 2, 5] and list(got.index) == [0, 1, 2, 3]
     assert list(shuffled.columns) == []
+
+
+def test_one_piece_is_typed_as_several_are():
+    """The readers hold a piece's names as object categories; several pieces joined have
+    them as ``str`` (``union_categoricals`` infers it): one piece is typed the same, so a
+    trace read whole is the table read in pieces, dtypes included."""
+    def piece(names: list[str], start: int) -> pd.DataFrame:
+        cats = pd.Index(np.array(sorted(set(names)), dtype=object), dtype=object)
+        return pd.DataFrame({"ts_ns": np.arange(start, start + len(names)),
+                             "name": pd.Categorical(names, categories=cats)})
+
+    names = ["b", "a", "b", "c", "a", "d"]
+    one = in_time_order([piece(names, 0)], ("name",))
+    two = in_time_order([piece(names[:3], 0), piece(names[3:], 3)], ("name",))
+    pd.testing.assert_frame_equal(one, two)
+    assert one["name"].cat.categories.dtype != object
+    assert list(one["name"].cat.categories) == ["b", "a", "c", "d"]  # first seen
+    mixed = pd.DataFrame({"ts_ns": [0, 1], "name": pd.Categorical(["a", 1])})
+    assert in_time_order([mixed], ("name",))["name"].cat.categories.dtype == object

@@ -20,10 +20,18 @@ from tests.conftest import KINETO, SHARED_TRACES, missing, shared
 from traceviz.errors import TraceVizError
 from traceviz.parsers.kineto import kineto_reader, native, prefetch
 
-SMALL = KINETO / "a100_diff_control.json.gz"  # 35 MB of JSON: two threads, five pieces
+SMALL = KINETO / "a100_diff_control.json.gz"  # 35 MB of JSON: two threads, or read whole
 PLAIN = SHARED_TRACES / "foreign" / "kineto" / "deepseek_v3_train.json"
-# one decoder, but not read as one document (not ASCII): streamed by the parse itself
-NOT_ASCII = SHARED_TRACES / "foreign" / "kineto" / "h2_param_2080ti_resnet.json.gz"
+NOT_ASCII = "not-ascii"  # the small trace with one non-ASCII character: never read whole
+
+
+def _not_ascii(tmp_path):
+    """The small trace, gzipped, with a document key holding "é": read in pieces."""
+    text = gzip.decompress(shared(SMALL).read_bytes()).rstrip()
+    assert text.endswith(b"}")
+    path = tmp_path / "not_ascii.json.gz"
+    path.write_bytes(gzip.compress(text[:-1] + ', "note": "é"}'.encode(), compresslevel=1))
+    return path
 
 
 @pytest.fixture(autouse=True)
@@ -52,13 +60,15 @@ def _taken(monkeypatch) -> list:
     return seen
 
 
-@pytest.mark.parametrize("trace, decoders", [(SMALL, 2), (PLAIN, 1), (PLAIN, 2),
-                                             (NOT_ASCII, 1)])
-def test_the_read_ahead_gives_the_table_read_without_it(trace, decoders, monkeypatch):
-    """Streamed gzip pieces (2 threads), one whole plain document, a plain file's ranges
-    (TRACEVIZ_IMPORT_WORKERS=2), and a file of one decoder that is not read whole (not
-    ASCII): taken, every piece's read used, the same table."""
-    trace = shared(trace)
+@pytest.mark.parametrize("trace, decoders", [(SMALL, 2), (SMALL, 1), (PLAIN, 2),
+                                             (NOT_ASCII, 2), (NOT_ASCII, 1)])
+def test_the_read_ahead_gives_the_table_read_without_it(trace, decoders, monkeypatch,
+                                                       tmp_path):
+    """A small ASCII document, gzipped or plain, is read whole whatever the parse's plan
+    (2 threads, or 1); one that is not ASCII is read in the parse's gzip pieces where it
+    has 2 threads, and not at all where it has 1 (the parse streams it itself). Each
+    time: taken, every read used, the same table as without it."""
+    trace = _not_ascii(tmp_path) if trace == NOT_ASCII else shared(trace)
     monkeypatch.setenv("TRACEVIZ_IMPORT_WORKERS", str(decoders))
     without = kineto_reader.parse(trace)
     taken = _taken(monkeypatch)
@@ -67,19 +77,22 @@ def test_the_read_ahead_gives_the_table_read_without_it(trace, decoders, monkeyp
     _same(without, with_ahead)
     ahead = taken[0]
     assert ahead is not None and ahead.done and ahead.decoders == decoders
-    if trace == NOT_ASCII:
-        assert ahead.whole is None and ahead.pieces == []
-    elif decoders == 1:
+    if trace.name != "not_ascii.json.gz":
         assert ahead.whole is not None and ahead.whole[0].count(b'"traceEvents"') == 1
+        assert ahead.pieces == []
+    elif decoders == 1:
+        assert ahead.whole is None and ahead.pieces == []
     else:
-        assert len(ahead.pieces) >= (5 if trace == SMALL else 1)
+        assert ahead.whole is None and len(ahead.pieces) >= 1
         assert ahead.reads == {}  # each piece's read was taken by its decoder
     assert prefetch.take(trace, decoders, ahead.piece) is None  # taken once
 
 
-def test_nothing_is_taken_from_a_changed_file_or_another_plan(monkeypatch, tmp_path):
-    """A file rewritten after the read-ahead began, and a parse with another piece size:
-    the parse reads the file itself (and its own table)."""
+def test_nothing_is_taken_from_a_changed_file_or_pieces_of_another_plan(monkeypatch,
+                                                                       tmp_path):
+    """A file rewritten after the read-ahead began: the parse reads the file itself. A
+    parse with another piece size takes a whole document (one piece of any plan), but
+    not pieces cut for another size."""
     trace = tmp_path / "t.json.gz"
     trace.write_bytes(shared(SMALL).read_bytes())
     prefetch.start(trace)
@@ -90,8 +103,15 @@ def test_nothing_is_taken_from_a_changed_file_or_another_plan(monkeypatch, tmp_p
     prefetch.start(trace)
     taken.clear()
     other = kineto_reader.parse(trace, chunk_bytes=4 << 20)
-    assert taken == [None]
+    assert taken[0] is not None and taken[0].whole is not None
     pd.testing.assert_frame_equal(other.events, kineto_reader.parse(trace).events)
+    monkeypatch.setenv("TRACEVIZ_IMPORT_WORKERS", "2")
+    pieces = _not_ascii(tmp_path)
+    prefetch.start(pieces)
+    taken.clear()
+    other = kineto_reader.parse(pieces, chunk_bytes=4 << 20)
+    assert taken == [None]
+    pd.testing.assert_frame_equal(other.events, kineto_reader.parse(pieces).events)
 
 
 def test_a_failed_read_ahead_leaves_the_parse_its_own_error(monkeypatch, tmp_path):
@@ -135,11 +155,11 @@ def test_the_read_ahead_imports_no_pandas():
             "from traceviz.parsers.kineto import prefetch\n"
             f"p = Path({str(shared(SMALL))!r}); prefetch.start(p)\n"
             "thread, ahead = prefetch._ahead[prefetch._key(p)]; thread.join()\n"
-            "print(ahead.done, len(ahead.pieces),"
+            "print(ahead.done, ahead.whole is not None,"
             " [m for m in ('pandas', 'numpy', 'pyarrow') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
-    assert out == ["True", "5", "[]"]
+    assert out == ["True", "True", "[]"]
 
 
 # ``traceviz analyze`` as the console script runs it, noting what its parse took

@@ -58,13 +58,25 @@ def in_time_order(frames: list[pd.DataFrame], first_seen: tuple[str, ...],
     return pd.DataFrame(joined, copy=False)
 
 
+def typed_as_joined(values: pd.Categorical) -> pd.Categorical:
+    """One piece's values with their categories typed as joining several pieces types
+    them (``union_categoricals`` infers text categories as ``str``, where a piece holds
+    them as objects): a table read in one piece is the table read in several."""
+    if values.categories.dtype != object:
+        return values
+    typed = pd.Index(values.categories.to_numpy(dtype=object))
+    if typed.dtype == object:  # not all text: as a join keeps it
+        return values
+    return pd.Categorical.from_codes(values.codes, categories=typed, validate=False)
+
+
 def _joined(pieces: list[pd.Series], order: np.ndarray | None, first_seen: bool) -> object:
     """One column's pieces joined, then gathered in ``order`` (None: as they are)."""
     take: Callable[[np.ndarray], np.ndarray] = \
         (lambda a: a) if order is None else (lambda a: a[order])
     if isinstance(pieces[0].dtype, pd.CategoricalDtype):
         values = union_categoricals([p.array for p in pieces]) if len(pieces) > 1 \
-            else pieces[0].array
+            else typed_as_joined(pieces[0].array)
         if first_seen:
             values = first_seen_order(values)
         return pd.Categorical.from_codes(take(np.asarray(values.codes)),

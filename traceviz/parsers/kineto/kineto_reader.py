@@ -81,10 +81,11 @@ def parse(path: Path, progress: Callable[[int], None] | None = None,
     threads = native.reader() == "native"
     workers = _workers(path, threads) if workers is None else workers
     chunk_bytes = plan.piece_bytes(workers, threads, chunk_bytes)
-    # what was read ahead with the same plan, while the command imported (prefetch.py)
+    # what was read ahead while the command imported (prefetch.py): a whole document is
+    # taken whatever this plan's pieces (the table does not depend on the cutting)
     ahead = prefetch.take(path, workers, chunk_bytes) if threads else None
     whole = _whole_document(path, chunk_bytes, progress, details, ahead) \
-        if workers <= 1 else None
+        if workers <= 1 or (ahead is not None and ahead.whole is not None) else None
     if whole is not None:
         frames, dropped, doc = whole
     else:

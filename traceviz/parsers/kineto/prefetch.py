@@ -1,13 +1,19 @@
 """A small Kineto trace read ahead, on a thread, while the command imports pandas and its
 analyses: the compiled reader releases the GIL, so its pass over the JSON runs on a second
-core during imports that take one. ``parse`` then takes the pieces and their raw reads
-instead of reading them again (``take``): the same pieces, cut by the same plan
-(``plan.py``), read by the same call, so the table is the same by construction.
+core during imports that take one. ``parse`` then takes the document and its raw read (or
+the pieces and theirs) instead of reading them again (``take``).
 
-Only where the compiled reader is the one used and the JSON is at most ``MAX_MB``: every
-piece and its raw columns are held until the parse takes them. Anything unusual (an error,
-a file changed since, another plan) leaves it unused: the parse reads the file itself, and
-says what is wrong in its own words.
+The thread reads the whole document at once where it can (``plan.whole_document``: at most
+``MAX_MB`` of ASCII JSON with one event array), whatever the parse's plan: the table does
+not depend on how the file is cut (``joined.in_time_order``), and a whole read holds the
+GIL least (streamed gzip pieces are cut in Python, which slowed the imports beside it by
+about as much as the read saved). Otherwise it cuts the pieces the parse would
+(``plan.py``), each read by the same call, taken only by a parse with the same plan.
+
+Only where the compiled reader is the one used and the JSON is at most ``MAX_MB``: the
+document or every piece and its raw columns are held until the parse takes them. Anything
+unusual (an error, a file changed since, pieces of another plan) leaves it unused: the
+parse reads the file itself, and says what is wrong in its own words.
 """
 
 from __future__ import annotations
@@ -36,8 +42,9 @@ _SUFFIXES = (".json", ".json.gz")
 
 @dataclass
 class Prefetched:
-    """What the thread read: the plan it used, the file as it was, and either the whole
-    document and its read (``whole``) or each piece and its read (``reads``, by piece)."""
+    """What the thread read: the plan of the parse that will take it, the file as it was,
+    and either the whole document and its read (``whole``) or each piece and its read
+    (``reads``, by piece)."""
 
     stamp: tuple[int, int]
     decoders: int
@@ -96,11 +103,10 @@ def start(path: Path) -> None:
 
 def _read(compiled: ModuleType, path: Path, ahead: Prefetched) -> None:
     try:
-        if ahead.decoders <= 1:
-            data = whole_document(path, ahead.piece)
-            if data is not None:  # else the parse streams it (and reads it itself)
-                ahead.whole = data, compiled.read_events(data, document=True)
-        else:
+        data = whole_document(path, MAX_MB << 20)
+        if data is not None:
+            ahead.whole = data, compiled.read_events(data, document=True)
+        elif ahead.decoders > 1:  # else the parse streams it (and reads it itself)
             source = PieceSource(path, ahead.piece)
             try:
                 for piece in source.pieces:
@@ -117,8 +123,9 @@ def _read(compiled: ModuleType, path: Path, ahead: Prefetched) -> None:
 
 
 def take(path: Path, decoders: int, piece: int) -> Prefetched | None:
-    """What was read ahead of ``path`` with this plan, once the reading has finished; None
-    where nothing was, or it failed, or the file or the plan differs. Taken once."""
+    """What was read ahead of ``path``, once the reading has finished: the whole document
+    for any plan, pieces for this plan alone; None where nothing was, or it failed, or the
+    file or the pieces' plan differs. Taken once."""
     with _lock:
         entry = _ahead.pop(_key(path), None)
     if entry is None:
@@ -129,7 +136,9 @@ def take(path: Path, decoders: int, piece: int) -> Prefetched | None:
         same = ahead.stamp == _stamp(path)
     except OSError:
         same = False
-    if not (ahead.done and same and ahead.decoders == decoders and ahead.piece == piece):
+    if not (ahead.done and same):
+        return None
+    if ahead.whole is None and (ahead.decoders != decoders or ahead.piece != piece):
         return None
     return ahead
 
