@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import SHARED_TRACES, shared
 from traceviz import load
@@ -155,3 +157,16 @@ def test_collective_kind(name, kind):
     from traceviz.table.classify import collective_kind
 
     assert collective_kind(name) == kind
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab.kd fgem[]clone0123456789_\u0663\u00b2", max_size=24))
+def test_names_without_noise_skip_the_noise_pattern(name):
+    """``_text`` tries the noise pattern only on names holding "fbgemm" or ".kd" or
+    ending in a digit: the same text as running it on every name."""
+    from traceviz.table import classify
+    from traceviz.table.names import bounded
+
+    assert classify._text(name) == classify._NOISE.sub("", bounded(name))
+    for noisy in ("fbgemm_gpu::" + name, name + " [clone .kd]", name + ".kd", name + ".12"):
+        assert classify._text(noisy) == classify._NOISE.sub("", bounded(noisy))

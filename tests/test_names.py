@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import KINETO, ROOT, shared
 from tests.rawref import Reference
@@ -151,3 +153,79 @@ def test_range_names_are_never_folded(width, capsys):
     assert any(n.endswith("step#SGD.step") for n in names)
     assert any(n.endswith("#SGD.zero_grad") for n in names)
     assert any(n.endswith("lstm (LSTM)") for n in names)
+
+
+def _per_character(s: str, depth: int) -> str:
+    """``_simplified``'s bracket walk as first written, a character at a time: the
+    reference its bracket-by-bracket walk must equal."""
+    out, angle, paren = [], 0, 0
+    for ch in s:
+        if ch == "(":
+            paren += 1
+        elif ch == ")":
+            paren = max(0, paren - 1)
+        elif paren:
+            continue
+        elif ch == "<":
+            angle += 1
+            if angle <= depth:
+                out.append(ch)
+            elif angle == depth + 1:
+                out.append("…")
+        elif ch == ">":
+            if angle <= depth:
+                out.append(ch)
+            angle = max(0, angle - 1)
+        elif angle <= depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def _return_type_cut(s: str) -> str:
+    """``_function_part`` a character at a time (the reference)."""
+    angle = paren = cut = 0
+    for i, ch in enumerate(s):
+        if ch == "<" and not paren:
+            angle += 1
+        elif ch == ">" and not paren:
+            angle = max(0, angle - 1)
+        elif ch == "(":
+            if not angle and paren == 0 and not s.startswith("(anonymous", i):
+                break
+            paren += 1
+        elif ch == ")":
+            paren = max(0, paren - 1)
+        elif ch == " " and not angle and not paren:
+            cut = i + 1
+    return s[cut:]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab:<>() ,_{}1", max_size=40), st.sampled_from([0, 1, 2, 10_000]))
+def test_names_are_walked_bracket_by_bracket_as_character_by_character(s, depth):
+    """The shortening walks the text between brackets whole: the same name as a walk of
+    every character, on bracket soup and on every kernel name of a real trace."""
+    import re
+
+    from traceviz.table import names
+
+    assert names._function_part(s) == _return_type_cut(s)
+    assert names._function_part("(anonymous namespace)::" + s) == \
+        _return_type_cut("(anonymous namespace)::" + s)
+    walked = names._simplified(s, depth, namespaces=True)
+    cut = names._LAMBDA.sub("", _return_type_cut(s[5:] if s.startswith("void ") else s))
+    assert walked == re.sub(r"\s+>", ">", re.sub(r"\s+", " ",
+                                                 _per_character(cut, depth))).strip()
+
+
+def test_real_kernel_names_shorten_as_character_by_character():
+    import re
+
+    from traceviz.table import names
+
+    for name in load(shared(NCCL)).events["name"].cat.categories:
+        s = names._LAMBDA.sub("", _return_type_cut(name[5:] if name.startswith("void ")
+                                                   else name))
+        s = names._NAMESPACE.sub(r"\1", s)
+        want = re.sub(r"\s+>", ">", re.sub(r"\s+", " ", _per_character(s, 2))).strip()
+        assert names._simplified(name, 2) == want

@@ -91,7 +91,12 @@ _NOISE = re.compile(r"fbgemm\w*|(?<!\s)\s*\[clone \.kd\]|\.kd$|(?<=\w)\.\d+$")
 def _text(name: str) -> str:
     """The text the patterns read: ``name`` without its noise, and where it is longer than
     any real name, its two ends (``bounded``: the patterns cost time per character)."""
-    return _NOISE.sub("", bounded(name))
+    text = bounded(name)
+    # every noise holds "fbgemm" or ".kd", or ends the name with a digit: a name without
+    # them (most) skips the pattern, tried at every position of a long kernel name
+    if "fbgemm" not in text and ".kd" not in text and not text[-1:].isdigit():
+        return text
+    return _NOISE.sub("", text)
 
 
 # Eigen (TensorFlow's GPU kernels) converts a stored tensor when the whole expression a
