@@ -152,3 +152,44 @@ def test_analyze_forks_and_prints_what_main_prints(capsys):
         assert r.stderr.split() == ["forked", "True"]
         assert main(["analyze", str(shared(SMALL)), *extra]) == 0
         assert capsys.readouterr().out == r.stdout
+
+
+# the command interrupted while its child computes: the take waits so that Ctrl-C lands
+# in the command's own computing, the child alive
+_INTERRUPTED = """
+import sys, time
+from traceviz.cli import apart
+from traceviz.system import forked
+real = forked.start
+def start(fn):
+    child = real(fn)
+    print("child", child.pid, file=sys.stderr, flush=True)
+    return child
+forked.start = start
+real_take = apart.Apart.take
+def take(self, key):
+    time.sleep(30)
+    return real_take(self, key)
+apart.Apart.take = take
+sys.argv = ["traceviz", *sys.argv[1:]]
+from traceviz.entry import entry
+entry()
+"""
+
+
+def test_ctrl_c_ends_the_command_and_its_child():
+    """Ctrl-C while the child computes: one line, exit 130, and no child left behind."""
+    import signal
+    import time
+
+    p = subprocess.Popen([sys.executable, "-c", _INTERRUPTED, "analyze",
+                          str(shared(SMALL))], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    first = p.stderr.readline().split()
+    assert first[0] == "child", first
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and err.strip() == "traceviz: interrupted"
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(first[1]), 0)
