@@ -182,9 +182,11 @@ def test_ctrl_c_ends_the_command_and_its_child():
     import signal
     import time
 
+    # SIGINT as a terminal leaves it: a child inherits a test worker's ignored SIGINT
     p = subprocess.Popen([sys.executable, "-c", _INTERRUPTED, "analyze",
                           str(shared(SMALL))], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first = p.stderr.readline().split()
     assert first[0] == "child", first
     time.sleep(0.3)
