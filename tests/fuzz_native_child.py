@@ -178,6 +178,12 @@ class Run:
         os.pwrite(self.mode_fd, b"d" if document else b"p", 0)
         self.counts["inputs"] += 1
         self.counts["documents"] += document
+        # the document check beside the reader (plan.whole_document), on the same bytes
+        needle = b'"traceEvents"' if document else data[7:7 + len(data) % 5]
+        if self.native.ascii_count(data, needle) != (data.isascii(), data.count(needle)):
+            self.finding(data, document, f"ascii_count(data, {needle!r}): "
+                         f"{self.native.ascii_count(data, needle)}, bytes: "
+                         f"{(data.isascii(), data.count(needle))}")
         out = self.native.read_events(data, document=document)
         if out is None:
             self.counts["declined"] += 1

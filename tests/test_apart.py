@@ -28,6 +28,7 @@ _BOTH = """
 import json, os, signal, sys
 from pathlib import Path
 from traceviz.analyses import summarize
+from traceviz.analyses.summary.registry import sections
 from traceviz.cli.apart import compute_apart
 from traceviz.parsers import load
 from traceviz.system import forked
@@ -41,9 +42,17 @@ if sys.argv[2] == "kill":
     os.kill(apart.child.pid, signal.SIGKILL)
 elif sys.argv[2] == "fail":  # the child's own computation fails: nothing comes back
     apart.child.stop()
-    apart.child = forked.start(lambda: 1 / 0)
+    apart.child = forked.start(lambda: [1 / 0])
+elif sys.argv[2] == "half":  # the child fails after its first two sections
+    apart.child.stop()
+    keys = sorted(apart.keys, key=[s.key for s in sections()].index)
+    def produce():
+        for key in keys[:2]:
+            yield key, getattr(first, key)
+        raise RuntimeError("halfway")
+    apart.child = forked.start(produce)
 a = first.to_dict()
-print(sorted(apart.keys), apart.child.value(), file=sys.stderr)  # all taken, read once
+print(sorted(apart.keys), apart.child.next(), file=sys.stderr)  # all taken, no more
 b = summarize(load(Path(sys.argv[1])), with_efficiency=True).to_dict()
 print(json.dumps([a, b], default=str))
 """
@@ -61,27 +70,33 @@ def _two_cores():
         pytest.skip("sections are computed apart on Linux with two cores or more")
 
 
+APART = ["casts", "efficiency", "input_pipeline", "memory", "modules", "phases", "ranges",
+          "step_windows"]
+
+
 def test_the_apart_sections_are_the_registry_rows_that_say_so():
-    """Efficiency and ranges, the costliest sections on a small trace."""
-    assert [s.key for s in sections() if s.apart] == ["ranges", "efficiency"]
+    """The sections the terminal prints after the header that read no other section:
+    the header's own (the bound, the host split, launches) stay in the command."""
+    assert sorted(s.key for s in sections() if s.apart) == APART
 
 
 @pytest.mark.parametrize("trace", [SMALL, NSYS])
 def test_sections_from_the_child_are_the_ones_computed_here(trace):
-    """A Kineto and an nsys trace: the child computed both sections, the parent took
-    them (none left, the child read once), and --json is the same, value for value."""
+    """A Kineto and an nsys trace: the child computed the sections, the parent took
+    them (none left, no more sent), and --json is the same, value for value."""
     (a, b), err = _both(trace)
-    assert err[0] == "['efficiency', 'ranges'] True"
+    assert err[0] == f"{APART} True"
     assert err[1] == "[] (False, None)"
     assert a["efficiency"] and a["ranges"] and a == b
 
 
-@pytest.mark.parametrize("how", ["kill", "fail"])
+@pytest.mark.parametrize("how", ["kill", "fail", "half"])
 def test_a_child_killed_or_failing_leaves_the_sections_to_this_process(how):
-    """A child killed before it sent anything, or whose computation raised: the parent
-    computes the sections itself, and the figures are the same."""
+    """A child killed before it sent anything, whose computation raised, or that failed
+    after sending two sections: the parent computes the rest itself, and the figures are
+    the same."""
     (a, b), err = _both(SMALL, how)
-    assert err[0] == "['efficiency', 'ranges'] True"
+    assert err[0] == f"{APART} True"
     assert a["efficiency"] and a == b
 
 
@@ -91,33 +106,65 @@ def test_no_fork_outside_the_command_or_beside_another_thread():
     code = """
 import threading, time
 from traceviz.system import forked
-print(forked.start(lambda: 1))
+print(forked.start(lambda: [1]))
 forked.allow()
 t = threading.Thread(target=time.sleep, args=(0.5,)); t.start()
-print(forked.start(lambda: 1))
+print(forked.start(lambda: [1]))
 t.join()
-child = forked.start(lambda: {"x": 1})
-print(child.value(), child.value())
+child = forked.start(lambda: [{"x": 1}])
+print(child.next(), child.next(), child.next())
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.splitlines()
-    assert out == ["None", "None", "(True, {'x': 1}) (False, None)"]
+    assert out == ["None", "None", "(True, {'x': 1}) (False, None) (False, None)"]
     assert not forked._allowed  # this process (pytest) was never allowed
 
 
-def test_a_stopped_child_is_killed_and_reaped():
-    """``stop``: the child (blocked on a value nobody reads) is gone at once."""
+def test_each_value_comes_as_soon_as_it_is_computed():
+    """The child's values come one by one, in order, whatever their size (a pickle
+    larger than a pipe holds does not wait for the parent to read): the first one is
+    read while the child still computes the second, and the child has written the big
+    one before the parent reads anything."""
     code = """
 import os, time
 from traceviz.system import forked
 forked.allow()
-child = forked.start(lambda: time.sleep(60))
+def produce():
+    yield bytes(5 << 20)  # 5 MiB: more than a pipe holds
+    yield "second"
+    time.sleep(60)  # the parent reads the first two without waiting for this
+    yield "never"
+child = forked.start(produce)
+time.sleep(1)
+t = time.monotonic()
+ok, big = child.next()
+print(ok, len(big), big.count(0), child.next(), time.monotonic() - t < 10)
 child.stop()
 try:
     os.waitpid(child.pid, os.WNOHANG); print("still there")
 except ChildProcessError:
     print("reaped")
-print(child.value())
+print(child.next())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.splitlines()
+    assert out == [f"True {5 << 20} {5 << 20} (True, 'second') True", "reaped",
+                   "(False, None)"]
+
+
+def test_a_stopped_child_is_killed_and_reaped():
+    """``stop``: the child (blocked computing a value nobody reads) is gone at once."""
+    code = """
+import os, time
+from traceviz.system import forked
+forked.allow()
+child = forked.start(lambda: [time.sleep(60)])
+child.stop()
+try:
+    os.waitpid(child.pid, os.WNOHANG); print("still there")
+except ChildProcessError:
+    print("reaped")
+print(child.next())
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=30).stdout.splitlines()

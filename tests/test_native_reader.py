@@ -343,6 +343,35 @@ def test_the_whole_document_path(monkeypatch, tmp_path):
     _both(tmp_path / "t.json", monkeypatch)
 
 
+@given(st.binary(max_size=300), st.binary(max_size=4),
+       st.sampled_from([b"", b'"traceEvents"', b"\x80", b"aa"]))
+def test_ascii_count_is_the_bytes_methods(data, needle, inside):
+    """``ascii_count`` (the whole document's check, without the GIL) answers what
+    ``isascii`` and ``count`` answer: non-overlapping, an empty needle everywhere, and a
+    high byte at any place, including the last 1-7 bytes read one by one."""
+    for text in (data, data + inside + data, inside * 3 + data[:9], data + b"\xff"):
+        for what in (needle, inside, text[:3]):
+            assert _kineto_native.ascii_count(text, what) == (text.isascii(), text.count(what))
+    assert _kineto_native.ascii_count(memoryview(data), bytearray(needle)) == \
+        (data.isascii(), data.count(needle))
+
+
+def test_the_whole_document_is_checked_alike_by_both(tmp_path):
+    """``plan.whole_document`` checks with the compiled ``ascii_count`` where it is built:
+    a non-ASCII or twice-keyed document is streamed, as the bytes methods decide."""
+    from traceviz.parsers.kineto import plan
+
+    assert plan._ascii_count is _kineto_native.ascii_count
+    doc = b'{"traceEvents": [' + _kernel() + b"]}"
+    for body, whole in ((doc, True), (doc.replace(b'"k"', b'"k\xc3\xa9"'), False),
+                        (doc[:-1] + b', "x": "\\"traceEvents\\""}', True),
+                        (doc[:-1] + b', "y": {"traceEvents": 1}}', False)):
+        (tmp_path / "t.json").write_bytes(body)
+        assert (plan.whole_document(tmp_path / "t.json", 1 << 20) is not None) is whole, body
+        assert plan._python_ascii_count(body, plan._TRACE_EVENTS) == \
+            _kineto_native.ascii_count(body, plan._TRACE_EVENTS)
+
+
 def test_the_reader_is_chosen_by_the_variable(monkeypatch):
     monkeypatch.setenv("TRACEVIZ_READER", "python")
     assert native.reader() == "python" and "Python" in native.reader_note()

@@ -37,14 +37,14 @@ class Sections:
 
     totals = TOTALS.row(printed=10)
     bound = verdict_.SECTION.row()
-    step_windows = windows_.SECTION.row(printed=20)
+    step_windows = windows_.SECTION.row(printed=20, apart=True)
     launches = launch_.SECTION.row(printed=100)
     kernel_activity = activity_.SECTION.row()
     kernel_tables = KERNEL_TABLES.row(printed=30)
-    casts = casts_.SECTION.row(printed=110)
-    phases = phases_.SECTION.row(printed=40)
-    input_pipeline = pipeline_.SECTION.row(printed=50)
-    modules = modules_.SECTION.row(printed=60)
+    casts = casts_.SECTION.row(printed=110, apart=True)
+    phases = phases_.SECTION.row(printed=40, apart=True)
+    input_pipeline = pipeline_.SECTION.row(printed=50, apart=True)
+    modules = modules_.SECTION.row(printed=60, apart=True)
     # the two costliest sections of a small trace, computed apart (cli/apart.py)
     ranges = ranges_.SECTION.row(printed=120, apart=True)
     timings = TIMINGS.row(printed=150)
@@ -54,7 +54,7 @@ class Sections:
     stream_overlap = streams_.SECTION.row(printed=70)
     communication = comm_.SECTION.row(printed=80)
     efficiency = efficiency_.SECTION.row(printed=130, apart=True)
-    memory = memory_.SECTION.row(printed=140)
+    memory = memory_.SECTION.row(printed=140, apart=True)
     notes = NOTES.row(printed=160)  # last: the columns left out, then the notes
 
 

@@ -10,6 +10,7 @@ so the figures never depend on where they were computed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from traceviz.analyses.summary.registry import sections
@@ -24,35 +25,38 @@ MAX_ROWS = 1_000_000
 
 
 class Apart:
-    """The sections ``keys`` being computed by ``child``; each taken once."""
+    """The sections ``keys`` being computed by ``child``, which sends each (key, figures)
+    as soon as it has them; each taken once."""
 
     def __init__(self, keys: tuple[str, ...], child: forked.Forked):
         self.keys = set(keys)
         self.child = child
-        self._values: dict[str, Any] | None = None
+        self._values: dict[str, Any] = {}
 
     def take(self, key: str) -> tuple[bool, Any]:
         """(True, the section's figures) where the child computed them; (False, None) where
-        this process must (not a section sent apart, or the child failed)."""
+        this process must (not a section sent apart, or the child failed before it)."""
         if key not in self.keys:
             return False, None
         self.keys.discard(key)
-        if self._values is None:
-            ok, values = self.child.value()
-            self._values = values if ok and isinstance(values, dict) else {}
-        if key in self._values:
-            return True, self._values.pop(key)
-        return False, None
+        while key not in self._values:
+            ok, sent = self.child.next()
+            if not ok:
+                return False, None
+            self._values[sent[0]] = sent[1]
+        return True, self._values.pop(key)
 
     def stop(self) -> None:
         """The sections not taken yet are not wanted: the child is killed."""
         self.keys.clear()
+        self._values.clear()
         self.child.stop()
 
 
 def compute_apart(summary: Summary) -> Apart | None:
     """Start computing ``summary``'s ``apart`` sections not read yet in a forked child
-    (where ``forked.may_fork`` and the trace is small enough); None where none was."""
+    (where ``forked.may_fork`` and the trace is small enough), in the registry's order;
+    None where none was."""
     inputs = summary.inputs
     if inputs is None or inputs.apart is not None or len(inputs.trace.events) > MAX_ROWS:
         return None
@@ -61,8 +65,9 @@ def compute_apart(summary: Summary) -> Apart | None:
     if not keys:
         return None
 
-    def figures() -> dict[str, Any]:
-        return {key: getattr(summary, key) for key in keys}
+    def figures() -> Iterator[tuple[str, Any]]:
+        for key in keys:
+            yield key, getattr(summary, key)
 
     child = forked.start(figures)
     if child is None:

@@ -11,3 +11,6 @@ class NativeBuffer:
 
 def read_events(data: bytes | bytearray | memoryview,
                 document: bool = False) -> dict[str, Any] | None: ...
+
+def ascii_count(data: bytes | bytearray | memoryview,
+                needle: bytes | bytearray | memoryview, /) -> tuple[bool, int]: ...

@@ -88,9 +88,22 @@ def whole_document(path: Path, limit: int) -> bytes | None:
     without error, ASCII and holding one ``traceEvents`` key (the streaming path checks
     UTF-8 and takes the first such key it meets); None: it is read in pieces."""
     data = read_whole(path, limit)
-    if data is None or not data.isascii() or data.count(_TRACE_EVENTS) != 1:
+    if data is None:
         return None
-    return data
+    is_ascii, keys = _ascii_count(data, _TRACE_EVENTS)
+    return data if is_ascii and keys == 1 else None
+
+
+def _python_ascii_count(data: bytes, needle: bytes) -> tuple[bool, int]:
+    return data.isascii(), data.count(needle)
+
+
+try:  # the compiled one releases the GIL: ``prefetch`` checks beside the imports
+    from traceviz.parsers import _kineto_native
+
+    _ascii_count: Callable[[bytes, bytes], tuple[bool, int]] = _kineto_native.ascii_count
+except ImportError:
+    _ascii_count = _python_ascii_count
 
 
 class PieceSource:

@@ -33,7 +33,14 @@ def render_summary(summary: Summary, top: int = 15, wide: bool = False,
 
 
 def print_summary(console: Console, summary: Summary, top: int = 15, wide: bool = False) -> None:
-    console.print(render_summary(summary, top=top, wide=wide, width=console.width))
+    """``render_summary``'s page, each section printed once rendered: the sections read
+    later are computed while the first ones print (or in another process, ``apart``)."""
+    page = Page(top=top, wide=wide, width=console.width)
+    for _, render in renders():
+        start = len(page.parts)
+        render(summary, page)
+        for part in page.parts[start:]:
+            console.print(part)
 
 
 LIST_ROWS = 32
