@@ -49,16 +49,18 @@ def lanes(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return lane
 
 
-def idle_intervals(trace: Trace) -> pd.DataFrame:
+def idle_intervals(trace: Trace, windows: dict[int, pd.DataFrame] | None = None
+                   ) -> pd.DataFrame:
     """Per device, the intervals of its windows when it was idle, and why: ``host_wait``
     (nothing ran and nothing launched was pending: the host was still to launch it) or
     ``queued`` (launched work was pending); the same split as ``analyze``'s, so their
-    lengths sum to its ``host_wait_ns`` and ``queued_idle_ns``."""
+    lengths sum to its ``host_wait_ns`` and ``queued_idle_ns``. ``windows``: the trace's
+    analysis windows where the caller has them."""
     cols = ["device", "kind", "start_ns", "end_ns"]
     if trace.is_cpu:
         return pd.DataFrame(columns=cols)
     work = work_rows(trace)
-    windows = analysis_windows(trace, work)
+    windows = analysis_windows(trace, work) if windows is None else windows
     every = _Rows.of(work)
     out = []
     for device, idx in groups(work["device"].to_numpy(np.int64)):

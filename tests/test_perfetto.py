@@ -131,6 +131,32 @@ def test_the_command_writes_it_with_the_critical_path(tmp_path, capsys):
     assert np.isfinite([e["ts"] for e in events if "ts" in e]).all()
 
 
+def test_the_windows_are_found_once(tmp_path, monkeypatch):
+    """``analyze --perfetto`` finds the trace's analysis windows once (the summary's), and
+    ``perfetto_tracks`` given them draws the file it draws finding them itself."""
+    from traceviz.analyses import timeline, work
+    from traceviz.analyses.shown import perfetto_tracks as tracks_module
+    from traceviz.analyses.summary import figures
+
+    src = shared(KINETO / "a100_nccl.json.gz")
+    t = load(src)
+    alone = perfetto_json(t, perfetto_tracks(t))
+    assert perfetto_json(t, perfetto_tracks(t, windows=work.analysis_windows(t))) == alone
+    calls = []
+    real = work.analysis_windows
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    for module in (work, timeline, tracks_module, figures):
+        monkeypatch.setattr(module, "analysis_windows", counted)
+    out = tmp_path / "t.json"
+    assert main(["analyze", str(src), "--perfetto", str(out), "--json"]) == 0
+    assert len(calls) == 1
+    assert out.read_text() == alone
+
+
 def test_an_output_under_a_file_fails_before_any_work(tmp_path, capsys):
     blocker = tmp_path / "a_file"
     blocker.write_text("x")

@@ -29,21 +29,25 @@ class PerfettoTracks:
     path: np.ndarray | None      # the critical path's rows (trace index), None: not asked
 
 
-def perfetto_tracks(trace: Trace, path: CriticalPath | None = None) -> PerfettoTracks:
-    """The tracks of ``trace``; ``path``: its critical path, whose rows are marked."""
+def perfetto_tracks(trace: Trace, path: CriticalPath | None = None,
+                    windows: dict[int, pd.DataFrame] | None = None) -> PerfettoTracks:
+    """The tracks of ``trace``; ``path``: its critical path, whose rows are marked;
+    ``windows``: its analysis windows where the caller has them (``analyze``'s summary),
+    else found once here for the windows' and the idle intervals' tracks."""
+    windows = analysis_windows(trace) if windows is None else windows
     ev = trace.events
     dev = ev[ev["kind"].isin(DEVICE_KINDS).to_numpy()]
     start = dev["ts_ns"].to_numpy(np.int64)
     end = start + dev["dur_ns"].to_numpy(np.int64)
     key = dev["device"].to_numpy(np.int64) * (1 << 32) + dev["stream"].to_numpy(np.int64)
     return PerfettoTracks(lanes(key, start, end) if len(dev) else np.zeros(0, np.int64),
-                          _windows(trace), idle_intervals(trace), queue_depth(trace),
+                          _windows(windows), idle_intervals(trace, windows),
+                          queue_depth(trace),
                           None if path is None else np.asarray(path.rows))
 
 
-def _windows(trace: Trace) -> pd.DataFrame:
+def _windows(windows: dict[int, pd.DataFrame]) -> pd.DataFrame:
     """The step windows, each from its first device's start to its last device's end."""
-    windows = analysis_windows(trace)
     if not windows:
         return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []})
     return pd.concat(windows.values()).groupby("step", sort=False).agg(

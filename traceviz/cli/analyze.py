@@ -173,7 +173,8 @@ class AnalyzeCommand(Command):
                 from traceviz.render.perfetto import perfetto_json
 
                 with atomic_output(args.perfetto, force=args.force) as tmp:
-                    tmp.write_text(perfetto_json(trace, perfetto_tracks(trace, path)))
+                    windows = summary.inputs.windows if summary.inputs is not None else None
+                    tmp.write_text(perfetto_json(trace, perfetto_tracks(trace, path, windows)))
                 written.append(f"wrote {args.perfetto} (open it in https://ui.perfetto.dev)")
             if args.plot:
                 from traceviz.cli.base import run_label
