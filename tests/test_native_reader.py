@@ -356,19 +356,24 @@ def test_ascii_count_is_the_bytes_methods(data, needle, inside):
         (data.isascii(), data.count(needle))
 
 
-def test_the_whole_document_is_checked_alike_by_both(tmp_path):
-    """``plan.whole_document`` checks with the compiled ``ascii_count`` where it is built:
-    a non-ASCII or twice-keyed document is streamed, as the bytes methods decide."""
-    from traceviz.parsers.kineto import plan
+def test_the_whole_document_is_checked_alike_by_both(tmp_path, monkeypatch):
+    """``plan.whole_document`` checks with the compiled ``ascii_count`` where it is the
+    reader used (the read-ahead always passes it): a non-ASCII or twice-keyed document is
+    streamed, as the bytes methods decide."""
+    from traceviz.parsers.kineto import native, plan
 
-    assert plan._ascii_count is _kineto_native.ascii_count
+    assert native.ascii_count() is _kineto_native.ascii_count
+    monkeypatch.setenv("TRACEVIZ_READER", "python")
+    assert native.ascii_count() is None
     doc = b'{"traceEvents": [' + _kernel() + b"]}"
     for body, whole in ((doc, True), (doc.replace(b'"k"', b'"k\xc3\xa9"'), False),
                         (doc[:-1] + b', "x": "\\"traceEvents\\""}', True),
                         (doc[:-1] + b', "y": {"traceEvents": 1}}', False)):
         (tmp_path / "t.json").write_bytes(body)
-        assert (plan.whole_document(tmp_path / "t.json", 1 << 20) is not None) is whole, body
-        assert plan._python_ascii_count(body, plan._TRACE_EVENTS) == \
+        for count in (None, _kineto_native.ascii_count):
+            got = plan.whole_document(tmp_path / "t.json", 1 << 20, count)
+            assert (got is not None) is whole, body
+        assert plan.python_ascii_count(body, plan._TRACE_EVENTS) == \
             _kineto_native.ascii_count(body, plan._TRACE_EVENTS)
 
 

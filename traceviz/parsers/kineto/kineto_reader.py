@@ -125,7 +125,7 @@ def _whole_document(path: Path, limit: int, progress: Callable[[int], None] | No
     if ahead is not None and ahead.whole is not None:
         data, done = ahead.whole[0], ahead.whole[1:]
     else:
-        read_bytes = plan.whole_document(path, limit)
+        read_bytes = plan.whole_document(path, limit, native.ascii_count())
         if read_bytes is None:
             return None
         data = read_bytes

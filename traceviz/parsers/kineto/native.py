@@ -12,6 +12,7 @@ and its error message are the Python reader's by construction.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -45,6 +46,12 @@ def reader() -> str:
         raise TraceVizError("TRACEVIZ_READER=native: the compiled Kineto reader is not "
                             f"built (no C compiler at install?): {_MISSING}")
     return asked or ("native" if _native is not None else "python")
+
+
+def ascii_count() -> Callable[[bytes, bytes], tuple[bool, int]] | None:
+    """The compiled ``ascii_count`` (``isascii`` and ``count`` without the GIL), where it
+    is the reader used (``reader``); None: ``plan.whole_document`` checks in Python."""
+    return _native.ascii_count if _native is not None and reader() == "native" else None
 
 
 def reader_note() -> str:

@@ -83,27 +83,24 @@ def piece_bytes(workers: int, threads: bool, asked: int | None = None) -> int:
 _TRACE_EVENTS = b'"traceEvents"'
 
 
-def whole_document(path: Path, limit: int) -> bytes | None:
+def whole_document(path: Path, limit: int,
+                   ascii_count: Callable[[bytes, bytes], tuple[bool, int]] | None = None
+                   ) -> bytes | None:
     """The file's JSON where it is read as one document: at most ``limit`` bytes, read
     without error, ASCII and holding one ``traceEvents`` key (the streaming path checks
-    UTF-8 and takes the first such key it meets); None: it is read in pieces."""
+    UTF-8 and takes the first such key it meets); None: it is read in pieces.
+    ``ascii_count``: what answers ``data.isascii()`` and ``data.count(key)`` (the compiled
+    reader's ``ascii_count`` answers both without the GIL, beside the imports)."""
     data = read_whole(path, limit)
     if data is None:
         return None
-    is_ascii, keys = _ascii_count(data, _TRACE_EVENTS)
+    is_ascii, keys = (ascii_count or python_ascii_count)(data, _TRACE_EVENTS)
     return data if is_ascii and keys == 1 else None
 
 
-def _python_ascii_count(data: bytes, needle: bytes) -> tuple[bool, int]:
+def python_ascii_count(data: bytes, needle: bytes) -> tuple[bool, int]:
+    """``data.isascii()`` and ``data.count(needle)``, as the compiled ``ascii_count``."""
     return data.isascii(), data.count(needle)
-
-
-try:  # the compiled one releases the GIL: ``prefetch`` checks beside the imports
-    from traceviz.parsers import _kineto_native
-
-    _ascii_count: Callable[[bytes, bytes], tuple[bool, int]] = _kineto_native.ascii_count
-except ImportError:
-    _ascii_count = _python_ascii_count
 
 
 class PieceSource:

@@ -103,7 +103,8 @@ def start(path: Path) -> None:
 
 def _read(compiled: ModuleType, path: Path, ahead: Prefetched) -> None:
     try:
-        data = whole_document(path, MAX_MB << 20)
+        # checked without the GIL: the imports beside it run on (``ascii_count``)
+        data = whole_document(path, MAX_MB << 20, compiled.ascii_count)
         if data is not None:
             ahead.whole = data, compiled.read_events(data, document=True)
         elif ahead.decoders > 1:  # else the parse streams it (and reads it itself)
