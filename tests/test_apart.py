@@ -242,3 +242,35 @@ def test_ctrl_c_ends_the_command_and_its_child():
     assert p.returncode == 130 and err.strip() == "traceviz: interrupted"
     with pytest.raises(ProcessLookupError):
         os.kill(int(first[1]), 0)
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly():
+    """``traceviz analyze T | head -n 2``: the sections print as they come, so the pipe
+    breaks while the command still prints (and its child may still compute); the command
+    ends with status 0 and nothing on stderr, as on any broken pipe, and leaves no child.
+    Rich's own handler exited with status 1."""
+    code = """
+import sys
+from traceviz.system import forked
+real = forked.start
+def start(fn):
+    child = real(fn)
+    print("child", child.pid, file=sys.stderr, flush=True)
+    return child
+forked.start = start
+sys.argv = ["traceviz", *sys.argv[1:]]
+from traceviz.entry import entry
+entry()
+"""
+    p = subprocess.Popen([sys.executable, "-c", code, "analyze", str(shared(SMALL))],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={**os.environ, "COLUMNS": "120"})
+    assert p.stdout is not None
+    first = p.stdout.readline()
+    p.stdout.close()  # the reader goes away after one line
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 0, err
+    assert first.startswith(b"source") and err.split()[0] == "child", err
+    assert len(err.splitlines()) == 1, err  # no message, no traceback
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(err.split()[1]), 0)

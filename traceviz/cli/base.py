@@ -4,6 +4,7 @@ trace, and safe output files. Only the ``traceviz.cli`` package prints or writes
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
@@ -48,6 +49,21 @@ class _Console(Console):
         return super()._render_buffer(
             seg if seg.control else Segment(console_text(seg.text), seg.style)
             for seg in buffer)
+
+    def on_broken_pipe(self) -> None:
+        """The reader went away (``traceviz analyze T | head``): what is left goes nowhere,
+        and the command ends as it does on any broken pipe (``cli._run``: status 0, no
+        message), where rich's own handler exits with status 1. ``analyze`` prints each
+        section as it comes, so a reader that stops early meets this."""
+        self.quiet = True
+        try:
+            fd = self.file.fileno()  # this console's stream (stdout, or stderr)
+        except (AttributeError, OSError, ValueError):
+            fd = sys.stdout.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)  # the last flush at exit writes nowhere
+        os.close(devnull)
+        raise BrokenPipeError
 
 
 def stderr() -> Console:
