@@ -35,6 +35,8 @@ class Sections:
     printed before sections were registered: launches sit between the totals and the
     kernel tables). ``printed``: the place on the terminal, a lower number first."""
 
+    # ``apart``: computed in a second process while the command works out and prints the
+    # header (cli/apart.py): the sections printed after it that read no other section
     totals = TOTALS.row(printed=10)
     bound = verdict_.SECTION.row()
     step_windows = windows_.SECTION.row(printed=20, apart=True)
@@ -45,7 +47,6 @@ class Sections:
     phases = phases_.SECTION.row(printed=40, apart=True)
     input_pipeline = pipeline_.SECTION.row(printed=50, apart=True)
     modules = modules_.SECTION.row(printed=60, apart=True)
-    # the two costliest sections of a small trace, computed apart (cli/apart.py)
     ranges = ranges_.SECTION.row(printed=120, apart=True)
     timings = TIMINGS.row(printed=150)
     timed_step = TIMED_STEP.row()

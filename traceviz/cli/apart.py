@@ -1,11 +1,13 @@
 """The sections whose registry row says ``apart`` computed in a forked process while the
 command computes and prints the others (``system/forked.py``): on a small trace, where
-``analyze`` is mostly imports and GIL-bound pandas work on one core, the efficiency and
-ranges sections (about half of the sections' time) run on a second.
+``analyze`` is mostly imports and GIL-bound pandas work on one core, the sections printed
+after the header that read no other section (ranges and efficiency the costliest) run on
+a second while the command works out the header and prints each section as it comes.
 
-A section is taken from the child when first read, as if computed then; one that the
-child could not give (it failed, or was killed) is computed in the command's own process,
-so the figures never depend on where they were computed.
+The child computes them in the registry's order and sends each as soon as it has it. A
+section is taken from the child when first read, as if computed then; one that the child
+could not give (it failed, or was killed, before it) is computed in the command's own
+process, so the figures never depend on where they were computed.
 """
 
 from __future__ import annotations
