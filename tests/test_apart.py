@@ -58,6 +58,16 @@ print(json.dumps([a, b], default=str))
 """
 
 
+# a child stopped, then: reaped at once, and no value left to read
+_REAPED = """
+try:
+    os.waitpid(child.pid, os.WNOHANG); print("still there")
+except ChildProcessError:
+    print("reaped")
+print(child.next())
+"""
+
+
 def _both(trace, how: str = "") -> tuple[list, list[str]]:
     r = subprocess.run([sys.executable, "-c", _BOTH, str(shared(trace)), how],
                        capture_output=True, text=True, check=True)
@@ -140,12 +150,7 @@ t = time.monotonic()
 ok, big = child.next()
 print(ok, len(big), big.count(0), child.next(), time.monotonic() - t < 10)
 child.stop()
-try:
-    os.waitpid(child.pid, os.WNOHANG); print("still there")
-except ChildProcessError:
-    print("reaped")
-print(child.next())
-"""
+""" + _REAPED
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout.splitlines()
     assert out == [f"True {5 << 20} {5 << 20} (True, 'second') True", "reaped",
@@ -160,12 +165,7 @@ from traceviz.system import forked
 forked.allow()
 child = forked.start(lambda: [time.sleep(60)])
 child.stop()
-try:
-    os.waitpid(child.pid, os.WNOHANG); print("still there")
-except ChildProcessError:
-    print("reaped")
-print(child.next())
-"""
+""" + _REAPED
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=30).stdout.splitlines()
     assert out == ["reaped", "(False, None)"]
@@ -201,11 +201,9 @@ def test_analyze_forks_and_prints_what_main_prints(capsys):
         assert capsys.readouterr().out == r.stdout
 
 
-# the command interrupted while its child computes: the take waits so that Ctrl-C lands
-# in the command's own computing, the child alive
-_INTERRUPTED = """
-import sys, time
-from traceviz.cli import apart
+# the console script's own run, naming its child on stderr first
+_SAYS_CHILD = """
+import sys
 from traceviz.system import forked
 real = forked.start
 def start(fn):
@@ -213,15 +211,24 @@ def start(fn):
     print("child", child.pid, file=sys.stderr, flush=True)
     return child
 forked.start = start
+"""
+_ENTRY = """
+sys.argv = ["traceviz", *sys.argv[1:]]
+from traceviz.entry import entry
+entry()
+"""
+
+# the command interrupted while its child computes: the take waits so that Ctrl-C lands
+# in the command's own computing, the child alive
+_INTERRUPTED = _SAYS_CHILD + """
+import time
+from traceviz.cli import apart
 real_take = apart.Apart.take
 def take(self, key):
     time.sleep(30)
     return real_take(self, key)
 apart.Apart.take = take
-sys.argv = ["traceviz", *sys.argv[1:]]
-from traceviz.entry import entry
-entry()
-"""
+""" + _ENTRY
 
 
 def test_ctrl_c_ends_the_command_and_its_child():
@@ -249,20 +256,8 @@ def test_a_reader_that_stops_early_ends_the_command_quietly():
     breaks while the command still prints (and its child may still compute); the command
     ends with status 0 and nothing on stderr, as on any broken pipe, and leaves no child.
     Rich's own handler exited with status 1."""
-    code = """
-import sys
-from traceviz.system import forked
-real = forked.start
-def start(fn):
-    child = real(fn)
-    print("child", child.pid, file=sys.stderr, flush=True)
-    return child
-forked.start = start
-sys.argv = ["traceviz", *sys.argv[1:]]
-from traceviz.entry import entry
-entry()
-"""
-    p = subprocess.Popen([sys.executable, "-c", code, "analyze", str(shared(SMALL))],
+    p = subprocess.Popen([sys.executable, "-c", _SAYS_CHILD + _ENTRY, "analyze",
+                          str(shared(SMALL))],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env={**os.environ, "COLUMNS": "120"})
     assert p.stdout is not None
