@@ -3,6 +3,7 @@ many ranks (``compare`` and ``amp``: ``render/runs.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -26,21 +27,22 @@ def render_summary(summary: Summary, top: int = 15, wide: bool = False,
     """Everything ``traceviz analyze`` prints, as one rich renderable, for ``width`` columns:
     each registered section's render in order (``sections.py``), each table fitted
     (``render/fit.py``), what a narrow terminal leaves out named last."""
-    page = Page(top=top, wide=wide, width=width)
-    for _, render in renders():
-        render(summary, page)
-    return Group(*page.parts)
+    return Group(*_page_parts(summary, Page(top=top, wide=wide, width=width)))
 
 
 def print_summary(console: Console, summary: Summary, top: int = 15, wide: bool = False) -> None:
     """``render_summary``'s page, each section printed once rendered: the sections read
     later are computed while the first ones print (or in another process, ``apart``)."""
-    page = Page(top=top, wide=wide, width=console.width)
+    for part in _page_parts(summary, Page(top=top, wide=wide, width=console.width)):
+        console.print(part)
+
+
+def _page_parts(summary: Summary, page: Page) -> Iterator[RenderableType]:
+    """The page's parts, each section's as soon as its render has added them."""
     for _, render in renders():
         start = len(page.parts)
         render(summary, page)
-        for part in page.parts[start:]:
-            console.print(part)
+        yield from page.parts[start:]
 
 
 LIST_ROWS = 32
