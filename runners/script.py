@@ -8,10 +8,14 @@ parent through the file descriptor in ``$TRACEVIZ_EVENTS_FD``, not stdout. Whate
 the script ends (returns, ``sys.exit``, raises, Ctrl-C) the profiler is stopped, what it
 recorded is written with ``bench.json`` and ``meta.json``, and the process exits with
 the script's own status (a raised exception prints its traceback, as Python does).
+Once the run is written, the process ends as the interpreter's shutdown would begin (the
+script's threads waited for, its exit callbacks run) and leaves before the teardown: see
+``leave``.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -19,6 +23,7 @@ import platform
 import runpy
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -112,6 +117,14 @@ def keep_orphans() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1)
 
 
+def _options(argv: list[str]) -> tuple[dict, Path, list[str]]:
+    """``--config CFG --out DIR -- TARGET``: the config, the run folder, the target."""
+    split = argv.index("--") if "--" in argv else len(argv)
+    opts, target = argv[:split], argv[split + 1:]
+    cfg = json.loads(Path(opts[opts.index("--config") + 1]).read_text())
+    return cfg, Path(opts[opts.index("--out") + 1]), target
+
+
 def main(argv: list[str] | None = None) -> int:
     # Ctrl-C while the runner starts up (torch imported, the profiler started) ends it by
     # the signal, without a traceback of traceviz's own frames: the parent says it was
@@ -119,11 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     given = signal.signal(signal.SIGINT, signal.SIG_DFL)
     watch_parent()  # a killed `traceviz capture` leaves no runner behind
     keep_orphans()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    split = argv.index("--") if "--" in argv else len(argv)
-    opts, target = argv[:split], argv[split + 1:]
-    cfg = json.loads(Path(opts[opts.index("--config") + 1]).read_text())
-    out = Path(opts[opts.index("--out") + 1])
+    cfg, out, target = _options(list(sys.argv[1:] if argv is None else argv))
     if cfg.get("ranks") and "RANK" in os.environ:  # one of torchrun's processes
         out = out / f"rank-{int(os.environ['RANK'])}"
         out.mkdir(parents=True, exist_ok=True)
@@ -178,5 +187,88 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
+def _descendants() -> list[int]:
+    """The processes below this one, followed down ``/proc``'s children lists (zombies
+    too). As a child subreaper (``keep_orphans``) this process adopts every orphan of its
+    tree, so nothing of it is missed."""
+    found: list[int] = []
+    todo = [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError, ValueError):
+                    kids = [int(k) for k in
+                            Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+                    found += kids
+                    todo += kids
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X")
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def end_leftovers(grace_s: float = 2.0, settle_s: float = 0.05) -> None:
+    """End what the script left running (a server it started, a daemon that detached
+    with ``setsid``): SIGTERM to each, SIGKILL to what is left after ``grace_s``, all
+    reaped. ``traceviz capture`` promises that none outlives it; its watcher finds
+    those outside the process group by scanning every 2 s, and a script that starts
+    them and returns within one scan left them running."""
+    deadline = time.monotonic() + grace_s
+    termed: set[int] = set()
+    while True:
+        _reap()
+        alive = [pid for pid in _descendants() if _running(pid)]
+        now = time.monotonic()
+        if not alive or now > deadline + grace_s:  # past SIGKILL: a driver's D state
+            return
+        for pid in alive:
+            if now > deadline or pid not in termed:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL if now > deadline else signal.SIGTERM)
+        termed.update(alive)
+        time.sleep(settle_s)
+
+
+def leave(status: int, profiler: str | None) -> None:
+    """Exit with ``status`` as the interpreter would (the script's non-daemon threads
+    joined, its exit callbacks run, the streams flushed), past the interpreter's
+    teardown. Why: a native thread still freeing the script's last objects needs the GIL,
+    which the teardown no longer gives; the interpreter then ends that thread and
+    ``std::terminate`` aborts the process (Gloo's worker finishing DDP's last all-reduce,
+    torch 2.13 on CPUs: "terminate called without an active exception", about 1 run in 15
+    of ``examples/ddp_lstm.py`` under torchrun on 2 busy cores, traceviz or not), and a
+    complete run read as a crash. Under Nsight Systems the process exits in full: its
+    injection library writes the last of the report from C exit handlers, which
+    ``os._exit`` skips. Either way, what the script left running is ended first."""
+    import threading
+
+    main_thread = threading.main_thread()
+    for thread in threading.enumerate():
+        if thread is not main_thread and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    if sys.platform.startswith("linux"):
+        end_leftovers()
+    if profiler == "nsys":
+        sys.exit(status)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status & 0xFF)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    args = sys.argv[1:]  # the script's run replaces sys.argv
+    leave(main(args), _options(args)[0]["profiler"])

@@ -127,6 +127,56 @@ def test_script_that_raises_keeps_what_was_recorded(tmp_path):
     assert (ops["ts_ns"] + trace.meta["origin_ns"] < cut[0]["ts"] * 1000).all()
 
 
+# a complete script whose process dies in the interpreter's teardown, as DDP's on Gloo
+# can (its worker thread, freeing the last all-reduce, needs the GIL the teardown no
+# longer gives: std::terminate): the object freed there aborts
+TEARDOWN = """
+import atexit, json, os, threading, time
+import torch
+class AbortsWhenFreed:
+    def __del__(self):
+        os.abort()
+json.kept = AbortsWhenFreed()  # a module's: freed only in the teardown
+atexit.register(print, "exit callback ran", flush=True)
+trained = threading.Event()
+def late():  # still running when the script's code ends: the interpreter waits for it
+    trained.wait()
+    time.sleep(0.5)
+    print("thread done", flush=True)
+threading.Thread(target=late).start()
+model = torch.nn.Linear(4, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(6):
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+print("trained", flush=True)
+trained.set()
+"""
+
+
+@pytest.mark.capture
+def test_a_death_in_the_interpreter_teardown_is_no_crash_of_the_run(tmp_path):
+    """Once the script and the run are done, the runner ends as the interpreter's shutdown
+    begins (the script's threads waited for, its exit callbacks run) and leaves before the
+    teardown, where the script alone dies by SIGABRT."""
+    needs("torch")
+    script = tmp_path / "teardown.py"
+    script.write_text(TEARDOWN)
+    alone = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           timeout=120)
+    assert alone.returncode == -6  # SIGABRT, in the teardown: the work was all done
+    assert alone.stdout.split() == ["trained", "thread", "done", "exit", "callback", "ran"]
+    r, out = _capture(tmp_path, "--warmup", "1", "--profile-steps", "2", "--",
+                      sys.executable, str(script))
+    assert r.returncode == 0, r.stderr
+    said = r.stdout.splitlines()
+    assert said[said.index("trained"):][:3] == ["trained", "thread done", "exit callback ran"]
+    assert "crashed" not in r.stderr and "SIGABRT" not in r.stderr, r.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    assert (meta["exit_status"], meta["error"], meta["step_marks"]) == (0, None, 6)
+    assert _steps_in_raw(_raw(out)) == [2, 3]
+
+
 @pytest.mark.capture
 def test_script_that_ends_before_the_profiled_steps_says_so(tmp_path):
     needs("torch")
