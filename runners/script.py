@@ -266,6 +266,12 @@ def leave(status: int, profiler: str | None) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    # what native code wrote through C's stdio (printf; std::cout, synced with it) waits
+    # in its buffers when the output is a pipe: exit() flushes them, os._exit does not
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
     os._exit(status & 0xFF)
 
 
