@@ -219,17 +219,35 @@ def _reap() -> None:
             pass
 
 
+def _own_helpers() -> set[int]:
+    """multiprocessing's resource tracker and fork server: each ends by itself once this
+    process is gone (its pipe closes), the tracker after unlinking the semaphores and
+    shared memory the script leaked; the tracker ignores SIGTERM, so ending it would
+    cost ``grace_s`` and skip that clean-up."""
+    found: set[int] = set()
+    for module, holder, attr in (("multiprocessing.resource_tracker", "_resource_tracker",
+                                  "_pid"),
+                                 ("multiprocessing.forkserver", "_forkserver",
+                                  "_forkserver_pid")):
+        pid = getattr(getattr(sys.modules.get(module), holder, None), attr, None)
+        if isinstance(pid, int):
+            found.add(pid)
+    return found
+
+
 def end_leftovers(grace_s: float = 2.0, settle_s: float = 0.05) -> None:
     """End what the script left running (a server it started, a daemon that detached
     with ``setsid``): SIGTERM to each, SIGKILL to what is left after ``grace_s``, all
-    reaped. ``traceviz capture`` promises that none outlives it; its watcher finds
-    those outside the process group by scanning every 2 s, and a script that starts
-    them and returns within one scan left them running."""
+    reaped; multiprocessing's own helpers are left to end themselves (``_own_helpers``).
+    ``traceviz capture`` promises that none outlives it; its watcher finds those outside
+    the process group by scanning every 2 s, and a script that starts them and returns
+    within one scan left them running."""
     deadline = time.monotonic() + grace_s
     termed: set[int] = set()
+    spare = _own_helpers()
     while True:
         _reap()
-        alive = [pid for pid in _descendants() if _running(pid)]
+        alive = [pid for pid in _descendants() if pid not in spare and _running(pid)]
         now = time.monotonic()
         if not alive or now > deadline + grace_s:  # past SIGKILL: a driver's D state
             return

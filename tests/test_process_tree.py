@@ -337,3 +337,49 @@ def test_ctrl_c_while_the_runner_starts_is_130_in_one_line(tmp_path, leftovers):
         "traceviz: interrupted before it ran anything to profile: nothing recorded, no run "
         "folder left")
     assert not (tmp_path / "run").exists()
+
+
+# the runner's way out, on its own: a child, a grandchild in a session of its own whose
+# parent is gone (adopted by the subreaper), one that ignores SIGTERM, and multiprocessing's
+# resource tracker (which ignores SIGTERM, and ends by itself once its parent is gone)
+LEFTOVERS = """
+import json, multiprocessing.resource_tracker as rt, os, signal, subprocess, sys, time
+from traceviz.runners.script import end_leftovers, keep_orphans
+keep_orphans()
+quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+child = subprocess.Popen(["sleep", "300"], **quiet).pid
+code = ("import subprocess; print(subprocess.Popen(['sleep', '300'], start_new_session=True,"
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)")
+daemon = int(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                            text=True).stdout)
+stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time; "
+                             "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                             "print(1, flush=True); time.sleep(300)"],
+                            stdout=subprocess.PIPE)
+stubborn.stdout.readline()  # its SIGTERM is ignored from here on
+rt.ensure_running()
+t = time.monotonic()
+end_leftovers(grace_s=1.0)
+took = time.monotonic() - t
+def running(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+print(json.dumps({"gone": [not running(p) for p in (child, daemon, stubborn.pid)],
+                  "tracker": running(rt._resource_tracker._pid), "took": took}))
+"""
+
+
+def test_the_runner_ends_what_the_script_left_but_multiprocessing_s_helpers(tmp_path):
+    """``end_leftovers``: every process below the runner ends (SIGTERM; SIGKILL after the
+    grace for one that ignores it), the detached daemon too, found through the subreaper;
+    multiprocessing's resource tracker is left to end by itself, unlinking what was
+    leaked, once the runner is gone."""
+    r = subprocess.run([sys.executable, "-c", LEFTOVERS], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["gone"] == [True, True, True] and got["tracker"] is True
+    assert 1.0 <= got["took"] < 1.9  # the stubborn one held it for the grace, no more
