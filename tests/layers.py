@@ -296,7 +296,7 @@ LIBRARIES: dict[str, set[str]] = {
     "table": {"numpy", "pandas", "pyarrow", "cpp_demangle"},
     "opcost": {"numpy"},
     "files": {"pyarrow", "isal"},
-    "system": {"ray"},
+    "system": {"ray", "numpy"},  # numpy: imported with its BLAS on one thread (blas.py)
     "trace": {"numpy", "pandas", "pyarrow"},
     "notebook": {"numpy", "pandas"},
     "parsers": {"numpy", "pandas", "pyarrow", "msgspec", "google"},  # google: protobuf

@@ -30,10 +30,13 @@ def entry() -> None:
     # registered first, so run last of the exit callbacks: see ``_last_of_shutdown``
     atexit.register(_last_of_shutdown)
     try:
-        from traceviz.cli import main
-        from traceviz.system import collector, forked
+        from traceviz.system import collector
 
         collector.allow()
+        collector.pause()  # the CLI's own imports (rich, argparse): see ``main``
+        from traceviz.cli import main
+        from traceviz.system import forked
+
         forked.allow()
 
         code = main()

@@ -249,10 +249,11 @@ def exposed_per_step(work: pd.DataFrame, windows: dict[int, pd.DataFrame]
     return per[per["comm_ns"] > 0].reset_index(drop=True)
 
 
-def communication(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame]
-                  ) -> Communication:
-    """The trace's collectives by kind and, on a GPU trace, their exposed time per step."""
-    rows = comm_rows(trace)
+def communication(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFrame],
+                  rows: pd.DataFrame | None = None) -> Communication:
+    """The trace's collectives by kind and, on a GPU trace, their exposed time per step
+    (``rows``: ``comm_rows(trace)``, where the caller has them)."""
+    rows = comm_rows(trace) if rows is None else rows
     names = sorted({str(v) for v in (trace.meta.get("devices") or {}).values() if v})
     link = link_peak(names[0]) if names else None
     link_gbs, source = link if link is not None else (None, "")
@@ -266,7 +267,10 @@ def communication(trace: Trace, work: pd.DataFrame, windows: dict[int, pd.DataFr
 
 
 def _compute(i: Inputs, s: Summary) -> Communication | None:
-    c = communication(i.trace, i.work, i.windows)
+    rows = comm_rows(i.trace)
+    if not len(rows):  # no collective: nothing to figure (most traces of one device)
+        return None
+    c = communication(i.trace, i.work, i.windows, rows)
     return c if c.count else None
 
 

@@ -93,6 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "_command", None) is None:
         parser.print_help()
         return 2
+    # the console script paused the collector for the CLI's imports (``entry``); a
+    # command that reads a trace pauses it again for its own (``base.read_ahead``)
+    collector.resume()
     try:
         return _run(args)
     finally:

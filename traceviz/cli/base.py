@@ -136,10 +136,11 @@ def stdout(width: int | None = None) -> Console:
     """The console for results: the terminal's width, or 120 columns into pipes and logs.
     No markup: results hold names from traces (``kernel[/cfg]``, ``f(T) [with T =
     float]``) that rich would read as style tags (a crash, or text lost); styles come
-    as ``Text`` objects."""
-    console = _Console(width=width, markup=False)
+    as ``Text`` objects. No emoji codes either: ``:name:`` in a text stays as written (and
+    rich's table of emoji is never loaded)."""
+    console = _Console(width=width, markup=False, emoji=False)
     if width is None and not console.is_terminal:
-        console = _Console(width=120, markup=False)
+        console = _Console(width=120, markup=False, emoji=False)
     return console
 
 
@@ -156,31 +157,37 @@ def progress_bar(console: Console, *columns: ProgressColumn,
 def read_ahead(path: Path) -> None:
     """Start reading a small Kineto trace on a thread, before the command imports pandas
     and its analyses (``parsers.kineto.prefetch``), with the garbage collector paused for
-    those imports (``system.collector``); ``load_with_progress`` takes what it read and
-    resumes the collector. Call it first thing in a command that reads ``path``.
+    those imports (``system.collector``) and numpy's BLAS on one thread
+    (``system.blas``); ``load_with_progress`` takes what it read and resumes the
+    collector. Call it first thing in a command that reads ``path``.
 
     Where pandas is imported already (``main`` called in a test's or a notebook's process)
     there are no imports to read beside, and nothing is read ahead: a read the command
     never took (it failed before reading) would be held for the process's life."""
     from traceviz.parsers.kineto import prefetch
-    from traceviz.system import collector
+    from traceviz.system import blas, collector
 
     collector.pause()
     if "pandas" not in sys.modules:
         prefetch.start(path)
+    # the first of the imports: numpy's BLAS on one thread (a trace's figures use none)
+    blas.import_numpy_with_one_blas_thread()
 
 
 def load_with_progress(path: Path, stack: ExitStack, rows: Any = None) -> Trace:
     """Load any trace, with a progress bar on stderr for big raw files on a terminal
     (``rows``: see ``Trace.load``)."""
     from traceviz.parsers import load
+    from traceviz.parsers.kineto.plan import json_size
     from traceviz.system import collector
 
-    collector.resume()  # the imports are done (``read_ahead``)
+    size = path.stat().st_size if path.is_file() else 0
+    # the imports are done (``read_ahead``); a small trace's command runs to its end
+    # without collections (its size as read: a gzipped file's inflated size)
+    collector.resume(small=size > 0 and json_size(path) <= collector.SMALL_BYTES)
 
     err = stderr()
     progress_cb: Callable[[int], None] | None = None
-    size = path.stat().st_size if path.is_file() else 0
     if err.is_terminal and size >= PROGRESS_MIN_BYTES:
         from rich.progress import DownloadColumn, TimeElapsedColumn, TransferSpeedColumn
 

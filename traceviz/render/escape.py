@@ -19,7 +19,6 @@ where it goes: one function per destination, so every path to it escapes the sam
 from __future__ import annotations
 
 import hashlib
-import html
 
 _FORMAT = [*range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0xFEFF]
 _CONTROL = [*range(0x20), 0x7F, *range(0x80, 0xA0)]
@@ -43,11 +42,15 @@ def console_text(text: str) -> str:
 def markdown(text: object) -> str:
     """``text`` for a Markdown document or table cell: shown as itself, never as HTML,
     a link, emphasis or a cell break."""
+    import html  # here: the terminal's renders never need it
+
     return html.escape(visible(str(text)).translate(_MARKDOWN_MARKS), quote=True)
 
 
 def html_text(text: object) -> str:
     """``text`` for an HTML element or attribute: shown as itself, never as markup."""
+    import html
+
     return html.escape(visible(str(text)), quote=True)
 
 
