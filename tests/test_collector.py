@@ -13,6 +13,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import KINETO, shared
 from traceviz.cli import main
 
@@ -26,6 +28,8 @@ import traceviz.cli.base as base
 from traceviz.system import collector
 if sys.argv[1] == "large":  # every trace above the bound: the collector runs after the read
     collector.SMALL_BYTES = 0
+elif sys.argv[1] == "many":  # every trace of more rows than a small one holds
+    collector.SMALL_ROWS = 10
 seen = {"before_read": 0, "after_read": 0, "after_command": 0, "enabled_at_read": None,
         "frozen_at_read": 0}
 counting = ["before_read"]
@@ -84,10 +88,13 @@ def test_a_small_trace_s_command_collects_only_before_the_console_script_starts(
     assert paused["before_read"] * 10 < _collections_importing_pandas()
 
 
-def test_a_larger_trace_s_command_collects_as_usual_after_the_read():
-    """Above ``SMALL_BYTES`` (set to 0 here: every trace), the collector runs again from
-    the read on, the imports' objects frozen out of its scans."""
-    counted = _counted("large", "analyze", str(shared(SMALL)))
+@pytest.mark.parametrize("bound", ["large", "many"])
+def test_a_larger_trace_s_command_collects_as_usual_after_the_read(bound):
+    """Above ``SMALL_BYTES`` as read (set to 0 here: every trace), or a file within it
+    that held more than ``SMALL_ROWS`` rows (a Parquet file of 59 MB holds 6.8M; set to
+    10 here), the collector runs again from the read on, the imports' objects frozen out
+    of its scans."""
+    counted = _counted(bound, "analyze", str(shared(SMALL)))
     assert counted["enabled_at_read"] is True
     assert counted["frozen_at_read"] > 50_000
     assert counted["after_read"] > 0

@@ -197,7 +197,10 @@ def load_with_progress(path: Path, stack: ExitStack, rows: Any = None) -> Trace:
         # gzip: the decompressed size is unknown, so show bytes read without a total
         task = progress.add_task(path.name, total=None if is_gzip(path) else size)
         progress_cb = lambda n: progress.advance(task, n)  # noqa: E731
-    return load(path, progress=progress_cb, rows=rows)
+    trace = load(path, progress=progress_cb, rows=rows)
+    if len(trace.events) > collector.SMALL_ROWS:  # a small file of many rows (Parquet)
+        collector.resume()
+    return trace
 
 
 def refuse_existing(paths: Sequence[Path], force: bool) -> None:
