@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import SHARED_TRACES, missing, shared_traces
+from tests.conftest import SHARED_TRACES, missing, shared, shared_traces
 from tests.corpus.generate import MI250, cases
 from tests.diagnosis_paths import FOREIGN, FOREIGN_FILES
 from tests.test_fuzz import FUZZ, kineto_files
@@ -90,7 +90,7 @@ def test_the_parquet_is_the_same_file_for_file(monkeypatch, tmp_path):
     """The written tables hold the same values (Parquet, read back): the same table at the
     same piece size; at each reader's own (16 MB against 2 MB) the same values, the order
     of a dictionary's entries aside (pieces' dictionaries are merged in order)."""
-    path = SHARED_TRACES / "kineto" / "a100_nccl.json.gz"
+    path = shared(SHARED_TRACES / "kineto" / "a100_nccl.json.gz")
     tables = {}
     for reader, chunk in (("python", 1 << 20), ("native", 1 << 20), ("python", None),
                           ("native", None)):
